@@ -1,0 +1,192 @@
+//! Benchmark of the benchmark engine itself (`cargo bench -p cipherfleet-agent`,
+//! or `deploy/bench-engine.sh`, which also builds the software sibling).
+//!
+//! 1. Engine overhead: in one run, alternating, the engine's AES-256-GCM and
+//!    ChaCha20-Poly1305 encrypt throughput against a minimal loop over the same
+//!    crate calls, at 16 B and 16 KiB, one thread. Targets: engine ≥ 97 % of the
+//!    minimal loop at 16 KiB and ≥ 90 % at 16 B.
+//! 2. Repeatability: the CV of five repeated engine measurements.
+//! 3. Accelerated/software ratio of AES-256-GCM at 16 KiB, through the real
+//!    binaries (`target/release/cipherfleet-agent{,-soft}`), alternating.
+
+use std::hint::black_box;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use aead::inout::InOutBuf;
+use aead::{AeadInOut, KeyInit, Nonce};
+use cipherfleet_agent::backend::Path;
+use cipherfleet_agent::engine;
+use cipherfleet_agent::spec::{Direction, JobSpec, KeyMode};
+use cipherfleet_agent::stats;
+
+const ROUNDS: usize = 5;
+const SECONDS: f64 = 1.0;
+
+fn spec(alg: &str, size: u64) -> JobSpec {
+    JobSpec {
+        algorithm: alg.parse().unwrap(),
+        direction: Direction::Encrypt,
+        size_bytes: size,
+        threads: 1,
+        concurrency: None,
+        key_mode: KeyMode::Static,
+        path: Path::Accelerated,
+        seconds: SECONDS,
+    }
+}
+
+/// The least a caller can do: one instance, counter nonces, input → output, MB/s.
+fn minimal_loop<A: AeadInOut + KeyInit>(size: usize, seconds: f64) -> f64 {
+    let mut key = vec![0u8; A::key_size()];
+    getrandom::fill(&mut key).unwrap();
+    let cipher = A::new_from_slice(&key).unwrap();
+    let mut plaintext = vec![0u8; size];
+    getrandom::fill(&mut plaintext).unwrap();
+    let mut output = vec![0u8; size];
+    let mut counter = 0u64;
+    let mut run = |until: Duration| -> (u64, Duration) {
+        let start = Instant::now();
+        let mut ops = 0u64;
+        loop {
+            for _ in 0..64 {
+                let mut nonce = Nonce::<A>::default();
+                nonce[4..12].copy_from_slice(&counter.to_be_bytes());
+                counter += 1;
+                let tag = cipher
+                    .encrypt_inout_detached(
+                        &nonce,
+                        &[],
+                        InOutBuf::new(&plaintext, &mut output).unwrap(),
+                    )
+                    .unwrap();
+                black_box(tag);
+                black_box(&mut output);
+            }
+            ops += 64;
+            let elapsed = start.elapsed();
+            if elapsed >= until {
+                return (ops, elapsed);
+            }
+        }
+    };
+    run(Duration::from_secs_f64((seconds / 4.0).clamp(0.05, 1.0))); // warm-up, as the engine does
+    let (ops, elapsed) = run(Duration::from_secs_f64(seconds));
+    (ops * size as u64) as f64 / elapsed.as_secs_f64() / 1e6
+}
+
+fn engine_mb_s(alg: &str, size: u64) -> f64 {
+    engine::measure(&spec(alg, size))
+        .expect("engine measures")
+        .throughput_mb_s
+}
+
+fn overhead() {
+    println!(
+        "== engine vs minimal loop (encrypt, 1 thread, {ROUNDS} alternating rounds of {SECONDS} s, medians)"
+    );
+    println!(
+        "{:<20} {:>8} {:>14} {:>14} {:>8} {:>8}",
+        "algorithm", "size", "engine MB/s", "minimal MB/s", "ratio", "target"
+    );
+    for (alg, size, target) in [
+        ("aes-256-gcm", 16u64, 0.90),
+        ("aes-256-gcm", 16384, 0.97),
+        ("chacha20-poly1305", 16, 0.90),
+        ("chacha20-poly1305", 16384, 0.97),
+    ] {
+        let (mut eng, mut min) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            eng.push(engine_mb_s(alg, size));
+            min.push(match alg {
+                "aes-256-gcm" => minimal_loop::<aes_gcm::Aes256Gcm>(size as usize, SECONDS),
+                _ => minimal_loop::<chacha20poly1305::ChaCha20Poly1305>(size as usize, SECONDS),
+            });
+        }
+        let (e, m) = (stats::median(&eng).unwrap(), stats::median(&min).unwrap());
+        let ratio = e / m;
+        let verdict = if ratio >= target { "ok" } else { "BELOW" };
+        println!(
+            "{alg:<20} {size:>8} {e:>14.2} {m:>14.2} {:>7.1}% {:>6.0}% {verdict}",
+            ratio * 100.0,
+            target * 100.0
+        );
+    }
+}
+
+fn repeatability() {
+    println!("\n== repeatability: five engine measurements of aes-256-gcm 16 KiB encrypt");
+    let runs: Vec<f64> = (0..5).map(|_| engine_mb_s("aes-256-gcm", 16384)).collect();
+    let shown: Vec<String> = runs.iter().map(|r| format!("{r:.1}")).collect();
+    println!(
+        "MB/s: {}  cv = {:.2}%",
+        shown.join(", "),
+        stats::cv(&runs).unwrap() * 100.0
+    );
+}
+
+fn software_ratio() {
+    let dir = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let (accel, soft) = (
+        dir.join("cipherfleet-agent"),
+        dir.join("cipherfleet-agent-soft"),
+    );
+    println!(
+        "\n== accelerated / software, aes-256-gcm 16 KiB encrypt, real binaries, 3 alternating rounds"
+    );
+    if !accel.is_file() || !soft.is_file() {
+        println!(
+            "skipped: {} and {} are needed (deploy/bench-engine.sh builds them)",
+            accel.display(),
+            soft.display()
+        );
+        return;
+    }
+    let measure = |bin: &std::path::Path| -> f64 {
+        let out = Command::new(bin)
+            .args([
+                "bench",
+                "-a",
+                "aes-256-gcm",
+                "--size",
+                "16k",
+                "--seconds",
+                "1",
+                "--format",
+                "json",
+            ])
+            .output()
+            .expect("agent runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["throughput_mb_s"].as_f64().unwrap()
+    };
+    let (mut a, mut s) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        a.push(measure(&accel));
+        s.push(measure(&soft));
+    }
+    let (a, s) = (stats::median(&a).unwrap(), stats::median(&s).unwrap());
+    println!(
+        "accelerated {a:.1} MB/s, software {s:.1} MB/s, ratio {:.1}×",
+        a / s
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument is not used here.
+    println!("backends: {:?}", cipherfleet_agent::backend::backends());
+    overhead();
+    repeatability();
+    software_ratio();
+}

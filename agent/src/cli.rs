@@ -1,0 +1,434 @@
+//! Command line: `probe`, `bench`, `selftest` (and the hidden worker mode).
+//!
+//! Usage errors exit with status 2 and name the flag; `bench` exits 1 when any
+//! point failed (the others are still reported), 0 otherwise.
+
+use std::io::{self, IsTerminal, Write};
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::algorithm::{self, Algorithm};
+use crate::backend::Path;
+use crate::measurement::{Measurement, Status};
+use crate::report::{self, Format};
+use crate::spec::{self, Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
+use crate::{probe, selftest, worker};
+
+const AFTER_HELP: &str = "\
+MB/s is 10^6 bytes of plaintext per second, as `openssl speed` reports it.
+The software path runs in the sibling binary cipherfleet-agent-soft (build it with deploy/build.sh).";
+
+#[derive(Parser, Debug)]
+#[command(name = "cipherfleet-agent", version, about = "Measure symmetric-crypto performance on this host", after_help = AFTER_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print host facts: CPU, crypto features advertised and usable, kernel, virtualization, build.
+    Probe {
+        #[arg(long, value_enum, default_value_t = ProbeFormat::Table)]
+        format: ProbeFormat,
+    },
+    /// Benchmark algorithms locally and print a table, JSON lines or CSV.
+    Bench(BenchArgs),
+    /// Run the known-answer tests for every algorithm in this build.
+    Selftest {
+        #[arg(long, value_enum, default_value_t = ProbeFormat::Table)]
+        format: ProbeFormat,
+    },
+    /// Internal: measure one point read as JSON on stdin (started by `bench`).
+    #[command(name = worker::WORKER_ARG, hide = true)]
+    Worker,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ProbeFormat {
+    Table,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Choice3 {
+    Encrypt,
+    Decrypt,
+    Both,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum PathChoice {
+    Accelerated,
+    Software,
+    Both,
+}
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    /// Algorithms, comma separated (OpenSSL names, e.g. aes-256-gcm,chacha20-poly1305). `--list` shows them all.
+    #[arg(short = 'a', long = "algorithm", value_name = "LIST", value_delimiter = ',', value_parser = parse_algorithm)]
+    algorithms: Vec<Algorithm>,
+    /// Payload sizes in bytes per operation, comma separated; binary suffixes: 11,18,16,1k,16KiB,10MiB (1 B to 1 GiB).
+    #[arg(short = 's', long = "size", value_name = "LIST", value_delimiter = ',', value_parser = parse_size)]
+    sizes: Vec<u64>,
+    /// Worker threads, comma separated for a scaling curve, e.g. 1,2,4 (1 to 1024).
+    #[arg(short = 't', long, value_name = "LIST", value_delimiter = ',', value_parser = parse_threads)]
+    threads: Vec<u32>,
+    /// Object-storage scenario: N objects in flight on the thread pool, P99 per object (e.g. --concurrency 32 --size 10MiB).
+    #[arg(long, value_name = "N")]
+    concurrency: Option<u32>,
+    #[arg(long, value_enum)]
+    /// Encrypt, decrypt (AEAD tags verified), or both. Default: encrypt.
+    direction: Option<Choice3>,
+    /// Key handling: static (one key), per-op (key setup every operation), hkdf-per-user (HKDF-SHA256 derivation then key setup). Comma separated.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_key_mode)]
+    key_mode: Vec<KeyMode>,
+    /// Implementation path: accelerated (run-time detection), software (the -soft build), or both.
+    #[arg(long, value_enum)]
+    path: Option<PathChoice>,
+    /// Measured seconds per point, after a warm-up (more than 0, at most 600).
+    #[arg(long, value_name = "F", value_parser = parse_seconds, allow_negative_numbers = true)]
+    seconds: Option<f64>,
+    /// Named matrix: quick (under a minute), standard, full. Flags given with it replace its lists.
+    #[arg(long, value_parser = parse_suite)]
+    suite: Option<Suite>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// List the algorithms and suites, then exit.
+    #[arg(long)]
+    list: bool,
+}
+
+fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
+    s.parse()
+        .map_err(|e: algorithm::UnknownAlgorithm| e.to_string())
+}
+fn parse_size(s: &str) -> Result<u64, String> {
+    spec::parse_size(s).map_err(|e| e.message)
+}
+fn parse_threads(s: &str) -> Result<u32, String> {
+    let n: u32 = s.trim().parse().map_err(|_| {
+        format!(
+            "'{s}' is not a whole number; accepted: 1 to {}",
+            spec::MAX_THREADS
+        )
+    })?;
+    spec::validate_threads(n).map_err(|e| e.message)?;
+    Ok(n)
+}
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    let f: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    spec::validate_seconds(f).map_err(|e| e.message)?;
+    Ok(f)
+}
+fn parse_key_mode(s: &str) -> Result<KeyMode, String> {
+    match s.trim() {
+        "static" => Ok(KeyMode::Static),
+        "per-op" => Ok(KeyMode::PerOp),
+        "hkdf-per-user" => Ok(KeyMode::HkdfPerUser),
+        other => Err(format!(
+            "unknown key mode '{other}'; accepted: static, per-op, hkdf-per-user"
+        )),
+    }
+}
+fn parse_suite(s: &str) -> Result<Suite, String> {
+    s.parse().map_err(|e: InvalidSpec| e.message)
+}
+
+/// Entry point of the binary; returns the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    match cli.command {
+        Command::Probe { format } => print_probe(format),
+        Command::Selftest { format } => run_selftest(format),
+        Command::Bench(args) => bench(args),
+        Command::Worker => worker::worker_main(),
+    }
+}
+
+fn print_probe(format: ProbeFormat) -> i32 {
+    let facts = probe::probe();
+    let mut out = io::stdout().lock();
+    let written = match format {
+        ProbeFormat::Table => probe::write_table(&facts, &mut out),
+        ProbeFormat::Json => serde_json::to_writer_pretty(&mut out, &facts)
+            .map_err(io::Error::from)
+            .and_then(|()| writeln!(out)),
+    };
+    if written.is_err() { 1 } else { 0 }
+}
+
+fn run_selftest(format: ProbeFormat) -> i32 {
+    let outcomes = selftest::run_all();
+    let failed = outcomes.iter().filter(|o| !o.passed).count();
+    let mut out = io::stdout().lock();
+    let _ = match format {
+        ProbeFormat::Json => serde_json::to_writer_pretty(&mut out, &outcomes)
+            .map_err(io::Error::from)
+            .and_then(|()| writeln!(out)),
+        ProbeFormat::Table => (|| {
+            for o in &outcomes {
+                let status = if o.passed { "ok  " } else { "FAIL" };
+                writeln!(
+                    out,
+                    "{status} {}{}",
+                    o.name,
+                    o.detail
+                        .as_deref()
+                        .map(|d| format!(": {d}"))
+                        .unwrap_or_default()
+                )?;
+            }
+            writeln!(
+                out,
+                "known-answer tests ({} build): {} of {} passed",
+                crate::backend::FLAVOUR_NAME,
+                outcomes.len() - failed,
+                outcomes.len()
+            )
+        })(),
+    };
+    if failed == 0 && !outcomes.is_empty() {
+        0
+    } else {
+        1
+    }
+}
+
+/// Turns the flags into the matrices to run.
+fn matrices(args: &BenchArgs, cores: u32) -> Result<Vec<Matrix>, InvalidSpec> {
+    let explicit = !args.algorithms.is_empty();
+    let mut base = match (args.suite, explicit) {
+        (Some(suite), _) => suite.matrices(cores),
+        (None, false) => Suite::Quick.matrices(cores),
+        (None, true) => vec![Matrix {
+            algorithms: vec![],
+            // `openssl speed`'s default sizes.
+            sizes: vec![16, 64, 256, 1024, 8192, 16384],
+            directions: vec![Direction::Encrypt],
+            threads: vec![1],
+            concurrency: None,
+            key_modes: vec![KeyMode::Static],
+            paths: vec![Path::Accelerated],
+            seconds: 1.0,
+        }],
+    };
+    for m in &mut base {
+        if explicit {
+            m.algorithms = args.algorithms.clone();
+        }
+        if !args.sizes.is_empty() {
+            m.sizes = args.sizes.clone();
+        }
+        if !args.threads.is_empty() {
+            m.threads = args.threads.clone();
+        }
+        if args.concurrency.is_some() {
+            m.concurrency = args.concurrency;
+        }
+        match args.direction {
+            Some(Choice3::Encrypt) => m.directions = vec![Direction::Encrypt],
+            Some(Choice3::Decrypt) => m.directions = vec![Direction::Decrypt],
+            Some(Choice3::Both) => m.directions = vec![Direction::Encrypt, Direction::Decrypt],
+            None => {}
+        }
+        if !args.key_mode.is_empty() {
+            m.key_modes = args.key_mode.clone();
+        }
+        match args.path {
+            Some(PathChoice::Accelerated) => m.paths = vec![Path::Accelerated],
+            Some(PathChoice::Software) => m.paths = vec![Path::Software],
+            Some(PathChoice::Both) => m.paths = vec![Path::Accelerated, Path::Software],
+            None => {}
+        }
+        if let Some(s) = args.seconds {
+            m.seconds = s;
+        }
+        m.validate()?;
+    }
+    Ok(base)
+}
+
+fn usage_error(message: impl std::fmt::Display) -> i32 {
+    eprintln!("error: {message}");
+    2
+}
+
+fn bench(args: BenchArgs) -> i32 {
+    if args.list {
+        println!("algorithms: {}", algorithm::valid_names());
+        println!("suites: quick, standard, full");
+        return 0;
+    }
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    let points: Vec<JobSpec> = match matrices(&args, cores) {
+        Ok(ms) => ms.iter().flat_map(Matrix::expand).collect(),
+        Err(e) => return usage_error(e),
+    };
+    // Refuse up front rather than fail every software point one by one.
+    for path in [Path::Accelerated, Path::Software] {
+        if points.iter().any(|p| p.path == path)
+            && let Err(e) = worker::binary_for(path)
+        {
+            return usage_error(e);
+        }
+    }
+    let host = probe::probe();
+    let progress = io::stderr().is_terminal();
+    if progress {
+        let secs: f64 = points.iter().map(|p| p.seconds + p.warmup_seconds()).sum();
+        eprintln!("{} points, about {:.0} s of measuring", points.len(), secs);
+    }
+    let mut stdout = io::stdout().lock();
+    if args.format == Format::Csv {
+        let _ = writeln!(stdout, "{}", report::CSV_HEADER);
+    }
+    let started = Instant::now();
+    let mut results = Vec::with_capacity(points.len());
+    for (i, point) in points.iter().enumerate() {
+        if progress {
+            eprint!(
+                "\r\x1b[K[{}/{}] {} ({:.0} s)",
+                i + 1,
+                points.len(),
+                point.label(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        let m = match worker::run_point(point) {
+            Ok(report) => Measurement::ok(point, report, Some(host.clone())),
+            Err(e) => Measurement::failed(point, e.to_string(), Some(host.clone())),
+        };
+        let written = match args.format {
+            Format::Json => report::write_json_line(&m, &mut stdout),
+            Format::Csv => report::write_csv_row(&m, &mut stdout),
+            Format::Table => Ok(()),
+        };
+        if written.is_err() {
+            // stdout closed (e.g. piped into `head`): nothing more to report to.
+            return 1;
+        }
+        results.push(m);
+    }
+    if progress {
+        eprintln!(
+            "\r\x1b[K{} points in {:.1} s",
+            points.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    if args.format == Format::Table && report::write_table(&results, &host, &mut stdout).is_err() {
+        return 1;
+    }
+    let failed = results
+        .iter()
+        .filter(|m| m.status == Status::Failed)
+        .count();
+    if failed > 0 {
+        eprintln!("{failed} of {} points failed", results.len());
+        1
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
+        let mut full = vec!["cipherfleet-agent", "bench"];
+        full.extend_from_slice(args);
+        Cli::try_parse_from(full).map(|c| match c.command {
+            Command::Bench(b) => b,
+            other => panic!("{other:?}"),
+        })
+    }
+
+    #[test]
+    fn flags_override_the_suite_lists() {
+        let args = parse(&[
+            "--suite",
+            "quick",
+            "--size",
+            "11,18",
+            "--direction",
+            "both",
+            "--seconds",
+            "0.1",
+        ])
+        .unwrap();
+        let ms = matrices(&args, 2).unwrap();
+        let points: Vec<JobSpec> = ms.iter().flat_map(Matrix::expand).collect();
+        assert_eq!(points.len(), 6 * 2 * 2);
+        assert!(
+            points
+                .iter()
+                .all(|p| p.seconds == 0.1 && [11, 18].contains(&p.size_bytes))
+        );
+    }
+
+    #[test]
+    fn algorithms_without_suite_use_openssl_sizes() {
+        let args = parse(&["-a", "aes-128-gcm,chacha20-poly1305"]).unwrap();
+        let points: Vec<JobSpec> = matrices(&args, 2)
+            .unwrap()
+            .iter()
+            .flat_map(Matrix::expand)
+            .collect();
+        assert_eq!(points.len(), 2 * 6);
+    }
+
+    #[test]
+    fn bad_values_name_the_flag_and_exit_2() {
+        for (args, flag) in [
+            (&["-a", "aes-512-gcm"][..], "--algorithm"),
+            (&["--size", "0"], "--size"),
+            (&["--size", "2GiB"], "--size"),
+            (&["--size", "ten"], "--size"),
+            (&["--threads", "0"], "--threads"),
+            (&["--threads", "1025"], "--threads"),
+            (&["--seconds", "0"], "--seconds"),
+            (&["--seconds", "601"], "--seconds"),
+            (&["--key-mode", "rotating"], "--key-mode"),
+            (&["--suite", "huge"], "--suite"),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+            assert!(err.to_string().contains(flag), "{args:?}: {err}");
+        }
+        let unknown = parse(&["-a", "aes-512-gcm"]).unwrap_err().to_string();
+        assert!(
+            unknown.contains("chacha20-poly1305"),
+            "lists valid names: {unknown}"
+        );
+    }
+
+    #[test]
+    fn inapplicable_key_mode_is_a_matrix_error() {
+        let args = parse(&[
+            "-a",
+            "aes-256-gcm",
+            "--concurrency",
+            "4",
+            "--key-mode",
+            "per-op",
+        ])
+        .unwrap();
+        assert_eq!(matrices(&args, 2).unwrap_err().flag, "--key-mode");
+    }
+}

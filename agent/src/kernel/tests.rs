@@ -1,0 +1,71 @@
+use super::*;
+use crate::algorithm::ALL;
+use crate::backend::Path;
+use crate::spec::KeyMode;
+
+fn spec(
+    alg: crate::algorithm::Algorithm,
+    direction: Direction,
+    key_mode: KeyMode,
+    size: u64,
+) -> JobSpec {
+    JobSpec {
+        algorithm: alg,
+        direction,
+        size_bytes: size,
+        threads: 1,
+        concurrency: None,
+        key_mode,
+        path: Path::Accelerated,
+        seconds: 1.0,
+    }
+}
+
+#[test]
+fn every_algorithm_runs_in_both_directions_and_every_key_mode() {
+    let master = [7u8; 64];
+    for &alg in ALL {
+        for direction in [Direction::Encrypt, Direction::Decrypt] {
+            for key_mode in [KeyMode::Static, KeyMode::PerOp, KeyMode::HkdfPerUser] {
+                for size in [11, 18, 1024] {
+                    let s = spec(alg, direction, key_mode, size);
+                    let mut k = build(&KernelInput {
+                        spec: &s,
+                        thread: 1,
+                        master_key: &master,
+                    })
+                    .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
+                    // More operations than pool slots or rotating keys, so every slot is reused.
+                    k.run_batch(0, 150)
+                        .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
+                    assert!(k.key_setup_ns(4) > 0.0);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn nonces_differ_across_threads_and_operations() {
+    let mut seen = std::collections::HashSet::new();
+    for thread in 0..4 {
+        for op in (0..1000).chain([1 << 32, pool_counter(0), pool_counter(63)]) {
+            let mut n = [0u8; 12];
+            fill_nonce(&mut n, thread, op);
+            assert!(seen.insert(n), "nonce repeated for thread {thread} op {op}");
+        }
+    }
+}
+
+#[test]
+fn pool_is_bounded_in_slots() {
+    assert_eq!(pool_slots(16), 64);
+    assert_eq!(pool_slots(1 << 20), 4);
+    assert_eq!(pool_slots(10 << 20), 1);
+    assert_eq!(pool_slots(1 << 30), 1);
+}
+
+#[test]
+fn random_plaintext_is_not_all_zero() {
+    assert!(random_bytes(64).iter().any(|&b| b != 0));
+}

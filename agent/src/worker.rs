@@ -1,0 +1,256 @@
+//! Runs each measurement in a child process: this binary for the accelerated
+//! path, its `-soft` sibling for the software path.
+//!
+//! The child (`cipherfleet-agent __worker`) reads a [`JobSpec`] as JSON on
+//! stdin, runs the relevant known-answer tests, measures, and writes a
+//! [`WorkerReport`] as JSON on stdout. A crash, a failed self-test or a hang
+//! past the time limit becomes that point's failure; the parent's threads
+//! never share the CPU with the measurement.
+
+use std::io::{Read, Write};
+use std::path::{Path as FsPath, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::backend::{self, Flavour, Path};
+use crate::measurement::WorkerReport;
+use crate::spec::{JobSpec, KeyMode};
+use crate::{engine, selftest};
+
+/// Name of the accelerated binary.
+pub const ACCELERATED_BIN: &str = "cipherfleet-agent";
+/// Name of the software-flavoured sibling.
+pub const SOFTWARE_BIN: &str = "cipherfleet-agent-soft";
+/// Hidden subcommand the parent starts.
+pub const WORKER_ARG: &str = "__worker";
+
+/// Exit codes of the worker, so the parent can say what went wrong.
+pub mod exit {
+    pub const INVALID: i32 = 2;
+    pub const SELFTEST: i32 = 3;
+    pub const MEASUREMENT: i32 = 4;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error(
+        "the {path} path needs {}, which is not there; build it with `deploy/build.sh` (or `deploy/build.sh --release`), which puts it next to {}",
+        .binary.display(), .beside.display()
+    )]
+    MissingBinary {
+        path: &'static str,
+        binary: PathBuf,
+        beside: PathBuf,
+    },
+    #[error("could not start {}: {source}", .binary.display())]
+    Spawn {
+        binary: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("timed out after {0:.0} s and was killed")]
+    TimedOut(f64),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The binary that measures `path`: this executable when its flavour matches, else the sibling.
+pub fn binary_for(path: Path) -> Result<PathBuf, WorkerError> {
+    let me = std::env::current_exe()
+        .map_err(|e| WorkerError::Failed(format!("cannot locate this executable: {e}")))?;
+    let wanted = match (path, backend::FLAVOUR) {
+        (Path::Accelerated, Flavour::Accelerated) | (Path::Software, Flavour::Software) => {
+            return Ok(me);
+        }
+        (Path::Software, Flavour::Accelerated) => SOFTWARE_BIN,
+        (Path::Accelerated, Flavour::Software) => ACCELERATED_BIN,
+    };
+    let dir = me.parent().unwrap_or(FsPath::new("."));
+    let binary = dir.join(wanted);
+    if binary.is_file() {
+        Ok(binary)
+    } else {
+        Err(WorkerError::MissingBinary {
+            path: path.as_str(),
+            binary,
+            beside: me,
+        })
+    }
+}
+
+/// How long a point may take before it is killed: its own time, generously, plus
+/// time to fill its buffers (emulated hosts are 10–50× slower than native).
+///
+/// `CIPHERFLEET_WORKER_TIME_LIMIT` (seconds) overrides it.
+pub fn time_limit(spec: &JobSpec) -> Duration {
+    let configured = std::env::var("CIPHERFLEET_WORKER_TIME_LIMIT")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok());
+    if let Some(secs) = configured.filter(|s| s.is_finite() && *s > 0.0) {
+        return Duration::from_secs_f64(secs);
+    }
+    let buffers = (spec.size_bytes as f64) * f64::from(spec.threads) * 8.0;
+    Duration::from_secs_f64(60.0 + 4.0 * (spec.seconds + spec.warmup_seconds()) + buffers / 5e6)
+}
+
+/// Measures `spec` in a worker process and returns its report.
+pub fn run_point(spec: &JobSpec) -> Result<WorkerReport, WorkerError> {
+    let binary = binary_for(spec.path)?;
+    let mut child = Command::new(&binary)
+        .arg(WORKER_ARG)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| WorkerError::Spawn {
+            binary: binary.clone(),
+            source,
+        })?;
+    let input = serde_json::to_vec(spec).expect("a spec serialises");
+    let mut stdin = child.stdin.take().expect("piped");
+    // A worker that dies at once closes stdin; its exit status says why.
+    let _ = stdin.write_all(&input);
+    drop(stdin);
+    let stdout = drain(child.stdout.take().expect("piped"));
+    let stderr = drain(child.stderr.take().expect("piped"));
+
+    let limit = time_limit(spec);
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(WorkerError::TimedOut(limit.as_secs_f64()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(WorkerError::Failed(format!("waiting for the worker: {e}"))),
+        }
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = String::from_utf8_lossy(&stderr.join().unwrap_or_default())
+        .trim()
+        .to_string();
+    if !status.success() {
+        return Err(WorkerError::Failed(describe_exit(status, &stderr)));
+    }
+    serde_json::from_slice(&stdout)
+        .map_err(|e| WorkerError::Failed(format!("worker printed an unreadable report: {e}")))
+}
+
+fn drain<R: Read + Send + 'static>(mut r: R) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = r.read_to_end(&mut buf);
+        buf
+    })
+}
+
+fn describe_exit(status: ExitStatus, stderr: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let what = match (status.code(), status.signal()) {
+        (Some(exit::SELFTEST), _) => "self-test failed, no numbers reported".to_string(),
+        (Some(exit::INVALID), _) => "invalid point".to_string(),
+        (Some(exit::MEASUREMENT), _) => "measurement failed".to_string(),
+        (Some(code), _) => format!("worker exited with status {code}"),
+        (None, Some(sig)) => format!("worker killed by signal {sig}"),
+        (None, None) => "worker ended abnormally".to_string(),
+    };
+    if stderr.is_empty() {
+        what
+    } else {
+        format!("{what}: {}", last_lines(stderr, 3))
+    }
+}
+
+fn last_lines(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+/// The worker side: read a spec on stdin, self-test, measure, print the report.
+/// Returns the process exit code.
+pub fn worker_main() -> i32 {
+    let mut input = String::new();
+    if let Err(e) = std::io::stdin().read_to_string(&mut input) {
+        eprintln!("reading the job from stdin: {e}");
+        return exit::INVALID;
+    }
+    let spec: JobSpec = match serde_json::from_str(&input) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("invalid job: {e}");
+            return exit::INVALID;
+        }
+    };
+    if let Err(e) = spec.validate() {
+        eprintln!("invalid job: {e}");
+        return exit::INVALID;
+    }
+    #[cfg(debug_assertions)]
+    fault::inject(&spec);
+    let mut outcomes = selftest::run_for(spec.algorithm);
+    if spec.key_mode == KeyMode::HkdfPerUser {
+        outcomes.extend(selftest::run_hkdf());
+    }
+    let failed: Vec<String> = outcomes
+        .iter()
+        .filter(|o| !o.passed)
+        .map(|o| format!("{} ({})", o.name, o.detail.as_deref().unwrap_or("mismatch")))
+        .collect();
+    if !failed.is_empty() || outcomes.is_empty() {
+        eprintln!(
+            "{}: known-answer tests failed: {}",
+            spec.algorithm,
+            failed.join("; ")
+        );
+        return exit::SELFTEST;
+    }
+    let figures = match engine::measure(&spec) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{e}");
+            return exit::MEASUREMENT;
+        }
+    };
+    let backends = backend::backends();
+    let report = WorkerReport {
+        path_used: backends.path_for(spec.algorithm),
+        backends,
+        build_flavour: backend::FLAVOUR,
+        selftest_passed: outcomes.len() as u32,
+        figures,
+    };
+    println!(
+        "{}",
+        serde_json::to_string(&report).expect("a report serialises")
+    );
+    0
+}
+
+/// Test-only fault injection (debug builds): `CIPHERFLEET_WORKER_FAULT=abort:ALG` or
+/// `hang:ALG` makes the worker for algorithm ALG crash or hang, so tests can show
+/// that one broken point fails alone.
+#[cfg(debug_assertions)]
+mod fault {
+    use crate::spec::JobSpec;
+
+    pub fn inject(spec: &JobSpec) {
+        let Ok(v) = std::env::var("CIPHERFLEET_WORKER_FAULT") else {
+            return;
+        };
+        let Some((kind, alg)) = v.split_once(':') else {
+            return;
+        };
+        if alg != spec.algorithm.name() {
+            return;
+        }
+        match kind {
+            "abort" => std::process::abort(),
+            "hang" => loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            },
+            _ => {}
+        }
+    }
+}

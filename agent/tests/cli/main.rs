@@ -1,0 +1,7 @@
+//! End-to-end tests of the `cipherfleet-agent` binary: real worker processes,
+//! real measurements (kept short), and the software sibling built by
+//! `deploy/build.sh` (the test command builds it first).
+
+mod bench;
+mod helpers;
+mod probe;

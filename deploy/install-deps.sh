@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what building and testing need on a fresh Debian machine (idempotent):
+#   Debian: qemu-user-static (emulated ARM64 and non-AES-NI x86 hosts)
+#   rustup: musl targets for the static builds, rustfmt and clippy
+set -euo pipefail
+
+need_apt=()
+command -v qemu-aarch64-static >/dev/null || need_apt+=(qemu-user-static)
+command -v python3 >/dev/null || need_apt+=(python3)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: please install as root: apt-get install ${need_apt[*]}" >&2
+    exit 1
+  fi
+  echo "install-deps: apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+installed=$(rustup target list --installed)
+for t in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
+  grep -qx "$t" <<<"$installed" || rustup target add "$t"
+done
+components=$(rustup component list --installed)
+for c in rustfmt clippy; do
+  grep -q "^$c" <<<"$components" || rustup component add "$c"
+done

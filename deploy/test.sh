@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The test command (README; CI runs exactly this): installs what the tests need,
+# checks formatting and lints, builds both agent flavours natively and statically
+# for x86-64 and ARM64, checks them on emulated hosts, then runs every test.
+# About 10–15 minutes on 2 cores from a clean clone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "dependencies"
+deploy/install-deps.sh
+
+step "format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "both flavours (debug), software sibling next to the test binaries"
+deploy/build.sh
+
+step "static builds for x86-64 and ARM64"
+deploy/build-static.sh
+
+step "emulated hosts: ARM64, x86-64 without AES-NI, old kernel"
+deploy/qemu-check.sh
+
+step "unit tests of the software flavour (KATs on the soft backends)"
+RUSTFLAGS='--cfg aes_backend="soft" --cfg polyval_backend="soft" --cfg chacha20_backend="soft" --cfg sha2_backend="soft" --cfg cipherfleet_soft' \
+  CARGO_TARGET_DIR=target-soft cargo test -p cipherfleet-agent --lib
+
+step "every test"
+CIPHERFLEET_REQUIRE_SOFT=1 cargo test --workspace
