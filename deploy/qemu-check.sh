@@ -54,11 +54,20 @@ check "x86-64 Westmere, kernel 3.10" '"aes" in f["features"]["usable"] and "avx"
 selftest "x86-64 Westmere, kernel 3.10" "${WESTMERE[@]}" "$x86/cipherfleet-agent"
 
 # A short emulated benchmark: proves the worker/sibling machinery runs on the emulated host.
-if out=$("${A72[@]}" "$arm/cipherfleet-agent" bench -a aes-128-gcm --size 1k --seconds 0.05 --path both --format json 2>&1) \
+# Workers are child processes; the prefix keeps them inside the same emulated CPU.
+if out=$(CIPHERFLEET_WORKER_PREFIX="${A72[*]}" "${A72[@]}" "$arm/cipherfleet-agent" bench -a aes-128-gcm --size 1k --seconds 0.05 --path both --format json 2>&1) \
    && python3 -c 'import json,sys; rows=[json.loads(l) for l in sys.stdin]; sys.exit(0 if len(rows)==2 and all(r["status"]=="ok" for r in rows) and rows[1]["path_used"]=="software" else 1)' <<<"$out"; then
   echo "ok   aarch64 cortex-a72: bench both paths under emulation"
 else
   echo "FAIL aarch64 cortex-a72: bench"; echo "$out" | head -5; fail=1
+fi
+
+# Without AES-NI the accelerated build must report the software path it really took.
+if out=$(CIPHERFLEET_WORKER_PREFIX="${NEHALEM[*]}" "${NEHALEM[@]}" "$x86/cipherfleet-agent" bench -a aes-128-gcm --size 1k --seconds 0.05 --format json 2>&1) \
+   && python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); sys.exit(0 if r["status"]=="ok" and r["path_requested"]=="accelerated" and r["path_used"]=="software" and r["backends"]["aes"]=="soft" else 1)' <<<"$out"; then
+  echo "ok   x86-64 Nehalem: accelerated request measured as path_used=software"
+else
+  echo "FAIL x86-64 Nehalem: bench"; echo "$out" | head -5; fail=1
 fi
 
 exit $fail

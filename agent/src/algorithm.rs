@@ -99,21 +99,13 @@ impl Algorithm {
     pub fn is_authenticated(self) -> bool {
         matches!(
             self.mode,
-            Mode::Gcm
-                | Mode::Ccm
-                | Mode::Ocb
-                | Mode::CbcHmacSha256
-                | Mode::Poly1305
-                | Mode::XPoly1305
+            Mode::Gcm | Mode::Ccm | Mode::Ocb | Mode::CbcHmacSha256 | Mode::Poly1305 | Mode::XPoly1305
         )
     }
 
     /// Whether the algorithm uses AES (and so depends on AES-NI / ARMv8 AES).
     pub fn uses_aes(self) -> bool {
-        matches!(
-            self.cipher,
-            Cipher::Aes128 | Cipher::Aes192 | Cipher::Aes256
-        )
+        matches!(self.cipher, Cipher::Aes128 | Cipher::Aes192 | Cipher::Aes256)
     }
 
     /// Encryption key length in bytes (the HMAC key of CBC-HMAC is separate and 32 bytes).
@@ -195,13 +187,7 @@ mod tests {
 
     #[test]
     fn names_are_case_insensitive_and_accept_openssl_aliases() {
-        assert_eq!(
-            "AES-256-GCM".parse::<Algorithm>().unwrap().name(),
-            "aes-256-gcm"
-        );
-        assert_eq!(
-            "des-ede3".parse::<Algorithm>().unwrap().name(),
-            "des-ede3-cbc"
-        );
+        assert_eq!("AES-256-GCM".parse::<Algorithm>().unwrap().name(), "aes-256-gcm");
+        assert_eq!("des-ede3".parse::<Algorithm>().unwrap().name(), "des-ede3-cbc");
     }
 }

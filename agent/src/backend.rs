@@ -172,11 +172,7 @@ impl Backends {
             (_, Mode::CbcHmacSha256) => hw(&self.aes),
             _ => hw(&self.aes),
         };
-        if accelerated {
-            Path::Accelerated
-        } else {
-            Path::Software
-        }
+        if accelerated { Path::Accelerated } else { Path::Software }
     }
 }
 
@@ -207,10 +203,7 @@ mod tests {
             ..all_soft()
         };
         assert_eq!(modern.path_for(gcm), Path::Accelerated);
-        assert_eq!(
-            modern.path_for("aes-128-cbc".parse().unwrap()),
-            Path::Accelerated
-        );
+        assert_eq!(modern.path_for("aes-128-cbc".parse().unwrap()), Path::Accelerated);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::algorithm::{self, Algorithm};
-use crate::backend::Path;
+use crate::backend::{self, Flavour, Path};
 use crate::measurement::{Measurement, Status};
 use crate::report::{self, Format};
 use crate::spec::{self, Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
@@ -17,7 +17,9 @@ use crate::{probe, selftest, worker};
 
 const AFTER_HELP: &str = "\
 MB/s is 10^6 bytes of plaintext per second, as `openssl speed` reports it.
-The software path runs in the sibling binary cipherfleet-agent-soft (build it with deploy/build.sh).";
+Every point runs in its own worker process; the software path runs in the sibling
+binary cipherfleet-agent-soft (build it with deploy/build.sh).
+CIPHERFLEET_WORKER_PREFIX (e.g. \"taskset -c 2,3\") is put before every worker command.";
 
 #[derive(Parser, Debug)]
 #[command(name = "cipherfleet-agent", version, about = "Measure symmetric-crypto performance on this host", after_help = AFTER_HELP)]
@@ -86,12 +88,14 @@ struct BenchArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_key_mode)]
     key_mode: Vec<KeyMode>,
     /// Implementation path: accelerated (run-time detection), software (the -soft build), or both.
+    /// Default: the suite's paths; a single-path run uses this binary's own flavour.
     #[arg(long, value_enum)]
     path: Option<PathChoice>,
     /// Measured seconds per point, after a warm-up (more than 0, at most 600).
     #[arg(long, value_name = "F", value_parser = parse_seconds, allow_negative_numbers = true)]
     seconds: Option<f64>,
     /// Named matrix: quick (under a minute), standard, full. Flags given with it replace its lists.
+    /// Default: quick, unless --algorithm is given (then 16 B to 16 KiB, encrypt, 1 thread, 1 s a point).
     #[arg(long, value_parser = parse_suite)]
     suite: Option<Suite>,
     /// Output format.
@@ -103,19 +107,16 @@ struct BenchArgs {
 }
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
-    s.parse()
-        .map_err(|e: algorithm::UnknownAlgorithm| e.to_string())
+    s.parse().map_err(|e: algorithm::UnknownAlgorithm| e.to_string())
 }
 fn parse_size(s: &str) -> Result<u64, String> {
     spec::parse_size(s).map_err(|e| e.message)
 }
 fn parse_threads(s: &str) -> Result<u32, String> {
-    let n: u32 = s.trim().parse().map_err(|_| {
-        format!(
-            "'{s}' is not a whole number; accepted: 1 to {}",
-            spec::MAX_THREADS
-        )
-    })?;
+    let n: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a whole number; accepted: 1 to {}", spec::MAX_THREADS))?;
     spec::validate_threads(n).map_err(|e| e.message)?;
     Ok(n)
 }
@@ -185,10 +186,7 @@ fn run_selftest(format: ProbeFormat) -> i32 {
                     out,
                     "{status} {}{}",
                     o.name,
-                    o.detail
-                        .as_deref()
-                        .map(|d| format!(": {d}"))
-                        .unwrap_or_default()
+                    o.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default()
                 )?;
             }
             writeln!(
@@ -200,11 +198,7 @@ fn run_selftest(format: ProbeFormat) -> i32 {
             )
         })(),
     };
-    if failed == 0 && !outcomes.is_empty() {
-        0
-    } else {
-        1
-    }
+    if failed == 0 && !outcomes.is_empty() { 0 } else { 1 }
 }
 
 /// Turns the flags into the matrices to run.
@@ -251,6 +245,11 @@ fn matrices(args: &BenchArgs, cores: u32) -> Result<Vec<Matrix>, InvalidSpec> {
             Some(PathChoice::Accelerated) => m.paths = vec![Path::Accelerated],
             Some(PathChoice::Software) => m.paths = vec![Path::Software],
             Some(PathChoice::Both) => m.paths = vec![Path::Accelerated, Path::Software],
+            // A single-path matrix runs on this binary's own flavour: `cipherfleet-agent-soft bench`
+            // measures software unless told otherwise.
+            None if m.paths == [Path::Accelerated] && backend::FLAVOUR == Flavour::Software => {
+                m.paths = vec![Path::Software]
+            }
             None => {}
         }
         if let Some(s) = args.seconds {
@@ -334,10 +333,7 @@ fn bench(args: BenchArgs) -> i32 {
     if args.format == Format::Table && report::write_table(&results, &host, &mut stdout).is_err() {
         return 1;
     }
-    let failed = results
-        .iter()
-        .filter(|m| m.status == Status::Failed)
-        .count();
+    let failed = results.iter().filter(|m| m.status == Status::Failed).count();
     if failed > 0 {
         eprintln!("{failed} of {} points failed", results.len());
         1
@@ -385,11 +381,7 @@ mod tests {
     #[test]
     fn algorithms_without_suite_use_openssl_sizes() {
         let args = parse(&["-a", "aes-128-gcm,chacha20-poly1305"]).unwrap();
-        let points: Vec<JobSpec> = matrices(&args, 2)
-            .unwrap()
-            .iter()
-            .flat_map(Matrix::expand)
-            .collect();
+        let points: Vec<JobSpec> = matrices(&args, 2).unwrap().iter().flat_map(Matrix::expand).collect();
         assert_eq!(points.len(), 2 * 6);
     }
 
@@ -412,23 +404,12 @@ mod tests {
             assert!(err.to_string().contains(flag), "{args:?}: {err}");
         }
         let unknown = parse(&["-a", "aes-512-gcm"]).unwrap_err().to_string();
-        assert!(
-            unknown.contains("chacha20-poly1305"),
-            "lists valid names: {unknown}"
-        );
+        assert!(unknown.contains("chacha20-poly1305"), "lists valid names: {unknown}");
     }
 
     #[test]
     fn inapplicable_key_mode_is_a_matrix_error() {
-        let args = parse(&[
-            "-a",
-            "aes-256-gcm",
-            "--concurrency",
-            "4",
-            "--key-mode",
-            "per-op",
-        ])
-        .unwrap();
+        let args = parse(&["-a", "aes-256-gcm", "--concurrency", "4", "--key-mode", "per-op"]).unwrap();
         assert_eq!(matrices(&args, 2).unwrap_err().flag, "--key-mode");
     }
 }

@@ -137,8 +137,7 @@ pub fn measure(spec: &JobSpec) -> Result<Figures, EngineError> {
     let (runs, wall, cpu, key_setup_ns) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|thread| {
-                let (built, start_line, queue, master) =
-                    (&built, &start_line, queue.as_ref(), &master);
+                let (built, start_line, queue, master) = (&built, &start_line, queue.as_ref(), &master);
                 scope.spawn(move || -> Result<(ThreadRun, f64), EngineError> {
                     let kernel = kernel::build(&KernelInput {
                         spec,
@@ -151,15 +150,10 @@ pub fn measure(spec: &JobSpec) -> Result<Figures, EngineError> {
                         Ok((k, batch))
                     });
                     start_line.wait();
-                    let (mut k, batch) =
-                        warmed.map_err(|source| EngineError::Kernel { thread, source })?;
+                    let (mut k, batch) = warmed.map_err(|source| EngineError::Kernel { thread, source })?;
                     let run = run_samples(k.as_mut(), spec, batch, measured, sample, queue)
                         .map_err(|source| EngineError::Kernel { thread, source })?;
-                    let key_setup = if thread == 0 {
-                        time_key_setup(k.as_ref())
-                    } else {
-                        0.0
-                    };
+                    let key_setup = if thread == 0 { time_key_setup(k.as_ref()) } else { 0.0 };
                     Ok((run, key_setup))
                 })
             })
@@ -182,23 +176,11 @@ pub fn measure(spec: &JobSpec) -> Result<Figures, EngineError> {
         Ok::<_, EngineError>((runs, wall, (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1), key_setup_ns))
     })?;
 
-    Ok(summarise(
-        spec,
-        &runs,
-        wall,
-        cpu,
-        warmup,
-        sample,
-        key_setup_ns,
-    ))
+    Ok(summarise(spec, &runs, wall, cpu, warmup, sample, key_setup_ns))
 }
 
 /// Runs operations for `warmup` and returns the batch size that takes about [`BATCH_TARGET`].
-fn warm_up(
-    k: &mut dyn Batch,
-    warmup: Duration,
-    queue: Option<&ObjectQueue>,
-) -> Result<u64, KernelError> {
+fn warm_up(k: &mut dyn Batch, warmup: Duration, queue: Option<&ObjectQueue>) -> Result<u64, KernelError> {
     let start = Instant::now();
     let mut batch = 1u64;
     let mut op = 0u64;
@@ -232,10 +214,8 @@ fn run_samples(
 ) -> Result<ThreadRun, KernelError> {
     // Operations counted from 1 << 32 so they never meet the warm-up's counters.
     let mut op = 1u64 << 32;
-    let mut histogram =
-        Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
-    let mut samples =
-        Vec::with_capacity((measured.as_secs_f64() / sample.as_secs_f64()) as usize + 2);
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
+    let mut samples = Vec::with_capacity((measured.as_secs_f64() / sample.as_secs_f64()) as usize + 2);
     let start = Instant::now();
     let mut t0 = start;
     let mut operations = 0u64;
@@ -298,12 +278,9 @@ fn summarise(
 ) -> Figures {
     // Sample k of the whole point = sum over threads of their sample k.
     let n = runs.iter().map(|r| r.samples.len()).min().unwrap_or(0);
-    let combined: Vec<f64> = (0..n)
-        .map(|i| runs.iter().map(|r| r.samples[i]).sum::<f64>())
-        .collect();
+    let combined: Vec<f64> = (0..n).map(|i| runs.iter().map(|r| r.samples[i]).sum::<f64>()).collect();
     let throughput = stats::median(&combined).unwrap_or(0.0);
-    let mut histogram =
-        Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
     for r in runs {
         histogram.add(&r.histogram).expect("same bounds");
     }
@@ -455,11 +432,7 @@ mod tests {
             None,
         )
         .unwrap();
-        assert!(
-            (9..=12).contains(&run.samples.len()),
-            "{}",
-            run.samples.len()
-        );
+        assert!((9..=12).contains(&run.samples.len()), "{}", run.samples.len());
         // 1000 bytes per 50 µs = 20 MB/s, give or take the busy-wait's overshoot.
         let med = stats::median(&run.samples).unwrap();
         assert!((15e6..=20.5e6).contains(&med), "{med}");
@@ -484,12 +457,7 @@ mod tests {
 
     #[test]
     fn decrypt_points_verify_and_run() {
-        for alg in [
-            "aes-256-gcm",
-            "aes-128-cbc-hmac-sha256",
-            "des-ede3-cbc",
-            "chacha20",
-        ] {
+        for alg in ["aes-256-gcm", "aes-128-cbc-hmac-sha256", "des-ede3-cbc", "chacha20"] {
             let f = measure(&JobSpec {
                 direction: Direction::Decrypt,
                 ..spec(alg, 1024)

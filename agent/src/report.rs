@@ -42,12 +42,7 @@ pub fn write_csv_row(m: &Measurement, out: &mut dyn Write) -> io::Result<()> {
         m.key_mode.as_str().to_string(),
         m.path_requested.as_str().to_string(),
         opt(m.path_used.map(|p| p.as_str().to_string())),
-        if m.status == Status::Ok {
-            "ok"
-        } else {
-            "failed"
-        }
-        .to_string(),
+        if m.status == Status::Ok { "ok" } else { "failed" }.to_string(),
         opt(f.map(|f| format!("{:.3}", f.throughput_mb_s))),
         opt(f.map(|f| format!("{:.1}", f.ops_per_s))),
         opt(f.map(|f| f.latency_ns.p50.to_string())),
@@ -90,11 +85,7 @@ struct RowKey {
 
 /// Writes the grouped table: rows per algorithm/direction/path/threads/key mode,
 /// columns per payload size; each row shows MB/s, then P99 latency and CV.
-pub fn write_table(
-    results: &[Measurement],
-    host: &HostFacts,
-    out: &mut dyn Write,
-) -> io::Result<()> {
+pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Write) -> io::Result<()> {
     let hostname = host.hostname.as_deref().unwrap_or("unknown host");
     writeln!(
         out,
@@ -102,11 +93,7 @@ pub fn write_table(
         env!("CARGO_PKG_VERSION"),
         hostname.escape_debug(),
         host.arch,
-        host.cpu
-            .model_name
-            .as_deref()
-            .unwrap_or("unknown CPU")
-            .escape_debug()
+        host.cpu.model_name.as_deref().unwrap_or("unknown CPU").escape_debug()
     )?;
     writeln!(
         out,
@@ -151,11 +138,7 @@ pub fn write_table(
         write!(out, "{size:>width$}")?;
     }
     writeln!(out)?;
-    writeln!(
-        out,
-        "{}",
-        "-".repeat(head.len() + 2 + width * sizes.len() + 8)
-    )?;
+    writeln!(out, "{}", "-".repeat(head.len() + 2 + width * sizes.len() + 8))?;
     let pad = " ".repeat(head.len());
     for (key, cells) in &rows {
         let line = |f: &dyn Fn(&Measurement) -> String| -> String {
@@ -178,16 +161,10 @@ pub fn write_table(
         writeln!(
             out,
             "{pad} |{}  cv",
-            line(&|m| fig(m, |f| f
-                .cv
-                .map(|c| format!("{:.1}%", c * 100.0))
-                .unwrap_or("-".into())))
+            line(&|m| fig(m, |f| f.cv.map(|c| format!("{:.1}%", c * 100.0)).unwrap_or("-".into())))
         )?;
     }
-    let failures: Vec<&Measurement> = results
-        .iter()
-        .filter(|m| m.status == Status::Failed)
-        .collect();
+    let failures: Vec<&Measurement> = results.iter().filter(|m| m.status == Status::Failed).collect();
     if !failures.is_empty() {
         writeln!(out, "\n{} point(s) failed:", failures.len())?;
         for m in failures {
@@ -202,8 +179,7 @@ pub fn write_table(
     let soft: Vec<&str> = results
         .iter()
         .filter(|m| {
-            m.path_requested == crate::backend::Path::Accelerated
-                && m.path_used == Some(crate::backend::Path::Software)
+            m.path_requested == crate::backend::Path::Accelerated && m.path_used == Some(crate::backend::Path::Software)
         })
         .map(|m| m.algorithm.name())
         .collect::<std::collections::BTreeSet<_>>()

@@ -407,10 +407,7 @@ impl Suite {
 
     /// Every point of the suite.
     pub fn expand(self, cores: u32) -> Vec<JobSpec> {
-        self.matrices(cores)
-            .iter()
-            .flat_map(Matrix::expand)
-            .collect()
+        self.matrices(cores).iter().flat_map(Matrix::expand).collect()
     }
 }
 
@@ -485,13 +482,7 @@ mod tests {
     fn validation_names_the_flag() {
         let cases: Vec<(JobSpec, Option<&str>)> = vec![
             (point(), None),
-            (
-                JobSpec {
-                    threads: 0,
-                    ..point()
-                },
-                Some("--threads"),
-            ),
+            (JobSpec { threads: 0, ..point() }, Some("--threads")),
             (
                 JobSpec {
                     threads: 1025,
@@ -599,10 +590,7 @@ mod tests {
         };
         let points = m.expand();
         assert_eq!(points.len(), 2 * 3 * 2 * 2);
-        assert_eq!(
-            points[0].label(),
-            "aes-128-gcm encrypt 16 t=1 static accelerated"
-        );
+        assert_eq!(points[0].label(), "aes-128-gcm encrypt 16 t=1 static accelerated");
         assert_eq!(
             points.last().unwrap().label(),
             "chacha20-poly1305 decrypt 16KiB t=2 static accelerated"
@@ -620,10 +608,7 @@ mod tests {
             .flag,
             "--size"
         );
-        assert_eq!(
-            Matrix { seconds: 0.0, ..m }.validate().unwrap_err().flag,
-            "--seconds"
-        );
+        assert_eq!(Matrix { seconds: 0.0, ..m }.validate().unwrap_err().flag, "--seconds");
     }
 
     #[test]

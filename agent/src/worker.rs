@@ -43,10 +43,7 @@ pub enum WorkerError {
         beside: PathBuf,
     },
     #[error("could not start {}: {source}", .binary.display())]
-    Spawn {
-        binary: PathBuf,
-        source: std::io::Error,
-    },
+    Spawn { binary: PathBuf, source: std::io::Error },
     #[error("timed out after {0:.0} s and was killed")]
     TimedOut(f64),
     #[error("{0}")]
@@ -55,8 +52,7 @@ pub enum WorkerError {
 
 /// The binary that measures `path`: this executable when its flavour matches, else the sibling.
 pub fn binary_for(path: Path) -> Result<PathBuf, WorkerError> {
-    let me = std::env::current_exe()
-        .map_err(|e| WorkerError::Failed(format!("cannot locate this executable: {e}")))?;
+    let me = std::env::current_exe().map_err(|e| WorkerError::Failed(format!("cannot locate this executable: {e}")))?;
     let wanted = match (path, backend::FLAVOUR) {
         (Path::Accelerated, Flavour::Accelerated) | (Path::Software, Flavour::Software) => {
             return Ok(me);
@@ -92,10 +88,31 @@ pub fn time_limit(spec: &JobSpec) -> Duration {
     Duration::from_secs_f64(60.0 + 4.0 * (spec.seconds + spec.warmup_seconds()) + buffers / 5e6)
 }
 
+/// Environment variable holding a command prefix for worker processes.
+pub const PREFIX_ENV: &str = "CIPHERFLEET_WORKER_PREFIX";
+
+/// The command prefix workers start under, from [`PREFIX_ENV`] (split on white
+/// space): e.g. `taskset -c 2,3` to pin measurements, or
+/// `qemu-x86_64-static -cpu Nehalem` on an emulated test host, whose children
+/// would otherwise run on the real CPU.
+pub fn worker_prefix() -> Option<Vec<String>> {
+    let v = std::env::var(PREFIX_ENV).ok()?;
+    let parts: Vec<String> = v.split_whitespace().map(str::to_string).collect();
+    (!parts.is_empty()).then_some(parts)
+}
+
 /// Measures `spec` in a worker process and returns its report.
 pub fn run_point(spec: &JobSpec) -> Result<WorkerReport, WorkerError> {
     let binary = binary_for(spec.path)?;
-    let mut child = Command::new(&binary)
+    let mut command = match worker_prefix() {
+        Some(prefix) => {
+            let mut c = Command::new(&prefix[0]);
+            c.args(&prefix[1..]).arg(&binary);
+            c
+        }
+        None => Command::new(&binary),
+    };
+    let mut child = command
         .arg(WORKER_ARG)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -199,11 +216,7 @@ pub fn worker_main() -> i32 {
         .map(|o| format!("{} ({})", o.name, o.detail.as_deref().unwrap_or("mismatch")))
         .collect();
     if !failed.is_empty() || outcomes.is_empty() {
-        eprintln!(
-            "{}: known-answer tests failed: {}",
-            spec.algorithm,
-            failed.join("; ")
-        );
+        eprintln!("{}: known-answer tests failed: {}", spec.algorithm, failed.join("; "));
         return exit::SELFTEST;
     }
     let figures = match engine::measure(&spec) {
@@ -221,10 +234,7 @@ pub fn worker_main() -> i32 {
         selftest_passed: outcomes.len() as u32,
         figures,
     };
-    println!(
-        "{}",
-        serde_json::to_string(&report).expect("a report serialises")
-    );
+    println!("{}", serde_json::to_string(&report).expect("a report serialises"));
     0
 }
 

@@ -98,8 +98,7 @@ where
                 let output = &mut self.output;
                 self.keys
                     .with(slot as u64, |c| {
-                        let buf = InOutBuf::new(&sealed.ciphertext, output)
-                            .expect("buffers have equal length");
+                        let buf = InOutBuf::new(&sealed.ciphertext, output).expect("buffers have equal length");
                         c.decrypt_inout_detached(&sealed.nonce, &[], buf, &sealed.tag)
                     })
                     .map_err(|_| KernelError::Verify("AEAD tag mismatch"))?;

@@ -10,8 +10,8 @@ use std::hint::black_box;
 use cipher::block_padding::Pkcs7;
 use cipher::common::InnerInit;
 use cipher::{
-    Block, BlockCipherDecrypt, BlockCipherEncrypt, BlockModeDecrypt, BlockModeEncrypt,
-    BlockSizeUser, InnerIvInit, KeyInit, StreamCipher,
+    Block, BlockCipherDecrypt, BlockCipherEncrypt, BlockModeDecrypt, BlockModeEncrypt, BlockSizeUser, InnerIvInit,
+    KeyInit, StreamCipher,
 };
 
 use super::{KernelError, KernelInput, Keys, Operation};
@@ -70,8 +70,7 @@ where
     /// Encrypts the plaintext into `output`; returns the IV used.
     #[inline(always)]
     fn seal(&mut self, key_index: u64, counter: u64) -> Result<Block<C>, KernelError> {
-        let (plaintext, output, mode, thread) =
-            (&self.plaintext, &mut self.output, self.mode, self.thread);
+        let (plaintext, output, mode, thread) = (&self.plaintext, &mut self.output, self.mode, self.thread);
         self.keys.with(key_index, |c| {
             let mut iv = Block::<C>::default();
             match mode {

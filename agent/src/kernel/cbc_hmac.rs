@@ -5,10 +5,7 @@
 use std::hint::black_box;
 
 use cipher::block_padding::Pkcs7;
-use cipher::{
-    Block, BlockCipherDecrypt, BlockCipherEncrypt, BlockModeDecrypt, BlockModeEncrypt, InnerIvInit,
-    KeyInit,
-};
+use cipher::{Block, BlockCipherDecrypt, BlockCipherEncrypt, BlockModeDecrypt, BlockModeEncrypt, InnerIvInit, KeyInit};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -56,12 +53,7 @@ where
         let spec = input.spec;
         let size = spec.size_bytes as usize;
         let mut k = CbcHmacKernel {
-            keys: Keys::new(
-                spec.key_mode,
-                input.master_key,
-                C::key_size() + MAC_KEY_LEN,
-                make::<C>,
-            ),
+            keys: Keys::new(spec.key_mode, input.master_key, C::key_size() + MAC_KEY_LEN, make::<C>),
             direction: spec.direction,
             thread: input.thread,
             plaintext: super::random_bytes(size),

@@ -28,9 +28,7 @@ impl<C> Keys<C> {
             mode,
             make,
             static_instance: make(&master[..key_len]),
-            rotating: (0..ROTATING_KEYS)
-                .map(|_| super::random_bytes(key_len))
-                .collect(),
+            rotating: (0..ROTATING_KEYS).map(|_| super::random_bytes(key_len)).collect(),
             hkdf: Hkdf::<Sha256>::new(Some(b"cipherfleet user keys"), &master[..]),
             derived: vec![0; key_len],
         }
@@ -41,9 +39,7 @@ impl<C> Keys<C> {
         let iterations = iterations.max(1);
         let start = std::time::Instant::now();
         for i in 0..iterations as usize {
-            std::hint::black_box((self.make)(std::hint::black_box(
-                &self.rotating[i % ROTATING_KEYS],
-            )));
+            std::hint::black_box((self.make)(std::hint::black_box(&self.rotating[i % ROTATING_KEYS])));
         }
         start.elapsed().as_nanos() as f64 / f64::from(iterations)
     }

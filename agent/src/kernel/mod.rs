@@ -73,56 +73,32 @@ pub struct KernelInput<'a> {
 pub fn build(input: &KernelInput<'_>) -> Result<Box<dyn Batch>, KernelError> {
     let alg = input.spec.algorithm;
     Ok(match (alg.cipher, alg.mode) {
-        (Cipher::Aes128, Mode::Gcm) => {
-            Box::new(aead::AeadKernel::<aes_gcm::Aes128Gcm>::new(input)?)
+        (Cipher::Aes128, Mode::Gcm) => Box::new(aead::AeadKernel::<aes_gcm::Aes128Gcm>::new(input)?),
+        (Cipher::Aes192, Mode::Gcm) => {
+            Box::new(aead::AeadKernel::<aes_gcm::AesGcm<aes::Aes192, aead::consts::U12>>::new(input)?)
         }
-        (Cipher::Aes192, Mode::Gcm) => Box::new(aead::AeadKernel::<
-            aes_gcm::AesGcm<aes::Aes192, aead::consts::U12>,
-        >::new(input)?),
-        (Cipher::Aes256, Mode::Gcm) => {
-            Box::new(aead::AeadKernel::<aes_gcm::Aes256Gcm>::new(input)?)
+        (Cipher::Aes256, Mode::Gcm) => Box::new(aead::AeadKernel::<aes_gcm::Aes256Gcm>::new(input)?),
+        (Cipher::Aes128, Mode::Ccm) => Box::new(aead::AeadKernel::<aead::Ccm<aes::Aes128>>::new(input)?),
+        (Cipher::Aes192, Mode::Ccm) => Box::new(aead::AeadKernel::<aead::Ccm<aes::Aes192>>::new(input)?),
+        (Cipher::Aes256, Mode::Ccm) => Box::new(aead::AeadKernel::<aead::Ccm<aes::Aes256>>::new(input)?),
+        (Cipher::Aes128, Mode::Ocb) => Box::new(aead::AeadKernel::<ocb3::Ocb3<aes::Aes128>>::new(input)?),
+        (Cipher::Aes192, Mode::Ocb) => Box::new(aead::AeadKernel::<ocb3::Ocb3<aes::Aes192>>::new(input)?),
+        (Cipher::Aes256, Mode::Ocb) => Box::new(aead::AeadKernel::<ocb3::Ocb3<aes::Aes256>>::new(input)?),
+        (Cipher::ChaCha20, Mode::Poly1305) => {
+            Box::new(aead::AeadKernel::<chacha20poly1305::ChaCha20Poly1305>::new(input)?)
         }
-        (Cipher::Aes128, Mode::Ccm) => {
-            Box::new(aead::AeadKernel::<aead::Ccm<aes::Aes128>>::new(input)?)
-        }
-        (Cipher::Aes192, Mode::Ccm) => {
-            Box::new(aead::AeadKernel::<aead::Ccm<aes::Aes192>>::new(input)?)
-        }
-        (Cipher::Aes256, Mode::Ccm) => {
-            Box::new(aead::AeadKernel::<aead::Ccm<aes::Aes256>>::new(input)?)
-        }
-        (Cipher::Aes128, Mode::Ocb) => {
-            Box::new(aead::AeadKernel::<ocb3::Ocb3<aes::Aes128>>::new(input)?)
-        }
-        (Cipher::Aes192, Mode::Ocb) => {
-            Box::new(aead::AeadKernel::<ocb3::Ocb3<aes::Aes192>>::new(input)?)
-        }
-        (Cipher::Aes256, Mode::Ocb) => {
-            Box::new(aead::AeadKernel::<ocb3::Ocb3<aes::Aes256>>::new(input)?)
-        }
-        (Cipher::ChaCha20, Mode::Poly1305) => Box::new(aead::AeadKernel::<
-            chacha20poly1305::ChaCha20Poly1305,
-        >::new(input)?),
         (Cipher::ChaCha20, Mode::XPoly1305) => {
             Box::new(aead::AeadKernel::<chacha20poly1305::XChaCha20Poly1305>::new(input)?)
         }
         (Cipher::ChaCha20, _) => Box::new(stream::ChaChaKernel::new(input)?),
-        (Cipher::Aes128, Mode::CbcHmacSha256) => {
-            Box::new(cbc_hmac::CbcHmacKernel::<aes::Aes128>::new(input)?)
-        }
-        (Cipher::Aes192, Mode::CbcHmacSha256) => {
-            Box::new(cbc_hmac::CbcHmacKernel::<aes::Aes192>::new(input)?)
-        }
-        (Cipher::Aes256, Mode::CbcHmacSha256) => {
-            Box::new(cbc_hmac::CbcHmacKernel::<aes::Aes256>::new(input)?)
-        }
+        (Cipher::Aes128, Mode::CbcHmacSha256) => Box::new(cbc_hmac::CbcHmacKernel::<aes::Aes128>::new(input)?),
+        (Cipher::Aes192, Mode::CbcHmacSha256) => Box::new(cbc_hmac::CbcHmacKernel::<aes::Aes192>::new(input)?),
+        (Cipher::Aes256, Mode::CbcHmacSha256) => Box::new(cbc_hmac::CbcHmacKernel::<aes::Aes256>::new(input)?),
         (Cipher::Aes128, mode) => Box::new(block::BlockKernel::<aes::Aes128>::new(input, mode)?),
         (Cipher::Aes192, mode) => Box::new(block::BlockKernel::<aes::Aes192>::new(input, mode)?),
         (Cipher::Aes256, mode) => Box::new(block::BlockKernel::<aes::Aes256>::new(input, mode)?),
         (Cipher::Des, mode) => Box::new(block::BlockKernel::<des::Des>::new(input, mode)?),
-        (Cipher::TripleDes, mode) => {
-            Box::new(block::BlockKernel::<des::TdesEde3>::new(input, mode)?)
-        }
+        (Cipher::TripleDes, mode) => Box::new(block::BlockKernel::<des::TdesEde3>::new(input, mode)?),
     })
 }
 

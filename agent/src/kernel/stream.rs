@@ -42,9 +42,8 @@ impl ChaChaKernel {
             for slot in 0..super::pool_slots(spec.size_bytes) {
                 let counter = super::pool_counter(slot);
                 let (plaintext, output, thread) = (&k.plaintext, &mut k.output, k.thread);
-                k.keys.with(slot as u64, |key| {
-                    apply(key, thread, counter, plaintext, output)
-                });
+                k.keys
+                    .with(slot as u64, |key| apply(key, thread, counter, plaintext, output));
                 k.pool.push((counter, k.output.clone()));
             }
         }
@@ -66,16 +65,14 @@ impl Operation for ChaChaKernel {
         match self.direction {
             Direction::Encrypt => {
                 let (plaintext, output) = (&self.plaintext, &mut self.output);
-                self.keys
-                    .with(op, |key| apply(key, thread, op, plaintext, output));
+                self.keys.with(op, |key| apply(key, thread, op, plaintext, output));
             }
             Direction::Decrypt => {
                 let slot = (op % self.pool.len() as u64) as usize;
                 let (counter, ciphertext) = &self.pool[slot];
                 let output = &mut self.output;
-                self.keys.with(slot as u64, |key| {
-                    apply(key, thread, *counter, ciphertext, output)
-                });
+                self.keys
+                    .with(slot as u64, |key| apply(key, thread, *counter, ciphertext, output));
             }
         }
         black_box(&mut self.output);

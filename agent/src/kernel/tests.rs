@@ -3,12 +3,7 @@ use crate::algorithm::ALL;
 use crate::backend::Path;
 use crate::spec::KeyMode;
 
-fn spec(
-    alg: crate::algorithm::Algorithm,
-    direction: Direction,
-    key_mode: KeyMode,
-    size: u64,
-) -> JobSpec {
+fn spec(alg: crate::algorithm::Algorithm, direction: Direction, key_mode: KeyMode, size: u64) -> JobSpec {
     JobSpec {
         algorithm: alg,
         direction,
@@ -36,8 +31,7 @@ fn every_algorithm_runs_in_both_directions_and_every_key_mode() {
                     })
                     .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
                     // More operations than pool slots or rotating keys, so every slot is reused.
-                    k.run_batch(0, 150)
-                        .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
+                    k.run_batch(0, 150).unwrap_or_else(|e| panic!("{}: {e}", s.label()));
                     assert!(k.key_setup_ns(4) > 0.0);
                 }
             }

@@ -192,10 +192,7 @@ pub(super) fn identity(cpuinfo: &BTreeMap<String, String>, midr: Option<u64>) ->
         .map(str::to_string);
     let has_any = id.implementer.is_some() || id.part.is_some() || id.midr.is_some();
     Cpu {
-        vendor: id
-            .implementer
-            .and_then(implementer_name)
-            .map(str::to_string),
+        vendor: id.implementer.and_then(implementer_name).map(str::to_string),
         model_name: cpuinfo.get("model name").filter(|s| !s.is_empty()).cloned(),
         family: None,
         model: id.part,
@@ -251,10 +248,7 @@ pub(super) fn probe() -> (Cpu, super::Features, super::Virtualization) {
     };
     // arm64 kernels always report at least fp/asimd/cpuid; 0 means AT_HWCAP is missing.
     if hwcap != 0 {
-        let present: Vec<String> = hwcap_features(hwcap)
-            .into_iter()
-            .map(String::from)
-            .collect();
+        let present: Vec<String> = hwcap_features(hwcap).into_iter().map(String::from).collect();
         features.checked = checked().into_iter().map(String::from).collect();
         features.usable = present.clone();
         features.advertised = present;
@@ -279,10 +273,7 @@ mod tests {
         assert_eq!(hwcap_features(0), Vec::<&str>::new());
         // fp|asimd|evtstrm|aes|pmull|sha1|sha2|crc32 = 0xff: Graviton2-like, no SHA3.
         assert_eq!(hwcap_features(0xff), ["aes", "pmull", "sha2"]);
-        assert_eq!(
-            hwcap_features(HWCAP_AES | HWCAP_SHA3 | HWCAP_SHA512),
-            ["aes", "sha3"]
-        );
+        assert_eq!(hwcap_features(HWCAP_AES | HWCAP_SHA3 | HWCAP_SHA512), ["aes", "sha3"]);
         assert_eq!(hwcap_features(HWCAP_SHA1), Vec::<&str>::new());
         assert_eq!(checked(), ["aes", "pmull", "sha2", "sha3"]);
     }
@@ -302,14 +293,8 @@ mod tests {
     fn cpuinfo_identity() {
         let cpu = identity(&parse_cpuinfo_first(GRAVITON2), None);
         assert_eq!(cpu.vendor.as_deref(), Some("ARM"));
-        assert_eq!(
-            cpu.model_name, None,
-            "arm64 cpuinfo has no model name; never guessed"
-        );
-        assert_eq!(
-            (cpu.family, cpu.model, cpu.stepping),
-            (None, Some(0xd0c), Some(1))
-        );
+        assert_eq!(cpu.model_name, None, "arm64 cpuinfo has no model name; never guessed");
+        assert_eq!((cpu.family, cpu.model, cpu.stepping), (None, Some(0xd0c), Some(1)));
         let arm = cpu.arm.unwrap();
         assert_eq!(arm.variant, Some(3));
         assert_eq!(arm.architecture, Some(8));
@@ -320,15 +305,11 @@ mod tests {
     #[test]
     fn midr_fills_what_cpuinfo_lacks() {
         // A 32-bit-compat style block: implementer and model name, no part.
-        let cpuinfo = parse_cpuinfo_first(
-            "processor : 0\nmodel name : ARMv8 Processor rev 1 (v8l)\nCPU implementer : 0xc0\n",
-        );
+        let cpuinfo =
+            parse_cpuinfo_first("processor : 0\nmodel name : ARMv8 Processor rev 1 (v8l)\nCPU implementer : 0xc0\n");
         let cpu = identity(&cpuinfo, parse_int("0x00000000c00fac41\n"));
         assert_eq!(cpu.vendor.as_deref(), Some("Ampere"));
-        assert_eq!(
-            cpu.model_name.as_deref(),
-            Some("ARMv8 Processor rev 1 (v8l)")
-        );
+        assert_eq!(cpu.model_name.as_deref(), Some("ARMv8 Processor rev 1 (v8l)"));
         assert_eq!(cpu.model, Some(0xac4));
         let arm = cpu.arm.unwrap();
         assert_eq!(arm.part_name.as_deref(), Some("Ampere-1a"));
@@ -352,10 +333,7 @@ mod tests {
     fn nothing_known_stays_unknown() {
         let cpu = identity(&BTreeMap::new(), None);
         assert_eq!(cpu, Cpu::default());
-        let odd = identity(
-            &parse_cpuinfo_first("CPU implementer : 0x99\nCPU part : 0x123\n"),
-            None,
-        );
+        let odd = identity(&parse_cpuinfo_first("CPU implementer : 0x99\nCPU part : 0x123\n"), None);
         assert_eq!(odd.vendor, None);
         assert_eq!(odd.arm.unwrap().part_name, None);
     }

@@ -167,15 +167,10 @@ pub(super) fn parse_flag(text: &str) -> Option<bool> {
 }
 
 /// Boost state: `cpufreq/boost` (1 = on) if present, else `intel_pstate/no_turbo` (1 = off).
-pub(super) fn boost_from(
-    cpufreq_boost: Option<&str>,
-    intel_no_turbo: Option<&str>,
-) -> Option<bool> {
-    cpufreq_boost.and_then(parse_flag).or_else(|| {
-        intel_no_turbo
-            .and_then(parse_flag)
-            .map(|no_turbo| !no_turbo)
-    })
+pub(super) fn boost_from(cpufreq_boost: Option<&str>, intel_no_turbo: Option<&str>) -> Option<bool> {
+    cpufreq_boost
+        .and_then(parse_flag)
+        .or_else(|| intel_no_turbo.and_then(parse_flag).map(|no_turbo| !no_turbo))
 }
 
 /// Measurement-noise context from sysfs and procfs.
@@ -190,9 +185,7 @@ pub(super) fn noise() -> Noise {
         smt_active: read_string(&format!("{CPU}/smt/active"))
             .as_deref()
             .and_then(parse_flag),
-        load_average: read_string("/proc/loadavg")
-            .as_deref()
-            .and_then(parse_loadavg),
+        load_average: read_string("/proc/loadavg").as_deref().and_then(parse_loadavg),
     }
 }
 
@@ -205,15 +198,13 @@ mod tests {
         let debian = "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\n\
             VERSION_ID=\"12\"\nVERSION=\"12 (bookworm)\"\nID=debian\n";
         let os = parse_os_release(debian);
-        assert_eq!(
-            os.pretty_name.as_deref(),
-            Some("Debian GNU/Linux 12 (bookworm)")
-        );
+        assert_eq!(os.pretty_name.as_deref(), Some("Debian GNU/Linux 12 (bookworm)"));
         assert_eq!(os.name.as_deref(), Some("Debian GNU/Linux"));
         assert_eq!(os.version_id.as_deref(), Some("12"));
         assert_eq!(os.id.as_deref(), Some("debian"));
 
-        let quirky = "# comment\n\n  NAME='Alpine Linux'\nPRETTY_NAME=\"Say \\\"hi\\\" \\$HOME\"\nVERSION_ID=\ngarbage\n";
+        let quirky =
+            "# comment\n\n  NAME='Alpine Linux'\nPRETTY_NAME=\"Say \\\"hi\\\" \\$HOME\"\nVERSION_ID=\ngarbage\n";
         let os = parse_os_release(quirky);
         assert_eq!(os.name.as_deref(), Some("Alpine Linux"));
         assert_eq!(os.pretty_name.as_deref(), Some("Say \"hi\" $HOME"));
@@ -225,8 +216,7 @@ mod tests {
 
     #[test]
     fn meminfo_parsing() {
-        let text =
-            "MemFree:         1234 kB\nMemTotal:       16318412 kB\nMemAvailable:   9000000 kB\n";
+        let text = "MemFree:         1234 kB\nMemTotal:       16318412 kB\nMemAvailable:   9000000 kB\n";
         assert_eq!(parse_meminfo_total(text), Some(16_318_412 * 1024));
         assert_eq!(parse_meminfo_total("MemFree: 1 kB\n"), None);
         assert_eq!(parse_meminfo_total("MemTotal: lots kB\n"), None);
@@ -254,21 +244,14 @@ mod tests {
 
     #[test]
     fn noise_parsing() {
-        assert_eq!(
-            parse_loadavg("0.52 0.58 0.59 3/423 12345\n"),
-            Some([0.52, 0.58, 0.59])
-        );
+        assert_eq!(parse_loadavg("0.52 0.58 0.59 3/423 12345\n"), Some([0.52, 0.58, 0.59]));
         assert_eq!(parse_loadavg("0.52 0.58"), None);
         assert_eq!(parse_flag("1\n"), Some(true));
         assert_eq!(parse_flag("forceoff"), None);
         assert_eq!(boost_from(Some("1"), None), Some(true));
         assert_eq!(boost_from(None, Some("1\n")), Some(false));
         assert_eq!(boost_from(None, Some("0")), Some(true));
-        assert_eq!(
-            boost_from(Some("0"), Some("0")),
-            Some(false),
-            "cpufreq/boost wins"
-        );
+        assert_eq!(boost_from(Some("0"), Some("0")), Some(false), "cpufreq/boost wins");
         assert_eq!(boost_from(None, None), None);
     }
 

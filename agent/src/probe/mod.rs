@@ -208,9 +208,7 @@ pub fn probe() -> HostFacts {
     if let Some(t) = &virtualization.sys_hypervisor_type {
         // A hypervisor that registers itself in sysfs (Xen) is a fact on any arch.
         virtualization.hypervisor = Some(true);
-        virtualization
-            .kind
-            .get_or_insert_with(|| t.to_ascii_lowercase());
+        virtualization.kind.get_or_insert_with(|| t.to_ascii_lowercase());
     }
 
     HostFacts {
@@ -219,8 +217,7 @@ pub fn probe() -> HostFacts {
         arch: std::env::consts::ARCH.to_string(),
         kernel_release: linux::kernel_release(),
         os: linux::os_release(),
-        memory_total_bytes: linux::read_string("/proc/meminfo")
-            .and_then(|s| linux::parse_meminfo_total(&s)),
+        memory_total_bytes: linux::read_string("/proc/meminfo").and_then(|s| linux::parse_meminfo_total(&s)),
         cpu,
         virtualization,
         features,
@@ -244,18 +241,8 @@ fn build_info() -> Build {
     Build {
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
         flavour: crate::backend::FLAVOUR,
-        profile: if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        }
-        .to_string(),
-        target: format!(
-            "{}-{}-{}",
-            std::env::consts::ARCH,
-            std::env::consts::OS,
-            env
-        ),
+        profile: if cfg!(debug_assertions) { "debug" } else { "release" }.to_string(),
+        target: format!("{}-{}-{}", std::env::consts::ARCH, std::env::consts::OS, env),
         crates: versions::crate_versions(),
     }
 }
@@ -272,11 +259,7 @@ fn probe_cpu() -> (Cpu, Features, Virtualization) {
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "x86", target_arch = "aarch64")))]
 fn probe_cpu() -> (Cpu, Features, Virtualization) {
-    (
-        Cpu::default(),
-        Features::default(),
-        Virtualization::default(),
-    )
+    (Cpu::default(), Features::default(), Virtualization::default())
 }
 
 #[cfg(test)]
@@ -299,16 +282,10 @@ mod tests {
         let facts = probe();
         // Every usable feature was advertised and checked.
         for f in &facts.features.usable {
-            assert!(
-                facts.features.advertised.contains(f),
-                "{f} usable but not advertised"
-            );
+            assert!(facts.features.advertised.contains(f), "{f} usable but not advertised");
         }
         for f in &facts.features.advertised {
-            assert!(
-                facts.features.checked.contains(f),
-                "{f} advertised but not checked"
-            );
+            assert!(facts.features.checked.contains(f), "{f} advertised but not checked");
         }
         if cfg!(any(target_arch = "x86_64", target_arch = "aarch64"))
             && crate::backend::FLAVOUR == Flavour::Accelerated

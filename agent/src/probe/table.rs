@@ -12,9 +12,7 @@ const UNKNOWN: &str = "unknown";
 type Rows = Vec<(String, String)>;
 
 fn opt<T: Display>(value: &Option<T>) -> String {
-    value
-        .as_ref()
-        .map_or_else(|| UNKNOWN.to_string(), |v| v.to_string())
+    value.as_ref().map_or_else(|| UNKNOWN.to_string(), |v| v.to_string())
 }
 
 fn yes_no(value: Option<bool>) -> String {
@@ -79,11 +77,7 @@ fn cpu_rows(c: &Cpu) -> Rows {
         row(&mut r, "stepping", opt(&c.stepping));
     }
     row(&mut r, "logical cores", opt(&c.logical_cores));
-    row(
-        &mut r,
-        "available parallelism",
-        opt(&c.available_parallelism),
-    );
+    row(&mut r, "available parallelism", opt(&c.available_parallelism));
     r
 }
 
@@ -99,9 +93,7 @@ fn feature_rows(f: &Features) -> Rows {
         let value = match (advertised, usable) {
             (true, true) => "yes".to_string(),
             (false, false) => "no".to_string(),
-            (true, false) => {
-                "advertised, NOT usable (OS has not enabled its register state)".to_string()
-            }
+            (true, false) => "advertised, NOT usable (OS has not enabled its register state)".to_string(),
             (false, true) => "usable but not advertised".to_string(),
         };
         row(&mut r, name, value);
@@ -126,11 +118,7 @@ fn sections(f: &HostFacts) -> Vec<(&'static str, Rows)> {
     row(&mut virt, "hypervisor", yes_no(v.hypervisor));
     row(&mut virt, "vendor signature", opt(&v.vendor_signature));
     row(&mut virt, "kind", opt(&v.kind));
-    row(
-        &mut virt,
-        "sys/hypervisor/type",
-        opt(&v.sys_hypervisor_type),
-    );
+    row(&mut virt, "sys/hypervisor/type", opt(&v.sys_hypervisor_type));
     row(&mut virt, "dmi sys_vendor", opt(&v.dmi_sys_vendor));
     row(&mut virt, "dmi product_name", opt(&v.dmi_product_name));
 
@@ -155,12 +143,7 @@ fn sections(f: &HostFacts) -> Vec<(&'static str, Rows)> {
     row(&mut build, "flavour", flavour.into());
     row(&mut build, "profile", f.build.profile.clone());
     row(&mut build, "target", f.build.target.clone());
-    let crates: Rows = f
-        .build
-        .crates
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let crates: Rows = f.build.crates.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
 
     let n = &f.noise;
     let mut noise = Rows::new();
@@ -168,9 +151,7 @@ fn sections(f: &HostFacts) -> Vec<(&'static str, Rows)> {
     row(&mut noise, "cpufreq driver", opt(&n.cpufreq_driver));
     row(&mut noise, "boost", yes_no(n.boost));
     row(&mut noise, "smt active", yes_no(n.smt_active));
-    let load = n
-        .load_average
-        .map(|[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"));
+    let load = n.load_average.map(|[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"));
     row(&mut noise, "load average", opt(&load));
 
     vec![
@@ -256,11 +237,7 @@ pub(super) mod tests {
         table
             .lines()
             .filter_map(|l| l.strip_prefix("  "))
-            .find_map(|l| {
-                l.strip_prefix(key)
-                    .filter(|rest| rest.starts_with("  "))
-                    .map(str::trim)
-            })
+            .find_map(|l| l.strip_prefix(key).filter(|rest| rest.starts_with("  ")).map(str::trim))
             .unwrap_or_else(|| panic!("no {key:?} line in\n{table}"))
     }
 
@@ -312,10 +289,7 @@ pub(super) mod tests {
             .filter(|l| l.starts_with("  "))
             .map(|l| l.len() - l[2..].split_once("  ").unwrap().1.trim_start().len())
             .collect();
-        assert!(
-            columns.windows(2).all(|w| w[0] == w[1]),
-            "values not aligned:\n{t}"
-        );
+        assert!(columns.windows(2).all(|w| w[0] == w[1]), "values not aligned:\n{t}");
     }
 
     #[test]

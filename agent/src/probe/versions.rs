@@ -84,13 +84,7 @@ mod tests {
                     .and_then(|(_, rest)| rest.split_once(']'))
                     .map(|(list, _)| {
                         list.split(',')
-                            .filter_map(|d| {
-                                d.trim()
-                                    .trim_matches('"')
-                                    .split_whitespace()
-                                    .next()
-                                    .map(str::to_string)
-                            })
+                            .filter_map(|d| d.trim().trim_matches('"').split_whitespace().next().map(str::to_string))
                             .collect()
                     })
                     .unwrap_or_default();
@@ -132,8 +126,7 @@ mod tests {
         // Only meaningful when built as the agent crate (not in a scratch copy).
         let Some(agent) = agent else { return };
         for dep in &agent.dependencies {
-            let known =
-                NOT_CRYPTO.contains(&dep.as_str()) || CRATE_VERSIONS.iter().any(|(n, _)| n == dep);
+            let known = NOT_CRYPTO.contains(&dep.as_str()) || CRATE_VERSIONS.iter().any(|(n, _)| n == dep);
             assert!(
                 known,
                 "new dependency {dep}: add it to CRATE_VERSIONS (probe/versions.rs) or to NOT_CRYPTO"

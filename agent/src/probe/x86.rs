@@ -6,10 +6,7 @@
 //! executes CPUID/XGETBV and exists on x86 alone.
 
 // On non-x86 targets only the tests use the decoders.
-#![cfg_attr(
-    not(any(target_arch = "x86_64", target_arch = "x86")),
-    allow(dead_code)
-)]
+#![cfg_attr(not(any(target_arch = "x86_64", target_arch = "x86")), allow(dead_code))]
 
 use super::{Cpu, Features, Virtualization};
 
@@ -417,16 +414,7 @@ mod tests {
             "sha",
         ];
         let sse_only = ["aes", "pclmulqdq", "ssse3", "sha"];
-        let no_512 = [
-            "aes",
-            "pclmulqdq",
-            "ssse3",
-            "avx",
-            "avx2",
-            "vaes",
-            "vpclmulqdq",
-            "sha",
-        ];
+        let no_512 = ["aes", "pclmulqdq", "ssse3", "avx", "avx2", "vaes", "vpclmulqdq", "sha"];
         // (advertised, osxsave, xcr0, expected usable)
         type Case<'a> = (&'a [&'a str], bool, Option<u64>, &'a [&'a str]);
         let cases: [Case; 7] = [
@@ -454,12 +442,7 @@ mod tests {
         let snapshot = CpuidSnapshot {
             max_leaf: 0xB,
             vendor: ascii_regs(b"GenuineIntel"),
-            leaf1: Some([
-                0x0002_06C2,
-                0,
-                (1 << 25) | (1 << 1) | (1 << 9) | (1 << 31),
-                0,
-            ]),
+            leaf1: Some([0x0002_06C2, 0, (1 << 25) | (1 << 1) | (1 << 9) | (1 << 31), 0]),
             leaf7: None,
             brand: None,
             hypervisor_leaf: Some([0x4000_0001, 0x4b4d_564b, 0x564b_4d56, 0x0000_004d]),
@@ -468,10 +451,7 @@ mod tests {
         let (cpu, features, virt) = decode(&snapshot);
         assert_eq!(cpu.vendor.as_deref(), Some("GenuineIntel"));
         assert_eq!(cpu.model_name, None);
-        assert_eq!(
-            (cpu.family, cpu.model, cpu.stepping),
-            (Some(6), Some(0x2C), Some(2))
-        );
+        assert_eq!((cpu.family, cpu.model, cpu.stepping), (Some(6), Some(0x2C), Some(2)));
         assert_eq!(features.checked.len(), FEATURE_BITS.len());
         assert_eq!(features.advertised, ["aes", "pclmulqdq", "ssse3"]);
         assert_eq!(features.usable, ["aes", "pclmulqdq", "ssse3"]);
@@ -494,10 +474,7 @@ mod tests {
             xcr0: Some(0x7),
         };
         let (_, features, virt) = decode(&snapshot);
-        assert_eq!(
-            features.advertised,
-            ["aes", "avx", "avx2", "vaes", "avx512f"]
-        );
+        assert_eq!(features.advertised, ["aes", "avx", "avx2", "vaes", "avx512f"]);
         assert_eq!(features.usable, ["aes", "avx", "avx2", "vaes"]);
         assert_eq!(features.xcr0.as_deref(), Some("0x7"));
         assert_eq!(virt.hypervisor, Some(false));
@@ -521,10 +498,7 @@ mod tests {
         assert_eq!(has("aes"), std::arch::is_x86_feature_detected!("aes"));
         assert_eq!(has("avx"), std::arch::is_x86_feature_detected!("avx"));
         assert_eq!(has("avx2"), std::arch::is_x86_feature_detected!("avx2"));
-        assert_eq!(
-            has("avx512f"),
-            std::arch::is_x86_feature_detected!("avx512f")
-        );
+        assert_eq!(has("avx512f"), std::arch::is_x86_feature_detected!("avx512f"));
         assert_eq!(has("sha"), std::arch::is_x86_feature_detected!("sha"));
     }
 }

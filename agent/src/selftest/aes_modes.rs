@@ -11,8 +11,7 @@ use aes::{Aes128, Aes192, Aes256};
 use cipher::block_padding::{NoPadding, Pkcs7};
 use cipher::typenum::Unsigned;
 use cipher::{
-    BlockCipherDecrypt, BlockCipherEncrypt, BlockModeDecrypt, BlockModeEncrypt, KeyInit, KeyIvInit,
-    StreamCipher,
+    BlockCipherDecrypt, BlockCipherEncrypt, BlockModeDecrypt, BlockModeEncrypt, KeyInit, KeyIvInit, StreamCipher,
 };
 
 use super::{AesBits, KatOutcome, hex, mismatch, result_outcome};
@@ -226,12 +225,7 @@ where
 // ---------------------------------------------------------------------------
 
 /// ECB without padding against a published vector: `[encrypt, decrypt]` outcomes.
-pub(super) fn ecb_vector<C>(
-    names: (&str, &str),
-    key: &[u8],
-    pt: &[u8],
-    ct: &[u8],
-) -> Vec<KatOutcome>
+pub(super) fn ecb_vector<C>(names: (&str, &str), key: &[u8], pt: &[u8], ct: &[u8]) -> Vec<KatOutcome>
 where
     C: BlockCipherEncrypt + BlockCipherDecrypt + KeyInit,
 {
@@ -259,13 +253,7 @@ where
 }
 
 /// CBC without padding against a published vector: `[encrypt, decrypt]` outcomes.
-pub(super) fn cbc_vector<C>(
-    names: (&str, &str),
-    key: &[u8],
-    iv: &[u8],
-    pt: &[u8],
-    ct: &[u8],
-) -> Vec<KatOutcome>
+pub(super) fn cbc_vector<C>(names: (&str, &str), key: &[u8], iv: &[u8], pt: &[u8], ct: &[u8]) -> Vec<KatOutcome>
 where
     C: BlockCipherEncrypt + BlockCipherDecrypt + KeyInit,
 {
@@ -356,11 +344,7 @@ fn padded_checks(
             pt.len() + bs
         ));
     }
-    problems.extend(mismatch(
-        "published prefix",
-        &padded[..ct.len().min(padded.len())],
-        ct,
-    ));
+    problems.extend(mismatch("published prefix", &padded[..ct.len().min(padded.len())], ct));
     match decrypt(&mut padded) {
         Some(back) => problems.extend(mismatch("unpadded plaintext", &back, pt)),
         None => problems.push("decryption rejected the padding it produced".to_string()),
@@ -370,13 +354,7 @@ fn padded_checks(
 
 /// A counter-mode (or any seekable stream) cipher against a published vector:
 /// `[encrypt, decrypt]` outcomes.
-fn ctr_vector<S>(
-    names: (&str, &str),
-    key: &[u8],
-    iv: &[u8],
-    pt: &[u8],
-    ct: &[u8],
-) -> Vec<KatOutcome>
+fn ctr_vector<S>(names: (&str, &str), key: &[u8], iv: &[u8], pt: &[u8], ct: &[u8]) -> Vec<KatOutcome>
 where
     S: KeyIvInit + StreamCipher,
 {

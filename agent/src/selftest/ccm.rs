@@ -17,15 +17,7 @@ use super::{AeadVector, AesBits, KatOutcome, aead_kat, aead_round_trip, hex};
 /// The engine's parameterisation.
 type EngineCcm<C> = Ccm<C, U16, U13>;
 
-fn vector(
-    name: &str,
-    key: &str,
-    nonce: &str,
-    aad: &str,
-    pt: &str,
-    ct: &str,
-    tag: &str,
-) -> AeadVector {
+fn vector(name: &str, key: &str, nonce: &str, aad: &str, pt: &str, ct: &str, tag: &str) -> AeadVector {
     AeadVector {
         name: name.to_string(),
         key: hex(key),

@@ -13,16 +13,13 @@ use cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 use super::{AeadVector, KatOutcome, aead_kat, hex, result_outcome};
 
 /// The plaintext of RFC 8439 §2.4.2 and §2.8.2 (and the XChaCha draft's A.3.1).
-const SUNSCREEN: &[u8] =
-    b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for \
+const SUNSCREEN: &[u8] = b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for \
 the future, sunscreen would be it.";
 
 /// ChaCha20 from byte offset `offset` of the key stream over `input`.
 fn chacha20_at(key: &[u8], nonce: &[u8], offset: u64, input: &[u8]) -> Result<Vec<u8>, String> {
-    let mut c =
-        ChaCha20::new_from_slices(key, nonce).map_err(|_| "key or nonce rejected".to_string())?;
-    c.try_seek(offset)
-        .map_err(|e| format!("seek failed: {e}"))?;
+    let mut c = ChaCha20::new_from_slices(key, nonce).map_err(|_| "key or nonce rejected".to_string())?;
+    c.try_seek(offset).map_err(|e| format!("seek failed: {e}"))?;
     let mut buf = input.to_vec();
     c.try_apply_keystream(&mut buf)
         .map_err(|e| format!("keystream error: {e}"))?;
@@ -34,10 +31,8 @@ pub(super) fn chacha20() -> Vec<KatOutcome> {
     let mut out = Vec::new();
 
     // §2.3.2: the serialized block for counter 1 is the key stream itself.
-    let block = hex(
-        "10f1e7e4d13b5915500fdd1fa32071c4c7d1f4c733c068030422aa9ac3d46c4e
-         d2826446079faa0914c2d705d98b02a2b5129cd1de164eb9cbd083e8a2503c4e",
-    );
+    let block = hex("10f1e7e4d13b5915500fdd1fa32071c4c7d1f4c733c068030422aa9ac3d46c4e
+         d2826446079faa0914c2d705d98b02a2b5129cd1de164eb9cbd083e8a2503c4e");
     out.push(result_outcome(
         "RFC 8439 2.3.2 ChaCha20 block function (counter 1)",
         "key stream block",
@@ -47,12 +42,10 @@ pub(super) fn chacha20() -> Vec<KatOutcome> {
 
     // §2.4.2: encryption of the sunscreen text, counter 1.
     let nonce = hex("000000000000004a00000000");
-    let ct = hex(
-        "6e2e359a2568f98041ba0728dd0d6981e97e7aec1d4360c20a27afccfd9fae0b
+    let ct = hex("6e2e359a2568f98041ba0728dd0d6981e97e7aec1d4360c20a27afccfd9fae0b
          f91b65c5524733ab8f593dabcd62b3571639d624e65152ab8f530c359f0861d8
          07ca0dbf500d6a6156a38e088a22b65e52bc514d16ccf806818ce91ab7793736
-         5af90bbf74a35be6b40b8eedf2785e42874d",
-    );
+         5af90bbf74a35be6b40b8eedf2785e42874d");
     out.push(result_outcome(
         "RFC 8439 2.4.2 ChaCha20.Encrypt",
         "ciphertext",
@@ -76,12 +69,10 @@ pub(super) fn rfc8439_aead_vector() -> AeadVector {
         nonce: hex("070000004041424344454647"),
         aad: hex("50515253c0c1c2c3c4c5c6c7"),
         pt: SUNSCREEN.to_vec(),
-        ct: hex(
-            "d31a8d34648e60db7b86afbc53ef7ec2a4aded51296e08fea9e2b5a736ee62d6
+        ct: hex("d31a8d34648e60db7b86afbc53ef7ec2a4aded51296e08fea9e2b5a736ee62d6
              3dbea45e8ca9671282fafb69da92728b1a71de0a9e060b2905d6a5b67ecd3b36
              92ddbd7f2d778b8c9803aee328091b58fab324e4fad675945585808b4831d7bc
-             3ff4def08e4b7a9de576d26586cec64b6116",
-        ),
+             3ff4def08e4b7a9de576d26586cec64b6116"),
         tag: hex("1ae10b594f09e26a7e902ecbd0600691"),
     }
 }
@@ -97,12 +88,10 @@ pub(super) fn xchacha20_poly1305() -> Vec<KatOutcome> {
         nonce: hex("404142434445464748494a4b4c4d4e4f5051525354555657"),
         aad: hex("50515253c0c1c2c3c4c5c6c7"),
         pt: SUNSCREEN.to_vec(),
-        ct: hex(
-            "bd6d179d3e83d43b9576579493c0e939572a1700252bfaccbed2902c21396cbb
+        ct: hex("bd6d179d3e83d43b9576579493c0e939572a1700252bfaccbed2902c21396cbb
              731c7f1b0b4aa6440bf3a82f4eda7e39ae64c6708c54c216cb96b72e1213b452
              2f8c9ba40db5d945b11b69b982c1bb9e3f3fac2bc369488f76b2383565d3fff9
-             21f9664c97637da9768812f615c68b13b52e",
-        ),
+             21f9664c97637da9768812f615c68b13b52e"),
         tag: hex("c0875924c1c7987947deafd8780acf49"),
     };
     aead_kat::<XChaCha20Poly1305>(&v)

@@ -59,20 +59,12 @@ pub(super) fn des_ecb() -> Vec<KatOutcome> {
     let pt = hex(FIPS81_PT);
     let ct = hex("3fa40e8a984d4815 6a271787ab8883f9 893d51ec4b563b53");
     let mut out = ecb_vector::<Des>(
-        (
-            "FIPS 81 Table B1 DES-ECB.Encrypt",
-            "FIPS 81 Table B1 DES-ECB.Decrypt",
-        ),
+        ("FIPS 81 Table B1 DES-ECB.Encrypt", "FIPS 81 Table B1 DES-ECB.Decrypt"),
         &key,
         &pt,
         &ct,
     );
-    out.push(ecb_pkcs7::<Des>(
-        "FIPS 81 Table B1 DES-ECB with PKCS#7",
-        &key,
-        &pt,
-        &ct,
-    ));
+    out.push(ecb_pkcs7::<Des>("FIPS 81 Table B1 DES-ECB with PKCS#7", &key, &pt, &ct));
     out.extend(sp800_20_a1::<Des>("DES", &hex("0101010101010101")));
     out
 }
@@ -83,10 +75,7 @@ pub(super) fn des_cbc() -> Vec<KatOutcome> {
     let pt = hex(FIPS81_PT);
     let ct = hex("e5c7cdde872bf27c 43e934008c389c0f 683788499a7c05f6");
     let mut out = cbc_vector::<Des>(
-        (
-            "FIPS 81 Table C1 DES-CBC.Encrypt",
-            "FIPS 81 Table C1 DES-CBC.Decrypt",
-        ),
+        ("FIPS 81 Table C1 DES-CBC.Encrypt", "FIPS 81 Table C1 DES-CBC.Decrypt"),
         &key,
         &iv,
         &pt,

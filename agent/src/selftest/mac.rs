@@ -11,24 +11,19 @@
 use aes::{Aes128, Aes192, Aes256};
 use cipher::block_padding::Pkcs7;
 use cipher::typenum::Unsigned;
-use cipher::{
-    BlockCipherDecrypt, BlockCipherEncrypt, BlockModeDecrypt, BlockModeEncrypt, KeyInit, KeyIvInit,
-};
+use cipher::{BlockCipherDecrypt, BlockCipherEncrypt, BlockModeDecrypt, BlockModeEncrypt, KeyInit, KeyIvInit};
 use hkdf::Hkdf;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::aes_modes::{
-    SP800_38A_CBC_IV, SP800_38A_PLAINTEXT, sp800_38a_cbc_ciphertext, sp800_38a_key,
-};
+use super::aes_modes::{SP800_38A_CBC_IV, SP800_38A_PLAINTEXT, sp800_38a_cbc_ciphertext, sp800_38a_key};
 use super::{AesBits, KatOutcome, hex, mismatch, pattern};
 
 type HmacSha256 = Hmac<Sha256>;
 
 /// HMAC-SHA256 of `data` under `key`, or why it could not be computed.
 fn hmac(key: &[u8], parts: &[&[u8]]) -> Result<Vec<u8>, String> {
-    let mut m = <HmacSha256 as KeyInit>::new_from_slice(key)
-        .map_err(|_| "HMAC key rejected".to_string())?;
+    let mut m = <HmacSha256 as KeyInit>::new_from_slice(key).map_err(|_| "HMAC key rejected".to_string())?;
     for p in parts {
         m.update(p);
     }
@@ -43,10 +38,9 @@ pub(super) fn hmac_sha256_case(name: &str, key: &[u8], data: &[u8], expected: &[
         Ok(t) => t,
         Err(e) => return KatOutcome::fail(name, e),
     };
-    let mut problems: Vec<String> =
-        mismatch("tag", &full[..expected.len().min(full.len())], expected)
-            .into_iter()
-            .collect();
+    let mut problems: Vec<String> = mismatch("tag", &full[..expected.len().min(full.len())], expected)
+        .into_iter()
+        .collect();
     let verify = |tag: &[u8]| {
         <HmacSha256 as KeyInit>::new_from_slice(key).is_ok_and(|mut m| {
             m.update(data);
@@ -130,9 +124,7 @@ fn hkdf_case(name: &str, ikm: &[u8], salt: &[u8], info: &[u8], prk: &str, okm: &
     // RFC 5869: an absent salt is HashLen zero bytes; test case 3 uses none.
     let salt = if salt.is_empty() { None } else { Some(salt) };
     let (got_prk, hk) = Hkdf::<Sha256>::extract(salt, ikm);
-    let mut problems: Vec<String> = mismatch("PRK", &got_prk, &expected_prk)
-        .into_iter()
-        .collect();
+    let mut problems: Vec<String> = mismatch("PRK", &got_prk, &expected_prk).into_iter().collect();
     let mut got_okm = vec![0u8; expected_okm.len()];
     match hk.expand(info, &mut got_okm) {
         Ok(()) => problems.extend(mismatch("OKM", &got_okm, &expected_okm)),
@@ -223,11 +215,7 @@ where
     };
     let mut problems = Vec::new();
     if ct.len() != pt.len() + bs {
-        problems.push(format!(
-            "ciphertext is {} bytes, expected {}",
-            ct.len(),
-            pt.len() + bs
-        ));
+        problems.push(format!("ciphertext is {} bytes, expected {}", ct.len(), pt.len() + bs));
     }
     problems.extend(mismatch(
         "CBC ciphertext prefix",
@@ -249,12 +237,10 @@ where
     };
     let mut problems = Vec::new();
     if verifies(&mac_key, &iv, &ct, &tag) {
-        let opened = cbc::Decryptor::<C>::new_from_slices(&enc_key, &iv)
-            .ok()
-            .and_then(|d| {
-                let mut buf = ct.clone();
-                d.decrypt_padded::<Pkcs7>(&mut buf).ok().map(<[u8]>::to_vec)
-            });
+        let opened = cbc::Decryptor::<C>::new_from_slices(&enc_key, &iv).ok().and_then(|d| {
+            let mut buf = ct.clone();
+            d.decrypt_padded::<Pkcs7>(&mut buf).ok().map(<[u8]>::to_vec)
+        });
         match opened {
             Some(back) => problems.extend(mismatch("plaintext", &back, &pt)),
             None => problems.push("decryption or unpadding failed".to_string()),
@@ -272,10 +258,7 @@ where
     };
     let mut problems = Vec::new();
     let attempts: [(&str, bool); 5] = [
-        (
-            "a flipped IV bit",
-            verifies(&mac_key, &flip(&iv, 0), &ct, &tag),
-        ),
+        ("a flipped IV bit", verifies(&mac_key, &flip(&iv, 0), &ct, &tag)),
         (
             "a flipped first-block ciphertext bit",
             verifies(&mac_key, &iv, &flip(&ct, 0), &tag),
@@ -288,10 +271,7 @@ where
             "a flipped tag bit",
             verifies(&mac_key, &iv, &ct, &flip(&tag, tag.len() - 1)),
         ),
-        (
-            "a different MAC key",
-            verifies(&flip(&mac_key, 7), &iv, &ct, &tag),
-        ),
+        ("a different MAC key", verifies(&flip(&mac_key, 7), &iv, &ct, &tag)),
     ];
     for (what, accepted) in attempts {
         if accepted {

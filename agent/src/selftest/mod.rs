@@ -169,10 +169,7 @@ fn guarded(label: &str, f: impl FnOnce() -> Vec<KatOutcome>) -> Vec<KatOutcome> 
                 .map(|s| s.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "non-string panic payload".to_string());
-            vec![KatOutcome::fail(
-                format!("{label} KATs"),
-                format!("panicked: {msg}"),
-            )]
+            vec![KatOutcome::fail(format!("{label} KATs"), format!("panicked: {msg}"))]
         }
     }
 }
@@ -253,10 +250,7 @@ fn summarize(what: &str, outcomes: &[KatOutcome]) -> Result<(), String> {
 /// constants, so that is a bug caught by the unit tests).
 pub(crate) fn hex(s: &str) -> Vec<u8> {
     let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    assert!(
-        digits.len().is_multiple_of(2),
-        "odd-length hex literal: {s}"
-    );
+    assert!(digits.len().is_multiple_of(2), "odd-length hex literal: {s}");
     digits
         .chunks(2)
         .map(|pair| {
@@ -285,21 +279,12 @@ pub(crate) fn mismatch(what: &str, got: &[u8], expected: &[u8]) -> Option<String
     if got == expected {
         None
     } else {
-        Some(format!(
-            "{what}: expected {} got {}",
-            to_hex(expected),
-            to_hex(got)
-        ))
+        Some(format!("{what}: expected {} got {}", to_hex(expected), to_hex(got)))
     }
 }
 
 /// Outcome of comparing `got` with `expected`.
-pub(crate) fn compare(
-    name: impl Into<String>,
-    what: &str,
-    got: &[u8],
-    expected: &[u8],
-) -> KatOutcome {
+pub(crate) fn compare(name: impl Into<String>, what: &str, got: &[u8], expected: &[u8]) -> KatOutcome {
     match mismatch(what, got, expected) {
         None => KatOutcome::pass(name),
         Some(d) => KatOutcome::fail(name, d),
@@ -307,12 +292,7 @@ pub(crate) fn compare(
 }
 
 /// Outcome of comparing a computed value (or the error that prevented it) with `expected`.
-pub(crate) fn result_outcome(
-    name: &str,
-    what: &str,
-    got: Result<Vec<u8>, String>,
-    expected: &[u8],
-) -> KatOutcome {
+pub(crate) fn result_outcome(name: &str, what: &str, got: Result<Vec<u8>, String>, expected: &[u8]) -> KatOutcome {
     match got {
         Ok(bytes) => compare(name, what, &bytes, expected),
         Err(e) => KatOutcome::fail(name, e),
@@ -416,10 +396,7 @@ pub(crate) fn aead_round_trip<A: AeadInOut + KeyInit>(name: &str, key_len: usize
     let Ok(cipher) = A::new_from_slice(&key) else {
         return KatOutcome::fail(name, format!("key of {key_len} bytes rejected"));
     };
-    let nonce_bytes = pattern(
-        <A::NonceSize as aead::array::typenum::Unsigned>::USIZE,
-        0x5a,
-    );
+    let nonce_bytes = pattern(<A::NonceSize as aead::array::typenum::Unsigned>::USIZE, 0x5a);
     let Ok(nonce) = Nonce::<A>::try_from(nonce_bytes.as_slice()) else {
         return KatOutcome::fail(name, "nonce size mismatch");
     };
@@ -571,10 +548,7 @@ mod tests {
 
     #[test]
     fn summary_is_one_line_and_names_the_failure() {
-        let outcomes = vec![
-            KatOutcome::pass("a"),
-            KatOutcome::fail("b", "expected 00\ngot 01"),
-        ];
+        let outcomes = vec![KatOutcome::pass("a"), KatOutcome::fail("b", "expected 00\ngot 01")];
         let err = summarize("x", &outcomes).unwrap_err();
         assert!(err.contains("1 of 2"), "{err}");
         assert!(err.contains('b'), "{err}");

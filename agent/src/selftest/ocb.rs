@@ -153,10 +153,7 @@ fn iterated<A: AeadInOut + KeyInit>(bits: AesBits, expected: &str) -> Vec<KatOut
         }
     }
     if let Some(e) = first_error {
-        return vec![
-            KatOutcome::fail(enc_name, e.clone()),
-            KatOutcome::fail(dec_name, e),
-        ];
+        return vec![KatOutcome::fail(enc_name, e.clone()), KatOutcome::fail(dec_name, e)];
     }
     let encrypt = match seal(385, &c, &[]) {
         Ok(tag) => {
@@ -204,10 +201,7 @@ pub(super) fn run(bits: AesBits) -> Vec<KatOutcome> {
     match bits {
         AesBits::B128 => {
             let mut out = rfc7253_samples();
-            out.extend(iterated::<EngineOcb<Aes128>>(
-                bits,
-                "67E944D23256C5E0B6C61FA22FDF1EA2",
-            ));
+            out.extend(iterated::<EngineOcb<Aes128>>(bits, "67E944D23256C5E0B6C61FA22FDF1EA2"));
             out
         }
         AesBits::B192 => {

@@ -33,10 +33,7 @@ fn json_lines_carry_the_schema_and_measured_figures() {
         assert!(["accelerated", "software"].contains(&r["path_used"].as_str().unwrap()));
     }
     // DES has no hardware path anywhere: path_used comes from detection, not from the request.
-    let des = rows
-        .iter()
-        .find(|r| r["algorithm"] == "des-ede3-cbc")
-        .unwrap();
+    let des = rows.iter().find(|r| r["algorithm"] == "des-ede3-cbc").unwrap();
     assert_eq!(des["path_requested"], "accelerated");
     assert_eq!(des["path_used"], "software");
 }
@@ -67,22 +64,13 @@ fn csv_has_a_header_and_a_row_per_point() {
 
 #[test]
 fn table_groups_sizes_into_columns() {
-    let o = run(&[
-        "bench",
-        "-a",
-        "aes-256-ctr",
-        "--size",
-        "16,16KiB",
-        "--seconds",
-        "0.05",
-    ]);
+    let o = run(&["bench", "-a", "aes-256-ctr", "--size", "16,16KiB", "--seconds", "0.05"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("MB/s = 10^6 bytes"), "{out}");
     assert!(out.contains("16KiB"), "{out}");
     assert!(
-        out.lines()
-            .any(|l| l.starts_with("aes-256-ctr") && l.ends_with("MB/s")),
+        out.lines().any(|l| l.starts_with("aes-256-ctr") && l.ends_with("MB/s")),
         "{out}"
     );
     assert!(out.contains("p99 µs") && out.contains("cv"), "{out}");
@@ -112,26 +100,14 @@ fn bad_input_exits_2_names_the_flag_and_prints_no_results() {
             "--key-mode",
         ),
         (
-            &[
-                "bench",
-                "-a",
-                "aes-256-gcm",
-                "--concurrency",
-                "1",
-                "--threads",
-                "4",
-            ],
+            &["bench", "-a", "aes-256-gcm", "--concurrency", "1", "--threads", "4"],
             "--concurrency",
         ),
     ] {
         let o = run(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
-        assert!(
-            o.stdout.is_empty(),
-            "{args:?} printed results: {}",
-            stdout(&o)
-        );
+        assert!(o.stdout.is_empty(), "{args:?} printed results: {}", stdout(&o));
     }
 }
 
@@ -155,17 +131,11 @@ fn software_path_runs_in_the_soft_sibling() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let rows = json_lines(&o);
-    let soft = rows
-        .iter()
-        .find(|r| r["path_requested"] == "software")
-        .unwrap();
+    let soft = rows.iter().find(|r| r["path_requested"] == "software").unwrap();
     assert_eq!(soft["path_used"], "software");
     assert_eq!(soft["build_flavour"], "software");
     assert_eq!(soft["backends"]["aes"], "soft");
-    let accel = rows
-        .iter()
-        .find(|r| r["path_requested"] == "accelerated")
-        .unwrap();
+    let accel = rows.iter().find(|r| r["path_requested"] == "accelerated").unwrap();
     assert_eq!(accel["build_flavour"], "accelerated");
 }
 
@@ -177,15 +147,7 @@ fn missing_soft_sibling_is_an_error_not_a_silent_accelerated_run() {
     std::fs::copy(agent(), &lone).unwrap();
     let o = run_with(
         lone,
-        &[
-            "bench",
-            "-a",
-            "aes-256-gcm",
-            "--path",
-            "software",
-            "--seconds",
-            "0.05",
-        ],
+        &["bench", "-a", "aes-256-gcm", "--path", "software", "--seconds", "0.05"],
         &[],
     );
     std::fs::remove_dir_all(&dir).ok();
@@ -216,10 +178,7 @@ fn a_crashing_or_hanging_worker_fails_only_its_point() {
                 "json",
             ],
             &[
-                (
-                    "CIPHERFLEET_WORKER_FAULT",
-                    &format!("{fault}:chacha20-poly1305"),
-                ),
+                ("CIPHERFLEET_WORKER_FAULT", &format!("{fault}:chacha20-poly1305")),
                 ("CIPHERFLEET_WORKER_TIME_LIMIT", "3"),
             ],
         );

@@ -8,13 +8,7 @@ fn probe_json_has_facts_and_paths() {
     assert_eq!(v["arch"], std::env::consts::ARCH);
     assert_eq!(v["build"]["flavour"], "accelerated");
     assert!(v["crypto"]["backends"]["aes"].is_string());
-    assert!(
-        v["features"]["checked"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f == "aes")
-    );
+    assert!(v["features"]["checked"].as_array().unwrap().iter().any(|f| f == "aes"));
 }
 
 #[test]
