@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian machine (idempotent):
-#   Debian: qemu-user-static (emulated ARM64 and non-AES-NI x86 hosts)
+#   Debian: qemu-user-static (emulated ARM64 and non-AES-NI x86 hosts),
+#           postgresql (the coordinator's tests run a private cluster from its binaries)
 #   rustup: musl targets for the static builds, rustfmt and clippy
 set -euo pipefail
 
 need_apt=()
 command -v qemu-aarch64-static >/dev/null || need_apt+=(qemu-user-static)
 command -v python3 >/dev/null || need_apt+=(python3)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresql)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps: please install as root: apt-get install ${need_apt[*]}" >&2

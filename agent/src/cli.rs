@@ -1,7 +1,9 @@
-//! Command line: `probe`, `bench`, `selftest` (and the hidden worker mode).
+//! Command line: `probe`, `bench`, `selftest`, `run` (and the hidden worker mode).
 //!
 //! Usage errors exit with status 2 and name the flag; `bench` exits 1 when any
-//! point failed (the others are still reported), 0 otherwise.
+//! point failed (the others are still reported), 0 otherwise. `run` exits 0
+//! after SIGTERM/SIGINT, 3 when the coordinator refuses the agent, 1 on a
+//! local failure (e.g. an unusable spool directory).
 
 use std::io::{self, IsTerminal, Write};
 use std::time::Instant;
@@ -10,6 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::algorithm::{self, Algorithm};
 use crate::backend::{self, Flavour, Path};
+use crate::daemon::{self, RunArgs};
 use crate::measurement::{Measurement, Status};
 use crate::report::{self, Format};
 use crate::spec::{self, Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
@@ -42,6 +45,8 @@ enum Command {
         #[arg(long, value_enum, default_value_t = ProbeFormat::Table)]
         format: ProbeFormat,
     },
+    /// Connect to a coordinator and run the benchmark jobs it sends (the daemon).
+    Run(RunArgs),
     /// Internal: measure one point read as JSON on stdin (started by `bench`).
     #[command(name = worker::WORKER_ARG, hide = true)]
     Worker,
@@ -155,8 +160,72 @@ pub fn main() -> i32 {
         Command::Probe { format } => print_probe(format),
         Command::Selftest { format } => run_selftest(format),
         Command::Bench(args) => bench(args),
+        Command::Run(args) => run_daemon(args),
         Command::Worker => worker::worker_main(),
     }
+}
+
+/// `run`: logging to stderr, a two-thread runtime (measurements happen in
+/// worker processes, not here), SIGTERM/SIGINT wired to a clean shutdown.
+fn run_daemon(args: RunArgs) -> i32 {
+    use tracing::level_filters::LevelFilter;
+    // CIPHERFLEET_LOG=debug (or error, warn, trace) changes the level.
+    let level = std::env::var("CIPHERFLEET_LOG")
+        .ok()
+        .and_then(|v| v.parse::<LevelFilter>().ok())
+        .unwrap_or(LevelFilter::INFO);
+    let _ = tracing_subscriber::fmt()
+        .with_writer(io::stderr)
+        .with_max_level(level)
+        .with_target(false)
+        .try_init();
+    let config = match args.into_config() {
+        Ok(config) => config,
+        Err(e) => return usage_error(e),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    let code = runtime.block_on(async {
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        if let Err(e) = cancel_on_signal(shutdown.clone()) {
+            tracing::error!("cannot install signal handlers: {e}");
+            return 1;
+        }
+        match daemon::run(config, shutdown).await {
+            Ok(reason) => reason.exit_code(),
+            Err(e) => {
+                tracing::error!("{e:#}");
+                1
+            }
+        }
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
+}
+
+/// Cancels `shutdown` on the first SIGTERM or SIGINT.
+fn cancel_on_signal(shutdown: tokio_util::sync::CancellationToken) -> io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!("{name}: shutting down");
+        shutdown.cancel();
+    });
+    Ok(())
 }
 
 fn print_probe(format: ProbeFormat) -> i32 {

@@ -11,11 +11,14 @@
 //! - [`stats`]: median, percentiles, coefficient of variation.
 //! - [`worker`]: runs each measurement in a child process with a time limit.
 //! - [`report`]: table, JSON and CSV output.
-//! - [`cli`]: the `probe | bench | selftest` commands.
+//! - [`wire`]: conversions to and from the gRPC protocol, and the bounds both ends check.
+//! - [`daemon`]: `run`, the coordinator session: jobs pushed over gRPC, outcomes spooled until acknowledged.
+//! - [`cli`]: the `probe | bench | selftest | run` commands.
 
 pub mod algorithm;
 pub mod backend;
 pub mod cli;
+pub mod daemon;
 pub mod engine;
 pub mod kernel;
 pub mod measurement;
@@ -24,4 +27,5 @@ pub mod report;
 pub mod selftest;
 pub mod spec;
 pub mod stats;
+pub mod wire;
 pub mod worker;

@@ -10,6 +10,7 @@
 use std::io::{Read, Write};
 use std::path::{Path as FsPath, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::backend::{self, Flavour, Path};
@@ -46,6 +47,9 @@ pub enum WorkerError {
     Spawn { binary: PathBuf, source: std::io::Error },
     #[error("timed out after {0:.0} s and was killed")]
     TimedOut(f64),
+    /// The caller raised the cancel flag; the worker was killed.
+    #[error("cancelled, the worker was killed")]
+    Cancelled,
     #[error("{0}")]
     Failed(String),
 }
@@ -103,6 +107,17 @@ pub fn worker_prefix() -> Option<Vec<String>> {
 
 /// Measures `spec` in a worker process and returns its report.
 pub fn run_point(spec: &JobSpec) -> Result<WorkerReport, WorkerError> {
+    run_point_with(spec, None, &AtomicBool::new(false))
+}
+
+/// Like [`run_point`], with the time limit given by the caller (`None`: [`time_limit`])
+/// and a flag that, once raised, kills the worker within a few tens of milliseconds
+/// and returns [`WorkerError::Cancelled`]. The daemon uses it for `CancelJob` and shutdown.
+pub fn run_point_with(
+    spec: &JobSpec,
+    limit: Option<Duration>,
+    cancel: &AtomicBool,
+) -> Result<WorkerReport, WorkerError> {
     let binary = binary_for(spec.path)?;
     let mut command = match worker_prefix() {
         Some(prefix) => {
@@ -112,6 +127,7 @@ pub fn run_point(spec: &JobSpec) -> Result<WorkerReport, WorkerError> {
         }
         None => Command::new(&binary),
     };
+    die_with_parent(&mut command);
     let mut child = command
         .arg(WORKER_ARG)
         .stdin(Stdio::piped())
@@ -130,11 +146,16 @@ pub fn run_point(spec: &JobSpec) -> Result<WorkerReport, WorkerError> {
     let stdout = drain(child.stdout.take().expect("piped"));
     let stderr = drain(child.stderr.take().expect("piped"));
 
-    let limit = time_limit(spec);
+    let limit = limit.unwrap_or_else(|| time_limit(spec));
     let deadline = Instant::now() + limit;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
+            Ok(None) if cancel.load(Ordering::Relaxed) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(WorkerError::Cancelled);
+            }
             Ok(None) if Instant::now() >= deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -154,6 +175,28 @@ pub fn run_point(spec: &JobSpec) -> Result<WorkerReport, WorkerError> {
     serde_json::from_slice(&stdout)
         .map_err(|e| WorkerError::Failed(format!("worker printed an unreadable report: {e}")))
 }
+
+/// Makes the kernel kill the worker when the thread that started it dies, so a
+/// crashed or killed daemon leaves no measurement running behind it (a restarted
+/// agent's next job would overlap it). The starting thread waits for the worker
+/// throughout, so the signal never fires early.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs between fork and exec and only calls prctl(2),
+    // which is async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut Command) {}
 
 fn drain<R: Read + Send + 'static>(mut r: R) -> std::thread::JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {

@@ -47,6 +47,7 @@ mod tests {
     /// dependency must be listed in [`CRATE_VERSIONS`].
     const NOT_CRYPTO: &[&str] = &[
         "anyhow",
+        "cipherfleet-proto",
         "clap",
         "getrandom",
         "hdrhistogram",
@@ -54,6 +55,12 @@ mod tests {
         "serde",
         "serde_json",
         "thiserror",
+        "tokio",
+        "tokio-stream",
+        "tokio-util",
+        "tonic",
+        "tracing",
+        "tracing-subscriber",
     ];
 
     struct Package {
@@ -105,17 +112,27 @@ mod tests {
             "Cargo.lock parse found only {} packages",
             packages.len()
         );
+        let agent = packages.iter().find(|p| p.name == env!("CARGO_PKG_NAME"));
         for (name, version) in CRATE_VERSIONS {
             let locked: Vec<&str> = packages
                 .iter()
                 .filter(|p| p.name == *name)
                 .map(|p| p.version.as_str())
                 .collect();
-            assert_eq!(
-                locked,
-                [*version],
-                "probe/versions.rs says {name} {version} but Cargo.lock has {locked:?}: update CRATE_VERSIONS"
-            );
+            // Cargo.lock names the version in a dependency entry when several are locked.
+            let pinned = agent.and_then(|a| {
+                a.dependencies
+                    .iter()
+                    .find_map(|d| d.strip_prefix(&format!("{name} ")).map(str::to_string))
+            });
+            match (pinned, locked.as_slice()) {
+                (Some(v), _) => assert_eq!(v, *version, "{name}: the agent uses {v}; update CRATE_VERSIONS"),
+                (None, [only]) => assert_eq!(only, version, "{name}: Cargo.lock has {only}; update CRATE_VERSIONS"),
+                (None, several) => assert!(
+                    several.contains(version),
+                    "{name} {version} not in Cargo.lock {several:?}"
+                ),
+            }
         }
     }
 
@@ -126,7 +143,8 @@ mod tests {
         // Only meaningful when built as the agent crate (not in a scratch copy).
         let Some(agent) = agent else { return };
         for dep in &agent.dependencies {
-            let known = NOT_CRYPTO.contains(&dep.as_str()) || CRATE_VERSIONS.iter().any(|(n, _)| n == dep);
+            let dep = dep.split(' ').next().unwrap_or(dep);
+            let known = NOT_CRYPTO.contains(&dep) || CRATE_VERSIONS.iter().any(|(n, _)| *n == dep);
             assert!(
                 known,
                 "new dependency {dep}: add it to CRATE_VERSIONS (probe/versions.rs) or to NOT_CRYPTO"

@@ -1,0 +1,70 @@
+//! Reconnect delays: exponential backoff with full jitter, so a fleet that lost
+//! its coordinator does not reconnect in lock-step when it comes back.
+
+use std::time::Duration;
+
+/// First ceiling of the delay.
+pub const INITIAL: Duration = Duration::from_millis(250);
+/// Largest ceiling of the delay.
+pub const CAP: Duration = Duration::from_secs(30);
+
+/// Delay between connection attempts: uniformly random in
+/// `[0, min(CAP, INITIAL × 2^attempt)]`, reset after a successful handshake.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    attempt: u32,
+}
+
+impl Backoff {
+    /// The delay before the next attempt.
+    pub fn next_delay(&mut self) -> Duration {
+        // Without randomness the ceiling itself is still a valid backoff.
+        let random = getrandom::u64().unwrap_or(u64::MAX);
+        let delay = delay(self.attempt, random);
+        self.attempt = self.attempt.saturating_add(1);
+        delay
+    }
+
+    /// Called after a `Welcome`: the next failure starts from the shortest delay again.
+    pub fn reset(&mut self) {
+        self.attempt = 0;
+    }
+}
+
+/// The ceiling for `attempt`, scaled by `random` (the whole `u64` range maps onto `[0, ceiling]`).
+fn delay(attempt: u32, random: u64) -> Duration {
+    let ceiling = INITIAL.saturating_mul(1 << attempt.min(16)).min(CAP);
+    let ms = ceiling.as_millis() as u64;
+    Duration::from_millis(((u128::from(random) * u128::from(ms)) / u128::from(u64::MAX)) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ceiling_doubles_from_250_ms_up_to_30_s() {
+        let ceilings: Vec<u64> = (0..10).map(|a| delay(a, u64::MAX).as_millis() as u64).collect();
+        assert_eq!(
+            ceilings,
+            [250, 500, 1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 30_000]
+        );
+        assert_eq!(delay(u32::MAX, u64::MAX), CAP);
+    }
+
+    #[test]
+    fn jitter_spans_zero_to_the_ceiling() {
+        assert_eq!(delay(3, 0), Duration::ZERO);
+        assert_eq!(delay(3, u64::MAX / 2).as_millis(), 999);
+    }
+
+    #[test]
+    fn reset_starts_over() {
+        let mut b = Backoff::default();
+        for _ in 0..20 {
+            assert!(b.next_delay() <= CAP);
+        }
+        b.reset();
+        assert!(b.next_delay() <= INITIAL);
+    }
+}

@@ -1,0 +1,321 @@
+//! The daemon's configuration: `run` flags, the token, the host's default
+//! name and the spool directory's default place.
+
+use std::fmt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cipherfleet_proto::v1;
+use clap::Args;
+
+use crate::wire;
+
+/// Environment variable holding the enrollment token when `--token-file` is not given.
+pub const TOKEN_ENV: &str = "CIPHERFLEET_TOKEN";
+
+/// Flags of `cipherfleet-agent run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Coordinator URL, e.g. http://coordinator.example:7070.
+    #[arg(long, value_name = "URL")]
+    pub coordinator: String,
+    /// File whose content is the enrollment token. Without it the token is read from CIPHERFLEET_TOKEN.
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// Label for host selectors, e.g. --label rack=b7 (repeatable, at most 32; key: [A-Za-z0-9_.-]).
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    pub labels: Vec<v1::Label>,
+    /// Host identity, kept across reconnects. Default: the hostname and the first 8 characters of
+    /// /etc/machine-id (just the hostname when that is unreadable).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Where outcomes wait until the coordinator has stored them. Default: /var/lib/cipherfleet/spool
+    /// as root, else $XDG_STATE_HOME/cipherfleet/spool (~/.local/state/cipherfleet/spool).
+    #[arg(long, value_name = "DIR")]
+    pub spool_dir: Option<PathBuf>,
+    /// CA certificate for an https:// coordinator. TLS is not built into this agent yet.
+    #[arg(long, value_name = "PATH")]
+    pub ca_cert: Option<PathBuf>,
+    /// Seconds a running job may finish after SIGTERM/SIGINT before it is killed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub grace: u64,
+}
+
+fn parse_label(s: &str) -> Result<v1::Label, String> {
+    wire::parse_label(s).map_err(|e| e.message)
+}
+
+/// The enrollment token. Its `Debug` and `Display` never show it.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl Token {
+    pub fn new(token: impl Into<String>) -> Self {
+        Token(token.into())
+    }
+
+    /// The secret itself, for the `Hello` and nothing else.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+/// Everything [`super::run`] needs.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    /// `http://host:port`.
+    pub coordinator: String,
+    pub token: Token,
+    /// Host identity (`Hello.name`).
+    pub name: String,
+    pub labels: Vec<v1::Label>,
+    pub spool_dir: PathBuf,
+    /// How long a running job may finish after shutdown is requested.
+    pub grace: Duration,
+}
+
+/// A bad flag: exit status 2, naming the flag.
+#[derive(Debug, thiserror::Error)]
+#[error("{flag}: {message}")]
+pub struct ConfigError {
+    pub flag: &'static str,
+    pub message: String,
+}
+
+fn config_error(flag: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        flag,
+        message: message.into(),
+    }
+}
+
+impl RunArgs {
+    /// Checks the flags and fills in defaults; reads the token.
+    pub fn into_config(self) -> Result<DaemonConfig, ConfigError> {
+        check_coordinator_url(&self.coordinator, self.ca_cert.as_deref())?;
+        let name = match self.name {
+            Some(n) => n,
+            None => default_name(),
+        };
+        wire::check_text("--name", &name, wire::MAX_NAME_LEN, false).map_err(|e| config_error("--name", e.message))?;
+        if self.labels.len() > wire::MAX_LABELS {
+            return Err(config_error(
+                "--label",
+                format!("{} labels; at most {}", self.labels.len(), wire::MAX_LABELS),
+            ));
+        }
+        for (i, label) in self.labels.iter().enumerate() {
+            if self.labels[..i].iter().any(|l| l.key == label.key) {
+                return Err(config_error("--label", format!("{:?} given twice", label.key)));
+            }
+        }
+        let token = read_token(self.token_file.as_deref(), std::env::var(TOKEN_ENV).ok())?;
+        Ok(DaemonConfig {
+            coordinator: self.coordinator,
+            token,
+            name,
+            labels: self.labels,
+            spool_dir: self.spool_dir.unwrap_or_else(default_spool_dir),
+            grace: Duration::from_secs(self.grace),
+        })
+    }
+}
+
+/// Accepts `http://host[:port]`; `https://` (and `--ca-cert`) are refused
+/// until the agent is built with TLS, rather than silently sending the token in clear.
+pub fn check_coordinator_url(url: &str, ca_cert: Option<&Path>) -> Result<(), ConfigError> {
+    const TLS: &str = "TLS is not built into this agent yet; use an http:// URL on a trusted network \
+                       (or a TLS-terminating tunnel next to the agent)";
+    if url.starts_with("https://") {
+        return Err(config_error("--coordinator", TLS));
+    }
+    if ca_cert.is_some() {
+        return Err(config_error("--ca-cert", TLS));
+    }
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Err(config_error(
+            "--coordinator",
+            format!("{url:?} is not an http:// URL, e.g. http://coordinator.example:7070"),
+        ));
+    };
+    if rest.trim_end_matches('/').is_empty() {
+        return Err(config_error("--coordinator", format!("{url:?} has no host")));
+    }
+    tonic::transport::Endpoint::from_shared(url.to_string())
+        .map_err(|e| config_error("--coordinator", format!("{url:?} is not a valid URL: {e}")))?;
+    Ok(())
+}
+
+/// The token from `file` (surrounding white space trimmed), else from `env`.
+pub fn read_token(file: Option<&Path>, env: Option<String>) -> Result<Token, ConfigError> {
+    let (flag, token) = match (file, env) {
+        (Some(path), _) => {
+            let content = std::fs::read_to_string(path)
+                .map_err(|e| config_error("--token-file", format!("cannot read {}: {e}", path.display())))?;
+            if let Ok(meta) = std::fs::metadata(path)
+                && meta.permissions().mode() & 0o004 != 0
+            {
+                tracing::warn!(
+                    "the token file {} is readable by every user; chmod 600 it",
+                    path.display()
+                );
+            }
+            ("--token-file", content.trim().to_string())
+        }
+        (None, Some(value)) => (TOKEN_ENV, value.trim().to_string()),
+        (None, None) => {
+            return Err(config_error(
+                "--token-file",
+                format!("no enrollment token: give --token-file PATH or set {TOKEN_ENV}"),
+            ));
+        }
+    };
+    if token.is_empty() {
+        return Err(config_error(flag, "the enrollment token is empty"));
+    }
+    if token.len() > wire::MAX_TOKEN_LEN || token.chars().any(char::is_control) {
+        return Err(config_error(
+            flag,
+            format!(
+                "the enrollment token must be one line of at most {} bytes",
+                wire::MAX_TOKEN_LEN
+            ),
+        ));
+    }
+    Ok(Token(token))
+}
+
+/// `<hostname>-<first 8 of /etc/machine-id>`: the hostname alone is often
+/// `localhost` or reused across cloned VMs; the machine id tells them apart.
+pub fn default_name() -> String {
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "agent".to_string());
+    let machine_id = std::fs::read_to_string("/etc/machine-id").unwrap_or_default();
+    name_from(&hostname, machine_id.trim())
+}
+
+fn name_from(hostname: &str, machine_id: &str) -> String {
+    let hostname = wire::truncate(hostname.to_string(), wire::MAX_NAME_LEN - 9);
+    let prefix: String = machine_id.chars().take(8).collect();
+    if prefix.len() == 8 && prefix.chars().all(|c| c.is_ascii_hexdigit()) {
+        format!("{hostname}-{prefix}")
+    } else {
+        hostname
+    }
+}
+
+/// Root: `/var/lib/cipherfleet/spool`; others: `$XDG_STATE_HOME/cipherfleet/spool`,
+/// falling back to `~/.local/state/cipherfleet/spool`.
+pub fn default_spool_dir() -> PathBuf {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return PathBuf::from("/var/lib/cipherfleet/spool");
+    }
+    let absolute = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+    let state = absolute(std::env::var_os("XDG_STATE_HOME"))
+        .or_else(|| absolute(std::env::var_os("HOME")).map(|h| h.join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir);
+    state.join("cipherfleet/spool")
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        let mut full = vec!["run"];
+        full.extend_from_slice(args);
+        Cli::try_parse_from(full).map(|c| c.run)
+    }
+
+    #[test]
+    fn token_comes_from_the_file_first_and_never_prints() {
+        let path = std::env::temp_dir().join(format!("cipherfleet-token-{}", std::process::id()));
+        std::fs::write(&path, "  file-secret\n").unwrap();
+        let token = read_token(Some(&path), Some("env-secret".into())).unwrap();
+        assert_eq!(token.expose(), "file-secret");
+        assert!(!format!("{token:?}").contains("secret"));
+        assert_eq!(
+            read_token(None, Some("env-secret".into())).unwrap().expose(),
+            "env-secret"
+        );
+        std::fs::write(&path, "\n").unwrap();
+        assert_eq!(read_token(Some(&path), None).unwrap_err().flag, "--token-file");
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(read_token(Some(&path), None).unwrap_err().flag, "--token-file");
+        let missing = read_token(None, None).unwrap_err().to_string();
+        assert!(
+            missing.contains("--token-file") && missing.contains(TOKEN_ENV),
+            "{missing}"
+        );
+        assert_eq!(read_token(None, Some("two\nlines".into())).unwrap_err().flag, TOKEN_ENV);
+    }
+
+    #[test]
+    fn name_adds_the_machine_id_prefix_when_there_is_one() {
+        assert_eq!(name_from("db-1", "0123456789abcdef0123456789abcdef"), "db-1-01234567");
+        assert_eq!(name_from("db-1", ""), "db-1");
+        assert_eq!(name_from("db-1", "uninitialized"), "db-1");
+        assert!(name_from(&"h".repeat(500), "0123456789abcdef").len() <= wire::MAX_NAME_LEN);
+        assert!(!default_name().is_empty());
+    }
+
+    #[test]
+    fn only_plain_http_urls_are_accepted_for_now() {
+        assert!(check_coordinator_url("http://127.0.0.1:7070", None).is_ok());
+        assert!(check_coordinator_url("http://coordinator.example", None).is_ok());
+        let tls = check_coordinator_url("https://c.example", None).unwrap_err();
+        assert!(tls.to_string().contains("TLS is not built"), "{tls}");
+        let ca = check_coordinator_url("http://c.example", Some(Path::new("ca.pem"))).unwrap_err();
+        assert_eq!(ca.flag, "--ca-cert");
+        for bad in ["c.example:7070", "ftp://c", "http://", "http://bad host"] {
+            assert_eq!(
+                check_coordinator_url(bad, None).unwrap_err().flag,
+                "--coordinator",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn labels_are_checked_as_flags() {
+        let args = parse(&[
+            "--coordinator",
+            "http://c:1",
+            "--label",
+            "rack=b7",
+            "--label",
+            "class=storage",
+        ])
+        .unwrap();
+        assert_eq!(args.labels.len(), 2);
+        let err = parse(&["--coordinator", "http://c:1", "--label", "rack"]).unwrap_err();
+        assert!(err.to_string().contains("--label"), "{err}");
+        let twice = parse(&["--coordinator", "http://c:1", "--label", "a=1", "--label", "a=2"]).unwrap();
+        assert_eq!(twice.into_config().unwrap_err().flag, "--label");
+        let many: Vec<String> = (0..=wire::MAX_LABELS).map(|i| format!("k{i}=v")).collect();
+        let mut args = vec!["--coordinator", "http://c:1"];
+        for l in &many {
+            args.extend(["--label", l.as_str()]);
+        }
+        assert_eq!(parse(&args).unwrap().into_config().unwrap_err().flag, "--label");
+    }
+}

@@ -1,0 +1,163 @@
+//! `cipherfleet-agent run`: the daemon. It keeps one session open to the
+//! coordinator, runs the jobs it pushes one at a time, and never loses an
+//! outcome: each is spooled on disk before it is sent and deleted only when the
+//! coordinator acknowledges it.
+//!
+//! - [`config`]: flags, the enrollment token, default host name and spool place.
+//! - [`session`]: one connected session (handshake, message handling, heartbeats).
+//! - [`executor`]: runs a job in a worker process on a blocking thread; cancellable.
+//! - [`spool`]: outcomes on disk until acknowledged.
+//! - [`backoff`]: reconnect delays.
+//!
+//! A job outlives the session it came in: when the stream breaks the agent
+//! reconnects (exponential backoff with full jitter) while the job runs on, and
+//! its outcome goes out on the next session. An unknown token or protocol
+//! version ends the agent with [`ExitReason::Rejected`] (exit status 3).
+
+mod backoff;
+mod config;
+mod executor;
+mod session;
+mod spool;
+
+use anyhow::Context as _;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+pub use config::{ConfigError, DaemonConfig, RunArgs, TOKEN_ENV, Token, check_coordinator_url, default_name};
+
+use backoff::Backoff;
+use executor::Executor;
+use session::SessionEnd;
+use spool::{Outcome, Spool};
+
+/// Why [`run`] returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitReason {
+    /// Shutdown was requested and is complete.
+    Shutdown,
+    /// The coordinator refused the agent (token or protocol version); retrying would not help.
+    Rejected(String),
+}
+
+impl ExitReason {
+    /// Process exit status: 0 after a shutdown, 3 when refused.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ExitReason::Shutdown => 0,
+            ExitReason::Rejected(_) => 3,
+        }
+    }
+}
+
+/// What every session shares.
+struct Context {
+    config: DaemonConfig,
+    spool: Spool,
+    executor: Executor,
+    shutdown: CancellationToken,
+}
+
+/// Runs the daemon until `shutdown` is cancelled (then lets a running job
+/// finish for up to `config.grace`) or the coordinator refuses the agent.
+/// Errors are local problems at start, such as an unusable spool directory.
+pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::Result<ExitReason> {
+    let spool = Spool::open(&config.spool_dir)?;
+    if let Some(job) = spool
+        .recover_interrupted()
+        .context("recovering the job an earlier agent was running")?
+    {
+        warn!(
+            "job {job:?} was running when the agent last stopped; it was not measured and the coordinator queues it again"
+        );
+    }
+    let (done_tx, mut done) = mpsc::unbounded_channel();
+    let executor = Executor::new(spool.clone(), done_tx);
+    info!(
+        "agent {} (name {:?}) for coordinator {}; spool {}",
+        env!("CARGO_PKG_VERSION"),
+        config.name,
+        config.coordinator,
+        spool.dir().display()
+    );
+    // Past the grace period a job still running is killed and reported failed.
+    let grace_timer = tokio::spawn({
+        let executor = executor.clone();
+        let shutdown = shutdown.clone();
+        let grace = config.grace;
+        async move {
+            shutdown.cancelled().await;
+            tokio::time::sleep(grace).await;
+            if executor.cancel(None, "agent shutting down".into()) {
+                warn!("grace period of {grace:?} over: killing the running job");
+            }
+        }
+    });
+    let ctx = Context {
+        config,
+        spool,
+        executor,
+        shutdown,
+    };
+    let reason = serve(&ctx, &mut done).await;
+    grace_timer.abort();
+    Ok(reason)
+}
+
+/// The reconnect loop.
+async fn serve(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcome>) -> ExitReason {
+    let mut backoff = Backoff::default();
+    while !ctx.shutdown.is_cancelled() {
+        match session::run(ctx, done).await {
+            SessionEnd::Shutdown => return ExitReason::Shutdown,
+            SessionEnd::Rejected(reason) => {
+                error!("{reason}; exiting");
+                // Nothing more will be accepted from this agent: stop the job, keep its outcome.
+                ctx.executor
+                    .cancel(None, "agent exiting: the coordinator refused its session".into());
+                wait_idle(ctx, done).await;
+                return ExitReason::Rejected(reason);
+            }
+            SessionEnd::Lost { reason, welcomed } => {
+                if welcomed {
+                    backoff.reset();
+                }
+                let delay = backoff.next_delay();
+                let running = ctx
+                    .executor
+                    .running()
+                    .map(|job| format!(" (job {job:?} keeps running)"))
+                    .unwrap_or_default();
+                warn!(
+                    "session lost: {reason}; reconnecting in {} ms{running}",
+                    delay.as_millis()
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = ctx.shutdown.cancelled() => {}
+                }
+            }
+        }
+    }
+    // Shut down while disconnected: the outcome waits in the spool for the next start.
+    if let Some(job) = ctx.executor.running() {
+        info!("shutting down: waiting up to {:?} for job {job:?}", ctx.config.grace);
+    }
+    wait_idle(ctx, done).await;
+    ExitReason::Shutdown
+}
+
+/// Waits until no job runs (its outcome is then spooled).
+async fn wait_idle(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcome>) {
+    loop {
+        // An outcome is queued before the executor reads as idle, so draining first is race-free.
+        while done.try_recv().is_ok() {}
+        if ctx.executor.running().is_none() {
+            return;
+        }
+        if done.recv().await.is_none() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! One connected session: dial, `Hello` → `Welcome`, re-send the spool, then
+//! serve the coordinator's messages until the stream ends or shutdown is done.
+//!
+//! Protocol, agent side:
+//! - after `Welcome`, every spooled outcome is re-sent, oldest first;
+//! - `RunJob`: a bad spec is answered `JobFailed` (spooled); when idle the job
+//!   starts and `JobAccepted` goes out; the same job again is re-accepted;
+//!   another job while busy gets `JobFailed "agent busy with job X"` (not
+//!   spooled, `busy` set; so is the refusal while shutting down); a job whose
+//!   outcome is still spooled gets that outcome again;
+//! - `CancelJob` kills the worker: `JobFailed "cancelled: <reason>"` (spooled);
+//! - `ResultAck` deletes the spooled outcome (a `rejected` one is logged first);
+//! - `Ping{seq}` is answered `Heartbeat{seq}`; `Heartbeat`s with a counter go
+//!   out every `heartbeat_interval_ms`.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use cipherfleet_proto::PROTOCOL_VERSION;
+use cipherfleet_proto::v1::agent_service_client::AgentServiceClient;
+use cipherfleet_proto::v1::{self, agent_message, coordinator_message};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Endpoint;
+use tonic::{Code, Status, Streaming};
+use tracing::{debug, info, warn};
+
+use super::Context;
+use super::executor::StartError;
+use super::spool::{Outcome, OutcomeResult};
+use crate::backend::Path;
+use crate::spec::JobSpec;
+use crate::{probe, wire, worker};
+
+/// Longest wait for the TCP connection, and then for `Welcome`.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(20);
+/// Heartbeat interval when the coordinator sends 0.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
+/// On shutdown, how long to wait for the coordinator to acknowledge what was just sent.
+const ACK_WAIT: Duration = Duration::from_secs(3);
+/// Messages queued for the coordinator before sending waits.
+const OUTBOUND_QUEUE: usize = 64;
+
+/// How a session ended.
+pub(super) enum SessionEnd {
+    /// Shutdown was requested and finished while connected.
+    Shutdown,
+    /// The coordinator refused this agent; retrying would not help.
+    Rejected(String),
+    /// Connecting failed or the session broke; try again. `welcomed`: the handshake had succeeded.
+    Lost { reason: String, welcomed: bool },
+}
+
+fn lost(reason: impl Into<String>, welcomed: bool) -> SessionEnd {
+    SessionEnd::Lost {
+        reason: reason.into(),
+        welcomed,
+    }
+}
+
+/// An error status from the coordinator: a refusal ends the agent, anything
+/// else reconnects. `FAILED_PRECONDITION` is the protocol-version refusal only
+/// before `Welcome`; after it, the version was accepted and it is an ordinary error.
+fn classify(status: &Status, welcomed: bool) -> SessionEnd {
+    match status.code() {
+        Code::Unauthenticated => SessionEnd::Rejected(format!(
+            "coordinator rejected the enrollment token ({:?})",
+            status.message()
+        )),
+        Code::FailedPrecondition if !welcomed => SessionEnd::Rejected(format!(
+            "coordinator refused the session (this agent speaks protocol version {PROTOCOL_VERSION}): {:?}",
+            status.message()
+        )),
+        code => lost(format!("{code:?}: {:?}", status.message()), welcomed),
+    }
+}
+
+/// Connects, runs one session to its end and says how it ended.
+pub(super) async fn run(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcome>) -> SessionEnd {
+    // Until `Welcome` nothing is in flight, so shutdown abandons the attempt;
+    // after it, `serve` drains instead.
+    let handshake = tokio::select! {
+        parts = handshake(ctx) => parts,
+        _ = ctx.shutdown.cancelled() => return lost("shutdown requested while connecting", false),
+    };
+    let (session, welcome, inbound) = match handshake {
+        Ok(parts) => parts,
+        Err(end) => return end,
+    };
+    info!(
+        "connected to {} as agent {:?} (heartbeat every {} ms)",
+        ctx.config.coordinator, welcome.agent_id, welcome.heartbeat_interval_ms
+    );
+    session
+        .serve(ctx, done, inbound, heartbeat_interval(welcome.heartbeat_interval_ms))
+        .await
+}
+
+fn heartbeat_interval(ms: u32) -> Duration {
+    match ms {
+        0 => DEFAULT_HEARTBEAT,
+        ms => Duration::from_millis(ms.into()).max(Duration::from_millis(100)),
+    }
+}
+
+async fn handshake(ctx: &Context) -> Result<(Session, v1::Welcome, Streaming<v1::CoordinatorMessage>), SessionEnd> {
+    let endpoint = Endpoint::from_shared(ctx.config.coordinator.clone())
+        .map_err(|e| SessionEnd::Rejected(format!("invalid coordinator URL: {e}")))?
+        .connect_timeout(HANDSHAKE_TIMEOUT)
+        .tcp_nodelay(true)
+        // HTTP/2 pings find a dead peer on an idle connection (a half-open TCP
+        // session would otherwise look healthy until the next heartbeat fails).
+        .http2_keep_alive_interval(Duration::from_secs(20))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true);
+    let channel = endpoint
+        .connect()
+        .await
+        .map_err(|e| lost(format!("cannot connect: {}", error_chain(&e)), false))?;
+    let mut client = AgentServiceClient::new(channel);
+
+    let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
+    let hello = hello(ctx);
+    debug!("hello: {hello:?}");
+    tx.send(message(agent_message::Body::Hello(hello)))
+        .await
+        .map_err(|_| lost("session closed before Hello", false))?;
+    let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, client.session(ReceiverStream::new(rx)))
+        .await
+        .map_err(|_| lost("no answer to the session request", false))?;
+    let mut inbound = opened.map_err(|status| classify(&status, false))?.into_inner();
+    let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.message())
+        .await
+        .map_err(|_| lost("no Welcome in time", false))?
+        .map_err(|status| classify(&status, false))?;
+    let welcome = match first.and_then(|m| m.body) {
+        Some(coordinator_message::Body::Welcome(w)) => w,
+        Some(other) => return Err(lost(format!("expected Welcome, got {other:?}"), false)),
+        None => return Err(lost("the coordinator closed the session before Welcome", false)),
+    };
+    let session = Session {
+        tx,
+        sent: HashSet::new(),
+        unacked: HashSet::new(),
+        draining: false,
+    };
+    Ok((session, welcome, inbound))
+}
+
+/// The `Hello` for this session: facts probed now, and what is running or spooled.
+fn hello(ctx: &Context) -> v1::Hello {
+    let paths = [Path::Accelerated, Path::Software]
+        .into_iter()
+        .filter(|p| worker::binary_for(*p).is_ok())
+        .map(|p| p.as_str().to_string())
+        .collect();
+    let spooled = ctx.spool.list().unwrap_or_else(|e| {
+        warn!("cannot read the spool: {e}");
+        Vec::new()
+    });
+    v1::Hello {
+        protocol_version: PROTOCOL_VERSION,
+        enrollment_token: ctx.config.token.expose().to_string(),
+        facts: Some(v1::HostFacts::from(&probe::probe())),
+        capabilities: Some(v1::Capabilities {
+            paths,
+            max_threads: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            agent_version: env!("CARGO_PKG_VERSION").to_string(),
+        }),
+        labels: ctx.config.labels.clone(),
+        name: ctx.config.name.clone(),
+        running_job_id: ctx.executor.running().unwrap_or_default(),
+        spooled_job_ids: spooled
+            .into_iter()
+            .take(wire::MAX_SPOOLED_JOB_IDS)
+            .map(|o| o.job_id)
+            .collect(),
+    }
+}
+
+fn message(body: agent_message::Body) -> v1::AgentMessage {
+    v1::AgentMessage { body: Some(body) }
+}
+
+/// A connected, welcomed session.
+struct Session {
+    tx: mpsc::Sender<v1::AgentMessage>,
+    /// Outcomes sent in this session (job id, finish time), so one that is both
+    /// spooled and queued in the channel is sent once; a re-run of the same job
+    /// id has another finish time and still goes out.
+    sent: HashSet<(String, u64)>,
+    /// Sent and not yet acknowledged.
+    unacked: HashSet<String>,
+    /// Shutdown requested: no new jobs; end once the running one is reported.
+    draining: bool,
+}
+
+/// The stream to the coordinator is gone.
+struct Closed;
+
+impl Session {
+    async fn serve(
+        mut self,
+        ctx: &Context,
+        done: &mut mpsc::UnboundedReceiver<Outcome>,
+        mut inbound: Streaming<v1::CoordinatorMessage>,
+        heartbeat: Duration,
+    ) -> SessionEnd {
+        let closed = || lost("the stream to the coordinator closed", true);
+        match ctx.spool.list() {
+            Ok(outcomes) => {
+                if !outcomes.is_empty() {
+                    info!("re-sending {} spooled outcome(s)", outcomes.len());
+                }
+                for outcome in outcomes {
+                    if self.deliver(&outcome).await.is_err() {
+                        return closed();
+                    }
+                }
+            }
+            Err(e) => warn!("cannot read the spool: {e}"),
+        }
+        let mut ticks = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut seq = 0u64;
+        loop {
+            if self.draining && ctx.executor.running().is_none() {
+                return self.finish(ctx, done, &mut inbound).await;
+            }
+            let step = tokio::select! {
+                _ = ctx.shutdown.cancelled(), if !self.draining => {
+                    self.draining = true;
+                    if let Some(job) = ctx.executor.running() {
+                        info!("shutting down: no new jobs; waiting up to {:?} for job {job:?}", ctx.config.grace);
+                    }
+                    Ok(())
+                }
+                received = inbound.message() => match received {
+                    Ok(Some(m)) => self.handle(ctx, m).await,
+                    Ok(None) => return lost("the coordinator ended the session", true),
+                    Err(status) => return classify(&status, true),
+                },
+                Some(outcome) = done.recv() => {
+                    if self.sent.contains(&outcome.key()) {
+                        Ok(())
+                    } else {
+                        self.deliver(&outcome).await
+                    }
+                }
+                _ = ticks.tick() => {
+                    seq += 1;
+                    self.send(agent_message::Body::Heartbeat(v1::Heartbeat { seq })).await
+                }
+            };
+            if step.is_err() {
+                return closed();
+            }
+        }
+    }
+
+    async fn handle(&mut self, ctx: &Context, m: v1::CoordinatorMessage) -> Result<(), Closed> {
+        match m.body {
+            Some(coordinator_message::Body::RunJob(run)) => self.run_job(ctx, run).await,
+            Some(coordinator_message::Body::CancelJob(cancel)) => {
+                // Echoed in the error text: keep it short and on one line.
+                let reason: String = wire::truncate(cancel.reason, 1024)
+                    .chars()
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .collect();
+                if ctx
+                    .executor
+                    .cancel(Some(&cancel.job_id), format!("cancelled: {reason}"))
+                {
+                    info!("job {:?}: cancelled by the coordinator ({reason:?})", cancel.job_id);
+                } else {
+                    info!("CancelJob for job {:?}, which is not running; ignored", cancel.job_id);
+                }
+                Ok(())
+            }
+            Some(coordinator_message::Body::Ping(ping)) => {
+                self.send(agent_message::Body::Heartbeat(v1::Heartbeat { seq: ping.seq }))
+                    .await
+            }
+            Some(coordinator_message::Body::ResultAck(ack)) => {
+                self.unacked.remove(&ack.job_id);
+                if !ack.rejected.is_empty() {
+                    // Refused for good: re-sending would not help, so it is dropped all the same.
+                    warn!(
+                        "job {:?}: the coordinator refused its outcome: {:?}",
+                        ack.job_id, ack.rejected
+                    );
+                }
+                match ctx.spool.remove(&ack.job_id) {
+                    Ok(true) => debug!("job {:?}: acknowledged, removed from the spool", ack.job_id),
+                    Ok(false) => debug!("ResultAck for job {:?}, which is not spooled", ack.job_id),
+                    Err(e) => warn!("job {:?}: cannot remove from the spool: {e}", ack.job_id),
+                }
+                Ok(())
+            }
+            Some(coordinator_message::Body::Welcome(_)) => {
+                warn!("ignoring a second Welcome");
+                Ok(())
+            }
+            None => {
+                warn!("ignoring a message with no body (a newer coordinator?)");
+                Ok(())
+            }
+        }
+    }
+
+    async fn run_job(&mut self, ctx: &Context, run: v1::RunJob) -> Result<(), Closed> {
+        let job_id = run.job_id;
+        // Answers that are not outcomes of the job: not spooled. `busy`: not an
+        // attempt, the coordinator queues the job again.
+        let refuse = |error: String, busy: bool| {
+            agent_message::Body::JobFailed(v1::JobFailed {
+                job_id: wire::truncate(job_id.clone(), wire::MAX_JOB_ID_LEN),
+                error,
+                busy,
+            })
+        };
+        if let Err(e) = wire::validate_job_id("run_job.job_id", &job_id) {
+            warn!("refusing RunJob: {e}");
+            return self.send(refuse(e.to_string(), false)).await;
+        }
+        if self.draining {
+            return self.send(refuse("agent shutting down".into(), true)).await;
+        }
+        match ctx.executor.running() {
+            Some(current) if current == job_id => {
+                return self
+                    .send(agent_message::Body::JobAccepted(v1::JobAccepted { job_id }))
+                    .await;
+            }
+            Some(current) => {
+                warn!("RunJob {job_id:?} while busy with {current:?}; refused");
+                return self.send(refuse(format!("agent busy with job {current}"), true)).await;
+            }
+            None => {}
+        }
+        if let Some(outcome) = ctx.spool.read(&job_id) {
+            info!("job {job_id:?} already finished; re-sending its outcome");
+            return self.deliver(&outcome).await;
+        }
+        let spec = run
+            .spec
+            .as_ref()
+            .ok_or_else(|| wire::WireError {
+                field: "spec".into(),
+                message: "missing".into(),
+            })
+            .and_then(JobSpec::try_from);
+        let spec = match spec {
+            Ok(spec) => spec,
+            Err(e) => {
+                warn!("job {job_id:?}: invalid spec: {e}");
+                let outcome = Outcome::failed(job_id, format!("invalid job: {e}"));
+                if let Err(e) = ctx.spool.write(&outcome) {
+                    warn!("cannot spool the outcome of job {:?}: {e}", outcome.job_id);
+                }
+                return self.deliver(&outcome).await;
+            }
+        };
+        let limit = (run.time_limit_ms > 0).then(|| Duration::from_millis(run.time_limit_ms.into()));
+        match ctx.executor.start(job_id.clone(), spec, limit) {
+            Ok(()) => {
+                self.send(agent_message::Body::JobAccepted(v1::JobAccepted { job_id }))
+                    .await
+            }
+            Err(e) => {
+                warn!("job {job_id:?}: not started: {e}");
+                let busy = matches!(e, StartError::Busy(_));
+                self.send(refuse(e.to_string(), busy)).await
+            }
+        }
+    }
+
+    /// Sends an outcome as `JobResult` or `JobFailed`.
+    async fn deliver(&mut self, outcome: &Outcome) -> Result<(), Closed> {
+        let job_id = outcome.job_id.clone();
+        let body = match &outcome.result {
+            OutcomeResult::Measured(m) => match v1::Measurement::try_from(m.as_ref()) {
+                Ok(measurement) => agent_message::Body::JobResult(v1::JobResult {
+                    job_id: job_id.clone(),
+                    measurement: Some(measurement),
+                }),
+                Err(e) => agent_message::Body::JobFailed(v1::JobFailed {
+                    job_id: job_id.clone(),
+                    error: format!("the measurement cannot be sent: {e}"),
+                    busy: false,
+                }),
+            },
+            OutcomeResult::Failed(error) => agent_message::Body::JobFailed(v1::JobFailed {
+                job_id: job_id.clone(),
+                error: wire::truncate(error.clone(), wire::MAX_ERROR_LEN),
+                busy: false,
+            }),
+        };
+        self.send(body).await?;
+        self.sent.insert(outcome.key());
+        self.unacked.insert(job_id);
+        Ok(())
+    }
+
+    async fn send(&self, body: agent_message::Body) -> Result<(), Closed> {
+        self.tx.send(message(body)).await.map_err(|_| Closed)
+    }
+
+    /// Shutdown with nothing running: report what is left, give the
+    /// coordinator a moment to acknowledge, and close our side of the stream.
+    async fn finish(
+        mut self,
+        ctx: &Context,
+        done: &mut mpsc::UnboundedReceiver<Outcome>,
+        inbound: &mut Streaming<v1::CoordinatorMessage>,
+    ) -> SessionEnd {
+        while let Ok(outcome) = done.try_recv() {
+            if !self.sent.contains(&outcome.key()) && self.deliver(&outcome).await.is_err() {
+                return SessionEnd::Shutdown;
+            }
+        }
+        let deadline = Instant::now() + ACK_WAIT;
+        while !self.unacked.is_empty() {
+            match tokio::time::timeout_at(deadline, inbound.message()).await {
+                Ok(Ok(Some(m))) => {
+                    if self.handle(ctx, m).await.is_err() {
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        if !self.unacked.is_empty() {
+            info!(
+                "{} outcome(s) not yet acknowledged stay in the spool for the next start",
+                self.unacked.len()
+            );
+        }
+        SessionEnd::Shutdown
+    }
+}
+
+/// `e` and its sources, so "transport error" says what went wrong.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        // Layers often repeat their inner error's words; say each once.
+        let part = s.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}

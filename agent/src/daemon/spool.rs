@@ -1,0 +1,353 @@
+//! The on-disk spool: every job outcome is written here before it is sent, and
+//! stays until the coordinator acknowledges it, across restarts of either side.
+//!
+//! One file per outcome, `outcome-<job id>.json` (the id percent-encoded so a
+//! coordinator-chosen id cannot name another path), written atomically: a
+//! temporary file, fsync, rename, fsync of the directory. `running.json` marks
+//! the job in progress, so an agent that was killed mid-job reports that job as
+//! failed on its next start instead of leaving the coordinator waiting. A lock
+//! on `.lock` keeps two agents off one spool.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::measurement::Measurement;
+use crate::spec::JobSpec;
+
+const OUTCOME_PREFIX: &str = "outcome-";
+const RUNNING: &str = "running.json";
+const TMP_PREFIX: &str = ".tmp-";
+
+/// How one job ended, as spooled and as sent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The coordinator's id from `RunJob`.
+    pub job_id: String,
+    /// When the job ended, milliseconds since the Unix epoch; outcomes are re-sent oldest first.
+    pub finished_unix_ms: u64,
+    pub result: OutcomeResult,
+}
+
+/// A measurement (sent as `JobResult`) or an error (sent as `JobFailed`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeResult {
+    Measured(Box<Measurement>),
+    Failed(String),
+}
+
+impl Outcome {
+    pub fn measured(job_id: String, measurement: Measurement) -> Self {
+        Self::new(job_id, OutcomeResult::Measured(Box::new(measurement)))
+    }
+
+    pub fn failed(job_id: String, error: impl Into<String>) -> Self {
+        Self::new(job_id, OutcomeResult::Failed(error.into()))
+    }
+
+    /// Identifies this outcome: its job and when it ended.
+    pub fn key(&self) -> (String, u64) {
+        (self.job_id.clone(), self.finished_unix_ms)
+    }
+
+    fn new(job_id: String, result: OutcomeResult) -> Self {
+        let finished_unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        Outcome {
+            job_id,
+            finished_unix_ms,
+            result,
+        }
+    }
+}
+
+/// What `running.json` holds while a job runs.
+#[derive(Serialize, Deserialize)]
+struct RunningMarker {
+    job_id: String,
+    spec: JobSpec,
+}
+
+/// A spool directory, locked for this process.
+#[derive(Clone, Debug)]
+pub struct Spool {
+    dir: PathBuf,
+    // Held open for the lock; the lock goes when the last clone is dropped.
+    _lock: Arc<File>,
+}
+
+impl Spool {
+    /// Creates the directory (mode 0700) if needed, takes its lock, and clears
+    /// temporary files a crash left behind.
+    pub fn open(dir: &Path) -> anyhow::Result<Spool> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating the spool directory {}", dir.display()))?;
+        let lock_path = dir.join(".lock");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .with_context(|| format!("opening {}", lock_path.display()))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => bail!(
+                "another agent is using the spool directory {}; give each agent its own --spool-dir",
+                dir.display()
+            ),
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("locking {}", lock_path.display()));
+            }
+        }
+        let spool = Spool {
+            dir: dir.to_path_buf(),
+            _lock: Arc::new(lock),
+        };
+        for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+            let entry = entry?;
+            if entry.file_name().to_string_lossy().starts_with(TMP_PREFIX) {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+        Ok(spool)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Stores an outcome durably, replacing any earlier one for the same job.
+    pub fn write(&self, outcome: &Outcome) -> io::Result<()> {
+        let bytes = serde_json::to_vec(outcome).map_err(io::Error::other)?;
+        self.write_atomically(&outcome_file(&outcome.job_id), &bytes)
+    }
+
+    /// The stored outcome of `job_id`, if any.
+    pub fn read(&self, job_id: &str) -> Option<Outcome> {
+        let bytes = fs::read(self.dir.join(outcome_file(job_id))).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Every stored outcome, oldest first. A file that does not parse is renamed
+    /// to `*.unreadable` and skipped, so one damaged file cannot block the rest.
+    pub fn list(&self) -> io::Result<Vec<Outcome>> {
+        let mut outcomes = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if !(name.starts_with(OUTCOME_PREFIX) && name.ends_with(".json")) {
+                continue;
+            }
+            let parsed = fs::read(entry.path())
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<Outcome>(&b).map_err(|e| e.to_string()));
+            match parsed {
+                Ok(outcome) => outcomes.push(outcome),
+                Err(e) => {
+                    tracing::warn!("spool file {} is unreadable ({e}); moved aside", entry.path().display());
+                    let _ = fs::rename(entry.path(), entry.path().with_extension("unreadable"));
+                }
+            }
+        }
+        outcomes.sort_by(|a, b| (a.finished_unix_ms, &a.job_id).cmp(&(b.finished_unix_ms, &b.job_id)));
+        Ok(outcomes)
+    }
+
+    /// Drops the outcome of `job_id` (the coordinator has stored it). Returns whether there was one.
+    pub fn remove(&self, job_id: &str) -> io::Result<bool> {
+        match fs::remove_file(self.dir.join(outcome_file(job_id))) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records that `job_id` is running.
+    pub fn mark_running(&self, job_id: &str, spec: &JobSpec) -> io::Result<()> {
+        let marker = RunningMarker {
+            job_id: job_id.to_string(),
+            spec: spec.clone(),
+        };
+        let bytes = serde_json::to_vec(&marker).map_err(io::Error::other)?;
+        self.write_atomically(RUNNING, &bytes)
+    }
+
+    /// The job is over (its outcome is stored).
+    pub fn clear_running(&self) -> io::Result<()> {
+        match fs::remove_file(self.dir.join(RUNNING)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// At start-up: a job marked running belonged to an agent that died mid-job
+    /// (its worker died with it). Nothing was measured, so nothing is reported:
+    /// the coordinator saw the session end and queues the job again (at most
+    /// twice). Clears the marker and returns the job's id for the log.
+    pub fn recover_interrupted(&self) -> io::Result<Option<String>> {
+        let path = self.dir.join(RUNNING);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let recovered = match serde_json::from_slice::<RunningMarker>(&bytes) {
+            // With an outcome the agent died between storing it and clearing the marker.
+            Ok(marker) if self.read(&marker.job_id).is_none() => Some(marker.job_id),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!("ignoring unreadable {}: {e}", path.display());
+                None
+            }
+        };
+        self.clear_running()?;
+        Ok(recovered)
+    }
+
+    fn write_atomically(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let tmp = self.dir.join(format!("{TMP_PREFIX}{name}"));
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, self.dir.join(name))?;
+        // The rename itself is durable only once the directory is synced.
+        File::open(&self.dir)?.sync_all()
+    }
+}
+
+/// `outcome-<id>.json` with every byte outside `[A-Za-z0-9_-]` written as `%XX`:
+/// distinct ids give distinct names, and no id can contain a path separator.
+fn outcome_file(job_id: &str) -> String {
+    let mut name = String::with_capacity(OUTCOME_PREFIX.len() + job_id.len() + 5);
+    name.push_str(OUTCOME_PREFIX);
+    for b in job_id.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+            name.push(b as char);
+        } else {
+            name.push_str(&format!("%{b:02X}"));
+        }
+    }
+    name.push_str(".json");
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Path as CryptoPath;
+    use crate::spec::{Direction, KeyMode};
+
+    /// A fresh directory under the target's tmp dir, removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            let dir = std::env::temp_dir().join(format!("cipherfleet-spool-{name}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&dir);
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn spec() -> JobSpec {
+        JobSpec {
+            algorithm: "aes-128-gcm".parse().unwrap(),
+            direction: Direction::Encrypt,
+            size_bytes: 1024,
+            threads: 1,
+            concurrency: None,
+            key_mode: KeyMode::Static,
+            path: CryptoPath::Accelerated,
+            seconds: 0.05,
+        }
+    }
+
+    #[test]
+    fn outcomes_survive_reopening_and_come_back_oldest_first() {
+        let tmp = TempDir::new("order");
+        let spool = Spool::open(&tmp.0).unwrap();
+        let mut late = Outcome::failed("job-b".into(), "late");
+        late.finished_unix_ms = 2_000;
+        let mut early = Outcome::failed("job-a/../../etc".into(), "early");
+        early.finished_unix_ms = 1_000;
+        spool.write(&late).unwrap();
+        spool.write(&early).unwrap();
+        drop(spool);
+
+        let spool = Spool::open(&tmp.0).unwrap();
+        assert_eq!(spool.list().unwrap(), vec![early.clone(), late.clone()]);
+        assert_eq!(spool.read("job-a/../../etc"), Some(early));
+        assert!(spool.remove("job-a/../../etc").unwrap());
+        assert!(!spool.remove("job-a/../../etc").unwrap());
+        assert_eq!(spool.list().unwrap(), vec![late]);
+        let names: Vec<String> = fs::read_dir(&tmp.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.starts_with(TMP_PREFIX)), "{names:?}");
+    }
+
+    #[test]
+    fn encoded_names_are_distinct_and_flat() {
+        assert_eq!(outcome_file("job-1_a"), "outcome-job-1_a.json");
+        assert_eq!(outcome_file("a/b"), "outcome-a%2Fb.json");
+        assert_ne!(outcome_file("a%2Fb"), outcome_file("a/b"));
+        assert!(!outcome_file("../..").contains('/'));
+    }
+
+    #[test]
+    fn a_second_agent_cannot_share_the_spool() {
+        let tmp = TempDir::new("lock");
+        let _first = Spool::open(&tmp.0).unwrap();
+        let err = Spool::open(&tmp.0).unwrap_err().to_string();
+        assert!(err.contains("another agent"), "{err}");
+    }
+
+    #[test]
+    fn a_job_interrupted_by_a_crash_is_forgotten_for_the_coordinator_to_requeue() {
+        let tmp = TempDir::new("crash");
+        let spool = Spool::open(&tmp.0).unwrap();
+        spool.mark_running("job-7", &spec()).unwrap();
+        drop(spool);
+        let spool = Spool::open(&tmp.0).unwrap();
+        assert_eq!(spool.recover_interrupted().unwrap().as_deref(), Some("job-7"));
+        assert!(spool.read("job-7").is_none(), "no outcome: nothing was measured");
+        assert!(spool.list().unwrap().is_empty());
+        assert_eq!(spool.recover_interrupted().unwrap(), None, "the marker is gone");
+    }
+
+    #[test]
+    fn a_damaged_file_is_moved_aside() {
+        let tmp = TempDir::new("damaged");
+        let spool = Spool::open(&tmp.0).unwrap();
+        fs::write(tmp.0.join("outcome-x.json"), b"{trunc").unwrap();
+        spool.write(&Outcome::failed("y".into(), "e")).unwrap();
+        assert_eq!(spool.list().unwrap().len(), 1);
+        assert!(tmp.0.join("outcome-x.unreadable").exists());
+    }
+}

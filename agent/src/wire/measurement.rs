@@ -1,0 +1,486 @@
+//! `Measurement` to `v1::Measurement`, and the checks a coordinator runs on one
+//! before storing it: finite, non-negative figures, bounded strings, and a
+//! `measurement_json` that parses and agrees with the typed fields and the job.
+
+use std::collections::HashMap;
+
+use cipherfleet_proto::v1;
+
+use super::spec::{path_from_wire, path_to_wire};
+use super::{MAX_FIELD_LEN, MAX_LIST_LEN, MAX_MEASUREMENT_JSON_LEN, MAX_SAMPLES, WireError, check_text, wire_error};
+use crate::engine::LatencyMethod;
+use crate::measurement::{Measurement, SCHEMA, Status};
+use crate::spec::JobSpec;
+
+impl TryFrom<&Measurement> for v1::Measurement {
+    type Error = WireError;
+
+    /// Converts a successful measurement; a failed one travels as `JobFailed` instead.
+    fn try_from(m: &Measurement) -> Result<Self, WireError> {
+        let mut out = typed_fields(m)?;
+        out.measurement_json = serde_json::to_string(m)
+            .map_err(|e| wire_error("measurement.measurement_json", format!("cannot serialise: {e}")))?;
+        if out.measurement_json.len() > MAX_MEASUREMENT_JSON_LEN {
+            return Err(wire_error(
+                "measurement.measurement_json",
+                format!(
+                    "{} bytes is too long; at most {MAX_MEASUREMENT_JSON_LEN}",
+                    out.measurement_json.len()
+                ),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// Everything but `measurement_json`.
+fn typed_fields(m: &Measurement) -> Result<v1::Measurement, WireError> {
+    let (Status::Ok, Some(f), Some(path_used), Some(backends), Some(selftest_passed)) =
+        (m.status, &m.figures, m.path_used, &m.backends, m.selftest_passed)
+    else {
+        return Err(wire_error(
+            "measurement",
+            "only a successful measurement (status ok, with figures) goes in a JobResult",
+        ));
+    };
+    Ok(v1::Measurement {
+        throughput_mb_s: f.throughput_mb_s,
+        ops_per_s: f.ops_per_s,
+        latency_p50_ns: f.latency_ns.p50,
+        latency_p90_ns: f.latency_ns.p90,
+        latency_p99_ns: f.latency_ns.p99,
+        latency_p999_ns: f.latency_ns.p999,
+        latency_max_ns: f.latency_ns.max,
+        latency_method: latency_method_name(f.latency_method).to_string(),
+        batch_ops: f.batch_ops,
+        cv: f.cv,
+        samples: f.samples,
+        cpu_utilization: f.cpu_utilization,
+        key_setup_ns: f.key_setup_ns,
+        elapsed_seconds: f.elapsed_seconds,
+        operations: f.operations,
+        bytes_processed: f.bytes_processed,
+        path_used: path_to_wire(path_used) as i32,
+        sample_throughputs_mb_s: f.sample_throughputs_mb_s.clone(),
+        selftest_passed,
+        backends: HashMap::from([
+            ("aes".to_string(), backends.aes.clone()),
+            ("ghash".to_string(), backends.ghash.clone()),
+            ("chacha20".to_string(), backends.chacha20.clone()),
+            ("sha256".to_string(), backends.sha256.clone()),
+        ]),
+        measurement_json: String::new(),
+    })
+}
+
+fn latency_method_name(method: LatencyMethod) -> &'static str {
+    match method {
+        LatencyMethod::PerOp => "per-op",
+        LatencyMethod::BatchMean => "batch-mean",
+        LatencyMethod::PerObject => "per-object",
+    }
+}
+
+/// Checks a measurement an agent sent: every number finite and non-negative,
+/// at least one sample, strings bounded, and `measurement_json` a successful
+/// `cipherfleet.measurement/1` object whose figures are the typed ones.
+pub fn validate_measurement(m: &v1::Measurement) -> Result<(), WireError> {
+    let mut floats = vec![
+        ("measurement.throughput_mb_s", m.throughput_mb_s),
+        ("measurement.ops_per_s", m.ops_per_s),
+        ("measurement.cpu_utilization", m.cpu_utilization),
+        ("measurement.key_setup_ns", m.key_setup_ns),
+        ("measurement.elapsed_seconds", m.elapsed_seconds),
+    ];
+    if let Some(cv) = m.cv {
+        floats.push(("measurement.cv", cv));
+    }
+    for (field, value) in floats {
+        check_figure(field, value)?;
+    }
+    if m.samples == 0 {
+        return Err(wire_error("measurement.samples", "must be at least 1"));
+    }
+    if m.sample_throughputs_mb_s.len() > MAX_SAMPLES || m.sample_throughputs_mb_s.len() != m.samples as usize {
+        return Err(wire_error(
+            "measurement.sample_throughputs_mb_s",
+            format!(
+                "{} values for {} samples; one per sample, at most {MAX_SAMPLES}",
+                m.sample_throughputs_mb_s.len(),
+                m.samples
+            ),
+        ));
+    }
+    for value in &m.sample_throughputs_mb_s {
+        check_figure("measurement.sample_throughputs_mb_s", *value)?;
+    }
+    if !["per-op", "batch-mean", "per-object"].contains(&m.latency_method.as_str()) {
+        return Err(wire_error(
+            "measurement.latency_method",
+            format!(
+                "unknown method {:?}; accepted: per-op, batch-mean, per-object",
+                super::truncate(m.latency_method.clone(), 64)
+            ),
+        ));
+    }
+    path_from_wire("measurement.path_used", m.path_used)?;
+    if m.backends.len() > MAX_LIST_LEN {
+        return Err(wire_error(
+            "measurement.backends",
+            format!("{} entries; at most {MAX_LIST_LEN}", m.backends.len()),
+        ));
+    }
+    for (primitive, backend) in &m.backends {
+        check_text("measurement.backends", primitive, MAX_FIELD_LEN, false)?;
+        check_text("measurement.backends", backend, MAX_FIELD_LEN, false)?;
+    }
+    let parsed = parse_json(m)?;
+    let expected = typed_fields(&parsed).map_err(|e| wire_error("measurement.measurement_json", e.message))?;
+    agrees(&expected, m)
+}
+
+/// Checks that the measurement is of `spec`: algorithm, direction, size,
+/// threads, concurrency, key mode, requested path and seconds all match.
+pub fn check_measurement_matches(spec: &JobSpec, m: &v1::Measurement) -> Result<(), WireError> {
+    let got = parse_json(m)?.spec();
+    let mismatch = |what: &str, got: String, want: String| {
+        Err(wire_error(
+            format!("measurement.measurement_json.{what}"),
+            format!("{got} does not match the job's {want}"),
+        ))
+    };
+    if got.algorithm != spec.algorithm {
+        return mismatch("algorithm", got.algorithm.to_string(), spec.algorithm.to_string());
+    }
+    if got.direction != spec.direction {
+        return mismatch(
+            "direction",
+            got.direction.as_str().into(),
+            spec.direction.as_str().into(),
+        );
+    }
+    if got.size_bytes != spec.size_bytes {
+        return mismatch("size_bytes", got.size_bytes.to_string(), spec.size_bytes.to_string());
+    }
+    if got.threads != spec.threads {
+        return mismatch("threads", got.threads.to_string(), spec.threads.to_string());
+    }
+    if got.concurrency != spec.concurrency {
+        return mismatch(
+            "concurrency",
+            format!("{:?}", got.concurrency),
+            format!("{:?}", spec.concurrency),
+        );
+    }
+    if got.key_mode != spec.key_mode {
+        return mismatch("key_mode", got.key_mode.as_str().into(), spec.key_mode.as_str().into());
+    }
+    if got.path != spec.path {
+        return mismatch("path_requested", got.path.as_str().into(), spec.path.as_str().into());
+    }
+    if !close(got.seconds, spec.seconds) {
+        return mismatch("seconds_requested", got.seconds.to_string(), spec.seconds.to_string());
+    }
+    Ok(())
+}
+
+fn check_figure(field: &str, value: f64) -> Result<(), WireError> {
+    if !value.is_finite() || value < 0.0 {
+        return Err(wire_error(
+            field,
+            format!("{value} is not a finite, non-negative number"),
+        ));
+    }
+    Ok(())
+}
+
+fn parse_json(m: &v1::Measurement) -> Result<Measurement, WireError> {
+    const FIELD: &str = "measurement.measurement_json";
+    if m.measurement_json.is_empty() {
+        return Err(wire_error(FIELD, "must not be empty"));
+    }
+    if m.measurement_json.len() > MAX_MEASUREMENT_JSON_LEN {
+        return Err(wire_error(
+            FIELD,
+            format!(
+                "{} bytes is too long; at most {MAX_MEASUREMENT_JSON_LEN}",
+                m.measurement_json.len()
+            ),
+        ));
+    }
+    let parsed: Measurement = serde_json::from_str(&m.measurement_json)
+        .map_err(|e| wire_error(FIELD, format!("not a {SCHEMA} object: {e}")))?;
+    if parsed.schema != SCHEMA {
+        return Err(wire_error(
+            format!("{FIELD}.schema"),
+            format!("{:?} is not {SCHEMA}", super::truncate(parsed.schema, 64)),
+        ));
+    }
+    Ok(parsed)
+}
+
+/// Floats compare with a relative tolerance: JSON text need not round-trip to the last bit.
+fn close(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+/// The typed fields say what the stored JSON says.
+fn agrees(expected: &v1::Measurement, got: &v1::Measurement) -> Result<(), WireError> {
+    let disagree = |field: &str| {
+        Err(wire_error(
+            format!("measurement.{field}"),
+            "disagrees with measurement_json",
+        ))
+    };
+    let floats = [
+        ("throughput_mb_s", expected.throughput_mb_s, got.throughput_mb_s),
+        ("ops_per_s", expected.ops_per_s, got.ops_per_s),
+        ("cpu_utilization", expected.cpu_utilization, got.cpu_utilization),
+        ("key_setup_ns", expected.key_setup_ns, got.key_setup_ns),
+        ("elapsed_seconds", expected.elapsed_seconds, got.elapsed_seconds),
+    ];
+    for (field, want, have) in floats {
+        if !close(want, have) {
+            return disagree(field);
+        }
+    }
+    let integers = [
+        ("latency_p50_ns", expected.latency_p50_ns, got.latency_p50_ns),
+        ("latency_p90_ns", expected.latency_p90_ns, got.latency_p90_ns),
+        ("latency_p99_ns", expected.latency_p99_ns, got.latency_p99_ns),
+        ("latency_p999_ns", expected.latency_p999_ns, got.latency_p999_ns),
+        ("latency_max_ns", expected.latency_max_ns, got.latency_max_ns),
+        ("batch_ops", expected.batch_ops, got.batch_ops),
+        ("operations", expected.operations, got.operations),
+        ("bytes_processed", expected.bytes_processed, got.bytes_processed),
+        ("samples", expected.samples.into(), got.samples.into()),
+        (
+            "selftest_passed",
+            expected.selftest_passed.into(),
+            got.selftest_passed.into(),
+        ),
+    ];
+    for (field, want, have) in integers {
+        if want != have {
+            return disagree(field);
+        }
+    }
+    let cv_agrees = match (expected.cv, got.cv) {
+        (Some(a), Some(b)) => close(a, b),
+        (None, None) => true,
+        _ => false,
+    };
+    if !cv_agrees {
+        return disagree("cv");
+    }
+    if expected.latency_method != got.latency_method {
+        return disagree("latency_method");
+    }
+    if expected.path_used != got.path_used {
+        return disagree("path_used");
+    }
+    if expected.backends != got.backends {
+        return disagree("backends");
+    }
+    let samples_agree = expected.sample_throughputs_mb_s.len() == got.sample_throughputs_mb_s.len()
+        && expected
+            .sample_throughputs_mb_s
+            .iter()
+            .zip(&got.sample_throughputs_mb_s)
+            .all(|(a, b)| close(*a, *b));
+    if !samples_agree {
+        return disagree("sample_throughputs_mb_s");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::backend::{self, Flavour, Path};
+    use crate::engine::{Figures, Latency};
+    use crate::measurement::WorkerReport;
+    use crate::spec::{Direction, KeyMode};
+
+    pub(crate) fn spec() -> JobSpec {
+        JobSpec {
+            algorithm: "aes-128-gcm".parse().unwrap(),
+            direction: Direction::Encrypt,
+            size_bytes: 1024,
+            threads: 1,
+            concurrency: None,
+            key_mode: KeyMode::Static,
+            path: Path::Accelerated,
+            seconds: 0.05,
+        }
+    }
+
+    /// A plausible successful measurement of [`spec`], with figures that do not round-trip trivially.
+    pub(crate) fn measurement() -> Measurement {
+        let report = WorkerReport {
+            path_used: Path::Accelerated,
+            backends: backend::backends(),
+            build_flavour: Flavour::Accelerated,
+            selftest_passed: 4,
+            figures: Figures {
+                throughput_mb_s: 1_234.567_890_123,
+                ops_per_s: 1_205_632.7,
+                latency_ns: Latency {
+                    p50: 810,
+                    p90: 830,
+                    p99: 1_100,
+                    p999: 2_300,
+                    max: 15_000,
+                },
+                latency_method: LatencyMethod::BatchMean,
+                batch_ops: 12,
+                cv: Some(0.013_7),
+                samples: 3,
+                sample_seconds: 0.005,
+                warmup_seconds: 0.05,
+                elapsed_seconds: 0.051_2,
+                operations: 61_000,
+                bytes_processed: 61_000 * 1024,
+                cpu_user_seconds: 0.05,
+                cpu_sys_seconds: 0.0,
+                cpu_utilization: 0.98,
+                key_setup_ns: 95.25,
+                sample_throughputs_mb_s: vec![1_200.1, 1_234.567_890_123, 1_250.3],
+            },
+        };
+        Measurement::ok(&spec(), report, Some(crate::probe::probe()))
+    }
+
+    #[test]
+    fn a_measurement_converts_and_validates() {
+        let m = measurement();
+        let wire = v1::Measurement::try_from(&m).unwrap();
+        assert_eq!(wire.samples, 3);
+        assert_eq!(wire.latency_method, "batch-mean");
+        assert_eq!(wire.backends.len(), 4);
+        assert_eq!(wire.path_used, v1::Path::Accelerated as i32);
+        let back: Measurement = serde_json::from_str(&wire.measurement_json).unwrap();
+        assert_eq!(back, m, "the JSON carries everything, host facts included");
+        validate_measurement(&wire).unwrap();
+        check_measurement_matches(&spec(), &wire).unwrap();
+    }
+
+    #[test]
+    fn a_failed_measurement_is_not_a_result() {
+        let failed = Measurement::failed(&spec(), "worker killed by signal 9".into(), None);
+        assert_eq!(v1::Measurement::try_from(&failed).unwrap_err().field, "measurement");
+    }
+
+    #[test]
+    fn bad_measurements_are_rejected_naming_the_field() {
+        let good = v1::Measurement::try_from(&measurement()).unwrap();
+        type Edit = fn(&mut v1::Measurement);
+        let cases: Vec<(Edit, &str)> = vec![
+            (|m| m.throughput_mb_s = -1.0, "measurement.throughput_mb_s"),
+            (|m| m.ops_per_s = f64::NAN, "measurement.ops_per_s"),
+            (|m| m.cpu_utilization = f64::INFINITY, "measurement.cpu_utilization"),
+            (|m| m.cv = Some(-0.5), "measurement.cv"),
+            (|m| m.samples = 0, "measurement.samples"),
+            (
+                |m| m.sample_throughputs_mb_s.push(1.0),
+                "measurement.sample_throughputs_mb_s",
+            ),
+            (
+                |m| m.sample_throughputs_mb_s[1] = f64::NAN,
+                "measurement.sample_throughputs_mb_s",
+            ),
+            (|m| m.latency_method = "guess".into(), "measurement.latency_method"),
+            (|m| m.path_used = 0, "measurement.path_used"),
+            (
+                |m| {
+                    m.backends.insert("aes".into(), String::new());
+                },
+                "measurement.backends",
+            ),
+            (
+                |m| {
+                    m.backends.insert("x".repeat(300), "soft".into());
+                },
+                "measurement.backends",
+            ),
+            (|m| m.measurement_json.clear(), "measurement.measurement_json"),
+            (
+                |m| m.measurement_json = "{not json".into(),
+                "measurement.measurement_json",
+            ),
+            (
+                |m| m.measurement_json = " ".repeat(MAX_MEASUREMENT_JSON_LEN + 1),
+                "measurement.measurement_json",
+            ),
+            (
+                |m| m.measurement_json = m.measurement_json.replace("cipherfleet.measurement/1", "other/9"),
+                "measurement.measurement_json.schema",
+            ),
+            (|m| m.throughput_mb_s *= 2.0, "measurement.throughput_mb_s"),
+            (|m| m.latency_p99_ns += 1, "measurement.latency_p99_ns"),
+            (|m| m.operations = 1, "measurement.operations"),
+            (|m| m.cv = None, "measurement.cv"),
+        ];
+        for (edit, field) in cases {
+            let mut m = good.clone();
+            edit(&mut m);
+            let err = validate_measurement(&m).unwrap_err();
+            assert_eq!(err.field, field, "{err}");
+        }
+    }
+
+    #[test]
+    fn a_measurement_of_another_point_does_not_match_the_job() {
+        let wire = v1::Measurement::try_from(&measurement()).unwrap();
+        let cases: Vec<(JobSpec, &str)> = vec![
+            (
+                JobSpec {
+                    algorithm: "aes-256-gcm".parse().unwrap(),
+                    ..spec()
+                },
+                "algorithm",
+            ),
+            (
+                JobSpec {
+                    direction: Direction::Decrypt,
+                    ..spec()
+                },
+                "direction",
+            ),
+            (
+                JobSpec {
+                    size_bytes: 16,
+                    ..spec()
+                },
+                "size_bytes",
+            ),
+            (JobSpec { threads: 2, ..spec() }, "threads"),
+            (
+                JobSpec {
+                    concurrency: Some(1),
+                    ..spec()
+                },
+                "concurrency",
+            ),
+            (
+                JobSpec {
+                    key_mode: KeyMode::PerOp,
+                    ..spec()
+                },
+                "key_mode",
+            ),
+            (
+                JobSpec {
+                    path: Path::Software,
+                    ..spec()
+                },
+                "path_requested",
+            ),
+            (JobSpec { seconds: 1.0, ..spec() }, "seconds_requested"),
+        ];
+        for (other, what) in cases {
+            let err = check_measurement_matches(&other, &wire).unwrap_err();
+            assert_eq!(err.field, format!("measurement.measurement_json.{what}"), "{err}");
+        }
+    }
+}

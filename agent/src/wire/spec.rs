@@ -1,0 +1,247 @@
+//! `JobSpec` ↔ `v1::JobSpec`, plus the enum mappings shared with measurements.
+
+use cipherfleet_proto::v1;
+
+use super::{WireError, wire_error};
+use crate::algorithm::{self, Algorithm};
+use crate::backend::Path;
+use crate::spec::{Direction, JobSpec, KeyMode};
+
+impl From<&JobSpec> for v1::JobSpec {
+    fn from(spec: &JobSpec) -> Self {
+        v1::JobSpec {
+            algorithm: spec.algorithm.name().to_string(),
+            direction: match spec.direction {
+                Direction::Encrypt => v1::Direction::Encrypt,
+                Direction::Decrypt => v1::Direction::Decrypt,
+            } as i32,
+            size_bytes: spec.size_bytes,
+            threads: spec.threads,
+            concurrency: spec.concurrency,
+            key_mode: match spec.key_mode {
+                KeyMode::Static => v1::KeyMode::Static,
+                KeyMode::PerOp => v1::KeyMode::PerOp,
+                KeyMode::HkdfPerUser => v1::KeyMode::HkdfPerUser,
+            } as i32,
+            path: path_to_wire(spec.path) as i32,
+            seconds: spec.seconds,
+        }
+    }
+}
+
+impl TryFrom<&v1::JobSpec> for JobSpec {
+    type Error = WireError;
+
+    /// Converts and validates: the result is a point a worker accepts.
+    fn try_from(spec: &v1::JobSpec) -> Result<Self, WireError> {
+        let algorithm: Algorithm = spec.algorithm.parse().map_err(|_| {
+            wire_error(
+                "spec.algorithm",
+                format!(
+                    "unknown algorithm {:?}; valid names: {}",
+                    super::truncate(spec.algorithm.clone(), 64),
+                    algorithm::valid_names()
+                ),
+            )
+        })?;
+        let direction = match v1::Direction::try_from(spec.direction) {
+            Ok(v1::Direction::Encrypt) => Direction::Encrypt,
+            Ok(v1::Direction::Decrypt) => Direction::Decrypt,
+            Ok(v1::Direction::Unspecified) => return Err(wire_error("spec.direction", "unspecified")),
+            Err(_) => return Err(unknown_enum("spec.direction", spec.direction)),
+        };
+        let key_mode = match v1::KeyMode::try_from(spec.key_mode) {
+            Ok(v1::KeyMode::Static) => KeyMode::Static,
+            Ok(v1::KeyMode::PerOp) => KeyMode::PerOp,
+            Ok(v1::KeyMode::HkdfPerUser) => KeyMode::HkdfPerUser,
+            Ok(v1::KeyMode::Unspecified) => return Err(wire_error("spec.key_mode", "unspecified")),
+            Err(_) => return Err(unknown_enum("spec.key_mode", spec.key_mode)),
+        };
+        let path = path_from_wire("spec.path", spec.path)?;
+        let out = JobSpec {
+            algorithm,
+            direction,
+            size_bytes: spec.size_bytes,
+            threads: spec.threads,
+            concurrency: spec.concurrency,
+            key_mode,
+            path,
+            seconds: spec.seconds,
+        };
+        out.validate().map_err(|e| {
+            // The agent's validation names its command-line flag; on the wire the field counts.
+            let field = match e.flag {
+                "--size" => "spec.size_bytes",
+                "--threads" => "spec.threads",
+                "--seconds" => "spec.seconds",
+                "--concurrency" => "spec.concurrency",
+                "--key-mode" => "spec.key_mode",
+                "--algorithm" => "spec.algorithm",
+                "--direction" => "spec.direction",
+                "--path" => "spec.path",
+                _ => "spec",
+            };
+            wire_error(field, e.message)
+        })?;
+        Ok(out)
+    }
+}
+
+pub(super) fn path_to_wire(path: Path) -> v1::Path {
+    match path {
+        Path::Accelerated => v1::Path::Accelerated,
+        Path::Software => v1::Path::Software,
+    }
+}
+
+pub(super) fn path_from_wire(field: &str, value: i32) -> Result<Path, WireError> {
+    match v1::Path::try_from(value) {
+        Ok(v1::Path::Accelerated) => Ok(Path::Accelerated),
+        Ok(v1::Path::Software) => Ok(Path::Software),
+        Ok(v1::Path::Unspecified) => Err(wire_error(field, "unspecified")),
+        Err(_) => Err(unknown_enum(field, value)),
+    }
+}
+
+fn unknown_enum(field: &str, value: i32) -> WireError {
+    wire_error(field, format!("unknown value {value}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Suite;
+
+    fn wire_point() -> v1::JobSpec {
+        v1::JobSpec {
+            algorithm: "aes-128-gcm".into(),
+            direction: v1::Direction::Encrypt as i32,
+            size_bytes: 1024,
+            threads: 1,
+            concurrency: None,
+            key_mode: v1::KeyMode::Static as i32,
+            path: v1::Path::Accelerated as i32,
+            seconds: 0.5,
+        }
+    }
+
+    #[test]
+    fn every_suite_point_round_trips() {
+        for suite in [Suite::Quick, Suite::Standard, Suite::Full] {
+            for point in suite.expand(4) {
+                let wire = v1::JobSpec::from(&point);
+                assert_eq!(JobSpec::try_from(&wire).unwrap(), point);
+            }
+        }
+    }
+
+    #[test]
+    fn rejections_name_the_field() {
+        let cases: Vec<(v1::JobSpec, &str, &str)> = vec![
+            (
+                v1::JobSpec {
+                    algorithm: "aes-512-gcm".into(),
+                    ..wire_point()
+                },
+                "spec.algorithm",
+                "chacha20-poly1305",
+            ),
+            (
+                v1::JobSpec {
+                    direction: 0,
+                    ..wire_point()
+                },
+                "spec.direction",
+                "unspecified",
+            ),
+            (
+                v1::JobSpec {
+                    direction: 9,
+                    ..wire_point()
+                },
+                "spec.direction",
+                "unknown value 9",
+            ),
+            (
+                v1::JobSpec {
+                    key_mode: 0,
+                    ..wire_point()
+                },
+                "spec.key_mode",
+                "unspecified",
+            ),
+            (
+                v1::JobSpec {
+                    path: 0,
+                    ..wire_point()
+                },
+                "spec.path",
+                "unspecified",
+            ),
+            (
+                v1::JobSpec {
+                    path: -1,
+                    ..wire_point()
+                },
+                "spec.path",
+                "unknown value",
+            ),
+            (
+                v1::JobSpec {
+                    threads: 0,
+                    ..wire_point()
+                },
+                "spec.threads",
+                "1 to 1024",
+            ),
+            (
+                v1::JobSpec {
+                    size_bytes: 0,
+                    ..wire_point()
+                },
+                "spec.size_bytes",
+                "1 GiB",
+            ),
+            (
+                v1::JobSpec {
+                    seconds: f64::NAN,
+                    ..wire_point()
+                },
+                "spec.seconds",
+                "out of range",
+            ),
+            (
+                v1::JobSpec {
+                    concurrency: Some(0),
+                    ..wire_point()
+                },
+                "spec.concurrency",
+                "",
+            ),
+            (
+                v1::JobSpec {
+                    concurrency: Some(4),
+                    key_mode: v1::KeyMode::PerOp as i32,
+                    ..wire_point()
+                },
+                "spec.key_mode",
+                "static",
+            ),
+        ];
+        for (spec, field, words) in cases {
+            let err = JobSpec::try_from(&spec).unwrap_err();
+            assert_eq!(err.field, field, "{spec:?}: {err}");
+            assert!(err.to_string().contains(words), "{spec:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn unknown_algorithm_names_are_quoted_and_shortened() {
+        let spec = v1::JobSpec {
+            algorithm: format!("evil\n{}", "x".repeat(1000)),
+            ..wire_point()
+        };
+        let err = JobSpec::try_from(&spec).unwrap_err().to_string();
+        assert!(!err.contains('\n') && err.len() < 1000, "{err}");
+    }
+}

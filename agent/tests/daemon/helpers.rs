@@ -1,0 +1,352 @@
+//! A scripted coordinator (a real gRPC server on 127.0.0.1:0) and the real
+//! agent binary as a child process, with one method per thing a test does.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use cipherfleet_proto::v1::agent_service_server::{AgentService, AgentServiceServer};
+use cipherfleet_proto::v1::{self, AgentMessage, CoordinatorMessage, agent_message, coordinator_message};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::transport::Server;
+use tonic::{Request, Response, Status, Streaming};
+
+/// Longest wait for any single protocol step.
+pub const STEP: Duration = Duration::from_secs(15);
+/// Longest wait for a short job's result (a debug build measuring on a busy 2-core machine).
+pub const JOB: Duration = Duration::from_secs(90);
+/// The token every test agent presents.
+pub const TOKEN: &str = "test-token-7c1e";
+
+/// How the coordinator answers a `Hello`.
+#[derive(Clone)]
+pub enum Admission {
+    /// Hand the session to the test, which sends `Welcome` itself.
+    Accept,
+    /// End the call with this status.
+    Reject(Status),
+}
+
+struct ScriptedCoordinator {
+    admission: Admission,
+    sessions: mpsc::UnboundedSender<AgentSession>,
+    attempts: Arc<AtomicUsize>,
+}
+
+#[tonic::async_trait]
+impl AgentService for ScriptedCoordinator {
+    type SessionStream = ReceiverStream<Result<CoordinatorMessage, Status>>;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<AgentMessage>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        self.attempts.fetch_add(1, Ordering::SeqCst);
+        let mut from_agent = request.into_inner();
+        let hello = match from_agent.message().await?.and_then(|m| m.body) {
+            Some(agent_message::Body::Hello(hello)) => hello,
+            other => {
+                return Err(Status::invalid_argument(format!(
+                    "first message must be Hello, got {other:?}"
+                )));
+            }
+        };
+        if let Admission::Reject(status) = &self.admission {
+            return Err(status.clone());
+        }
+        let (to_agent, replies) = mpsc::channel(16);
+        let _ = self.sessions.send(AgentSession {
+            hello,
+            to_agent,
+            from_agent,
+        });
+        Ok(Response::new(ReceiverStream::new(replies)))
+    }
+}
+
+/// The coordinator side of the test.
+pub struct Coordinator {
+    pub address: SocketAddr,
+    sessions: mpsc::UnboundedReceiver<AgentSession>,
+    attempts: Arc<AtomicUsize>,
+    server: JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+impl Coordinator {
+    /// Serves on a port-0 socket, bound before this returns (no readiness wait needed).
+    pub async fn start(admission: Admission) -> Coordinator {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("local address");
+        let (sessions_tx, sessions) = mpsc::unbounded_channel();
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let service = AgentServiceServer::new(ScriptedCoordinator {
+            admission,
+            sessions: sessions_tx,
+            attempts: attempts.clone(),
+        });
+        let server = tokio::spawn(Server::builder().serve_with_incoming_shutdown(
+            service,
+            TcpListenerStream::new(listener),
+            async { std::future::pending::<()>().await },
+        ));
+        Coordinator {
+            address,
+            sessions,
+            attempts,
+            server,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// The next agent session (its `Hello` already read).
+    pub async fn next_session(&mut self, agent: &Agent) -> AgentSession {
+        match tokio::time::timeout(STEP, self.sessions.recv()).await {
+            Ok(Some(session)) => session,
+            _ => panic!("no agent session within {STEP:?}; agent log:\n{}", agent.log()),
+        }
+    }
+
+    /// Session calls received so far, accepted or not.
+    pub fn attempts(&self) -> usize {
+        self.attempts.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// One agent session as the coordinator sees it. Dropping it ends the stream.
+pub struct AgentSession {
+    pub hello: v1::Hello,
+    to_agent: mpsc::Sender<Result<CoordinatorMessage, Status>>,
+    from_agent: Streaming<AgentMessage>,
+}
+
+impl AgentSession {
+    pub async fn send(&self, body: coordinator_message::Body) {
+        self.to_agent
+            .send(Ok(CoordinatorMessage { body: Some(body) }))
+            .await
+            .expect("the session is open");
+    }
+
+    pub async fn welcome(&self, heartbeat_interval_ms: u32) {
+        self.send(coordinator_message::Body::Welcome(v1::Welcome {
+            agent_id: "agent-1".into(),
+            heartbeat_interval_ms,
+        }))
+        .await;
+    }
+
+    pub async fn run_job(&self, job_id: &str, spec: v1::JobSpec) {
+        self.send(coordinator_message::Body::RunJob(v1::RunJob {
+            job_id: job_id.into(),
+            spec: Some(spec),
+            time_limit_ms: 0,
+        }))
+        .await;
+    }
+
+    pub async fn ack(&self, job_id: &str) {
+        self.send(coordinator_message::Body::ResultAck(v1::ResultAck {
+            job_id: job_id.into(),
+            rejected: String::new(),
+        }))
+        .await;
+    }
+
+    /// The next message of any kind, heartbeats included.
+    pub async fn next_any(&mut self, within: Duration, agent: &Agent) -> agent_message::Body {
+        match tokio::time::timeout(within, self.from_agent.message()).await {
+            Ok(Ok(Some(AgentMessage { body: Some(body) }))) => body,
+            Ok(other) => panic!("agent stream: {other:?}; agent log:\n{}", agent.log()),
+            Err(_) => panic!(
+                "no message from the agent within {within:?}; agent log:\n{}",
+                agent.log()
+            ),
+        }
+    }
+
+    /// The next message that is not a heartbeat.
+    pub async fn next(&mut self, within: Duration, agent: &Agent) -> agent_message::Body {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.next_any(left, agent).await {
+                agent_message::Body::Heartbeat(_) => continue,
+                body => return body,
+            }
+        }
+    }
+
+    /// Round trip through the agent's message loop: every message sent before
+    /// this has been handled when it returns.
+    pub async fn sync(&mut self, agent: &Agent) {
+        const SEQ: u64 = 987_654_321;
+        self.send(coordinator_message::Body::Ping(v1::Ping { seq: SEQ })).await;
+        loop {
+            if let agent_message::Body::Heartbeat(h) = self.next_any(STEP, agent).await
+                && h.seq == SEQ
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// A job the debug build measures in well under a second: AES-128-GCM, 1 KiB, 0.05 s.
+pub fn short_job() -> v1::JobSpec {
+    v1::JobSpec {
+        algorithm: "aes-128-gcm".into(),
+        direction: v1::Direction::Encrypt as i32,
+        size_bytes: 1024,
+        threads: 1,
+        concurrency: None,
+        key_mode: v1::KeyMode::Static as i32,
+        path: v1::Path::Accelerated as i32,
+        seconds: 0.05,
+    }
+}
+
+/// Whether `deploy/build.sh` put the software sibling next to the agent; says how to build it when not.
+pub fn require_soft_sibling() -> bool {
+    let soft = std::path::Path::new(env!("CARGO_BIN_EXE_cipherfleet-agent")).with_file_name("cipherfleet-agent-soft");
+    if soft.is_file() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CIPHERFLEET_REQUIRE_SOFT").is_none(),
+        "{} missing: run deploy/build.sh",
+        soft.display()
+    );
+    eprintln!("skipping: {} not built (deploy/build.sh builds it)", soft.display());
+    false
+}
+
+/// A job that would measure for 30 s.
+pub fn long_job() -> v1::JobSpec {
+    v1::JobSpec {
+        seconds: 30.0,
+        ..short_job()
+    }
+}
+
+/// The agent binary running `run` against a coordinator, in its own directory.
+pub struct Agent {
+    child: tokio::process::Child,
+    dir: PathBuf,
+}
+
+impl Agent {
+    /// Starts `cipherfleet-agent run` with a token file, a spool in a fresh
+    /// directory named after the test, name `test-host` and label `rack=b7`.
+    pub fn start(test: &str, coordinator: &Coordinator, extra: &[&str]) -> Agent {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("daemon-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("test directory");
+        let token_file = dir.join("token");
+        std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token file");
+        let child = Self::spawn(&dir, coordinator, extra);
+        Agent { child, dir }
+    }
+
+    /// Kills the agent with SIGKILL (no chance to clean up) and starts it again on the same spool.
+    pub async fn kill_and_restart(&mut self, coordinator: &Coordinator) {
+        self.child.kill().await.expect("kill the agent");
+        self.child = Self::spawn(&self.dir, coordinator, &[]);
+    }
+
+    fn spawn(dir: &std::path::Path, coordinator: &Coordinator, extra: &[&str]) -> tokio::process::Child {
+        let token_file = dir.join("token");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("agent.log"))
+            .expect("log file");
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_cipherfleet-agent"))
+            .arg("run")
+            .args(["--coordinator", &coordinator.url()])
+            .arg("--token-file")
+            .arg(&token_file)
+            .arg("--spool-dir")
+            .arg(dir.join("spool"))
+            .args(["--name", "test-host", "--label", "rack=b7"])
+            .args(extra)
+            .env_remove("CIPHERFLEET_TOKEN")
+            .env("CIPHERFLEET_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the agent binary starts")
+    }
+
+    /// Everything the agent logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
+    }
+
+    /// Job ids with an outcome in the spool.
+    pub fn spooled(&self) -> Vec<String> {
+        let mut ids: Vec<String> = std::fs::read_dir(self.dir.join("spool"))
+            .map(|entries| {
+                entries
+                    .filter_map(|e| {
+                        let name = e.ok()?.file_name().to_string_lossy().into_owned();
+                        Some(name.strip_prefix("outcome-")?.strip_suffix(".json")?.to_string())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort();
+        ids
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        let pid = self.child.id().expect("agent still running") as libc::pid_t;
+        // SAFETY: kill(2) with a valid signal number on our own child.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    }
+
+    /// Waits for the agent to exit and returns its status code.
+    pub async fn exit_code(&mut self, within: Duration) -> i32 {
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(Ok(status)) => status
+                .code()
+                .unwrap_or_else(|| panic!("agent killed by a signal: {status:?}; log:\n{}", self.log())),
+            Ok(Err(e)) => panic!("waiting for the agent: {e}"),
+            Err(_) => panic!("agent still running after {within:?}; log:\n{}", self.log()),
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        // Kept after a failure for the log and the spool.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The error text of a `JobFailed`, or a panic naming what came instead.
+pub fn job_failed(body: agent_message::Body, job_id: &str) -> v1::JobFailed {
+    match body {
+        agent_message::Body::JobFailed(f) if f.job_id == job_id => f,
+        other => panic!("expected JobFailed for {job_id}, got {other:?}"),
+    }
+}

@@ -1,0 +1,8 @@
+//! End-to-end tests of `cipherfleet-agent run`: the real agent binary against
+//! a scripted coordinator on a real socket. Every wait is bounded; readiness
+//! comes from protocol events, never from sleeping.
+
+mod helpers;
+mod jobs;
+mod lifecycle;
+mod reconnect;

@@ -1,0 +1,405 @@
+//! Command line: `serve`, and the operator commands (`campaign start|status|cancel`,
+//! `hosts`) that talk to a running coordinator's admin API.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use cipherfleet_proto::v1::{self, admin_service_client::AdminServiceClient, start_campaign_request::Points};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tokio_util::sync::CancellationToken;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::auth::Token;
+use crate::selector::Selector;
+use crate::server::{self, ServeConfig};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cipherfleet-coordinator",
+    version,
+    about = "Schedule crypto benchmarks on a fleet of agents and keep every result"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the coordinator: gRPC for agents and operators, results in PostgreSQL.
+    Serve(ServeArgs),
+    /// Start, watch or cancel a campaign (a suite run on selected hosts).
+    #[command(subcommand)]
+    Campaign(CampaignCommand),
+    /// List known hosts with their online state and acceleration status.
+    Hosts(AdminArgs),
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// Address for agents' and operators' gRPC.
+    #[arg(long, default_value = "0.0.0.0:7443")]
+    grpc_listen: SocketAddr,
+    /// Address for HTTP (health check; the report later). Off when not given.
+    #[arg(long)]
+    http_listen: Option<SocketAddr>,
+    /// PostgreSQL URL. Without it a private cluster runs under --data-dir from
+    /// the system's PostgreSQL binaries.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// Where the private PostgreSQL cluster lives.
+    #[arg(long, default_value = "/var/lib/cipherfleet")]
+    data_dir: PathBuf,
+    /// File holding the agents' enrollment token (else CIPHERFLEET_AGENT_TOKEN).
+    #[arg(long)]
+    agent_token_file: Option<PathBuf>,
+    /// File holding the admin token (else CIPHERFLEET_ADMIN_TOKEN).
+    #[arg(long)]
+    admin_token_file: Option<PathBuf>,
+    /// Heartbeat interval asked of agents; three missed ones mean the agent is lost.
+    #[arg(long, default_value_t = 5.0, value_parser = parse_interval)]
+    heartbeat_seconds: f64,
+}
+
+fn parse_interval(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if (0.1..=300.0).contains(&f) => Ok(f),
+        _ => Err(format!("{s:?}: accepted 0.1 to 300 seconds")),
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+struct AdminArgs {
+    /// The coordinator's gRPC address.
+    #[arg(long, default_value = "http://127.0.0.1:7443")]
+    coordinator: String,
+    /// File holding the admin token (else CIPHERFLEET_ADMIN_TOKEN).
+    #[arg(long)]
+    admin_token_file: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum CampaignCommand {
+    /// Start a campaign; prints its id.
+    Start {
+        /// Named suite: quick, standard or full.
+        #[arg(long, default_value = "quick")]
+        suite: String,
+        /// Host selector terms, all must hold: arch=aarch64, cpu-model=EPYC, host=NAME, or LABEL=VALUE. Repeatable.
+        #[arg(long = "select", value_name = "KEY=VALUE")]
+        select: Vec<String>,
+        /// A name for the campaign.
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Progress per host: done / running / queued / failed.
+    Status {
+        id: String,
+        /// Refresh until the campaign completes or is cancelled.
+        #[arg(long)]
+        watch: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Cancel queued jobs and abort running ones.
+    Cancel {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+}
+
+/// Runs the parsed command.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::Hosts(admin) => hosts(admin).await,
+        Command::Campaign(c) => campaign(c).await,
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let agent_token = Token::load(
+        "agent enrollment token",
+        args.agent_token_file.as_deref(),
+        "--agent-token-file",
+        "CIPHERFLEET_AGENT_TOKEN",
+    )?;
+    let admin_token = Token::load(
+        "admin token",
+        args.admin_token_file.as_deref(),
+        "--admin-token-file",
+        "CIPHERFLEET_ADMIN_TOKEN",
+    )?;
+    let config = ServeConfig {
+        grpc_listen: args.grpc_listen,
+        http_listen: args.http_listen,
+        database_url: args.database_url,
+        data_dir: args.data_dir,
+        agent_token,
+        admin_token,
+        heartbeat: Duration::from_secs_f64(args.heartbeat_seconds),
+    };
+    let shutdown = CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        on_signal.cancel();
+    });
+    server::serve(config, shutdown).await
+}
+
+/// SIGTERM or SIGINT.
+pub async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+type Admin = AdminServiceClient<tonic::service::interceptor::InterceptedService<Channel, BearerToken>>;
+
+#[derive(Clone)]
+struct BearerToken(MetadataValue<tonic::metadata::Ascii>);
+
+impl tonic::service::Interceptor for BearerToken {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        request.metadata_mut().insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
+async fn admin_client(args: &AdminArgs) -> anyhow::Result<Admin> {
+    let token = Token::load(
+        "admin token",
+        args.admin_token_file.as_deref(),
+        "--admin-token-file",
+        "CIPHERFLEET_ADMIN_TOKEN",
+    )?;
+    let header = format!("Bearer {}", String::from_utf8_lossy(token.expose()));
+    let value: MetadataValue<_> = header.parse().context("the admin token must be printable ASCII")?;
+    let channel = Endpoint::from_shared(args.coordinator.clone())
+        .with_context(|| format!("--coordinator {:?} is not a URL", args.coordinator))?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .with_context(|| format!("connecting to the coordinator at {}", args.coordinator))?;
+    Ok(AdminServiceClient::with_interceptor(channel, BearerToken(value)))
+}
+
+fn status_error(what: &str, s: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{what}: {} ({:?})", s.message(), s.code())
+}
+
+async fn hosts(args: AdminArgs) -> anyhow::Result<()> {
+    let mut client = admin_client(&args).await?;
+    let hosts = client
+        .list_hosts(v1::ListHostsRequest::default())
+        .await
+        .map_err(|s| status_error("listing hosts", s))?
+        .into_inner()
+        .hosts;
+    if args.format == Format::Json {
+        let rows: Vec<_> = hosts
+            .iter()
+            .map(|h| {
+                serde_json::json!({
+                    "id": h.id, "name": h.name, "arch": h.arch, "cpu_model_name": h.cpu_model_name,
+                    "kernel_release": h.kernel_release, "online": h.online, "last_seen_unix_ms": h.last_seen_unix_ms,
+                    "acceleration": h.acceleration,
+                    "labels": h.labels.iter().map(|l| (l.key.clone(), l.value.clone())).collect::<std::collections::BTreeMap<_, _>>(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "{:<6} {:<24} {:<8} {:<8} {:<12} {:<24} cpu",
+        "id", "name", "online", "arch", "crypto", "kernel"
+    );
+    for h in hosts {
+        println!(
+            "{:<6} {:<24} {:<8} {:<8} {:<12} {:<24} {}",
+            h.id,
+            h.name.escape_debug().to_string(),
+            if h.online { "online" } else { "offline" },
+            h.arch.escape_debug().to_string(),
+            h.acceleration,
+            h.kernel_release.escape_debug().to_string(),
+            h.cpu_model_name.escape_debug()
+        );
+    }
+    Ok(())
+}
+
+async fn campaign(command: CampaignCommand) -> anyhow::Result<()> {
+    match command {
+        CampaignCommand::Start {
+            suite,
+            select,
+            name,
+            admin,
+        } => {
+            let mut selector = Selector::default();
+            for term in &select {
+                selector.add_term(term).map_err(anyhow::Error::msg)?;
+            }
+            let request = v1::StartCampaignRequest {
+                points: Some(Points::Suite(suite)),
+                hosts: Some(v1::HostSelector {
+                    labels: selector
+                        .labels
+                        .into_iter()
+                        .map(|(key, value)| v1::Label { key, value })
+                        .collect(),
+                    arch: selector.arch,
+                    cpu_model: selector.cpu_model,
+                    host_names: selector.host_names,
+                }),
+                started_by: std::env::var("USER").unwrap_or_else(|_| "operator".into()),
+                name: name.unwrap_or_default(),
+            };
+            let mut client = admin_client(&admin).await?;
+            let r = client
+                .start_campaign(request)
+                .await
+                .map_err(|s| status_error("starting the campaign", s))?
+                .into_inner();
+            match admin.format {
+                Format::Json => println!(
+                    "{}",
+                    serde_json::json!({"campaign_id": r.campaign_id, "jobs_created": r.jobs_created})
+                ),
+                Format::Table => println!("{}", r.campaign_id),
+            }
+            if admin.format == Format::Table && std::io::stderr().is_terminal() {
+                eprintln!(
+                    "campaign {} started with {} jobs; watch it with `campaign status {} --watch`",
+                    r.campaign_id, r.jobs_created, r.campaign_id
+                );
+            }
+            Ok(())
+        }
+        CampaignCommand::Status { id, watch, admin } => {
+            let mut client = admin_client(&admin).await?;
+            loop {
+                let s = client
+                    .campaign_status(v1::CampaignStatusRequest {
+                        campaign_id: id.clone(),
+                    })
+                    .await
+                    .map_err(|s| status_error("reading the campaign", s))?
+                    .into_inner();
+                print_status(&s, admin.format)?;
+                let running = s.state == v1::CampaignState::Running as i32;
+                if !watch || !running {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+        CampaignCommand::Cancel { id, reason, admin } => {
+            let mut client = admin_client(&admin).await?;
+            let r = client
+                .cancel_campaign(v1::CancelCampaignRequest {
+                    campaign_id: id.clone(),
+                    reason: reason.unwrap_or_default(),
+                })
+                .await
+                .map_err(|s| status_error("cancelling the campaign", s))?
+                .into_inner();
+            match admin.format {
+                Format::Json => println!(
+                    "{}",
+                    serde_json::json!({"campaign_id": id, "jobs_cancelled": r.jobs_cancelled})
+                ),
+                Format::Table => println!("campaign {id}: {} jobs cancelled", r.jobs_cancelled),
+            }
+            Ok(())
+        }
+    }
+}
+
+fn counts_json(c: Option<&v1::JobCounts>) -> serde_json::Value {
+    let c = c.copied().unwrap_or_default();
+    serde_json::json!({"done": c.done, "running": c.running, "queued": c.queued, "failed": c.failed, "cancelled": c.cancelled})
+}
+
+fn print_status(s: &v1::CampaignStatusResponse, format: Format) -> anyhow::Result<()> {
+    let state = match v1::CampaignState::try_from(s.state) {
+        Ok(v1::CampaignState::Running) => "running",
+        Ok(v1::CampaignState::Completed) => "completed",
+        Ok(v1::CampaignState::Cancelled) => "cancelled",
+        _ => "unknown",
+    };
+    if format == Format::Json {
+        let v = serde_json::json!({
+            "campaign_id": s.campaign_id, "name": s.name, "state": state, "overall": counts_json(s.overall.as_ref()),
+            "hosts": s.hosts.iter().map(|h| serde_json::json!({"host_id": h.host_id, "host_name": h.host_name, "counts": counts_json(h.counts.as_ref())})).collect::<Vec<_>>(),
+            "failures": s.failures.iter().map(|f| serde_json::json!({"job_id": f.job_id, "host_name": f.host_name, "error": f.error})).collect::<Vec<_>>(),
+        });
+        println!("{v}");
+        return Ok(());
+    }
+    let o = s.overall.unwrap_or_default();
+    let total = o.done + o.running + o.queued + o.failed + o.cancelled;
+    println!(
+        "campaign {} ({}): {state}, {}/{} done, {} running, {} queued, {} failed",
+        s.campaign_id,
+        s.name.escape_debug(),
+        o.done,
+        total,
+        o.running,
+        o.queued,
+        o.failed
+    );
+    for h in &s.hosts {
+        let c = h.counts.unwrap_or_default();
+        let n = (c.done + c.running + c.queued + c.failed + c.cancelled).max(1);
+        let width = 30usize;
+        let filled = (c.done + c.failed) as usize * width / n as usize;
+        println!(
+            "  {:<24} [{}{}] done {} running {} queued {} failed {}",
+            h.host_name.escape_debug().to_string(),
+            "#".repeat(filled),
+            ".".repeat(width - filled),
+            c.done,
+            c.running,
+            c.queued,
+            c.failed
+        );
+    }
+    for f in &s.failures {
+        println!(
+            "  failed {} on {}: {}",
+            f.job_id,
+            f.host_name.escape_debug(),
+            f.error.escape_debug()
+        );
+    }
+    if total == 0 {
+        bail!("campaign has no jobs");
+    }
+    Ok(())
+}

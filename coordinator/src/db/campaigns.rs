@@ -1,0 +1,253 @@
+//! `campaigns`: a suite run on the hosts a selector picked, and its progress.
+//! A campaign is `running` until none of its jobs is queued or running, then
+//! `finished`; or `cancelled` by an operator.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{PgConnection, PgExecutor, PgPool};
+
+use super::Result;
+use super::jobs::{self, JobStatus, NewJob};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CampaignStatus {
+    Running,
+    Finished,
+    Cancelled,
+}
+
+impl CampaignStatus {
+    /// The spelling stored in `campaigns.status`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CampaignStatus::Running => "running",
+            CampaignStatus::Finished => "finished",
+            CampaignStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for CampaignStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl TryFrom<String> for CampaignStatus {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        [
+            CampaignStatus::Running,
+            CampaignStatus::Finished,
+            CampaignStatus::Cancelled,
+        ]
+        .into_iter()
+        .find(|st| st.as_str() == s)
+        .ok_or_else(|| format!("unknown campaign status {s:?}"))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Campaign {
+    pub id: i64,
+    pub name: String,
+    pub suite: String,
+    pub matrix: Value,
+    pub selector: Value,
+    pub started_by: String,
+    #[sqlx(try_from = "String")]
+    pub status: CampaignStatus,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// The columns of [`Campaign`], as a literal for `concat!`.
+macro_rules! campaign_columns {
+    () => {
+        "id, name, suite, matrix, selector, started_by, status, created_at, finished_at"
+    };
+}
+
+/// A campaign to create.
+#[derive(Debug, Clone, Copy)]
+pub struct NewCampaign<'a> {
+    pub name: &'a str,
+    pub suite: &'a str,
+    /// The matrix as the operator gave it (the jobs hold its expansion).
+    pub matrix: &'a Value,
+    /// The host selector (labels, arch, CPU model) as the operator gave it.
+    pub selector: &'a Value,
+    /// Who started it (operator name or token id), for the campaign page.
+    pub started_by: &'a str,
+}
+
+/// Creates a campaign and queues its jobs in one transaction; returns its id.
+/// A campaign without jobs (the selector matched no host) is finished at once.
+pub async fn create_with_jobs(pool: &PgPool, new: &NewCampaign<'_>, jobs: &[NewJob]) -> Result<i64> {
+    let mut tx = pool.begin().await?;
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO campaigns (name, suite, matrix, selector, started_by) \
+         VALUES ($1, $2, $3, $4, $5) RETURNING id",
+    )
+    .bind(new.name)
+    .bind(new.suite)
+    .bind(new.matrix)
+    .bind(new.selector)
+    .bind(new.started_by)
+    .fetch_one(&mut *tx)
+    .await?;
+    jobs::insert_for_campaign(&mut tx, id, jobs).await?;
+    close_if_complete(&mut tx, id).await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+/// Number of a campaign's jobs in each status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobCounts {
+    pub queued: i64,
+    pub running: i64,
+    pub done: i64,
+    pub failed: i64,
+    pub cancelled: i64,
+}
+
+impl JobCounts {
+    pub fn total(&self) -> i64 {
+        self.queued + self.running + self.done + self.failed + self.cancelled
+    }
+
+    fn slot(&mut self, status: JobStatus) -> &mut i64 {
+        match status {
+            JobStatus::Queued => &mut self.queued,
+            JobStatus::Running => &mut self.running,
+            JobStatus::Done => &mut self.done,
+            JobStatus::Failed => &mut self.failed,
+            JobStatus::Cancelled => &mut self.cancelled,
+        }
+    }
+}
+
+/// A campaign and where its jobs stand.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    pub campaign: Campaign,
+    pub jobs: JobCounts,
+}
+
+/// The campaign and its job counts, `None` if there is no such campaign.
+pub async fn status(pool: &PgPool, campaign_id: i64) -> Result<Option<Progress>> {
+    let Some(campaign) = get(pool, campaign_id).await? else {
+        return Ok(None);
+    };
+    #[derive(sqlx::FromRow)]
+    struct StatusCount {
+        #[sqlx(try_from = "String")]
+        status: JobStatus,
+        count: i64,
+    }
+    let rows: Vec<StatusCount> =
+        sqlx::query_as("SELECT status, count(*) AS count FROM jobs WHERE campaign_id = $1 GROUP BY status")
+            .bind(campaign_id)
+            .fetch_all(pool)
+            .await?;
+    let mut jobs = JobCounts::default();
+    for row in rows {
+        *jobs.slot(row.status) = row.count;
+    }
+    Ok(Some(Progress { campaign, jobs }))
+}
+
+pub async fn get(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<Option<Campaign>> {
+    Ok(
+        sqlx::query_as(concat!("SELECT ", campaign_columns!(), " FROM campaigns WHERE id = $1"))
+            .bind(campaign_id)
+            .fetch_optional(db)
+            .await?,
+    )
+}
+
+/// Campaigns, newest first.
+pub async fn list(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Campaign>> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        campaign_columns!(),
+        " FROM campaigns ORDER BY created_at DESC, id DESC LIMIT $1"
+    ))
+    .bind(limit)
+    .fetch_all(db)
+    .await?)
+}
+
+/// Cancels a running campaign: its queued jobs are cancelled; running jobs
+/// are left to finish or fail (the scheduler tells their agents to stop).
+/// False if the campaign does not exist or is no longer running.
+pub async fn cancel(pool: &PgPool, campaign_id: i64) -> Result<bool> {
+    let mut tx = pool.begin().await?;
+    let cancelled = sqlx::query(
+        "UPDATE campaigns SET status = 'cancelled', finished_at = now() \
+         WHERE id = $1 AND status = 'running'",
+    )
+    .bind(campaign_id)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if cancelled {
+        sqlx::query(
+            "UPDATE jobs SET status = 'cancelled', finished_at = now() \
+             WHERE campaign_id = $1 AND status = 'queued'",
+        )
+        .bind(campaign_id)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(cancelled)
+}
+
+/// Marks a running campaign finished if none of its jobs is queued or
+/// running. Called in the transaction that ended one of its jobs.
+pub(crate) async fn close_if_complete(conn: &mut PgConnection, campaign_id: i64) -> Result<bool> {
+    let done = sqlx::query(
+        "UPDATE campaigns SET status = 'finished', finished_at = now() \
+         WHERE id = $1 AND status = 'running' \
+           AND NOT EXISTS (SELECT 1 FROM jobs \
+                           WHERE campaign_id = $1 AND status IN ('queued', 'running'))",
+    )
+    .bind(campaign_id)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Job counts per host of a campaign: (host id, host name, counts), by name.
+pub async fn host_progress(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<Vec<(i64, String, JobCounts)>> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        host_id: i64,
+        name: String,
+        #[sqlx(try_from = "String")]
+        status: JobStatus,
+        count: i64,
+    }
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT j.host_id, h.name, j.status, count(*) AS count FROM jobs j JOIN hosts h ON h.id = j.host_id \
+         WHERE j.campaign_id = $1 GROUP BY j.host_id, h.name, j.status ORDER BY h.name",
+    )
+    .bind(campaign_id)
+    .fetch_all(db)
+    .await?;
+    let mut out: Vec<(i64, String, JobCounts)> = Vec::new();
+    for row in rows {
+        if out.last().is_none_or(|(id, _, _)| *id != row.host_id) {
+            out.push((row.host_id, row.name.clone(), JobCounts::default()));
+        }
+        let counts = &mut out.last_mut().expect("pushed").2;
+        *counts.slot(row.status) = row.count;
+    }
+    Ok(out)
+}

@@ -1,0 +1,178 @@
+//! `hosts`: machines running an agent, keyed by the name the agent reports.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+use sqlx::{PgExecutor, PgPool};
+
+use super::Result;
+use super::snapshots::{self, NormalisedFacts};
+
+/// Operator labels used by campaign selectors, e.g. `class = storage-gen3`.
+pub type Labels = BTreeMap<String, String>;
+
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Host {
+    pub id: i64,
+    pub name: String,
+    pub labels: Json<Labels>,
+    pub first_seen: DateTime<Utc>,
+    pub last_seen: DateTime<Utc>,
+    /// The latest facts; `None` only for a host whose snapshots were deleted.
+    pub current_snapshot_id: Option<i64>,
+}
+
+/// What [`upsert_host_with_facts`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostUpsert {
+    pub host_id: i64,
+    /// The snapshot matching the facts just received (new or the existing current one).
+    pub snapshot_id: i64,
+    /// A new snapshot was stored: the facts differ from the host's current
+    /// ones, or the host had none (see `new_host`).
+    pub facts_changed: bool,
+    /// The host was seen for the first time.
+    pub new_host: bool,
+}
+
+/// Records that host `name` said hello with `facts` (the agent's `probe` JSON):
+/// creates the host or refreshes `last_seen`, replaces its labels when
+/// `labels` is given, and stores a new facts snapshot only if the normalised
+/// facts differ from the current snapshot. One transaction; concurrent hellos
+/// of the same host serialise on its row.
+pub async fn upsert_host_with_facts(
+    pool: &PgPool,
+    name: &str,
+    labels: Option<&Labels>,
+    facts: &Value,
+) -> Result<HostUpsert> {
+    let facts = NormalisedFacts::new(facts);
+    let mut tx = pool.begin().await?;
+    let (host_id, current, current_hash, new_host): (i64, Option<i64>, Option<Vec<u8>>, bool) = sqlx::query_as(
+        "INSERT INTO hosts (name, labels) VALUES ($1, COALESCE($2, '{}'::jsonb)) \
+             ON CONFLICT (name) DO UPDATE \
+                 SET last_seen = now(), labels = COALESCE($2, hosts.labels) \
+             RETURNING id, current_snapshot_id, \
+                 (SELECT facts_hash FROM host_fact_snapshots s WHERE s.id = hosts.current_snapshot_id), \
+                 (xmax = 0)",
+    )
+    .bind(name)
+    .bind(labels.map(Json))
+    .fetch_one(&mut *tx)
+    .await?;
+
+    if let (Some(snapshot_id), Some(hash)) = (current, current_hash)
+        && hash == facts.hash
+    {
+        tx.commit().await?;
+        return Ok(HostUpsert {
+            host_id,
+            snapshot_id,
+            facts_changed: false,
+            new_host,
+        });
+    }
+
+    let snapshot_id = snapshots::insert(&mut tx, host_id, &facts).await?;
+    sqlx::query("UPDATE hosts SET current_snapshot_id = $2 WHERE id = $1")
+        .bind(host_id)
+        .bind(snapshot_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(HostUpsert {
+        host_id,
+        snapshot_id,
+        facts_changed: true,
+        new_host,
+    })
+}
+
+/// The columns of [`Host`], as a literal for `concat!`.
+macro_rules! host_columns {
+    () => {
+        "id, name, labels, first_seen, last_seen, current_snapshot_id"
+    };
+}
+
+pub async fn get(db: impl PgExecutor<'_>, host_id: i64) -> Result<Option<Host>> {
+    Ok(
+        sqlx::query_as(concat!("SELECT ", host_columns!(), " FROM hosts WHERE id = $1"))
+            .bind(host_id)
+            .fetch_optional(db)
+            .await?,
+    )
+}
+
+pub async fn find_by_name(db: impl PgExecutor<'_>, name: &str) -> Result<Option<Host>> {
+    Ok(
+        sqlx::query_as(concat!("SELECT ", host_columns!(), " FROM hosts WHERE name = $1"))
+            .bind(name)
+            .fetch_optional(db)
+            .await?,
+    )
+}
+
+/// Every host, by name.
+pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<Host>> {
+    Ok(
+        sqlx::query_as(concat!("SELECT ", host_columns!(), " FROM hosts ORDER BY name"))
+            .fetch_all(db)
+            .await?,
+    )
+}
+
+/// Refreshes `last_seen` (heartbeats).
+pub async fn touch(db: impl PgExecutor<'_>, host_id: i64) -> Result<()> {
+    sqlx::query("UPDATE hosts SET last_seen = now() WHERE id = $1")
+        .bind(host_id)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// A host with the typed facts of its current snapshot.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct HostWithFacts {
+    #[sqlx(flatten)]
+    pub host: Host,
+    pub arch: Option<String>,
+    pub cpu_model_name: Option<String>,
+    pub kernel_release: Option<String>,
+    pub logical_cores: Option<i32>,
+    pub features_usable: Option<Vec<String>>,
+    pub build_flavour: Option<String>,
+}
+
+impl HostWithFacts {
+    /// `accelerated` (AES and carry-less multiply usable, accelerated build),
+    /// `partial` (AES but no usable CLMUL/PMULL: GCM's GHASH in software),
+    /// `software` (no usable AES, or a software build), `unknown` (no facts).
+    pub fn acceleration(&self) -> &'static str {
+        let Some(features) = &self.features_usable else {
+            return "unknown";
+        };
+        if self.build_flavour.as_deref() == Some("software") {
+            return "software";
+        }
+        let has = |f: &str| features.iter().any(|x| x == f);
+        match (has("aes"), has("pmull") || (has("pclmulqdq") && has("avx"))) {
+            (false, _) => "software",
+            (true, false) => "partial",
+            (true, true) => "accelerated",
+        }
+    }
+}
+
+/// Every host with its current facts, by name.
+pub async fn list_with_facts(db: impl PgExecutor<'_>) -> Result<Vec<HostWithFacts>> {
+    Ok(sqlx::query_as(
+        "SELECT h.id, h.name, h.labels, h.first_seen, h.last_seen, h.current_snapshot_id, \
+             s.arch, s.cpu_model_name, s.kernel_release, s.logical_cores, s.features_usable, s.build_flavour \
+         FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id ORDER BY h.name",
+    )
+    .fetch_all(db)
+    .await?)
+}

@@ -1,0 +1,418 @@
+//! `jobs`: the scheduler's queue. A job is one point of a campaign's matrix on
+//! one host and moves `queued → running → done | failed`, or to `cancelled`
+//! with its campaign. A host runs one job at a time: benchmarks that overlap
+//! on a machine measure each other. The unique index
+//! `jobs_one_running_per_host` guarantees that whatever the callers do.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{PgConnection, PgExecutor, PgPool};
+use uuid::Uuid;
+
+use super::{Result, campaigns};
+
+/// A job is given to its host at most this many times; losing the agent that
+/// many times fails it (a job that crashes its agent must not loop forever).
+pub const MAX_ATTEMPTS: i32 = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobStatus {
+    Queued,
+    Running,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+impl JobStatus {
+    pub const ALL: [JobStatus; 5] = [
+        JobStatus::Queued,
+        JobStatus::Running,
+        JobStatus::Done,
+        JobStatus::Failed,
+        JobStatus::Cancelled,
+    ];
+
+    /// The spelling stored in `jobs.status`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::Running => "running",
+            JobStatus::Done => "done",
+            JobStatus::Failed => "failed",
+            JobStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// No further change is expected.
+    pub const fn is_terminal(self) -> bool {
+        matches!(self, JobStatus::Done | JobStatus::Failed | JobStatus::Cancelled)
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl TryFrom<String> for JobStatus {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        JobStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| format!("unknown job status {s:?}"))
+    }
+}
+
+/// A stored job.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Job {
+    pub id: Uuid,
+    pub campaign_id: i64,
+    pub host_id: i64,
+    pub position: i32,
+    /// The job as sent to the agent.
+    pub spec: Value,
+    pub algorithm: String,
+    pub direction: String,
+    pub size_bytes: i64,
+    pub threads: i32,
+    pub concurrency: Option<i32>,
+    pub key_mode: String,
+    pub path: String,
+    pub time_limit_seconds: f64,
+    #[sqlx(try_from = "String")]
+    pub status: JobStatus,
+    /// Runs lost with the agent so far.
+    pub attempts: i32,
+    pub created_at: DateTime<Utc>,
+    pub assigned_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// When a running job is overdue: assignment plus its time limit.
+    pub deadline: Option<DateTime<Utc>>,
+    pub error: Option<String>,
+}
+
+/// The columns of [`Job`], as a literal for `concat!`.
+macro_rules! job_columns {
+    () => {
+        "id, campaign_id, host_id, position, spec, algorithm, direction, size_bytes, threads, \
+         concurrency, key_mode, path, time_limit_seconds, status, attempts, created_at, \
+         assigned_at, started_at, finished_at, deadline, error"
+    };
+}
+
+/// A job to queue; see [`campaigns::create_with_jobs`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    pub host_id: i64,
+    pub spec: Value,
+    /// OpenSSL-style name, e.g. `aes-256-gcm`.
+    pub algorithm: String,
+    /// `encrypt` or `decrypt`.
+    pub direction: String,
+    pub size_bytes: i64,
+    pub threads: i32,
+    pub concurrency: Option<i32>,
+    /// `static`, `per-op` or `hkdf-per-user`.
+    pub key_mode: String,
+    /// `accelerated` or `software`.
+    pub path: String,
+    pub time_limit_seconds: f64,
+}
+
+/// Queues `jobs` for `campaign_id` in one statement, positions in slice order.
+pub async fn insert_for_campaign(conn: &mut PgConnection, campaign_id: i64, jobs: &[NewJob]) -> Result<u64> {
+    fn column<T>(jobs: &[NewJob], field: impl Fn(&NewJob) -> T) -> Vec<T> {
+        jobs.iter().map(field).collect()
+    }
+    let done = sqlx::query(
+        "INSERT INTO jobs (campaign_id, position, host_id, spec, algorithm, direction, \
+         size_bytes, threads, concurrency, key_mode, path, time_limit_seconds) \
+         SELECT $1, * FROM UNNEST($2::integer[], $3::bigint[], $4::jsonb[], $5::text[], \
+         $6::text[], $7::bigint[], $8::integer[], $9::integer[], $10::text[], $11::text[], \
+         $12::double precision[])",
+    )
+    .bind(campaign_id)
+    .bind((0..).take(jobs.len()).collect::<Vec<i32>>())
+    .bind(column(jobs, |j| j.host_id))
+    .bind(column(jobs, |j| j.spec.clone()))
+    .bind(column(jobs, |j| j.algorithm.clone()))
+    .bind(column(jobs, |j| j.direction.clone()))
+    .bind(column(jobs, |j| j.size_bytes))
+    .bind(column(jobs, |j| j.threads))
+    .bind(column(jobs, |j| j.concurrency))
+    .bind(column(jobs, |j| j.key_mode.clone()))
+    .bind(column(jobs, |j| j.path.clone()))
+    .bind(column(jobs, |j| j.time_limit_seconds))
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Hands `host_id` its next queued job (oldest campaign first, then matrix
+/// order) and marks it running with a deadline — unless the host already
+/// has a running job, in which case `None`, as when nothing is queued.
+pub async fn claim_next_for_host(pool: &PgPool, host_id: i64) -> Result<Option<Job>> {
+    let mut tx = pool.begin().await?;
+    // Claims for one host take turns on its row, so the "nothing running"
+    // check below sees the other claim's outcome. NO KEY UPDATE does not
+    // block foreign-key checks of concurrent result inserts.
+    let host: Option<i64> = sqlx::query_scalar("SELECT id FROM hosts WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(host_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if host.is_none() {
+        return Ok(None);
+    }
+    let job = sqlx::query_as(concat!(
+        "UPDATE jobs SET status = 'running', assigned_at = now(), started_at = NULL, \
+             deadline = now() + time_limit_seconds * interval '1 second' \
+         WHERE id = ( \
+             SELECT id FROM jobs \
+             WHERE host_id = $1 AND status = 'queued' \
+               AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.host_id = $1 AND r.status = 'running') \
+             ORDER BY campaign_id, position \
+             LIMIT 1 \
+             FOR UPDATE SKIP LOCKED) \
+         RETURNING ",
+        job_columns!()
+    ))
+    .bind(host_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(job)
+}
+
+/// Notes that the agent began executing a job it was given. False if the job
+/// is not running on `host_id` (or was already started).
+pub async fn mark_started(db: impl PgExecutor<'_>, job_id: Uuid, host_id: i64) -> Result<bool> {
+    let done = sqlx::query(
+        "UPDATE jobs SET started_at = now() \
+         WHERE id = $1 AND host_id = $2 AND status = 'running' AND started_at IS NULL",
+    )
+    .bind(job_id)
+    .bind(host_id)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Fails a job the agent reported as failed (invalid point, self-test failure,
+/// crash, time limit); such failures repeat, so it is not queued again. False
+/// if the job was not queued or running on `host_id`.
+pub async fn fail(pool: &PgPool, job_id: Uuid, host_id: i64, error: &str) -> Result<bool> {
+    let mut tx = pool.begin().await?;
+    let campaign: Option<i64> = sqlx::query_scalar(
+        "UPDATE jobs SET status = 'failed', finished_at = now(), error = $3 \
+         WHERE id = $1 AND host_id = $2 AND status IN ('queued', 'running') \
+         RETURNING campaign_id",
+    )
+    .bind(job_id)
+    .bind(host_id)
+    .bind(error)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(campaign_id) = campaign {
+        campaigns::close_if_complete(&mut tx, campaign_id).await?;
+    }
+    tx.commit().await?;
+    Ok(campaign.is_some())
+}
+
+/// What [`requeue_lost`] did with the jobs of a lost agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requeued {
+    /// Back in the queue for another attempt.
+    pub requeued: Vec<Uuid>,
+    /// Lost [`MAX_ATTEMPTS`] times: failed with "agent lost".
+    pub failed: Vec<Uuid>,
+}
+
+/// The agent of `host_id` went away: its running job goes back to the queue
+/// with one more attempt counted, or fails once [`MAX_ATTEMPTS`] is reached.
+pub async fn requeue_lost(pool: &PgPool, host_id: i64) -> Result<Requeued> {
+    let mut tx = pool.begin().await?;
+    let rows: Vec<(Uuid, String, i64)> = sqlx::query_as(
+        "UPDATE jobs SET \
+             attempts = attempts + 1, \
+             status = CASE WHEN attempts + 1 >= $2 THEN 'failed' ELSE 'queued' END, \
+             error = CASE WHEN attempts + 1 >= $2 THEN $3::text END, \
+             finished_at = CASE WHEN attempts + 1 >= $2 THEN now() END, \
+             assigned_at = CASE WHEN attempts + 1 >= $2 THEN assigned_at END, \
+             started_at = CASE WHEN attempts + 1 >= $2 THEN started_at END, \
+             deadline = CASE WHEN attempts + 1 >= $2 THEN deadline END \
+         WHERE host_id = $1 AND status = 'running' \
+         RETURNING id, status, campaign_id",
+    )
+    .bind(host_id)
+    .bind(MAX_ATTEMPTS)
+    .bind(format!("agent lost while running the job ({MAX_ATTEMPTS} attempts)"))
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut outcome = Requeued::default();
+    for (id, status, campaign_id) in rows {
+        if status == JobStatus::Failed.as_str() {
+            outcome.failed.push(id);
+            campaigns::close_if_complete(&mut tx, campaign_id).await?;
+        } else {
+            outcome.requeued.push(id);
+        }
+    }
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+pub async fn get(db: impl PgExecutor<'_>, job_id: Uuid) -> Result<Option<Job>> {
+    Ok(
+        sqlx::query_as(concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1"))
+            .bind(job_id)
+            .fetch_optional(db)
+            .await?,
+    )
+}
+
+/// The job `host_id` is running, if any.
+pub async fn running_for_host(db: impl PgExecutor<'_>, host_id: i64) -> Result<Option<Job>> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        job_columns!(),
+        " FROM jobs WHERE host_id = $1 AND status = 'running'"
+    ))
+    .bind(host_id)
+    .fetch_optional(db)
+    .await?)
+}
+
+/// A campaign's jobs in matrix order.
+pub async fn for_campaign(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<Vec<Job>> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        job_columns!(),
+        " FROM jobs WHERE campaign_id = $1 ORDER BY position"
+    ))
+    .bind(campaign_id)
+    .fetch_all(db)
+    .await?)
+}
+
+/// A job the agent still holds after a reconnect (running, or its outcome
+/// spooled): it is running on `host_id` again with a fresh deadline, without
+/// counting an attempt. Any other job marked running on the host goes back to
+/// the queue: the agent is not running it. False if the job is not this host's
+/// or already finished.
+pub async fn adopt(pool: &PgPool, job_id: Uuid, host_id: i64) -> Result<bool> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("UPDATE jobs SET status = 'queued', assigned_at = NULL, started_at = NULL, deadline = NULL WHERE host_id = $1 AND status = 'running' AND id <> $2")
+        .bind(host_id)
+        .bind(job_id)
+        .execute(&mut *tx)
+        .await?;
+    let adopted = sqlx::query(
+        "UPDATE jobs SET status = 'running', assigned_at = COALESCE(assigned_at, now()), \
+             deadline = now() + time_limit_seconds * interval '1 second' \
+         WHERE id = $1 AND host_id = $2 AND status IN ('queued', 'running')",
+    )
+    .bind(job_id)
+    .bind(host_id)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    tx.commit().await?;
+    Ok(adopted)
+}
+
+/// The agent refused a job because it is busy: back to the queue, no attempt counted.
+pub async fn release(pool: &PgPool, job_id: Uuid, host_id: i64) -> Result<bool> {
+    let done = sqlx::query(
+        "UPDATE jobs SET status = 'queued', assigned_at = NULL, started_at = NULL, deadline = NULL \
+         WHERE id = $1 AND host_id = $2 AND status = 'running'",
+    )
+    .bind(job_id)
+    .bind(host_id)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// A running job that passed its deadline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expired {
+    pub job_id: Uuid,
+    pub host_id: i64,
+    /// Queued again (false: failed after its last attempt).
+    pub requeued: bool,
+}
+
+/// Running jobs past their deadline go back to the queue with one more
+/// attempt counted, or fail once [`MAX_ATTEMPTS`] is reached.
+pub async fn expire_overdue(pool: &PgPool) -> Result<Vec<Expired>> {
+    let mut tx = pool.begin().await?;
+    let rows: Vec<(Uuid, i64, String, i64)> = sqlx::query_as(
+        "UPDATE jobs SET \
+             attempts = attempts + 1, \
+             status = CASE WHEN attempts + 1 >= $1 THEN 'failed' ELSE 'queued' END, \
+             error = CASE WHEN attempts + 1 >= $1 THEN $2::text END, \
+             finished_at = CASE WHEN attempts + 1 >= $1 THEN now() END, \
+             assigned_at = NULL, started_at = NULL, deadline = NULL \
+         WHERE status = 'running' AND deadline < now() \
+         RETURNING id, host_id, status, campaign_id",
+    )
+    .bind(MAX_ATTEMPTS)
+    .bind(format!("exceeded its time limit ({MAX_ATTEMPTS} attempts)"))
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (job_id, host_id, status, campaign_id) in rows {
+        let requeued = status == JobStatus::Queued.as_str();
+        if !requeued {
+            campaigns::close_if_complete(&mut tx, campaign_id).await?;
+        }
+        out.push(Expired {
+            job_id,
+            host_id,
+            requeued,
+        });
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// Failed jobs of a campaign with their host's name, newest first.
+pub async fn failures(db: impl PgExecutor<'_>, campaign_id: i64, limit: i64) -> Result<Vec<(Job, String)>> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        #[sqlx(flatten)]
+        job: Job,
+        host_name: String,
+    }
+    let rows: Vec<Row> = sqlx::query_as(concat!(
+        "SELECT ",
+        job_columns!(),
+        ", (SELECT name FROM hosts h WHERE h.id = jobs.host_id) AS host_name \
+         FROM jobs WHERE campaign_id = $1 AND status = 'failed' ORDER BY finished_at DESC LIMIT $2"
+    ))
+    .bind(campaign_id)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.job, r.host_name)).collect())
+}
+
+/// (job, host) of a campaign's running jobs.
+pub async fn running_for_campaign(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<Vec<(Uuid, i64)>> {
+    Ok(
+        sqlx::query_as("SELECT id, host_id FROM jobs WHERE campaign_id = $1 AND status = 'running'")
+            .bind(campaign_id)
+            .fetch_all(db)
+            .await?,
+    )
+}

@@ -1,0 +1,45 @@
+//! Storage: every query the coordinator makes, one file per table or aggregate.
+//! Functions take a pool when they need a transaction of their own, any
+//! executor (pool, connection, transaction) otherwise. SQL is checked at run
+//! time; values always travel as bind parameters.
+//!
+//! - [`hosts`]: machines and their hello (`upsert_host_with_facts`).
+//! - [`snapshots`]: the history of each host's facts.
+//! - [`sessions`]: agent connections.
+//! - [`campaigns`]: suites run on a set of hosts, and their progress.
+//! - [`jobs`]: the queue — claim, start, fail, requeue after a lost agent.
+//! - [`results`]: idempotent result writes.
+
+pub mod campaigns;
+pub mod hosts;
+pub mod jobs;
+pub mod results;
+pub mod sessions;
+pub mod snapshots;
+
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use uuid::Uuid;
+
+/// Errors of the storage layer. Callers branch on the job variants (an agent
+/// reporting on a job that is not its own); everything else is a database failure.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("job {0} does not exist")]
+    UnknownJob(Uuid),
+    #[error("job {job} is not assigned to host {host}")]
+    JobOfAnotherHost { job: Uuid, host: i64 },
+    #[error("applying database migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Connects to `url` and brings the schema up to date.
+pub async fn connect(url: &str) -> Result<PgPool> {
+    let pool = PgPoolOptions::new().max_connections(10).connect(url).await?;
+    crate::MIGRATOR.run(&pool).await?;
+    Ok(pool)
+}

@@ -1,0 +1,351 @@
+//! `AdminService`: what operators do — start, watch and cancel campaigns, list
+//! hosts. Every call carries `authorization: Bearer <admin token>`.
+
+use std::sync::Arc;
+
+use cipherfleet_agent::backend::Path;
+use cipherfleet_agent::spec::{Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
+use cipherfleet_agent::{algorithm::Algorithm, worker};
+use cipherfleet_proto::v1::admin_service_server::AdminService;
+use cipherfleet_proto::v1::{self, start_campaign_request::Points};
+use tonic::{Request, Response, Status};
+
+use super::db_status;
+use crate::auth::Token;
+use crate::db::{self, campaigns::CampaignStatus, jobs::NewJob};
+use crate::scheduler::Scheduler;
+use crate::selector::{Candidate, Selector};
+
+pub struct AdminSvc {
+    pub scheduler: Arc<Scheduler>,
+    pub token: Token,
+}
+
+impl AdminSvc {
+    fn authorize<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let presented = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| Status::unauthenticated("missing admin token (authorization: Bearer …)"))?;
+        if self.token.matches(presented.as_bytes()) {
+            Ok(())
+        } else {
+            Err(Status::unauthenticated("invalid admin token"))
+        }
+    }
+}
+
+/// Maps the agent's flag names to the request's field names.
+fn field_error(prefix: &str, e: InvalidSpec) -> Status {
+    let field = match e.flag {
+        "--algorithm" => "algorithms",
+        "--size" => "sizes",
+        "--direction" => "directions",
+        "--threads" => "threads",
+        "--concurrency" => "concurrency",
+        "--key-mode" => "key_modes",
+        "--path" => "paths",
+        "--seconds" => "seconds",
+        "--suite" => "suite",
+        other => other,
+    };
+    Status::invalid_argument(format!("{prefix}{field}: {}", e.message))
+}
+
+/// Turns the request's matrix into the agent's, naming the first bad field.
+fn matrix_from(m: &v1::Matrix) -> Result<Matrix, Status> {
+    let bad = |field: &str, msg: String| Status::invalid_argument(format!("matrix.{field}: {msg}"));
+    let algorithms = m
+        .algorithms
+        .iter()
+        .map(|a| a.parse::<Algorithm>().map_err(|e| bad("algorithms", e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let directions = m
+        .directions
+        .iter()
+        .map(|d| match v1::Direction::try_from(*d) {
+            Ok(v1::Direction::Encrypt) => Ok(Direction::Encrypt),
+            Ok(v1::Direction::Decrypt) => Ok(Direction::Decrypt),
+            _ => Err(bad("directions", format!("{d} is not encrypt or decrypt"))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let key_modes = m
+        .key_modes
+        .iter()
+        .map(|k| match v1::KeyMode::try_from(*k) {
+            Ok(v1::KeyMode::Static) => Ok(KeyMode::Static),
+            Ok(v1::KeyMode::PerOp) => Ok(KeyMode::PerOp),
+            Ok(v1::KeyMode::HkdfPerUser) => Ok(KeyMode::HkdfPerUser),
+            _ => Err(bad("key_modes", format!("{k} is not a key mode"))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let paths = m
+        .paths
+        .iter()
+        .map(|p| match v1::Path::try_from(*p) {
+            Ok(v1::Path::Accelerated) => Ok(Path::Accelerated),
+            Ok(v1::Path::Software) => Ok(Path::Software),
+            _ => Err(bad("paths", format!("{p} is not accelerated or software"))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let matrix = Matrix {
+        algorithms,
+        sizes: m.sizes.clone(),
+        directions,
+        threads: m.threads.clone(),
+        concurrency: m.concurrency,
+        key_modes,
+        paths,
+        seconds: m.seconds,
+    };
+    matrix.validate().map_err(|e| field_error("matrix.", e))?;
+    Ok(matrix)
+}
+
+fn selector_from(s: Option<&v1::HostSelector>) -> Selector {
+    let Some(s) = s else { return Selector::default() };
+    Selector {
+        labels: s.labels.iter().map(|l| (l.key.clone(), l.value.clone())).collect(),
+        arch: s.arch.clone(),
+        cpu_model: s.cpu_model.clone(),
+        host_names: s.host_names.clone(),
+    }
+}
+
+fn new_job(host_id: i64, spec: &JobSpec) -> NewJob {
+    NewJob {
+        host_id,
+        spec: serde_json::to_value(spec).expect("a spec serialises"),
+        algorithm: spec.algorithm.name().to_string(),
+        direction: spec.direction.as_str().to_string(),
+        size_bytes: spec.size_bytes as i64,
+        threads: spec.threads as i32,
+        concurrency: spec.concurrency.map(|c| c as i32),
+        key_mode: spec.key_mode.as_str().to_string(),
+        path: spec.path.as_str().to_string(),
+        time_limit_seconds: worker::time_limit(spec).as_secs_f64(),
+    }
+}
+
+fn parse_campaign_id(s: &str) -> Result<i64, Status> {
+    s.trim()
+        .parse()
+        .map_err(|_| Status::invalid_argument(format!("campaign_id: {s:?} is not a campaign id")))
+}
+
+fn counts(c: &db::campaigns::JobCounts) -> v1::JobCounts {
+    let n = |x: i64| x.clamp(0, i64::from(u32::MAX)) as u32;
+    v1::JobCounts {
+        done: n(c.done),
+        running: n(c.running),
+        queued: n(c.queued),
+        failed: n(c.failed),
+        cancelled: n(c.cancelled),
+    }
+}
+
+#[tonic::async_trait]
+impl AdminService for AdminSvc {
+    async fn start_campaign(
+        &self,
+        request: Request<v1::StartCampaignRequest>,
+    ) -> Result<Response<v1::StartCampaignResponse>, Status> {
+        self.authorize(&request)?;
+        let req = request.into_inner();
+        let pool = self.scheduler.pool();
+        let (suite_name, matrix) = match &req.points {
+            Some(Points::Suite(name)) => {
+                let suite: Suite = name.parse().map_err(|e| field_error("", e))?;
+                (suite.to_string(), None)
+            }
+            Some(Points::Matrix(m)) => ("matrix".to_string(), Some(matrix_from(m)?)),
+            None => return Err(Status::invalid_argument("points: give a suite name or a matrix")),
+        };
+        if req.name.len() > 200 || req.started_by.len() > 200 {
+            return Err(Status::invalid_argument("name, started_by: at most 200 bytes"));
+        }
+        let selector = selector_from(req.hosts.as_ref());
+        let hosts = db::hosts::list_with_facts(pool).await.map_err(db_status)?;
+        let mut jobs = Vec::new();
+        let mut chosen = 0;
+        for h in &hosts {
+            let candidate = Candidate {
+                name: &h.host.name,
+                labels: &h.host.labels.0,
+                arch: h.arch.as_deref(),
+                cpu_model_name: h.cpu_model_name.as_deref(),
+            };
+            if !selector.matches(&candidate) {
+                continue;
+            }
+            chosen += 1;
+            let points = match &matrix {
+                Some(m) => m.expand(),
+                None => suite_name
+                    .parse::<Suite>()
+                    .map_err(|e| field_error("", e))?
+                    .expand(h.logical_cores.unwrap_or(1).max(1) as u32),
+            };
+            jobs.extend(points.iter().map(|p| new_job(h.host.id, p)));
+        }
+        if chosen == 0 {
+            return Err(Status::invalid_argument(format!(
+                "hosts: the selector matches none of the {} known hosts",
+                hosts.len()
+            )));
+        }
+        let matrix_json = matrix
+            .as_ref()
+            .map(|m| serde_json::to_value(m).expect("serialises"))
+            .unwrap_or(serde_json::Value::Null);
+        let selector_json = serde_json::to_value(&selector).expect("serialises");
+        let name = if req.name.is_empty() {
+            format!("{suite_name} on {chosen} host(s)")
+        } else {
+            req.name.clone()
+        };
+        let new = db::campaigns::NewCampaign {
+            name: &name,
+            suite: &suite_name,
+            matrix: &matrix_json,
+            selector: &selector_json,
+            started_by: if req.started_by.is_empty() {
+                "admin"
+            } else {
+                &req.started_by
+            },
+        };
+        let campaign_id = db::campaigns::create_with_jobs(pool, &new, &jobs)
+            .await
+            .map_err(db_status)?;
+        tracing::info!(
+            campaign = campaign_id,
+            jobs = jobs.len(),
+            hosts = chosen,
+            "campaign started"
+        );
+        self.scheduler.dispatch_all().await.map_err(db_status)?;
+        Ok(Response::new(v1::StartCampaignResponse {
+            campaign_id: campaign_id.to_string(),
+            jobs_created: jobs.len() as u32,
+        }))
+    }
+
+    async fn campaign_status(
+        &self,
+        request: Request<v1::CampaignStatusRequest>,
+    ) -> Result<Response<v1::CampaignStatusResponse>, Status> {
+        self.authorize(&request)?;
+        let id = parse_campaign_id(&request.get_ref().campaign_id)?;
+        let pool = self.scheduler.pool();
+        let progress = db::campaigns::status(pool, id)
+            .await
+            .map_err(db_status)?
+            .ok_or_else(|| Status::not_found(format!("campaign {id} does not exist")))?;
+        let hosts = db::campaigns::host_progress(pool, id).await.map_err(db_status)?;
+        let failures = db::jobs::failures(pool, id, 100).await.map_err(db_status)?;
+        let state = match progress.campaign.status {
+            CampaignStatus::Running => v1::CampaignState::Running,
+            CampaignStatus::Finished => v1::CampaignState::Completed,
+            CampaignStatus::Cancelled => v1::CampaignState::Cancelled,
+        };
+        Ok(Response::new(v1::CampaignStatusResponse {
+            campaign_id: id.to_string(),
+            name: progress.campaign.name.clone(),
+            state: state as i32,
+            overall: Some(counts(&progress.jobs)),
+            hosts: hosts
+                .iter()
+                .map(|(host_id, name, c)| v1::HostProgress {
+                    host_id: host_id.to_string(),
+                    host_name: name.clone(),
+                    counts: Some(counts(c)),
+                })
+                .collect(),
+            failures: failures
+                .into_iter()
+                .map(|(job, host_name)| v1::JobFailure {
+                    job_id: job.id.to_string(),
+                    host_id: job.host_id.to_string(),
+                    host_name,
+                    spec: serde_json::from_value::<JobSpec>(job.spec)
+                        .ok()
+                        .map(|s| v1::JobSpec::from(&s)),
+                    error: job.error.unwrap_or_default(),
+                })
+                .collect(),
+        }))
+    }
+
+    async fn cancel_campaign(
+        &self,
+        request: Request<v1::CancelCampaignRequest>,
+    ) -> Result<Response<v1::CancelCampaignResponse>, Status> {
+        self.authorize(&request)?;
+        let req = request.into_inner();
+        let id = parse_campaign_id(&req.campaign_id)?;
+        let pool = self.scheduler.pool();
+        let running = db::jobs::running_for_campaign(pool, id).await.map_err(db_status)?;
+        if !db::campaigns::cancel(pool, id).await.map_err(db_status)? {
+            return Err(match db::campaigns::get(pool, id).await.map_err(db_status)? {
+                None => Status::not_found(format!("campaign {id} does not exist")),
+                Some(c) => Status::failed_precondition(format!("campaign {id} is already {}", c.status.as_str())),
+            });
+        }
+        let jobs_cancelled = db::campaigns::status(pool, id)
+            .await
+            .map_err(db_status)?
+            .map_or(0, |p| p.jobs.cancelled);
+        let reason = if req.reason.is_empty() {
+            "campaign cancelled".to_string()
+        } else {
+            format!("campaign cancelled: {}", req.reason)
+        };
+        self.scheduler.cancel_running(&running, &reason).await;
+        Ok(Response::new(v1::CancelCampaignResponse {
+            jobs_cancelled: jobs_cancelled as u32,
+        }))
+    }
+
+    async fn list_hosts(
+        &self,
+        request: Request<v1::ListHostsRequest>,
+    ) -> Result<Response<v1::ListHostsResponse>, Status> {
+        self.authorize(&request)?;
+        let selector = selector_from(request.get_ref().selector.as_ref());
+        let hosts = db::hosts::list_with_facts(self.scheduler.pool())
+            .await
+            .map_err(db_status)?;
+        let hosts = hosts
+            .into_iter()
+            .filter(|h| {
+                selector.matches(&Candidate {
+                    name: &h.host.name,
+                    labels: &h.host.labels.0,
+                    arch: h.arch.as_deref(),
+                    cpu_model_name: h.cpu_model_name.as_deref(),
+                })
+            })
+            .map(|h| v1::Host {
+                id: h.host.id.to_string(),
+                online: self.scheduler.is_online(h.host.id),
+                acceleration: h.acceleration().to_string(),
+                name: h.host.name,
+                arch: h.arch.unwrap_or_default(),
+                cpu_model_name: h.cpu_model_name.unwrap_or_default(),
+                kernel_release: h.kernel_release.unwrap_or_default(),
+                last_seen_unix_ms: h.host.last_seen.timestamp_millis(),
+                labels: h
+                    .host
+                    .labels
+                    .0
+                    .into_iter()
+                    .map(|(key, value)| v1::Label { key, value })
+                    .collect(),
+            })
+            .collect();
+        Ok(Response::new(v1::ListHostsResponse { hosts }))
+    }
+}

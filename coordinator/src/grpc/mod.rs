@@ -1,0 +1,29 @@
+//! The gRPC side of the coordinator: the agents' session stream
+//! ([`agent::AgentSvc`]) and the operators' admin API ([`admin::AdminSvc`]).
+
+pub mod admin;
+pub mod agent;
+
+use tonic::Status;
+
+use crate::db;
+
+/// Largest message accepted from a client: a measurement with its raw
+/// samples and host facts is ~20 KiB; anything near this limit is abuse.
+pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
+
+/// The one conversion point from storage errors to gRPC status: a database
+/// that is away is `UNAVAILABLE` (clients retry); a job of another host is
+/// `PERMISSION_DENIED`.
+pub fn db_status(e: db::Error) -> Status {
+    match e {
+        db::Error::UnknownJob(id) => Status::not_found(format!("job {id} does not exist")),
+        db::Error::JobOfAnotherHost { job, .. } => {
+            Status::permission_denied(format!("job {job} is not assigned to this host"))
+        }
+        other => {
+            tracing::warn!(error = %other, "database error");
+            Status::unavailable("the coordinator's database is unavailable; retry later")
+        }
+    }
+}

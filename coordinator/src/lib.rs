@@ -1,0 +1,27 @@
+//! The cipherfleet coordinator: pushes benchmark jobs to agents and stores
+//! every result in PostgreSQL.
+//!
+//! - [`pg`]: a private PostgreSQL cluster run from the system's binaries, for
+//!   a coordinator started without `--database-url`.
+//! - [`server`]: `serve` — wires storage, scheduler and services; `run(listeners, shutdown)`.
+//! - [`grpc`]: the agents' session stream and the operators' admin API.
+//! - [`scheduler`]: connected hosts and dispatch (one job at a time per host), overdue sweeps.
+//! - [`selector`]: which hosts a campaign runs on.
+//! - [`auth`]: enrollment and admin tokens (constant-time comparison, never logged).
+//! - [`http`]: health check (the report comes later).
+//! - [`cli`]: `serve`, `campaign start|status|cancel`, `hosts`.
+//! - [`db`]: the storage layer — hosts and their fact history, agent sessions,
+//!   campaigns, the job queue and results — over the schema in `migrations/`.
+
+pub mod auth;
+pub mod cli;
+pub mod db;
+pub mod grpc;
+pub mod http;
+pub mod pg;
+pub mod scheduler;
+pub mod selector;
+pub mod server;
+
+/// The schema, embedded from `migrations/` and applied at start ([`db::connect`]).
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");

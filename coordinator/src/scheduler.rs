@@ -1,0 +1,165 @@
+//! Who is connected, and handing them work.
+//!
+//! The queue lives in PostgreSQL (`db::jobs`); this module keeps the live
+//! half: one outbound channel per connected host. Work is dispatched when a
+//! host connects, when it finishes a job, and when a campaign is created; a
+//! sweeper re-queues jobs that overran their time limit. One job at a time
+//! per host is enforced by `claim_next_for_host` in the database, so two
+//! coordinator tasks racing cannot double-book a host.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use cipherfleet_agent::spec::JobSpec;
+use cipherfleet_proto::v1::{self, CoordinatorMessage, coordinator_message::Body};
+use sqlx::PgPool;
+use tokio::sync::mpsc;
+use tonic::Status;
+use uuid::Uuid;
+
+use crate::db;
+
+/// What a session task reads its outbound messages from.
+pub type Outbound = mpsc::Sender<Result<CoordinatorMessage, Status>>;
+
+struct Connected {
+    generation: u64,
+    tx: Outbound,
+}
+
+/// Connected hosts and dispatch.
+pub struct Scheduler {
+    pool: PgPool,
+    connected: Mutex<HashMap<i64, Connected>>,
+    generation: AtomicU64,
+}
+
+impl Scheduler {
+    pub fn new(pool: PgPool) -> Self {
+        Scheduler {
+            pool,
+            connected: Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(1),
+        }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Registers a host's session; a newer session of the same host replaces
+    /// an older one (whose stream is then closed). Returns the generation to
+    /// pass to [`Scheduler::disconnect`].
+    pub fn connect(&self, host_id: i64, tx: Outbound) -> u64 {
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed);
+        let old = self.lock().insert(host_id, Connected { generation, tx });
+        if let Some(old) = old {
+            // Best effort: the old stream learns it was replaced.
+            let _ = old
+                .tx
+                .try_send(Err(Status::aborted("replaced by a newer session of the same host")));
+        }
+        generation
+    }
+
+    /// Forgets the session if it is still the current one for the host.
+    /// Returns whether it was (only then are its jobs the session's to give back).
+    pub fn disconnect(&self, host_id: i64, generation: u64) -> bool {
+        let mut map = self.lock();
+        if map.get(&host_id).is_some_and(|c| c.generation == generation) {
+            map.remove(&host_id);
+            true
+        } else {
+            false
+        }
+    }
+
+    pub fn is_online(&self, host_id: i64) -> bool {
+        self.lock().contains_key(&host_id)
+    }
+
+    pub fn online_hosts(&self) -> Vec<i64> {
+        self.lock().keys().copied().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Connected>> {
+        self.connected.lock().expect("scheduler lock")
+    }
+
+    fn sender(&self, host_id: i64) -> Option<Outbound> {
+        self.lock().get(&host_id).map(|c| c.tx.clone())
+    }
+
+    /// Sends a message to a connected host; false if it is not connected.
+    pub async fn send(&self, host_id: i64, body: Body) -> bool {
+        match self.sender(host_id) {
+            Some(tx) => tx.send(Ok(CoordinatorMessage { body: Some(body) })).await.is_ok(),
+            None => false,
+        }
+    }
+
+    /// Gives `host_id` its next job if it is connected and idle.
+    pub async fn dispatch(&self, host_id: i64) -> Result<(), db::Error> {
+        if self.sender(host_id).is_none() {
+            return Ok(());
+        }
+        let Some(job) = db::jobs::claim_next_for_host(&self.pool, host_id).await? else {
+            return Ok(());
+        };
+        let spec: JobSpec = match serde_json::from_value(job.spec.clone()) {
+            Ok(spec) => spec,
+            Err(e) => {
+                // Specs are validated before they are stored; this is a bug, not the agent's fault.
+                db::jobs::fail(&self.pool, job.id, host_id, &format!("stored job spec unreadable: {e}")).await?;
+                return Box::pin(self.dispatch(host_id)).await;
+            }
+        };
+        let run = v1::RunJob {
+            job_id: job.id.to_string(),
+            spec: Some(v1::JobSpec::from(&spec)),
+            time_limit_ms: (job.time_limit_seconds * 1000.0).min(f64::from(u32::MAX)) as u32,
+        };
+        if !self.send(host_id, Body::RunJob(run)).await {
+            // The session ended between claim and send; its teardown re-queues the job.
+            tracing::debug!(%host_id, job = %job.id, "host went away while a job was dispatched");
+        }
+        Ok(())
+    }
+
+    /// Dispatches to every connected host (after a campaign is created).
+    pub async fn dispatch_all(&self) -> Result<(), db::Error> {
+        for host in self.online_hosts() {
+            self.dispatch(host).await?;
+        }
+        Ok(())
+    }
+
+    /// Re-queues (or fails) jobs past their deadline and tells their agents to stop.
+    pub async fn expire_overdue(&self) -> Result<(), db::Error> {
+        for expired in db::jobs::expire_overdue(&self.pool).await? {
+            let cancel = v1::CancelJob {
+                job_id: expired.job_id.to_string(),
+                reason: "the job exceeded its time limit".into(),
+            };
+            self.send(expired.host_id, Body::CancelJob(cancel)).await;
+            self.dispatch(expired.host_id).await?;
+        }
+        Ok(())
+    }
+
+    /// Tells agents to abort the given running jobs (campaign cancelled).
+    pub async fn cancel_running(&self, running: &[(Uuid, i64)], reason: &str) {
+        for (job_id, host_id) in running {
+            let cancel = v1::CancelJob {
+                job_id: job_id.to_string(),
+                reason: reason.to_string(),
+            };
+            self.send(*host_id, Body::CancelJob(cancel)).await;
+        }
+    }
+}
+
+/// How often overdue jobs are looked for.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(2);

@@ -1,0 +1,157 @@
+//! `serve`: wire the storage, the scheduler and both gRPC services together
+//! and run until shut down.
+//!
+//! [`run`] takes bound listeners so tests start a coordinator on port 0 and
+//! learn its address before any client dials; [`serve`] is what the binary
+//! does around it (private PostgreSQL cluster, binding, signals).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use cipherfleet_proto::v1::admin_service_server::AdminServiceServer;
+use cipherfleet_proto::v1::agent_service_server::AgentServiceServer;
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Token;
+use crate::grpc::{self, admin::AdminSvc, agent::AgentSvc};
+use crate::scheduler::{self, Scheduler};
+use crate::{db, http, pg};
+
+/// Everything `serve` needs.
+#[derive(Debug)]
+pub struct ServeConfig {
+    pub grpc_listen: SocketAddr,
+    pub http_listen: Option<SocketAddr>,
+    /// `None`: run a private PostgreSQL cluster under `data_dir`.
+    pub database_url: Option<String>,
+    pub data_dir: PathBuf,
+    pub agent_token: Token,
+    pub admin_token: Token,
+    pub heartbeat: Duration,
+}
+
+/// The running parts `run` needs.
+pub struct App {
+    pub pool: PgPool,
+    pub agent_token: Token,
+    pub admin_token: Token,
+    pub heartbeat: Duration,
+}
+
+/// Starts the database (private cluster or URL), binds, prints the bound
+/// addresses on stdout (`grpc=ADDR http=ADDR`), and runs until `shutdown`.
+pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let cluster = match &config.database_url {
+        Some(_) => None,
+        None => {
+            let dir = config.data_dir.join("postgres");
+            Some(
+                pg::PrivateCluster::start(&dir)
+                    .await
+                    .with_context(|| format!("starting PostgreSQL under {}", dir.display()))?,
+            )
+        }
+    };
+    let url = config
+        .database_url
+        .clone()
+        .or_else(|| cluster.as_ref().map(|c| c.url().to_string()))
+        .expect("one of them");
+    let pool = db::connect(&url)
+        .await
+        .context("connecting to PostgreSQL and applying migrations")?;
+    let grpc = TcpListener::bind(config.grpc_listen)
+        .await
+        .with_context(|| format!("binding --grpc-listen {}", config.grpc_listen))?;
+    let http = match config.http_listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding --http-listen {addr}"))?,
+        ),
+        None => None,
+    };
+    let grpc_addr = grpc.local_addr()?;
+    let http_addr = http.as_ref().map(|l| l.local_addr()).transpose()?;
+    println!(
+        "grpc={grpc_addr} http={}",
+        http_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into())
+    );
+    tracing::info!(%grpc_addr, http = ?http_addr, private_cluster = cluster.is_some(), "coordinator listening");
+    let app = App {
+        pool,
+        agent_token: config.agent_token,
+        admin_token: config.admin_token,
+        heartbeat: config.heartbeat,
+    };
+    let result = run(app, grpc, http, shutdown).await;
+    if let Some(cluster) = cluster
+        && let Err(e) = cluster.stop().await
+    {
+        tracing::warn!(error = %e, "stopping the private PostgreSQL cluster");
+    }
+    result
+}
+
+/// Serves gRPC (and HTTP when given) on the bound listeners until `shutdown`.
+pub async fn run(
+    app: App,
+    grpc: TcpListener,
+    http: Option<TcpListener>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    // Sessions of a previous run ended with it.
+    db::sessions::close_all_open(&app.pool)
+        .await
+        .context("closing stale sessions")?;
+    let scheduler = Arc::new(Scheduler::new(app.pool.clone()));
+    let agent = AgentSvc {
+        scheduler: scheduler.clone(),
+        token: app.agent_token,
+        heartbeat: app.heartbeat,
+        shutdown: shutdown.clone(),
+    };
+    let admin = AdminSvc {
+        scheduler: scheduler.clone(),
+        token: app.admin_token,
+    };
+    let sweeper = tokio::spawn(sweep(scheduler.clone(), shutdown.clone()));
+    let http_task = http.map(|l| tokio::spawn(http::serve(l, scheduler.clone(), shutdown.clone())));
+
+    let grpc_result = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .add_service(
+            AgentServiceServer::new(agent)
+                .max_decoding_message_size(grpc::MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(grpc::MAX_MESSAGE_BYTES),
+        )
+        .add_service(AdminServiceServer::new(admin).max_decoding_message_size(grpc::MAX_MESSAGE_BYTES))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(grpc), shutdown.clone().cancelled_owned())
+        .await;
+    shutdown.cancel();
+    let _ = sweeper.await;
+    if let Some(t) = http_task {
+        let _ = t.await;
+    }
+    grpc_result.context("serving gRPC")
+}
+
+/// Re-queues jobs past their deadline every few seconds.
+async fn sweep(scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(scheduler::SWEEP_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = scheduler.expire_overdue().await {
+            tracing::warn!(error = %e, "sweeping overdue jobs");
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! One private PostgreSQL cluster for the whole test binary, a fresh migrated
+//! database per test (what `#[sqlx::test]` does, on our own cluster), and
+//! fixtures.
+//!
+//! The shared cluster is started by the first test that asks for it and
+//! stopped when the test binary exits (an `atexit` hook: statics are never
+//! dropped), so no `postgres` process outlives `cargo test`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use cipherfleet_coordinator::MIGRATOR;
+use cipherfleet_coordinator::db::campaigns::{self, NewCampaign};
+use cipherfleet_coordinator::db::hosts;
+use cipherfleet_coordinator::db::jobs::NewJob;
+use cipherfleet_coordinator::pg::PrivateCluster;
+use serde_json::{Value, json};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool};
+use uuid::Uuid;
+
+/// The shared cluster, taken and dropped (which stops it) at exit.
+static CLUSTER: Mutex<Option<(PrivateCluster, TempDir)>> = Mutex::new(None);
+
+/// How tests reach the shared cluster.
+struct Shared {
+    options: PgConnectOptions,
+}
+
+fn shared() -> &'static Shared {
+    static SHARED: OnceLock<Shared> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        // Started on a thread of its own: the server outlives this test's runtime.
+        std::thread::spawn(|| {
+            let dir = TempDir::new("db-tests");
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let cluster = rt
+                .block_on(PrivateCluster::start(&dir.path().join("pg")))
+                .unwrap_or_else(|e| panic!("starting the test cluster: {e}"));
+            let options = cluster.connect_options("postgres");
+            *CLUSTER.lock().unwrap_or_else(PoisonError::into_inner) = Some((cluster, dir));
+            // SAFETY: registers a plain function without arguments; it only
+            // runs after main returns.
+            let registered = unsafe { libc::atexit(stop_shared_cluster) };
+            assert_eq!(registered, 0, "atexit failed: the cluster would leak");
+            Shared { options }
+        })
+        .join()
+        .expect("the shared test cluster did not start")
+    })
+}
+
+extern "C" fn stop_shared_cluster() {
+    let taken = CLUSTER.lock().unwrap_or_else(PoisonError::into_inner).take();
+    // Dropping the cluster stops it (blocking), then the directory goes.
+    drop(taken);
+}
+
+/// A fresh database with the schema applied, in the shared cluster.
+pub async fn fresh_db() -> PgPool {
+    let shared = shared();
+    let name = format!("test_{}", Uuid::new_v4().simple());
+    let mut admin = shared.options.connect().await.expect("connecting to the test cluster");
+    // A generated identifier; CREATE DATABASE takes no bind parameters.
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .expect("creating a test database");
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(shared.options.clone().database(&name))
+        .await
+        .expect("connecting to the test database");
+    MIGRATOR.run(&pool).await.expect("migrating the test database");
+    pool
+}
+
+/// A directory removed on drop (declare it before a cluster living in it, so
+/// the cluster is dropped, and stopped, first).
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(what: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let dir = std::env::temp_dir().join(format!("cipherfleet-{what}-{}-{nanos:08x}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("creating a temporary directory");
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Host facts as `cipherfleet-agent probe --format json` prints them.
+pub fn facts(kernel_release: &str) -> Value {
+    json!({
+        "schema_version": 1,
+        "hostname": "bench-01",
+        "arch": "x86_64",
+        "kernel_release": kernel_release,
+        "os": {"pretty_name": "Debian GNU/Linux 12 (bookworm)", "id": "debian"},
+        "memory_total_bytes": 17179869184u64,
+        "cpu": {"vendor": "GenuineIntel", "model_name": "Intel(R) Xeon(R) Gold 6230",
+                "family": 6, "model": 85, "stepping": 7, "logical_cores": 8},
+        "virtualization": {"hypervisor": true, "kind": "kvm"},
+        "features": {"source": "cpuid", "checked": ["aes", "avx"],
+                     "advertised": ["aes", "avx"], "usable": ["aes", "avx"]},
+        "build": {"agent_version": "0.1.0", "flavour": "accelerated"},
+        "noise": {"load_average": [0.1, 0.2, 0.3]}
+    })
+}
+
+/// A host that said hello.
+pub async fn host(pool: &PgPool, name: &str) -> i64 {
+    hosts::upsert_host_with_facts(pool, name, None, &facts("6.1.0-18-amd64"))
+        .await
+        .expect("upserting a host")
+        .host_id
+}
+
+/// One point of a matrix for `host_id`.
+pub fn job(host_id: i64, size_bytes: i64) -> NewJob {
+    NewJob {
+        host_id,
+        spec: json!({"algorithm": "aes-256-gcm", "size_bytes": size_bytes}),
+        algorithm: "aes-256-gcm".into(),
+        direction: "encrypt".into(),
+        size_bytes,
+        threads: 1,
+        concurrency: None,
+        key_mode: "static".into(),
+        path: "accelerated".into(),
+        time_limit_seconds: 30.0,
+    }
+}
+
+/// A campaign with the given jobs; returns its id.
+pub async fn campaign(pool: &PgPool, jobs: &[NewJob]) -> i64 {
+    let matrix = json!({"algorithms": ["aes-256-gcm"]});
+    let selector = json!({});
+    let new = NewCampaign {
+        name: "nightly",
+        suite: "quick",
+        matrix: &matrix,
+        selector: &selector,
+        started_by: "tests",
+    };
+    campaigns::create_with_jobs(pool, &new, jobs)
+        .await
+        .expect("creating a campaign")
+}

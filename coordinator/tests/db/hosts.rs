@@ -1,0 +1,90 @@
+use cipherfleet_coordinator::db::hosts::{self, Labels};
+use cipherfleet_coordinator::db::{sessions, snapshots};
+
+use crate::helpers::{facts, fresh_db};
+
+#[tokio::test]
+async fn same_facts_twice_keep_one_snapshot() {
+    let pool = fresh_db().await;
+    let first = hosts::upsert_host_with_facts(&pool, "bench-01", None, &facts("6.1.0-18-amd64"))
+        .await
+        .unwrap();
+    // A later hello: load average differs, nothing about the machine does.
+    let mut again = facts("6.1.0-18-amd64");
+    again["noise"]["load_average"] = serde_json::json!([3.5, 2.0, 1.0]);
+    let second = hosts::upsert_host_with_facts(&pool, "bench-01", None, &again)
+        .await
+        .unwrap();
+
+    assert!(first.new_host && first.facts_changed);
+    assert!(!second.new_host && !second.facts_changed);
+    assert_eq!(first.host_id, second.host_id);
+    assert_eq!(first.snapshot_id, second.snapshot_id);
+    assert_eq!(snapshots::history(&pool, first.host_id).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn changed_kernel_adds_a_second_snapshot() {
+    let pool = fresh_db().await;
+    let old = hosts::upsert_host_with_facts(&pool, "bench-01", None, &facts("4.19.0-26-amd64"))
+        .await
+        .unwrap();
+    let new = hosts::upsert_host_with_facts(&pool, "bench-01", None, &facts("6.1.0-18-amd64"))
+        .await
+        .unwrap();
+
+    assert!(new.facts_changed && !new.new_host);
+    assert_ne!(old.snapshot_id, new.snapshot_id);
+    let history = snapshots::history(&pool, old.host_id).await.unwrap();
+    let kernels: Vec<_> = history.iter().map(|s| s.kernel_release.as_deref()).collect();
+    assert_eq!(kernels, [Some("4.19.0-26-amd64"), Some("6.1.0-18-amd64")]);
+    let host = hosts::get(&pool, old.host_id).await.unwrap().unwrap();
+    assert_eq!(host.current_snapshot_id, Some(new.snapshot_id));
+    // The typed columns are filled from the probe JSON.
+    assert_eq!(history[1].cpu_model, Some(85));
+    assert_eq!(history[1].features_usable, ["aes", "avx"]);
+    assert_eq!(history[1].hypervisor.as_deref(), Some("kvm"));
+}
+
+#[tokio::test]
+async fn labels_are_replaced_only_when_given() {
+    let pool = fresh_db().await;
+    let labels = Labels::from([("class".to_string(), "storage-gen3".to_string())]);
+    let f = facts("6.1.0-18-amd64");
+    let id = hosts::upsert_host_with_facts(&pool, "bench-01", Some(&labels), &f)
+        .await
+        .unwrap()
+        .host_id;
+    hosts::upsert_host_with_facts(&pool, "bench-01", None, &f)
+        .await
+        .unwrap();
+    let host = hosts::find_by_name(&pool, "bench-01").await.unwrap().unwrap();
+    assert_eq!(host.id, id);
+    assert_eq!(host.labels.0, labels);
+}
+
+#[tokio::test]
+async fn sessions_left_open_are_closed_at_start() {
+    let pool = fresh_db().await;
+    let up = hosts::upsert_host_with_facts(&pool, "bench-01", None, &facts("6.1.0-18-amd64"))
+        .await
+        .unwrap();
+    let closed = sessions::open(
+        &pool,
+        up.host_id,
+        Some(up.snapshot_id),
+        Some("127.0.0.1:50000"),
+        Some("0.1.0"),
+    )
+    .await
+    .unwrap();
+    sessions::close(&pool, closed).await.unwrap();
+    sessions::open(&pool, up.host_id, Some(up.snapshot_id), None, None)
+        .await
+        .unwrap();
+
+    assert_eq!(sessions::close_all_open(&pool).await.unwrap(), 1);
+    let all = sessions::for_host(&pool, up.host_id, 10).await.unwrap();
+    assert_eq!(all.len(), 2);
+    assert!(all.iter().all(|s| s.disconnected_at.is_some()));
+}

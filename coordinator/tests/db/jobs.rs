@@ -1,0 +1,144 @@
+use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
+use cipherfleet_coordinator::db::jobs::{self, Job, JobStatus, MAX_ATTEMPTS};
+use sqlx::PgPool;
+
+use crate::helpers::{campaign, fresh_db, host, job};
+
+/// Claims for `host_id` started all at once; returns the jobs handed out.
+async fn race_claims(pool: &PgPool, host_id: i64, claims: usize) -> Vec<Job> {
+    let tasks: Vec<_> = (0..claims)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move { jobs::claim_next_for_host(&pool, host_id).await })
+        })
+        .collect();
+    let mut won = Vec::new();
+    for task in tasks {
+        if let Some(job) = task.await.unwrap().expect("a claim failed") {
+            won.push(job);
+        }
+    }
+    won
+}
+
+#[tokio::test]
+async fn a_host_never_gets_two_running_jobs() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    let other = host(&pool, "bench-02").await;
+    let matrix: Vec<_> = (0..7).map(|i| job(bench, 16 << i)).chain([job(other, 16)]).collect();
+    campaign(&pool, &matrix).await;
+    // Every claim below gets a connection of its own, so they really overlap.
+    let mut open = Vec::new();
+    for _ in 0..8 {
+        open.push(pool.acquire().await.unwrap());
+    }
+    drop(open);
+
+    for round in 0..5 {
+        let won = race_claims(&pool, bench, 8).await;
+        assert_eq!(won.len(), 1, "round {round}: {won:?}");
+        assert_eq!(won[0].status, JobStatus::Running);
+        assert!(won[0].deadline.is_some());
+        // Still busy: nothing more for this host, while the other host is not held up.
+        assert!(jobs::claim_next_for_host(&pool, bench).await.unwrap().is_none());
+        if round == 0 {
+            assert!(jobs::claim_next_for_host(&pool, other).await.unwrap().is_some());
+        }
+        // Once the job ends, the next one can be handed out.
+        assert!(jobs::fail(&pool, won[0].id, bench, "unsupported").await.unwrap());
+    }
+
+    // The database itself refuses a second running job on a host.
+    jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    let sneak = sqlx::query(
+        "UPDATE jobs SET status = 'running', assigned_at = now(), deadline = now() \
+         WHERE host_id = $1 AND status = 'queued'",
+    )
+    .bind(bench)
+    .execute(&pool)
+    .await;
+    let err = sneak.expect_err("a second running job was accepted");
+    assert_eq!(
+        err.as_database_error().map(|e| e.kind()),
+        Some(sqlx::error::ErrorKind::UniqueViolation)
+    );
+}
+
+#[tokio::test]
+async fn jobs_run_oldest_campaign_first_in_matrix_order() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    let first = campaign(&pool, &[job(bench, 1024), job(bench, 16)]).await;
+    let second = campaign(&pool, &[job(bench, 64)]).await;
+
+    let mut order = Vec::new();
+    while let Some(j) = jobs::claim_next_for_host(&pool, bench).await.unwrap() {
+        order.push((j.campaign_id, j.size_bytes));
+        jobs::fail(&pool, j.id, bench, "skipped").await.unwrap();
+    }
+    assert_eq!(order, [(first, 1024), (first, 16), (second, 64)]);
+}
+
+#[tokio::test]
+async fn lost_agent_job_is_requeued_once_then_failed() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    let campaign_id = campaign(&pool, &[job(bench, 16)]).await;
+
+    let claimed = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    assert!(jobs::mark_started(&pool, claimed.id, bench).await.unwrap());
+    let lost = jobs::requeue_lost(&pool, bench).await.unwrap();
+    assert_eq!(lost.requeued, [claimed.id]);
+    let requeued = jobs::get(&pool, claimed.id).await.unwrap().unwrap();
+    assert_eq!(requeued.status, JobStatus::Queued);
+    assert_eq!(requeued.attempts, 1);
+    assert_eq!(requeued.started_at, None);
+
+    let again = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    assert_eq!(again.id, claimed.id);
+    let lost = jobs::requeue_lost(&pool, bench).await.unwrap();
+    assert_eq!(lost.failed, [claimed.id]);
+    let failed = jobs::get(&pool, claimed.id).await.unwrap().unwrap();
+    assert_eq!(failed.status, JobStatus::Failed);
+    assert_eq!(failed.attempts, MAX_ATTEMPTS);
+    assert!(failed.error.unwrap().contains("agent lost"));
+
+    // Nothing left to run: the campaign is over and the host gets nothing.
+    assert!(jobs::claim_next_for_host(&pool, bench).await.unwrap().is_none());
+    let progress = campaigns::status(&pool, campaign_id).await.unwrap().unwrap();
+    assert_eq!(progress.campaign.status, CampaignStatus::Finished);
+    assert_eq!(progress.jobs.failed, 1);
+    // A host with nothing running loses nothing.
+    assert_eq!(jobs::requeue_lost(&pool, bench).await.unwrap(), Default::default());
+}
+
+#[tokio::test]
+async fn cancelling_a_campaign_cancels_its_queued_jobs() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    let campaign_id = campaign(&pool, &[job(bench, 16), job(bench, 64), job(bench, 256)]).await;
+    let running = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+
+    assert!(campaigns::cancel(&pool, campaign_id).await.unwrap());
+    assert!(!campaigns::cancel(&pool, campaign_id).await.unwrap());
+    let progress = campaigns::status(&pool, campaign_id).await.unwrap().unwrap();
+    assert_eq!(progress.campaign.status, CampaignStatus::Cancelled);
+    assert_eq!((progress.jobs.running, progress.jobs.cancelled), (1, 2));
+    assert_eq!(progress.jobs.total(), 3);
+    // The running job is left to its agent.
+    assert_eq!(
+        jobs::running_for_host(&pool, bench).await.unwrap().map(|j| j.id),
+        Some(running.id)
+    );
+}
+
+#[tokio::test]
+async fn a_campaign_without_jobs_is_finished_at_once() {
+    let pool = fresh_db().await;
+    let campaign_id = campaign(&pool, &[]).await;
+    let progress = campaigns::status(&pool, campaign_id).await.unwrap().unwrap();
+    assert_eq!(progress.campaign.status, CampaignStatus::Finished);
+    assert_eq!(progress.jobs.total(), 0);
+    assert!(campaigns::status(&pool, campaign_id + 1).await.unwrap().is_none());
+}

@@ -1,0 +1,9 @@
+//! Storage tests on a real PostgreSQL: a private cluster for this binary and a
+//! fresh migrated database per test (see `helpers`). Needs the PostgreSQL
+//! server binaries (`apt-get install postgresql`).
+
+mod cluster;
+mod helpers;
+mod hosts;
+mod jobs;
+mod results;

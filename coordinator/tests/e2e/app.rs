@@ -1,0 +1,297 @@
+//! `spawn_app()`: a coordinator process on a fresh database, plus helpers to
+//! start agents, talk to the admin API and inspect the database.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cipherfleet_proto::v1::{self, admin_service_client::AdminServiceClient};
+use sqlx::{ConnectOptions, PgPool};
+use tonic::transport::Channel;
+
+pub use crate::db_helpers::TempDir;
+
+pub const AGENT_TOKEN: &str = "agent-token-0123456789abcdef";
+pub const ADMIN_TOKEN: &str = "admin-token-0123456789abcdef";
+
+/// The agent binary built by `deploy/build.sh` next to this test binary's deps dir.
+pub fn agent_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join("cipherfleet-agent");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run deploy/build.sh before these tests",
+        bin.display()
+    );
+    bin
+}
+
+pub struct App {
+    pub pool: PgPool,
+    pub db_url: String,
+    pub dir: TempDir,
+    pub grpc: SocketAddr,
+    coordinator: Option<Child>,
+    agents: Vec<Child>,
+}
+
+/// Starts a coordinator on a fresh database.
+pub async fn spawn_app() -> App {
+    let pool = crate::db_helpers::fresh_db().await;
+    let db_url = url_of(&pool).await;
+    App::with_database(pool, db_url).await
+}
+
+/// A connection URL for the pool's database (socket directory and all).
+async fn url_of(pool: &PgPool) -> String {
+    let options = pool.connect_options();
+    options.to_url_lossy().to_string()
+}
+
+impl App {
+    /// Starts a coordinator on the database behind `pool` / `db_url`.
+    pub async fn with_database(pool: PgPool, db_url: String) -> App {
+        let dir = TempDir::new("e2e");
+        for (file, token) in [("agent.token", AGENT_TOKEN), ("admin.token", ADMIN_TOKEN)] {
+            let path = dir.path().join(file);
+            std::fs::write(&path, token).unwrap();
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        }
+        let mut app = App {
+            pool,
+            db_url,
+            dir,
+            grpc: "127.0.0.1:0".parse().unwrap(),
+            coordinator: None,
+            agents: vec![],
+        };
+        app.start_coordinator("127.0.0.1:0".parse().unwrap());
+        app
+    }
+
+    /// Starts (or restarts) the coordinator process on `addr` and waits for its address line.
+    pub fn start_coordinator(&mut self, addr: SocketAddr) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"))
+            .args([
+                "serve",
+                "--grpc-listen",
+                &addr.to_string(),
+                "--heartbeat-seconds",
+                "0.5",
+            ])
+            .arg("--database-url")
+            .arg(&self.db_url)
+            .arg("--agent-token-file")
+            .arg(self.dir.path().join("agent.token"))
+            .arg("--admin-token-file")
+            .arg(self.dir.path().join("admin.token"))
+            .env("CIPHERFLEET_LOG", "error")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting the coordinator");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("coordinator address line");
+        let grpc = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("grpc="))
+            .unwrap_or_else(|| panic!("coordinator did not print its address: {line:?}"));
+        self.grpc = grpc.parse().unwrap();
+        self.coordinator = Some(child);
+    }
+
+    /// SIGKILL: no chance to clean up.
+    pub fn kill_coordinator(&mut self) {
+        if let Some(mut c) = self.coordinator.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.grpc)
+    }
+
+    /// Starts an agent process named `name` with its own spool directory.
+    pub fn spawn_agent(&mut self, name: &str, extra: &[&str]) -> usize {
+        let spool = self.dir.path().join(format!("spool-{name}"));
+        let child = Command::new(agent_binary())
+            .args([
+                "run",
+                "--coordinator",
+                &self.url(),
+                "--name",
+                name,
+                "--label",
+                "suite=e2e",
+            ])
+            .arg("--token-file")
+            .arg(self.dir.path().join("agent.token"))
+            .arg("--spool-dir")
+            .arg(&spool)
+            .args(extra)
+            .env("CIPHERFLEET_LOG", "error")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("starting an agent");
+        self.agents.push(child);
+        self.agents.len() - 1
+    }
+
+    pub fn kill_agent(&mut self, index: usize) {
+        let a = &mut self.agents[index];
+        a.kill().unwrap();
+        a.wait().unwrap();
+    }
+
+    pub async fn admin(&self) -> AdminServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>> {
+        admin_with_token(&self.url(), ADMIN_TOKEN).await
+    }
+
+    /// Waits until `n` hosts are online.
+    pub async fn wait_online(&self, n: usize) {
+        let mut admin = self.admin().await;
+        wait_for("hosts online", Duration::from_secs(30), || {
+            let mut admin = admin.clone();
+            async move {
+                let hosts = admin
+                    .list_hosts(v1::ListHostsRequest::default())
+                    .await
+                    .ok()?
+                    .into_inner()
+                    .hosts;
+                (hosts.iter().filter(|h| h.online).count() >= n).then_some(())
+            }
+        })
+        .await;
+        let _ = &mut admin;
+    }
+
+    /// Starts a campaign over an explicit matrix on every host.
+    pub async fn start_matrix(&self, algorithms: &[&str], sizes: &[u64], seconds: f64) -> String {
+        let matrix = v1::Matrix {
+            algorithms: algorithms.iter().map(|s| s.to_string()).collect(),
+            sizes: sizes.to_vec(),
+            directions: vec![v1::Direction::Encrypt as i32],
+            threads: vec![1],
+            concurrency: None,
+            key_modes: vec![v1::KeyMode::Static as i32],
+            paths: vec![v1::Path::Accelerated as i32],
+            seconds,
+        };
+        let request = v1::StartCampaignRequest {
+            points: Some(v1::start_campaign_request::Points::Matrix(matrix)),
+            hosts: None,
+            started_by: "e2e".into(),
+            name: "e2e".into(),
+        };
+        self.admin()
+            .await
+            .start_campaign(request)
+            .await
+            .expect("campaign starts")
+            .into_inner()
+            .campaign_id
+    }
+
+    pub async fn status(&self, id: &str) -> v1::CampaignStatusResponse {
+        self.admin()
+            .await
+            .campaign_status(v1::CampaignStatusRequest {
+                campaign_id: id.to_string(),
+            })
+            .await
+            .expect("status")
+            .into_inner()
+    }
+
+    /// Waits for a campaign to leave the running state.
+    pub async fn wait_finished(&self, id: &str, limit: Duration) -> v1::CampaignStatusResponse {
+        let url = self.url();
+        let id = id.to_string();
+        wait_for("campaign to finish", limit, || {
+            let (url, id) = (url.clone(), id.clone());
+            async move {
+                let mut admin = admin_with_token(&url, ADMIN_TOKEN).await;
+                let s = admin
+                    .campaign_status(v1::CampaignStatusRequest { campaign_id: id })
+                    .await
+                    .ok()?
+                    .into_inner();
+                (s.state != v1::CampaignState::Running as i32).then_some(s)
+            }
+        })
+        .await
+    }
+
+    /// Results stored per job of a campaign (job id, count).
+    pub async fn result_counts(&self, campaign: &str) -> Vec<(uuid::Uuid, i64)> {
+        sqlx::query_as(
+            "SELECT j.id, (SELECT count(*) FROM results r WHERE r.job_id = j.id) FROM jobs j WHERE j.campaign_id = $1 ORDER BY j.position",
+        )
+        .bind(campaign.parse::<i64>().unwrap())
+        .fetch_all(&self.pool)
+        .await
+        .unwrap()
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        for a in &mut self.agents {
+            let _ = a.kill();
+            let _ = a.wait();
+        }
+        self.kill_coordinator();
+    }
+}
+
+#[derive(Clone)]
+pub struct Bearer(tonic::metadata::MetadataValue<tonic::metadata::Ascii>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut r: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        r.metadata_mut().insert("authorization", self.0.clone());
+        Ok(r)
+    }
+}
+
+pub async fn admin_with_token(
+    url: &str,
+    token: &str,
+) -> AdminServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>> {
+    let channel = connect(url).await;
+    AdminServiceClient::with_interceptor(channel, Bearer(format!("Bearer {token}").parse().unwrap()))
+}
+
+pub async fn connect(url: &str) -> Channel {
+    tonic::transport::Endpoint::from_shared(url.to_string())
+        .unwrap()
+        .connect()
+        .await
+        .expect("connecting to the coordinator")
+}
+
+/// Polls `check` every 100 ms until it yields a value, or panics after `limit`.
+pub async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

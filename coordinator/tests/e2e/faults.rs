@@ -1,0 +1,144 @@
+//! Things going away mid-campaign: the agent, the coordinator, PostgreSQL.
+
+use std::time::Duration;
+
+use cipherfleet_coordinator::pg::PrivateCluster;
+use cipherfleet_proto::v1;
+
+use crate::app::{App, TempDir, spawn_app, wait_for};
+
+/// Waits until some job of the campaign has been accepted by its agent.
+async fn wait_job_started(app: &App, campaign: &str) -> uuid::Uuid {
+    let id: i64 = campaign.parse().unwrap();
+    wait_for("a job to start", Duration::from_secs(60), || async {
+        sqlx::query_scalar(
+            "SELECT id FROM jobs WHERE campaign_id = $1 AND status = 'running' AND started_at IS NOT NULL",
+        )
+        .bind(id)
+        .fetch_optional(&app.pool)
+        .await
+        .ok()
+        .flatten()
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_killed_mid_job_gets_the_job_back_and_it_completes_once() {
+    let mut app = spawn_app().await;
+    let agent = app.spawn_agent("e2e-killed", &[]);
+    app.wait_online(1).await;
+    let campaign = app.start_matrix(&["aes-256-gcm"], &[1024, 4096], 2.0).await;
+    let job = wait_job_started(&app, &campaign).await;
+    app.kill_agent(agent);
+    // The coordinator notices (stream reset, or three missed heartbeats) and re-queues it.
+    wait_for("the lost job to be re-queued", Duration::from_secs(30), || async {
+        let (status, attempts): (String, i32) = sqlx::query_as("SELECT status, attempts FROM jobs WHERE id = $1")
+            .bind(job)
+            .fetch_one(&app.pool)
+            .await
+            .ok()?;
+        (status == "queued" && attempts == 1).then_some(())
+    })
+    .await;
+    app.spawn_agent("e2e-killed", &[]);
+    let status = app.wait_finished(&campaign, Duration::from_secs(120)).await;
+    assert_eq!(status.overall.unwrap().done, 2, "{:?}", status.failures);
+    for (job, n) in app.result_counts(&campaign).await {
+        assert_eq!(n, 1, "job {job} has {n} results");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_restart_mid_campaign_loses_and_duplicates_nothing() {
+    let mut app = spawn_app().await;
+    app.spawn_agent("e2e-restart", &[]);
+    app.wait_online(1).await;
+    let campaign = app
+        .start_matrix(&["aes-128-gcm", "chacha20-poly1305", "aes-256-ctr"], &[256, 2048], 0.6)
+        .await;
+    wait_job_started(&app, &campaign).await;
+    let addr = app.grpc;
+    app.kill_coordinator();
+    // The agent finishes its job meanwhile and keeps the result in its spool.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    app.start_coordinator(addr);
+    let status = app.wait_finished(&campaign, Duration::from_secs(180)).await;
+    let overall = status.overall.unwrap();
+    assert_eq!((overall.done, overall.failed), (6, 0), "{:?}", status.failures);
+    for (job, n) in app.result_counts(&campaign).await {
+        assert_eq!(n, 1, "job {job} has {n} results");
+    }
+    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_sessions")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert!(
+        sessions >= 2,
+        "the agent reconnected after the restart ({sessions} sessions)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_restart_mid_campaign_is_survived_without_losing_results() {
+    // A cluster of its own: restarting the shared one would disturb other tests.
+    let dir = TempDir::new("e2e-pg-restart");
+    let cluster = PrivateCluster::start(&dir.path().join("pg")).await.expect("cluster");
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(cluster.connect_options("cipherfleet"))
+        .await
+        .expect("pool");
+    let mut app = App::with_database(pool, cluster.url().to_string()).await;
+    app.spawn_agent("e2e-pg", &[]);
+    app.wait_online(1).await;
+    let campaign = app
+        .start_matrix(&["aes-128-gcm", "aes-256-gcm"], &[256, 4096], 0.6)
+        .await;
+    wait_job_started(&app, &campaign).await;
+    cluster.restart().await.expect("restarting PostgreSQL");
+    let status = app.wait_finished(&campaign, Duration::from_secs(180)).await;
+    let overall = status.overall.unwrap();
+    assert_eq!((overall.done, overall.failed), (4, 0), "{:?}", status.failures);
+    for (job, n) in app.result_counts(&campaign).await {
+        assert_eq!(n, 1, "job {job} has {n} results");
+    }
+    drop(app);
+    cluster.stop().await.expect("stopping PostgreSQL");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_queued_jobs_and_aborts_the_running_one() {
+    let mut app = spawn_app().await;
+    app.spawn_agent("e2e-cancel", &[]);
+    app.wait_online(1).await;
+    let campaign = app
+        .start_matrix(&["aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"], &[1024], 20.0)
+        .await;
+    wait_job_started(&app, &campaign).await;
+    let r = app
+        .admin()
+        .await
+        .cancel_campaign(v1::CancelCampaignRequest {
+            campaign_id: campaign.clone(),
+            reason: "test".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.jobs_cancelled, 2, "the two queued jobs");
+    // The running job is aborted by its agent well before its 20 s are up.
+    let id: i64 = campaign.parse().unwrap();
+    wait_for("the running job to be aborted", Duration::from_secs(10), || async {
+        let running: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM jobs WHERE campaign_id = $1 AND status = 'running'")
+                .bind(id)
+                .fetch_one(&app.pool)
+                .await
+                .ok()?;
+        (running == 0).then_some(())
+    })
+    .await;
+    let status = app.status(&campaign).await;
+    assert_eq!(status.state, v1::CampaignState::Cancelled as i32);
+}

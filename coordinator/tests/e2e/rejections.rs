@@ -1,0 +1,302 @@
+//! Bad input gets a clear error that names the problem: wrong tokens, an old
+//! protocol, a foreign job's result, invalid measurements and campaign specs.
+//! The misbehaving "agents" here are raw gRPC clients.
+
+use std::time::Duration;
+
+use cipherfleet_proto::PROTOCOL_VERSION;
+use cipherfleet_proto::v1::{
+    self, AgentMessage, CoordinatorMessage, agent_message, agent_service_client::AgentServiceClient,
+    coordinator_message,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+
+use crate::app::{AGENT_TOKEN, App, admin_with_token, connect, spawn_app};
+
+/// A hand-driven agent session.
+struct RawAgent {
+    tx: mpsc::Sender<AgentMessage>,
+    rx: tonic::Streaming<CoordinatorMessage>,
+}
+
+fn facts_json(name: &str) -> String {
+    serde_json::json!({
+        "schema_version": 1, "hostname": name, "arch": "x86_64", "kernel_release": "6.1.0",
+        "cpu": {"vendor": "GenuineIntel", "model_name": "Test CPU", "family": 6, "model": 85, "stepping": 7, "logical_cores": 2},
+        "features": {"source": "cpuid", "checked": ["aes"], "advertised": ["aes"], "usable": ["aes"]},
+        "build": {"flavour": "accelerated"}
+    })
+    .to_string()
+}
+
+fn hello(name: &str, token: &str, version: u32) -> AgentMessage {
+    AgentMessage {
+        body: Some(agent_message::Body::Hello(v1::Hello {
+            protocol_version: version,
+            enrollment_token: token.into(),
+            facts: Some(v1::HostFacts {
+                facts_json: facts_json(name),
+                hostname: name.into(),
+                arch: "x86_64".into(),
+                build_flavour: "accelerated".into(),
+                ..Default::default()
+            }),
+            capabilities: Some(v1::Capabilities {
+                paths: vec!["accelerated".into()],
+                max_threads: 2,
+                agent_version: "test".into(),
+            }),
+            labels: vec![],
+            name: name.into(),
+            running_job_id: String::new(),
+            spooled_job_ids: vec![],
+        })),
+    }
+}
+
+async fn open(app: &App, first: AgentMessage) -> Result<RawAgent, tonic::Status> {
+    let mut client = AgentServiceClient::new(connect(&app.url()).await);
+    let (tx, rx) = mpsc::channel(16);
+    tx.send(first).await.unwrap();
+    let response = client.session(ReceiverStream::new(rx)).await?;
+    Ok(RawAgent {
+        tx,
+        rx: response.into_inner(),
+    })
+}
+
+impl RawAgent {
+    async fn next(&mut self) -> coordinator_message::Body {
+        let m = tokio::time::timeout(Duration::from_secs(20), self.rx.message())
+            .await
+            .expect("a coordinator message in time")
+            .expect("stream ok")
+            .expect("stream open");
+        m.body.expect("a body")
+    }
+
+    async fn send(&self, body: agent_message::Body) {
+        self.tx.send(AgentMessage { body: Some(body) }).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_enrollment_token_is_unauthenticated_and_the_agent_stops_retrying() {
+    let mut app = spawn_app().await;
+    let err = open(&app, hello("raw-1", "not-the-token-at-all", PROTOCOL_VERSION))
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+
+    // The real agent says why and exits instead of retrying forever.
+    std::fs::write(app.dir.path().join("wrong.token"), "wrong-token-0123456789").unwrap();
+    let out = std::process::Command::new(crate::app::agent_binary())
+        .args(["run", "--coordinator", &app.url(), "--name", "raw-wrong"])
+        .arg("--token-file")
+        .arg(app.dir.path().join("wrong.token"))
+        .arg("--spool-dir")
+        .arg(app.dir.path().join("spool-wrong"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("token"), "{stderr}");
+    assert!(
+        !stderr.contains("wrong-token-0123456789"),
+        "the token must never be logged: {stderr}"
+    );
+    let _ = &mut app;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_protocol_version_names_both_versions() {
+    let app = spawn_app().await;
+    let err = open(&app, hello("raw-2", AGENT_TOKEN, 99))
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(
+        err.message().contains("99") && err.message().contains(&PROTOCOL_VERSION.to_string()),
+        "{err:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_message_must_be_hello() {
+    let app = spawn_app().await;
+    let heartbeat = AgentMessage {
+        body: Some(agent_message::Body::Heartbeat(v1::Heartbeat { seq: 1 })),
+    };
+    let err = open(&app, heartbeat).await.err().expect("refused");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    let err = open(&app, AgentMessage { body: None }).await.err().expect("refused");
+    assert_eq!(err.code(), Code::InvalidArgument);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_jobs_result_and_an_invalid_measurement_are_refused_by_name() {
+    let app = spawn_app().await;
+    let mut a = open(&app, hello("raw-a", AGENT_TOKEN, PROTOCOL_VERSION)).await.unwrap();
+    assert!(matches!(a.next().await, coordinator_message::Body::Welcome(_)));
+    let mut b = open(&app, hello("raw-b", AGENT_TOKEN, PROTOCOL_VERSION)).await.unwrap();
+    assert!(matches!(b.next().await, coordinator_message::Body::Welcome(_)));
+    let request = v1::StartCampaignRequest {
+        points: Some(v1::start_campaign_request::Points::Matrix(v1::Matrix {
+            algorithms: vec!["aes-128-gcm".into()],
+            sizes: vec![16],
+            directions: vec![v1::Direction::Encrypt as i32],
+            threads: vec![1],
+            concurrency: None,
+            key_modes: vec![v1::KeyMode::Static as i32],
+            paths: vec![v1::Path::Accelerated as i32],
+            seconds: 0.1,
+        })),
+        hosts: None,
+        started_by: "e2e".into(),
+        name: String::new(),
+    };
+    app.admin().await.start_campaign(request).await.unwrap();
+    let coordinator_message::Body::RunJob(job_a) = a.next().await else {
+        panic!("a gets a job")
+    };
+    let coordinator_message::Body::RunJob(job_b) = b.next().await else {
+        panic!("b gets a job")
+    };
+
+    // b reports a result for a's job: refused, and the session stays usable.
+    let measurement = v1::Measurement {
+        throughput_mb_s: 100.0,
+        samples: 5,
+        ..Default::default()
+    };
+    b.send(agent_message::Body::JobResult(v1::JobResult {
+        job_id: job_a.job_id.clone(),
+        measurement: Some(measurement),
+    }))
+    .await;
+    let coordinator_message::Body::ResultAck(ack) = b.next().await else {
+        panic!("an ack")
+    };
+    assert_eq!(ack.job_id, job_a.job_id);
+    assert!(ack.rejected.contains("not assigned to this host"), "{ack:?}");
+
+    // b's own job with a negative throughput: refused by name, job failed with the reason.
+    let bad = v1::Measurement {
+        throughput_mb_s: -5.0,
+        samples: 5,
+        ..Default::default()
+    };
+    b.send(agent_message::Body::JobResult(v1::JobResult {
+        job_id: job_b.job_id.clone(),
+        measurement: Some(bad),
+    }))
+    .await;
+    let coordinator_message::Body::ResultAck(ack) = b.next().await else {
+        panic!("an ack")
+    };
+    assert!(
+        ack.rejected.contains("invalid measurement") && ack.rejected.contains("throughput"),
+        "{ack:?}"
+    );
+    let (status, error): (String, Option<String>) =
+        sqlx::query_as("SELECT status, error FROM jobs WHERE id = $1::uuid")
+            .bind(&job_b.job_id)
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(status, "failed");
+    assert!(error.unwrap().contains("throughput"));
+    let results: i64 = sqlx::query_scalar("SELECT count(*) FROM results")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(results, 0);
+
+    // A malformed job id ends the session with INVALID_ARGUMENT.
+    a.send(agent_message::Body::JobAccepted(v1::JobAccepted {
+        job_id: "<script>".into(),
+    }))
+    .await;
+    let end = tokio::time::timeout(Duration::from_secs(10), a.rx.message())
+        .await
+        .unwrap();
+    let status = end.expect_err("the session ends with an error");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().contains("job_id"), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_campaigns_are_rejected_before_any_job_exists() {
+    let app = spawn_app().await;
+    let a = open(&app, hello("raw-c", AGENT_TOKEN, PROTOCOL_VERSION)).await.unwrap();
+    let mut admin = app.admin().await;
+    let matrix = |f: &dyn Fn(&mut v1::Matrix)| {
+        let mut m = v1::Matrix {
+            algorithms: vec!["aes-128-gcm".into()],
+            sizes: vec![16],
+            directions: vec![v1::Direction::Encrypt as i32],
+            threads: vec![1],
+            concurrency: None,
+            key_modes: vec![v1::KeyMode::Static as i32],
+            paths: vec![v1::Path::Accelerated as i32],
+            seconds: 0.1,
+        };
+        f(&mut m);
+        v1::StartCampaignRequest {
+            points: Some(v1::start_campaign_request::Points::Matrix(m)),
+            hosts: None,
+            started_by: "e2e".into(),
+            name: String::new(),
+        }
+    };
+    let cases: Vec<(v1::StartCampaignRequest, &str)> = vec![
+        (matrix(&|m| m.sizes = vec![0]), "matrix.sizes"),
+        (
+            matrix(&|m| m.algorithms = vec!["aes-512-gcm".into()]),
+            "matrix.algorithms",
+        ),
+        (matrix(&|m| m.threads = vec![0]), "matrix.threads"),
+        (matrix(&|m| m.seconds = -1.0), "matrix.seconds"),
+        (matrix(&|m| m.directions = vec![0]), "matrix.directions"),
+        (matrix(&|m| m.sizes.clear()), "matrix.sizes"),
+        (
+            v1::StartCampaignRequest {
+                points: Some(v1::start_campaign_request::Points::Suite("huge".into())),
+                ..matrix(&|_| {})
+            },
+            "suite",
+        ),
+        (
+            v1::StartCampaignRequest {
+                hosts: Some(v1::HostSelector {
+                    arch: vec!["riscv64".into()],
+                    ..Default::default()
+                }),
+                ..matrix(&|_| {})
+            },
+            "selector matches none",
+        ),
+    ];
+    for (request, needle) in cases {
+        let err = admin.start_campaign(request).await.expect_err(needle);
+        assert_eq!(err.code(), Code::InvalidArgument, "{needle}: {err:?}");
+        assert!(err.message().contains(needle), "{needle}: {}", err.message());
+    }
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 0);
+
+    let mut wrong = admin_with_token(&app.url(), "not-the-admin-token").await;
+    let err = wrong
+        .list_hosts(v1::ListHostsRequest::default())
+        .await
+        .expect_err("refused");
+    assert_eq!(err.code(), Code::Unauthenticated);
+    drop(a);
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Benchmarks the coordinator: results ingested per second from simulated hosts, and
+# the end-to-end time of a `quick` campaign on one local agent against
+# `cipherfleet-agent bench --suite quick` run directly (the coordinator's overhead,
+# target under 10 %). The coordinator runs inside the bench, on a private PostgreSQL
+# cluster in a temporary directory (needs PostgreSQL's server binaries, as `serve` does).
+# Builds the release binaries first; the bench itself takes about two minutes.
+# Usage: deploy/bench-coordinator.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+deploy/build.sh --release
+cargo build --release -p cipherfleet-coordinator
+cargo bench -p cipherfleet-coordinator --bench coordinator

@@ -1,0 +1,19 @@
+//! Compiles `cipherfleet/v1/*.proto` with protox (pure Rust, so no system
+//! `protoc`) and generates prost messages plus tonic clients and servers.
+
+const PROTOS: &[&str] = &["cipherfleet/v1/agent.proto", "cipherfleet/v1/admin.proto"];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Cargo runs build scripts in the package directory, so paths are relative to it.
+    println!("cargo:rerun-if-changed=cipherfleet");
+    let fds = protox::compile(PROTOS, ["."])?;
+    tonic_prost_build::configure()
+        // No `connect` constructors: they would force tonic's `channel` feature
+        // on every user. Clients are built with `XClient::new(channel)`.
+        .build_transport(false)
+        // `Hello` carries the enrollment token; its `Debug` is written by hand
+        // in `redact.rs` so the token never reaches logs.
+        .skip_debug([".cipherfleet.v1.Hello"])
+        .compile_fds(fds)?;
+    Ok(())
+}
