@@ -29,4 +29,12 @@ RUSTFLAGS='--cfg aes_backend="soft" --cfg polyval_backend="soft" --cfg chacha20_
   CARGO_TARGET_DIR=target-soft cargo test -p cipherfleet-agent --lib
 
 step "every test"
-CIPHERFLEET_REQUIRE_SOFT=1 cargo test --workspace
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+CIPHERFLEET_REQUIRE_SOFT=1 cargo test --workspace --lib --bins --tests 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line over every test binary (cargo prints one `test result:` per binary).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"

@@ -84,3 +84,66 @@ async fn jobs_of_one_host_never_overlap_and_two_hosts_share_a_campaign() {
         }
     }
 }
+
+/// Runs an operator command of the coordinator binary against `app`.
+fn operator(app: &crate::app::App, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"))
+        .args(args)
+        .args(["--coordinator", &app.url(), "--format", "json"])
+        .env("CIPHERFLEET_ADMIN_TOKEN", crate::app::ADMIN_TOKEN)
+        .output()
+        .expect("the coordinator binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let json = serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        json,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_cli_starts_watches_and_lists() {
+    let mut app = spawn_app().await;
+    app.spawn_agent("e2e-cli", &["--label", "rack=b7"]);
+    app.wait_online(1).await;
+
+    let (code, hosts, err) = operator(&app, &["hosts"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(hosts[0]["name"], "e2e-cli");
+    assert_eq!(hosts[0]["online"], true);
+    assert_eq!(hosts[0]["labels"]["rack"], "b7");
+    assert!(
+        ["accelerated", "partial", "software"].contains(&hosts[0]["acceleration"].as_str().unwrap()),
+        "{hosts}"
+    );
+
+    let (code, none, err) = operator(&app, &["campaign", "start", "--suite", "quick", "--select", "rack=b9"]);
+    assert_eq!(code, 1, "a selector matching no host is an error");
+    assert!(err.contains("matches none"), "{err}");
+    assert!(none.is_null());
+
+    let (code, started, err) = operator(&app, &["campaign", "start", "--suite", "quick", "--select", "rack=b7"]);
+    assert_eq!(code, 0, "{err}");
+    let id = started["campaign_id"].as_str().unwrap().to_string();
+    assert_eq!(started["jobs_created"], 18);
+    let (code, status, err) = operator(&app, &["campaign", "status", &id]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(status["campaign_id"], id.as_str());
+    assert_eq!(status["hosts"][0]["host_name"], "e2e-cli");
+
+    let (code, cancelled, err) = operator(&app, &["campaign", "cancel", &id]);
+    assert_eq!(code, 0, "{err}");
+    assert!(cancelled["jobs_cancelled"].as_u64().unwrap() >= 16, "{cancelled}");
+    let (code, _, err) = operator(&app, &["campaign", "cancel", &id]);
+    assert_eq!(code, 1);
+    assert!(err.contains("already cancelled"), "{err}");
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"))
+        .args(["hosts", "--coordinator", &app.url()])
+        .env("CIPHERFLEET_ADMIN_TOKEN", "wrong-admin-token-0123")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid admin token"));
+}

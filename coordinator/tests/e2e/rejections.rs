@@ -56,6 +56,20 @@ fn hello(name: &str, token: &str, version: u32) -> AgentMessage {
     }
 }
 
+/// A matrix of one valid point: aes-128-gcm, 16 B, encrypt, 0.1 s.
+fn one_point() -> v1::Matrix {
+    v1::Matrix {
+        algorithms: vec!["aes-128-gcm".into()],
+        sizes: vec![16],
+        directions: vec![v1::Direction::Encrypt as i32],
+        threads: vec![1],
+        concurrency: None,
+        key_modes: vec![v1::KeyMode::Static as i32],
+        paths: vec![v1::Path::Accelerated as i32],
+        seconds: 0.1,
+    }
+}
+
 async fn open(app: &App, first: AgentMessage) -> Result<RawAgent, tonic::Status> {
     let mut client = AgentServiceClient::new(connect(&app.url()).await);
     let (tx, rx) = mpsc::channel(16);
@@ -145,16 +159,7 @@ async fn a_foreign_jobs_result_and_an_invalid_measurement_are_refused_by_name() 
     let mut b = open(&app, hello("raw-b", AGENT_TOKEN, PROTOCOL_VERSION)).await.unwrap();
     assert!(matches!(b.next().await, coordinator_message::Body::Welcome(_)));
     let request = v1::StartCampaignRequest {
-        points: Some(v1::start_campaign_request::Points::Matrix(v1::Matrix {
-            algorithms: vec!["aes-128-gcm".into()],
-            sizes: vec![16],
-            directions: vec![v1::Direction::Encrypt as i32],
-            threads: vec![1],
-            concurrency: None,
-            key_modes: vec![v1::KeyMode::Static as i32],
-            paths: vec![v1::Path::Accelerated as i32],
-            seconds: 0.1,
-        })),
+        points: Some(v1::start_campaign_request::Points::Matrix(one_point())),
         hosts: None,
         started_by: "e2e".into(),
         name: String::new(),
@@ -235,16 +240,7 @@ async fn invalid_campaigns_are_rejected_before_any_job_exists() {
     let a = open(&app, hello("raw-c", AGENT_TOKEN, PROTOCOL_VERSION)).await.unwrap();
     let mut admin = app.admin().await;
     let matrix = |f: &dyn Fn(&mut v1::Matrix)| {
-        let mut m = v1::Matrix {
-            algorithms: vec!["aes-128-gcm".into()],
-            sizes: vec![16],
-            directions: vec![v1::Direction::Encrypt as i32],
-            threads: vec![1],
-            concurrency: None,
-            key_modes: vec![v1::KeyMode::Static as i32],
-            paths: vec![v1::Path::Accelerated as i32],
-            seconds: 0.1,
-        };
+        let mut m = one_point();
         f(&mut m);
         v1::StartCampaignRequest {
             points: Some(v1::start_campaign_request::Points::Matrix(m)),
@@ -299,4 +295,27 @@ async fn invalid_campaigns_are_rejected_before_any_job_exists() {
         .expect_err("refused");
     assert_eq!(err.code(), Code::Unauthenticated);
     drop(a);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_message_is_refused_not_buffered() {
+    let app = spawn_app().await;
+    let mut big = hello("raw-big", AGENT_TOKEN, PROTOCOL_VERSION);
+    if let Some(agent_message::Body::Hello(h)) = &mut big.body {
+        // Twice the coordinator's 1 MiB limit, in a field the agent would keep small.
+        h.facts.as_mut().unwrap().facts_json = format!("{{\"pad\":\"{}\"}}", "x".repeat(2 << 20));
+    }
+    let err = open(&app, big).await.err().expect("refused");
+    assert!(
+        matches!(
+            err.code(),
+            Code::OutOfRange | Code::ResourceExhausted | Code::InvalidArgument
+        ),
+        "{err:?}"
+    );
+    let hosts: i64 = sqlx::query_scalar("SELECT count(*) FROM hosts")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(hosts, 0, "nothing stored from a refused hello");
 }
