@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian machine (idempotent):
 #   Debian: qemu-user-static (emulated ARM64 and non-AES-NI x86 hosts),
-#           postgresql (the coordinator's tests run a private cluster from its binaries)
+#           postgresql (the coordinator's tests run a private cluster from its binaries),
+#           clang and llvm (ring, under the agent's TLS, has C and assembly that the static
+#           musl builds cross-compile with clang and archive with llvm-ar),
+#           openssl (the TLS tests make throwaway certificates with it)
 #   rustup: musl targets for the static builds, rustfmt and clippy
 set -euo pipefail
 
@@ -9,6 +12,9 @@ need_apt=()
 command -v qemu-aarch64-static >/dev/null || need_apt+=(qemu-user-static)
 command -v python3 >/dev/null || need_apt+=(python3)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresql)
+command -v clang >/dev/null || need_apt+=(clang)
+command -v llvm-ar >/dev/null || need_apt+=(llvm)
+command -v openssl >/dev/null || need_apt+=(openssl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps: please install as root: apt-get install ${need_apt[*]}" >&2

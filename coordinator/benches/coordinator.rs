@@ -7,11 +7,14 @@
 //!
 //! 1. Ingest rate: simulated hosts (raw gRPC sessions in this process) answer
 //!    every job at once with a valid measurement of that job, made from one real
-//!    measurement taken at start. Results stored per second, and the round trip
-//!    of one result (`JobResult` sent → `ResultAck` received).
+//!    measurement taken at start. Results stored per second, the round trip of
+//!    one result (`JobResult` sent → `ResultAck` received) and the dispatch of
+//!    the next job (`ResultAck` → `RunJob`); afterwards every job must have
+//!    exactly one stored result.
 //! 2. Overhead: the end-to-end time of a `quick` campaign on one real local
 //!    agent against `cipherfleet-agent bench --suite quick` run directly,
-//!    alternating. Target: the coordinator adds under 10 %.
+//!    alternating. Target: the coordinator adds under 10 %. The jobs' timestamps
+//!    then show where a campaign's time goes per point.
 
 use std::future::Future;
 use std::io::Write;
@@ -51,7 +54,7 @@ const HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// Simulated hosts in the ingest part, each with its own session.
 const SIM_HOSTS: usize = 8;
-/// Every algorithm at these sizes, both directions: 448 jobs per host.
+/// Every algorithm at these sizes, both directions: a few hundred jobs per host.
 const SIM_SIZES: [u64; 8] = [11, 18, 16, 64, 256, 1024, 8192, 16384];
 /// Requested seconds of the simulated jobs (answered at once, never measured).
 const SIM_SECONDS: f64 = 0.1;
@@ -78,23 +81,26 @@ fn main() {
     let cluster = runtime
         .block_on(PrivateCluster::start(&dir.path().join("postgres")))
         .unwrap_or_else(|e| panic!("starting a private PostgreSQL cluster: {e}"));
-    let shutdown = CancellationToken::new();
-
     // Whatever happens in the bench (a panic, Ctrl-C), the cluster is stopped
     // before this process exits: a leaked postgres would outlive it.
     let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
         runtime.block_on(async {
             tokio::select! {
-                () = bench(cluster.url(), dir.path(), &agent, shutdown.clone()) => true,
+                () = bench(cluster.url(), dir.path(), &agent) => true,
                 Ok(()) = tokio::signal::ctrl_c() => false,
             }
         })
     }));
-    shutdown.cancel();
-    if let Err(e) = runtime.block_on(cluster.stop()) {
+    // Dropping what still runs (coordinator, simulated hosts, the agent, which is
+    // killed) before the database goes away spares their errors about it.
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    let stopper = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    if let Err(e) = stopper.block_on(cluster.stop()) {
         eprintln!("stopping the private PostgreSQL cluster: {e}");
     }
-    runtime.shutdown_timeout(Duration::from_secs(5));
     drop(dir);
     match outcome {
         Ok(true) => {}
@@ -122,7 +128,7 @@ fn agent_binary() -> PathBuf {
     bin
 }
 
-async fn bench(db_url: &str, dir: &Path, agent: &Path, shutdown: CancellationToken) {
+async fn bench(db_url: &str, dir: &Path, agent: &Path) {
     let pool = db::connect(db_url)
         .await
         .expect("connecting to the private cluster and migrating");
@@ -136,6 +142,7 @@ async fn bench(db_url: &str, dir: &Path, agent: &Path, shutdown: CancellationTok
         admin_token: Token::from_secret(ADMIN_TOKEN),
         heartbeat: HEARTBEAT,
     };
+    let shutdown = CancellationToken::new();
     let coordinator = tokio::spawn(server::run(app, listener, None, shutdown.clone()));
 
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -144,7 +151,7 @@ async fn bench(db_url: &str, dir: &Path, agent: &Path, shutdown: CancellationTok
     );
     let template = real_measurement(agent).await;
     ingest(&url, &pool, &template).await;
-    overhead(&url, dir, agent).await;
+    overhead(&url, &pool, dir, agent).await;
 
     shutdown.cancel();
     match tokio::time::timeout(Duration::from_secs(10), coordinator).await {
@@ -204,6 +211,8 @@ struct HostReport {
     last_ack: Instant,
     /// `JobResult` sent → `ResultAck` received, per result.
     round_trips: Vec<Duration>,
+    /// `ResultAck` received → next `RunJob` received: the coordinator's dispatch.
+    dispatches: Vec<Duration>,
 }
 
 async fn ingest(url: &str, pool: &PgPool, template: &Measurement) {
@@ -270,24 +279,28 @@ async fn ingest(url: &str, pool: &PgPool, template: &Measurement) {
     let first = reports.iter().map(|r| r.first_job).min().expect("hosts");
     let last = reports.iter().map(|r| r.last_ack).max().expect("hosts");
     let window = last - first;
-    let round_trips: Vec<f64> = reports
-        .iter()
-        .flat_map(|r| &r.round_trips)
-        .map(|d| d.as_secs_f64() * 1e3)
-        .collect();
+    let millis = |d: &Duration| d.as_secs_f64() * 1e3;
+    let round_trips: Vec<f64> = reports.iter().flat_map(|r| &r.round_trips).map(millis).collect();
+    let dispatches: Vec<f64> = reports.iter().flat_map(|r| &r.dispatches).map(millis).collect();
     println!(
         "  results stored: {} in {:.2} s = {:.0} results/s (first RunJob received to last ResultAck)",
         round_trips.len(),
         window.as_secs_f64(),
         round_trips.len() as f64 / window.as_secs_f64()
     );
-    let pct = |p| stats::percentile(&round_trips, p).expect("round trips");
+    let pct = |values: &[f64], p| stats::percentile(values, p).expect("timings");
     println!(
         "  round trip JobResult → ResultAck: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms \
          (the JobAccepted sent just before is handled first and counts)",
-        pct(50.0),
-        pct(99.0),
-        pct(100.0)
+        pct(&round_trips, 50.0),
+        pct(&round_trips, 99.0),
+        pct(&round_trips, 100.0)
+    );
+    println!(
+        "  dispatch ResultAck → next RunJob: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        pct(&dispatches, 50.0),
+        pct(&dispatches, 99.0),
+        pct(&dispatches, 100.0)
     );
 
     // Every job has exactly one stored result: none lost, none twice.
@@ -394,12 +407,18 @@ impl SimHost {
     async fn answer_jobs(mut self, jobs: usize, template: Arc<Measurement>) -> HostReport {
         let mut first_job = None;
         let mut round_trips = Vec::with_capacity(jobs);
+        let mut dispatches = Vec::with_capacity(jobs);
+        let mut last_ack = None;
         while round_trips.len() < jobs {
             let run = match self.next("a RunJob").await {
                 Body::RunJob(run) => run,
                 other => panic!("{}: expected a RunJob, got {other:?}", self.name),
             };
-            first_job.get_or_insert_with(Instant::now);
+            let received = Instant::now();
+            first_job.get_or_insert(received);
+            if let Some(acked) = last_ack {
+                dispatches.push(received - acked);
+            }
             let wire_spec = run
                 .spec
                 .as_ref()
@@ -430,19 +449,22 @@ impl SimHost {
                 }
                 other => panic!("{}: expected the ResultAck of {}, got {other:?}", self.name, run.job_id),
             }
-            round_trips.push(sent.elapsed());
+            let acked = Instant::now();
+            round_trips.push(acked - sent);
+            last_ack = Some(acked);
         }
         HostReport {
             first_job: first_job.expect("at least one job"),
-            last_ack: Instant::now(),
+            last_ack: last_ack.expect("at least one ack"),
             round_trips,
+            dispatches,
         }
     }
 }
 
 // ---------------------------------------------------------------- overhead
 
-async fn overhead(url: &str, dir: &Path, agent_bin: &Path) {
+async fn overhead(url: &str, pool: &PgPool, dir: &Path, agent_bin: &Path) {
     let points = Suite::Quick.expand(1);
     let measuring: f64 = points.iter().map(|p| p.seconds + p.warmup_seconds()).sum();
     println!();
@@ -503,9 +525,10 @@ async fn overhead(url: &str, dir: &Path, agent_bin: &Path) {
     )
     .await;
 
-    let (mut campaign, mut direct) = (Vec::new(), Vec::new());
+    let (mut campaign, mut direct, mut campaign_ids) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=ROUNDS {
-        let a = campaign_time(&mut admin, &selector, points.len()).await;
+        let (id, a) = campaign_time(&mut admin, &selector, points.len()).await;
+        campaign_ids.push(id);
         let b = direct_time(agent_bin).await;
         println!(
             "  round {round}: campaign {:.2} s   direct {:.2} s",
@@ -532,12 +555,14 @@ async fn overhead(url: &str, dir: &Path, agent_bin: &Path) {
         TARGET_OVERHEAD * 100.0,
         if overhead < TARGET_OVERHEAD { "ok" } else { "ABOVE" }
     );
+    print_breakdown(pool, &campaign_ids, measuring / points.len() as f64).await;
 
     stop_agent(&mut agent).await;
 }
 
-/// Starts a `quick` campaign on the local agent and times it until it is completed.
-async fn campaign_time(admin: &mut Admin, selector: &v1::HostSelector, expected_jobs: usize) -> Duration {
+/// Starts a `quick` campaign on the local agent and times it until it is
+/// completed (polled every 100 ms); returns its id and the time.
+async fn campaign_time(admin: &mut Admin, selector: &v1::HostSelector, expected_jobs: usize) -> (i64, Duration) {
     let request = v1::StartCampaignRequest {
         points: Some(Points::Suite("quick".into())),
         hosts: Some(selector.clone()),
@@ -554,7 +579,7 @@ async fn campaign_time(admin: &mut Admin, selector: &v1::HostSelector, expected_
         started.jobs_created as usize, expected_jobs,
         "jobs of a quick campaign on one host"
     );
-    let id = started.campaign_id;
+    let id = started.campaign_id.clone();
     let status = wait_for("the quick campaign to complete", Duration::from_secs(90), || {
         let (mut admin, id) = (admin.clone(), id.clone());
         async move {
@@ -573,7 +598,38 @@ async fn campaign_time(admin: &mut Admin, selector: &v1::HostSelector, expected_
         status.state == v1::CampaignState::Completed as i32 && done == expected_jobs && status.failures.is_empty(),
         "the quick campaign did not complete cleanly: {status:?}"
     );
-    elapsed
+    (started.campaign_id.parse().expect("campaign id"), elapsed)
+}
+
+/// Where a campaign's time goes per point, from the jobs' timestamps (the
+/// database's clock at the start of each transaction), medians over `campaigns`.
+async fn print_breakdown(pool: &PgPool, campaigns: &[i64], measuring_per_point: f64) {
+    let (to_accepted, to_stored, to_next, wall): (f64, f64, f64, f64) = sqlx::query_as(
+        "WITH j AS ( \
+             SELECT campaign_id, assigned_at, started_at, finished_at, \
+                    lead(assigned_at) OVER (PARTITION BY campaign_id ORDER BY position) AS next_assigned \
+             FROM jobs WHERE campaign_id = ANY($1)) \
+         SELECT \
+             percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - assigned_at)::float8), \
+             percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at)::float8), \
+             percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM next_assigned - finished_at)::float8), \
+             (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at)::float8) \
+              FROM campaigns WHERE id = ANY($1)) \
+         FROM j",
+    )
+    .bind(campaigns)
+    .fetch_one(pool)
+    .await
+    .expect("reading the campaigns' job timestamps");
+    println!(
+        "  per point in a campaign (medians, database clock): assigned → accepted {:.1} ms, \
+         accepted → result stored {:.1} ms (of which {:.0} ms measuring), stored → next assigned {:.1} ms; \
+         campaign created → finished {wall:.2} s",
+        to_accepted * 1e3,
+        to_stored * 1e3,
+        measuring_per_point * 1e3,
+        to_next * 1e3
+    );
 }
 
 /// Times `cipherfleet-agent bench --suite quick --format json > /dev/null`.

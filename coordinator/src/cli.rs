@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use cipherfleet_agent::daemon::{check_coordinator_url, client_tls};
 use cipherfleet_proto::v1::{self, admin_service_client::AdminServiceClient, start_campaign_request::Points};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
@@ -16,6 +17,7 @@ use tonic::transport::{Channel, Endpoint};
 use crate::auth::Token;
 use crate::selector::Selector;
 use crate::server::{self, ServeConfig};
+use crate::tls;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -63,6 +65,12 @@ struct ServeArgs {
     /// Heartbeat interval asked of agents; three missed ones mean the agent is lost.
     #[arg(long, default_value_t = 5.0, value_parser = parse_interval)]
     heartbeat_seconds: f64,
+    /// Certificate chain (PEM, the coordinator's own certificate first): gRPC over TLS. Needs --tls-key.
+    #[arg(long, value_name = "PEM")]
+    tls_cert: Option<PathBuf>,
+    /// Private key of --tls-cert (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC).
+    #[arg(long, value_name = "PEM")]
+    tls_key: Option<PathBuf>,
 }
 
 fn parse_interval(s: &str) -> Result<f64, String> {
@@ -74,9 +82,13 @@ fn parse_interval(s: &str) -> Result<f64, String> {
 
 #[derive(Args, Debug, Clone)]
 struct AdminArgs {
-    /// The coordinator's gRPC address.
+    /// The coordinator's gRPC address: https://… when it serves TLS.
     #[arg(long, default_value = "http://127.0.0.1:7443")]
     coordinator: String,
+    /// CA certificate (PEM) that signed an https:// coordinator's certificate. Without it the
+    /// system's CA store is used.
+    #[arg(long, value_name = "PEM")]
+    ca_cert: Option<PathBuf>,
     /// File holding the admin token (else CIPHERFLEET_ADMIN_TOKEN).
     #[arg(long)]
     admin_token_file: Option<PathBuf>,
@@ -135,6 +147,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let tls = tls::server_tls(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
     let agent_token = Token::load(
         "agent enrollment token",
         args.agent_token_file.as_deref(),
@@ -155,6 +168,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         agent_token,
         admin_token,
         heartbeat: Duration::from_secs_f64(args.heartbeat_seconds),
+        tls,
     };
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();
@@ -198,9 +212,15 @@ async fn admin_client(args: &AdminArgs) -> anyhow::Result<Admin> {
     )?;
     let header = format!("Bearer {}", String::from_utf8_lossy(token.expose()));
     let value: MetadataValue<_> = header.parse().context("the admin token must be printable ASCII")?;
-    let channel = Endpoint::from_shared(args.coordinator.clone())
+    // The agent's rules: https:// or http://, --ca-cert only with https://, files checked now.
+    check_coordinator_url(&args.coordinator, args.ca_cert.as_deref())?;
+    let mut endpoint = Endpoint::from_shared(args.coordinator.clone())
         .with_context(|| format!("--coordinator {:?} is not a URL", args.coordinator))?
-        .connect_timeout(Duration::from_secs(5))
+        .connect_timeout(Duration::from_secs(5));
+    if let Some(tls) = client_tls(&args.coordinator, args.ca_cert.as_deref())? {
+        endpoint = endpoint.tls_config(tls).context("setting up TLS")?;
+    }
+    let channel = endpoint
         .connect()
         .await
         .with_context(|| format!("connecting to the coordinator at {}", args.coordinator))?;

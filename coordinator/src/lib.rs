@@ -8,6 +8,7 @@
 //! - [`scheduler`]: connected hosts and dispatch (one job at a time per host), overdue sweeps.
 //! - [`selector`]: which hosts a campaign runs on.
 //! - [`auth`]: enrollment and admin tokens (constant-time comparison, never logged).
+//! - [`tls`]: `--tls-cert` / `--tls-key`, read and checked at start.
 //! - [`http`]: health check (the report comes later).
 //! - [`cli`]: `serve`, `campaign start|status|cancel`, `hosts`.
 //! - [`db`]: the storage layer — hosts and their fact history, agent sessions,
@@ -22,6 +23,7 @@ pub mod pg;
 pub mod scheduler;
 pub mod selector;
 pub mod server;
+pub mod tls;
 
 /// The schema, embedded from `migrations/` and applied at start ([`db::connect`]).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");

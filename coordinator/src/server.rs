@@ -17,6 +17,7 @@ use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::ServerTlsConfig;
 
 use crate::auth::Token;
 use crate::grpc::{self, admin::AdminSvc, agent::AgentSvc};
@@ -34,6 +35,8 @@ pub struct ServeConfig {
     pub agent_token: Token,
     pub admin_token: Token,
     pub heartbeat: Duration,
+    /// gRPC over TLS with this identity ([`crate::tls::server_tls`]); `None`: plain gRPC.
+    pub tls: Option<ServerTlsConfig>,
 }
 
 /// The running parts `run` needs.
@@ -83,14 +86,20 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         "grpc={grpc_addr} http={}",
         http_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into())
     );
-    tracing::info!(%grpc_addr, http = ?http_addr, private_cluster = cluster.is_some(), "coordinator listening");
+    tracing::info!(
+        %grpc_addr,
+        http = ?http_addr,
+        tls = config.tls.is_some(),
+        private_cluster = cluster.is_some(),
+        "coordinator listening"
+    );
     let app = App {
         pool,
         agent_token: config.agent_token,
         admin_token: config.admin_token,
         heartbeat: config.heartbeat,
     };
-    let result = run(app, grpc, http, shutdown).await;
+    let result = run_with_tls(app, grpc, config.tls, http, shutdown).await;
     if let Some(cluster) = cluster
         && let Err(e) = cluster.stop().await
     {
@@ -99,10 +108,22 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
     result
 }
 
-/// Serves gRPC (and HTTP when given) on the bound listeners until `shutdown`.
+/// Serves plain gRPC (and HTTP when given) on the bound listeners until `shutdown`.
 pub async fn run(
     app: App,
     grpc: TcpListener,
+    http: Option<TcpListener>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    run_with_tls(app, grpc, None, http, shutdown).await
+}
+
+/// [`run`], with gRPC over TLS when `tls` is given (HTTP stays plain: it is
+/// the health check, meant for a local probe or a TLS-terminating proxy).
+pub async fn run_with_tls(
+    app: App,
+    grpc: TcpListener,
+    tls: Option<ServerTlsConfig>,
     http: Option<TcpListener>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -121,10 +142,14 @@ pub async fn run(
         scheduler: scheduler.clone(),
         token: app.admin_token,
     };
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls).context("setting up TLS")?;
+    }
     let sweeper = tokio::spawn(sweep(scheduler.clone(), shutdown.clone()));
     let http_task = http.map(|l| tokio::spawn(http::serve(l, scheduler.clone(), shutdown.clone())));
 
-    let grpc_result = tonic::transport::Server::builder()
+    let grpc_result = builder
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .add_service(
             AgentServiceServer::new(agent)

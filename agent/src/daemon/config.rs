@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use cipherfleet_proto::v1;
 use clap::Args;
+use tonic::transport::ClientTlsConfig;
 
+use super::tls;
 use crate::wire;
 
 /// Environment variable holding the enrollment token when `--token-file` is not given.
@@ -17,7 +19,7 @@ pub const TOKEN_ENV: &str = "CIPHERFLEET_TOKEN";
 /// Flags of `cipherfleet-agent run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Coordinator URL, e.g. http://coordinator.example:7070.
+    /// Coordinator URL: https://coordinator.example:7443 (TLS), or http://… on a trusted network.
     #[arg(long, value_name = "URL")]
     pub coordinator: String,
     /// File whose content is the enrollment token. Without it the token is read from CIPHERFLEET_TOKEN.
@@ -34,8 +36,9 @@ pub struct RunArgs {
     /// as root, else $XDG_STATE_HOME/cipherfleet/spool (~/.local/state/cipherfleet/spool).
     #[arg(long, value_name = "DIR")]
     pub spool_dir: Option<PathBuf>,
-    /// CA certificate for an https:// coordinator. TLS is not built into this agent yet.
-    #[arg(long, value_name = "PATH")]
+    /// CA certificate (PEM) that signed an https:// coordinator's certificate; only it is trusted.
+    /// Without it the system's CA store is used.
+    #[arg(long, value_name = "PEM")]
     pub ca_cert: Option<PathBuf>,
     /// Seconds a running job may finish after SIGTERM/SIGINT before it is killed.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
@@ -70,8 +73,10 @@ impl fmt::Debug for Token {
 /// Everything [`super::run`] needs.
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
-    /// `http://host:port`.
+    /// `http://host:port` or `https://host:port`.
     pub coordinator: String,
+    /// How to check an `https://` coordinator's certificate; `None` for `http://`.
+    pub tls: Option<ClientTlsConfig>,
     pub token: Token,
     /// Host identity (`Hello.name`).
     pub name: String,
@@ -89,7 +94,7 @@ pub struct ConfigError {
     pub message: String,
 }
 
-fn config_error(flag: &'static str, message: impl Into<String>) -> ConfigError {
+pub(super) fn config_error(flag: &'static str, message: impl Into<String>) -> ConfigError {
     ConfigError {
         flag,
         message: message.into(),
@@ -100,6 +105,7 @@ impl RunArgs {
     /// Checks the flags and fills in defaults; reads the token.
     pub fn into_config(self) -> Result<DaemonConfig, ConfigError> {
         check_coordinator_url(&self.coordinator, self.ca_cert.as_deref())?;
+        let tls = tls::client_tls(&self.coordinator, self.ca_cert.as_deref())?;
         let name = match self.name {
             Some(n) => n,
             None => default_name(),
@@ -119,6 +125,7 @@ impl RunArgs {
         let token = read_token(self.token_file.as_deref(), std::env::var(TOKEN_ENV).ok())?;
         Ok(DaemonConfig {
             coordinator: self.coordinator,
+            tls,
             token,
             name,
             labels: self.labels,
@@ -128,25 +135,24 @@ impl RunArgs {
     }
 }
 
-/// Accepts `http://host[:port]`; `https://` (and `--ca-cert`) are refused
-/// until the agent is built with TLS, rather than silently sending the token in clear.
+/// Accepts `https://host[:port]` and `http://host[:port]`; `--ca-cert` only with
+/// `https://`, where it means something (given with `http://` the token would
+/// still travel in clear, which is surely not what was meant).
 pub fn check_coordinator_url(url: &str, ca_cert: Option<&Path>) -> Result<(), ConfigError> {
-    const TLS: &str = "TLS is not built into this agent yet; use an http:// URL on a trusted network \
-                       (or a TLS-terminating tunnel next to the agent)";
-    if url.starts_with("https://") {
-        return Err(config_error("--coordinator", TLS));
-    }
-    if ca_cert.is_some() {
-        return Err(config_error("--ca-cert", TLS));
-    }
-    let Some(rest) = url.strip_prefix("http://") else {
+    let Some(rest) = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")) else {
         return Err(config_error(
             "--coordinator",
-            format!("{url:?} is not an http:// URL, e.g. http://coordinator.example:7070"),
+            format!("{url:?} is not an https:// or http:// URL, e.g. https://coordinator.example:7443"),
         ));
     };
     if rest.trim_end_matches('/').is_empty() {
         return Err(config_error("--coordinator", format!("{url:?} has no host")));
+    }
+    if ca_cert.is_some() && url.starts_with("http://") {
+        return Err(config_error(
+            "--ca-cert",
+            format!("only used with an https:// coordinator, and {url:?} is plain http://"),
+        ));
     }
     tonic::transport::Endpoint::from_shared(url.to_string())
         .map_err(|e| config_error("--coordinator", format!("{url:?} is not a valid URL: {e}")))?;
@@ -279,14 +285,15 @@ mod tests {
     }
 
     #[test]
-    fn only_plain_http_urls_are_accepted_for_now() {
+    fn http_and_https_urls_are_accepted_and_ca_cert_only_with_https() {
         assert!(check_coordinator_url("http://127.0.0.1:7070", None).is_ok());
         assert!(check_coordinator_url("http://coordinator.example", None).is_ok());
-        let tls = check_coordinator_url("https://c.example", None).unwrap_err();
-        assert!(tls.to_string().contains("TLS is not built"), "{tls}");
+        assert!(check_coordinator_url("https://c.example:7443", None).is_ok());
+        assert!(check_coordinator_url("https://c.example:7443", Some(Path::new("ca.pem"))).is_ok());
         let ca = check_coordinator_url("http://c.example", Some(Path::new("ca.pem"))).unwrap_err();
         assert_eq!(ca.flag, "--ca-cert");
-        for bad in ["c.example:7070", "ftp://c", "http://", "http://bad host"] {
+        assert!(ca.message.contains("https://"), "{ca}");
+        for bad in ["c.example:7070", "ftp://c", "http://", "https://", "http://bad host"] {
             assert_eq!(
                 check_coordinator_url(bad, None).unwrap_err().flag,
                 "--coordinator",

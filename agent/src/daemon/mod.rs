@@ -4,6 +4,7 @@
 //! coordinator acknowledges it.
 //!
 //! - [`config`]: flags, the enrollment token, default host name and spool place.
+//! - [`tls`]: which certificate authorities an `https://` coordinator is checked against.
 //! - [`session`]: one connected session (handshake, message handling, heartbeats).
 //! - [`executor`]: runs a job in a worker process on a blocking thread; cancellable.
 //! - [`spool`]: outcomes on disk until acknowledged.
@@ -19,6 +20,7 @@ mod config;
 mod executor;
 mod session;
 mod spool;
+mod tls;
 
 use anyhow::Context as _;
 use tokio::sync::mpsc;
@@ -26,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 pub use config::{ConfigError, DaemonConfig, RunArgs, TOKEN_ENV, Token, check_coordinator_url, default_name};
+pub use tls::client_tls;
 
 use backoff::Backoff;
 use executor::Executor;

@@ -33,7 +33,7 @@ use crate::backend::Path;
 use crate::spec::JobSpec;
 use crate::{probe, wire, worker};
 
-/// Longest wait for the TCP connection, and then for `Welcome`.
+/// Longest wait for the TCP connection, for the TLS handshake, and then for `Welcome`.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(20);
 /// Heartbeat interval when the coordinator sends 0.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
@@ -114,10 +114,22 @@ async fn handshake(ctx: &Context) -> Result<(Session, v1::Welcome, Streaming<v1:
         .http2_keep_alive_interval(Duration::from_secs(20))
         .keep_alive_timeout(Duration::from_secs(10))
         .keep_alive_while_idle(true);
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| lost(format!("cannot connect: {}", error_chain(&e)), false))?;
+    let endpoint = match &ctx.config.tls {
+        Some(tls) => endpoint
+            .tls_config(tls.clone().timeout(HANDSHAKE_TIMEOUT))
+            .map_err(|e| lost(format!("cannot set up TLS: {}", error_chain(&e)), false))?,
+        None => endpoint,
+    };
+    let channel = endpoint.connect().await.map_err(|e| {
+        let mut reason = format!("cannot connect: {}", error_chain(&e));
+        if reason.contains("invalid peer certificate") {
+            reason.push_str(
+                " (the coordinator's certificate must be signed by --ca-cert, or by a CA in the system's \
+                     store without it, and name the URL's host)",
+            );
+        }
+        lost(reason, false)
+    })?;
     let mut client = AgentServiceClient::new(channel);
 
     let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
@@ -442,7 +454,7 @@ impl Session {
 }
 
 /// `e` and its sources, so "transport error" says what went wrong.
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

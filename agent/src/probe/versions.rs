@@ -52,6 +52,7 @@ mod tests {
         "getrandom",
         "hdrhistogram",
         "libc",
+        "rustls-pki-types",
         "serde",
         "serde_json",
         "thiserror",

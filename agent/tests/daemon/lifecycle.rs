@@ -78,11 +78,12 @@ async fn missing_token_is_a_usage_error() {
         "{stderr}"
     );
 
-    let https = std::process::Command::new(env!("CARGO_BIN_EXE_cipherfleet-agent"))
-        .args(["run", "--coordinator", "https://127.0.0.1:9"])
+    let http_with_ca = std::process::Command::new(env!("CARGO_BIN_EXE_cipherfleet-agent"))
+        .args(["run", "--coordinator", "http://127.0.0.1:9", "--ca-cert", "ca.pem"])
         .env("CIPHERFLEET_TOKEN", "t")
         .output()
         .expect("the agent runs");
-    assert_eq!(https.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&https.stderr).contains("TLS is not built"));
+    assert_eq!(http_with_ca.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&http_with_ca.stderr);
+    assert!(stderr.contains("--ca-cert") && stderr.contains("https://"), "{stderr}");
 }

@@ -1,5 +1,6 @@
 //! `spawn_app()`: a coordinator process on a fresh database, plus helpers to
 //! start agents, talk to the admin API and inspect the database.
+//! `spawn_tls_app()`: the same serving gRPC over TLS, with TLS clients.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use cipherfleet_proto::v1::{self, admin_service_client::AdminServiceClient};
 use sqlx::{ConnectOptions, PgPool};
-use tonic::transport::Channel;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 
 pub use crate::db_helpers::TempDir;
 
@@ -37,8 +38,19 @@ pub struct App {
     pub db_url: String,
     pub dir: TempDir,
     pub grpc: SocketAddr,
+    /// Set: the coordinator serves TLS with these files and clients use `https://`.
+    tls: Option<TlsFiles>,
     coordinator: Option<Child>,
     agents: Vec<Child>,
+}
+
+/// PEM files for a coordinator serving TLS.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    /// The CA that signed `cert`: what clients trust.
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// Starts a coordinator on a fresh database.
@@ -46,6 +58,14 @@ pub async fn spawn_app() -> App {
     let pool = crate::db_helpers::fresh_db().await;
     let db_url = url_of(&pool).await;
     App::with_database(pool, db_url).await
+}
+
+/// Starts a coordinator serving gRPC over TLS (`--tls-cert`, `--tls-key`) on a
+/// fresh database; `url()` is then `https://…` and `admin()` trusts `tls.ca`.
+pub async fn spawn_tls_app(tls: TlsFiles) -> App {
+    let pool = crate::db_helpers::fresh_db().await;
+    let db_url = url_of(&pool).await;
+    App::start(pool, db_url, Some(tls))
 }
 
 /// A connection URL for the pool's database (socket directory and all).
@@ -57,6 +77,10 @@ async fn url_of(pool: &PgPool) -> String {
 impl App {
     /// Starts a coordinator on the database behind `pool` / `db_url`.
     pub async fn with_database(pool: PgPool, db_url: String) -> App {
+        App::start(pool, db_url, None)
+    }
+
+    fn start(pool: PgPool, db_url: String, tls: Option<TlsFiles>) -> App {
         let dir = TempDir::new("e2e");
         for (file, token) in [("agent.token", AGENT_TOKEN), ("admin.token", ADMIN_TOKEN)] {
             let path = dir.path().join(file);
@@ -68,6 +92,7 @@ impl App {
             db_url,
             dir,
             grpc: "127.0.0.1:0".parse().unwrap(),
+            tls,
             coordinator: None,
             agents: vec![],
         };
@@ -77,14 +102,18 @@ impl App {
 
     /// Starts (or restarts) the coordinator process on `addr` and waits for its address line.
     pub fn start_coordinator(&mut self, addr: SocketAddr) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"))
-            .args([
-                "serve",
-                "--grpc-listen",
-                &addr.to_string(),
-                "--heartbeat-seconds",
-                "0.5",
-            ])
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"));
+        command.args([
+            "serve",
+            "--grpc-listen",
+            &addr.to_string(),
+            "--heartbeat-seconds",
+            "0.5",
+        ]);
+        if let Some(tls) = &self.tls {
+            command.arg("--tls-cert").arg(&tls.cert).arg("--tls-key").arg(&tls.key);
+        }
+        let mut child = command
             .arg("--database-url")
             .arg(&self.db_url)
             .arg("--agent-token-file")
@@ -117,13 +146,27 @@ impl App {
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.grpc)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.grpc)
+    }
+
+    /// The CA clients trust when the coordinator serves TLS.
+    pub fn ca(&self) -> Option<&Path> {
+        self.tls.as_ref().map(|t| t.ca.as_path())
     }
 
     /// Starts an agent process named `name` with its own spool directory.
     pub fn spawn_agent(&mut self, name: &str, extra: &[&str]) -> usize {
+        let child = self.agent_command(name).args(extra).spawn().expect("starting an agent");
+        self.track_agent(child)
+    }
+
+    /// `cipherfleet-agent run` for this coordinator, named `name`, with its own
+    /// spool directory; add flags, environment or pipes, spawn, then [`App::track_agent`].
+    pub fn agent_command(&self, name: &str) -> Command {
         let spool = self.dir.path().join(format!("spool-{name}"));
-        let child = Command::new(agent_binary())
+        let mut command = Command::new(agent_binary());
+        command
             .args([
                 "run",
                 "--coordinator",
@@ -137,11 +180,13 @@ impl App {
             .arg(self.dir.path().join("agent.token"))
             .arg("--spool-dir")
             .arg(&spool)
-            .args(extra)
             .env("CIPHERFLEET_LOG", "error")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("starting an agent");
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Kills `child` with the app; returns its index for [`App::kill_agent`].
+    pub fn track_agent(&mut self, child: Child) -> usize {
         self.agents.push(child);
         self.agents.len() - 1
     }
@@ -153,7 +198,7 @@ impl App {
     }
 
     pub async fn admin(&self) -> AdminServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>> {
-        admin_with_token(&self.url(), ADMIN_TOKEN).await
+        admin_over(&self.url(), self.ca(), ADMIN_TOKEN).await
     }
 
     /// Waits until `n` hosts are online.
@@ -216,11 +261,12 @@ impl App {
     /// Waits for a campaign to leave the running state.
     pub async fn wait_finished(&self, id: &str, limit: Duration) -> v1::CampaignStatusResponse {
         let url = self.url();
+        let ca = self.ca().map(Path::to_path_buf);
         let id = id.to_string();
         wait_for("campaign to finish", limit, || {
-            let (url, id) = (url.clone(), id.clone());
+            let (url, ca, id) = (url.clone(), ca.clone(), id.clone());
             async move {
-                let mut admin = admin_with_token(&url, ADMIN_TOKEN).await;
+                let mut admin = admin_over(&url, ca.as_deref(), ADMIN_TOKEN).await;
                 let s = admin
                     .campaign_status(v1::CampaignStatusRequest { campaign_id: id })
                     .await
@@ -268,16 +314,33 @@ pub async fn admin_with_token(
     url: &str,
     token: &str,
 ) -> AdminServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>> {
-    let channel = connect(url).await;
+    admin_over(url, None, token).await
+}
+
+/// An admin client; over TLS trusting `ca` when given.
+pub async fn admin_over(
+    url: &str,
+    ca: Option<&Path>,
+    token: &str,
+) -> AdminServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>> {
+    let channel = connect_with(url, ca).await;
     AdminServiceClient::with_interceptor(channel, Bearer(format!("Bearer {token}").parse().unwrap()))
 }
 
 pub async fn connect(url: &str) -> Channel {
-    tonic::transport::Endpoint::from_shared(url.to_string())
-        .unwrap()
-        .connect()
-        .await
-        .expect("connecting to the coordinator")
+    connect_with(url, None).await
+}
+
+/// A channel to `url`; over TLS trusting `ca` alone when given.
+pub async fn connect_with(url: &str, ca: Option<&Path>) -> Channel {
+    let mut endpoint = tonic::transport::Endpoint::from_shared(url.to_string()).unwrap();
+    if let Some(ca) = ca {
+        let pem = std::fs::read(ca).expect("reading the test CA");
+        endpoint = endpoint
+            .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)))
+            .expect("TLS settings");
+    }
+    endpoint.connect().await.expect("connecting to the coordinator")
 }
 
 /// Polls `check` every 100 ms until it yields a value, or panics after `limit`.

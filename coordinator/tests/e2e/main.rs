@@ -10,3 +10,4 @@ mod campaigns;
 mod db_helpers;
 mod faults;
 mod rejections;
+mod tls;

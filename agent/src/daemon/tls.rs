@@ -1,0 +1,125 @@
+//! TLS to the coordinator (rustls on ring): which certificate authorities an
+//! agent trusts for an `https://` coordinator.
+//!
+//! With `--ca-cert` that CA alone is trusted: a fleet usually has a private
+//! CA, and trusting the system store as well would accept any public CA's
+//! certificate for the coordinator's name. Without it the system store is used
+//! (`/etc/ssl/certs` and the like; `SSL_CERT_FILE` / `SSL_CERT_DIR` override).
+//! The name checked is the URL's host, so an `https://10.0.0.5:7443` coordinator
+//! needs that IP address in its certificate's subjectAltName.
+
+use std::path::Path;
+
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+
+use super::config::{ConfigError, config_error};
+use super::session::error_chain;
+
+/// TLS settings for a coordinator at `url` (checked by [`super::check_coordinator_url`]):
+/// `None` for `http://`. Everything is read and checked now, so a bad file or an
+/// empty system store is a usage error at start rather than a reconnect loop.
+pub fn client_tls(url: &str, ca_cert: Option<&Path>) -> Result<Option<ClientTlsConfig>, ConfigError> {
+    if !url.starts_with("https://") {
+        return Ok(None);
+    }
+    let (flag, config) = match ca_cert {
+        Some(path) => ("--ca-cert", ClientTlsConfig::new().ca_certificate(read_ca(path)?)),
+        None => ("--coordinator", ClientTlsConfig::new().with_native_roots()),
+    };
+    // Building the connector is what reads the system store and parses the CA.
+    let endpoint = Endpoint::from_shared(url.to_string())
+        .map_err(|e| config_error("--coordinator", format!("{url:?} is not a valid URL: {e}")))?;
+    if let Err(e) = endpoint.tls_config(config.clone()) {
+        let message = match ca_cert {
+            Some(path) => format!("cannot use {} as the CA: {}", path.display(), error_chain(&e)),
+            None => format!(
+                "cannot use the system's CA store ({}); give --ca-cert with the CA that signed the \
+                 coordinator's certificate",
+                error_chain(&e)
+            ),
+        };
+        return Err(config_error(flag, message));
+    }
+    Ok(Some(config))
+}
+
+/// The PEM file at `path`, once it is known to hold at least one certificate.
+fn read_ca(path: &Path) -> Result<Certificate, ConfigError> {
+    let shown = path.display();
+    let pem = std::fs::read(path).map_err(|e| config_error("--ca-cert", format!("cannot read {shown}: {e}")))?;
+    let certificates = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| config_error("--ca-cert", format!("{shown} is not valid PEM: {e}")))?;
+    if certificates.is_empty() {
+        return Err(config_error(
+            "--ca-cert",
+            format!("{shown} holds no certificate (expected PEM: -----BEGIN CERTIFICATE-----)"),
+        ));
+    }
+    Ok(Certificate::from_pem(pem))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A self-signed P-256 CA certificate made with `openssl req -x509` (its key was thrown away).
+    const CA_PEM: &str = "-----BEGIN CERTIFICATE-----
+MIIBnDCCAUGgAwIBAgIUNaHetVQZ+nhvC02/YRaiaTAD69owCgYIKoZIzj0EAwIw
+IzEhMB8GA1UEAwwYY2lwaGVyZmxlZXQgdW5pdC10ZXN0IENBMB4XDTI2MTEzMDAx
+NDk0NVoXDTM2MTEyNzAxNDk0NVowIzEhMB8GA1UEAwwYY2lwaGVyZmxlZXQgdW5p
+dC10ZXN0IENBMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEVulMpF4PpoFzm9IA
+GzxQuOUkewAvvP8hKfUdig63hz/NBRKEGy88Cp9LQ7YEmVkaeflg/HEhsIVYaa03
+xRcHgKNTMFEwHQYDVR0OBBYEFNGXKEoGUusGORN8JUKxiZedAw5nMB8GA1UdIwQY
+MBaAFNGXKEoGUusGORN8JUKxiZedAw5nMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZI
+zj0EAwIDSQAwRgIhAIW1DrMoFsGwBIIu4wjHuv31VzlwPio7VHeEgJykFydrAiEA
+6bU1plKnjW2yQ7AfU9J9nziggnsx4C9qzKH8Lz+bQcU=
+-----END CERTIFICATE-----
+";
+
+    fn temp_file(name: &str, content: &str) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("cipherfleet-tls-{}-{name}", std::process::id()));
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+
+    #[test]
+    fn plain_http_needs_no_tls() {
+        assert!(client_tls("http://c.example:7443", None).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_unusable_ca_file_is_named() {
+        let missing = std::env::temp_dir().join("cipherfleet-no-such-ca.pem");
+        let err = client_tls("https://c.example", Some(&missing)).unwrap_err();
+        assert_eq!(err.flag, "--ca-cert");
+        assert!(
+            err.message.contains("cannot read") && err.message.contains("no-such-ca"),
+            "{err}"
+        );
+
+        let key_only = temp_file(
+            "key.pem",
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        );
+        let err = client_tls("https://c.example", Some(&key_only)).unwrap_err();
+        assert!(err.message.contains("holds no certificate"), "{err}");
+
+        let truncated = temp_file("cut.pem", "-----BEGIN CERTIFICATE-----\nMIIB\n");
+        let err = client_tls("https://c.example", Some(&truncated)).unwrap_err();
+        assert!(err.message.contains("is not valid PEM"), "{err}");
+        for path in [key_only, truncated] {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_readable_ca_is_accepted_at_start() {
+        let path = temp_file("ca.pem", CA_PEM);
+        let result = client_tls("https://127.0.0.1:7443", Some(&path));
+        std::fs::remove_file(&path).unwrap();
+        assert!(result.unwrap().is_some());
+    }
+}
