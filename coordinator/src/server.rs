@@ -15,9 +15,9 @@ use cipherfleet_proto::v1::admin_service_server::AdminServiceServer;
 use cipherfleet_proto::v1::agent_service_server::AgentServiceServer;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::ServerTlsConfig;
+use tonic::transport::server::TcpIncoming;
 
 use crate::auth::Token;
 use crate::grpc::{self, admin::AdminSvc, agent::AgentSvc};
@@ -157,7 +157,12 @@ pub async fn run_with_tls(
                 .max_encoding_message_size(grpc::MAX_MESSAGE_BYTES),
         )
         .add_service(AdminServiceServer::new(admin).max_decoding_message_size(grpc::MAX_MESSAGE_BYTES))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(grpc), shutdown.clone().cancelled_owned())
+        // Nagle off: a ResultAck followed at once by the next RunJob would otherwise
+        // wait for the agent's delayed ACK (~40 ms per job; deploy/bench-coordinator.sh).
+        .serve_with_incoming_shutdown(
+            TcpIncoming::from(grpc).with_nodelay(Some(true)),
+            shutdown.clone().cancelled_owned(),
+        )
         .await;
     shutdown.cancel();
     let _ = sweeper.await;

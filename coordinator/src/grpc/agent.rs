@@ -183,8 +183,12 @@ impl Session {
             };
             let message = match next {
                 Err(_) => break End::Lost("no heartbeat for three intervals"),
-                Ok(Err(status)) if status.code() == tonic::Code::Cancelled => break End::Closed,
-                Ok(Err(_)) => break End::Lost("stream error"),
+                // The agent hung up (a stop, a restart, a network cut): its job, if any, is lost
+                // all the same, but this is no silence worth a warning.
+                Ok(Err(status)) => {
+                    tracing::debug!(host = self.host_id, status = ?status, "session stream ended with an error");
+                    break End::Closed;
+                }
                 Ok(Ok(None)) => break End::Closed,
                 Ok(Ok(Some(m))) => m,
             };
