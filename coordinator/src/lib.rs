@@ -3,6 +3,7 @@
 //!
 //! - [`pg`]: a private PostgreSQL cluster run from the system's binaries, for
 //!   a coordinator started without `--database-url`.
+//! - [`analysis`]: fallback and slow-path findings as pure functions (not wired in yet).
 //! - [`server`]: `serve` — wires storage, scheduler and services; `run(listeners, shutdown)`.
 //! - [`grpc`]: the agents' session stream and the operators' admin API.
 //! - [`scheduler`]: connected hosts and dispatch (one job at a time per host), overdue sweeps.
@@ -14,6 +15,7 @@
 //! - [`db`]: the storage layer — hosts and their fact history, agent sessions,
 //!   campaigns, the job queue and results — over the schema in `migrations/`.
 
+pub mod analysis;
 pub mod auth;
 pub mod cli;
 pub mod db;

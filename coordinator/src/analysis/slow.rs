@@ -1,0 +1,209 @@
+//! Reason 5: the accelerated path is there by its flags but measures too slow.
+//! Each detector compares one series — the same job spec (algorithm, size,
+//! direction, threads, key mode) — and reports which comparison fired:
+//!
+//! - `near-software`: on the same host the accelerated path is within
+//!   `near_software_ratio` of the software path;
+//! - `below-peers`: far below the median of same-class hosts;
+//! - `dropped-vs-history`: the recent results fell against the host's own past.
+//!
+//! Every detector needs a minimum number of results and both a relative drop
+//! and a robust z-score (median/MAD) past its threshold, so a healthy host
+//! with 10–20 % noise, one bad sample, or a class of one is never flagged.
+
+use serde::Serialize;
+
+use super::robust::{median, robust_z_below};
+
+/// Which comparison found the path slow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SlowKind {
+    NearSoftware,
+    BelowPeers,
+    DroppedVsHistory,
+}
+
+/// The evidence: this host's median against the reference median (MB/s).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct SlowFinding {
+    pub kind: SlowKind,
+    pub value_mb_s: f64,
+    pub reference_mb_s: f64,
+    /// value / reference.
+    pub ratio: f64,
+}
+
+/// Detector settings; the defaults are deliberately conservative.
+#[derive(Clone, Copy, Debug)]
+pub struct Thresholds {
+    /// Accelerated below this multiple of software on the same host is "at software speed".
+    pub near_software_ratio: f64,
+    /// Results per series before any judgement.
+    pub min_results: usize,
+    /// Same-class peers (other hosts) needed for a peer comparison.
+    pub min_peers: usize,
+    /// Relative drop below the reference that matters (0.3 = 30 % slower).
+    pub min_drop: f64,
+    /// Robust z-score below the reference that matters.
+    pub min_z: f64,
+    /// Past results the history comparison needs, besides the recent ones.
+    pub min_baseline: usize,
+    /// How many of the latest results form "recent".
+    pub recent: usize,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            near_software_ratio: 1.5,
+            min_results: 3,
+            min_peers: 2,
+            min_drop: 0.3,
+            min_z: 3.0,
+            min_baseline: 5,
+            recent: 3,
+        }
+    }
+}
+
+fn finding(kind: SlowKind, value: f64, reference: f64) -> SlowFinding {
+    SlowFinding {
+        kind,
+        value_mb_s: value,
+        reference_mb_s: reference,
+        ratio: value / reference,
+    }
+}
+
+/// The accelerated path measures within `near_software_ratio` of the software path on the same host.
+pub fn near_software(accelerated: &[f64], software: &[f64], t: &Thresholds) -> Option<SlowFinding> {
+    if accelerated.len() < t.min_results || software.len() < t.min_results {
+        return None;
+    }
+    let (a, s) = (median(accelerated)?, median(software)?);
+    (s > 0.0 && a < s * t.near_software_ratio).then(|| finding(SlowKind::NearSoftware, a, s))
+}
+
+/// This host's median sits far below the median of its same-class peers' medians.
+pub fn below_peers(host: &[f64], peers: &[Vec<f64>], t: &Thresholds) -> Option<SlowFinding> {
+    if host.len() < t.min_results {
+        return None;
+    }
+    let peer_medians: Vec<f64> = peers
+        .iter()
+        .filter(|p| p.len() >= t.min_results)
+        .filter_map(|p| median(p))
+        .collect();
+    if peer_medians.len() < t.min_peers {
+        return None;
+    }
+    let (value, reference) = (median(host)?, median(&peer_medians)?);
+    let z = robust_z_below(value, &peer_medians)?;
+    (value < reference * (1.0 - t.min_drop) && z >= t.min_z).then(|| finding(SlowKind::BelowPeers, value, reference))
+}
+
+/// The latest `recent` results (chronological order) fell against the ones before.
+pub fn dropped_vs_history(history: &[f64], t: &Thresholds) -> Option<SlowFinding> {
+    if history.len() < t.min_baseline + t.recent || t.recent == 0 {
+        return None;
+    }
+    let (baseline, recent) = history.split_at(history.len() - t.recent);
+    let (value, reference) = (median(recent)?, median(baseline)?);
+    let z = robust_z_below(value, baseline)?;
+    (value < reference * (1.0 - t.min_drop) && z >= t.min_z)
+        .then(|| finding(SlowKind::DroppedVsHistory, value, reference))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A healthy series around `mean` with ±`spread` noise (deterministic).
+    fn noisy(mean: f64, spread: f64, n: usize) -> Vec<f64> {
+        let pattern = [0.0, 1.0, -1.0, 0.5, -0.5, 0.8, -0.8, 0.2, -0.2, 1.0];
+        (0..n)
+            .map(|i| mean * (1.0 + spread * pattern[i % pattern.len()]))
+            .collect()
+    }
+
+    #[test]
+    fn near_software_cases() {
+        let t = Thresholds::default();
+        let cases: Vec<(&str, Vec<f64>, Vec<f64>, bool)> = vec![
+            ("healthy AES-NI", noisy(2000.0, 0.15, 6), noisy(80.0, 0.1, 6), false),
+            (
+                "masked flag, software speed",
+                noisy(85.0, 0.1, 6),
+                noisy(80.0, 0.1, 6),
+                true,
+            ),
+            ("too few results", vec![85.0, 86.0], noisy(80.0, 0.1, 6), false),
+            ("no software results", noisy(85.0, 0.1, 6), vec![], false),
+        ];
+        for (name, a, s, flagged) in cases {
+            let f = near_software(&a, &s, &t);
+            assert_eq!(f.is_some(), flagged, "{name}: {f:?}");
+        }
+    }
+
+    #[test]
+    fn below_peers_cases() {
+        let t = Thresholds::default();
+        let peers = vec![noisy(2000.0, 0.15, 5), noisy(2100.0, 0.2, 5), noisy(1900.0, 0.1, 5)];
+        type Case = (&'static str, Vec<f64>, Vec<Vec<f64>>, bool);
+        let cases: Vec<Case> = vec![
+            (
+                "healthy but noisy (CV ~15 %)",
+                noisy(1850.0, 0.2, 5),
+                peers.clone(),
+                false,
+            ),
+            (
+                "one outlier sample",
+                vec![2000.0, 400.0, 2050.0, 1980.0],
+                peers.clone(),
+                false,
+            ),
+            ("a third of peer speed", noisy(650.0, 0.1, 5), peers.clone(), true),
+            ("class of one", noisy(650.0, 0.1, 5), vec![], false),
+            (
+                "peers with too few results",
+                noisy(650.0, 0.1, 5),
+                vec![vec![2000.0], vec![2100.0], vec![1900.0]],
+                false,
+            ),
+            ("too few results on the host", vec![650.0, 640.0], peers.clone(), false),
+        ];
+        for (name, host, peers, flagged) in cases {
+            let f = below_peers(&host, &peers, &t);
+            assert_eq!(f.is_some(), flagged, "{name}: {f:?}");
+            if let Some(f) = f {
+                assert_eq!(f.kind, SlowKind::BelowPeers);
+                assert!(f.ratio < 0.4, "{f:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn dropped_vs_history_cases() {
+        let t = Thresholds::default();
+        let mut dropped = noisy(2000.0, 0.15, 10);
+        dropped.extend([900.0, 950.0, 920.0]);
+        let mut one_bad = noisy(2000.0, 0.15, 10);
+        one_bad.extend([500.0, 2000.0, 2050.0]);
+        let mut recovered = dropped.clone();
+        recovered.extend([2010.0, 1990.0, 2050.0]);
+        let cases: Vec<(&str, Vec<f64>, bool)> = vec![
+            ("healthy, noisy history", noisy(2000.0, 0.2, 13), false),
+            ("fell by half", dropped, true),
+            ("one bad result among the recent", one_bad, false),
+            ("back to normal (the finding resolves)", recovered, false),
+            ("too little history", vec![2000.0, 2000.0, 900.0, 900.0, 900.0], false),
+        ];
+        for (name, history, flagged) in cases {
+            let f = dropped_vs_history(&history, &t);
+            assert_eq!(f.is_some(), flagged, "{name}: {f:?}");
+        }
+    }
+}
