@@ -48,7 +48,7 @@ impl NormalisedFacts {
 /// The facts that get typed columns, read from the agent's `probe` layout
 /// (schema_version 1). A missing or mistyped fact is `None`, never an error:
 /// an older or newer agent still gets its snapshot stored.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, sqlx::FromRow)]
 pub struct FactColumns {
     pub arch: Option<String>,
     pub cpu_vendor: Option<String>,
@@ -117,22 +117,9 @@ pub struct Snapshot {
     pub host_id: i64,
     pub taken_at: DateTime<Utc>,
     pub facts: Value,
-    pub arch: Option<String>,
-    pub cpu_vendor: Option<String>,
-    pub cpu_model_name: Option<String>,
-    pub cpu_family: Option<i32>,
-    pub cpu_model: Option<i32>,
-    pub cpu_stepping: Option<i32>,
-    pub logical_cores: Option<i32>,
-    pub memory_total_bytes: Option<i64>,
-    pub os_name: Option<String>,
-    pub kernel_release: Option<String>,
-    pub hypervisor_present: Option<bool>,
-    pub hypervisor: Option<String>,
-    pub features_advertised: Vec<String>,
-    pub features_usable: Vec<String>,
-    pub build_flavour: Option<String>,
-    pub agent_version: Option<String>,
+    /// The typed copies of the facts.
+    #[sqlx(flatten)]
+    pub columns: FactColumns,
 }
 
 /// Stores a new snapshot of `host_id`; returns its id. Callers decide whether

@@ -36,14 +36,14 @@ async fn changed_kernel_adds_a_second_snapshot() {
     assert!(new.facts_changed && !new.new_host);
     assert_ne!(old.snapshot_id, new.snapshot_id);
     let history = snapshots::history(&pool, old.host_id).await.unwrap();
-    let kernels: Vec<_> = history.iter().map(|s| s.kernel_release.as_deref()).collect();
+    let kernels: Vec<_> = history.iter().map(|s| s.columns.kernel_release.as_deref()).collect();
     assert_eq!(kernels, [Some("4.19.0-26-amd64"), Some("6.1.0-18-amd64")]);
     let host = hosts::get(&pool, old.host_id).await.unwrap().unwrap();
     assert_eq!(host.current_snapshot_id, Some(new.snapshot_id));
     // The typed columns are filled from the probe JSON.
-    assert_eq!(history[1].cpu_model, Some(85));
-    assert_eq!(history[1].features_usable, ["aes", "avx"]);
-    assert_eq!(history[1].hypervisor.as_deref(), Some("kvm"));
+    assert_eq!(history[1].columns.cpu_model, Some(85));
+    assert_eq!(history[1].columns.features_usable, ["aes", "avx"]);
+    assert_eq!(history[1].columns.hypervisor.as_deref(), Some("kvm"));
 }
 
 #[tokio::test]
