@@ -4,7 +4,9 @@
 #           postgresql (the coordinator's tests run a private cluster from its binaries),
 #           clang and llvm (ring, under the agent's TLS, has C and assembly that the static
 #           musl builds cross-compile with clang and archive with llvm-ar),
-#           openssl (the TLS tests make throwaway certificates with it)
+#           openssl (the TLS tests make throwaway certificates with it),
+#           iproute2 (the findings test puts each agent in a network namespace of its own),
+#           chromium (the report's browser and XSS tests drive it headless over the DevTools pipe)
 #   rustup: musl targets for the static builds, rustfmt and clippy
 set -euo pipefail
 
@@ -15,6 +17,8 @@ compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresq
 command -v clang >/dev/null || need_apt+=(clang)
 command -v llvm-ar >/dev/null || need_apt+=(llvm)
 command -v openssl >/dev/null || need_apt+=(openssl)
+command -v ip >/dev/null || need_apt+=(iproute2)
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps: please install as root: apt-get install ${need_apt[*]}" >&2

@@ -77,6 +77,20 @@ pub fn binary_for(path: Path) -> Result<PathBuf, WorkerError> {
     }
 }
 
+/// The binary a daemon measures `path` with. A software build measures every
+/// job itself: it is deployed to show what the host does without acceleration
+/// (the coordinator's `software-build` finding), so an accelerated request
+/// reports `path_used = software` rather than borrowing the sibling's hardware
+/// backends. The local CLI's `--path` does pick the sibling ([`binary_for`]).
+pub fn daemon_binary_for(path: Path) -> Result<PathBuf, WorkerError> {
+    match backend::FLAVOUR {
+        Flavour::Software => {
+            std::env::current_exe().map_err(|e| WorkerError::Failed(format!("cannot locate this executable: {e}")))
+        }
+        Flavour::Accelerated => binary_for(path),
+    }
+}
+
 /// How long a point may take before it is killed: its own time, generously, plus
 /// time to fill its buffers (emulated hosts are 10–50× slower than native).
 ///
@@ -107,25 +121,34 @@ pub fn worker_prefix() -> Option<Vec<String>> {
 
 /// Measures `spec` in a worker process and returns its report.
 pub fn run_point(spec: &JobSpec) -> Result<WorkerReport, WorkerError> {
-    run_point_with(spec, None, &AtomicBool::new(false))
+    run_in(&binary_for(spec.path)?, spec, None, &AtomicBool::new(false))
 }
 
 /// Like [`run_point`], with the time limit given by the caller (`None`: [`time_limit`])
 /// and a flag that, once raised, kills the worker within a few tens of milliseconds
-/// and returns [`WorkerError::Cancelled`]. The daemon uses it for `CancelJob` and shutdown.
+/// and returns [`WorkerError::Cancelled`]. The daemon uses it for `CancelJob` and shutdown;
+/// the binary is [`daemon_binary_for`] the job's path.
 pub fn run_point_with(
     spec: &JobSpec,
     limit: Option<Duration>,
     cancel: &AtomicBool,
 ) -> Result<WorkerReport, WorkerError> {
-    let binary = binary_for(spec.path)?;
+    run_in(&daemon_binary_for(spec.path)?, spec, limit, cancel)
+}
+
+fn run_in(
+    binary: &FsPath,
+    spec: &JobSpec,
+    limit: Option<Duration>,
+    cancel: &AtomicBool,
+) -> Result<WorkerReport, WorkerError> {
     let mut command = match worker_prefix() {
         Some(prefix) => {
             let mut c = Command::new(&prefix[0]);
-            c.args(&prefix[1..]).arg(&binary);
+            c.args(&prefix[1..]).arg(binary);
             c
         }
-        None => Command::new(&binary),
+        None => Command::new(binary),
     };
     die_with_parent(&mut command);
     let mut child = command
@@ -135,7 +158,7 @@ pub fn run_point_with(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|source| WorkerError::Spawn {
-            binary: binary.clone(),
+            binary: binary.to_path_buf(),
             source,
         })?;
     let input = serde_json::to_vec(spec).expect("a spec serialises");

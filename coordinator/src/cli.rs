@@ -1,5 +1,5 @@
 //! Command line: `serve`, and the operator commands (`campaign start|status|cancel`,
-//! `hosts`) that talk to a running coordinator's admin API.
+//! `hosts`, `check` in [`check`]) that talk to a running coordinator's admin API.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -18,6 +18,10 @@ use crate::auth::Token;
 use crate::selector::Selector;
 use crate::server::{self, ServeConfig};
 use crate::tls;
+
+mod check;
+
+pub use check::Exit;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -39,6 +43,9 @@ enum Command {
     Campaign(CampaignCommand),
     /// List known hosts with their online state and acceleration status.
     Hosts(AdminArgs),
+    /// Print open findings; exit 1 when any is at or above --min-severity (for cron and CI).
+    #[command(after_help = check::EXIT_STATUS)]
+    Check(check::CheckArgs),
 }
 
 #[derive(Args, Debug)]
@@ -46,9 +53,10 @@ struct ServeArgs {
     /// Address for agents' and operators' gRPC.
     #[arg(long, default_value = "0.0.0.0:7443")]
     grpc_listen: SocketAddr,
-    /// Address for HTTP (health check; the report later). Off when not given.
-    #[arg(long)]
-    http_listen: Option<SocketAddr>,
+    /// Address for HTTP: the report, its CSV/JSON API, /metrics and /healthz.
+    /// Plain HTTP: keep it on a private network or behind a TLS proxy.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    http_listen: SocketAddr,
     /// PostgreSQL URL. Without it a private cluster runs under --data-dir from
     /// the system's PostgreSQL binaries.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
@@ -92,12 +100,14 @@ struct AdminArgs {
     /// File holding the admin token (else CIPHERFLEET_ADMIN_TOKEN).
     #[arg(long)]
     admin_token_file: Option<PathBuf>,
+    /// Output: table (also spelled text) for people, json for scripts.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Format {
+    #[value(alias = "text")]
     Table,
     Json,
 }
@@ -143,6 +153,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve(args).await,
         Command::Hosts(admin) => hosts(admin).await,
         Command::Campaign(c) => campaign(c).await,
+        Command::Check(args) => check::run(args).await,
     }
 }
 
@@ -162,7 +173,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     )?;
     let config = ServeConfig {
         grpc_listen: args.grpc_listen,
-        http_listen: args.http_listen,
+        http_listen: Some(args.http_listen),
         database_url: args.database_url,
         data_dir: args.data_dir,
         agent_token,

@@ -3,14 +3,17 @@
 //!
 //! - [`pg`]: a private PostgreSQL cluster run from the system's binaries, for
 //!   a coordinator started without `--database-url`.
-//! - [`analysis`]: fallback and slow-path findings as pure functions (not wired in yet).
+//! - [`analysis`]: fallback and slow-path findings as pure functions.
+//! - [`findings`]: the deriver — runs the analysis over stored facts and results after
+//!   results and campaigns, and keeps the `findings` table (open → resolved) in step.
+//! - [`metrics`]: `/metrics` in the Prometheus text format.
 //! - [`server`]: `serve` — wires storage, scheduler and services; `run(listeners, shutdown)`.
 //! - [`grpc`]: the agents' session stream and the operators' admin API.
 //! - [`scheduler`]: connected hosts and dispatch (one job at a time per host), overdue sweeps.
 //! - [`selector`]: which hosts a campaign runs on.
 //! - [`auth`]: enrollment and admin tokens (constant-time comparison, never logged).
 //! - [`tls`]: `--tls-cert` / `--tls-key`, read and checked at start.
-//! - [`http`]: health check (the report comes later).
+//! - [`web`]: the HTML report, its CSV/JSON API, `/metrics` and `/healthz`.
 //! - [`cli`]: `serve`, `campaign start|status|cancel`, `hosts`.
 //! - [`db`]: the storage layer — hosts and their fact history, agent sessions,
 //!   campaigns, the job queue and results — over the schema in `migrations/`.
@@ -19,13 +22,15 @@ pub mod analysis;
 pub mod auth;
 pub mod cli;
 pub mod db;
+pub mod findings;
 pub mod grpc;
-pub mod http;
+pub mod metrics;
 pub mod pg;
 pub mod scheduler;
 pub mod selector;
 pub mod server;
 pub mod tls;
+pub mod web;
 
 /// The schema, embedded from `migrations/` and applied at start ([`db::connect`]).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");

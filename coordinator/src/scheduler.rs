@@ -88,16 +88,25 @@ impl Scheduler {
         self.connected.lock().expect("scheduler lock")
     }
 
-    fn sender(&self, host_id: i64) -> Option<Outbound> {
-        self.lock().get(&host_id).map(|c| c.tx.clone())
+    /// The host's current session: its generation and channel.
+    fn sender(&self, host_id: i64) -> Option<(u64, Outbound)> {
+        self.lock().get(&host_id).map(|c| (c.generation, c.tx.clone()))
     }
 
     /// Sends a message to a connected host; false if it is not connected.
     pub async fn send(&self, host_id: i64, body: Body) -> bool {
-        match self.sender(host_id) {
-            Some(tx) => tx.send(Ok(CoordinatorMessage { body: Some(body) })).await.is_ok(),
-            None => false,
-        }
+        self.send_to_current(host_id, body).await.is_ok()
+    }
+
+    /// Sends to the host's current session; on failure says which session was
+    /// tried (`None`: the host was not connected).
+    async fn send_to_current(&self, host_id: i64, body: Body) -> Result<(), Option<u64>> {
+        let Some((generation, tx)) = self.sender(host_id) else {
+            return Err(None);
+        };
+        tx.send(Ok(CoordinatorMessage { body: Some(body) }))
+            .await
+            .map_err(|_| Some(generation))
     }
 
     /// Gives `host_id` its next job if it is connected and idle.
@@ -121,9 +130,18 @@ impl Scheduler {
             spec: Some(v1::JobSpec::from(&spec)),
             time_limit_ms: (job.time_limit_seconds * 1000.0).min(f64::from(u32::MAX)) as u32,
         };
-        if !self.send(host_id, Body::RunJob(run)).await {
-            // The session ended between claim and send; its teardown re-queues the job.
+        if let Err(tried) = self.send_to_current(host_id, Body::RunJob(run)).await {
+            // The session ended around the claim. Its teardown re-queues only
+            // what was running when it ran, which may have been before this
+            // claim: give the job back (no agent saw it, so no attempt counts).
             tracing::debug!(%host_id, job = %job.id, "host went away while a job was dispatched");
+            db::jobs::unclaim(&self.pool, &job).await?;
+            // A newer session of the host found it busy with this claim when it
+            // connected, and waits for nothing: its turn now.
+            let current = self.sender(host_id).map(|(generation, _)| generation);
+            if current.is_some() && current != tried {
+                return Box::pin(self.dispatch(host_id)).await;
+            }
         }
         Ok(())
     }

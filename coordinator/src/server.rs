@@ -20,9 +20,10 @@ use tonic::transport::ServerTlsConfig;
 use tonic::transport::server::TcpIncoming;
 
 use crate::auth::Token;
+use crate::findings;
 use crate::grpc::{self, admin::AdminSvc, agent::AgentSvc};
 use crate::scheduler::{self, Scheduler};
-use crate::{db, http, pg};
+use crate::{db, pg, web};
 
 /// Everything `serve` needs.
 #[derive(Debug)]
@@ -119,7 +120,7 @@ pub async fn run(
 }
 
 /// [`run`], with gRPC over TLS when `tls` is given (HTTP stays plain: it is
-/// the health check, meant for a local probe or a TLS-terminating proxy).
+/// the report, meant for a TLS-terminating proxy or a private network).
 pub async fn run_with_tls(
     app: App,
     grpc: TcpListener,
@@ -132,11 +133,15 @@ pub async fn run_with_tls(
         .await
         .context("closing stale sessions")?;
     let scheduler = Arc::new(Scheduler::new(app.pool.clone()));
+    // Findings are derived in the background, once now and after results and campaigns.
+    let deriver = findings::Deriver::new();
+    let deriver_task = tokio::spawn(findings::run(deriver.clone(), app.pool.clone(), shutdown.clone()));
     let agent = AgentSvc {
         scheduler: scheduler.clone(),
         token: app.agent_token,
         heartbeat: app.heartbeat,
         shutdown: shutdown.clone(),
+        findings: deriver,
     };
     let admin = AdminSvc {
         scheduler: scheduler.clone(),
@@ -147,7 +152,13 @@ pub async fn run_with_tls(
         builder = builder.tls_config(tls).context("setting up TLS")?;
     }
     let sweeper = tokio::spawn(sweep(scheduler.clone(), shutdown.clone()));
-    let http_task = http.map(|l| tokio::spawn(http::serve(l, scheduler.clone(), shutdown.clone())));
+    let http_task = http.map(|l| {
+        let state = web::WebState {
+            pool: app.pool.clone(),
+            scheduler: scheduler.clone(),
+        };
+        tokio::spawn(web::serve(l, state, shutdown.clone()))
+    });
 
     let grpc_result = builder
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
@@ -166,6 +177,7 @@ pub async fn run_with_tls(
         .await;
     shutdown.cancel();
     let _ = sweeper.await;
+    let _ = deriver_task.await;
     if let Some(t) = http_task {
         let _ = t.await;
     }

@@ -164,7 +164,7 @@ async fn handshake(ctx: &Context) -> Result<(Session, v1::Welcome, Streaming<v1:
 fn hello(ctx: &Context) -> v1::Hello {
     let paths = [Path::Accelerated, Path::Software]
         .into_iter()
-        .filter(|p| worker::binary_for(*p).is_ok())
+        .filter(|p| worker::daemon_binary_for(*p).is_ok())
         .map(|p| p.as_str().to_string())
         .collect();
     let spooled = ctx.spool.list().unwrap_or_else(|e| {

@@ -19,6 +19,11 @@ use tonic::{Request, Response, Status, Streaming};
 
 /// Longest wait for any single protocol step.
 pub const STEP: Duration = Duration::from_secs(15);
+/// Longest wait for a session: it may need a (re)started agent process, and
+/// starting a debug build takes far longer than a step when other builds load
+/// the machine (a restart connects at once, without backoff, so only the
+/// process start is waited for). Reached only on failure.
+pub const SESSION: Duration = Duration::from_secs(60);
 /// Longest wait for a short job's result (a debug build measuring on a busy 2-core machine).
 pub const JOB: Duration = Duration::from_secs(90);
 /// The token every test agent presents.
@@ -109,9 +114,9 @@ impl Coordinator {
 
     /// The next agent session (its `Hello` already read).
     pub async fn next_session(&mut self, agent: &Agent) -> AgentSession {
-        match tokio::time::timeout(STEP, self.sessions.recv()).await {
+        match tokio::time::timeout(SESSION, self.sessions.recv()).await {
             Ok(Some(session)) => session,
-            _ => panic!("no agent session within {STEP:?}; agent log:\n{}", agent.log()),
+            _ => panic!("no agent session within {SESSION:?}; agent log:\n{}", agent.log()),
         }
     }
 

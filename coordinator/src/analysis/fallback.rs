@@ -32,6 +32,18 @@ pub enum Reason {
     SoftwareBuild,
 }
 
+impl Reason {
+    /// The spelling stored in `findings.reason` (as serialised).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::CpuLacks => "cpu-lacks",
+            Reason::HypervisorMasks => "hypervisor-masks",
+            Reason::OsDisabled => "os-disabled",
+            Reason::SoftwareBuild => "software-build",
+        }
+    }
+}
+
 /// One facts-based finding: the reason and the features it concerns.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FactFinding {

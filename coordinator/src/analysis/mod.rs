@@ -6,10 +6,17 @@
 //! - [`fallback`]: why a host runs AES in software (DESIGN.md reasons 1–4) from its facts.
 //! - [`slow`]: accelerated paths that measure too slow (reason 5): near the
 //!   software path, below same-class peers, or dropped against own history.
+//! - [`series`]: reason 5 over stored results, one verdict per algorithm and kind.
+//! - [`changes`]: what changed in a host's facts between two snapshots.
+//! - [`class`]: machine classes (arch, CPU, usable crypto features, build) — peers, compare rows, capacity.
+//! - [`capacity`]: per-core throughput, thread scaling, cores and hosts for a target rate, the recommended algorithm.
 //!
-//! Wiring the findings into storage, `check`, `/metrics` and the report is
-//! still to come (issue 5).
+//! [`crate::findings`] runs these over the database and stores the findings.
 
+pub mod capacity;
+pub mod changes;
+pub mod class;
 pub mod fallback;
 pub mod robust;
+pub mod series;
 pub mod slow;

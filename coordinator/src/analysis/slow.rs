@@ -24,6 +24,17 @@ pub enum SlowKind {
     DroppedVsHistory,
 }
 
+impl SlowKind {
+    /// The spelling stored in `findings.kind`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SlowKind::NearSoftware => "near-software",
+            SlowKind::BelowPeers => "below-peers",
+            SlowKind::DroppedVsHistory => "dropped-vs-history",
+        }
+    }
+}
+
 /// The evidence: this host's median against the reference median (MB/s).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct SlowFinding {
@@ -32,6 +43,13 @@ pub struct SlowFinding {
     pub reference_mb_s: f64,
     /// value / reference.
     pub ratio: f64,
+    /// Robust z-score of the value below the reference values (none for
+    /// `near-software`, whose reference is another path, not a spread).
+    pub z: Option<f64>,
+    /// Results behind the value.
+    pub results: usize,
+    /// What the reference is made of: software results, peers, or past results.
+    pub reference_results: usize,
 }
 
 /// Detector settings; the defaults are deliberately conservative.
@@ -51,6 +69,9 @@ pub struct Thresholds {
     pub min_baseline: usize,
     /// How many of the latest results form "recent".
     pub recent: usize,
+    /// Smallest payload judged by `near-software`: below it, per-call overhead
+    /// (key schedule, tag, dispatch) dominates and both paths converge.
+    pub near_software_min_size_bytes: i64,
 }
 
 impl Default for Thresholds {
@@ -63,16 +84,20 @@ impl Default for Thresholds {
             min_z: 3.0,
             min_baseline: 5,
             recent: 3,
+            near_software_min_size_bytes: 1024,
         }
     }
 }
 
-fn finding(kind: SlowKind, value: f64, reference: f64) -> SlowFinding {
+fn finding(kind: SlowKind, value: f64, reference: f64, z: Option<f64>, counts: (usize, usize)) -> SlowFinding {
     SlowFinding {
         kind,
         value_mb_s: value,
         reference_mb_s: reference,
         ratio: value / reference,
+        z,
+        results: counts.0,
+        reference_results: counts.1,
     }
 }
 
@@ -82,7 +107,8 @@ pub fn near_software(accelerated: &[f64], software: &[f64], t: &Thresholds) -> O
         return None;
     }
     let (a, s) = (median(accelerated)?, median(software)?);
-    (s > 0.0 && a < s * t.near_software_ratio).then(|| finding(SlowKind::NearSoftware, a, s))
+    (s > 0.0 && a < s * t.near_software_ratio)
+        .then(|| finding(SlowKind::NearSoftware, a, s, None, (accelerated.len(), software.len())))
 }
 
 /// This host's median sits far below the median of its same-class peers' medians.
@@ -100,7 +126,15 @@ pub fn below_peers(host: &[f64], peers: &[Vec<f64>], t: &Thresholds) -> Option<S
     }
     let (value, reference) = (median(host)?, median(&peer_medians)?);
     let z = robust_z_below(value, &peer_medians)?;
-    (value < reference * (1.0 - t.min_drop) && z >= t.min_z).then(|| finding(SlowKind::BelowPeers, value, reference))
+    (value < reference * (1.0 - t.min_drop) && z >= t.min_z).then(|| {
+        finding(
+            SlowKind::BelowPeers,
+            value,
+            reference,
+            Some(z),
+            (host.len(), peer_medians.len()),
+        )
+    })
 }
 
 /// The latest `recent` results (chronological order) fell against the ones before.
@@ -111,8 +145,15 @@ pub fn dropped_vs_history(history: &[f64], t: &Thresholds) -> Option<SlowFinding
     let (baseline, recent) = history.split_at(history.len() - t.recent);
     let (value, reference) = (median(recent)?, median(baseline)?);
     let z = robust_z_below(value, baseline)?;
-    (value < reference * (1.0 - t.min_drop) && z >= t.min_z)
-        .then(|| finding(SlowKind::DroppedVsHistory, value, reference))
+    (value < reference * (1.0 - t.min_drop) && z >= t.min_z).then(|| {
+        finding(
+            SlowKind::DroppedVsHistory,
+            value,
+            reference,
+            Some(z),
+            (recent.len(), baseline.len()),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -127,6 +168,23 @@ mod tests {
             .collect()
     }
 
+    /// Coefficient of variation (sample standard deviation / mean).
+    fn cv(values: &[f64]) -> f64 {
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        var.sqrt() / mean
+    }
+
+    #[test]
+    fn the_noisy_series_really_are_noisy() {
+        // The "healthy but noisy" cases below mean a CV of 10-20 %, as hosts show in practice.
+        for (spread, n) in [(0.15, 10), (0.2, 5), (0.2, 13), (0.25, 10), (0.25, 13)] {
+            let c = cv(&noisy(2000.0, spread, n));
+            assert!((0.10..=0.20).contains(&c), "spread {spread}, n {n}: CV {c:.3}");
+        }
+    }
+
     #[test]
     fn near_software_cases() {
         let t = Thresholds::default();
@@ -137,6 +195,18 @@ mod tests {
                 noisy(85.0, 0.1, 6),
                 noisy(80.0, 0.1, 6),
                 true,
+            ),
+            (
+                "healthy but noisy on both paths (CV ~17 %)",
+                noisy(2000.0, 0.25, 10),
+                noisy(80.0, 0.25, 10),
+                false,
+            ),
+            (
+                "one accelerated result at software speed",
+                vec![2000.0, 60.0, 2100.0, 1950.0],
+                noisy(80.0, 0.1, 6),
+                false,
             ),
             ("too few results", vec![85.0, 86.0], noisy(80.0, 0.1, 6), false),
             ("no software results", noisy(85.0, 0.1, 6), vec![], false),
@@ -163,6 +233,16 @@ mod tests {
                 "one outlier sample",
                 vec![2000.0, 400.0, 2050.0, 1980.0],
                 peers.clone(),
+                false,
+            ),
+            (
+                "noisy host among noisy peers (CV ~17 %)",
+                noisy(1800.0, 0.25, 10),
+                vec![
+                    noisy(2000.0, 0.25, 10),
+                    noisy(2200.0, 0.25, 10),
+                    noisy(1900.0, 0.25, 10),
+                ],
                 false,
             ),
             ("a third of peer speed", noisy(650.0, 0.1, 5), peers.clone(), true),
@@ -196,6 +276,7 @@ mod tests {
         recovered.extend([2010.0, 1990.0, 2050.0]);
         let cases: Vec<(&str, Vec<f64>, bool)> = vec![
             ("healthy, noisy history", noisy(2000.0, 0.2, 13), false),
+            ("healthy, noisier history (CV ~17 %)", noisy(2000.0, 0.25, 13), false),
             ("fell by half", dropped, true),
             ("one bad result among the recent", one_bad, false),
             ("back to normal (the finding resolves)", recovered, false),

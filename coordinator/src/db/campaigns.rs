@@ -210,8 +210,18 @@ pub async fn cancel(pool: &PgPool, campaign_id: i64) -> Result<bool> {
 }
 
 /// Marks a running campaign finished if none of its jobs is queued or
-/// running. Called in the transaction that ended one of its jobs.
+/// running. Called in the transaction that ended one of its jobs, after the
+/// job's update.
 pub(crate) async fn close_if_complete(conn: &mut PgConnection, campaign_id: i64) -> Result<bool> {
+    // Two transactions ending a campaign's last two jobs (two hosts finishing
+    // together) each see the other's job still running until it commits, so
+    // without this lock neither closes the campaign and it runs forever. Held to
+    // commit, it makes the later one's check below (a statement of its own, so
+    // a fresh snapshot) start after the earlier one committed.
+    sqlx::query("SELECT 1 FROM campaigns WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(campaign_id)
+        .execute(&mut *conn)
+        .await?;
     let done = sqlx::query(
         "UPDATE campaigns SET status = 'finished', finished_at = now() \
          WHERE id = $1 AND status = 'running' \
@@ -250,4 +260,15 @@ pub async fn host_progress(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<
         *counts.slot(row.status) = row.count;
     }
     Ok(out)
+}
+
+/// Campaigns that ended (finished or cancelled) within the last `seconds`:
+/// how the finding deriver notices campaigns end, wherever they ended.
+pub async fn ended_within(db: impl PgExecutor<'_>, seconds: f64) -> Result<Vec<i64>> {
+    Ok(
+        sqlx::query_scalar("SELECT id FROM campaigns WHERE finished_at > now() - make_interval(secs => $1)")
+            .bind(seconds)
+            .fetch_all(db)
+            .await?,
+    )
 }

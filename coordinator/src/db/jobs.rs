@@ -310,6 +310,13 @@ pub async fn for_campaign(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<V
 /// or already finished.
 pub async fn adopt(pool: &PgPool, job_id: Uuid, host_id: i64) -> Result<bool> {
     let mut tx = pool.begin().await?;
+    // Takes turns with claims for the host (see `claim_next_for_host`): a claim
+    // racing this adoption then finds the host busy instead of tripping the
+    // one-running-job index.
+    sqlx::query("SELECT id FROM hosts WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(host_id)
+        .execute(&mut *tx)
+        .await?;
     sqlx::query("UPDATE jobs SET status = 'queued', assigned_at = NULL, started_at = NULL, deadline = NULL WHERE host_id = $1 AND status = 'running' AND id <> $2")
         .bind(host_id)
         .bind(job_id)
@@ -338,6 +345,22 @@ pub async fn release(pool: &PgPool, job_id: Uuid, host_id: i64) -> Result<bool> 
     )
     .bind(job_id)
     .bind(host_id)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Undoes `claimed` (from [`claim_next_for_host`]) when its `RunJob` reached no
+/// agent: back to the queue, no attempt counted. False if the job is no longer
+/// in that claim (re-queued, and maybe claimed again, since).
+pub async fn unclaim(pool: &PgPool, claimed: &Job) -> Result<bool> {
+    let done = sqlx::query(
+        "UPDATE jobs SET status = 'queued', assigned_at = NULL, started_at = NULL, deadline = NULL \
+         WHERE id = $1 AND host_id = $2 AND status = 'running' AND assigned_at = $3",
+    )
+    .bind(claimed.id)
+    .bind(claimed.host_id)
+    .bind(claimed.assigned_at)
     .execute(pool)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -415,4 +438,11 @@ pub async fn running_for_campaign(db: impl PgExecutor<'_>, campaign_id: i64) -> 
             .fetch_all(db)
             .await?,
     )
+}
+
+/// Jobs of every campaign per status (`/metrics`): (status, count).
+pub async fn count_by_status(db: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>> {
+    Ok(sqlx::query_as("SELECT status, count(*) FROM jobs GROUP BY status")
+        .fetch_all(db)
+        .await?)
 }

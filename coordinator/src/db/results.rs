@@ -7,7 +7,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::{Error, Result, campaigns};
+use super::{Error, Result, campaigns, points};
 
 /// Latency figures in nanoseconds, as `latency_ns` in the measurement.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,9 +120,10 @@ pub async fn record(
     .bind(measurement)
     .fetch_optional(&mut *tx)
     .await?;
-    if inserted.is_none() {
+    let Some(result_id) = inserted else {
         return Ok(RecordOutcome::Duplicate);
-    }
+    };
+    points::record(&mut tx, result_id).await?;
 
     sqlx::query(
         "UPDATE jobs SET status = 'done', finished_at = now(), error = NULL \

@@ -1,5 +1,5 @@
 //! `AdminService`: what operators do — start, watch and cancel campaigns, list
-//! hosts. Every call carries `authorization: Bearer <admin token>`.
+//! hosts and open findings. Every call carries `authorization: Bearer <admin token>`.
 
 use std::sync::Arc;
 
@@ -12,6 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::db_status;
 use crate::auth::Token;
+use crate::db::findings::Severity;
 use crate::db::{self, campaigns::CampaignStatus, jobs::NewJob};
 use crate::scheduler::Scheduler;
 use crate::selector::{Candidate, Selector};
@@ -347,5 +348,39 @@ impl AdminService for AdminSvc {
             })
             .collect();
         Ok(Response::new(v1::ListHostsResponse { hosts }))
+    }
+
+    async fn list_findings(
+        &self,
+        request: Request<v1::ListFindingsRequest>,
+    ) -> Result<Response<v1::ListFindingsResponse>, Status> {
+        self.authorize(&request)?;
+        let min = match request.get_ref().min_severity.as_str() {
+            "" => Severity::Info,
+            s => s
+                .parse::<Severity>()
+                .map_err(|e| Status::invalid_argument(format!("min_severity: {e}")))?,
+        };
+        let findings = db::findings::list_open(self.scheduler.pool())
+            .await
+            .map_err(db_status)?
+            .into_iter()
+            .filter(|f| f.severity >= min)
+            .map(|f| v1::Finding {
+                id: f.id.to_string(),
+                host_id: f.host_id.to_string(),
+                host_name: f.host_name,
+                reason: f.reason,
+                kind: f.kind.unwrap_or_default(),
+                subject: f.subject,
+                severity: f.severity.to_string(),
+                first_seen_unix_ms: f.first_seen.timestamp_millis(),
+                last_seen_unix_ms: f.last_seen.timestamp_millis(),
+                summary: f.summary,
+                evidence_json: f.evidence.to_string(),
+                fact_changes_json: f.fact_changes.to_string(),
+            })
+            .collect();
+        Ok(Response::new(v1::ListFindingsResponse { findings }))
     }
 }

@@ -26,6 +26,7 @@ use super::db_status;
 use crate::auth::Token;
 use crate::db;
 use crate::db::hosts::Labels;
+use crate::findings::Deriver;
 use crate::scheduler::Scheduler;
 
 /// How long a new stream may take to say hello.
@@ -36,6 +37,8 @@ pub struct AgentSvc {
     pub token: Token,
     pub heartbeat: Duration,
     pub shutdown: CancellationToken,
+    /// Told about every stored result; derives findings off this path.
+    pub findings: Arc<Deriver>,
 }
 
 #[tonic::async_trait]
@@ -79,6 +82,9 @@ impl AgentService for AgentSvc {
         .await
         .map_err(|_| Status::cancelled("agent went away"))?;
         let generation = self.scheduler.connect(accepted.host_id, tx.clone());
+        if accepted.facts_changed {
+            self.findings.facts_changed();
+        }
         tracing::info!(host = accepted.host_id, name = ?hello.name, peer = ?peer, facts_changed = accepted.facts_changed, "agent connected");
 
         let session = Session {
@@ -90,6 +96,7 @@ impl AgentService for AgentSvc {
             silence: self.heartbeat * 3,
             shutdown: self.shutdown.clone(),
             dispatch_on_connect: !accepted.holds_jobs,
+            findings: self.findings.clone(),
         };
         tokio::spawn(session.run(inbound));
         Ok(Response::new(ReceiverStream::new(rx)))
@@ -159,6 +166,7 @@ struct Session {
     silence: Duration,
     shutdown: CancellationToken,
     dispatch_on_connect: bool,
+    findings: Arc<Deriver>,
 }
 
 /// Why a session ended.
@@ -342,6 +350,9 @@ impl Session {
         match db::results::record(pool, job_id, self.host_id, &metrics, &json).await {
             Ok(outcome) => {
                 tracing::debug!(host = self.host_id, job = %job_id, ?outcome, "result");
+                if outcome == db::results::RecordOutcome::Inserted {
+                    self.findings.result_stored(self.host_id, &job.algorithm);
+                }
                 Ok(Ok(()))
             }
             Err(db::Error::Database(sqlx::Error::Database(e))) if e.is_check_violation() => {

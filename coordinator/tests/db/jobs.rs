@@ -134,6 +134,75 @@ async fn cancelling_a_campaign_cancels_its_queued_jobs() {
 }
 
 #[tokio::test]
+async fn an_undelivered_claim_is_undone_without_an_attempt_unless_claimed_again() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    campaign(&pool, &[job(bench, 16)]).await;
+
+    let claimed = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    assert!(jobs::unclaim(&pool, &claimed).await.unwrap());
+    let undone = jobs::get(&pool, claimed.id).await.unwrap().unwrap();
+    assert_eq!(
+        (undone.status, undone.attempts, undone.assigned_at),
+        (JobStatus::Queued, 0, None)
+    );
+
+    // Lost and handed out again since: that later claim is left alone.
+    let first = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    jobs::requeue_lost(&pool, bench).await.unwrap();
+    let second = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    assert_eq!(second.id, first.id);
+    assert!(!jobs::unclaim(&pool, &first).await.unwrap());
+    assert_eq!(
+        jobs::get(&pool, first.id).await.unwrap().unwrap().status,
+        JobStatus::Running
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_whose_last_jobs_end_at_once_on_two_hosts_is_finished() {
+    let pool = fresh_db().await;
+    let hosts = [host(&pool, "bench-01").await, host(&pool, "bench-02").await];
+    // Each ending gets a connection of its own, so the two transactions overlap.
+    let mut open = Vec::new();
+    for _ in 0..4 {
+        open.push(pool.acquire().await.unwrap());
+    }
+    drop(open);
+    // Each transaction that ends a job sees the other's job still running until
+    // the other commits: unless one waits for the other, neither closes the
+    // campaign. The overlap is a matter of timing, hence the rounds.
+    for round in 0..40 {
+        let campaign_id = campaign(&pool, &[job(hosts[0], 16), job(hosts[1], 16)]).await;
+        let mut claimed = Vec::new();
+        for host_id in hosts {
+            claimed.push(jobs::claim_next_for_host(&pool, host_id).await.unwrap().unwrap());
+        }
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(claimed.len()));
+        let endings: Vec<_> = claimed
+            .into_iter()
+            .map(|j| {
+                let (pool, barrier) = (pool.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    jobs::fail(&pool, j.id, j.host_id, "unsupported").await
+                })
+            })
+            .collect();
+        for ending in endings {
+            assert!(ending.await.unwrap().unwrap());
+        }
+        let progress = campaigns::status(&pool, campaign_id).await.unwrap().unwrap();
+        assert_eq!(progress.jobs.failed, 2);
+        assert_eq!(
+            progress.campaign.status,
+            CampaignStatus::Finished,
+            "round {round}: every job ended, the campaign still runs"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_campaign_without_jobs_is_finished_at_once() {
     let pool = fresh_db().await;
     let campaign_id = campaign(&pool, &[]).await;

@@ -38,6 +38,8 @@ pub struct App {
     pub db_url: String,
     pub dir: TempDir,
     pub grpc: SocketAddr,
+    /// The report's HTTP address (a new port after each restart).
+    pub http: SocketAddr,
     /// Set: the coordinator serves TLS with these files and clients use `https://`.
     tls: Option<TlsFiles>,
     coordinator: Option<Child>,
@@ -92,6 +94,7 @@ impl App {
             db_url,
             dir,
             grpc: "127.0.0.1:0".parse().unwrap(),
+            http: "127.0.0.1:0".parse().unwrap(),
             tls,
             coordinator: None,
             agents: vec![],
@@ -109,6 +112,8 @@ impl App {
             &addr.to_string(),
             "--heartbeat-seconds",
             "0.5",
+            "--http-listen",
+            "127.0.0.1:0",
         ]);
         if let Some(tls) = &self.tls {
             command.arg("--tls-cert").arg(&tls.cert).arg("--tls-key").arg(&tls.key);
@@ -134,6 +139,11 @@ impl App {
             .find_map(|w| w.strip_prefix("grpc="))
             .unwrap_or_else(|| panic!("coordinator did not print its address: {line:?}"));
         self.grpc = grpc.parse().unwrap();
+        let http = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("http="))
+            .unwrap_or_else(|| panic!("coordinator did not print its HTTP address: {line:?}"));
+        self.http = http.parse().unwrap();
         self.coordinator = Some(child);
     }
 
@@ -143,6 +153,11 @@ impl App {
             c.kill().unwrap();
             c.wait().unwrap();
         }
+    }
+
+    /// `GET path` on the report's HTTP side.
+    pub async fn get(&self, path: &str) -> HttpResponse {
+        http_get(self.http, path).await
     }
 
     pub fn url(&self) -> String {
@@ -263,7 +278,7 @@ impl App {
         let url = self.url();
         let ca = self.ca().map(Path::to_path_buf);
         let id = id.to_string();
-        wait_for("campaign to finish", limit, || {
+        let finished = wait_for("campaign to finish", limit * 2, || {
             let (url, ca, id) = (url.clone(), ca.clone(), id.clone());
             async move {
                 let mut admin = admin_over(&url, ca.as_deref(), ADMIN_TOKEN).await;
@@ -274,8 +289,40 @@ impl App {
                     .into_inner();
                 (s.state != v1::CampaignState::Running as i32).then_some(s)
             }
+        });
+        match tokio::time::timeout(limit, finished).await {
+            Ok(status) => status,
+            Err(_) => panic!(
+                "timed out after {limit:?} waiting for campaign {id} to finish\n{}",
+                self.diagnosis(&id).await
+            ),
+        }
+    }
+
+    /// Where a campaign's jobs stand and which hosts are online, for a failure
+    /// message: a stuck campaign should show which host sat idle with work queued.
+    pub async fn diagnosis(&self, campaign: &str) -> String {
+        let lines: Result<Vec<String>, _> = sqlx::query_scalar(
+            "SELECT format('campaign %s: %s (database time %s)', id, status, now()) FROM campaigns WHERE id = $1 \
+             UNION ALL (SELECT format('  job %s on %s: %s, attempts %s, assigned %s, started %s, finished %s, error %s', \
+                     j.position, h.name, j.status, j.attempts, j.assigned_at, j.started_at, j.finished_at, j.error) \
+                 FROM jobs j JOIN hosts h ON h.id = j.host_id WHERE j.campaign_id = $1 ORDER BY h.name, j.position) \
+             UNION ALL (SELECT format('  host %s: %s sessions, %s open, last connected %s', h.name, count(s.id), \
+                     count(s.id) FILTER (WHERE s.disconnected_at IS NULL), max(s.connected_at)) \
+                 FROM hosts h LEFT JOIN agent_sessions s ON s.host_id = h.id GROUP BY h.name ORDER BY h.name)",
+        )
+        .bind(campaign.parse::<i64>().unwrap_or(-1))
+        .fetch_all(&self.pool)
+        .await;
+        let online = tokio::time::timeout(Duration::from_secs(5), async {
+            let mut admin = self.admin().await;
+            let hosts = admin.list_hosts(v1::ListHostsRequest::default()).await?.into_inner();
+            let online: Vec<(String, bool)> = hosts.hosts.into_iter().map(|h| (h.name, h.online)).collect();
+            Ok::<_, tonic::Status>(online)
         })
-        .await
+        .await;
+        let lines = lines.unwrap_or_else(|e| vec![format!("cannot read the jobs: {e}")]);
+        format!("{}\n  online (coordinator's view): {online:?}", lines.join("\n"))
     }
 
     /// Results stored per job of a campaign (job id, count).
@@ -356,5 +403,74 @@ where
         }
         assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// An HTTP answer as the tests look at it.
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A plain HTTP/1.1 `GET` over a real socket (`Connection: close`, chunked bodies decoded):
+/// enough of a client for the report's tests without one more dependency.
+pub async fn http_get(addr: SocketAddr, path: &str) -> HttpResponse {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connecting to the report");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut raw))
+        .await
+        .unwrap_or_else(|_| panic!("GET {path}: no complete answer within 60 s"))
+        .unwrap();
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("GET {path}: no header end in {:?}", String::from_utf8_lossy(&raw)));
+    let head = String::from_utf8(raw[..split].to_vec()).expect("UTF-8 headers");
+    let mut lines = head.split("\r\n");
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    if headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"))
+    {
+        body = dechunk(&body);
+    }
+    HttpResponse {
+        status,
+        headers,
+        body: String::from_utf8(body).expect("UTF-8 body"),
+    }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data.windows(2).position(|w| w == b"\r\n").expect("chunk size line");
+        let size_text = std::str::from_utf8(&data[..line_end]).unwrap();
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        let start = line_end + 2;
+        out.extend_from_slice(&data[start..start + size]);
+        data = &data[start + size + 2..];
     }
 }

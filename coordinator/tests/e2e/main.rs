@@ -4,10 +4,18 @@
 //! (the test command does).
 
 mod app;
+mod browser;
 mod campaigns;
+mod chromium;
 #[allow(dead_code)]
 #[path = "../db/helpers.rs"]
 mod db_helpers;
 mod faults;
+mod findings;
 mod rejections;
+mod report_capacity;
+mod report_compare;
+mod report_fallback;
+mod report_fleet;
 mod tls;
+mod xss;

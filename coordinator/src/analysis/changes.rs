@@ -1,0 +1,98 @@
+//! What changed in a host's facts between two snapshots: the context a finding
+//! carries ("AES went missing when the kernel went from 6.1 to 6.6").
+//! Only the facts an operator would suspect are compared: kernel, OS, CPU
+//! flags (advertised and usable), hypervisor, agent version and build.
+
+use serde_json::{Map, Value, json};
+
+use crate::db::snapshots::FactColumns;
+
+/// The changed facts from `before` to `after` as a JSON object: scalar facts
+/// as `{"from": …, "to": …}`, flag lists as `{"gained": […], "lost": […]}`.
+/// Empty when nothing an operator would suspect changed.
+pub fn diff(before: &FactColumns, after: &FactColumns) -> Map<String, Value> {
+    let mut out = Map::new();
+    let mut scalar = |name: &str, a: Value, b: Value| {
+        if a != b {
+            out.insert(name.to_string(), json!({"from": a, "to": b}));
+        }
+    };
+    scalar(
+        "kernel_release",
+        json!(before.kernel_release),
+        json!(after.kernel_release),
+    );
+    scalar("os_name", json!(before.os_name), json!(after.os_name));
+    scalar(
+        "cpu_model_name",
+        json!(before.cpu_model_name),
+        json!(after.cpu_model_name),
+    );
+    scalar(
+        "hypervisor_present",
+        json!(before.hypervisor_present),
+        json!(after.hypervisor_present),
+    );
+    scalar("hypervisor", json!(before.hypervisor), json!(after.hypervisor));
+    scalar("agent_version", json!(before.agent_version), json!(after.agent_version));
+    scalar("build_flavour", json!(before.build_flavour), json!(after.build_flavour));
+    for (name, a, b) in [
+        (
+            "features_advertised",
+            &before.features_advertised,
+            &after.features_advertised,
+        ),
+        ("features_usable", &before.features_usable, &after.features_usable),
+    ] {
+        let gained: Vec<&String> = b.iter().filter(|f| !a.contains(f)).collect();
+        let lost: Vec<&String> = a.iter().filter(|f| !b.contains(f)).collect();
+        if !gained.is_empty() || !lost.is_empty() {
+            out.insert(name.to_string(), json!({"gained": gained, "lost": lost}));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(kernel: &str, usable: &[&str], version: &str, flavour: &str) -> FactColumns {
+        FactColumns {
+            kernel_release: Some(kernel.into()),
+            features_advertised: vec!["aes".into(), "avx".into()],
+            features_usable: usable.iter().map(|s| s.to_string()).collect(),
+            agent_version: Some(version.into()),
+            build_flavour: Some(flavour.into()),
+            ..FactColumns::default()
+        }
+    }
+
+    #[test]
+    fn only_what_changed_is_reported() {
+        let base = facts("6.1.0", &["aes", "avx"], "0.1.0", "accelerated");
+        let cases: Vec<(&str, FactColumns, Value)> = vec![
+            ("nothing", base.clone(), json!({})),
+            (
+                "new kernel, avx state lost",
+                facts("6.6.0", &["aes"], "0.1.0", "accelerated"),
+                json!({"kernel_release": {"from": "6.1.0", "to": "6.6.0"},
+                       "features_usable": {"gained": [], "lost": ["avx"]}}),
+            ),
+            (
+                "agent upgraded to a software build",
+                facts("6.1.0", &["aes", "avx"], "0.2.0", "software"),
+                json!({"agent_version": {"from": "0.1.0", "to": "0.2.0"},
+                       "build_flavour": {"from": "accelerated", "to": "software"}}),
+            ),
+            (
+                "a flag gained",
+                facts("6.1.0", &["aes", "avx", "vaes"], "0.1.0", "accelerated"),
+                json!({"features_usable": {"gained": ["vaes"], "lost": []}}),
+            ),
+        ];
+        for (name, after, want) in cases {
+            assert_eq!(Value::Object(diff(&base, &after)), want, "{name}");
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! Reason 5 over stored results: groups a host's results into series (one job
+//! spec, one path), runs the [`slow`] detectors on each, and folds what fired
+//! into one verdict per algorithm and kind — so a host with slow AES-GCM gets
+//! one finding per comparison, with its worst series as the headline, not one
+//! per payload size.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use super::slow::{self, SlowFinding, SlowKind, Thresholds};
+
+/// One stored result, as the detectors need it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    pub host_id: i64,
+    pub series: SeriesKey,
+    /// The path asked for is `software` (else `accelerated`).
+    pub software_path: bool,
+    /// What ran: `false` when an accelerated request fell back to software.
+    pub accelerated_used: bool,
+    pub throughput_mb_s: f64,
+    pub created_at: DateTime<Utc>,
+    /// The host's facts when the result arrived.
+    pub snapshot_id: Option<i64>,
+}
+
+/// A job spec without its path: what makes two results comparable.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct SeriesKey {
+    pub algorithm: String,
+    pub direction: String,
+    pub size_bytes: i64,
+    pub threads: i32,
+    pub concurrency: Option<i32>,
+    pub key_mode: String,
+}
+
+/// One series a detector flagged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesVerdict {
+    pub series: SeriesKey,
+    pub finding: SlowFinding,
+    /// The latest result at a normal level, if any: (its snapshot, its time).
+    pub last_good: Option<(Option<i64>, DateTime<Utc>)>,
+    /// The first result after the last good one: when it started looking slow.
+    pub first_bad: DateTime<Utc>,
+    /// The snapshot of the series' latest result.
+    pub latest_snapshot: Option<i64>,
+}
+
+/// Reason 5 for one host, algorithm and kind.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlowVerdict {
+    pub host_id: i64,
+    pub algorithm: String,
+    pub kind: SlowKind,
+    /// The series with the lowest ratio.
+    pub headline: SeriesVerdict,
+    /// Every flagged series of the algorithm, worst first.
+    pub flagged: Vec<SeriesVerdict>,
+    /// Accelerated series of the algorithm that were examined.
+    pub series_checked: usize,
+}
+
+/// The accelerated and software series of one host, grouped once per pass
+/// and shared by every comparison that needs them.
+#[derive(Debug, Default)]
+pub struct HostSeries<'a> {
+    accelerated: BTreeMap<&'a SeriesKey, Vec<&'a Point>>,
+    software: BTreeMap<&'a SeriesKey, Vec<&'a Point>>,
+}
+
+impl<'a> HostSeries<'a> {
+    /// Groups one host's results (chronological order).
+    pub fn new(points: &'a [Point]) -> Self {
+        let mut s = HostSeries::default();
+        for p in points {
+            // An accelerated request that ran in software is a fallback (reasons
+            // 1–4), not a slow accelerated path; it joins neither series.
+            let side = match (p.software_path, p.accelerated_used) {
+                (true, _) => &mut s.software,
+                (false, true) => &mut s.accelerated,
+                (false, false) => continue,
+            };
+            side.entry(&p.series).or_default().push(p);
+        }
+        s
+    }
+}
+
+fn values(points: &[&Point]) -> Vec<f64> {
+    points.iter().map(|p| p.throughput_mb_s).collect()
+}
+
+/// Reason 5 for `host_id`, whose series are `mine`, against the series of its
+/// same-class `peers` (other hosts).
+pub fn slow_verdicts(host_id: i64, mine: &HostSeries, peers: &[&HostSeries], t: &Thresholds) -> Vec<SlowVerdict> {
+    let mut by_kind: BTreeMap<(String, &'static str), (SlowKind, Vec<SeriesVerdict>)> = BTreeMap::new();
+    let mut checked: BTreeMap<&str, usize> = BTreeMap::new();
+    for (key, series) in &mine.accelerated {
+        *checked.entry(key.algorithm.as_str()).or_default() += 1;
+        let accelerated = values(series);
+        let mut found: Vec<(SlowFinding, f64)> = Vec::new();
+        if key.size_bytes >= t.near_software_min_size_bytes
+            && let Some(software) = mine.software.get(key)
+            && let Some(f) = slow::near_software(&accelerated, &values(software), t)
+        {
+            // Normal means clearly faster than software.
+            found.push((f, f.reference_mb_s * t.near_software_ratio));
+        }
+        let peer_values: Vec<Vec<f64>> = peers
+            .iter()
+            .filter_map(|p| p.accelerated.get(key).map(|s| values(s)))
+            .collect();
+        if let Some(f) = slow::below_peers(&accelerated, &peer_values, t) {
+            found.push((f, f.reference_mb_s * (1.0 - t.min_drop)));
+        }
+        if let Some(f) = slow::dropped_vs_history(&accelerated, t) {
+            found.push((f, f.reference_mb_s * (1.0 - t.min_drop)));
+        }
+        for (finding, normal) in found {
+            let last_good_index = series.iter().rposition(|p| p.throughput_mb_s >= normal);
+            let first_bad = series[last_good_index.map_or(0, |i| i + 1).min(series.len() - 1)].created_at;
+            let verdict = SeriesVerdict {
+                series: (*key).clone(),
+                finding,
+                last_good: last_good_index.map(|i| (series[i].snapshot_id, series[i].created_at)),
+                first_bad,
+                latest_snapshot: series.last().and_then(|p| p.snapshot_id),
+            };
+            by_kind
+                .entry((key.algorithm.clone(), finding.kind.as_str()))
+                .or_insert_with(|| (finding.kind, Vec::new()))
+                .1
+                .push(verdict);
+        }
+    }
+    by_kind
+        .into_iter()
+        .map(|((algorithm, _), (kind, mut flagged))| {
+            flagged.sort_by(|a, b| a.finding.ratio.total_cmp(&b.finding.ratio));
+            SlowVerdict {
+                host_id,
+                series_checked: checked.get(algorithm.as_str()).copied().unwrap_or(0),
+                algorithm,
+                kind,
+                headline: flagged[0].clone(),
+                flagged,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    fn key(algorithm: &str, size_bytes: i64) -> SeriesKey {
+        SeriesKey {
+            algorithm: algorithm.into(),
+            direction: "encrypt".into(),
+            size_bytes,
+            threads: 1,
+            concurrency: None,
+            key_mode: "static".into(),
+        }
+    }
+
+    /// Results of one series, one per minute, in order.
+    fn series(host_id: i64, key: &SeriesKey, software: bool, values: &[f64]) -> Vec<Point> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Point {
+                host_id,
+                series: key.clone(),
+                software_path: software,
+                accelerated_used: !software,
+                throughput_mb_s: *v,
+                created_at: Utc.timestamp_opt(1_700_000_000 + 60 * i as i64, 0).unwrap(),
+                snapshot_id: Some(if i < 10 { 1 } else { 2 }),
+            })
+            .collect()
+    }
+
+    /// Reason 5 for host 1, the other hosts of `points` being `peers` when given.
+    fn verdicts(points: &[Point], peers: &[i64]) -> Vec<SlowVerdict> {
+        let of = |host: i64| -> Vec<Point> { points.iter().filter(|p| p.host_id == host).cloned().collect() };
+        let peer_points: Vec<Vec<Point>> = peers.iter().map(|h| of(*h)).collect();
+        let peer_series: Vec<HostSeries> = peer_points.iter().map(|p| HostSeries::new(p)).collect();
+        let mine = of(1);
+        let refs: Vec<&HostSeries> = peer_series.iter().collect();
+        slow_verdicts(1, &HostSeries::new(&mine), &refs, &Thresholds::default())
+    }
+
+    fn kinds(v: &[SlowVerdict]) -> Vec<(String, SlowKind)> {
+        v.iter().map(|v| (v.algorithm.clone(), v.kind)).collect()
+    }
+
+    #[test]
+    fn slow_series_are_folded_per_algorithm_and_kind() {
+        let gcm_16k = key("aes-128-gcm", 16384);
+        let gcm_1k = key("aes-128-gcm", 1024);
+        let gcm_64 = key("aes-128-gcm", 64);
+        let healthy = [2000.0, 2100.0, 1900.0, 2050.0];
+        let software = [80.0, 82.0, 79.0, 81.0];
+        let at_software = [90.0, 95.0, 88.0, 92.0];
+        type Case = (&'static str, Vec<Point>, Vec<(String, SlowKind)>);
+        let cases: Vec<Case> = vec![
+            (
+                "healthy: accelerated far above software",
+                [
+                    series(1, &gcm_16k, false, &healthy),
+                    series(1, &gcm_16k, true, &software),
+                ]
+                .concat(),
+                vec![],
+            ),
+            (
+                "two sizes at software speed: one finding",
+                [
+                    series(1, &gcm_16k, false, &at_software),
+                    series(1, &gcm_16k, true, &software),
+                    series(1, &gcm_1k, false, &at_software),
+                    series(1, &gcm_1k, true, &software),
+                ]
+                .concat(),
+                vec![("aes-128-gcm".into(), SlowKind::NearSoftware)],
+            ),
+            (
+                "small payloads converge: not judged",
+                [
+                    series(1, &gcm_64, false, &at_software),
+                    series(1, &gcm_64, true, &software),
+                ]
+                .concat(),
+                vec![],
+            ),
+            (
+                "a fallback (accelerated request, software used) is not a slow path",
+                [
+                    series(1, &gcm_16k, false, &at_software)
+                        .into_iter()
+                        .map(|p| Point {
+                            accelerated_used: false,
+                            ..p
+                        })
+                        .collect(),
+                    series(1, &gcm_16k, true, &software),
+                ]
+                .concat(),
+                vec![],
+            ),
+        ];
+        for (name, points, want) in cases {
+            assert_eq!(kinds(&verdicts(&points, &[])), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn below_peers_uses_other_hosts_of_the_class_only() {
+        let k = key("aes-256-gcm", 16384);
+        let peers = [
+            series(2, &k, false, &[2000.0, 2100.0, 1900.0]),
+            series(3, &k, false, &[2050.0, 1950.0, 2000.0]),
+        ]
+        .concat();
+        let slow = series(1, &k, false, &[600.0, 650.0, 620.0]);
+        let points = [slow.clone(), peers.clone()].concat();
+        let found = verdicts(&points, &[2, 3]);
+        assert_eq!(kinds(&found), vec![("aes-256-gcm".into(), SlowKind::BelowPeers)]);
+        let f = &found[0].headline;
+        assert!((f.finding.ratio - 0.31).abs() < 0.01, "{f:?}");
+        assert_eq!(f.last_good, None, "never at peer level");
+        // A class of one (the peers are not in its class): nothing to compare with.
+        assert!(verdicts(&points, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_drop_remembers_the_last_good_result() {
+        let k = key("aes-128-ctr", 8192);
+        let mut values = vec![
+            3000.0, 3100.0, 2900.0, 3050.0, 2950.0, 3000.0, 3020.0, 2980.0, 3010.0, 2990.0,
+        ];
+        values.extend([1200.0, 1250.0, 1190.0]);
+        let points = series(1, &k, false, &values);
+        let found = verdicts(&points, &[]);
+        assert_eq!(kinds(&found), vec![("aes-128-ctr".into(), SlowKind::DroppedVsHistory)]);
+        let v = &found[0].headline;
+        assert_eq!(
+            v.last_good.map(|g| g.0),
+            Some(Some(1)),
+            "last good result on snapshot 1"
+        );
+        assert_eq!(v.first_bad, points[10].created_at);
+        assert_eq!(v.latest_snapshot, Some(2));
+        assert_eq!(found[0].series_checked, 1);
+    }
+}

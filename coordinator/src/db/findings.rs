@@ -1,0 +1,254 @@
+//! `findings`: why a host runs or measures crypto in software, as derived by
+//! [`crate::findings`]. A finding is open while it holds; the deriver
+//! refreshes it ([`upsert_open`]) and resolves it ([`resolve`]) once it no
+//! longer does. A finding that comes back is a new row, so a host's rows are
+//! its history.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::{PgConnection, PgExecutor};
+
+use super::Result;
+
+/// How urgent a finding is; ordered `Info < Warning < Critical`.
+///
+/// - `critical`: acceleration the silicon has is lost (a hypervisor hides
+///   it, or the accelerated path measures at software speed);
+/// - `warning`: the host runs or measures crypto in software, or slower than
+///   it should (no AES in the CPU, a software build, AVX state off, a drop);
+/// - `info`: worth knowing, nothing to do (only wide-vector features off).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+impl Severity {
+    /// Every severity, most urgent first.
+    pub const ALL: [Severity; 3] = [Severity::Critical, Severity::Warning, Severity::Info];
+
+    /// The spelling stored in `findings.severity`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Severity {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Severity::ALL
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| format!("unknown severity {s:?} (critical, warning or info)"))
+    }
+}
+
+impl TryFrom<String> for Severity {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+/// One stored finding, with its host's name.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct Finding {
+    pub id: i64,
+    pub host_id: i64,
+    pub host_name: String,
+    /// `cpu-lacks`, `hypervisor-masks`, `os-disabled`, `software-build` or `slow-accelerated`.
+    pub reason: String,
+    /// For `slow-accelerated`: `near-software`, `below-peers` or `dropped-vs-history`.
+    pub kind: Option<String>,
+    /// An algorithm (slow-accelerated) or a feature group (`aes`, `avx-state`, `build`).
+    pub subject: String,
+    #[sqlx(try_from = "String")]
+    pub severity: Severity,
+    /// `open` or `resolved`.
+    pub status: String,
+    pub first_seen: DateTime<Utc>,
+    pub last_seen: DateTime<Utc>,
+    pub resolved_at: Option<DateTime<Utc>>,
+    /// The numbers behind the finding (medians, reference, ratio, z, counts) or the flags.
+    pub evidence: Value,
+    /// The host's fact changes from its last good state to the one the finding was seen on.
+    pub fact_changes: Value,
+    /// One human sentence.
+    pub summary: String,
+}
+
+/// A finding as the deriver states it; identity is (host, reason, kind, subject).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewFinding {
+    pub host_id: i64,
+    pub reason: String,
+    pub kind: Option<String>,
+    pub subject: String,
+    pub severity: Severity,
+    /// When the evidence starts; kept from the first derivation of an open finding.
+    pub first_seen: Option<DateTime<Utc>>,
+    pub evidence: Value,
+    /// Kept from the first derivation: the changes around first-seen.
+    pub fact_changes: Value,
+    pub summary: String,
+}
+
+impl NewFinding {
+    /// Whether `stored` is this finding (same host, reason, kind and subject).
+    pub fn same_as(&self, stored: &Finding) -> bool {
+        self.host_id == stored.host_id
+            && self.reason == stored.reason
+            && self.kind == stored.kind
+            && self.subject == stored.subject
+    }
+}
+
+/// The columns of [`Finding`] over `findings f JOIN hosts h`, as a literal for `concat!`.
+macro_rules! finding_columns {
+    () => {
+        "f.id, f.host_id, h.name AS host_name, f.reason, f.kind, f.subject, f.severity, f.status, \
+         f.first_seen, f.last_seen, f.resolved_at, f.evidence, f.fact_changes, f.summary \
+         FROM findings f JOIN hosts h ON h.id = f.host_id"
+    };
+}
+
+/// Opens `new`, or refreshes the open finding with its identity: last-seen,
+/// severity, evidence and summary follow the latest derivation; first-seen and
+/// the fact changes stay as first found. Returns the finding's id.
+pub async fn upsert_open(conn: &mut PgConnection, new: &NewFinding) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO findings (host_id, reason, kind, subject, severity, first_seen, last_seen, \
+             evidence, fact_changes, summary) \
+         VALUES ($1, $2, $3, $4, $5, LEAST(COALESCE($6, now()), now()), now(), $7, $8, $9) \
+         ON CONFLICT (host_id, reason, COALESCE(kind, ''), subject) WHERE status = 'open' \
+         DO UPDATE SET last_seen = GREATEST(now(), findings.first_seen), severity = EXCLUDED.severity, \
+             evidence = EXCLUDED.evidence, summary = EXCLUDED.summary \
+         RETURNING id",
+    )
+    .bind(new.host_id)
+    .bind(&new.reason)
+    .bind(&new.kind)
+    .bind(&new.subject)
+    .bind(new.severity.as_str())
+    .bind(new.first_seen)
+    .bind(&new.evidence)
+    .bind(&new.fact_changes)
+    .bind(&new.summary)
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Resolves the given open findings (they no longer hold); returns how many changed.
+pub async fn resolve(db: impl PgExecutor<'_>, ids: &[i64]) -> Result<u64> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    Ok(sqlx::query(
+        "UPDATE findings SET status = 'resolved', resolved_at = GREATEST(now(), first_seen) \
+         WHERE id = ANY($1) AND status = 'open'",
+    )
+    .bind(ids)
+    .execute(db)
+    .await?
+    .rows_affected())
+}
+
+/// Every open finding, most severe first, then by host name.
+pub async fn list_open(db: impl PgExecutor<'_>) -> Result<Vec<Finding>> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        finding_columns!(),
+        " WHERE f.status = 'open' \
+         ORDER BY CASE f.severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, \
+             h.name, f.reason, f.subject, f.id"
+    ))
+    .fetch_all(db)
+    .await?)
+}
+
+/// The open findings of the given hosts (what the deriver reconciles against).
+pub async fn list_open_for_hosts(db: impl PgExecutor<'_>, host_ids: &[i64]) -> Result<Vec<Finding>> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        finding_columns!(),
+        " WHERE f.status = 'open' AND f.host_id = ANY($1) ORDER BY f.id"
+    ))
+    .bind(host_ids)
+    .fetch_all(db)
+    .await?)
+}
+
+/// A host's findings, open and resolved, newest first: its history.
+pub async fn list_for_host(db: impl PgExecutor<'_>, host_id: i64) -> Result<Vec<Finding>> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        finding_columns!(),
+        " WHERE f.host_id = $1 ORDER BY f.first_seen DESC, f.id DESC"
+    ))
+    .bind(host_id)
+    .fetch_all(db)
+    .await?)
+}
+
+/// Open findings of one reason and severity, and how many hosts they are on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct OpenCount {
+    pub reason: String,
+    #[sqlx(try_from = "String")]
+    pub severity: Severity,
+    pub findings: i64,
+    pub hosts: i64,
+}
+
+/// Open findings grouped by reason and severity (for `/metrics`), by reason.
+pub async fn count_open_by(db: impl PgExecutor<'_>) -> Result<Vec<OpenCount>> {
+    Ok(sqlx::query_as(
+        "SELECT reason, severity, count(*) AS findings, count(DISTINCT host_id) AS hosts \
+         FROM findings WHERE status = 'open' GROUP BY reason, severity ORDER BY reason, severity",
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+/// Hosts with at least one open finding, per reason (for `/metrics`).
+pub async fn hosts_by_reason(db: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>> {
+    Ok(sqlx::query_as(
+        "SELECT reason, count(DISTINCT host_id) FROM findings WHERE status = 'open' \
+         GROUP BY reason ORDER BY reason",
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn severities_order_and_parse() {
+        assert!(Severity::Info < Severity::Warning && Severity::Warning < Severity::Critical);
+        for s in Severity::ALL {
+            assert_eq!(s.as_str().parse::<Severity>(), Ok(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        assert!("fatal".parse::<Severity>().is_err());
+    }
+}

@@ -1,0 +1,155 @@
+//! Read queries of the comparison pages (`/compare`, `/modes`) over
+//! `result_points`, the latest result of every point on every host
+//! (migrations/0003). Each query is an index range scan sized by the fleet
+//! and the view, never by how many results were ever stored.
+//!
+//! The pages compare the plain benchmark: one static key (`key_mode =
+//! 'static'`) and no object-storage concurrency (`concurrency = 0`). Other key
+//! modes and the concurrency scenario have pages of their own.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+use sqlx::types::Json;
+
+use super::Result;
+use super::hosts::Labels;
+use crate::analysis::class::MachineClass;
+
+/// A host with the current facts that decide its machine class.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct ClassedHost {
+    pub id: i64,
+    pub name: String,
+    pub labels: Json<Labels>,
+    pub arch: Option<String>,
+    pub cpu_vendor: Option<String>,
+    pub cpu_model_name: Option<String>,
+    pub features_usable: Option<Vec<String>>,
+    pub build_flavour: Option<String>,
+}
+
+impl ClassedHost {
+    pub fn class(&self) -> MachineClass {
+        MachineClass::of(
+            self.arch.as_deref(),
+            self.cpu_vendor.as_deref(),
+            self.cpu_model_name.as_deref(),
+            self.features_usable.as_deref().unwrap_or_default(),
+            self.build_flavour.as_deref(),
+        )
+    }
+}
+
+/// Every host with its current facts, by name (the fleet is thousands of hosts at most).
+pub async fn hosts(db: impl PgExecutor<'_>) -> Result<Vec<ClassedHost>> {
+    Ok(sqlx::query_as(
+        "SELECT h.id, h.name, h.labels, s.arch, s.cpu_vendor, s.cpu_model_name, s.features_usable, s.build_flavour \
+         FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id ORDER BY h.name, h.id",
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+/// One slice of the matrix: a payload size, a thread count, a direction and a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub size_bytes: i64,
+    pub threads: i32,
+    /// `encrypt` or `decrypt`.
+    pub direction: String,
+    /// The path asked for: `accelerated` or `software`.
+    pub path: String,
+}
+
+/// The latest result of one point on one host.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Point {
+    pub host_id: i64,
+    pub algorithm: String,
+    pub direction: String,
+    pub size_bytes: i64,
+    pub threads: i32,
+    pub path: String,
+    /// What the worker really ran; differs from `path` when acceleration fell back.
+    pub path_used: String,
+    pub result_id: i64,
+    pub measured_at: DateTime<Utc>,
+    pub throughput_mb_s: f64,
+    pub latency_p99_ns: i64,
+    /// Coefficient of variation of the samples, as a fraction.
+    pub cv: Option<f64>,
+    pub samples: i32,
+}
+
+/// The point columns, as a literal for `concat!`.
+macro_rules! point_columns {
+    () => {
+        "host_id, algorithm, direction, size_bytes, threads, path, path_used, result_id, measured_at, \
+         throughput_mb_s, latency_p99_ns, cv, samples"
+    };
+}
+
+/// Every host's point of `view`, for `algorithms` (all when empty), by algorithm then host.
+/// Reads the `result_points_view` index range of the view.
+pub async fn view_points(db: impl PgExecutor<'_>, view: &View, algorithms: &[String]) -> Result<Vec<Point>> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        point_columns!(),
+        " FROM result_points \
+         WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $4 \
+           AND concurrency = 0 AND key_mode = 'static' \
+           AND (cardinality($5::text[]) = 0 OR algorithm = ANY($5)) \
+         ORDER BY algorithm, host_id"
+    ))
+    .bind(view.size_bytes)
+    .bind(view.threads)
+    .bind(&view.direction)
+    .bind(&view.path)
+    .bind(algorithms)
+    .fetch_all(db)
+    .await?)
+}
+
+/// Every point of the given hosts in one direction and path: all sizes and
+/// thread counts (the payload-size and thread-scaling curves). Reads the
+/// primary key, which leads with the host.
+pub async fn host_points(db: impl PgExecutor<'_>, host_ids: &[i64], direction: &str, path: &str) -> Result<Vec<Point>> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        point_columns!(),
+        " FROM result_points \
+         WHERE host_id = ANY($1) AND direction = $2 AND path = $3 AND concurrency = 0 AND key_mode = 'static' \
+         ORDER BY algorithm, size_bytes, threads, host_id"
+    ))
+    .bind(host_ids)
+    .bind(direction)
+    .bind(path)
+    .fetch_all(db)
+    .await?)
+}
+
+/// A payload size and thread count with stored points, in any direction or path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, sqlx::FromRow)]
+pub struct Slice {
+    pub size_bytes: i64,
+    pub threads: i32,
+}
+
+/// The distinct (size, threads) pairs stored, ascending: what the filters
+/// offer and what an empty view suggests instead. A loose index scan —
+/// one index probe per pair found — because `SELECT DISTINCT` would read the
+/// whole table (hundreds of thousands of points at a million results).
+pub async fn slices(db: impl PgExecutor<'_>) -> Result<Vec<Slice>> {
+    Ok(sqlx::query_as(
+        "WITH RECURSIVE s AS ( \
+             (SELECT size_bytes, threads FROM result_points ORDER BY size_bytes, threads LIMIT 1) \
+             UNION ALL \
+             SELECT n.size_bytes, n.threads FROM s CROSS JOIN LATERAL ( \
+                 SELECT p.size_bytes, p.threads FROM result_points p \
+                 WHERE (p.size_bytes, p.threads) > (s.size_bytes, s.threads) \
+                 ORDER BY p.size_bytes, p.threads LIMIT 1) n \
+         ) SELECT size_bytes, threads FROM s",
+    )
+    .fetch_all(db)
+    .await?)
+}

@@ -1,0 +1,329 @@
+//! The deriver: runs [`crate::analysis`] over stored facts and results and
+//! keeps the `findings` table in step — a finding opens when a rule fires,
+//! is refreshed while it holds, and resolves once it no longer does.
+//!
+//! Derivation runs off the session path: a stored result only marks its host
+//! and algorithm dirty ([`Deriver::result_stored`], a lock and a notify), and
+//! one background task ([`run`]) derives whatever is dirty, coalescing bursts,
+//! so ingest never waits on analysis. The whole fleet is derived at start and
+//! whenever a campaign finishes (found by polling: a campaign finishes in
+//! several places — a result, a failure, a sweep — and polling catches all).
+//!
+//! Each pass reconciles in one transaction, so readers never see a finding
+//! resolved before its successor is stored. What a finding says (severity,
+//! evidence, summary, fact changes) is in [`describe`]; what a pass reads is
+//! [`crate::db::series`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::analysis::class::MachineClass;
+use crate::analysis::fallback::HostCrypto;
+use crate::analysis::series::{HostSeries, Point};
+use crate::analysis::slow::Thresholds;
+use crate::db;
+use crate::db::findings::{self as store, Finding};
+use crate::db::series::HostFacts;
+use crate::db::snapshots::{self, Snapshot};
+
+mod describe;
+
+use describe::{Anchor, Derived};
+
+/// Every reason, in the spelling `check`, `/metrics` and the database use.
+pub const REASONS: [&str; 5] = [
+    "cpu-lacks",
+    "hypervisor-masks",
+    "os-disabled",
+    "software-build",
+    "slow-accelerated",
+];
+
+/// A host with this label (any value but `false`, `no`, `0`) runs on an
+/// emulated CPU: its findings are real detections, its timings are not
+/// performance, and the evidence says so.
+pub const EMULATED_LABEL: &str = "emulated";
+
+/// The latest results per series (and path) the detectors see.
+const HISTORY: i64 = 30;
+/// Results arriving within this long of the first are derived in one pass:
+/// at full ingest (hundreds of results a second) a pass every 2 s costs the
+/// session path a few per cent, and a finding is still there within seconds.
+const COALESCE: Duration = Duration::from_secs(2);
+/// How often finished campaigns are looked for.
+const CAMPAIGN_POLL: Duration = Duration::from_secs(2);
+
+/// What a background pass should derive.
+#[derive(Debug, Default)]
+struct Pending {
+    fleet: bool,
+    /// A host's facts changed: fact-based reasons of every host (peers matter).
+    facts: bool,
+    /// Dirty hosts and the algorithms of their new results.
+    hosts: BTreeMap<i64, BTreeSet<String>>,
+}
+
+/// The handle the rest of the coordinator marks work on; cheap to call from
+/// the session path.
+#[derive(Debug, Default)]
+pub struct Deriver {
+    pending: Mutex<Pending>,
+    wake: Notify,
+}
+
+impl Deriver {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Deriver::default())
+    }
+
+    /// A result of `host_id` for `algorithm` was stored.
+    pub fn result_stored(&self, host_id: i64, algorithm: &str) {
+        self.lock()
+            .hosts
+            .entry(host_id)
+            .or_default()
+            .insert(algorithm.to_string());
+        self.wake.notify_one();
+    }
+
+    /// A host said hello with new facts (a new host, a new kernel, a lost flag).
+    pub fn facts_changed(&self) {
+        self.lock().facts = true;
+        self.wake.notify_one();
+    }
+
+    /// Derive everything (start, a finished campaign).
+    pub fn whole_fleet(&self) {
+        self.lock().fleet = true;
+        self.wake.notify_one();
+    }
+
+    /// Work a failed pass did not do, picked up by the next tick (no wake-up:
+    /// retrying at once would spin while the database is away).
+    fn put_back(&self, work: Work) {
+        let mut pending = self.lock();
+        match work {
+            Work::Fleet => pending.fleet = true,
+            Work::Facts => pending.facts = true,
+            Work::Hosts(hosts) => {
+                for (host, algorithms) in hosts {
+                    pending
+                        .hosts
+                        .entry(host)
+                        .or_default()
+                        .extend(algorithms.unwrap_or_default());
+                }
+            }
+        }
+    }
+
+    fn take(&self) -> Pending {
+        std::mem::take(&mut *self.lock())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The background task: derives once at start, then whatever is marked dirty
+/// and the whole fleet after each finished campaign, until `shutdown`.
+pub async fn run(deriver: Arc<Deriver>, pool: PgPool, shutdown: CancellationToken) {
+    let mut campaigns = FinishedCampaigns::default();
+    // Campaigns finished before this start are covered by the first fleet pass.
+    if let Err(e) = campaigns.poll(&pool).await {
+        tracing::warn!(error = %e, "looking for finished campaigns");
+    }
+    deriver.whole_fleet();
+    let mut tick = tokio::time::interval(CAMPAIGN_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = deriver.wake.notified() => {
+                // A burst of results: let it finish, then derive it in one pass.
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(COALESCE) => {}
+                }
+            }
+            _ = tick.tick() => {}
+        }
+        match campaigns.poll(&pool).await {
+            Ok(true) => deriver.whole_fleet(),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "looking for finished campaigns"),
+        }
+        let pending = deriver.take();
+        let mut passes = Vec::new();
+        if pending.fleet {
+            passes.push(Work::Fleet);
+        } else {
+            if pending.facts {
+                passes.push(Work::Facts);
+            }
+            if !pending.hosts.is_empty() {
+                passes.push(Work::Hosts(
+                    pending.hosts.into_iter().map(|(h, a)| (h, Some(a))).collect(),
+                ));
+            }
+        }
+        for work in passes {
+            match derive(&pool, &work).await {
+                Ok(o) if o.opened + o.resolved > 0 => tracing::info!(?o, "findings derived"),
+                Ok(o) => tracing::debug!(?o, "findings derived"),
+                Err(e) => {
+                    // Database away: keep the work for the next tick rather than lose it.
+                    tracing::warn!(error = %e, "deriving findings");
+                    deriver.put_back(work);
+                }
+            }
+        }
+    }
+}
+
+/// Campaigns seen finished, so each triggers one fleet pass.
+#[derive(Default)]
+struct FinishedCampaigns(HashSet<i64>);
+
+impl FinishedCampaigns {
+    /// True when a campaign finished since the last poll. Only the last hour is
+    /// looked at, which also bounds the set.
+    async fn poll(&mut self, pool: &PgPool) -> db::Result<bool> {
+        let ids = db::campaigns::ended_within(pool, 3600.0).await?;
+        let ids: HashSet<i64> = ids.into_iter().collect();
+        let new = ids.iter().any(|id| !self.0.contains(id));
+        self.0 = ids;
+        Ok(new)
+    }
+}
+
+/// What one pass derives.
+#[derive(Debug, Clone)]
+pub enum Work {
+    /// Every host, every algorithm.
+    Fleet,
+    /// Every host, fact-based reasons only (no results read).
+    Facts,
+    /// These hosts; for each, the algorithms whose slow-path findings to
+    /// re-derive (`None`: all). Fact-based reasons are always re-derived.
+    Hosts(BTreeMap<i64, Option<BTreeSet<String>>>),
+}
+
+/// What a pass changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub opened: usize,
+    pub refreshed: usize,
+    pub resolved: usize,
+}
+
+/// Derives the whole fleet now (tests, and what the task does at start).
+pub async fn derive_fleet(pool: &PgPool) -> db::Result<Outcome> {
+    derive(pool, &Work::Fleet).await
+}
+
+/// Derives one pass and reconciles it with the stored findings in one transaction.
+pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
+    let t = Thresholds::default();
+    let hosts = db::series::current_facts(pool).await?;
+    let targets: Vec<&HostFacts> = match work {
+        Work::Fleet | Work::Facts => hosts.iter().collect(),
+        Work::Hosts(h) => hosts.iter().filter(|r| h.contains_key(&r.host_id())).collect(),
+    };
+    let no_algorithms = BTreeSet::new();
+    let algorithms = |host_id: i64| -> Option<&BTreeSet<String>> {
+        match work {
+            Work::Fleet => None,
+            Work::Facts => Some(&no_algorithms),
+            Work::Hosts(h) => h.get(&host_id).and_then(Option::as_ref),
+        }
+    };
+    let classes: HashMap<i64, (MachineClass, bool)> = hosts.iter().map(|h| (h.host_id(), h.class())).collect();
+    // Same-class hosts; a host whose CPU is unknown has none.
+    let peers_of = |host_id: i64| -> Vec<i64> {
+        match classes.get(&host_id) {
+            Some(c) if c.0.cpu_model_name.is_some() => hosts
+                .iter()
+                .filter(|h| h.host_id() != host_id && classes.get(&h.host_id()) == Some(c))
+                .map(HostFacts::host_id)
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+
+    // Results of the targets and their peers, for the algorithms in question.
+    let mut wanted_hosts: BTreeSet<i64> = BTreeSet::new();
+    let mut wanted_algorithms: Option<BTreeSet<String>> = Some(BTreeSet::new());
+    for h in &targets {
+        wanted_hosts.insert(h.host_id());
+        wanted_hosts.extend(peers_of(h.host_id()));
+        match (algorithms(h.host_id()), &mut wanted_algorithms) {
+            (Some(a), Some(all)) => all.extend(a.iter().cloned()),
+            _ => wanted_algorithms = None,
+        }
+    }
+    let wanted_hosts: Vec<i64> = wanted_hosts.into_iter().collect();
+    let points = db::series::latest_points(pool, &wanted_hosts, wanted_algorithms.as_ref(), HISTORY).await?;
+
+    let fleet: Vec<HostCrypto> = hosts
+        .iter()
+        .map(|h| describe::crypto_of(h.host_id(), &h.snapshot))
+        .collect();
+    let target_ids: Vec<i64> = targets.iter().map(|h| h.host_id()).collect();
+    let mut tx = pool.begin().await?;
+    let open = store::list_open_for_hosts(&mut *tx, &target_ids).await?;
+    let mut outcome = Outcome::default();
+    // Grouped once: a host's series serve its own pass and every peer's.
+    let mut by_host: BTreeMap<i64, Vec<Point>> = BTreeMap::new();
+    for p in points {
+        by_host.entry(p.host_id).or_default().push(p);
+    }
+    let grouped: HashMap<i64, HostSeries> = by_host.iter().map(|(h, p)| (*h, HostSeries::new(p))).collect();
+    let none = HostSeries::default();
+    for host in &targets {
+        let peers: Vec<&HostSeries> = peers_of(host.host_id()).iter().filter_map(|p| grouped.get(p)).collect();
+        let mine = grouped.get(&host.host_id()).unwrap_or(&none);
+        let only = algorithms(host.host_id());
+        let derived = describe::for_host(host, &fleet, mine, &peers, only, &t);
+        // A pass over some algorithms leaves the slow findings of the others alone.
+        let in_scope = |f: &Finding| f.reason != "slow-accelerated" || only.is_none_or(|a| a.contains(&f.subject));
+        let stored: Vec<&Finding> = open
+            .iter()
+            .filter(|f| f.host_id == host.host_id() && in_scope(f))
+            .collect();
+        let gone: Vec<i64> = stored
+            .iter()
+            .filter(|f| !derived.iter().any(|d| d.finding.same_as(f)))
+            .map(|f| f.id)
+            .collect();
+        let mut history: Option<Vec<Snapshot>> = None;
+        for Derived { mut finding, anchor } in derived {
+            if stored.iter().any(|f| finding.same_as(f)) {
+                outcome.refreshed += 1;
+            } else {
+                // New: when did it start, and what changed around then.
+                if history.is_none() {
+                    history = Some(snapshots::history(&mut *tx, host.host_id()).await?);
+                }
+                let history = history.as_deref().unwrap_or_default();
+                (finding.first_seen, finding.fact_changes) = match &anchor {
+                    Anchor::Facts(reason) => {
+                        describe::anchor_facts(host.host_id(), *reason, &finding.subject, history, &fleet)
+                    }
+                    Anchor::Series(v) => describe::anchor_series(v, history),
+                };
+                outcome.opened += 1;
+            }
+            store::upsert_open(&mut tx, &finding).await?;
+        }
+        outcome.resolved += store::resolve(&mut *tx, &gone).await? as usize;
+    }
+    tx.commit().await?;
+    Ok(outcome)
+}

@@ -1,0 +1,363 @@
+//! What a finding says: turns what the rules found for one host into stored
+//! findings — reason, subject, severity, evidence, one human sentence — and
+//! dates a new one (first-seen, and the fact changes around it).
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use super::EMULATED_LABEL;
+use crate::analysis::changes;
+use crate::analysis::class::MachineClass;
+use crate::analysis::fallback::{self, HostCrypto, Reason};
+use crate::analysis::series::{self, HostSeries, SeriesVerdict, SlowVerdict};
+use crate::analysis::slow::{SlowKind, Thresholds};
+use crate::db::findings::{NewFinding, Severity};
+use crate::db::series::HostFacts;
+use crate::db::snapshots::{self, Snapshot};
+
+/// Flagged series kept in a slow finding's evidence (the headline is the first).
+const EVIDENCE_SERIES: usize = 10;
+
+/// A finding as derived, and what dates it.
+pub(super) struct Derived {
+    pub finding: NewFinding,
+    pub anchor: Anchor,
+}
+
+/// Where a new finding's first-seen and fact changes come from.
+pub(super) enum Anchor {
+    /// The host's snapshots: the first one of the latest run where the reason holds.
+    Facts(Reason),
+    /// The flagged series: its last good result.
+    Series(Box<SeriesVerdict>),
+}
+
+/// The findings that hold for `host` now.
+pub(super) fn for_host(
+    host: &HostFacts,
+    fleet: &[HostCrypto],
+    mine: &HostSeries,
+    peers: &[&HostSeries],
+    only: Option<&BTreeSet<String>>,
+    t: &Thresholds,
+) -> Vec<Derived> {
+    let emulated = host.emulated();
+    let facts = &host.snapshot.columns;
+    let me = crypto_of(host.host_id(), &host.snapshot);
+    let cpu_known = me.cpu.0.is_some() && me.cpu.1.is_some() && me.cpu.2.is_some() && me.cpu.3.is_some();
+    let mut out = Vec::new();
+    for f in fallback::findings(&me, fleet) {
+        // Hosts with the same (known) CPU identity that advertise what this one lacks.
+        let peers_with = fleet
+            .iter()
+            .filter(|p| cpu_known && p.host_id != host.host_id() && p.cpu == me.cpu)
+            .filter(|p| f.features.iter().all(|x| p.advertised.contains(x)))
+            .count();
+        let evidence = json!({
+            "features": f.features,
+            "advertised": facts.features_advertised,
+            "usable": facts.features_usable,
+            "hypervisor_present": facts.hypervisor_present,
+            "hypervisor": facts.hypervisor,
+            "cpu_model_name": facts.cpu_model_name,
+            "kernel_release": facts.kernel_release,
+            "build_flavour": facts.build_flavour,
+            "agent_version": facts.agent_version,
+            "same_cpu_hosts_advertising": peers_with,
+            "snapshot_id": host.snapshot.id,
+            "emulated": emulated,
+        });
+        out.push(Derived {
+            finding: NewFinding {
+                host_id: host.host_id(),
+                reason: f.reason.as_str().to_string(),
+                kind: None,
+                subject: fact_subject(f.reason, &f.features),
+                severity: fact_severity(f.reason, &f.features),
+                first_seen: None,
+                evidence,
+                fact_changes: json!({}),
+                summary: fact_summary(f.reason, &f.features, facts, peers_with, emulated),
+            },
+            anchor: Anchor::Facts(f.reason),
+        });
+    }
+    let slow = series::slow_verdicts(host.host_id(), mine, peers, t);
+    for v in slow
+        .into_iter()
+        .filter(|v| only.is_none_or(|a| a.contains(&v.algorithm)))
+    {
+        out.push(slow_finding(v, emulated, t));
+    }
+    out
+}
+
+fn slow_finding(v: SlowVerdict, emulated: bool, t: &Thresholds) -> Derived {
+    let h = &v.headline;
+    let series_json = |s: &SeriesVerdict| {
+        json!({
+            "series": s.series,
+            "value_mb_s": s.finding.value_mb_s,
+            "reference_mb_s": s.finding.reference_mb_s,
+            "ratio": s.finding.ratio,
+            "z": s.finding.z,
+            "results": s.finding.results,
+            "reference_results": s.finding.reference_results,
+        })
+    };
+    let evidence = json!({
+        "kind": v.kind.as_str(),
+        "value_mb_s": h.finding.value_mb_s,
+        "reference_mb_s": h.finding.reference_mb_s,
+        "ratio": h.finding.ratio,
+        "z": h.finding.z,
+        "results": h.finding.results,
+        "reference_results": h.finding.reference_results,
+        "series": h.series,
+        "series_flagged": v.flagged.len(),
+        "series_checked": v.series_checked,
+        "flagged": v.flagged.iter().take(EVIDENCE_SERIES).map(series_json).collect::<Vec<_>>(),
+        "thresholds": {
+            "near_software_ratio": t.near_software_ratio,
+            "min_results": t.min_results,
+            "min_peers": t.min_peers,
+            "min_drop": t.min_drop,
+            "min_z": t.min_z,
+            "min_baseline": t.min_baseline,
+            "recent": t.recent,
+        },
+        "emulated": emulated,
+    });
+    Derived {
+        finding: NewFinding {
+            host_id: v.host_id,
+            reason: "slow-accelerated".into(),
+            kind: Some(v.kind.as_str().into()),
+            subject: v.algorithm.clone(),
+            severity: slow_severity(v.kind),
+            first_seen: None,
+            evidence,
+            fact_changes: json!({}),
+            summary: slow_summary(&v, emulated),
+        },
+        anchor: Anchor::Series(Box::new(v.headline)),
+    }
+}
+
+/// What a fact-based finding concerns: the features for a missing flag, a
+/// fixed group for the others (so a growing list of disabled features stays
+/// one finding).
+fn fact_subject(reason: Reason, features: &[String]) -> String {
+    match reason {
+        Reason::CpuLacks | Reason::HypervisorMasks => features.join(","),
+        Reason::OsDisabled => "avx-state".into(),
+        Reason::SoftwareBuild => "build".into(),
+    }
+}
+
+/// The severity scheme (see [`Severity`]): lost silicon is critical; software
+/// crypto or a drop is a warning; only the wide vector extensions off is info.
+pub fn fact_severity(reason: Reason, features: &[String]) -> Severity {
+    match reason {
+        Reason::HypervisorMasks => Severity::Critical,
+        Reason::CpuLacks | Reason::SoftwareBuild => Severity::Warning,
+        // AVX/AVX2 state off costs GCM its fast GHASH; AVX-512 and VAES off only the widest paths.
+        Reason::OsDisabled if features.iter().any(|f| f == "avx" || f == "avx2") => Severity::Warning,
+        Reason::OsDisabled => Severity::Info,
+    }
+}
+
+/// Accelerated at software speed means the hardware path is not doing its
+/// job: critical. Below peers or below its own past: a warning.
+pub fn slow_severity(kind: SlowKind) -> Severity {
+    match kind {
+        SlowKind::NearSoftware => Severity::Critical,
+        SlowKind::BelowPeers | SlowKind::DroppedVsHistory => Severity::Warning,
+    }
+}
+
+const EMULATED_NOTE: &str = " (emulated host: detection is real, timings are not)";
+
+fn fact_summary(
+    reason: Reason,
+    features: &[String],
+    facts: &snapshots::FactColumns,
+    peers_with: usize,
+    emulated: bool,
+) -> String {
+    let list = features.join(", ");
+    let text = match reason {
+        Reason::CpuLacks => format!("The CPU does not advertise {list}: AES runs in software."),
+        Reason::HypervisorMasks => format!(
+            "The hypervisor hides {list}, which {peers_with} host(s) with the same CPU model advertise: AES runs in software."
+        ),
+        Reason::OsDisabled => format!(
+            "CPUID advertises {list} but the OS has not enabled the register state (XCR0) on kernel {}.",
+            facts.kernel_release.as_deref().unwrap_or("unknown")
+        ),
+        Reason::SoftwareBuild => format!(
+            "The agent (version {}) runs the build that forces software backends.",
+            facts.agent_version.as_deref().unwrap_or("unknown")
+        ),
+    };
+    if emulated {
+        format!("{text}{EMULATED_NOTE}")
+    } else {
+        text
+    }
+}
+
+fn slow_summary(v: &SlowVerdict, emulated: bool) -> String {
+    let h = &v.headline;
+    let s = &h.series;
+    let point = format!("{} {} B {}", s.algorithm, s.size_bytes, s.direction);
+    let (value, reference, ratio) = (h.finding.value_mb_s, h.finding.reference_mb_s, h.finding.ratio);
+    let comparison = match v.kind {
+        SlowKind::NearSoftware => {
+            format!("the accelerated path runs at {ratio:.2}× the software path ({value:.0} vs {reference:.0} MB/s)")
+        }
+        SlowKind::BelowPeers => {
+            format!("{value:.0} MB/s is {ratio:.2}× the median of same-class hosts ({reference:.0} MB/s)")
+        }
+        SlowKind::DroppedVsHistory => {
+            format!("{value:.0} MB/s recently, {ratio:.2}× its own earlier {reference:.0} MB/s")
+        }
+    };
+    let more = match v.flagged.len() {
+        1 => String::new(),
+        n => format!(" ({n} of {} series)", v.series_checked),
+    };
+    let text = format!("{point}: {comparison}{more}.");
+    if emulated {
+        format!("{text}{EMULATED_NOTE}")
+    } else {
+        text
+    }
+}
+
+/// First-seen and fact changes of a new fact-based finding: the first
+/// snapshot of the latest run of snapshots where it holds, and what changed
+/// from the snapshot before it.
+pub(super) fn anchor_facts(
+    host_id: i64,
+    reason: Reason,
+    subject: &str,
+    history: &[Snapshot],
+    fleet: &[HostCrypto],
+) -> (Option<DateTime<Utc>>, Value) {
+    let holds = |s: &Snapshot| {
+        fallback::findings(&crypto_of(host_id, s), fleet)
+            .iter()
+            .any(|f| f.reason == reason && fact_subject(f.reason, &f.features) == subject)
+    };
+    let Some(last) = history.last() else {
+        return (None, json!({}));
+    };
+    let start = history.iter().rposition(|s| !holds(s)).map_or(0, |i| i + 1);
+    let first = history.get(start).unwrap_or(last);
+    let before = start.checked_sub(1).map(|i| &history[i]);
+    (Some(first.taken_at), fact_changes(before, first))
+}
+
+/// First-seen and fact changes of a new slow finding: from the series' last
+/// good result (its snapshot) to its latest result.
+pub(super) fn anchor_series(v: &SeriesVerdict, history: &[Snapshot]) -> (Option<DateTime<Utc>>, Value) {
+    let find = |id: Option<i64>| id.and_then(|id| history.iter().find(|s| s.id == id));
+    let Some(latest) = find(v.latest_snapshot).or(history.last()) else {
+        return (Some(v.first_bad), json!({}));
+    };
+    let good = v.last_good.and_then(|(snapshot, _)| find(snapshot));
+    let mut changes = fact_changes(good, latest);
+    changes["last_good_result_at"] = json!(v.last_good.map(|(_, at)| at));
+    (Some(v.first_bad), changes)
+}
+
+/// `{"from": {snapshot}, "to": {snapshot}, "changes": {...}}`; `from` is null
+/// when there is no earlier state to compare with.
+fn fact_changes(before: Option<&Snapshot>, after: &Snapshot) -> Value {
+    let at = |s: &Snapshot| json!({"snapshot_id": s.id, "taken_at": s.taken_at});
+    json!({
+        "from": before.map(at),
+        "to": at(after),
+        "changes": before.map(|b| changes::diff(&b.columns, &after.columns)).unwrap_or_default(),
+    })
+}
+
+pub(super) fn crypto_of(host_id: i64, s: &Snapshot) -> HostCrypto {
+    let c = &s.columns;
+    HostCrypto {
+        host_id,
+        cpu: (c.cpu_vendor.clone(), c.cpu_family, c.cpu_model, c.cpu_stepping),
+        hypervisor: c.hypervisor_present,
+        advertised: c.features_advertised.clone(),
+        usable: c.features_usable.clone(),
+        build_flavour: c.build_flavour.clone(),
+    }
+}
+
+impl HostFacts {
+    /// Whether the host carries the [`EMULATED_LABEL`].
+    pub(super) fn emulated(&self) -> bool {
+        self.labels
+            .0
+            .get(EMULATED_LABEL)
+            .is_some_and(|v| !matches!(v.as_str(), "false" | "no" | "0"))
+    }
+
+    /// Who a host is compared with: its [`MachineClass`] (the one definition
+    /// the report and the planner group by), emulated hosts only with
+    /// emulated ones.
+    pub(super) fn class(&self) -> (MachineClass, bool) {
+        let c = &self.snapshot.columns;
+        let class = MachineClass::of(
+            c.arch.as_deref(),
+            c.cpu_vendor.as_deref(),
+            c.cpu_model_name.as_deref(),
+            &c.features_usable,
+            c.build_flavour.as_deref(),
+        );
+        (class, self.emulated())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::findings::REASONS;
+
+    fn features(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn severity_follows_what_was_lost() {
+        let cases = [
+            (Reason::HypervisorMasks, features(&["aes"]), Severity::Critical),
+            (Reason::CpuLacks, features(&["aes"]), Severity::Warning),
+            (Reason::SoftwareBuild, features(&[]), Severity::Warning),
+            (Reason::OsDisabled, features(&["avx", "avx2"]), Severity::Warning),
+            (Reason::OsDisabled, features(&["avx512f", "vaes"]), Severity::Info),
+        ];
+        for (reason, f, want) in cases {
+            assert_eq!(fact_severity(reason, &f), want, "{reason:?} {f:?}");
+        }
+        assert_eq!(slow_severity(SlowKind::NearSoftware), Severity::Critical);
+        assert_eq!(slow_severity(SlowKind::BelowPeers), Severity::Warning);
+        assert_eq!(slow_severity(SlowKind::DroppedVsHistory), Severity::Warning);
+    }
+
+    #[test]
+    fn every_reason_has_its_spelling_in_reasons() {
+        for r in [
+            Reason::CpuLacks,
+            Reason::HypervisorMasks,
+            Reason::OsDisabled,
+            Reason::SoftwareBuild,
+        ] {
+            assert!(REASONS.contains(&r.as_str()));
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+        }
+    }
+}

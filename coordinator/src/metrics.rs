@@ -1,0 +1,166 @@
+//! `/metrics` in the Prometheus text format (version 0.0.4): the fleet, its
+//! acceleration status, open findings, the job queue and results ingested.
+//!
+//! Every known label value is written, zeros included, so a series that drops
+//! to zero stays visible instead of vanishing (an alert on
+//! `cipherfleet_findings_open{severity="critical"} > 0` then resolves cleanly).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use anyhow::Context;
+use sqlx::PgPool;
+
+use crate::db;
+use crate::db::findings::Severity;
+use crate::findings::REASONS;
+
+/// Acceleration states of [`db::hosts::HostWithFacts::acceleration`].
+const ACCELERATION: [&str; 4] = ["accelerated", "partial", "software", "unknown"];
+/// Job states in `jobs.status`.
+const JOB_STATUS: [&str; 5] = ["queued", "running", "done", "failed", "cancelled"];
+
+/// Renders the metrics; `online_hosts` comes from the scheduler (sessions live in memory).
+pub async fn render(pool: &PgPool, online_hosts: usize) -> anyhow::Result<String> {
+    let hosts = db::hosts::list_with_facts(pool).await.context("listing hosts")?;
+    let open = db::findings::count_open_by(pool).await.context("counting findings")?;
+    let by_reason = db::findings::hosts_by_reason(pool).await.context("counting findings")?;
+    let jobs = db::jobs::count_by_status(pool).await.context("counting jobs")?;
+    let results = db::fleet::count_results(pool).await.context("counting results")?;
+
+    let mut m = Metrics::default();
+    m.family("cipherfleet_hosts", "gauge", "Hosts the coordinator knows.");
+    m.sample("cipherfleet_hosts", &[], hosts.len() as f64);
+    m.family("cipherfleet_hosts_online", "gauge", "Hosts with an open agent session.");
+    m.sample("cipherfleet_hosts_online", &[], online_hosts as f64);
+
+    let mut acceleration: BTreeMap<&str, usize> = ACCELERATION.iter().map(|a| (*a, 0)).collect();
+    for h in &hosts {
+        *acceleration.entry(h.acceleration()).or_default() += 1;
+    }
+    m.family(
+        "cipherfleet_hosts_by_acceleration",
+        "gauge",
+        "Hosts by the acceleration their current facts allow (accelerated, partial, software, unknown).",
+    );
+    for (status, n) in &acceleration {
+        m.sample("cipherfleet_hosts_by_acceleration", &[("status", status)], *n as f64);
+    }
+
+    m.family(
+        "cipherfleet_hosts_with_findings",
+        "gauge",
+        "Hosts with at least one open finding, by reason.",
+    );
+    for reason in REASONS {
+        let n = by_reason.iter().find(|(r, _)| r == reason).map_or(0, |(_, n)| *n);
+        m.sample("cipherfleet_hosts_with_findings", &[("reason", reason)], n as f64);
+    }
+
+    m.family(
+        "cipherfleet_findings_open",
+        "gauge",
+        "Open findings by reason and severity.",
+    );
+    for reason in REASONS {
+        for severity in Severity::ALL {
+            let n = open
+                .iter()
+                .find(|c| c.reason == *reason && c.severity == severity)
+                .map_or(0, |c| c.findings);
+            m.sample(
+                "cipherfleet_findings_open",
+                &[("reason", reason), ("severity", severity.as_str())],
+                n as f64,
+            );
+        }
+    }
+
+    m.family(
+        "cipherfleet_jobs",
+        "gauge",
+        "Jobs by status (queued, running, done, failed, cancelled).",
+    );
+    for status in JOB_STATUS {
+        let n = jobs.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
+        m.sample("cipherfleet_jobs", &[("status", status)], n as f64);
+    }
+
+    m.family("cipherfleet_results_ingested_total", "counter", "Results stored.");
+    m.sample("cipherfleet_results_ingested_total", &[], results as f64);
+    Ok(m.0)
+}
+
+/// The text being built.
+#[derive(Default)]
+struct Metrics(String);
+
+impl Metrics {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.0, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            let pairs: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+                .collect();
+            let _ = write!(self.0, "{{{}}}", pairs.join(","));
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+}
+
+/// A label value as the text format wants it: backslash, double quote and
+/// newline escaped. Values may come from agents (host names), so never raw.
+pub fn escape_label(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// HELP text: backslash and newline escaped (quotes are fine there).
+fn escape_help(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        let cases = [
+            ("plain", "plain"),
+            ("a\"b", "a\\\"b"),
+            ("back\\slash", "back\\\\slash"),
+            ("two\nlines", "two\\nlines"),
+            ("\\\"\n", "\\\\\\\"\\n"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(escape_label(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn samples_have_the_text_format() {
+        let mut m = Metrics::default();
+        m.family("x_total", "counter", "Things.\nMore");
+        m.sample("x_total", &[("host", "a\"b"), ("k", "v")], 3.0);
+        m.sample("x_total", &[], 0.5);
+        assert_eq!(
+            m.0,
+            "# HELP x_total Things.\\nMore\n# TYPE x_total counter\nx_total{host=\"a\\\"b\",k=\"v\"} 3\nx_total 0.5\n"
+        );
+    }
+}

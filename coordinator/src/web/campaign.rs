@@ -1,0 +1,220 @@
+//! `/campaigns/{id}`: one campaign — overall progress, progress per host,
+//! and the failed jobs with the error their agent reported. While it runs the
+//! page asks the browser to reload every few seconds (a `Refresh` header: no
+//! script needed). Tables at `/api/v1/campaigns/{id}/hosts` and `…/failures`.
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderName;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::api::{self, ApiError, FormatParam};
+use super::campaigns::progress_percent;
+use super::paging::parse_id;
+use super::{WebError, WebState, format};
+use crate::db::campaigns::{self, CampaignStatus, JobCounts, Progress};
+use crate::db::jobs::{self, Job};
+
+/// Failed jobs listed; a campaign failing more than this has one cause
+/// worth fixing first, and the API has the same cap.
+const FAILURES_SHOWN: i64 = 500;
+/// Seconds between reloads of a running campaign's page.
+const REFRESH_SECONDS: &str = "5";
+
+pub fn routes() -> Router<WebState> {
+    Router::new()
+        .route("/campaigns/{id}", get(page))
+        .route("/api/v1/campaigns/{id}/hosts", get(api_hosts))
+        .route("/api/v1/campaigns/{id}/failures", get(api_failures))
+}
+
+/// Job counts of one host (or the whole campaign) as a progress row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostProgress {
+    pub host_id: i64,
+    pub host: String,
+    pub queued: i64,
+    pub running: i64,
+    pub done: i64,
+    pub failed: i64,
+    pub cancelled: i64,
+    pub total: i64,
+}
+
+impl HostProgress {
+    fn new(host_id: i64, host: String, c: &JobCounts) -> Self {
+        HostProgress {
+            host_id,
+            host,
+            queued: c.queued,
+            running: c.running,
+            done: c.done,
+            failed: c.failed,
+            cancelled: c.cancelled,
+            total: c.total(),
+        }
+    }
+
+    /// Jobs that will not change any more: the progress bar's value.
+    pub fn settled(&self) -> i64 {
+        self.done + self.failed + self.cancelled
+    }
+
+    /// `max` of `<progress>`, which must be positive even with no jobs.
+    pub fn progress_max(&self) -> i64 {
+        self.total.max(1)
+    }
+
+    pub fn percent(&self) -> String {
+        progress_percent(self.settled(), self.total)
+    }
+}
+
+/// A failed job: which point, on which host, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Failure {
+    pub job_id: uuid::Uuid,
+    pub host_id: i64,
+    /// The host's name as its agent reported it: untrusted text.
+    pub host: String,
+    pub algorithm: String,
+    pub direction: String,
+    pub size_bytes: i64,
+    pub threads: i32,
+    /// The path the job asked for (`accelerated` or `software`).
+    pub path: String,
+    /// Runs lost with the agent before this outcome.
+    pub attempts: i32,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// As the agent (or the scheduler, for a lost agent) reported it: untrusted text.
+    pub error: String,
+}
+
+impl Failure {
+    fn new(job: Job, host: String) -> Self {
+        Failure {
+            job_id: job.id,
+            host_id: job.host_id,
+            host,
+            algorithm: job.algorithm,
+            direction: job.direction,
+            size_bytes: job.size_bytes,
+            threads: job.threads,
+            path: job.path,
+            attempts: job.attempts,
+            finished_at: job.finished_at,
+            error: job.error.unwrap_or_default(),
+        }
+    }
+
+    pub fn size(&self) -> String {
+        format::bytes(self.size_bytes.max(0) as u64)
+    }
+
+    pub fn when(&self) -> String {
+        self.finished_at.map(format::timestamp).unwrap_or_default()
+    }
+}
+
+#[derive(Template)]
+#[template(path = "campaign.html")]
+struct CampaignPage {
+    id: i64,
+    name: String,
+    /// A suite name, or `matrix` for an explicit matrix.
+    suite: String,
+    status: &'static str,
+    started_by: String,
+    created: String,
+    /// Empty while running.
+    finished: String,
+    /// The whole campaign's counts, in the shape of a host's.
+    overall: HostProgress,
+    hosts: Vec<HostProgress>,
+    failures: Vec<Failure>,
+    /// The matrix and selector as the operator gave them, pretty-printed.
+    matrix: String,
+    selector: String,
+    refreshing: bool,
+}
+
+/// The campaign and its counts, or a 404 naming the id (400 for a non-number).
+async fn progress_or_404(state: &WebState, raw_id: &str) -> Result<Progress, WebError> {
+    let id = parse_id(raw_id, "campaign")?;
+    campaigns::status(&state.pool, id)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("no campaign with id {id}")))
+}
+
+async fn host_rows(state: &WebState, campaign_id: i64) -> Result<Vec<HostProgress>, WebError> {
+    Ok(campaigns::host_progress(&state.pool, campaign_id)
+        .await?
+        .into_iter()
+        .map(|(id, name, counts)| HostProgress::new(id, name, &counts))
+        .collect())
+}
+
+async fn failure_rows(state: &WebState, campaign_id: i64) -> Result<Vec<Failure>, WebError> {
+    Ok(jobs::failures(&state.pool, campaign_id, FAILURES_SHOWN)
+        .await?
+        .into_iter()
+        .map(|(job, host)| Failure::new(job, host))
+        .collect())
+}
+
+/// The `Refresh` header (honoured by every browser) reloads a running
+/// campaign without a script or an inline `<meta>`; it stops once finished.
+async fn page(State(state): State<WebState>, Path(raw_id): Path<String>) -> Result<Response, WebError> {
+    let Progress { campaign: c, jobs } = progress_or_404(&state, &raw_id).await?;
+    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let refreshing = c.status == CampaignStatus::Running;
+    let view = CampaignPage {
+        id: c.id,
+        overall: HostProgress::new(0, "all hosts".into(), &jobs),
+        hosts: host_rows(&state, c.id).await?,
+        failures: failure_rows(&state, c.id).await?,
+        status: c.status.as_str(),
+        created: format::timestamp(c.created_at),
+        finished: c.finished_at.map(format::timestamp).unwrap_or_default(),
+        matrix: pretty(&c.matrix),
+        selector: pretty(&c.selector),
+        name: c.name,
+        suite: c.suite,
+        started_by: c.started_by,
+        refreshing,
+    };
+    let html = Html(view.render()?);
+    if refreshing {
+        Ok(([(HeaderName::from_static("refresh"), REFRESH_SECONDS)], html).into_response())
+    } else {
+        Ok(html.into_response())
+    }
+}
+
+async fn api_hosts(
+    State(state): State<WebState>,
+    Path(raw_id): Path<String>,
+    Query(f): Query<FormatParam>,
+) -> Result<Response, ApiError> {
+    let progress = progress_or_404(&state, &raw_id).await?;
+    let id = progress.campaign.id;
+    api::table(&format!("campaign-{id}-hosts"), &host_rows(&state, id).await?, f.format)
+}
+
+async fn api_failures(
+    State(state): State<WebState>,
+    Path(raw_id): Path<String>,
+    Query(f): Query<FormatParam>,
+) -> Result<Response, ApiError> {
+    let progress = progress_or_404(&state, &raw_id).await?;
+    let id = progress.campaign.id;
+    api::table(
+        &format!("campaign-{id}-failures"),
+        &failure_rows(&state, id).await?,
+        f.format,
+    )
+}

@@ -1,0 +1,471 @@
+//! `/compare`: the matrix. Rows are hosts or machine classes (`rows=`),
+//! columns algorithms, each cell the MB/s of one view — payload size,
+//! threads, direction, path — with its sample CV and a link to the raw
+//! result. Colours scale per column; every view is a link (query parameters)
+//! and `/api/v1/compare` answers the same cells as JSON or CSV.
+//!
+//! - [`params`]: the query string, checked, and the link of a view.
+//! - [`grid`]: rows, cells, class medians and colours (pure functions).
+//!
+//! Data: [`matrix::view_points`], one index range of `result_points`, plus
+//! the hosts for names, labels and classes.
+
+mod grid;
+mod params;
+
+use std::collections::{BTreeSet, HashMap};
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::response::{Html, Response};
+use axum::routing::get;
+use serde::Serialize;
+
+use super::api::{self, ApiError, FormatParam};
+use super::paging::{Pager, with_query};
+use super::{WebError, WebState, format};
+use crate::db::matrix::{self, ClassedHost, Point, View};
+pub use grid::median;
+use grid::{Cell, Matrix, RowHead, heat_map, nearest};
+pub use params::parse_algorithms;
+use params::{CompareParams, CompareQuery, Metric, Rows};
+
+/// Rows per page of the matrix.
+const PER_PAGE: u64 = 50;
+/// Suggestions an empty view offers.
+const SUGGESTIONS: usize = 4;
+
+pub fn routes() -> Router<WebState> {
+    Router::new()
+        .route("/compare", get(page))
+        .route("/api/v1/compare", get(api_compare))
+}
+
+/// "16 KiB per operation, 1 thread, encrypt, accelerated path".
+fn describe(view: &View) -> String {
+    format!(
+        "{} per operation, {} thread{}, {}, {} path",
+        format::bytes(view.size_bytes as u64),
+        view.threads,
+        if view.threads == 1 { "" } else { "s" },
+        view.direction,
+        view.path
+    )
+}
+
+/// The classic questions, as links.
+fn seed_views() -> Vec<Link> {
+    let seed = |label: &str, pairs: &[(&'static str, &str)]| Link {
+        text: label.to_string(),
+        href: with_query(
+            "/compare",
+            &pairs.iter().map(|(k, v)| (*k, v.to_string())).collect::<Vec<_>>(),
+        ),
+    };
+    vec![
+        seed(
+            "AES vs DES vs 3DES (CBC)",
+            &[("algorithms", "aes-128-cbc,aes-192-cbc,aes-256-cbc,des-cbc,des-ede3-cbc")],
+        ),
+        seed(
+            "ECB / CBC / CTR / GCM / CCM / OCB at 16 KiB (AES-128)",
+            &[
+                ("size", "16384"),
+                (
+                    "algorithms",
+                    "aes-128-ecb,aes-128-cbc,aes-128-ctr,aes-128-gcm,aes-128-ccm,aes-128-ocb",
+                ),
+            ],
+        ),
+        seed(
+            "AES-256-GCM vs AES-128-CBC (+HMAC) vs ChaCha20-Poly1305, with P99",
+            &[
+                (
+                    "algorithms",
+                    "aes-256-gcm,aes-128-cbc,aes-128-cbc-hmac-sha256,chacha20-poly1305",
+                ),
+                ("metric", "p99"),
+            ],
+        ),
+    ]
+}
+
+/// A link with its text; both escaped by the template.
+#[derive(Debug, Clone)]
+pub struct Link {
+    pub text: String,
+    pub href: String,
+}
+
+/// One `<option>`.
+#[derive(Debug, Clone)]
+pub struct Choice {
+    pub value: String,
+    pub text: String,
+    pub selected: bool,
+}
+
+/// A cell as the template prints it.
+#[derive(Debug, Clone)]
+struct CellView {
+    mb_s: String,
+    p99: Option<String>,
+    /// "CV 1.2 %" (hosts) or "3 hosts · CV 4.0 % across hosts" (classes).
+    note: String,
+    href: Option<String>,
+    heat: u8,
+    /// The metric as a plain number, for click-to-sort.
+    sort: String,
+    fell_back: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct RowView {
+    head: RowHead,
+    hosts_note: Option<String>,
+    cells: Vec<Option<CellView>>,
+}
+
+fn cell_view(c: &Cell, heat: u8, metric: Metric, rows: Rows) -> CellView {
+    let note = match rows {
+        Rows::Hosts => match c.cv {
+            Some(cv) => format!("CV {}", format::percent(cv)),
+            None => "CV –".into(),
+        },
+        Rows::Classes => {
+            let hosts = format!("median of {} host{}", c.hosts, if c.hosts == 1 { "" } else { "s" });
+            match c.cv {
+                Some(cv) if c.hosts > 1 => format!("{hosts} · CV {} across hosts", format::percent(cv)),
+                _ => hosts,
+            }
+        }
+    };
+    CellView {
+        mb_s: format::mb_s(c.throughput_mb_s),
+        p99: (metric == Metric::P99).then(|| format!("P99 {}", format::nanos(c.latency_p99_ns))),
+        note,
+        href: c.result_id.map(|id| format!("/api/v1/results/{id}")),
+        heat,
+        sort: c.metric(metric).to_string(),
+        fell_back: (c.fell_back > 0).then(|| match rows {
+            Rows::Hosts => "ran in software".to_string(),
+            Rows::Classes => format!("{} ran in software", c.fell_back),
+        }),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "compare.html")]
+struct ComparePage {
+    classes_mode: bool,
+    p99_mode: bool,
+    heading: String,
+    algorithms: String,
+    size_choices: Vec<Choice>,
+    thread_choices: Vec<Choice>,
+    direction_choices: Vec<Choice>,
+    path_choices: Vec<Choice>,
+    seeds: Vec<Link>,
+    /// Set when the rows are limited to one class: its label, and the link to all classes.
+    class_filter: Option<Link>,
+    /// The class key of that filter (hex), kept by the form.
+    class_key: String,
+    /// Switches to the other row mode, same view.
+    switch_rows: Link,
+    columns: Vec<String>,
+    rows: Vec<RowView>,
+    any_marked: bool,
+    empty: Option<String>,
+    suggestions: Vec<Link>,
+    summary: String,
+    prev: Option<String>,
+    next: Option<String>,
+    csv_href: String,
+    json_href: String,
+}
+
+/// Everything a view needs from the database, fetched concurrently.
+async fn load(state: &WebState, params: &CompareParams) -> Result<(Vec<ClassedHost>, Vec<Point>), WebError> {
+    let (hosts, points) = tokio::try_join!(
+        matrix::hosts(&state.pool),
+        matrix::view_points(&state.pool, &params.view, &params.algorithms),
+    )?;
+    Ok((hosts, points))
+}
+
+fn choices(values: impl IntoIterator<Item = (String, String)>, current: &str) -> Vec<Choice> {
+    values
+        .into_iter()
+        .map(|(value, text)| Choice {
+            selected: value == current,
+            value,
+            text,
+        })
+        .collect()
+}
+
+async fn page(State(state): State<WebState>, Query(q): Query<CompareQuery>) -> Result<Html<String>, WebError> {
+    let params = CompareParams::parse(&q)?;
+    // Three independent reads on three pool connections: the page waits for
+    // the slowest (the view's points), not for their sum.
+    let ((hosts, points), slices) = tokio::try_join!(load(&state, &params), async {
+        Ok::<_, WebError>(matrix::slices(&state.pool).await?)
+    })?;
+    let m = Matrix::build(&params, &hosts, &points);
+    // Colours come from every row, so a cell keeps its colour from page to page.
+    let heat = heat_map(&m, params.metric);
+    let pager = Pager::new(params.page, PER_PAGE, m.rows.len() as u64);
+    let rows: Vec<RowView> = m
+        .rows
+        .iter()
+        .zip(&heat)
+        .skip(pager.offset() as usize)
+        .take(PER_PAGE as usize)
+        .map(|((head, cells), heats)| RowView {
+            head: head.clone(),
+            hosts_note: (params.rows == Rows::Classes)
+                .then(|| format!("{} host{}", head.hosts, if head.hosts == 1 { "" } else { "s" })),
+            cells: cells
+                .iter()
+                .zip(heats)
+                .map(|(c, h)| {
+                    c.as_ref()
+                        .map(|c| cell_view(c, h.unwrap_or(0), params.metric, params.rows))
+                })
+                .collect(),
+        })
+        .collect();
+
+    let pairs = params.query_pairs();
+    let with = |extra: (&'static str, &str)| {
+        let mut p = pairs.clone();
+        p.push((extra.0, extra.1.to_string()));
+        with_query("/api/v1/compare", &p)
+    };
+    // The filters offer what is stored, plus the current value (a link may
+    // name a view with no data; the form must still show what was asked).
+    let sizes: BTreeSet<i64> = slices
+        .iter()
+        .map(|s| s.size_bytes)
+        .chain([params.view.size_bytes])
+        .collect();
+    let threads: BTreeSet<i32> = slices.iter().map(|s| s.threads).chain([params.view.threads]).collect();
+    let empty = m.rows.is_empty().then(|| {
+        if slices.is_empty() {
+            "No results are stored yet: connect an agent and run a campaign, then every finished job shows up here."
+                .to_string()
+        } else {
+            let mut what = describe(&params.view);
+            if !params.algorithms.is_empty() {
+                what.push_str(&format!(", algorithms {}", params.algorithms.join(", ")));
+            }
+            if let Some(class) = &params.class {
+                what.push_str(&format!(", class {class}"));
+            }
+            format!("No results for {what}.")
+        }
+    });
+    let suggestions = if m.rows.is_empty() {
+        nearest(&slices, &params.view, SUGGESTIONS)
+            .into_iter()
+            .map(|s| Link {
+                text: format!(
+                    "{} × {} thread{}",
+                    format::bytes(s.size_bytes as u64),
+                    s.threads,
+                    if s.threads == 1 { "" } else { "s" }
+                ),
+                href: with_query("/compare", &params.at(s).query_pairs()),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // The same view with the other kind of rows.
+    let mut other = params.clone();
+    other.rows = if params.rows == Rows::Hosts {
+        Rows::Classes
+    } else {
+        Rows::Hosts
+    };
+    other.page = 1;
+    let class_filter = params.class.as_ref().map(|key| {
+        let label = hosts
+            .iter()
+            .map(ClassedHost::class)
+            .find(|c| c.key() == *key)
+            .map(|c| c.label())
+            .unwrap_or_else(|| format!("unknown class {key}"));
+        let mut all = params.clone();
+        all.class = None;
+        all.page = 1;
+        Link {
+            text: label,
+            href: with_query("/compare", &all.query_pairs()),
+        }
+    });
+
+    let page = ComparePage {
+        classes_mode: params.rows == Rows::Classes,
+        p99_mode: params.metric == Metric::P99,
+        heading: describe(&params.view),
+        algorithms: params.algorithms.join(","),
+        size_choices: choices(
+            sizes.iter().map(|s| (s.to_string(), format::bytes(*s as u64))),
+            &params.view.size_bytes.to_string(),
+        ),
+        thread_choices: choices(
+            threads.iter().map(|t| (t.to_string(), t.to_string())),
+            &params.view.threads.to_string(),
+        ),
+        direction_choices: choices(
+            ["encrypt", "decrypt"].map(|d| (d.to_string(), d.to_string())),
+            &params.view.direction,
+        ),
+        path_choices: choices(
+            ["accelerated", "software"].map(|d| (d.to_string(), d.to_string())),
+            &params.view.path,
+        ),
+        seeds: seed_views(),
+        class_filter,
+        class_key: params.class.clone().unwrap_or_default(),
+        switch_rows: Link {
+            text: if params.rows == Rows::Hosts {
+                "machine classes"
+            } else {
+                "hosts"
+            }
+            .into(),
+            href: with_query("/compare", &other.query_pairs()),
+        },
+        columns: m.columns.clone(),
+        any_marked: m.rows.iter().any(|(h, _)| h.emulated || h.simulated),
+        rows,
+        empty,
+        suggestions,
+        summary: pager.summary(),
+        prev: pager.prev_href("/compare", &pairs),
+        next: pager.next_href("/compare", &pairs),
+        csv_href: with(("format", "csv")),
+        json_href: with(("format", "json")),
+    };
+    Ok(Html(page.render()?))
+}
+
+/// A cell of host rows, as `/api/v1/compare` sends it.
+#[derive(Debug, Serialize)]
+struct HostCellRow {
+    host_id: i64,
+    host: String,
+    emulated: bool,
+    simulated: bool,
+    class_key: String,
+    algorithm: String,
+    size_bytes: i64,
+    threads: i32,
+    direction: String,
+    path: String,
+    path_used: String,
+    throughput_mb_s: f64,
+    latency_p99_ns: i64,
+    cv: Option<f64>,
+    samples: i32,
+    result_id: i64,
+    measured_at: String,
+}
+
+/// A cell of class rows: medians over the class's hosts.
+#[derive(Debug, Serialize)]
+struct ClassCellRow {
+    class_key: String,
+    class: String,
+    emulated: bool,
+    simulated: bool,
+    hosts: usize,
+    algorithm: String,
+    size_bytes: i64,
+    threads: i32,
+    direction: String,
+    path: String,
+    median_throughput_mb_s: f64,
+    median_latency_p99_ns: f64,
+    /// Spread of the hosts' throughputs (coefficient of variation), when two or more.
+    cv_across_hosts: Option<f64>,
+    /// Hosts whose worker ran another path than asked.
+    hosts_fell_back: usize,
+}
+
+async fn api_compare(
+    State(state): State<WebState>,
+    Query(q): Query<CompareQuery>,
+    Query(format): Query<FormatParam>,
+) -> Result<Response, ApiError> {
+    let params = CompareParams::parse(&q)?;
+    let (hosts, points) = load(&state, &params).await?;
+    let m = Matrix::build(&params, &hosts, &points);
+    let v = &params.view;
+    match params.rows {
+        Rows::Hosts => {
+            let by_id: HashMap<i64, &ClassedHost> = hosts.iter().map(|h| (h.id, h)).collect();
+            let by_result: HashMap<i64, &Point> = points.iter().map(|p| (p.result_id, p)).collect();
+            let mut rows = Vec::new();
+            for (head, cells) in &m.rows {
+                let Some(host) = head.id.parse().ok().and_then(|id: i64| by_id.get(&id)) else {
+                    continue;
+                };
+                for (algorithm, cell) in m.columns.iter().zip(cells) {
+                    let Some(c) = cell else { continue };
+                    let Some(p) = c.result_id.and_then(|id| by_result.get(&id)) else {
+                        continue;
+                    };
+                    rows.push(HostCellRow {
+                        host_id: host.id,
+                        host: host.name.clone(),
+                        emulated: head.emulated,
+                        simulated: head.simulated,
+                        class_key: host.class().key(),
+                        algorithm: algorithm.clone(),
+                        size_bytes: v.size_bytes,
+                        threads: v.threads,
+                        direction: v.direction.clone(),
+                        path: v.path.clone(),
+                        path_used: p.path_used.clone(),
+                        throughput_mb_s: p.throughput_mb_s,
+                        latency_p99_ns: p.latency_p99_ns,
+                        cv: p.cv,
+                        samples: p.samples,
+                        result_id: p.result_id,
+                        measured_at: p.measured_at.to_rfc3339(),
+                    });
+                }
+            }
+            api::table("compare", &rows, format.format)
+        }
+        Rows::Classes => {
+            let mut rows = Vec::new();
+            for (head, cells) in &m.rows {
+                for (algorithm, cell) in m.columns.iter().zip(cells) {
+                    let Some(c) = cell else { continue };
+                    rows.push(ClassCellRow {
+                        class_key: head.id.split('-').next().unwrap_or_default().to_string(),
+                        class: head.label.clone(),
+                        emulated: head.emulated,
+                        simulated: head.simulated,
+                        hosts: c.hosts,
+                        algorithm: algorithm.clone(),
+                        size_bytes: v.size_bytes,
+                        threads: v.threads,
+                        direction: v.direction.clone(),
+                        path: v.path.clone(),
+                        median_throughput_mb_s: c.throughput_mb_s,
+                        median_latency_p99_ns: c.latency_p99_ns,
+                        cv_across_hosts: if c.hosts > 1 { c.cv } else { None },
+                        hosts_fell_back: c.fell_back,
+                    });
+                }
+            }
+            api::table("compare-classes", &rows, format.format)
+        }
+    }
+}

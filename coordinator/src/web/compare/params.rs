@@ -1,0 +1,303 @@
+//! The parameters of `/compare` (and the algorithm list `/modes` shares):
+//! what the query string may say, checked once, and the link back to a
+//! view. Every view is a link, so [`CompareParams::query_pairs`] leaves the
+//! defaults out and a parsed link gives the same view back.
+
+use serde::Deserialize;
+
+use super::super::WebError;
+use super::super::paging::Pager;
+use crate::db::matrix::{Slice, View};
+
+/// The view without parameters: the object-storage block size, one thread.
+pub const DEFAULT_SIZE: i64 = 16 * 1024;
+
+/// The query string as sent; blank fields mean the default.
+#[derive(Debug, Default, Deserialize)]
+pub struct CompareQuery {
+    rows: Option<String>,
+    size: Option<String>,
+    threads: Option<String>,
+    direction: Option<String>,
+    path: Option<String>,
+    algorithms: Option<String>,
+    metric: Option<String>,
+    class: Option<String>,
+    page: Option<String>,
+}
+
+/// What a row of the matrix is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    Hosts,
+    /// Machine classes ([`crate::analysis::class`]): the median over their hosts.
+    Classes,
+}
+
+/// What colours and sorts the cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    Throughput,
+    /// P99 latency per operation, shown next to MB/s; lower is better.
+    P99,
+}
+
+/// The checked parameters of a view.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareParams {
+    pub rows: Rows,
+    pub view: View,
+    /// Canonical algorithm names in the order asked; empty = every one with data.
+    pub algorithms: Vec<String>,
+    pub metric: Metric,
+    /// Only hosts of this class (its [`crate::analysis::class::MachineClass::key`]).
+    pub class: Option<String>,
+    pub page: u64,
+}
+
+fn given(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+impl CompareParams {
+    /// Reads the query; anything unusable is a bad request naming the parameter and the value.
+    pub fn parse(q: &CompareQuery) -> Result<Self, WebError> {
+        let bad = |name: &str, value: &str, expected: &str| {
+            WebError::BadRequest(format!("{name}={value:?} is not valid: {expected}"))
+        };
+        let rows = match given(&q.rows) {
+            None | Some("hosts") => Rows::Hosts,
+            Some("classes") => Rows::Classes,
+            Some(v) => return Err(bad("rows", v, "hosts or classes")),
+        };
+        // Bounds keep the value in the columns' types; anything else is a typo worth a 400.
+        let size_bytes = match given(&q.size) {
+            None => DEFAULT_SIZE,
+            Some(v) => v
+                .parse::<i64>()
+                .ok()
+                .filter(|n| (1..=1 << 40).contains(n))
+                .ok_or_else(|| bad("size", v, "a payload size in bytes, e.g. 16384"))?,
+        };
+        let threads = match given(&q.threads) {
+            None => 1,
+            Some(v) => v
+                .parse::<i32>()
+                .ok()
+                .filter(|n| (1..=65536).contains(n))
+                .ok_or_else(|| bad("threads", v, "a thread count, e.g. 1"))?,
+        };
+        let direction = match given(&q.direction) {
+            None => "encrypt",
+            Some(v @ ("encrypt" | "decrypt")) => v,
+            Some(v) => return Err(bad("direction", v, "encrypt or decrypt")),
+        };
+        let path = match given(&q.path) {
+            None => "accelerated",
+            Some(v @ ("accelerated" | "software")) => v,
+            Some(v) => return Err(bad("path", v, "accelerated or software")),
+        };
+        let metric = match given(&q.metric) {
+            None | Some("throughput") => Metric::Throughput,
+            Some("p99") => Metric::P99,
+            Some(v) => return Err(bad("metric", v, "throughput or p99")),
+        };
+        let algorithms = match given(&q.algorithms) {
+            None => Vec::new(),
+            Some(list) => parse_algorithms(list)?,
+        };
+        // Class keys are hex digests: checking the shape keeps agent text out of the filter.
+        let class = match given(&q.class) {
+            None => None,
+            Some(v) if v.len() == 16 && v.chars().all(|c| c.is_ascii_hexdigit()) => Some(v.to_ascii_lowercase()),
+            Some(v) => return Err(bad("class", v, "a class key (16 hex digits, as the class links carry)")),
+        };
+        Ok(CompareParams {
+            rows,
+            view: View {
+                size_bytes,
+                threads,
+                direction: direction.into(),
+                path: path.into(),
+            },
+            algorithms,
+            metric,
+            class,
+            page: Pager::parse_page(q.page.as_deref())?,
+        })
+    }
+
+    /// The parameters that differ from the defaults, for links to this view (page left out).
+    pub fn query_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = Vec::new();
+        if self.rows == Rows::Classes {
+            pairs.push(("rows", "classes".into()));
+        }
+        if self.view.size_bytes != DEFAULT_SIZE {
+            pairs.push(("size", self.view.size_bytes.to_string()));
+        }
+        if self.view.threads != 1 {
+            pairs.push(("threads", self.view.threads.to_string()));
+        }
+        if self.view.direction != "encrypt" {
+            pairs.push(("direction", self.view.direction.clone()));
+        }
+        if self.view.path != "accelerated" {
+            pairs.push(("path", self.view.path.clone()));
+        }
+        if !self.algorithms.is_empty() {
+            pairs.push(("algorithms", self.algorithms.join(",")));
+        }
+        if self.metric == Metric::P99 {
+            pairs.push(("metric", "p99".into()));
+        }
+        if let Some(class) = &self.class {
+            pairs.push(("class", class.clone()));
+        }
+        pairs
+    }
+
+    /// This view at another size and thread count.
+    pub fn at(&self, slice: Slice) -> Self {
+        let mut other = self.clone();
+        other.view.size_bytes = slice.size_bytes;
+        other.view.threads = slice.threads;
+        other.page = 1;
+        other
+    }
+}
+
+/// A comma-separated list of algorithm names, canonicalised (`AES-256-GCM`,
+/// `3des-cbc` accepted) and deduplicated in the order given.
+pub fn parse_algorithms(list: &str) -> Result<Vec<String>, WebError> {
+    let mut names: Vec<String> = Vec::new();
+    for raw in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let algorithm = raw
+            .parse::<cipherfleet_agent::algorithm::Algorithm>()
+            .map_err(|e| WebError::BadRequest(format!("algorithms: {e}")))?;
+        let name = algorithm.name().to_string();
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+#[cfg(test)]
+impl CompareQuery {
+    /// A query from `name=value` pairs, as the router would extract it.
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> CompareQuery {
+        let mut q = CompareQuery::default();
+        for (k, v) in pairs {
+            let v = Some(v.to_string());
+            match *k {
+                "rows" => q.rows = v,
+                "size" => q.size = v,
+                "threads" => q.threads = v,
+                "direction" => q.direction = v,
+                "path" => q.path = v,
+                "algorithms" => q.algorithms = v,
+                "metric" => q.metric = v,
+                "class" => q.class = v,
+                "page" => q.page = v,
+                other => panic!("no parameter {other}"),
+            }
+        }
+        q
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::paging::with_query;
+    use super::*;
+
+    fn query(pairs: &[(&str, &str)]) -> CompareQuery {
+        CompareQuery::from_pairs(pairs)
+    }
+
+    #[test]
+    fn no_parameters_mean_hosts_at_16_kib_one_thread_encrypt_accelerated() {
+        let p = CompareParams::parse(&query(&[])).unwrap();
+        assert_eq!(p.rows, Rows::Hosts);
+        assert_eq!(
+            p.view,
+            View {
+                size_bytes: 16384,
+                threads: 1,
+                direction: "encrypt".into(),
+                path: "accelerated".into()
+            }
+        );
+        assert_eq!(p.metric, Metric::Throughput);
+        assert!(p.algorithms.is_empty() && p.class.is_none());
+        assert_eq!(p.page, 1);
+        assert!(p.query_pairs().is_empty(), "the default view is plain /compare");
+    }
+
+    #[test]
+    fn parameters_round_trip_through_the_view_link() {
+        let p = CompareParams::parse(&query(&[
+            ("rows", "classes"),
+            ("size", "1048576"),
+            ("threads", "4"),
+            ("direction", "decrypt"),
+            ("path", "software"),
+            ("algorithms", " AES-256-GCM, 3des-cbc ,aes-256-gcm"),
+            ("metric", "p99"),
+            ("class", "00FF00ff00ff00ff"),
+            ("page", "2"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            p.algorithms,
+            ["aes-256-gcm", "des-ede3-cbc"],
+            "canonical names, once each"
+        );
+        assert_eq!(p.class.as_deref(), Some("00ff00ff00ff00ff"));
+        let link = with_query("/compare", &p.query_pairs());
+        assert_eq!(
+            link,
+            "/compare?rows=classes&size=1048576&threads=4&direction=decrypt&path=software\
+             &algorithms=aes-256-gcm%2Cdes-ede3-cbc&metric=p99&class=00ff00ff00ff00ff"
+        );
+        let again = CompareParams::parse(&query(&[
+            ("rows", "classes"),
+            ("size", "1048576"),
+            ("threads", "4"),
+            ("direction", "decrypt"),
+            ("path", "software"),
+            ("algorithms", "aes-256-gcm,des-ede3-cbc"),
+            ("metric", "p99"),
+            ("class", "00ff00ff00ff00ff"),
+        ]))
+        .unwrap();
+        assert_eq!(again, CompareParams { page: 1, ..p });
+    }
+
+    #[test]
+    fn bad_parameters_are_rejected_naming_the_parameter() {
+        for (name, value) in [
+            ("size", "abc"),
+            ("size", "0"),
+            ("size", "-5"),
+            ("threads", "1.5"),
+            ("threads", "0"),
+            ("direction", "sideways"),
+            ("path", "quantum"),
+            ("rows", "racks"),
+            ("metric", "p50"),
+            ("class", "xyz"),
+            ("algorithms", "aes-512-gcm"),
+            ("page", "zero"),
+        ] {
+            let err = CompareParams::parse(&query(&[(name, value)])).unwrap_err();
+            assert!(matches!(err, WebError::BadRequest(_)), "{name}={value}");
+            let message = err.to_string();
+            assert!(
+                message.contains(name) && message.contains(value),
+                "{name}={value}: {message}"
+            );
+        }
+    }
+}

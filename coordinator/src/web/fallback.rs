@@ -1,0 +1,462 @@
+//! `/fallback`: the accelerated path against the software path, per host and
+//! algorithm at one point of the matrix (16 KiB, 1 thread, encrypt by
+//! default), worst ratio first; the hosts whose accelerated path runs at
+//! software speed, with the open findings that explain it; and every open
+//! finding with its evidence. The tables are also at `/api/v1/fallback` (same
+//! filters, all rows) and `/api/v1/findings?status=open|resolved|all`.
+//!
+//! Rows come from `result_points` ([`store::pairs`]), so the page costs
+//! hosts × algorithms rows, not every stored result; the judging and the
+//! reason filter happen in Rust, where the findings already are.
+//!
+//! - [`rules`]: when a path is at software speed, which findings explain it.
+//! - [`evidence`]: findings' evidence and fact changes as readable lines.
+//! - [`sections`]: the lists as the template shows them, each with its own pager.
+//! - [`api`]: the two tables as JSON/CSV.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::response::Html;
+use axum::routing::get;
+use serde::Deserialize;
+
+use super::hosts::{SIMULATED_LABEL, is_marked};
+use super::paging::{Pager, with_query};
+use super::{WebError, WebState, format};
+use crate::analysis::slow::Thresholds;
+use crate::db::fallback::{self as store, FallbackHost, PathPair, PathPoint};
+use crate::db::findings::{self as findings_store, Finding};
+use crate::findings::{EMULATED_LABEL, REASONS};
+use rules::{SoftwareSpeed, explains, judge, ratio};
+use sections::{FindingView, PAGE_PARAMS, PagerView, Pages, RowView, SlowHostView, row_view, slow_hosts};
+
+mod api;
+mod evidence;
+mod rules;
+mod sections;
+
+/// Rows (hosts, findings) per page of each of the page's three lists.
+const PER_PAGE: u64 = 50;
+const DEFAULT_SIZE: i64 = 16 * 1024;
+const DIRECTIONS: [&str; 2] = ["encrypt", "decrypt"];
+const KEY_MODES: [&str; 3] = ["static", "per-op", "hkdf-per-user"];
+/// The `reason` filter value for rows no open finding explains.
+const NO_REASON: &str = "none";
+/// A generous cap on `threads` (the agent allows far fewer): only to refuse nonsense early.
+const MAX_THREADS: i32 = 4096;
+
+pub fn routes() -> Router<WebState> {
+    Router::new()
+        .route("/fallback", get(page))
+        .route("/api/v1/fallback", get(api::fallback))
+        .route("/api/v1/findings", get(api::findings))
+}
+
+/// The filters of `/fallback` as sent; blank fields mean the default or "any".
+#[derive(Debug, Default, Deserialize)]
+pub struct FallbackQuery {
+    size: Option<String>,
+    threads: Option<String>,
+    direction: Option<String>,
+    key_mode: Option<String>,
+    /// `key=value`, or `key` alone for "has the label".
+    label: Option<String>,
+    arch: Option<String>,
+    /// One of [`REASONS`], or [`NO_REASON`].
+    reason: Option<String>,
+    page: Option<String>,
+    /// Page of the "at software speed" list.
+    spage: Option<String>,
+    /// Page of the open-findings list.
+    fpage: Option<String>,
+}
+
+/// The filters, checked.
+#[derive(Debug, Clone, PartialEq)]
+struct Filters {
+    size_bytes: i64,
+    threads: i32,
+    direction: &'static str,
+    key_mode: &'static str,
+    label: Option<(String, Option<String>)>,
+    arch: Option<String>,
+    reason: Option<&'static str>,
+}
+
+fn given(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// `raw` if it is one of `allowed`, else a bad request naming `name` and the choices.
+fn one_of(name: &str, raw: &str, allowed: &[&'static str]) -> Result<&'static str, WebError> {
+    allowed
+        .iter()
+        .copied()
+        .find(|a| *a == raw)
+        .ok_or_else(|| WebError::BadRequest(format!("{name}={raw:?}: use one of {}", allowed.join(", "))))
+}
+
+impl Filters {
+    fn parse(q: &FallbackQuery) -> Result<Self, WebError> {
+        let size_bytes = match given(&q.size) {
+            None => DEFAULT_SIZE,
+            // The agent's own parser: `16384`, `16KiB`, `10MiB` as campaigns spell them.
+            Some(s) => cipherfleet_agent::spec::parse_size(s)
+                .ok()
+                .and_then(|n| i64::try_from(n).ok())
+                .ok_or_else(|| {
+                    WebError::BadRequest(format!(
+                        "size={s:?} is not a payload size (bytes, or with a unit: 11, 16KiB, 10MiB)"
+                    ))
+                })?,
+        };
+        let threads = match given(&q.threads) {
+            None => 1,
+            Some(t) => t
+                .parse::<i32>()
+                .ok()
+                .filter(|n| (1..=MAX_THREADS).contains(n))
+                .ok_or_else(|| WebError::BadRequest(format!("threads={t:?} is not a thread count (1, 2, 4, …)")))?,
+        };
+        let reasons: Vec<&'static str> = REASONS.iter().copied().chain([NO_REASON]).collect();
+        Ok(Filters {
+            size_bytes,
+            threads,
+            direction: given(&q.direction).map_or(Ok("encrypt"), |d| one_of("direction", d, &DIRECTIONS))?,
+            key_mode: given(&q.key_mode).map_or(Ok("static"), |k| one_of("key_mode", k, &KEY_MODES))?,
+            label: given(&q.label).map(|l| match l.split_once('=') {
+                Some((k, v)) => (k.trim().to_string(), Some(v.trim().to_string())),
+                None => (l.to_string(), None),
+            }),
+            arch: given(&q.arch).map(str::to_string),
+            reason: given(&q.reason).map(|r| one_of("reason", r, &reasons)).transpose()?,
+        })
+    }
+
+    fn point(&self) -> PathPoint<'_> {
+        PathPoint {
+            size_bytes: self.size_bytes,
+            threads: self.threads,
+            direction: self.direction,
+            key_mode: self.key_mode,
+        }
+    }
+
+    fn matches_host(&self, host: &FallbackHost) -> bool {
+        let label_ok = match &self.label {
+            None => true,
+            Some((k, None)) => host.labels.0.contains_key(k),
+            Some((k, Some(v))) => host.labels.0.get(k) == Some(v),
+        };
+        label_ok && self.arch.as_ref().is_none_or(|a| host.arch.as_ref() == Some(a))
+    }
+
+    /// The filters as query parameters (defaults left out), for links that keep the view.
+    fn query_pairs(&self) -> Vec<(&'static str, String)> {
+        let or_blank = |v: String, default: &str| if v == default { String::new() } else { v };
+        let label = match &self.label {
+            None => String::new(),
+            Some((k, None)) => k.clone(),
+            Some((k, Some(v))) => format!("{k}={v}"),
+        };
+        vec![
+            ("size", or_blank(self.size_bytes.to_string(), &DEFAULT_SIZE.to_string())),
+            ("threads", or_blank(self.threads.to_string(), "1")),
+            ("direction", or_blank(self.direction.into(), "encrypt")),
+            ("key_mode", or_blank(self.key_mode.into(), "static")),
+            ("label", label),
+            ("arch", self.arch.clone().unwrap_or_default()),
+            ("reason", self.reason.unwrap_or_default().to_string()),
+        ]
+    }
+
+    /// "16 KiB, 1 thread, encrypt, static key": the point every row is measured at.
+    fn describe(&self) -> String {
+        let threads = if self.threads == 1 {
+            "1 thread".into()
+        } else {
+            format!("{} threads", self.threads)
+        };
+        format!(
+            "{}, {threads}, {}, {} key",
+            format::bytes(self.size_bytes as u64),
+            self.direction,
+            self.key_mode
+        )
+    }
+}
+
+/// A finding's reason as the report names it: the kind is part of it for slow paths.
+fn reason_label(f: &Finding) -> String {
+    match &f.kind {
+        Some(kind) => format!("{} ({kind})", f.reason),
+        None => f.reason.clone(),
+    }
+}
+
+/// A host of the view, its marks worked out once.
+struct HostInfo {
+    host: FallbackHost,
+    emulated: bool,
+    simulated: bool,
+}
+
+/// One row of the view, judged.
+struct Judged {
+    host: Arc<HostInfo>,
+    pair: PathPair,
+    ratio: Option<f64>,
+    speed: Option<SoftwareSpeed>,
+    /// Indices into the open findings: those that explain this row.
+    reasons: Vec<usize>,
+}
+
+/// The rows of a view (worst ratio first, unmeasured ratios last) and the open findings.
+async fn load(state: &WebState, filters: &Filters) -> Result<(Vec<Judged>, Vec<Finding>), WebError> {
+    let point = filters.point();
+    let (pairs, hosts, open) = tokio::try_join!(
+        store::pairs(&state.pool, &point),
+        store::hosts(&state.pool),
+        findings_store::list_open(&state.pool)
+    )?;
+    // Hosts the filters leave out are simply not in the map.
+    let hosts: HashMap<i64, Arc<HostInfo>> = hosts
+        .into_iter()
+        .filter(|h| filters.matches_host(h))
+        .map(|host| {
+            let info = HostInfo {
+                emulated: is_marked(&host.labels.0, EMULATED_LABEL),
+                simulated: is_marked(&host.labels.0, SIMULATED_LABEL),
+                host,
+            };
+            (info.host.id, Arc::new(info))
+        })
+        .collect();
+    let mut by_host: HashMap<i64, Vec<usize>> = HashMap::new();
+    for (i, f) in open.iter().enumerate() {
+        by_host.entry(f.host_id).or_default().push(i);
+    }
+    let t = Thresholds::default();
+    let mut rows: Vec<Judged> = pairs
+        .into_iter()
+        .filter_map(|pair| {
+            let host = hosts.get(&pair.host_id)?.clone();
+            let ratio = ratio(pair.accelerated_mb_s, pair.software_mb_s);
+            let speed = judge(
+                &pair.algorithm,
+                pair.accelerated_path_used.as_deref(),
+                ratio,
+                host.emulated,
+                filters.size_bytes,
+                &t,
+            );
+            let reasons = by_host
+                .get(&pair.host_id)
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|&i| explains(&open[i].reason, &open[i].subject, &pair.algorithm))
+                .collect();
+            Some(Judged {
+                host,
+                pair,
+                ratio,
+                speed,
+                reasons,
+            })
+        })
+        .filter(|r| match filters.reason {
+            None => true,
+            Some(NO_REASON) => r.reasons.is_empty(),
+            Some(reason) => r.reasons.iter().any(|&i| open[i].reason == reason),
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        let key = |r: &Judged| r.ratio.unwrap_or(f64::INFINITY);
+        key(a)
+            .total_cmp(&key(b))
+            .then_with(|| a.host.host.name.cmp(&b.host.host.name))
+            .then_with(|| a.pair.algorithm.cmp(&b.pair.algorithm))
+    });
+    Ok((rows, open))
+}
+
+/// An option of a filter's `<select>`.
+struct Choice {
+    value: String,
+    text: String,
+    selected: bool,
+}
+
+fn choices(values: impl IntoIterator<Item = (String, String)>, current: &str) -> Vec<Choice> {
+    values
+        .into_iter()
+        .map(|(value, text)| Choice {
+            selected: value == current,
+            value,
+            text,
+        })
+        .collect()
+}
+
+/// The page; every string is escaped by the template (no `|safe` anywhere).
+#[derive(Template)]
+#[template(path = "fallback.html")]
+struct FallbackPage {
+    view: String,
+    threshold: String,
+    min_size: String,
+    sizes: Vec<Choice>,
+    threads: i32,
+    directions: Vec<Choice>,
+    key_modes: Vec<Choice>,
+    label: String,
+    archs: Vec<Choice>,
+    reasons: Vec<Choice>,
+    csv_href: String,
+    json_href: String,
+    slow_hosts: Vec<SlowHostView>,
+    slow_pager: PagerView,
+    rows: Vec<RowView>,
+    rows_pager: PagerView,
+    any_emulated: bool,
+    findings: Vec<FindingView>,
+    findings_pager: PagerView,
+}
+
+/// `GET /fallback`: the filters, the hosts at software speed, both paths per
+/// host and algorithm, the open findings; each list paged on its own.
+async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> Result<Html<String>, WebError> {
+    let filters = Filters::parse(&q)?;
+    let mut asked = [1; 3];
+    for (i, raw) in [&q.page, &q.spage, &q.fpage].into_iter().enumerate() {
+        asked[i] = Pager::parse_page(raw.as_deref()).map_err(|_| {
+            WebError::BadRequest(format!(
+                "{}={:?} is not a page number (1, 2, 3, …)",
+                PAGE_PARAMS[i],
+                raw.as_deref().unwrap_or("")
+            ))
+        })?;
+    }
+    let (rows, open) = load(&state, &filters).await?;
+    let (measured_sizes, archs) = tokio::try_join!(store::sizes(&state.pool), store::archs(&state.pool))?;
+    let t = Thresholds::default();
+    let slow = slow_hosts(&rows);
+    let pages = Pages([
+        Pager::new(asked[0], PER_PAGE, rows.len() as u64),
+        Pager::new(asked[1], PER_PAGE, slow.len() as u64),
+        Pager::new(asked[2], PER_PAGE, open.len() as u64),
+    ]);
+    let pairs = filters.query_pairs();
+
+    let mut sizes: Vec<i64> = measured_sizes;
+    if !sizes.contains(&filters.size_bytes) {
+        sizes.push(filters.size_bytes);
+        sizes.sort_unstable();
+    }
+    let mut arch_values: Vec<(String, String)> = vec![(String::new(), "any".into())];
+    arch_values.extend(archs.into_iter().map(|a| (a.clone(), a)));
+    let mut reason_values: Vec<(String, String)> = vec![(String::new(), "any".into())];
+    reason_values.extend(REASONS.iter().map(|r| (r.to_string(), r.to_string())));
+    reason_values.push((NO_REASON.into(), "no open finding".into()));
+
+    let view = FallbackPage {
+        view: filters.describe(),
+        threshold: format!("{}×", format::significant(t.near_software_ratio)),
+        min_size: format::bytes(t.near_software_min_size_bytes as u64),
+        sizes: choices(
+            sizes.iter().map(|s| (s.to_string(), format::bytes(*s as u64))),
+            &filters.size_bytes.to_string(),
+        ),
+        threads: filters.threads,
+        directions: choices(
+            DIRECTIONS.iter().map(|d| (d.to_string(), d.to_string())),
+            filters.direction,
+        ),
+        key_modes: choices(
+            KEY_MODES.iter().map(|k| (k.to_string(), k.to_string())),
+            filters.key_mode,
+        ),
+        label: pairs
+            .iter()
+            .find(|(k, _)| *k == "label")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default(),
+        archs: choices(arch_values, filters.arch.as_deref().unwrap_or("")),
+        reasons: choices(reason_values, filters.reason.unwrap_or("")),
+        csv_href: with_query(
+            "/api/v1/fallback",
+            &[pairs.clone(), vec![("format", "csv".into())]].concat(),
+        ),
+        json_href: with_query("/api/v1/fallback", &pairs),
+        any_emulated: rows.iter().any(|r| r.host.emulated),
+        rows: pages.slice(0, &rows).map(|r| row_view(r, &open)).collect(),
+        rows_pager: pages.view(&pairs, 0),
+        slow_pager: pages.view(&pairs, 1),
+        slow_hosts: pages.slice(1, &slow).map(|h| h.view(&open)).collect(),
+        findings: pages.slice(2, &open).map(FindingView::new).collect(),
+        findings_pager: pages.view(&pairs, 2),
+    };
+    Ok(Html(view.render()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(pairs: &[(&str, &str)]) -> FallbackQuery {
+        let mut q = FallbackQuery::default();
+        for (k, v) in pairs {
+            let v = Some(v.to_string());
+            match *k {
+                "size" => q.size = v,
+                "threads" => q.threads = v,
+                "direction" => q.direction = v,
+                "key_mode" => q.key_mode = v,
+                "label" => q.label = v,
+                "arch" => q.arch = v,
+                "reason" => q.reason = v,
+                other => panic!("no filter {other}"),
+            }
+        }
+        q
+    }
+
+    #[test]
+    fn filters_default_to_16_kib_one_thread_encrypt_and_refuse_nonsense() {
+        let f = Filters::parse(&query(&[])).unwrap();
+        assert_eq!(
+            (f.size_bytes, f.threads, f.direction, f.key_mode),
+            (16384, 1, "encrypt", "static")
+        );
+        assert_eq!(f.describe(), "16 KiB, 1 thread, encrypt, static key");
+        let f = Filters::parse(&query(&[("size", "1MiB"), ("threads", "4"), ("label", "rack = b7")])).unwrap();
+        assert_eq!((f.size_bytes, f.threads), (1 << 20, 4));
+        assert_eq!(f.label, Some(("rack".into(), Some("b7".into()))));
+        assert_eq!(
+            with_query("/fallback", &f.query_pairs()),
+            "/fallback?size=1048576&threads=4&label=rack%3Db7"
+        );
+        for (k, v) in [
+            ("size", "0"),
+            ("size", "huge"),
+            ("threads", "0"),
+            ("threads", "-2"),
+            ("direction", "sideways"),
+            ("key_mode", "none"),
+            ("reason", "gremlins"),
+        ] {
+            let err = Filters::parse(&query(&[(k, v)])).unwrap_err();
+            assert!(matches!(err, WebError::BadRequest(_)), "{k}={v}");
+            assert!(err.to_string().contains(v), "{k}={v}: {err}");
+        }
+        assert_eq!(
+            Filters::parse(&query(&[("reason", "none")])).unwrap().reason,
+            Some(NO_REASON)
+        );
+    }
+}

@@ -1,0 +1,144 @@
+//! `/api/v1/fallback` (the page's rows, same filters, every page) and
+//! `/api/v1/findings?status=open|resolved|all`, as JSON or CSV.
+
+use axum::extract::{Query, State};
+use axum::response::Response;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{FallbackQuery, Filters, given, load, reason_label};
+use crate::db::fallback as store;
+use crate::web::api::{self, ApiError, FormatParam};
+use crate::web::{WebError, WebState};
+
+/// A row of `/api/v1/fallback`: the asked-for columns first, then the view's point and marks.
+#[derive(Debug, Serialize)]
+struct FallbackApiRow {
+    host_id: i64,
+    host: String,
+    algorithm: String,
+    size_bytes: i64,
+    /// MB/s (10^6 bytes/s) of the latest accelerated-path result; empty when never measured.
+    accelerated_mb_s: Option<f64>,
+    /// What that request ran: `software` when it fell back.
+    accelerated_path_used: Option<String>,
+    software_mb_s: Option<f64>,
+    /// accelerated / software; empty unless both were measured.
+    ratio: Option<f64>,
+    /// The explaining open findings' reasons, `; `-separated.
+    reasons: String,
+    threads: i32,
+    direction: String,
+    key_mode: String,
+    /// Listed under "Accelerated path at software speed" on the page.
+    at_software_speed: bool,
+    /// Timings of emulated hosts are not performance; simulated ones not measured at all.
+    emulated: bool,
+    simulated: bool,
+    /// The raw results behind the figures (`/api/v1/results/{id}`).
+    accelerated_result_id: Option<i64>,
+    software_result_id: Option<i64>,
+}
+
+/// `GET /api/v1/fallback`: every row of the page's view, unpaged, worst ratio first.
+pub(super) async fn fallback(
+    State(state): State<WebState>,
+    Query(q): Query<FallbackQuery>,
+    Query(format): Query<FormatParam>,
+) -> Result<Response, ApiError> {
+    let filters = Filters::parse(&q)?;
+    let (rows, open) = load(&state, &filters).await?;
+    let out: Vec<FallbackApiRow> = rows
+        .into_iter()
+        .map(|r| FallbackApiRow {
+            reasons: r
+                .reasons
+                .iter()
+                .map(|&i| reason_label(&open[i]))
+                .collect::<Vec<_>>()
+                .join("; "),
+            host_id: r.pair.host_id,
+            host: r.host.host.name.clone(),
+            algorithm: r.pair.algorithm,
+            size_bytes: filters.size_bytes,
+            accelerated_mb_s: r.pair.accelerated_mb_s,
+            accelerated_path_used: r.pair.accelerated_path_used,
+            software_mb_s: r.pair.software_mb_s,
+            ratio: r.ratio,
+            threads: filters.threads,
+            direction: filters.direction.into(),
+            key_mode: filters.key_mode.into(),
+            at_software_speed: r.speed.is_some(),
+            emulated: r.host.emulated,
+            simulated: r.host.simulated,
+            accelerated_result_id: r.pair.accelerated_result_id,
+            software_result_id: r.pair.software_result_id,
+        })
+        .collect();
+    api::table("fallback", &out, format.format)
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct FindingsQuery {
+    /// `open` (default), `resolved` or `all`.
+    status: Option<String>,
+}
+
+/// A row of `/api/v1/findings`; evidence and fact changes as compact JSON strings.
+#[derive(Debug, Serialize)]
+struct FindingApiRow {
+    id: i64,
+    host_id: i64,
+    host: String,
+    reason: String,
+    kind: Option<String>,
+    subject: String,
+    severity: &'static str,
+    status: String,
+    first_seen: DateTime<Utc>,
+    last_seen: DateTime<Utc>,
+    resolved_at: Option<DateTime<Utc>>,
+    summary: String,
+    /// JSON in one cell, so the CSV stays one row per finding and a script
+    /// can still parse the numbers back.
+    evidence: String,
+    fact_changes: String,
+}
+
+/// `GET /api/v1/findings`: open (default), resolved or all findings, most
+/// severe and open first. The findings table holds history, not results, so it stays small enough to send whole.
+pub(super) async fn findings(
+    State(state): State<WebState>,
+    Query(q): Query<FindingsQuery>,
+    Query(format): Query<FormatParam>,
+) -> Result<Response, ApiError> {
+    let status = match given(&q.status) {
+        None | Some("open") => Some("open"),
+        Some("resolved") => Some("resolved"),
+        Some("all") => None,
+        Some(other) => {
+            return Err(WebError::BadRequest(format!("status={other:?}: use open, resolved or all")).into());
+        }
+    };
+    let rows: Vec<FindingApiRow> = store::findings(&state.pool, status)
+        .await?
+        .into_iter()
+        .map(|f| FindingApiRow {
+            id: f.id,
+            host_id: f.host_id,
+            host: f.host_name,
+            reason: f.reason,
+            kind: f.kind,
+            subject: f.subject,
+            severity: f.severity.as_str(),
+            status: f.status,
+            first_seen: f.first_seen,
+            last_seen: f.last_seen,
+            resolved_at: f.resolved_at,
+            summary: f.summary,
+            evidence: f.evidence.to_string(),
+            fact_changes: f.fact_changes.to_string(),
+        })
+        .collect();
+    api::table("findings", &rows, format.format)
+}

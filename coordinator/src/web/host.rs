@@ -1,0 +1,392 @@
+//! `/hosts/{id}`: one host — its current facts (features advertised against
+//! usable) and how they changed over time ([`super::host_facts`]), its
+//! findings with their evidence, a chart of its key algorithms over time and
+//! its results page by page. Tables also under
+//! `/api/v1/hosts/{id}/{results,changes,findings}`.
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::response::{Html, Response};
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::api::{self, ApiError, FormatParam};
+use super::host_facts::{Fact, FactChange, FeatureRow, fact_changes, facts_table, feature_rows, or_dash};
+use super::hosts::{SIMULATED_LABEL, is_marked, label_texts};
+use super::paging::{Pager, parse_id};
+use super::svg::{LineChart, XAxis, time_x};
+use super::{WebError, WebState, format};
+use crate::db::findings::{self, Finding};
+use crate::db::fleet::{self, HostResult};
+use crate::db::hosts::{self, Host, HostWithFacts};
+use crate::db::snapshots;
+
+/// Results per page on the host page, and per request of the API: a busy
+/// host collects tens of thousands of results, never sent in one answer.
+const PER_PAGE: u64 = 50;
+const API_PER_PAGE: u64 = 1000;
+
+/// The series of the host's history chart: the algorithms capacity questions
+/// are asked about, at the object-storage chunk size.
+const KEY_ALGORITHMS: [&str; 5] = [
+    "aes-256-gcm",
+    "aes-128-gcm",
+    "chacha20-poly1305",
+    "aes-128-cbc",
+    "aes-128-cbc-hmac-sha256",
+];
+/// 16 KiB: large enough to measure the cipher rather than per-call overhead.
+const KEY_SIZE: i64 = 16 * 1024;
+/// Latest points per algorithm drawn.
+const CHART_POINTS: i64 = 200;
+
+pub fn routes() -> Router<WebState> {
+    Router::new()
+        .route("/hosts/{id}", get(page))
+        .route("/api/v1/hosts/{id}/results", get(api_results))
+        .route("/api/v1/hosts/{id}/changes", get(api_changes))
+        .route("/api/v1/hosts/{id}/findings", get(api_findings))
+}
+
+/// `?page=` as text, so a bad value gets a clear 400 rather than axum's plain rejection.
+#[derive(Debug, Default, Deserialize)]
+struct PageQuery {
+    page: Option<String>,
+}
+
+/// A finding as the host page shows it.
+#[derive(Debug, Clone)]
+struct FindingView {
+    /// `critical`, `warning` or `info`: also the badge's CSS class.
+    severity: &'static str,
+    reason: String,
+    /// Empty when the reason has no kinds.
+    kind: String,
+    subject: String,
+    /// `open` or `resolved`.
+    status: String,
+    summary: String,
+    first_seen: String,
+    last_seen: String,
+    /// Empty while open.
+    resolved_at: String,
+    /// Pretty-printed JSON (escaped by the template like any text).
+    evidence: String,
+    /// The fact changes around the finding, when there were any.
+    fact_changes: Option<String>,
+}
+
+impl FindingView {
+    fn new(f: &Finding) -> Self {
+        let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
+        // The deriver stores `{"changes": {…}, "from": …, "to": …}`; an empty
+        // `changes` says nothing worth a second block.
+        let has_changes = match &f.fact_changes {
+            Value::Null => false,
+            Value::Object(m) => match m.get("changes") {
+                Some(Value::Object(c)) => !c.is_empty(),
+                _ => !m.is_empty(),
+            },
+            Value::Array(a) => !a.is_empty(),
+            _ => true,
+        };
+        FindingView {
+            severity: f.severity.as_str(),
+            reason: f.reason.clone(),
+            kind: f.kind.clone().unwrap_or_default(),
+            subject: f.subject.clone(),
+            status: f.status.clone(),
+            summary: f.summary.clone(),
+            first_seen: format::timestamp(f.first_seen),
+            last_seen: format::timestamp(f.last_seen),
+            resolved_at: f.resolved_at.map(format::timestamp).unwrap_or_default(),
+            evidence: pretty(&f.evidence),
+            fact_changes: has_changes.then(|| pretty(&f.fact_changes)),
+        }
+    }
+}
+
+/// A result row; numbers formatted with units, raw values for sorting.
+#[derive(Debug, Clone)]
+struct ResultView {
+    id: i64,
+    /// `None` only if the job row is gone.
+    campaign_id: Option<i64>,
+    at: String,
+    /// Seconds since the epoch: the `data-sort` key of the formatted time.
+    at_sort: i64,
+    algorithm: String,
+    direction: String,
+    size: String,
+    size_sort: i64,
+    threads: i32,
+    concurrency: String,
+    key_mode: String,
+    path: String,
+    path_used: String,
+    /// An accelerated request that ran in software: badged on the page.
+    fell_back: bool,
+    mb_s: String,
+    mb_s_sort: f64,
+    cv: String,
+    p99: String,
+    p99_sort: i64,
+}
+
+impl ResultView {
+    fn new(r: &HostResult) -> Self {
+        ResultView {
+            id: r.id,
+            campaign_id: r.campaign_id,
+            at: format::timestamp(r.created_at),
+            at_sort: r.created_at.timestamp(),
+            algorithm: r.algorithm.clone(),
+            direction: r.direction.clone(),
+            size: format::bytes(r.size_bytes.max(0) as u64),
+            size_sort: r.size_bytes,
+            threads: r.threads,
+            concurrency: or_dash(&r.concurrency),
+            key_mode: r.key_mode.clone(),
+            path: r.path.clone(),
+            path_used: r.path_used.clone(),
+            fell_back: r.path != r.path_used,
+            mb_s: format::mb_s(r.throughput_mb_s),
+            mb_s_sort: r.throughput_mb_s,
+            cv: r.cv.map(format::percent).map(|p| format!("CV {p}")).unwrap_or_default(),
+            p99: format::nanos(r.latency_p99_ns as f64),
+            p99_sort: r.latency_p99_ns,
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "host.html")]
+struct HostPage {
+    host: Host,
+    /// `k=v`, in key order.
+    labels: Vec<String>,
+    /// [`HostWithFacts::acceleration`] of the current facts.
+    acceleration: &'static str,
+    /// Connected now, per the scheduler.
+    online: bool,
+    emulated: bool,
+    simulated: bool,
+    first_seen: String,
+    last_seen: String,
+    /// When the current snapshot was taken; empty without facts.
+    facts_taken: String,
+    facts: Vec<Fact>,
+    features: Vec<FeatureRow>,
+    /// Newest first.
+    changes: Vec<FactChange>,
+    /// Open and resolved, newest first: the host's history of findings.
+    findings: Vec<FindingView>,
+    /// Built by [`LineChart::render`], which escapes every text it places.
+    chart: String,
+    results: Vec<ResultView>,
+    /// "showing 1–50 of N" for the results table.
+    summary: String,
+    /// Links to newer / older results, when there are any.
+    prev: Option<String>,
+    next: Option<String>,
+}
+
+/// The host or a 404 page naming the id.
+async fn host_or_404(state: &WebState, raw_id: &str) -> Result<Host, WebError> {
+    let id = parse_id(raw_id, "host")?;
+    hosts::get(&state.pool, id)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("no host with id {id}")))
+}
+
+async fn page(
+    State(state): State<WebState>,
+    Path(raw_id): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> Result<Html<String>, WebError> {
+    let page = Pager::parse_page(q.page.as_deref())?;
+    let host = host_or_404(&state, &raw_id).await?;
+    let history = snapshots::history(&state.pool, host.id).await?;
+    let current = history
+        .iter()
+        .find(|s| Some(s.id) == host.current_snapshot_id)
+        .or(history.last());
+    // The acceleration verdict is the shared one, over the current facts.
+    let with_facts = HostWithFacts {
+        host: host.clone(),
+        arch: current.and_then(|s| s.columns.arch.clone()),
+        cpu_model_name: current.and_then(|s| s.columns.cpu_model_name.clone()),
+        kernel_release: current.and_then(|s| s.columns.kernel_release.clone()),
+        logical_cores: current.and_then(|s| s.columns.logical_cores),
+        features_usable: current.map(|s| s.columns.features_usable.clone()),
+        build_flavour: current.and_then(|s| s.columns.build_flavour.clone()),
+    };
+    let findings = findings::list_for_host(&state.pool, host.id).await?;
+
+    let total = fleet::count_host_results(&state.pool, host.id).await?;
+    let pager = Pager::new(page, PER_PAGE, total as u64);
+    let results = fleet::host_results(&state.pool, host.id, PER_PAGE as i64, pager.offset() as i64).await?;
+    let series = fleet::host_series(&state.pool, host.id, &KEY_ALGORITHMS, KEY_SIZE, CHART_POINTS).await?;
+    let base = format!("/hosts/{}", host.id);
+
+    let view = HostPage {
+        labels: label_texts(&host.labels.0),
+        acceleration: with_facts.acceleration(),
+        online: state.scheduler.is_online(host.id),
+        emulated: is_marked(&host.labels.0, crate::findings::EMULATED_LABEL),
+        simulated: is_marked(&host.labels.0, SIMULATED_LABEL),
+        first_seen: format::timestamp(host.first_seen),
+        last_seen: format::timestamp(host.last_seen),
+        facts_taken: current.map(|s| format::timestamp(s.taken_at)).unwrap_or_default(),
+        facts: current.map(|s| facts_table(&s.columns)).unwrap_or_default(),
+        features: current.map(|s| feature_rows(&s.columns)).unwrap_or_default(),
+        changes: fact_changes(&history),
+        findings: findings.iter().map(FindingView::new).collect(),
+        chart: key_chart(&series),
+        results: results.iter().map(ResultView::new).collect(),
+        summary: pager.summary(),
+        prev: pager.prev_href(&base, &[]),
+        next: pager.next_href(&base, &[]),
+        host,
+    };
+    Ok(Html(view.render()?))
+}
+
+/// Throughput of the key algorithms over time, one line each.
+fn key_chart(points: &[fleet::SeriesPoint]) -> String {
+    let mut chart = LineChart::new(
+        format!(
+            "Key algorithms over time: {} encrypt, 1 thread, accelerated path",
+            format::bytes(KEY_SIZE as u64)
+        ),
+        XAxis::Time,
+    );
+    for alg in KEY_ALGORITHMS {
+        let line: Vec<(f64, f64)> = points
+            .iter()
+            .filter(|p| p.algorithm == alg)
+            .map(|p| (time_x(p.created_at), p.throughput_mb_s))
+            .collect();
+        if !line.is_empty() {
+            chart = chart.series(alg, line);
+        }
+    }
+    chart.render()
+}
+
+/// A row of `/api/v1/hosts/{id}/results`.
+#[derive(Debug, Serialize)]
+struct ResultApiRow {
+    id: i64,
+    campaign_id: Option<i64>,
+    created_at: DateTime<Utc>,
+    algorithm: String,
+    direction: String,
+    size_bytes: i64,
+    threads: i32,
+    concurrency: Option<i32>,
+    key_mode: String,
+    path: String,
+    path_used: String,
+    throughput_mb_s: f64,
+    ops_per_s: f64,
+    latency_p99_ns: i64,
+    cv: Option<f64>,
+    samples: i32,
+    /// The stored measurement, as the agent sent it.
+    raw: String,
+}
+
+/// `?page=N`: 1000 rows per page, newest first.
+async fn api_results(
+    State(state): State<WebState>,
+    Path(raw_id): Path<String>,
+    Query(q): Query<PageQuery>,
+    Query(f): Query<FormatParam>,
+) -> Result<Response, ApiError> {
+    let page = Pager::parse_page(q.page.as_deref())?;
+    let host = host_or_404(&state, &raw_id).await?;
+    let total = fleet::count_host_results(&state.pool, host.id).await?;
+    let pager = Pager::new(page, API_PER_PAGE, total as u64);
+    let rows: Vec<ResultApiRow> = fleet::host_results(&state.pool, host.id, API_PER_PAGE as i64, pager.offset() as i64)
+        .await?
+        .into_iter()
+        .map(|r| ResultApiRow {
+            raw: format!("/api/v1/results/{}", r.id),
+            id: r.id,
+            campaign_id: r.campaign_id,
+            created_at: r.created_at,
+            algorithm: r.algorithm,
+            direction: r.direction,
+            size_bytes: r.size_bytes,
+            threads: r.threads,
+            concurrency: r.concurrency,
+            key_mode: r.key_mode,
+            path: r.path,
+            path_used: r.path_used,
+            throughput_mb_s: r.throughput_mb_s,
+            ops_per_s: r.ops_per_s,
+            latency_p99_ns: r.latency_p99_ns,
+            cv: r.cv,
+            samples: r.samples,
+        })
+        .collect();
+    api::table(&format!("host-{}-results", host.id), &rows, f.format)
+}
+
+async fn api_changes(
+    State(state): State<WebState>,
+    Path(raw_id): Path<String>,
+    Query(f): Query<FormatParam>,
+) -> Result<Response, ApiError> {
+    let host = host_or_404(&state, &raw_id).await?;
+    let history = snapshots::history(&state.pool, host.id).await?;
+    api::table(&format!("host-{}-changes", host.id), &fact_changes(&history), f.format)
+}
+
+/// A row of `/api/v1/hosts/{id}/findings`; evidence as a JSON string so CSV stays flat.
+#[derive(Debug, Serialize)]
+struct FindingApiRow {
+    id: i64,
+    severity: &'static str,
+    reason: String,
+    kind: Option<String>,
+    subject: String,
+    status: String,
+    first_seen: DateTime<Utc>,
+    last_seen: DateTime<Utc>,
+    resolved_at: Option<DateTime<Utc>>,
+    summary: String,
+    evidence: String,
+    fact_changes: String,
+}
+
+async fn api_findings(
+    State(state): State<WebState>,
+    Path(raw_id): Path<String>,
+    Query(f): Query<FormatParam>,
+) -> Result<Response, ApiError> {
+    let host = host_or_404(&state, &raw_id).await?;
+    let rows: Vec<FindingApiRow> = findings::list_for_host(&state.pool, host.id)
+        .await?
+        .into_iter()
+        .map(|f| FindingApiRow {
+            id: f.id,
+            severity: f.severity.as_str(),
+            evidence: f.evidence.to_string(),
+            fact_changes: f.fact_changes.to_string(),
+            reason: f.reason,
+            kind: f.kind,
+            subject: f.subject,
+            status: f.status,
+            first_seen: f.first_seen,
+            last_seen: f.last_seen,
+            resolved_at: f.resolved_at,
+            summary: f.summary,
+        })
+        .collect();
+    api::table(&format!("host-{}-findings", host.id), &rows, f.format)
+}

@@ -1,0 +1,283 @@
+//! A host's facts as the host page reads them: the current snapshot as a
+//! table with units, CPU features advertised against usable (the gap is what
+//! hides acceleration), and the history of changes between snapshots
+//! (kernel upgrades, flags gained or lost, agent upgrades), built on
+//! [`changes::diff`] so the page and the findings agree on what changed.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::format;
+use crate::analysis::changes;
+use crate::db::snapshots::{FactColumns, Snapshot};
+
+/// One fact of the current snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fact {
+    pub name: &'static str,
+    /// With its unit; `–` when the agent did not report it.
+    pub value: String,
+}
+
+/// `v` as text, or `–` for a fact the agent did not report (older agents,
+/// other platforms): an unknown must not read as zero or "no".
+pub fn or_dash<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref().map(T::to_string).unwrap_or_else(|| "–".into())
+}
+
+/// The current snapshot as (name, value) rows, in the order an engineer
+/// checks them: what CPU, what kernel and OS, virtualised or not, which agent.
+pub fn facts_table(c: &FactColumns) -> Vec<Fact> {
+    let fact = |name, value| Fact { name, value };
+    vec![
+        fact("Architecture", or_dash(&c.arch)),
+        fact("CPU vendor", or_dash(&c.cpu_vendor)),
+        fact("CPU model", or_dash(&c.cpu_model_name)),
+        fact(
+            "Family / model / stepping",
+            format!(
+                "{} / {} / {}",
+                or_dash(&c.cpu_family),
+                or_dash(&c.cpu_model),
+                or_dash(&c.cpu_stepping)
+            ),
+        ),
+        fact("Logical cores", or_dash(&c.logical_cores)),
+        fact(
+            "Memory",
+            c.memory_total_bytes
+                .map(|b| format::bytes(b.max(0) as u64))
+                .unwrap_or_else(|| "–".into()),
+        ),
+        fact("Kernel", or_dash(&c.kernel_release)),
+        fact("OS", or_dash(&c.os_name)),
+        fact(
+            "Hypervisor",
+            match (c.hypervisor_present, &c.hypervisor) {
+                (Some(true), Some(kind)) => format!("yes ({kind})"),
+                (Some(true), None) => "yes".into(),
+                (Some(false), _) => "none (bare metal)".into(),
+                (None, kind) => or_dash(kind),
+            },
+        ),
+        fact("Agent build", or_dash(&c.build_flavour)),
+        fact("Agent version", or_dash(&c.agent_version)),
+    ]
+}
+
+/// A CPU feature the probe looked at: what CPUID/HWCAP says against what
+/// the OS lets programs use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeatureRow {
+    pub name: String,
+    /// CPUID (x86) or HWCAP (ARM) says the CPU has it.
+    pub advertised: bool,
+    /// Programs may use it: on x86 the OS enabled its register state (XCR0).
+    pub usable: bool,
+}
+
+impl FeatureRow {
+    /// The CPU has it but programs cannot use it (hidden state, old kernel):
+    /// the case the page highlights.
+    pub fn unusable(&self) -> bool {
+        self.advertised && !self.usable
+    }
+}
+
+/// Every feature either list names, by name.
+pub fn feature_rows(c: &FactColumns) -> Vec<FeatureRow> {
+    let names: BTreeSet<&String> = c.features_advertised.iter().chain(&c.features_usable).collect();
+    names
+        .into_iter()
+        .map(|n| FeatureRow {
+            name: n.clone(),
+            advertised: c.features_advertised.contains(n),
+            usable: c.features_usable.contains(n),
+        })
+        .collect()
+}
+
+/// One changed fact between two consecutive snapshots.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FactChange {
+    /// When the snapshot with the new value was taken.
+    pub at: DateTime<Utc>,
+    pub snapshot_id: i64,
+    /// In an operator's words: `kernel`, `usable CPU features`, ….
+    pub fact: &'static str,
+    /// `old → new`, or `lost: …; gained: …` for feature lists.
+    pub change: String,
+    /// A feature went missing: worth a second look.
+    pub lost: bool,
+}
+
+impl FactChange {
+    /// [`FactChange::at`] as the page prints times.
+    pub fn when(&self) -> String {
+        format::timestamp(self.at)
+    }
+}
+
+/// What an operator calls the facts [`changes::diff`] compares, in the order
+/// the page lists them.
+const FACT_NAMES: [(&str, &str); 9] = [
+    ("kernel_release", "kernel"),
+    ("os_name", "OS"),
+    ("cpu_model_name", "CPU model"),
+    ("hypervisor_present", "hypervisor bit"),
+    ("hypervisor", "hypervisor"),
+    ("agent_version", "agent version"),
+    ("build_flavour", "agent build"),
+    ("features_advertised", "advertised CPU features"),
+    ("features_usable", "usable CPU features"),
+];
+
+/// (position, name) of a diff key; keys the list does not know go last.
+fn fact_name(key: &str) -> (usize, &'static str) {
+    FACT_NAMES
+        .iter()
+        .position(|(k, _)| *k == key)
+        .map_or((FACT_NAMES.len(), "other fact"), |i| (i, FACT_NAMES[i].1))
+}
+
+/// A value of [`changes::diff`]'s output as the page prints it.
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::Null => "none".into(),
+        Value::Bool(true) => "yes".into(),
+        Value::Bool(false) => "no".into(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(value_text).collect::<Vec<_>>().join(", "),
+        other => other.to_string(),
+    }
+}
+
+/// The changes between consecutive snapshots of `history` (oldest first, as
+/// [`snapshots::history`] returns it), newest first; one row per changed fact.
+pub fn fact_changes(history: &[Snapshot]) -> Vec<FactChange> {
+    let mut out = Vec::new();
+    for pair in history.windows(2).rev() {
+        let (before, after) = (&pair[0], &pair[1]);
+        let mut diff: Vec<(String, Value)> = changes::diff(&before.columns, &after.columns).into_iter().collect();
+        diff.sort_by_key(|(key, _)| fact_name(key).0);
+        for (key, change) in diff {
+            let list = |k: &str| change.get(k).map(value_text).unwrap_or_default();
+            let (text, lost) = if change.get("gained").is_some() {
+                let (lost, gained) = (list("lost"), list("gained"));
+                let parts: Vec<String> = [("lost", &lost), ("gained", &gained)]
+                    .into_iter()
+                    .filter(|(_, v)| !v.is_empty())
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect();
+                (parts.join("; "), !lost.is_empty())
+            } else {
+                (format!("{} → {}", list("from"), list("to")), false)
+            };
+            out.push(FactChange {
+                at: after.taken_at,
+                snapshot_id: after.id,
+                fact: fact_name(&key).1,
+                change: text,
+                lost,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    use super::*;
+
+    fn snapshot(id: i64, minute: u32, kernel: &str, usable: &[&str], version: &str) -> Snapshot {
+        Snapshot {
+            id,
+            host_id: 1,
+            taken_at: Utc.with_ymd_and_hms(2026, 11, 30, 4, minute, 0).unwrap(),
+            facts: json!({}),
+            columns: FactColumns {
+                kernel_release: Some(kernel.into()),
+                features_advertised: vec!["aes".into(), "avx".into(), "pclmulqdq".into()],
+                features_usable: usable.iter().map(|s| s.to_string()).collect(),
+                agent_version: Some(version.into()),
+                build_flavour: Some("accelerated".into()),
+                ..FactColumns::default()
+            },
+        }
+    }
+
+    #[test]
+    fn fact_changes_list_each_changed_fact_newest_first() {
+        let all = ["aes", "avx", "pclmulqdq"];
+        let history = [
+            snapshot(1, 0, "4.19.0", &all, "0.1.0"),
+            // Kernel upgrade that lost the AVX state.
+            snapshot(2, 10, "6.1.0", &["aes", "pclmulqdq"], "0.1.0"),
+            // Agent upgrade, AVX back.
+            snapshot(3, 20, "6.1.0", &all, "0.2.0"),
+        ];
+        let got: Vec<(i64, &str, String, bool)> = fact_changes(&history)
+            .into_iter()
+            .map(|c| (c.snapshot_id, c.fact, c.change, c.lost))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (3, "agent version", "0.1.0 → 0.2.0".to_string(), false),
+                (3, "usable CPU features", "gained: avx".to_string(), false),
+                (2, "kernel", "4.19.0 → 6.1.0".to_string(), false),
+                (2, "usable CPU features", "lost: avx".to_string(), true),
+            ]
+        );
+    }
+
+    #[test]
+    fn one_snapshot_or_none_has_no_changes() {
+        assert!(fact_changes(&[]).is_empty());
+        assert!(fact_changes(&[snapshot(1, 0, "6.1.0", &["aes"], "0.1.0")]).is_empty());
+    }
+
+    #[test]
+    fn advertised_but_unusable_features_are_singled_out() {
+        let c = FactColumns {
+            features_advertised: vec!["aes".into(), "avx".into()],
+            features_usable: vec!["aes".into(), "sha".into()],
+            ..FactColumns::default()
+        };
+        let rows: Vec<(String, bool, bool, bool)> = feature_rows(&c)
+            .into_iter()
+            .map(|f| (f.name.clone(), f.advertised, f.usable, f.unusable()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("aes".to_string(), true, true, false),
+                ("avx".to_string(), true, false, true),
+                ("sha".to_string(), false, true, false),
+            ]
+        );
+    }
+
+    #[test]
+    fn facts_print_units_and_say_when_unknown() {
+        let c = FactColumns {
+            memory_total_bytes: Some(16 * 1024 * 1024 * 1024),
+            hypervisor_present: Some(true),
+            hypervisor: Some("kvm".into()),
+            cpu_family: Some(6),
+            ..FactColumns::default()
+        };
+        let facts = facts_table(&c);
+        let get = |n: &str| facts.iter().find(|f| f.name == n).unwrap().value.clone();
+        assert_eq!(get("Memory"), "16 GiB");
+        assert_eq!(get("Hypervisor"), "yes (kvm)");
+        assert_eq!(get("Family / model / stepping"), "6 / – / –");
+        assert_eq!(get("Kernel"), "–");
+    }
+}

@@ -1,0 +1,459 @@
+//! `/hosts`: every host with its current facts, filtered by label, arch, CPU
+//! model, kernel, online state and acceleration status, 50 to a page; the
+//! same rows at `/api/v1/hosts` (all matching rows, no paging).
+//!
+//! The fleet is at most thousands of hosts, so filtering happens in Rust over
+//! [`hosts::list_with_facts`]: online state lives in the scheduler, and the
+//! acceleration status is [`HostWithFacts::acceleration`], neither in SQL.
+
+use std::collections::{BTreeSet, HashSet};
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::response::{Html, Response};
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::api::{self, ApiError, FormatParam};
+use super::paging::{Pager, with_query};
+use super::{WebError, WebState, format};
+use crate::db::hosts::{self, HostWithFacts, Labels};
+
+/// Rows per page of the hosts table.
+const PER_PAGE: u64 = 50;
+
+/// The statuses of [`HostWithFacts::acceleration`], in the order the filter offers them.
+pub const ACCELERATION: [&str; 4] = ["accelerated", "partial", "software", "unknown"];
+
+/// Label of hosts whose timings come from simulation, not measurement
+/// (the coordinator benchmark's fake hosts).
+pub const SIMULATED_LABEL: &str = "simulated";
+
+pub fn routes() -> Router<WebState> {
+    Router::new()
+        .route("/hosts", get(page))
+        .route("/api/v1/hosts", get(api_hosts))
+}
+
+/// Whether `labels` set `key` to anything but `false`, `no` or `0` — the rule
+/// the findings deriver applies to [`crate::findings::EMULATED_LABEL`].
+pub fn is_marked(labels: &Labels, key: &str) -> bool {
+    labels
+        .get(key)
+        .is_some_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "false" | "no" | "0"))
+}
+
+/// `k=v` strings of a host's labels, in key order.
+pub fn label_texts(labels: &Labels) -> Vec<String> {
+    labels.iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// The filters of `/hosts` as sent: blank fields (an untouched form) mean "any".
+#[derive(Debug, Default, Deserialize)]
+pub struct HostsQuery {
+    label: Option<String>,
+    arch: Option<String>,
+    cpu: Option<String>,
+    kernel: Option<String>,
+    /// `online` or `offline`.
+    status: Option<String>,
+    /// One of [`ACCELERATION`].
+    accel: Option<String>,
+    page: Option<String>,
+}
+
+/// The filters, checked.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct HostFilter {
+    /// `key=value`, or `key` alone for "has the label".
+    pub label: Option<(String, Option<String>)>,
+    pub arch: Option<String>,
+    /// Exact CPU model name.
+    pub cpu: Option<String>,
+    /// Exact kernel release.
+    pub kernel: Option<String>,
+    pub online: Option<bool>,
+    pub acceleration: Option<&'static str>,
+}
+
+fn given(v: &Option<String>) -> Option<String> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+impl HostFilter {
+    pub fn parse(q: &HostsQuery) -> Result<Self, WebError> {
+        let label = given(&q.label).map(|l| match l.split_once('=') {
+            Some((k, v)) => (k.trim().to_string(), Some(v.trim().to_string())),
+            None => (l, None),
+        });
+        let online = match given(&q.status).as_deref() {
+            None => None,
+            Some("online") => Some(true),
+            Some("offline") => Some(false),
+            Some(other) => {
+                return Err(WebError::BadRequest(format!("status={other:?}: use online or offline")));
+            }
+        };
+        let acceleration =
+            match given(&q.accel) {
+                None => None,
+                Some(a) => Some(ACCELERATION.into_iter().find(|s| *s == a).ok_or_else(|| {
+                    WebError::BadRequest(format!("accel={a:?}: use one of {}", ACCELERATION.join(", ")))
+                })?),
+            };
+        Ok(HostFilter {
+            label,
+            arch: given(&q.arch),
+            cpu: given(&q.cpu),
+            kernel: given(&q.kernel),
+            online,
+            acceleration,
+        })
+    }
+
+    pub fn matches(&self, h: &HostWithFacts, online: bool) -> bool {
+        let label_ok = match &self.label {
+            None => true,
+            Some((k, None)) => h.host.labels.0.contains_key(k),
+            Some((k, Some(v))) => h.host.labels.0.get(k) == Some(v),
+        };
+        let same = |want: &Option<String>, have: &Option<String>| want.is_none() || want == have;
+        label_ok
+            && same(&self.arch, &h.arch)
+            && same(&self.cpu, &h.cpu_model_name)
+            && same(&self.kernel, &h.kernel_release)
+            && self.online.is_none_or(|o| o == online)
+            && self.acceleration.is_none_or(|a| a == h.acceleration())
+    }
+
+    /// The filters as query parameters, for links that keep them.
+    pub fn query_pairs(&self) -> Vec<(&'static str, String)> {
+        let label = match &self.label {
+            None => String::new(),
+            Some((k, None)) => k.clone(),
+            Some((k, Some(v))) => format!("{k}={v}"),
+        };
+        vec![
+            ("label", label),
+            ("arch", self.arch.clone().unwrap_or_default()),
+            ("cpu", self.cpu.clone().unwrap_or_default()),
+            ("kernel", self.kernel.clone().unwrap_or_default()),
+            (
+                "status",
+                self.online
+                    .map(|o| if o { "online" } else { "offline" }.to_string())
+                    .unwrap_or_default(),
+            ),
+            ("accel", self.acceleration.unwrap_or_default().to_string()),
+        ]
+    }
+}
+
+/// Every host with whether its agent is connected now, by name.
+pub async fn load(state: &WebState) -> Result<Vec<(HostWithFacts, bool)>, WebError> {
+    let online: HashSet<i64> = state.scheduler.online_hosts().into_iter().collect();
+    Ok(hosts::list_with_facts(&state.pool)
+        .await?
+        .into_iter()
+        .map(|h| {
+            let on = online.contains(&h.host.id);
+            (h, on)
+        })
+        .collect())
+}
+
+/// A host as a table row shows it; strings are escaped by the template.
+#[derive(Debug, Clone)]
+pub struct HostRow {
+    pub id: i64,
+    pub name: String,
+    /// `k=v`, in key order.
+    pub labels: Vec<String>,
+    /// Missing facts (a host whose snapshot is gone) print as `–`.
+    pub arch: String,
+    pub cpu: String,
+    pub cores: String,
+    pub kernel: String,
+    /// One of [`ACCELERATION`]: also the badge's CSS class.
+    pub acceleration: &'static str,
+    /// Connected now, per the scheduler.
+    pub online: bool,
+    /// Labelled emulated or simulated: badged, since the numbers are not real performance.
+    pub emulated: bool,
+    pub simulated: bool,
+    pub last_seen: String,
+    /// Seconds since the epoch, for sorting.
+    pub last_seen_sort: i64,
+}
+
+impl HostRow {
+    pub fn new(h: &HostWithFacts, online: bool) -> Self {
+        let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "–".into());
+        HostRow {
+            id: h.host.id,
+            name: h.host.name.clone(),
+            labels: label_texts(&h.host.labels.0),
+            arch: text(&h.arch),
+            cpu: text(&h.cpu_model_name),
+            cores: h.logical_cores.map(|c| c.to_string()).unwrap_or_else(|| "–".into()),
+            kernel: text(&h.kernel_release),
+            acceleration: h.acceleration(),
+            online,
+            emulated: is_marked(&h.host.labels.0, crate::findings::EMULATED_LABEL),
+            simulated: is_marked(&h.host.labels.0, SIMULATED_LABEL),
+            last_seen: format::timestamp(h.host.last_seen),
+            last_seen_sort: h.host.last_seen.timestamp(),
+        }
+    }
+}
+
+/// One `<option>` of a filter.
+#[derive(Debug, Clone)]
+pub struct Choice {
+    pub value: String,
+    pub selected: bool,
+}
+
+fn choices<'a>(values: impl IntoIterator<Item = &'a str>, current: Option<&str>) -> Vec<Choice> {
+    values
+        .into_iter()
+        .map(|v| Choice {
+            value: v.to_string(),
+            selected: current == Some(v),
+        })
+        .collect()
+}
+
+#[derive(Template)]
+#[template(path = "hosts.html")]
+struct HostsPage {
+    /// The filters as given, shown back in the form.
+    label: String,
+    cpu: String,
+    kernel: String,
+    /// The arches present in the fleet, the current one selected.
+    arch_choices: Vec<Choice>,
+    status_choices: Vec<Choice>,
+    accel_choices: Vec<Choice>,
+    /// Some filter is set: the page offers to clear them.
+    filtered: bool,
+    /// Hosts before filtering, to tell "no host yet" from "none matches".
+    fleet_size: usize,
+    rows: Vec<HostRow>,
+    /// "showing 1–50 of N".
+    summary: String,
+    prev: Option<String>,
+    next: Option<String>,
+    /// The same filters at `/api/v1/hosts`.
+    csv_href: String,
+    json_href: String,
+}
+
+/// Bad filter values are a 400 page naming what is accepted, not an empty table.
+async fn page(State(state): State<WebState>, Query(q): Query<HostsQuery>) -> Result<Html<String>, WebError> {
+    let filter = HostFilter::parse(&q)?;
+    let page = Pager::parse_page(q.page.as_deref())?;
+    let all = load(&state).await?;
+    let arches: BTreeSet<&str> = all.iter().filter_map(|(h, _)| h.arch.as_deref()).collect();
+    let matching: Vec<&(HostWithFacts, bool)> = all.iter().filter(|(h, on)| filter.matches(h, *on)).collect();
+    let pager = Pager::new(page, PER_PAGE, matching.len() as u64);
+    let rows = matching
+        .iter()
+        .skip(pager.offset() as usize)
+        .take(PER_PAGE as usize)
+        .map(|(h, on)| HostRow::new(h, *on))
+        .collect();
+    let pairs = filter.query_pairs();
+    let mut csv = pairs.clone();
+    csv.push(("format", "csv".into()));
+    let online = filter.online.map(|o| if o { "online" } else { "offline" });
+    let view = HostsPage {
+        label: pairs[0].1.clone(),
+        cpu: filter.cpu.clone().unwrap_or_default(),
+        kernel: filter.kernel.clone().unwrap_or_default(),
+        arch_choices: choices(arches, filter.arch.as_deref()),
+        status_choices: choices(["online", "offline"], online),
+        accel_choices: choices(ACCELERATION, filter.acceleration),
+        filtered: filter != HostFilter::default(),
+        fleet_size: all.len(),
+        rows,
+        summary: pager.summary(),
+        prev: pager.prev_href("/hosts", &pairs),
+        next: pager.next_href("/hosts", &pairs),
+        csv_href: with_query("/api/v1/hosts", &csv),
+        json_href: with_query("/api/v1/hosts", &pairs),
+    };
+    Ok(Html(view.render()?))
+}
+
+/// A row of `/api/v1/hosts`; labels as `k=v` joined by `;` so CSV stays one
+/// cell per field (label keys cannot contain `;` or `=`, see the agent's `--label`).
+#[derive(Debug, Serialize)]
+struct HostApiRow {
+    id: i64,
+    name: String,
+    labels: String,
+    arch: Option<String>,
+    cpu_model: Option<String>,
+    logical_cores: Option<i32>,
+    kernel: Option<String>,
+    acceleration: &'static str,
+    online: bool,
+    emulated: bool,
+    first_seen: DateTime<Utc>,
+    last_seen: DateTime<Utc>,
+}
+
+async fn api_hosts(
+    State(state): State<WebState>,
+    Query(q): Query<HostsQuery>,
+    Query(f): Query<FormatParam>,
+) -> Result<Response, ApiError> {
+    let filter = HostFilter::parse(&q)?;
+    let rows: Vec<HostApiRow> = load(&state)
+        .await?
+        .into_iter()
+        .filter(|(h, on)| filter.matches(h, *on))
+        .map(|(h, online)| HostApiRow {
+            id: h.host.id,
+            labels: label_texts(&h.host.labels.0).join(";"),
+            acceleration: h.acceleration(),
+            emulated: is_marked(&h.host.labels.0, crate::findings::EMULATED_LABEL),
+            online,
+            first_seen: h.host.first_seen,
+            last_seen: h.host.last_seen,
+            name: h.host.name,
+            arch: h.arch,
+            cpu_model: h.cpu_model_name,
+            logical_cores: h.logical_cores,
+            kernel: h.kernel_release,
+        })
+        .collect();
+    api::table("hosts", &rows, f.format)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use sqlx::types::Json;
+
+    use super::*;
+    use crate::db::hosts::Host;
+
+    fn host(labels: &[(&str, &str)], arch: &str, usable: &[&str]) -> HostWithFacts {
+        HostWithFacts {
+            host: Host {
+                id: 1,
+                name: "h".into(),
+                labels: Json(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                first_seen: Utc::now(),
+                last_seen: Utc::now(),
+                current_snapshot_id: Some(1),
+            },
+            arch: Some(arch.into()),
+            cpu_model_name: Some("Xeon".into()),
+            kernel_release: Some("6.1.0".into()),
+            logical_cores: Some(4),
+            features_usable: Some(usable.iter().map(|s| s.to_string()).collect()),
+            build_flavour: Some("accelerated".into()),
+        }
+    }
+
+    fn query(pairs: &[(&str, &str)]) -> HostsQuery {
+        let get = |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
+        HostsQuery {
+            label: get("label"),
+            arch: get("arch"),
+            cpu: get("cpu"),
+            kernel: get("kernel"),
+            status: get("status"),
+            accel: get("accel"),
+            page: None,
+        }
+    }
+
+    #[test]
+    fn filters_select_the_hosts_they_name() {
+        let fast = host(&[("class", "gen3")], "x86_64", &["aes", "avx", "pclmulqdq"]);
+        let slow = host(&[("emulated", "qemu")], "aarch64", &[]);
+        // (query, matches the accelerated host, matches the emulated one)
+        type Case = (&'static [(&'static str, &'static str)], bool, bool);
+        let cases: [Case; 10] = [
+            (&[], true, true),
+            // An untouched form sends blank fields.
+            (&[("label", ""), ("arch", " "), ("status", "")], true, true),
+            (&[("label", "class=gen3")], true, false),
+            (&[("label", "class=gen2")], false, false),
+            (&[("label", "emulated")], false, true),
+            (&[("arch", "aarch64")], false, true),
+            (&[("accel", "software")], false, true),
+            (&[("accel", "accelerated"), ("arch", "x86_64")], true, false),
+            // Online state comes from the scheduler: both are online here.
+            (&[("status", "offline")], false, false),
+            (&[("cpu", "Xeon"), ("kernel", "6.1.0")], true, true),
+        ];
+        for (pairs, want_fast, want_slow) in cases {
+            let filter = HostFilter::parse(&query(pairs)).unwrap();
+            assert_eq!(
+                filter.matches(&fast, true),
+                want_fast,
+                "{pairs:?} on the accelerated host"
+            );
+            assert_eq!(filter.matches(&slow, true), want_slow, "{pairs:?} on the emulated host");
+        }
+    }
+
+    #[test]
+    fn unknown_status_values_are_bad_requests_that_say_what_is_accepted() {
+        let err = HostFilter::parse(&query(&[("status", "up")])).unwrap_err();
+        assert!(err.to_string().contains("online or offline"), "{err}");
+        let err = HostFilter::parse(&query(&[("accel", "fast")])).unwrap_err();
+        assert!(
+            err.to_string().contains("accelerated, partial, software, unknown"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn filters_survive_the_round_trip_through_links() {
+        let pairs = [
+            ("label", "class=gen3"),
+            ("arch", "x86_64"),
+            ("status", "online"),
+            ("accel", "partial"),
+        ];
+        let filter = HostFilter::parse(&query(&pairs)).unwrap();
+        let back: Vec<(String, String)> = filter
+            .query_pairs()
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let again = HostsQuery {
+            label: back.iter().find(|(k, _)| k == "label").map(|(_, v)| v.clone()),
+            arch: back.iter().find(|(k, _)| k == "arch").map(|(_, v)| v.clone()),
+            status: back.iter().find(|(k, _)| k == "status").map(|(_, v)| v.clone()),
+            accel: back.iter().find(|(k, _)| k == "accel").map(|(_, v)| v.clone()),
+            ..HostsQuery::default()
+        };
+        assert_eq!(HostFilter::parse(&again).unwrap(), filter);
+    }
+
+    #[test]
+    fn a_label_marks_a_host_unless_it_says_no() {
+        for (value, want) in [
+            ("qemu", true),
+            ("true", true),
+            ("", true),
+            ("false", false),
+            ("No", false),
+            ("0", false),
+        ] {
+            let labels: Labels = [("emulated".to_string(), value.to_string())].into();
+            assert_eq!(is_marked(&labels, "emulated"), want, "{value:?}");
+        }
+        assert!(!is_marked(&Labels::new(), "emulated"));
+    }
+}

@@ -1,0 +1,161 @@
+//! The report: server-rendered pages (askama templates in `web/templates`),
+//! their tables as CSV/JSON under `/api/v1`, `/metrics`, and `/healthz`.
+//! Templates and `web/static` are compiled in, so the binary is the deployment.
+//!
+//! One file (or folder) per page or resource; each exposes `routes()`, merged in [`router`]:
+//! `overview` (`/`), `hosts` and `host` (+ `host_facts`: facts and their change
+//! history), `compare` (the matrix), `modes` (payload-size and thread curves),
+//! `fallback` (accelerated vs software path, findings), `capacity` (the
+//! planner), `campaigns` and `campaign`, `result` (`/api/v1/results/{id}`).
+//! Shared by the pages:
+//! - [`error`]: [`WebError`], the one conversion of failures into responses.
+//! - [`api`]: `?format=json|csv` answers for every table.
+//! - [`format`]: numbers, sizes and times as the pages print them (units always stated).
+//! - [`svg`]: server-rendered line charts (payload size, threads, time).
+//! - [`paging`]: `?page=`, "showing 51–100 of N", links that keep the filters.
+//!
+//! Every agent-supplied string (hostnames, labels, CPU model names, errors)
+//! is untrusted: templates escape it (askama escapes `.html` by default; no
+//! `|safe` on agent data), SVG text goes through [`format::xml_escape`], CSV
+//! cells are neutralised against spreadsheet formulas, and a strict
+//! Content-Security-Policy forbids inline scripts, so even an escaping bug
+//! could not run one.
+
+pub mod api;
+mod campaign;
+mod campaigns;
+mod capacity;
+mod compare;
+mod error;
+mod fallback;
+pub mod format;
+mod host;
+mod host_facts;
+mod hosts;
+mod modes;
+mod overview;
+mod paging;
+mod result;
+pub mod svg;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::scheduler::Scheduler;
+pub use error::WebError;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct WebState {
+    pub pool: PgPool,
+    pub scheduler: Arc<Scheduler>,
+}
+
+/// The whole HTTP side.
+pub fn router(state: WebState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/static/{file}", get(static_file))
+        .merge(hosts::routes())
+        .merge(compare::routes())
+        .merge(modes::routes())
+        .merge(fallback::routes())
+        .merge(host::routes())
+        .merge(result::routes())
+        .merge(overview::routes())
+        .merge(campaigns::routes())
+        .merge(campaign::routes())
+        .merge(capacity::routes())
+        .fallback(not_found)
+        .layer(axum::middleware::map_response(security_headers))
+        .with_state(state)
+}
+
+/// Serves [`router`] on `listener` until `shutdown`.
+pub async fn serve(listener: TcpListener, state: WebState, shutdown: CancellationToken) {
+    if let Err(e) = axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+    {
+        tracing::warn!(error = %e, "HTTP server");
+    }
+}
+
+/// Scripts and styles only from this origin: an injected `<script>` or
+/// `onerror=` attribute would not run even if it reached a page.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+     connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+async fn security_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    response
+}
+
+/// `web/static`, compiled in.
+async fn static_file(Path(file): Path<String>) -> Response {
+    let (body, mime): (&'static str, &'static str) = match file.as_str() {
+        "style.css" => (include_str!("../../../web/static/style.css"), "text/css; charset=utf-8"),
+        "report.js" => (
+            include_str!("../../../web/static/report.js"),
+            "text/javascript; charset=utf-8",
+        ),
+        _ => return WebError::NotFound(format!("no static file {file:?}")).into_response(),
+    };
+    (
+        [
+            (header::CONTENT_TYPE, mime),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn not_found(uri: axum::http::Uri) -> WebError {
+    WebError::NotFound(format!("no page at {}", uri.path()))
+}
+
+/// Prometheus text format ([`crate::metrics`]).
+async fn metrics(State(state): State<WebState>) -> Response {
+    match crate::metrics::render(&state.pool, state.scheduler.online_hosts().len()).await {
+        Ok(text) => (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            text,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "rendering /metrics");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "metrics unavailable: database did not answer\n",
+            )
+                .into_response()
+        }
+    }
+}
+
+/// `ok` when the database answers, with the number of connected agents.
+async fn healthz(State(state): State<WebState>) -> (StatusCode, String) {
+    match sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&state.pool).await {
+        Ok(_) => (
+            StatusCode::OK,
+            format!("ok agents_online={}\n", state.scheduler.online_hosts().len()),
+        ),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable\n".into()),
+    }
+}

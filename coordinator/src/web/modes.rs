@@ -1,0 +1,557 @@
+//! `/modes?host=ID` or `?class=KEY`: how each algorithm's throughput moves
+//! with the payload size (11 B → 10 MiB, log scale, one thread) and with the
+//! thread count (at one size), for one host or the median of one machine
+//! class. Each chart has a table of the same numbers below it (readable
+//! without the picture, printable), and `/api/v1/modes` sends every point.
+//!
+//! Data: [`matrix::host_points`] — the primary-key range of the host(s) in
+//! `result_points`, merged by [`curves`]. Without a host or class the page
+//! is a chooser.
+
+mod curves;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::response::{Html, Response};
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+
+use super::api::{self, ApiError, FormatParam};
+use super::compare::{Choice, Link, parse_algorithms};
+use super::hosts::{SIMULATED_LABEL, is_marked};
+use super::paging::{parse_id, with_query};
+use super::svg::{LineChart, XAxis};
+use super::{WebError, WebState, format};
+use crate::db::matrix::{self, ClassedHost};
+use crate::findings::EMULATED_LABEL;
+use curves::{Merged, by_algorithm, merge, scaling};
+
+/// The size of the thread-scaling chart without `size=`.
+const DEFAULT_SIZE: i64 = 16 * 1024;
+
+pub fn routes() -> Router<WebState> {
+    Router::new()
+        .route("/modes", get(page))
+        .route("/api/v1/modes", get(api_modes))
+}
+
+/// The query string as sent; blank fields mean the default.
+#[derive(Debug, Default, Deserialize)]
+pub struct ModesQuery {
+    host: Option<String>,
+    class: Option<String>,
+    direction: Option<String>,
+    path: Option<String>,
+    /// Payload size of the thread-scaling chart, in bytes.
+    size: Option<String>,
+    algorithms: Option<String>,
+}
+
+/// Whose curves: one host, or the median over a class's hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    Host(i64),
+    Class(String),
+}
+
+/// The checked parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModesParams {
+    /// `None`: nothing chosen yet, the page offers the choice.
+    pub subject: Option<Subject>,
+    pub direction: String,
+    pub path: String,
+    pub size_bytes: i64,
+    /// Empty = every algorithm with data.
+    pub algorithms: Vec<String>,
+}
+
+fn given(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+impl ModesParams {
+    pub fn parse(q: &ModesQuery) -> Result<Self, WebError> {
+        let bad = |name: &str, value: &str, expected: &str| {
+            WebError::BadRequest(format!("{name}={value:?} is not valid: {expected}"))
+        };
+        let subject = match (given(&q.host), given(&q.class)) {
+            (Some(_), Some(_)) => {
+                return Err(WebError::BadRequest("give host= or class=, not both".into()));
+            }
+            (Some(h), None) => Some(Subject::Host(
+                parse_id(h, "host").map_err(|_| bad("host", h, "a host id (a positive integer)"))?,
+            )),
+            (None, Some(c)) if c.len() == 16 && c.chars().all(|x| x.is_ascii_hexdigit()) => {
+                Some(Subject::Class(c.to_ascii_lowercase()))
+            }
+            (None, Some(c)) => return Err(bad("class", c, "a class key (16 hex digits)")),
+            (None, None) => None,
+        };
+        let direction = match given(&q.direction) {
+            None => "encrypt",
+            Some(v @ ("encrypt" | "decrypt")) => v,
+            Some(v) => return Err(bad("direction", v, "encrypt or decrypt")),
+        };
+        let path = match given(&q.path) {
+            None => "accelerated",
+            Some(v @ ("accelerated" | "software")) => v,
+            Some(v) => return Err(bad("path", v, "accelerated or software")),
+        };
+        let size_bytes = match given(&q.size) {
+            None => DEFAULT_SIZE,
+            Some(v) => v
+                .parse::<i64>()
+                .ok()
+                .filter(|n| (1..=1 << 40).contains(n))
+                .ok_or_else(|| bad("size", v, "a payload size in bytes, e.g. 16384"))?,
+        };
+        let algorithms = given(&q.algorithms)
+            .map(parse_algorithms)
+            .transpose()?
+            .unwrap_or_default();
+        Ok(ModesParams {
+            subject,
+            direction: direction.into(),
+            path: path.into(),
+            size_bytes,
+            algorithms,
+        })
+    }
+
+    /// This view as query pairs (defaults left out).
+    fn query_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = Vec::new();
+        match &self.subject {
+            Some(Subject::Host(id)) => pairs.push(("host", id.to_string())),
+            Some(Subject::Class(key)) => pairs.push(("class", key.clone())),
+            None => {}
+        }
+        if self.direction != "encrypt" {
+            pairs.push(("direction", self.direction.clone()));
+        }
+        if self.path != "accelerated" {
+            pairs.push(("path", self.path.clone()));
+        }
+        if self.size_bytes != DEFAULT_SIZE {
+            pairs.push(("size", self.size_bytes.to_string()));
+        }
+        if !self.algorithms.is_empty() {
+            pairs.push(("algorithms", self.algorithms.join(",")));
+        }
+        pairs
+    }
+}
+
+/// Who the page is about, resolved against the fleet.
+struct Resolved {
+    label: String,
+    /// The host page, or this class in the compare matrix.
+    href: String,
+    host_ids: Vec<i64>,
+    emulated: bool,
+    simulated: bool,
+    /// Marked (emulated or simulated) hosts of the class left out of its medians.
+    left_out: usize,
+}
+
+fn resolve(subject: &Subject, hosts: &[ClassedHost]) -> Result<Resolved, WebError> {
+    let marks = |h: &ClassedHost| {
+        (
+            is_marked(&h.labels.0, EMULATED_LABEL),
+            is_marked(&h.labels.0, SIMULATED_LABEL),
+        )
+    };
+    match subject {
+        Subject::Host(id) => {
+            let h = hosts
+                .iter()
+                .find(|h| h.id == *id)
+                .ok_or_else(|| WebError::NotFound(format!("no host with id {id}")))?;
+            let (emulated, simulated) = marks(h);
+            Ok(Resolved {
+                label: h.name.clone(),
+                href: format!("/hosts/{id}"),
+                host_ids: vec![*id],
+                emulated,
+                simulated,
+                left_out: 0,
+            })
+        }
+        Subject::Class(key) => {
+            let members: Vec<&ClassedHost> = hosts.iter().filter(|h| h.class().key() == *key).collect();
+            let first = members
+                .first()
+                .ok_or_else(|| WebError::NotFound(format!("no host is in class {key}")))?;
+            // Emulated or simulated hosts would drag a real class's medians;
+            // they count only when the class has nothing else.
+            let real: Vec<&ClassedHost> = members.iter().copied().filter(|h| marks(h) == (false, false)).collect();
+            let chosen = if real.is_empty() { members.clone() } else { real };
+            Ok(Resolved {
+                label: format!(
+                    "{} ({} host{})",
+                    first.class().label(),
+                    chosen.len(),
+                    if chosen.len() == 1 { "" } else { "s" }
+                ),
+                href: with_query("/compare", &[("class", key.clone())]),
+                host_ids: chosen.iter().map(|h| h.id).collect(),
+                emulated: chosen.iter().any(|h| marks(h).0),
+                simulated: chosen.iter().any(|h| marks(h).1),
+                left_out: members.len() - chosen.len(),
+            })
+        }
+    }
+}
+
+/// A table row of the payload-size table: one algorithm across sizes.
+#[derive(Debug, Clone)]
+struct SizeRow {
+    algorithm: String,
+    /// Per size column: display text and the number to sort by.
+    cells: Vec<Option<(String, String)>>,
+}
+
+#[derive(Debug, Clone)]
+struct ScalingRow {
+    algorithm: String,
+    threads: i32,
+    mb_s: String,
+    mb_s_sort: String,
+    speedup: String,
+    efficiency: String,
+}
+
+#[derive(Template)]
+#[template(path = "modes.html")]
+struct ModesPage {
+    /// Chooser (no subject) or the curves.
+    chosen: bool,
+    host_choices: Vec<Choice>,
+    class_choices: Vec<Choice>,
+    subject: Link,
+    subject_kind: &'static str,
+    host_value: String,
+    class_value: String,
+    emulated: bool,
+    simulated: bool,
+    left_out: usize,
+    direction_choices: Vec<Choice>,
+    path_choices: Vec<Choice>,
+    size_choices: Vec<Choice>,
+    algorithms: String,
+    condition: String,
+    scaling_size: String,
+    /// Charts built by [`super::svg`], every text in them escaped there.
+    size_chart: String,
+    scaling_chart: String,
+    size_columns: Vec<String>,
+    size_rows: Vec<SizeRow>,
+    scaling_rows: Vec<ScalingRow>,
+    has_scaling: bool,
+    csv_href: String,
+    json_href: String,
+}
+
+fn choices(values: impl IntoIterator<Item = (String, String)>, current: &str) -> Vec<Choice> {
+    values
+        .into_iter()
+        .map(|(value, text)| Choice {
+            selected: value == current,
+            value,
+            text,
+        })
+        .collect()
+}
+
+/// The payload-size chart (one thread, one line per algorithm) and the same
+/// numbers as a table: size columns, one row per algorithm.
+fn size_section(title: String, merged: &[Merged]) -> (String, Vec<String>, Vec<SizeRow>) {
+    let one_thread = by_algorithm(merged, |m| m.threads == 1);
+    let mut chart = LineChart::new(title, XAxis::Bytes);
+    for (algorithm, pts) in &one_thread {
+        chart = chart.series(*algorithm, pts.iter().map(|m| (m.size_bytes as f64, m.throughput_mb_s)));
+    }
+    let sizes: BTreeSet<i64> = one_thread
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|m| m.size_bytes))
+        .collect();
+    let rows = one_thread
+        .iter()
+        .map(|(algorithm, pts)| SizeRow {
+            algorithm: algorithm.to_string(),
+            cells: sizes
+                .iter()
+                .map(|s| {
+                    pts.iter()
+                        .find(|m| m.size_bytes == *s)
+                        .map(|m| (format::mb_s(m.throughput_mb_s), m.throughput_mb_s.to_string()))
+                })
+                .collect(),
+        })
+        .collect();
+    let columns = sizes.iter().map(|s| format::bytes(*s as u64)).collect();
+    (chart.render(), columns, rows)
+}
+
+/// The thread-scaling chart at `size_bytes` and its table with speed-up and efficiency.
+fn scaling_section(title: String, merged: &[Merged], size_bytes: i64) -> (String, Vec<ScalingRow>) {
+    let mut chart = LineChart::new(
+        title,
+        XAxis::Linear {
+            label: "threads (independent workers)".into(),
+        },
+    );
+    for (algorithm, pts) in by_algorithm(merged, |m| m.size_bytes == size_bytes) {
+        chart = chart.series(algorithm, pts.iter().map(|m| (f64::from(m.threads), m.throughput_mb_s)));
+    }
+    let rows = scaling(merged, size_bytes)
+        .iter()
+        .map(|s| ScalingRow {
+            algorithm: s.algorithm.clone(),
+            threads: s.threads,
+            mb_s: format::mb_s(s.throughput_mb_s),
+            mb_s_sort: s.throughput_mb_s.to_string(),
+            speedup: s
+                .speedup
+                .map(|v| format!("{}×", format::significant(v)))
+                .unwrap_or_else(|| "–".into()),
+            efficiency: s.efficiency.map(format::percent).unwrap_or_else(|| "–".into()),
+        })
+        .collect();
+    (chart.render(), rows)
+}
+
+async fn page(State(state): State<WebState>, Query(q): Query<ModesQuery>) -> Result<Html<String>, WebError> {
+    let params = ModesParams::parse(&q)?;
+    let hosts = matrix::hosts(&state.pool).await?;
+    let host_choices = choices(
+        hosts.iter().map(|h| (h.id.to_string(), h.name.clone())),
+        &match &params.subject {
+            Some(Subject::Host(id)) => id.to_string(),
+            _ => String::new(),
+        },
+    );
+    let classes: BTreeMap<String, String> = hosts
+        .iter()
+        .map(|h| {
+            let c = h.class();
+            (c.key(), c.label())
+        })
+        .collect();
+    let mut class_list: Vec<(String, String)> = classes.into_iter().collect();
+    class_list.sort_by(|a, b| a.1.cmp(&b.1));
+    let class_choices = choices(
+        class_list,
+        match &params.subject {
+            Some(Subject::Class(k)) => k,
+            _ => "",
+        },
+    );
+    let direction_choices = choices(
+        ["encrypt", "decrypt"].map(|d| (d.to_string(), d.to_string())),
+        &params.direction,
+    );
+    let path_choices = choices(
+        ["accelerated", "software"].map(|d| (d.to_string(), d.to_string())),
+        &params.path,
+    );
+    let mut page = ModesPage {
+        chosen: false,
+        host_choices,
+        class_choices,
+        subject: Link {
+            text: String::new(),
+            href: String::new(),
+        },
+        subject_kind: "",
+        host_value: String::new(),
+        class_value: String::new(),
+        emulated: false,
+        simulated: false,
+        left_out: 0,
+        direction_choices,
+        path_choices,
+        size_choices: Vec::new(),
+        algorithms: params.algorithms.join(","),
+        condition: format!("{}, {} path, one static key", params.direction, params.path),
+        scaling_size: format::bytes(params.size_bytes as u64),
+        size_chart: String::new(),
+        scaling_chart: String::new(),
+        size_columns: Vec::new(),
+        size_rows: Vec::new(),
+        scaling_rows: Vec::new(),
+        has_scaling: false,
+        csv_href: String::new(),
+        json_href: String::new(),
+    };
+    let Some(subject) = &params.subject else {
+        return Ok(Html(page.render()?));
+    };
+    // Unknown host or class: 404 (a stale link), not an empty page that looks like missing data.
+    let who = resolve(subject, &hosts)?;
+    let points = matrix::host_points(&state.pool, &who.host_ids, &params.direction, &params.path).await?;
+    let merged = merge(&points, &params.algorithms);
+
+    // The chart titles carry the mark too: a chart is often copied without its page.
+    let mark = if who.emulated {
+        " — emulated: not real performance"
+    } else if who.simulated {
+        " — simulated data"
+    } else {
+        ""
+    };
+    let size_title = format!(
+        "{}: throughput by payload size, 1 thread, {}{mark}",
+        who.label, params.direction
+    );
+    let (size_chart, size_columns, size_rows) = size_section(size_title, &merged);
+    page.size_columns = size_columns;
+    page.size_rows = size_rows;
+    let scaling_title = format!(
+        "{}: throughput by threads at {}, {}{mark}",
+        who.label,
+        format::bytes(params.size_bytes as u64),
+        params.direction
+    );
+    let (scaling_chart, scaling_rows) = scaling_section(scaling_title, &merged, params.size_bytes);
+    page.has_scaling = !scaling_rows.is_empty();
+    page.scaling_rows = scaling_rows;
+    // Sizes with a thread-scaling curve (more than one thread count stored).
+    let mut with_threads: BTreeMap<i64, BTreeSet<i32>> = BTreeMap::new();
+    for m in &merged {
+        with_threads.entry(m.size_bytes).or_default().insert(m.threads);
+    }
+    page.size_choices = choices(
+        with_threads
+            .keys()
+            .copied()
+            .chain([params.size_bytes])
+            .collect::<BTreeSet<i64>>()
+            .into_iter()
+            .map(|s| {
+                let n = with_threads.get(&s).map_or(0, BTreeSet::len);
+                (
+                    s.to_string(),
+                    format!(
+                        "{} ({n} thread count{})",
+                        format::bytes(s as u64),
+                        if n == 1 { "" } else { "s" }
+                    ),
+                )
+            }),
+        &params.size_bytes.to_string(),
+    );
+
+    let pairs = params.query_pairs();
+    let with_format = |f: &str| {
+        let mut p = pairs.clone();
+        p.push(("format", f.to_string()));
+        with_query("/api/v1/modes", &p)
+    };
+    page.chosen = true;
+    page.subject = Link {
+        text: who.label,
+        href: who.href,
+    };
+    page.subject_kind = match subject {
+        Subject::Host(_) => "host",
+        Subject::Class(_) => "class",
+    };
+    match subject {
+        Subject::Host(id) => page.host_value = id.to_string(),
+        Subject::Class(key) => page.class_value = key.clone(),
+    }
+    page.emulated = who.emulated;
+    page.simulated = who.simulated;
+    page.left_out = who.left_out;
+    page.size_chart = size_chart;
+    page.scaling_chart = scaling_chart;
+    page.csv_href = with_format("csv");
+    page.json_href = with_format("json");
+    Ok(Html(page.render()?))
+}
+
+/// One point as `/api/v1/modes` sends it.
+#[derive(Debug, Serialize)]
+struct ModeRow {
+    /// Host name or class label.
+    subject: String,
+    emulated: bool,
+    simulated: bool,
+    algorithm: String,
+    size_bytes: i64,
+    threads: i32,
+    direction: String,
+    path: String,
+    throughput_mb_s: f64,
+    latency_p99_ns: f64,
+    cv: Option<f64>,
+    hosts: usize,
+    result_id: Option<i64>,
+}
+
+async fn api_modes(
+    State(state): State<WebState>,
+    Query(q): Query<ModesQuery>,
+    Query(format): Query<FormatParam>,
+) -> Result<Response, ApiError> {
+    let params = ModesParams::parse(&q)?;
+    let subject = params
+        .subject
+        .as_ref()
+        .ok_or_else(|| WebError::BadRequest("give host=ID or class=KEY".into()))?;
+    let hosts = matrix::hosts(&state.pool).await?;
+    let who = resolve(subject, &hosts)?;
+    let points = matrix::host_points(&state.pool, &who.host_ids, &params.direction, &params.path).await?;
+    let rows: Vec<ModeRow> = merge(&points, &params.algorithms)
+        .into_iter()
+        .map(|m| ModeRow {
+            subject: who.label.clone(),
+            emulated: who.emulated,
+            simulated: who.simulated,
+            algorithm: m.algorithm,
+            size_bytes: m.size_bytes,
+            threads: m.threads,
+            direction: params.direction.clone(),
+            path: params.path.clone(),
+            throughput_mb_s: m.throughput_mb_s,
+            latency_p99_ns: m.latency_p99_ns,
+            cv: m.cv,
+            hosts: m.hosts,
+            result_id: m.result_id,
+        })
+        .collect();
+    api::table("modes", &rows, format.format)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_need_one_subject_and_name_what_is_wrong() {
+        let q = |host: Option<&str>, class: Option<&str>, size: Option<&str>| ModesQuery {
+            host: host.map(String::from),
+            class: class.map(String::from),
+            size: size.map(String::from),
+            ..Default::default()
+        };
+        let p = ModesParams::parse(&q(Some("7"), None, None)).unwrap();
+        assert_eq!((p.subject, p.size_bytes), (Some(Subject::Host(7)), 16384));
+        assert_eq!(ModesParams::parse(&q(None, None, None)).unwrap().subject, None);
+        for (query, name) in [
+            (q(Some("x"), None, None), "host"),
+            (q(None, Some("zz"), None), "class"),
+            (q(Some("1"), Some("00000000000000ff"), None), "not both"),
+            (q(Some("1"), None, Some("big")), "size"),
+        ] {
+            let err = ModesParams::parse(&query).unwrap_err();
+            assert!(matches!(err, WebError::BadRequest(_)));
+            assert!(err.to_string().contains(name), "{err}");
+        }
+    }
+}

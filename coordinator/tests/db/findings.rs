@@ -1,0 +1,299 @@
+//! Findings on a real database: derived from stored facts and results by
+//! `findings::derive`, opened, refreshed, resolved, reopened, and counted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cipherfleet_coordinator::db::findings::{self, Finding, Severity};
+use cipherfleet_coordinator::db::hosts;
+use cipherfleet_coordinator::db::jobs::{self, NewJob};
+use cipherfleet_coordinator::db::results::{self, Metrics};
+use cipherfleet_coordinator::findings::{Work, derive, derive_fleet};
+use cipherfleet_coordinator::metrics;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::helpers::{campaign, facts, fresh_db};
+
+/// Facts with the given advertised and usable features, kernel and flavour.
+fn facts_with(kernel: &str, advertised: &[&str], usable: &[&str], flavour: &str) -> Value {
+    let mut f = facts(kernel);
+    f["features"]["advertised"] = json!(advertised);
+    f["features"]["usable"] = json!(usable);
+    f["build"]["flavour"] = json!(flavour);
+    f
+}
+
+const FULL: &[&str] = &["aes", "avx", "avx2", "pclmulqdq"];
+
+async fn hello(pool: &PgPool, name: &str, facts: &Value) -> i64 {
+    hosts::upsert_host_with_facts(pool, name, None, facts)
+        .await
+        .expect("hello")
+        .host_id
+}
+
+/// Stores one result per throughput for `host_id`, in order: aes-256-gcm,
+/// 16 KiB, encrypt, 1 thread, static key, on `path`.
+async fn results_for(pool: &PgPool, host_id: i64, path: &str, throughputs: &[f64]) {
+    let new_jobs: Vec<NewJob> = throughputs
+        .iter()
+        .map(|_| NewJob {
+            path: path.into(),
+            ..crate::helpers::job(host_id, 16384)
+        })
+        .collect();
+    campaign(pool, &new_jobs).await;
+    for mb_s in throughputs {
+        let job = jobs::claim_next_for_host(pool, host_id)
+            .await
+            .unwrap()
+            .expect("a queued job");
+        let m = json!({
+            "schema": "cipherfleet.measurement/1", "status": "ok",
+            "algorithm": "aes-256-gcm", "direction": "encrypt", "size_bytes": 16384,
+            "path_used": path, "throughput_mb_s": mb_s, "ops_per_s": mb_s * 61.0,
+            "latency_ns": {"p50": 60, "p90": 70, "p99": 90, "p999": 400, "max": 12000},
+            "latency_method": "per-op", "batch_ops": 1, "cv": 0.02, "samples": 30,
+            "elapsed_seconds": 1.0, "cpu_user_seconds": 0.98, "cpu_sys_seconds": 0.01,
+            "cpu_utilization": 0.99, "key_setup_ns": 85.0, "sample_throughputs_mb_s": [mb_s]
+        });
+        let metrics = Metrics::from_measurement(&m).unwrap();
+        results::record(pool, job.id, host_id, &metrics, &m).await.unwrap();
+    }
+}
+
+fn reasons(list: &[Finding]) -> Vec<(String, Option<String>, String)> {
+    list.iter()
+        .map(|f| (f.reason.clone(), f.kind.clone(), f.status.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_finding_opens_resolves_and_reopens_as_a_new_row() {
+    let pool = fresh_db().await;
+    let no_aes = facts_with("6.1.0", &["avx", "pclmulqdq"], &["avx", "pclmulqdq"], "accelerated");
+    let host = hello(&pool, "vm-01", &no_aes).await;
+
+    let o = derive_fleet(&pool).await.unwrap();
+    assert_eq!((o.opened, o.resolved), (1, 0));
+    let open = findings::list_open(&pool).await.unwrap();
+    assert_eq!(reasons(&open), [("cpu-lacks".into(), None, "open".into())]);
+    assert_eq!(open[0].host_name, "vm-01");
+    assert_eq!(open[0].subject, "aes");
+    assert_eq!(open[0].severity, Severity::Warning);
+    assert_eq!(open[0].evidence["features"], json!(["aes"]));
+    assert!(
+        open[0].summary.contains("does not advertise aes"),
+        "{}",
+        open[0].summary
+    );
+
+    // Still holding: refreshed, not duplicated.
+    let o = derive_fleet(&pool).await.unwrap();
+    assert_eq!((o.opened, o.refreshed, o.resolved), (0, 1, 0));
+
+    // The VM gets a CPU model with AES: resolved.
+    hello(&pool, "vm-01", &facts_with("6.1.0", FULL, FULL, "accelerated")).await;
+    let o = derive_fleet(&pool).await.unwrap();
+    assert_eq!((o.opened, o.resolved), (0, 1));
+    assert!(findings::list_open(&pool).await.unwrap().is_empty());
+    let history = findings::list_for_host(&pool, host).await.unwrap();
+    assert_eq!(reasons(&history), [("cpu-lacks".into(), None, "resolved".into())]);
+    assert!(history[0].resolved_at.is_some());
+
+    // Back to the old model: a new open row; the resolved one stays as history.
+    hello(&pool, "vm-01", &no_aes).await;
+    derive_fleet(&pool).await.unwrap();
+    let history = findings::list_for_host(&pool, host).await.unwrap();
+    assert_eq!(
+        reasons(&history),
+        [
+            ("cpu-lacks".into(), None, "open".into()),
+            ("cpu-lacks".into(), None, "resolved".into())
+        ],
+        "newest first"
+    );
+    assert!(history[0].first_seen >= history[1].resolved_at.unwrap());
+}
+
+#[tokio::test]
+async fn the_fact_changes_around_first_seen_are_captured() {
+    let pool = fresh_db().await;
+    let host = hello(&pool, "db-07", &facts_with("6.1.0", FULL, FULL, "accelerated")).await;
+    derive_fleet(&pool).await.unwrap();
+    assert!(findings::list_open(&pool).await.unwrap().is_empty(), "healthy host");
+
+    // A kernel that does not enable AVX state: advertised, not usable.
+    hello(
+        &pool,
+        "db-07",
+        &facts_with("3.10.0", FULL, &["aes", "pclmulqdq"], "accelerated"),
+    )
+    .await;
+    derive_fleet(&pool).await.unwrap();
+    let open = findings::list_for_host(&pool, host).await.unwrap();
+    assert_eq!(reasons(&open), [("os-disabled".into(), None, "open".into())]);
+    let f = &open[0];
+    assert_eq!(f.subject, "avx-state");
+    assert_eq!(f.severity, Severity::Warning, "AVX itself is off");
+    assert_eq!(f.evidence["features"], json!(["avx", "avx2"]));
+    let changes = &f.fact_changes["changes"];
+    assert_eq!(changes["kernel_release"], json!({"from": "6.1.0", "to": "3.10.0"}));
+    assert_eq!(
+        changes["features_usable"],
+        json!({"gained": [], "lost": ["avx", "avx2"]})
+    );
+    assert!(changes.get("agent_version").is_none(), "{changes}");
+    // First seen with the snapshot that brought it, not with the derivation.
+    let snapshots = cipherfleet_coordinator::db::snapshots::history(&pool, host)
+        .await
+        .unwrap();
+    assert_eq!(f.first_seen, snapshots[1].taken_at);
+    assert_eq!(f.fact_changes["from"]["snapshot_id"], snapshots[0].id);
+}
+
+#[tokio::test]
+async fn each_fact_reason_is_found_with_its_severity() {
+    let pool = fresh_db().await;
+    hello(&pool, "bare-ok", &facts_with("6.1.0", FULL, FULL, "accelerated")).await;
+    let mut masked = facts_with("6.1.0", &["avx", "pclmulqdq"], &["avx", "pclmulqdq"], "accelerated");
+    masked["virtualization"]["hypervisor"] = json!(true);
+    hello(&pool, "vm-masked", &masked).await;
+    hello(&pool, "soft-agent", &facts_with("6.1.0", FULL, FULL, "software")).await;
+    derive_fleet(&pool).await.unwrap();
+
+    let open: BTreeMap<String, (String, Severity)> = findings::list_open(&pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| (f.host_name, (f.reason, f.severity)))
+        .collect();
+    let want: BTreeMap<String, (String, Severity)> = [
+        ("vm-masked", "hypervisor-masks", Severity::Critical),
+        ("soft-agent", "software-build", Severity::Warning),
+    ]
+    .into_iter()
+    .map(|(h, r, s)| (h.to_string(), (r.to_string(), s)))
+    .collect();
+    assert_eq!(open, want, "bare-ok has none");
+
+    let counts = findings::count_open_by(&pool).await.unwrap();
+    assert_eq!(counts.len(), 2);
+    assert!(counts.iter().all(|c| c.findings == 1 && c.hosts == 1), "{counts:?}");
+}
+
+#[tokio::test]
+async fn a_slow_finding_resolves_when_accelerated_results_return_to_normal() {
+    let pool = fresh_db().await;
+    let host = hello(&pool, "bench-01", &facts_with("6.1.0", FULL, FULL, "accelerated")).await;
+    let healthy = [
+        2000.0, 2300.0, 1750.0, 2150.0, 1850.0, 2250.0, 1800.0, 2050.0, 1950.0, 2100.0,
+    ];
+    results_for(&pool, host, "accelerated", &healthy).await;
+    derive_fleet(&pool).await.unwrap();
+    assert!(
+        findings::list_open(&pool).await.unwrap().is_empty(),
+        "noisy but healthy"
+    );
+
+    // A new agent version, then the accelerated path halves.
+    let mut upgraded = facts_with("6.1.0", FULL, FULL, "accelerated");
+    upgraded["build"]["agent_version"] = json!("0.2.0");
+    hello(&pool, "bench-01", &upgraded).await;
+    results_for(&pool, host, "accelerated", &[900.0, 950.0, 920.0]).await;
+    // The per-result pass: this host, this algorithm.
+    let work = Work::Hosts([(host, Some(BTreeSet::from(["aes-256-gcm".to_string()])))].into());
+    let o = derive(&pool, &work).await.unwrap();
+    assert_eq!(o.opened, 1);
+    let open = findings::list_open(&pool).await.unwrap();
+    assert_eq!(
+        reasons(&open),
+        [(
+            "slow-accelerated".into(),
+            Some("dropped-vs-history".into()),
+            "open".into()
+        )]
+    );
+    let f = &open[0];
+    assert_eq!(f.subject, "aes-256-gcm");
+    assert_eq!(f.severity, Severity::Warning);
+    assert_eq!(f.evidence["value_mb_s"], 920.0);
+    assert_eq!(f.evidence["reference_mb_s"], 2025.0);
+    assert!(f.evidence["z"].as_f64().unwrap() >= 3.0, "{}", f.evidence);
+    assert_eq!(f.evidence["series"]["size_bytes"], 16384);
+    assert_eq!(
+        f.fact_changes["changes"]["agent_version"],
+        json!({"from": "0.1.0", "to": "0.2.0"}),
+        "what changed since the last good result"
+    );
+    assert!(
+        f.summary.contains("dropped") || f.summary.contains("earlier"),
+        "{}",
+        f.summary
+    );
+
+    // Back to normal: the recent results are healthy again.
+    results_for(&pool, host, "accelerated", &[2010.0, 1990.0, 2050.0]).await;
+    let o = derive(&pool, &work).await.unwrap();
+    assert_eq!(o.resolved, 1);
+    assert!(findings::list_open(&pool).await.unwrap().is_empty());
+    let history = findings::list_for_host(&pool, host).await.unwrap();
+    assert_eq!(history[0].status, "resolved");
+}
+
+#[tokio::test]
+async fn an_accelerated_path_at_software_speed_is_critical() {
+    let pool = fresh_db().await;
+    let host = hello(&pool, "bench-02", &facts_with("6.1.0", FULL, FULL, "accelerated")).await;
+    results_for(&pool, host, "accelerated", &[95.0, 90.0, 99.0]).await;
+    results_for(&pool, host, "software", &[80.0, 82.0, 79.0]).await;
+    derive_fleet(&pool).await.unwrap();
+    let open = findings::list_open(&pool).await.unwrap();
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(open[0].kind.as_deref(), Some("near-software"));
+    assert_eq!(open[0].severity, Severity::Critical);
+    assert!((open[0].evidence["ratio"].as_f64().unwrap() - 95.0 / 80.0).abs() < 1e-9);
+}
+
+#[tokio::test]
+async fn metrics_count_hosts_findings_jobs_and_results() {
+    let pool = fresh_db().await;
+    hello(&pool, "ok\"quoted", &facts_with("6.1.0", FULL, FULL, "accelerated")).await;
+    let soft = hello(&pool, "soft", &facts_with("6.1.0", FULL, FULL, "software")).await;
+    results_for(&pool, soft, "software", &[80.0]).await;
+    derive_fleet(&pool).await.unwrap();
+
+    let text = metrics::render(&pool, 1).await.unwrap();
+    let want = [
+        "cipherfleet_hosts 2",
+        "cipherfleet_hosts_online 1",
+        "cipherfleet_hosts_by_acceleration{status=\"accelerated\"} 1",
+        "cipherfleet_hosts_by_acceleration{status=\"software\"} 1",
+        "cipherfleet_hosts_with_findings{reason=\"software-build\"} 1",
+        "cipherfleet_hosts_with_findings{reason=\"cpu-lacks\"} 0",
+        "cipherfleet_findings_open{reason=\"software-build\",severity=\"warning\"} 1",
+        "cipherfleet_findings_open{reason=\"software-build\",severity=\"critical\"} 0",
+        "cipherfleet_jobs{status=\"done\"} 1",
+        "cipherfleet_jobs{status=\"queued\"} 0",
+        "cipherfleet_results_ingested_total 1",
+    ];
+    for line in want {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn a_pass_for_one_algorithm_leaves_the_slow_findings_of_others_open() {
+    let pool = fresh_db().await;
+    let host = hello(&pool, "bench-03", &facts_with("6.1.0", FULL, FULL, "accelerated")).await;
+    results_for(&pool, host, "accelerated", &[95.0, 90.0, 99.0]).await;
+    results_for(&pool, host, "software", &[80.0, 82.0, 79.0]).await;
+    derive_fleet(&pool).await.unwrap();
+    assert_eq!(findings::list_open(&pool).await.unwrap().len(), 1);
+
+    // A result of another algorithm: its pass must not judge aes-256-gcm by its absence.
+    let other = Work::Hosts([(host, Some(BTreeSet::from(["chacha20-poly1305".to_string()])))].into());
+    let o = derive(&pool, &other).await.unwrap();
+    assert_eq!(o.resolved, 0, "{o:?}");
+    assert_eq!(findings::list_open(&pool).await.unwrap().len(), 1);
+}
