@@ -14,8 +14,9 @@
 //! a sequential scan of `results` or `result_points` fails the run — the
 //! pages must not grow with the number of results stored.
 
-use std::panic::{self, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,10 +24,12 @@ use cipherfleet_coordinator::db;
 use cipherfleet_coordinator::pg::PrivateCluster;
 use cipherfleet_coordinator::scheduler::Scheduler;
 use cipherfleet_coordinator::web::{self, WebState};
-use sqlx::postgres::PgPoolOptions;
-use sqlx::{Executor, PgPool};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use sqlx::postgres::{PgArguments, PgPoolOptions};
+use sqlx::query::Query;
+use sqlx::{Executor, PgPool, Postgres};
 use tokio_util::sync::CancellationToken;
+
+use crate::support::http::http_get;
 
 /// Simulated hosts, spread over [`CLASSES`].
 const HOSTS: i64 = 200;
@@ -97,41 +100,8 @@ fn main() {
         .with_max_level(tracing::Level::ERROR)
         .with_writer(std::io::stderr)
         .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let dir = TempDir::new("bench-report");
-    let cluster = runtime
-        .block_on(PrivateCluster::start(&dir.path().join("postgres")))
-        .unwrap_or_else(|e| panic!("starting a private PostgreSQL cluster: {e}"));
-    // Whatever happens (a panic, Ctrl-C), the cluster is stopped before exit.
-    let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
-        runtime.block_on(async {
-            tokio::select! {
-                passed = bench(&cluster) => Some(passed),
-                Ok(()) = tokio::signal::ctrl_c() => None,
-            }
-        })
-    }));
-    runtime.shutdown_timeout(Duration::from_secs(5));
-    let stopper = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    if let Err(e) = stopper.block_on(cluster.stop()) {
-        eprintln!("stopping the private PostgreSQL cluster: {e}");
-    }
-    drop(dir);
-    match outcome {
-        Ok(Some(true)) => {}
-        Ok(Some(false)) => std::process::exit(1),
-        Ok(None) => {
-            eprintln!("interrupted");
-            std::process::exit(130);
-        }
-        Err(payload) => panic::resume_unwind(payload),
+    if !support::with_private_cluster("bench-report", async |cluster, _| bench(cluster).await) {
+        std::process::exit(1);
     }
 }
 
@@ -300,6 +270,11 @@ macro_rules! point_sql {
     };
 }
 
+/// `sql` over [`point_sql!`]'s results `from..to`: its `$1`–`$4` bound.
+fn over_points(sql: &'static str, from: i64, to: i64, per_round: i64) -> Query<'static, Postgres, PgArguments> {
+    sqlx::query(sql).bind(from).bind(to).bind(per_round).bind(HOSTS)
+}
+
 /// Loads results `from..to` with their campaigns and jobs, in one transaction.
 async fn load_results(pool: &PgPool, from: i64, to: i64) {
     const POINTS_PER_HOST: i64 = 1404;
@@ -328,11 +303,7 @@ async fn load_results(pool: &PgPool, from: i64, to: i64) {
         point_sql!(),
         ") x JOIN campaigns c ON c.name = format('report-bench round %s', x.round)"
     );
-    sqlx::query(jobs)
-        .bind(from)
-        .bind(to)
-        .bind(per_round)
-        .bind(HOSTS)
+    over_points(jobs, from, to, per_round)
         .execute(&mut *tx)
         .await
         .expect("creating jobs");
@@ -364,11 +335,7 @@ async fn load_results(pool: &PgPool, from: i64, to: i64) {
          CROSS JOIN LATERAL (SELECT m0.path_used, m0.mb_s, \
              greatest(1, (x.size_bytes / m0.mb_s * 1e3)::bigint) AS ns) m"
     );
-    sqlx::query(results)
-        .bind(from)
-        .bind(to)
-        .bind(per_round)
-        .bind(HOSTS)
+    over_points(results, from, to, per_round)
         .execute(&mut *tx)
         .await
         .expect("loading results");
@@ -391,12 +358,14 @@ async fn time_page(addr: std::net::SocketAddr, path: &str) -> Timing {
     let mut error = None;
     for i in 0..WARMUP + REQUESTS {
         let started = Instant::now();
-        let (status, body) = get(addr, path).await;
+        // A fresh connection, as a browser's first visit; the whole body read.
+        let page = http_get(addr, path).await;
         let took = started.elapsed();
-        if status != 200 && error.is_none() {
-            error = Some(format!("HTTP {status}: {}", body.chars().take(200).collect::<String>()));
+        if page.status != 200 && error.is_none() {
+            let start: String = page.body.chars().take(200).collect();
+            error = Some(format!("HTTP {}: {start}", page.status));
         }
-        bytes = body.len();
+        bytes = page.body.len();
         if i >= WARMUP {
             times.push(took);
         }
@@ -410,24 +379,6 @@ async fn time_page(addr: std::net::SocketAddr, path: &str) -> Timing {
         bytes,
         error,
     }
-}
-
-/// `GET path` over a fresh connection, as a browser's first visit; the whole body read.
-async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .expect("connecting to the report");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
 }
 
 /// Requests every page once through a pool whose connections log each
@@ -463,13 +414,13 @@ async fn check_plans(cluster: &PrivateCluster, first_host: i64) -> bool {
     };
     let server = tokio::spawn(web::serve(listener, state, shutdown.clone()));
     // A first request opens the pool's connections; only the second one's plans count.
-    get(addr, "/healthz").await;
+    http_get(addr, "/healthz").await;
     let mut passed = true;
     for (name, path) in PAGES {
         let path = path.replace("{host}", &first_host.to_string());
         let before = std::fs::metadata(&log_path).map_or(0, |m| m.len());
         let started = Instant::now();
-        let (status, _) = get(addr, &path).await;
+        let status = http_get(addr, &path).await.status;
         let took = started.elapsed();
         // The server writes its log asynchronously to the request.
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -565,28 +516,4 @@ fn plans_in(log: &str) -> Vec<Plan> {
         });
     }
     plans
-}
-
-/// A directory under the system's temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(what: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let dir = std::env::temp_dir().join(format!("cipherfleet-{what}-{}-{nanos:08x}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("creating a temporary directory");
-        TempDir(dir)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

@@ -24,12 +24,13 @@ use serde::Serialize;
 
 use super::api::{self, ApiError, FormatParam};
 use super::paging::{Pager, with_query};
+use super::params::{Choice, DIRECTIONS, PATHS, choices, plain_choices};
 use super::{WebError, WebState, format};
 use crate::db::matrix::{self, ClassedHost, Point, View};
 pub use grid::median;
 use grid::{Cell, Matrix, RowHead, heat_map, nearest};
-pub use params::parse_algorithms;
 use params::{CompareParams, CompareQuery, Metric, Rows};
+pub use params::{direction, not_valid, parse_algorithms, path, size};
 
 /// Rows per page of the matrix.
 const PER_PAGE: u64 = 50;
@@ -96,14 +97,6 @@ fn seed_views() -> Vec<Link> {
 pub struct Link {
     pub text: String,
     pub href: String,
-}
-
-/// One `<option>`.
-#[derive(Debug, Clone)]
-pub struct Choice {
-    pub value: String,
-    pub text: String,
-    pub selected: bool,
 }
 
 /// A cell as the template prints it.
@@ -192,17 +185,6 @@ async fn load(state: &WebState, params: &CompareParams) -> Result<(Vec<ClassedHo
         matrix::view_points(&state.pool, &params.view, &params.algorithms),
     )?;
     Ok((hosts, points))
-}
-
-fn choices(values: impl IntoIterator<Item = (String, String)>, current: &str) -> Vec<Choice> {
-    values
-        .into_iter()
-        .map(|(value, text)| Choice {
-            selected: value == current,
-            value,
-            text,
-        })
-        .collect()
 }
 
 async fn page(State(state): State<WebState>, Query(q): Query<CompareQuery>) -> Result<Html<String>, WebError> {
@@ -319,14 +301,8 @@ async fn page(State(state): State<WebState>, Query(q): Query<CompareQuery>) -> R
             threads.iter().map(|t| (t.to_string(), t.to_string())),
             &params.view.threads.to_string(),
         ),
-        direction_choices: choices(
-            ["encrypt", "decrypt"].map(|d| (d.to_string(), d.to_string())),
-            &params.view.direction,
-        ),
-        path_choices: choices(
-            ["accelerated", "software"].map(|d| (d.to_string(), d.to_string())),
-            &params.view.path,
-        ),
+        direction_choices: plain_choices(&DIRECTIONS, &params.view.direction),
+        path_choices: plain_choices(&PATHS, &params.view.path),
         seeds: seed_views(),
         class_filter,
         class_key: params.class.clone().unwrap_or_default(),

@@ -26,6 +26,10 @@ use serde::Deserialize;
 
 use super::hosts::{SIMULATED_LABEL, is_marked};
 use super::paging::{Pager, with_query};
+use super::params::{
+    Choice, DEFAULT_SIZE, DIRECTIONS, LabelFilter, choices, given, label, label_matches, label_text, plain_choices,
+    require_one_of, spelled_size, thread_count,
+};
 use super::{WebError, WebState, format};
 use crate::analysis::slow::Thresholds;
 use crate::db::fallback::{self as store, FallbackHost, PathPair, PathPoint};
@@ -41,8 +45,6 @@ mod sections;
 
 /// Rows (hosts, findings) per page of each of the page's three lists.
 const PER_PAGE: u64 = 50;
-const DEFAULT_SIZE: i64 = 16 * 1024;
-const DIRECTIONS: [&str; 2] = ["encrypt", "decrypt"];
 const KEY_MODES: [&str; 3] = ["static", "per-op", "hkdf-per-user"];
 /// The `reason` filter value for rows no open finding explains.
 const NO_REASON: &str = "none";
@@ -82,30 +84,16 @@ struct Filters {
     threads: i32,
     direction: &'static str,
     key_mode: &'static str,
-    label: Option<(String, Option<String>)>,
+    label: Option<LabelFilter>,
     arch: Option<String>,
     reason: Option<&'static str>,
-}
-
-fn given(v: &Option<String>) -> Option<&str> {
-    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
-}
-
-/// `raw` if it is one of `allowed`, else a bad request naming `name` and the choices.
-fn one_of(name: &str, raw: &str, allowed: &[&'static str]) -> Result<&'static str, WebError> {
-    allowed
-        .iter()
-        .copied()
-        .find(|a| *a == raw)
-        .ok_or_else(|| WebError::BadRequest(format!("{name}={raw:?}: use one of {}", allowed.join(", "))))
 }
 
 impl Filters {
     fn parse(q: &FallbackQuery) -> Result<Self, WebError> {
         let size_bytes = match given(&q.size) {
             None => DEFAULT_SIZE,
-            // The agent's own parser: `16384`, `16KiB`, `10MiB` as campaigns spell them.
-            Some(s) => cipherfleet_agent::spec::parse_size(s)
+            Some(s) => spelled_size(s)
                 .ok()
                 .and_then(|n| i64::try_from(n).ok())
                 .ok_or_else(|| {
@@ -116,24 +104,20 @@ impl Filters {
         };
         let threads = match given(&q.threads) {
             None => 1,
-            Some(t) => t
-                .parse::<i32>()
-                .ok()
-                .filter(|n| (1..=MAX_THREADS).contains(n))
+            Some(t) => thread_count(t, MAX_THREADS)
                 .ok_or_else(|| WebError::BadRequest(format!("threads={t:?} is not a thread count (1, 2, 4, …)")))?,
         };
         let reasons: Vec<&'static str> = REASONS.iter().copied().chain([NO_REASON]).collect();
         Ok(Filters {
             size_bytes,
             threads,
-            direction: given(&q.direction).map_or(Ok("encrypt"), |d| one_of("direction", d, &DIRECTIONS))?,
-            key_mode: given(&q.key_mode).map_or(Ok("static"), |k| one_of("key_mode", k, &KEY_MODES))?,
-            label: given(&q.label).map(|l| match l.split_once('=') {
-                Some((k, v)) => (k.trim().to_string(), Some(v.trim().to_string())),
-                None => (l.to_string(), None),
-            }),
+            direction: given(&q.direction).map_or(Ok("encrypt"), |d| require_one_of("direction", d, &DIRECTIONS))?,
+            key_mode: given(&q.key_mode).map_or(Ok("static"), |k| require_one_of("key_mode", k, &KEY_MODES))?,
+            label: given(&q.label).map(label),
             arch: given(&q.arch).map(str::to_string),
-            reason: given(&q.reason).map(|r| one_of("reason", r, &reasons)).transpose()?,
+            reason: given(&q.reason)
+                .map(|r| require_one_of("reason", r, &reasons))
+                .transpose()?,
         })
     }
 
@@ -147,22 +131,13 @@ impl Filters {
     }
 
     fn matches_host(&self, host: &FallbackHost) -> bool {
-        let label_ok = match &self.label {
-            None => true,
-            Some((k, None)) => host.labels.0.contains_key(k),
-            Some((k, Some(v))) => host.labels.0.get(k) == Some(v),
-        };
-        label_ok && self.arch.as_ref().is_none_or(|a| host.arch.as_ref() == Some(a))
+        label_matches(&self.label, &host.labels.0) && self.arch.as_ref().is_none_or(|a| host.arch.as_ref() == Some(a))
     }
 
     /// The filters as query parameters (defaults left out), for links that keep the view.
     fn query_pairs(&self) -> Vec<(&'static str, String)> {
         let or_blank = |v: String, default: &str| if v == default { String::new() } else { v };
-        let label = match &self.label {
-            None => String::new(),
-            Some((k, None)) => k.clone(),
-            Some((k, Some(v))) => format!("{k}={v}"),
-        };
+        let label = label_text(&self.label);
         vec![
             ("size", or_blank(self.size_bytes.to_string(), &DEFAULT_SIZE.to_string())),
             ("threads", or_blank(self.threads.to_string(), "1")),
@@ -285,24 +260,6 @@ async fn load(state: &WebState, filters: &Filters) -> Result<(Vec<Judged>, Vec<F
     Ok((rows, open))
 }
 
-/// An option of a filter's `<select>`.
-struct Choice {
-    value: String,
-    text: String,
-    selected: bool,
-}
-
-fn choices(values: impl IntoIterator<Item = (String, String)>, current: &str) -> Vec<Choice> {
-    values
-        .into_iter()
-        .map(|(value, text)| Choice {
-            selected: value == current,
-            value,
-            text,
-        })
-        .collect()
-}
-
 /// The page; every string is escaped by the template (no `|safe` anywhere).
 #[derive(Template)]
 #[template(path = "fallback.html")]
@@ -373,19 +330,9 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
             &filters.size_bytes.to_string(),
         ),
         threads: filters.threads,
-        directions: choices(
-            DIRECTIONS.iter().map(|d| (d.to_string(), d.to_string())),
-            filters.direction,
-        ),
-        key_modes: choices(
-            KEY_MODES.iter().map(|k| (k.to_string(), k.to_string())),
-            filters.key_mode,
-        ),
-        label: pairs
-            .iter()
-            .find(|(k, _)| *k == "label")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default(),
+        directions: plain_choices(&DIRECTIONS, filters.direction),
+        key_modes: plain_choices(&KEY_MODES, filters.key_mode),
+        label: label_text(&filters.label),
         archs: choices(arch_values, filters.arch.as_deref().unwrap_or("")),
         reasons: choices(reason_values, filters.reason.unwrap_or("")),
         csv_href: with_query(
@@ -409,21 +356,7 @@ mod tests {
     use super::*;
 
     fn query(pairs: &[(&str, &str)]) -> FallbackQuery {
-        let mut q = FallbackQuery::default();
-        for (k, v) in pairs {
-            let v = Some(v.to_string());
-            match *k {
-                "size" => q.size = v,
-                "threads" => q.threads = v,
-                "direction" => q.direction = v,
-                "key_mode" => q.key_mode = v,
-                "label" => q.label = v,
-                "arch" => q.arch = v,
-                "reason" => q.reason = v,
-                other => panic!("no filter {other}"),
-            }
-        }
-        q
+        super::super::params::query_from(pairs)
     }
 
     #[test]

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::api::{self, ApiError, FormatParam};
 use super::paging::{Pager, with_query};
+use super::params::{self, LabelFilter};
 use super::{WebError, WebState, format};
 use crate::db::hosts::{self, HostWithFacts, Labels};
 
@@ -68,7 +69,7 @@ pub struct HostsQuery {
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct HostFilter {
     /// `key=value`, or `key` alone for "has the label".
-    pub label: Option<(String, Option<String>)>,
+    pub label: Option<LabelFilter>,
     pub arch: Option<String>,
     /// Exact CPU model name.
     pub cpu: Option<String>,
@@ -79,15 +80,12 @@ pub struct HostFilter {
 }
 
 fn given(v: &Option<String>) -> Option<String> {
-    v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)
+    params::given(v).map(str::to_owned)
 }
 
 impl HostFilter {
     pub fn parse(q: &HostsQuery) -> Result<Self, WebError> {
-        let label = given(&q.label).map(|l| match l.split_once('=') {
-            Some((k, v)) => (k.trim().to_string(), Some(v.trim().to_string())),
-            None => (l, None),
-        });
+        let label = params::given(&q.label).map(params::label);
         let online = match given(&q.status).as_deref() {
             None => None,
             Some("online") => Some(true),
@@ -96,13 +94,9 @@ impl HostFilter {
                 return Err(WebError::BadRequest(format!("status={other:?}: use online or offline")));
             }
         };
-        let acceleration =
-            match given(&q.accel) {
-                None => None,
-                Some(a) => Some(ACCELERATION.into_iter().find(|s| *s == a).ok_or_else(|| {
-                    WebError::BadRequest(format!("accel={a:?}: use one of {}", ACCELERATION.join(", ")))
-                })?),
-            };
+        let acceleration = params::given(&q.accel)
+            .map(|a| params::require_one_of("accel", a, &ACCELERATION))
+            .transpose()?;
         Ok(HostFilter {
             label,
             arch: given(&q.arch),
@@ -114,13 +108,8 @@ impl HostFilter {
     }
 
     pub fn matches(&self, h: &HostWithFacts, online: bool) -> bool {
-        let label_ok = match &self.label {
-            None => true,
-            Some((k, None)) => h.host.labels.0.contains_key(k),
-            Some((k, Some(v))) => h.host.labels.0.get(k) == Some(v),
-        };
         let same = |want: &Option<String>, have: &Option<String>| want.is_none() || want == have;
-        label_ok
+        params::label_matches(&self.label, &h.host.labels.0)
             && same(&self.arch, &h.arch)
             && same(&self.cpu, &h.cpu_model_name)
             && same(&self.kernel, &h.kernel_release)
@@ -130,13 +119,8 @@ impl HostFilter {
 
     /// The filters as query parameters, for links that keep them.
     pub fn query_pairs(&self) -> Vec<(&'static str, String)> {
-        let label = match &self.label {
-            None => String::new(),
-            Some((k, None)) => k.clone(),
-            Some((k, Some(v))) => format!("{k}={v}"),
-        };
         vec![
-            ("label", label),
+            ("label", params::label_text(&self.label)),
             ("arch", self.arch.clone().unwrap_or_default()),
             ("cpu", self.cpu.clone().unwrap_or_default()),
             ("kernel", self.kernel.clone().unwrap_or_default()),
@@ -362,16 +346,7 @@ mod tests {
     }
 
     fn query(pairs: &[(&str, &str)]) -> HostsQuery {
-        let get = |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
-        HostsQuery {
-            label: get("label"),
-            arch: get("arch"),
-            cpu: get("cpu"),
-            kernel: get("kernel"),
-            status: get("status"),
-            accel: get("accel"),
-            page: None,
-        }
+        params::query_from(pairs)
     }
 
     #[test]
@@ -455,5 +430,34 @@ mod tests {
             assert_eq!(is_marked(&labels, "emulated"), want, "{value:?}");
         }
         assert!(!is_marked(&Labels::new(), "emulated"));
+    }
+
+    #[test]
+    fn pager_links_go_both_ways_and_escape_the_href() {
+        let page = HostsPage {
+            label: String::new(),
+            cpu: String::new(),
+            kernel: String::new(),
+            arch_choices: Vec::new(),
+            status_choices: Vec::new(),
+            accel_choices: Vec::new(),
+            filtered: false,
+            fleet_size: 1,
+            rows: vec![HostRow::new(&host(&[], "x86_64", &[]), true)],
+            summary: "showing 51–100 of 120".into(),
+            prev: Some("/hosts?arch=x&page=1".into()),
+            next: Some("/hosts?page=3".into()),
+            csv_href: String::new(),
+            json_href: String::new(),
+        };
+        let html = page.render().unwrap();
+        assert!(
+            html.contains(
+                "<p class=\"pager\">showing 51–100 of 120 hosts.\n\
+                 <a href=\"/hosts?arch=x&#38;page=1\" rel=\"prev\">← previous</a>\n\
+                 <a href=\"/hosts?page=3\" rel=\"next\">next →</a></p>"
+            ),
+            "{html}"
+        );
     }
 }

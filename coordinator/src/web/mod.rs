@@ -13,6 +13,8 @@
 //! - [`format`]: numbers, sizes and times as the pages print them (units always stated).
 //! - [`svg`]: server-rendered line charts (payload size, threads, time).
 //! - [`paging`]: `?page=`, "showing 51–100 of N", links that keep the filters.
+//! - [`params`]: query values read one way on every page (blank = absent,
+//!   sizes, threads, labels) and the `<select>` options offered back.
 //!
 //! Every agent-supplied string (hostnames, labels, CPU model names, errors)
 //! is untrusted: templates escape it (askama escapes `.html` by default; no
@@ -35,6 +37,7 @@ mod hosts;
 mod modes;
 mod overview;
 mod paging;
+mod params;
 mod result;
 pub mod svg;
 

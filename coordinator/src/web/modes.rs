@@ -6,9 +6,10 @@
 //!
 //! Data: [`matrix::host_points`] — the primary-key range of the host(s) in
 //! `result_points`, merged by [`curves`]. Without a host or class the page
-//! is a chooser.
+//! is a chooser. [`params`] reads the query string.
 
 mod curves;
+mod params;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,133 +18,24 @@ use axum::Router;
 use axum::extract::{Query, State};
 use axum::response::{Html, Response};
 use axum::routing::get;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::api::{self, ApiError, FormatParam};
-use super::compare::{Choice, Link, parse_algorithms};
+use super::compare::Link;
 use super::hosts::{SIMULATED_LABEL, is_marked};
-use super::paging::{parse_id, with_query};
+use super::paging::with_query;
+use super::params::{Choice, DIRECTIONS, PATHS, choices, plain_choices};
 use super::svg::{LineChart, XAxis};
 use super::{WebError, WebState, format};
 use crate::db::matrix::{self, ClassedHost};
 use crate::findings::EMULATED_LABEL;
 use curves::{Merged, by_algorithm, merge, scaling};
-
-/// The size of the thread-scaling chart without `size=`.
-const DEFAULT_SIZE: i64 = 16 * 1024;
+use params::{ModesParams, ModesQuery, Subject};
 
 pub fn routes() -> Router<WebState> {
     Router::new()
         .route("/modes", get(page))
         .route("/api/v1/modes", get(api_modes))
-}
-
-/// The query string as sent; blank fields mean the default.
-#[derive(Debug, Default, Deserialize)]
-pub struct ModesQuery {
-    host: Option<String>,
-    class: Option<String>,
-    direction: Option<String>,
-    path: Option<String>,
-    /// Payload size of the thread-scaling chart, in bytes.
-    size: Option<String>,
-    algorithms: Option<String>,
-}
-
-/// Whose curves: one host, or the median over a class's hosts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Subject {
-    Host(i64),
-    Class(String),
-}
-
-/// The checked parameters.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModesParams {
-    /// `None`: nothing chosen yet, the page offers the choice.
-    pub subject: Option<Subject>,
-    pub direction: String,
-    pub path: String,
-    pub size_bytes: i64,
-    /// Empty = every algorithm with data.
-    pub algorithms: Vec<String>,
-}
-
-fn given(v: &Option<String>) -> Option<&str> {
-    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
-}
-
-impl ModesParams {
-    pub fn parse(q: &ModesQuery) -> Result<Self, WebError> {
-        let bad = |name: &str, value: &str, expected: &str| {
-            WebError::BadRequest(format!("{name}={value:?} is not valid: {expected}"))
-        };
-        let subject = match (given(&q.host), given(&q.class)) {
-            (Some(_), Some(_)) => {
-                return Err(WebError::BadRequest("give host= or class=, not both".into()));
-            }
-            (Some(h), None) => Some(Subject::Host(
-                parse_id(h, "host").map_err(|_| bad("host", h, "a host id (a positive integer)"))?,
-            )),
-            (None, Some(c)) if c.len() == 16 && c.chars().all(|x| x.is_ascii_hexdigit()) => {
-                Some(Subject::Class(c.to_ascii_lowercase()))
-            }
-            (None, Some(c)) => return Err(bad("class", c, "a class key (16 hex digits)")),
-            (None, None) => None,
-        };
-        let direction = match given(&q.direction) {
-            None => "encrypt",
-            Some(v @ ("encrypt" | "decrypt")) => v,
-            Some(v) => return Err(bad("direction", v, "encrypt or decrypt")),
-        };
-        let path = match given(&q.path) {
-            None => "accelerated",
-            Some(v @ ("accelerated" | "software")) => v,
-            Some(v) => return Err(bad("path", v, "accelerated or software")),
-        };
-        let size_bytes = match given(&q.size) {
-            None => DEFAULT_SIZE,
-            Some(v) => v
-                .parse::<i64>()
-                .ok()
-                .filter(|n| (1..=1 << 40).contains(n))
-                .ok_or_else(|| bad("size", v, "a payload size in bytes, e.g. 16384"))?,
-        };
-        let algorithms = given(&q.algorithms)
-            .map(parse_algorithms)
-            .transpose()?
-            .unwrap_or_default();
-        Ok(ModesParams {
-            subject,
-            direction: direction.into(),
-            path: path.into(),
-            size_bytes,
-            algorithms,
-        })
-    }
-
-    /// This view as query pairs (defaults left out).
-    fn query_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = Vec::new();
-        match &self.subject {
-            Some(Subject::Host(id)) => pairs.push(("host", id.to_string())),
-            Some(Subject::Class(key)) => pairs.push(("class", key.clone())),
-            None => {}
-        }
-        if self.direction != "encrypt" {
-            pairs.push(("direction", self.direction.clone()));
-        }
-        if self.path != "accelerated" {
-            pairs.push(("path", self.path.clone()));
-        }
-        if self.size_bytes != DEFAULT_SIZE {
-            pairs.push(("size", self.size_bytes.to_string()));
-        }
-        if !self.algorithms.is_empty() {
-            pairs.push(("algorithms", self.algorithms.join(",")));
-        }
-        pairs
-    }
 }
 
 /// Who the page is about, resolved against the fleet.
@@ -256,17 +148,6 @@ struct ModesPage {
     json_href: String,
 }
 
-fn choices(values: impl IntoIterator<Item = (String, String)>, current: &str) -> Vec<Choice> {
-    values
-        .into_iter()
-        .map(|(value, text)| Choice {
-            selected: value == current,
-            value,
-            text,
-        })
-        .collect()
-}
-
 /// The payload-size chart (one thread, one line per algorithm) and the same
 /// numbers as a table: size columns, one row per algorithm.
 fn size_section(title: String, merged: &[Merged]) -> (String, Vec<String>, Vec<SizeRow>) {
@@ -351,14 +232,8 @@ async fn page(State(state): State<WebState>, Query(q): Query<ModesQuery>) -> Res
             _ => "",
         },
     );
-    let direction_choices = choices(
-        ["encrypt", "decrypt"].map(|d| (d.to_string(), d.to_string())),
-        &params.direction,
-    );
-    let path_choices = choices(
-        ["accelerated", "software"].map(|d| (d.to_string(), d.to_string())),
-        &params.path,
-    );
+    let direction_choices = plain_choices(&DIRECTIONS, &params.direction);
+    let path_choices = plain_choices(&PATHS, &params.path);
     let mut page = ModesPage {
         chosen: false,
         host_choices,
@@ -526,32 +401,4 @@ async fn api_modes(
         })
         .collect();
     api::table("modes", &rows, format.format)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parameters_need_one_subject_and_name_what_is_wrong() {
-        let q = |host: Option<&str>, class: Option<&str>, size: Option<&str>| ModesQuery {
-            host: host.map(String::from),
-            class: class.map(String::from),
-            size: size.map(String::from),
-            ..Default::default()
-        };
-        let p = ModesParams::parse(&q(Some("7"), None, None)).unwrap();
-        assert_eq!((p.subject, p.size_bytes), (Some(Subject::Host(7)), 16384));
-        assert_eq!(ModesParams::parse(&q(None, None, None)).unwrap().subject, None);
-        for (query, name) in [
-            (q(Some("x"), None, None), "host"),
-            (q(None, Some("zz"), None), "class"),
-            (q(Some("1"), Some("00000000000000ff"), None), "not both"),
-            (q(Some("1"), None, Some("big")), "size"),
-        ] {
-            let err = ModesParams::parse(&query).unwrap_err();
-            assert!(matches!(err, WebError::BadRequest(_)));
-            assert!(err.to_string().contains(name), "{err}");
-        }
-    }
 }

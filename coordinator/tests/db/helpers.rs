@@ -6,7 +6,6 @@
 //! stopped when the test binary exits (an `atexit` hook: statics are never
 //! dropped), so no `postgres` process outlives `cargo test`.
 
-use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use cipherfleet_coordinator::MIGRATOR;
@@ -18,6 +17,10 @@ use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 use uuid::Uuid;
+
+#[path = "../support/temp_dir.rs"]
+mod temp_dir;
+pub use temp_dir::TempDir;
 
 /// The shared cluster, taken and dropped (which stops it) at exit.
 static CLUSTER: Mutex<Option<(PrivateCluster, TempDir)>> = Mutex::new(None);
@@ -76,32 +79,6 @@ pub async fn fresh_db() -> PgPool {
         .expect("connecting to the test database");
     MIGRATOR.run(&pool).await.expect("migrating the test database");
     pool
-}
-
-/// A directory removed on drop (declare it before a cluster living in it, so
-/// the cluster is dropped, and stopped, first).
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(what: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let dir = std::env::temp_dir().join(format!("cipherfleet-{what}-{}-{nanos:08x}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("creating a temporary directory");
-        TempDir(dir)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Host facts as `cipherfleet-agent probe --format json` prints them.

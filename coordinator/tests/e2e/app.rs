@@ -13,6 +13,8 @@ use sqlx::{ConnectOptions, PgPool};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 
 pub use crate::db_helpers::TempDir;
+pub use crate::http::HttpResponse;
+use crate::http::http_get;
 
 pub const AGENT_TOKEN: &str = "agent-token-0123456789abcdef";
 pub const ADMIN_TOKEN: &str = "admin-token-0123456789abcdef";
@@ -31,6 +33,26 @@ pub fn agent_binary() -> PathBuf {
         bin.display()
     );
     bin
+}
+
+/// `algorithms` × `sizes`, encrypt, one thread, static key, the accelerated
+/// path, `seconds` a point: change the rest with `v1::Matrix { …, ..matrix(…) }`.
+pub fn matrix(algorithms: &[&str], sizes: &[u64], seconds: f64) -> v1::Matrix {
+    v1::Matrix {
+        algorithms: algorithms.iter().map(|s| s.to_string()).collect(),
+        sizes: sizes.to_vec(),
+        directions: vec![v1::Direction::Encrypt as i32],
+        threads: vec![1],
+        concurrency: None,
+        key_modes: vec![v1::KeyMode::Static as i32],
+        paths: vec![v1::Path::Accelerated as i32],
+        seconds,
+    }
+}
+
+/// Both paths, for [`v1::Matrix::paths`].
+pub fn both_paths() -> Vec<i32> {
+    vec![v1::Path::Accelerated as i32, v1::Path::Software as i32]
 }
 
 pub struct App {
@@ -179,8 +201,13 @@ impl App {
     /// `cipherfleet-agent run` for this coordinator, named `name`, with its own
     /// spool directory; add flags, environment or pipes, spawn, then [`App::track_agent`].
     pub fn agent_command(&self, name: &str) -> Command {
+        self.agent_command_with(&agent_binary(), name)
+    }
+
+    /// [`App::agent_command`] running the agent build at `binary` instead.
+    pub fn agent_command_with(&self, binary: &Path, name: &str) -> Command {
         let spool = self.dir.path().join(format!("spool-{name}"));
-        let mut command = Command::new(agent_binary());
+        let mut command = Command::new(binary);
         command
             .args([
                 "run",
@@ -198,6 +225,25 @@ impl App {
             .env("CIPHERFLEET_LOG", "error")
             .stdin(Stdio::null());
         command
+    }
+
+    /// Starts the agent build at `binary` as agent `name`, like [`App::spawn_agent`].
+    pub fn spawn_agent_build(&mut self, binary: &Path, name: &str, extra: &[&str]) -> usize {
+        assert!(binary.is_file(), "{} is missing: run deploy/build.sh", binary.display());
+        let child = self
+            .agent_command_with(binary, name)
+            .args(extra)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
+        self.track_agent(child)
+    }
+
+    /// Starts the software build (`cipherfleet-agent-soft`, every crypto crate
+    /// forced to software) as agent `name`. Its daemon measures every job itself,
+    /// so accelerated requests run in software too.
+    pub fn spawn_soft_agent(&mut self, name: &str, extra: &[&str]) -> usize {
+        let soft = agent_binary().with_file_name("cipherfleet-agent-soft");
+        self.spawn_agent_build(&soft, name, extra)
     }
 
     /// Kills `child` with the app; returns its index for [`App::kill_agent`].
@@ -235,23 +281,18 @@ impl App {
         let _ = &mut admin;
     }
 
-    /// Starts a campaign over an explicit matrix on every host.
+    /// Starts a campaign over [`matrix`] on every host.
     pub async fn start_matrix(&self, algorithms: &[&str], sizes: &[u64], seconds: f64) -> String {
-        let matrix = v1::Matrix {
-            algorithms: algorithms.iter().map(|s| s.to_string()).collect(),
-            sizes: sizes.to_vec(),
-            directions: vec![v1::Direction::Encrypt as i32],
-            threads: vec![1],
-            concurrency: None,
-            key_modes: vec![v1::KeyMode::Static as i32],
-            paths: vec![v1::Path::Accelerated as i32],
-            seconds,
-        };
+        self.start_campaign("e2e", matrix(algorithms, sizes, seconds)).await
+    }
+
+    /// Starts a campaign named `name` over `matrix` on every host; returns its id.
+    pub async fn start_campaign(&self, name: &str, matrix: v1::Matrix) -> String {
         let request = v1::StartCampaignRequest {
             points: Some(v1::start_campaign_request::Points::Matrix(matrix)),
             hosts: None,
             started_by: "e2e".into(),
-            name: "e2e".into(),
+            name: name.into(),
         };
         self.admin()
             .await
@@ -260,6 +301,19 @@ impl App {
             .expect("campaign starts")
             .into_inner()
             .campaign_id
+    }
+
+    /// [`App::start_campaign`], then waits up to 240 s for it to complete; returns its id.
+    pub async fn run_campaign(&self, name: &str, matrix: v1::Matrix) -> String {
+        let id = self.start_campaign(name, matrix).await;
+        let status = self.wait_finished(&id, Duration::from_secs(240)).await;
+        assert_eq!(
+            status.state,
+            v1::CampaignState::Completed as i32,
+            "{:?}",
+            status.failures
+        );
+        id
     }
 
     pub async fn status(&self, id: &str) -> v1::CampaignStatusResponse {
@@ -403,74 +457,5 @@ where
         }
         assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// An HTTP answer as the tests look at it.
-#[derive(Debug)]
-pub struct HttpResponse {
-    pub status: u16,
-    /// Header names in lower case.
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
-
-impl HttpResponse {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-    }
-}
-
-/// A plain HTTP/1.1 `GET` over a real socket (`Connection: close`, chunked bodies decoded):
-/// enough of a client for the report's tests without one more dependency.
-pub async fn http_get(addr: SocketAddr, path: &str) -> HttpResponse {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .expect("connecting to the report");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut raw))
-        .await
-        .unwrap_or_else(|_| panic!("GET {path}: no complete answer within 60 s"))
-        .unwrap();
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("GET {path}: no header end in {:?}", String::from_utf8_lossy(&raw)));
-    let head = String::from_utf8(raw[..split].to_vec()).expect("UTF-8 headers");
-    let mut lines = head.split("\r\n");
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let mut body = raw[split + 4..].to_vec();
-    if headers
-        .iter()
-        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"))
-    {
-        body = dechunk(&body);
-    }
-    HttpResponse {
-        status,
-        headers,
-        body: String::from_utf8(body).expect("UTF-8 body"),
-    }
-}
-
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = data.windows(2).position(|w| w == b"\r\n").expect("chunk size line");
-        let size_text = std::str::from_utf8(&data[..line_end]).unwrap();
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
-        if size == 0 {
-            return out;
-        }
-        let start = line_end + 2;
-        out.extend_from_slice(&data[start..start + size]);
-        data = &data[start + size + 2..];
     }
 }

@@ -11,13 +11,12 @@
 //! makes the README's pictures this way.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use cipherfleet_proto::v1;
 use serde_json::{Value, json};
 
-use crate::app::{App, agent_binary, spawn_app};
+use crate::app::{App, agent_binary, both_paths, matrix, spawn_app};
 use crate::chromium::Browser;
 
 /// AES-256-GCM against ChaCha20-Poly1305 (the classic AEAD question) plus a
@@ -186,8 +185,7 @@ async fn every_page_shows_real_campaign_results_in_a_real_browser() {
         );
     }
     if visit(&mut browser, &base, "/fallback", "fallback", &shots, &mut p).is_some() {
-        // The software build is a fact of the host (a finding), whatever ran: with the
-        // accelerated sibling installed beside it, the accelerated path still runs in hardware.
+        // The software build is a fact of the host (a finding), whatever ran.
         let findings = browser.eval(&format!(
             "Array.from(document.querySelectorAll('#findings tr')).filter(r => r.dataset.host === {}).map(r => r.dataset.reason)",
             json!(SOFT)
@@ -520,59 +518,17 @@ pub fn spawn_agent_build(app: &mut App, binary: &str, name: &str, extra: &[&str]
         Some(dir) => Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir).join(binary),
         None => agent_binary().with_file_name(binary),
     };
-    assert!(path.is_file(), "{} is missing: run deploy/build.sh", path.display());
-    let template = app.agent_command(name);
-    let mut command = Command::new(&path);
-    command
-        .args(template.get_args())
-        .args(extra)
-        .stdin(std::process::Stdio::null());
-    for (key, value) in template.get_envs() {
-        if let Some(value) = value {
-            command.env(key, value);
-        }
-    }
-    let child = command
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", path.display()));
-    app.track_agent(child)
+    app.spawn_agent_build(&path, name, extra)
 }
 
 /// Runs `algorithms` × `sizes` on both paths on every host and waits for it:
 /// a tiny but real campaign. Returns its id.
 pub async fn run_campaign(app: &App, algorithms: &[&str], sizes: &[u64], seconds: f64) -> String {
-    let matrix = v1::Matrix {
-        algorithms: algorithms.iter().map(|s| s.to_string()).collect(),
-        sizes: sizes.to_vec(),
-        directions: vec![v1::Direction::Encrypt as i32],
-        threads: vec![1],
-        concurrency: None,
-        key_modes: vec![v1::KeyMode::Static as i32],
-        paths: vec![v1::Path::Accelerated as i32, v1::Path::Software as i32],
-        seconds,
+    let both = v1::Matrix {
+        paths: both_paths(),
+        ..matrix(algorithms, sizes, seconds)
     };
-    let request = v1::StartCampaignRequest {
-        points: Some(v1::start_campaign_request::Points::Matrix(matrix)),
-        hosts: None,
-        started_by: "browser test".into(),
-        name: "browser".into(),
-    };
-    let id = app
-        .admin()
-        .await
-        .start_campaign(request)
-        .await
-        .expect("campaign starts")
-        .into_inner()
-        .campaign_id;
-    let status = app.wait_finished(&id, Duration::from_secs(240)).await;
-    assert_eq!(
-        status.state,
-        v1::CampaignState::Completed as i32,
-        "{:?}",
-        status.failures
-    );
-    id
+    app.run_campaign("browser", both).await
 }
 
 pub async fn host_id(app: &App, name: &str) -> i64 {

@@ -12,6 +12,8 @@ mod chromium;
 mod db_helpers;
 mod faults;
 mod findings;
+mod html;
+mod http;
 mod rejections;
 mod report_capacity;
 mod report_compare;

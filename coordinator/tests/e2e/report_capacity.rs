@@ -10,36 +10,18 @@ use cipherfleet_coordinator::web::format;
 use cipherfleet_proto::v1;
 use serde_json::Value;
 
-use crate::app::{App, HttpResponse, spawn_app};
+use crate::app::{App, HttpResponse, matrix, spawn_app};
 
 const SIZE: u64 = 16384;
 
 /// A campaign of `algorithms` at [`SIZE`], encrypt, accelerated, static key,
 /// at 1 and 2 threads (`App::start_matrix` measures 1 thread only).
 async fn start_scaling_campaign(app: &App, algorithms: &[&str]) -> String {
-    let matrix = v1::Matrix {
-        algorithms: algorithms.iter().map(|s| s.to_string()).collect(),
-        sizes: vec![SIZE],
-        directions: vec![v1::Direction::Encrypt as i32],
+    let scaling = v1::Matrix {
         threads: vec![1, 2],
-        concurrency: None,
-        key_modes: vec![v1::KeyMode::Static as i32],
-        paths: vec![v1::Path::Accelerated as i32],
-        seconds: 0.05,
+        ..matrix(algorithms, &[SIZE], 0.05)
     };
-    let request = v1::StartCampaignRequest {
-        points: Some(v1::start_campaign_request::Points::Matrix(matrix)),
-        hosts: None,
-        started_by: "e2e".into(),
-        name: "capacity".into(),
-    };
-    app.admin()
-        .await
-        .start_campaign(request)
-        .await
-        .expect("campaign starts")
-        .into_inner()
-        .campaign_id
+    app.start_campaign("capacity", scaling).await
 }
 
 /// The stored latest throughput of `host` for `algorithm` at `threads`.

@@ -5,13 +5,12 @@
 //! `result_points`, never against typed-in numbers.
 
 use std::collections::BTreeMap;
-use std::process::Command;
-use std::time::Duration;
 
 use cipherfleet_coordinator::web::format;
 use cipherfleet_proto::v1;
 
-use crate::app::{App, agent_binary, spawn_app};
+use crate::app::{App, both_paths, matrix, spawn_app};
+use crate::html::{between, text};
 
 const ACCEL: &str = "cmp-accelerated";
 /// The same machine and build as [`ACCEL`], labelled emulated: it must never share ACCEL's class row.
@@ -50,79 +49,14 @@ async fn stored(app: &App) -> Vec<Stored> {
     .unwrap()
 }
 
-fn spawn_soft_agent(app: &mut App, name: &str) {
-    let soft = agent_binary().with_file_name("cipherfleet-agent-soft");
-    assert!(soft.is_file(), "{} is missing: run deploy/build.sh", soft.display());
-    let template = app.agent_command(name);
-    let mut command = Command::new(soft);
-    command.args(template.get_args()).stdin(std::process::Stdio::null());
-    for (key, value) in template.get_envs() {
-        if let Some(value) = value {
-            command.env(key, value);
-        }
-    }
-    let child = command.spawn().expect("starting the software-build agent");
-    app.track_agent(child);
-}
-
 /// Runs `algorithms` × `sizes` × `threads` on both paths, encrypt, on every host, and waits for it.
 async fn run(app: &App, algorithms: &[&str], sizes: &[u64], threads: &[u32]) {
-    let matrix = v1::Matrix {
-        algorithms: algorithms.iter().map(|s| s.to_string()).collect(),
-        sizes: sizes.to_vec(),
-        directions: vec![v1::Direction::Encrypt as i32],
+    let both = v1::Matrix {
         threads: threads.to_vec(),
-        concurrency: None,
-        key_modes: vec![v1::KeyMode::Static as i32],
-        paths: vec![v1::Path::Accelerated as i32, v1::Path::Software as i32],
-        seconds: 0.05,
+        paths: both_paths(),
+        ..matrix(algorithms, sizes, 0.05)
     };
-    let request = v1::StartCampaignRequest {
-        points: Some(v1::start_campaign_request::Points::Matrix(matrix)),
-        hosts: None,
-        started_by: "report_compare".into(),
-        name: "compare".into(),
-    };
-    let id = app
-        .admin()
-        .await
-        .start_campaign(request)
-        .await
-        .expect("campaign starts")
-        .into_inner()
-        .campaign_id;
-    let status = app.wait_finished(&id, Duration::from_secs(240)).await;
-    assert_eq!(
-        status.state,
-        v1::CampaignState::Completed as i32,
-        "{:?}",
-        status.failures
-    );
-}
-
-/// The text between the first `start` and the next `end` after it.
-fn between<'a>(s: &'a str, start: &str, end: &str) -> &'a str {
-    let from = s.find(start).unwrap_or_else(|| panic!("{start:?} not in the page")) + start.len();
-    let to = s[from..]
-        .find(end)
-        .unwrap_or_else(|| panic!("{end:?} not after {start:?}"))
-        + from;
-    &s[from..to]
-}
-
-/// Markup without its tags.
-fn text(html: &str) -> String {
-    let mut out = String::new();
-    let mut in_tag = false;
-    for c in html.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' => in_tag = false,
-            c if !in_tag => out.push(c),
-            _ => {}
-        }
-    }
-    out
+    app.run_campaign("compare", both).await;
 }
 
 /// The matrix's column headings (algorithms), in page order.
@@ -172,7 +106,7 @@ async fn compare_and_modes_show_exactly_what_a_real_campaign_stored() {
     let mut app = spawn_app().await;
     app.spawn_agent(ACCEL, &[]);
     app.spawn_agent(EMULATED, &["--label", "emulated=qemu"]);
-    spawn_soft_agent(&mut app, SOFT);
+    app.spawn_soft_agent(SOFT, &[]);
     app.wait_online(3).await;
     run(&app, ALGORITHMS, SIZES, &[1]).await;
     // A second thread count at 16 KiB for the scaling curve.

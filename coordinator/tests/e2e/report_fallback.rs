@@ -4,7 +4,6 @@
 //! and the findings list must show what the database holds.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use cipherfleet_coordinator::analysis::slow::Thresholds;
@@ -12,63 +11,11 @@ use cipherfleet_coordinator::web::format;
 use cipherfleet_proto::v1;
 use serde_json::Value;
 
-use crate::app::{App, agent_binary, spawn_app, wait_for};
+use crate::app::{App, both_paths, matrix, spawn_app, wait_for};
+use crate::html::{between, text};
 
 const ALGORITHMS: [&str; 2] = ["aes-128-gcm", "chacha20-poly1305"];
 const SIZE: u64 = 16 * 1024;
-
-/// Starts the software build as an agent named `name`, with the flags a normal
-/// agent gets, installed as a host that only has software builds: the daemon
-/// and, under the accelerated binary's name, the worker it starts for the
-/// accelerated path. So accelerated requests really run in software.
-fn spawn_soft_agent(app: &mut App, name: &str) {
-    let soft = agent_binary().with_file_name("cipherfleet-agent-soft");
-    let dir = app.dir.path().join("soft-only");
-    std::fs::create_dir_all(&dir).unwrap();
-    for installed in ["cipherfleet-agent-soft", "cipherfleet-agent"] {
-        let to = dir.join(installed);
-        if std::fs::hard_link(&soft, &to).is_err() {
-            std::fs::copy(&soft, &to).expect("installing the software build");
-        }
-    }
-    let normal = app.agent_command(name);
-    let mut command = Command::new(dir.join("cipherfleet-agent-soft"));
-    command.args(normal.get_args()).stdin(Stdio::null());
-    for (k, v) in normal.get_envs() {
-        if let Some(v) = v {
-            command.env(k, v);
-        }
-    }
-    let child = command.spawn().expect("starting the software-build agent");
-    app.track_agent(child);
-}
-
-/// A campaign measuring [`ALGORITHMS`] at [`SIZE`] on both paths, on every host.
-async fn start_both_paths(app: &App) -> String {
-    let matrix = v1::Matrix {
-        algorithms: ALGORITHMS.iter().map(|s| s.to_string()).collect(),
-        sizes: vec![SIZE],
-        directions: vec![v1::Direction::Encrypt as i32],
-        threads: vec![1],
-        concurrency: None,
-        key_modes: vec![v1::KeyMode::Static as i32],
-        paths: vec![v1::Path::Accelerated as i32, v1::Path::Software as i32],
-        seconds: 0.05,
-    };
-    let request = v1::StartCampaignRequest {
-        points: Some(v1::start_campaign_request::Points::Matrix(matrix)),
-        hosts: None,
-        started_by: "e2e".into(),
-        name: "fallback".into(),
-    };
-    app.admin()
-        .await
-        .start_campaign(request)
-        .await
-        .expect("campaign starts")
-        .into_inner()
-        .campaign_id
-}
 
 /// What the database holds for one host and algorithm: the latest result of each path.
 #[derive(Debug, Clone, Default)]
@@ -113,36 +60,27 @@ fn assert_close(got: f64, want: f64) {
     assert!((got - want).abs() <= want.abs() * 1e-12, "{got} != {want}");
 }
 
-/// The HTML between `start` and the next `end`.
-fn between<'a>(html: &'a str, start: &str, end: &str) -> &'a str {
-    let from = html.find(start).unwrap_or_else(|| panic!("no {start:?} in the page"));
-    let rest = &html[from..];
-    &rest[..rest.find(end).unwrap_or(rest.len())]
-}
-
 /// The text of the first `<td class="…{class}…">` in `row`, tags stripped.
 fn cell_text(row: &str, class: &str) -> String {
-    let cell = between(row, &format!("class=\"num {class}\""), "</td>");
-    let mut text = String::new();
-    let mut in_tag = true; // the rest of the opening tag comes first
-    for c in cell.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' => in_tag = false,
-            c if !in_tag => text.push(c),
-            _ => {}
-        }
-    }
-    text
+    // What `between` leaves of the opening tag is put back into one.
+    text(&format!(
+        "<td {}",
+        between(row, &format!("class=\"num {class}\""), "</td>")
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fallback_page_shows_both_paths_their_ratio_and_why_the_soft_build_runs_software() {
     let mut app = spawn_app().await;
     app.spawn_agent("fb-normal", &["--label", "rack=r1"]);
-    spawn_soft_agent(&mut app, "fb-soft");
+    app.spawn_soft_agent("fb-soft", &[]);
     app.wait_online(2).await;
-    let id = start_both_paths(&app).await;
+    // [`ALGORITHMS`] at [`SIZE`] on both paths, on every host.
+    let both = v1::Matrix {
+        paths: both_paths(),
+        ..matrix(&ALGORITHMS, &[SIZE], 0.05)
+    };
+    let id = app.start_campaign("fallback", both).await;
     let status = app.wait_finished(&id, Duration::from_secs(120)).await;
     assert_eq!(status.overall.unwrap().done, 8, "2 hosts × 2 algorithms × 2 paths");
 

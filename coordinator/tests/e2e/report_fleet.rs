@@ -6,14 +6,13 @@
 //! to bad addresses.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::web::format;
 use serde_json::Value;
 
-use crate::app::{App, HttpResponse, agent_binary, spawn_app, wait_for};
+use crate::app::{App, HttpResponse, spawn_app, wait_for};
 
 const NORMAL: &str = "fleet-normal";
 const SOFT: &str = "fleet-soft";
@@ -21,19 +20,6 @@ const CRASHING: &str = "chacha20-poly1305";
 /// A label value is free text from the agent: markup in it must stay text.
 const HOSTILE: &str = "<img src=x onerror=alert(1)>\"'&";
 const HOSTILE_ESCAPED: &str = "&#60;img src=x onerror=alert(1)&#62;&#34;&#39;&#38;";
-
-/// Starts the software build as an agent named `name`, with the flags a normal agent gets.
-fn spawn_soft_agent(app: &mut App, name: &str) {
-    let normal = app.agent_command(name);
-    let mut soft = Command::new(agent_binary().with_file_name("cipherfleet-agent-soft"));
-    soft.args(normal.get_args()).stdin(Stdio::null());
-    for (k, v) in normal.get_envs() {
-        if let Some(v) = v {
-            soft.env(k, v);
-        }
-    }
-    app.track_agent(soft.spawn().expect("starting the software-build agent"));
-}
 
 /// The `<tr …>` element whose opening tag contains `marker`.
 fn row<'a>(html: &'a str, marker: &str) -> &'a str {
@@ -76,7 +62,7 @@ async fn fleet_pages_show_the_hosts_campaign_and_results_the_database_holds() {
         .env("CIPHERFLEET_WORKER_FAULT", format!("abort:{CRASHING}"));
     let child = normal.spawn().expect("starting the agent");
     app.track_agent(child);
-    spawn_soft_agent(&mut app, SOFT);
+    app.spawn_soft_agent(SOFT, &[]);
     app.wait_online(2).await;
     let campaign = app.start_matrix(&["aes-256-gcm", CRASHING], &[16 * 1024], 0.05).await;
     // A running campaign's page reloads itself; a finished one does not.

@@ -289,7 +289,7 @@ mod tests {
     use super::*;
 
     fn query(pairs: &[(&str, &str)]) -> CompareQuery {
-        CompareQuery::from_pairs(pairs)
+        crate::web::params::query_from(pairs)
     }
 
     #[test]

@@ -7,10 +7,8 @@ use serde::Deserialize;
 
 use super::super::WebError;
 use super::super::paging::Pager;
+use super::super::params::{DEFAULT_SIZE, DIRECTIONS, PATHS, byte_size, class_key, given, one_of, thread_count};
 use crate::db::matrix::{Slice, View};
-
-/// The view without parameters: the object-storage block size, one thread.
-pub const DEFAULT_SIZE: i64 = 16 * 1024;
 
 /// The query string as sent; blank fields mean the default.
 #[derive(Debug, Default, Deserialize)]
@@ -55,48 +53,22 @@ pub struct CompareParams {
     pub page: u64,
 }
 
-fn given(v: &Option<String>) -> Option<&str> {
-    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
-}
-
 impl CompareParams {
     /// Reads the query; anything unusable is a bad request naming the parameter and the value.
     pub fn parse(q: &CompareQuery) -> Result<Self, WebError> {
-        let bad = |name: &str, value: &str, expected: &str| {
-            WebError::BadRequest(format!("{name}={value:?} is not valid: {expected}"))
-        };
+        let bad = not_valid;
         let rows = match given(&q.rows) {
             None | Some("hosts") => Rows::Hosts,
             Some("classes") => Rows::Classes,
             Some(v) => return Err(bad("rows", v, "hosts or classes")),
         };
-        // Bounds keep the value in the columns' types; anything else is a typo worth a 400.
-        let size_bytes = match given(&q.size) {
-            None => DEFAULT_SIZE,
-            Some(v) => v
-                .parse::<i64>()
-                .ok()
-                .filter(|n| (1..=1 << 40).contains(n))
-                .ok_or_else(|| bad("size", v, "a payload size in bytes, e.g. 16384"))?,
-        };
+        let size_bytes = size(&q.size)?;
         let threads = match given(&q.threads) {
             None => 1,
-            Some(v) => v
-                .parse::<i32>()
-                .ok()
-                .filter(|n| (1..=65536).contains(n))
-                .ok_or_else(|| bad("threads", v, "a thread count, e.g. 1"))?,
+            Some(v) => thread_count(v, 65536).ok_or_else(|| bad("threads", v, "a thread count, e.g. 1"))?,
         };
-        let direction = match given(&q.direction) {
-            None => "encrypt",
-            Some(v @ ("encrypt" | "decrypt")) => v,
-            Some(v) => return Err(bad("direction", v, "encrypt or decrypt")),
-        };
-        let path = match given(&q.path) {
-            None => "accelerated",
-            Some(v @ ("accelerated" | "software")) => v,
-            Some(v) => return Err(bad("path", v, "accelerated or software")),
-        };
+        let direction = direction(&q.direction)?;
+        let path = path(&q.path)?;
         let metric = match given(&q.metric) {
             None | Some("throughput") => Metric::Throughput,
             Some("p99") => Metric::P99,
@@ -106,11 +78,11 @@ impl CompareParams {
             None => Vec::new(),
             Some(list) => parse_algorithms(list)?,
         };
-        // Class keys are hex digests: checking the shape keeps agent text out of the filter.
         let class = match given(&q.class) {
             None => None,
-            Some(v) if v.len() == 16 && v.chars().all(|c| c.is_ascii_hexdigit()) => Some(v.to_ascii_lowercase()),
-            Some(v) => return Err(bad("class", v, "a class key (16 hex digits, as the class links carry)")),
+            Some(v) => Some(
+                class_key(v).ok_or_else(|| bad("class", v, "a class key (16 hex digits, as the class links carry)"))?,
+            ),
         };
         Ok(CompareParams {
             rows,
@@ -167,6 +139,35 @@ impl CompareParams {
     }
 }
 
+/// The refusal of `/compare` and `/modes`: the parameter, the value sent, and what would do.
+pub fn not_valid(name: &str, value: &str, expected: &str) -> WebError {
+    WebError::BadRequest(format!("{name}={value:?} is not valid: {expected}"))
+}
+
+/// `size=` in plain bytes, as `/compare` and `/modes` read it; blank is [`DEFAULT_SIZE`].
+pub fn size(raw: &Option<String>) -> Result<i64, WebError> {
+    match given(raw) {
+        None => Ok(DEFAULT_SIZE),
+        Some(v) => byte_size(v).ok_or_else(|| not_valid("size", v, "a payload size in bytes, e.g. 16384")),
+    }
+}
+
+/// `direction=` as `/compare` and `/modes` read it; blank is `encrypt`.
+pub fn direction(raw: &Option<String>) -> Result<&'static str, WebError> {
+    match given(raw) {
+        None => Ok(DIRECTIONS[0]),
+        Some(v) => one_of(v, &DIRECTIONS).ok_or_else(|| not_valid("direction", v, "encrypt or decrypt")),
+    }
+}
+
+/// `path=` as `/compare` and `/modes` read it; blank is `accelerated`.
+pub fn path(raw: &Option<String>) -> Result<&'static str, WebError> {
+    match given(raw) {
+        None => Ok(PATHS[0]),
+        Some(v) => one_of(v, &PATHS).ok_or_else(|| not_valid("path", v, "accelerated or software")),
+    }
+}
+
 /// A comma-separated list of algorithm names, canonicalised (`AES-256-GCM`,
 /// `3des-cbc` accepted) and deduplicated in the order given.
 pub fn parse_algorithms(list: &str) -> Result<Vec<String>, WebError> {
@@ -184,37 +185,10 @@ pub fn parse_algorithms(list: &str) -> Result<Vec<String>, WebError> {
 }
 
 #[cfg(test)]
-impl CompareQuery {
-    /// A query from `name=value` pairs, as the router would extract it.
-    pub fn from_pairs(pairs: &[(&str, &str)]) -> CompareQuery {
-        let mut q = CompareQuery::default();
-        for (k, v) in pairs {
-            let v = Some(v.to_string());
-            match *k {
-                "rows" => q.rows = v,
-                "size" => q.size = v,
-                "threads" => q.threads = v,
-                "direction" => q.direction = v,
-                "path" => q.path = v,
-                "algorithms" => q.algorithms = v,
-                "metric" => q.metric = v,
-                "class" => q.class = v,
-                "page" => q.page = v,
-                other => panic!("no parameter {other}"),
-            }
-        }
-        q
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::super::super::paging::with_query;
+    use super::super::super::params::query_from as query;
     use super::*;
-
-    fn query(pairs: &[(&str, &str)]) -> CompareQuery {
-        CompareQuery::from_pairs(pairs)
-    }
 
     #[test]
     fn no_parameters_mean_hosts_at_16_kib_one_thread_encrypt_accelerated() {

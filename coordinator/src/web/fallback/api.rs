@@ -6,7 +6,8 @@ use axum::response::Response;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{FallbackQuery, Filters, given, load, reason_label};
+use super::super::params::given;
+use super::{FallbackQuery, Filters, load, reason_label};
 use crate::db::fallback as store;
 use crate::web::api::{self, ApiError, FormatParam};
 use crate::web::{WebError, WebState};
