@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use aead::inout::InOutBuf;
 use aead::{AeadInOut, KeyInit, Nonce};
-use cipherfleet_agent::backend::Path;
 use cipherfleet_agent::engine;
-use cipherfleet_agent::spec::{Direction, JobSpec, KeyMode};
-use cipherfleet_agent::stats;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::{Direction, JobSpec, KeyMode};
+use cipherfleet_core::stats;
 
 const ROUNDS: usize = 10;
 const ROUND_SECONDS: f64 = 0.5;

@@ -7,19 +7,7 @@
 //! The detection below mirrors each crate's own dispatch so that `path_used`
 //! reports what actually ran, not what was requested.
 
-use serde::{Deserialize, Serialize};
-
-use crate::algorithm::{Algorithm, Cipher, Mode};
-
-/// Build flavour of this binary.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Flavour {
-    /// Run-time detection picks hardware instructions where present.
-    Accelerated,
-    /// Built with every crypto crate forced to its portable software backend.
-    Software,
-}
+use cipherfleet_core::path::{Backends, Flavour};
 
 /// The flavour this binary was built as.
 pub const FLAVOUR: Flavour = if cfg!(cipherfleet_soft) {
@@ -27,43 +15,6 @@ pub const FLAVOUR: Flavour = if cfg!(cipherfleet_soft) {
 } else {
     Flavour::Accelerated
 };
-
-/// The flavour's name as reports print it.
-pub const FLAVOUR_NAME: &str = if cfg!(cipherfleet_soft) {
-    "software"
-} else {
-    "accelerated"
-};
-
-/// The path a measurement ran on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Path {
-    Accelerated,
-    Software,
-}
-
-impl Path {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Path::Accelerated => "accelerated",
-            Path::Software => "software",
-        }
-    }
-}
-
-/// Backend names each primitive uses in this process.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Backends {
-    /// `aes-ni`, `vaes`, `armv8-aes` or `soft`.
-    pub aes: String,
-    /// GHASH/POLYVAL multiply: `clmul` (x86, needs AVX + PCLMULQDQ), `pmull` (ARM) or `soft`.
-    pub ghash: String,
-    /// ChaCha20: `avx2`, `sse2`, `neon` or `soft`.
-    pub chacha20: String,
-    /// SHA-256 (HMAC, HKDF): `sha-ni`, `armv8-sha2` or `soft`.
-    pub sha256: String,
-}
 
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 mod detect {
@@ -159,68 +110,29 @@ pub fn backends() -> Backends {
     }
 }
 
-impl Backends {
-    /// The path an algorithm runs on here: accelerated only when every primitive it
-    /// depends on for its bulk work runs on hardware instructions. DES has no
-    /// hardware path anywhere, so it is always `software`.
-    pub fn path_for(&self, alg: Algorithm) -> Path {
-        let hw = |b: &str| b != "soft";
-        let accelerated = match (alg.cipher, alg.mode) {
-            (Cipher::Des | Cipher::TripleDes, _) => false,
-            (Cipher::ChaCha20, _) => hw(&self.chacha20),
-            (_, Mode::Gcm) => hw(&self.aes) && hw(&self.ghash),
-            (_, Mode::CbcHmacSha256) => hw(&self.aes),
-            _ => hw(&self.aes),
-        };
-        if accelerated { Path::Accelerated } else { Path::Software }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn all_soft() -> Backends {
-        Backends {
-            aes: "soft".into(),
-            ghash: "soft".into(),
-            chacha20: "soft".into(),
-            sha256: "soft".into(),
-        }
-    }
-
-    #[test]
-    fn gcm_needs_both_aes_and_ghash_hardware() {
-        let gcm: Algorithm = "aes-256-gcm".parse().unwrap();
-        let westmere = Backends {
-            aes: "aes-ni".into(),
-            ..all_soft()
-        };
-        assert_eq!(westmere.path_for(gcm), Path::Software);
-        let modern = Backends {
-            aes: "aes-ni".into(),
-            ghash: "clmul".into(),
-            ..all_soft()
-        };
-        assert_eq!(modern.path_for(gcm), Path::Accelerated);
-        assert_eq!(modern.path_for("aes-128-cbc".parse().unwrap()), Path::Accelerated);
-    }
-
-    #[test]
-    fn des_is_always_software() {
-        let b = Backends {
-            aes: "aes-ni".into(),
-            ghash: "clmul".into(),
-            chacha20: "avx2".into(),
-            sha256: "sha-ni".into(),
-        };
-        assert_eq!(b.path_for("des-ede3-cbc".parse().unwrap()), Path::Software);
-    }
-
+    /// Only the software flavour can check this; in the accelerated build it would pass vacuously.
+    #[cfg(cipherfleet_soft)]
     #[test]
     fn software_build_reports_soft_backends() {
-        if FLAVOUR == Flavour::Software {
-            assert_eq!(backends(), all_soft());
+        assert_eq!(FLAVOUR, Flavour::Software);
+        let b = backends();
+        for (primitive, name) in [
+            ("aes", &b.aes),
+            ("ghash", &b.ghash),
+            ("chacha20", &b.chacha20),
+            ("sha256", &b.sha256),
+        ] {
+            assert_eq!(name, "soft", "{primitive}");
         }
+    }
+
+    #[cfg(not(cipherfleet_soft))]
+    #[test]
+    fn accelerated_build_says_so() {
+        assert_eq!(FLAVOUR, Flavour::Accelerated);
     }
 }

@@ -10,13 +10,15 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::algorithm::{self, Algorithm};
-use crate::backend::{self, Flavour, Path};
+use cipherfleet_core::algorithm::{self, Algorithm};
+use cipherfleet_core::path::{Flavour, Path};
+
+use crate::backend;
 use crate::daemon::{self, RunArgs};
-use crate::measurement::{Measurement, Status};
 use crate::report::{self, Format};
-use crate::spec::{self, Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
 use crate::{probe, selftest, worker};
+use cipherfleet_core::measurement::{Measurement, Status};
+use cipherfleet_core::spec::{self, Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
 
 const AFTER_HELP: &str = "\
 MB/s is 10^6 bytes of plaintext per second, as `openssl speed` reports it.
@@ -261,7 +263,7 @@ fn run_selftest(format: ProbeFormat) -> i32 {
             writeln!(
                 out,
                 "known-answer tests ({} build): {} of {} passed",
-                crate::backend::FLAVOUR_NAME,
+                crate::backend::FLAVOUR.as_str(),
                 outcomes.len() - failed,
                 outcomes.len()
             )

@@ -17,12 +17,12 @@ use std::collections::VecDeque;
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
+use cipherfleet_core::measurement::{Figures, Latency, LatencyMethod};
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 
 use crate::kernel::{self, Batch, KernelError, KernelInput};
-use crate::spec::{InvalidSpec, JobSpec};
-use crate::stats;
+use cipherfleet_core::spec::{InvalidSpec, JobSpec};
+use cipherfleet_core::stats;
 
 /// Target duration of one timed batch.
 pub const BATCH_TARGET: Duration = Duration::from_micros(10);
@@ -39,57 +39,6 @@ pub enum EngineError {
     Kernel { thread: u32, source: KernelError },
     #[error("{0}")]
     Resources(String),
-}
-
-/// How the latency percentiles were obtained.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LatencyMethod {
-    /// Every operation timed on its own.
-    PerOp,
-    /// Each value is the mean of a timed batch of `batch_ops` operations (tiny payloads).
-    BatchMean,
-    /// Per object, from submission to completion including queueing (object-storage scenario).
-    PerObject,
-}
-
-/// Latency percentiles in nanoseconds (nearest rank, 3 significant digits).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Latency {
-    pub p50: u64,
-    pub p90: u64,
-    pub p99: u64,
-    pub p999: u64,
-    pub max: u64,
-}
-
-/// What one measurement produced.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Figures {
-    /// Median sample throughput, 10^6 plaintext bytes per second, all threads together.
-    pub throughput_mb_s: f64,
-    pub ops_per_s: f64,
-    pub latency_ns: Latency,
-    pub latency_method: LatencyMethod,
-    /// Operations per timed batch.
-    pub batch_ops: u64,
-    /// Coefficient of variation of the sample throughputs (`None` with one sample).
-    pub cv: Option<f64>,
-    pub samples: u32,
-    pub sample_seconds: f64,
-    pub warmup_seconds: f64,
-    /// Wall time of the measured phase.
-    pub elapsed_seconds: f64,
-    pub operations: u64,
-    pub bytes_processed: u64,
-    pub cpu_user_seconds: f64,
-    pub cpu_sys_seconds: f64,
-    /// CPU time / (wall time × threads): 1.0 means every worker thread was busy throughout.
-    pub cpu_utilization: f64,
-    /// Mean nanoseconds of one key setup (key schedule; plus HMAC key for CBC-HMAC).
-    pub key_setup_ns: f64,
-    /// Every sample's throughput in MB/s, in order.
-    pub sample_throughputs_mb_s: Vec<f64>,
 }
 
 /// One thread's share of the measured phase.
@@ -340,8 +289,8 @@ fn cpu_times() -> (f64, f64) {
 /// Refuses points whose buffers would not fit in available memory.
 fn check_memory(spec: &JobSpec) -> Result<(), EngineError> {
     let per_thread_buffers = match spec.direction {
-        crate::spec::Direction::Encrypt => 2,
-        crate::spec::Direction::Decrypt => 2 + kernel::pool_slots(spec.size_bytes) as u64,
+        cipherfleet_core::spec::Direction::Encrypt => 2,
+        cipherfleet_core::spec::Direction::Decrypt => 2 + kernel::pool_slots(spec.size_bytes) as u64,
     };
     let needed = per_thread_buffers * (spec.size_bytes + 64) * u64::from(spec.threads);
     let available = std::fs::read_to_string("/proc/meminfo")
@@ -365,8 +314,8 @@ fn check_memory(spec: &JobSpec) -> Result<(), EngineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Path;
-    use crate::spec::{Direction, KeyMode};
+    use cipherfleet_core::path::Path;
+    use cipherfleet_core::spec::{Direction, KeyMode};
 
     fn spec(alg: &str, size: u64) -> JobSpec {
         JobSpec {

@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use crate::measurement::{Measurement, Status};
-use crate::probe::HostFacts;
-use crate::spec::format_size;
+use cipherfleet_core::facts::HostFacts;
+use cipherfleet_core::measurement::{Measurement, Status};
+use cipherfleet_core::spec::format_size;
 
 /// Output format of `bench` and `probe`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -179,7 +179,8 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
     let soft: Vec<&str> = results
         .iter()
         .filter(|m| {
-            m.path_requested == crate::backend::Path::Accelerated && m.path_used == Some(crate::backend::Path::Software)
+            m.path_requested == cipherfleet_core::path::Path::Accelerated
+                && m.path_used == Some(cipherfleet_core::path::Path::Software)
         })
         .map(|m| m.algorithm.name())
         .collect::<std::collections::BTreeSet<_>>()
@@ -195,7 +196,7 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
     Ok(())
 }
 
-fn fig(m: &Measurement, f: impl Fn(&crate::engine::Figures) -> String) -> String {
+fn fig(m: &Measurement, f: impl Fn(&cipherfleet_core::measurement::Figures) -> String) -> String {
     match (&m.figures, m.status) {
         (Some(figures), Status::Ok) => f(figures),
         _ => "failed".to_string(),

@@ -13,10 +13,12 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::backend::{self, Flavour, Path};
-use crate::measurement::WorkerReport;
-use crate::spec::{JobSpec, KeyMode};
+use cipherfleet_core::path::{Flavour, Path};
+
+use crate::backend;
 use crate::{engine, selftest};
+use cipherfleet_core::measurement::WorkerReport;
+use cipherfleet_core::spec::{JobSpec, KeyMode};
 
 /// Name of the accelerated binary.
 pub const ACCELERATED_BIN: &str = "cipherfleet-agent";
@@ -91,19 +93,17 @@ pub fn daemon_binary_for(path: Path) -> Result<PathBuf, WorkerError> {
     }
 }
 
-/// How long a point may take before it is killed: its own time, generously, plus
-/// time to fill its buffers (emulated hosts are 10–50× slower than native).
-///
-/// `CIPHERFLEET_WORKER_TIME_LIMIT` (seconds) overrides it.
+/// How long a point may take before it is killed: [`JobSpec::time_limit`], the
+/// rule the coordinator also uses, unless `CIPHERFLEET_WORKER_TIME_LIMIT`
+/// (seconds) overrides it on this host.
 pub fn time_limit(spec: &JobSpec) -> Duration {
     let configured = std::env::var("CIPHERFLEET_WORKER_TIME_LIMIT")
         .ok()
         .and_then(|v| v.parse::<f64>().ok());
-    if let Some(secs) = configured.filter(|s| s.is_finite() && *s > 0.0) {
-        return Duration::from_secs_f64(secs);
+    match configured.filter(|s| s.is_finite() && *s > 0.0) {
+        Some(secs) => Duration::from_secs_f64(secs),
+        None => spec.time_limit(),
     }
-    let buffers = (spec.size_bytes as f64) * f64::from(spec.threads) * 8.0;
-    Duration::from_secs_f64(60.0 + 4.0 * (spec.seconds + spec.warmup_seconds()) + buffers / 5e6)
 }
 
 /// Environment variable holding a command prefix for worker processes.
@@ -309,7 +309,7 @@ pub fn worker_main() -> i32 {
 /// that one broken point fails alone.
 #[cfg(debug_assertions)]
 mod fault {
-    use crate::spec::JobSpec;
+    use cipherfleet_core::spec::JobSpec;
 
     pub fn inject(spec: &JobSpec) {
         let Ok(v) = std::env::var("CIPHERFLEET_WORKER_FAULT") else {

@@ -1,78 +1,50 @@
 //! Shared-secret tokens: the agents' enrollment token and the operators' admin
-//! token. Loaded from a file or the environment, compared in constant time,
+//! token. Loaded by the rule both programs share, compared in constant time,
 //! never printed (`Debug` shows only that a token is set).
 
 use std::fmt;
 use std::path::Path;
 
+use cipherfleet_core::token::{Secret, TokenError, TokenSource};
 use sha2::{Digest, Sha256};
 
 /// A secret token. Comparison hashes both sides first so that neither the
 /// length nor the position of the first difference leaks through timing.
 #[derive(Clone)]
-pub struct Token(Vec<u8>);
-
-/// Tokens shorter than this are refused: they are guessable.
-pub const MIN_TOKEN_LEN: usize = 16;
-
-#[derive(Debug, thiserror::Error)]
-pub enum TokenError {
-    #[error("reading the {what} from {path}: {source}")]
-    Read {
-        what: &'static str,
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("no {what}: pass {flag} or set {env}")]
-    Missing {
-        what: &'static str,
-        flag: &'static str,
-        env: &'static str,
-    },
-    #[error(
-        "the {what} is shorter than {MIN_TOKEN_LEN} characters; use a long random value (e.g. `openssl rand -hex 32`)"
-    )]
-    TooShort { what: &'static str },
-}
+pub struct Token(Secret);
 
 impl Token {
-    /// Reads a token from `file` (trailing newline trimmed) or else from the
-    /// environment variable `env`.
+    /// Reads a token from `file` or else from the environment variable `env`,
+    /// by the rule the agent uses too (`cipherfleet_core::token`); warns when
+    /// the file is readable by other users.
     pub fn load(
         what: &'static str,
         file: Option<&Path>,
         flag: &'static str,
         env: &'static str,
     ) -> Result<Token, TokenError> {
-        let raw = match file {
-            Some(path) => std::fs::read_to_string(path).map_err(|source| TokenError::Read {
-                what,
-                path: path.display().to_string(),
-                source,
-            })?,
-            None => std::env::var(env).map_err(|_| TokenError::Missing { what, flag, env })?,
-        };
-        let token = raw.trim_end_matches(['\n', '\r']);
-        if token.len() < MIN_TOKEN_LEN {
-            return Err(TokenError::TooShort { what });
+        let source = TokenSource { what, flag, file, env };
+        let secret = source.load()?;
+        if let Some(warning) = source.permission_warning() {
+            tracing::warn!("{warning}");
         }
-        Ok(Token(token.as_bytes().to_vec()))
+        Ok(Token(secret))
     }
 
-    /// A token from bytes already in memory (tests, generated tokens).
-    pub fn from_secret(secret: impl Into<Vec<u8>>) -> Token {
-        Token(secret.into())
+    /// A token from a secret already in memory (tests, generated tokens).
+    pub fn from_secret(secret: impl Into<String>) -> Token {
+        Token(Secret::new(secret))
     }
 
     /// Constant-time comparison with what a client presented.
     pub fn matches(&self, presented: &[u8]) -> bool {
-        let (a, b) = (Sha256::digest(&self.0), Sha256::digest(presented));
+        let (a, b) = (Sha256::digest(self.0.expose()), Sha256::digest(presented));
         a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }
 
     /// The raw secret, for a client to send.
-    pub fn expose(&self) -> &[u8] {
-        &self.0
+    pub fn expose(&self) -> &str {
+        self.0.expose()
     }
 }
 
@@ -102,7 +74,7 @@ mod tests {
     }
 
     #[test]
-    fn loading_trims_newline_and_refuses_short_tokens() {
+    fn loading_follows_the_shared_rule() {
         let dir = std::env::temp_dir().join(format!("cf-token-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (good, short) = (dir.join("good"), dir.join("short"));

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use cipherfleet_agent::daemon::{check_coordinator_url, client_tls};
+use cipherfleet_proto::client::{check_coordinator_url, client_tls};
 use cipherfleet_proto::v1::{self, admin_service_client::AdminServiceClient, start_campaign_request::Points};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
@@ -221,7 +221,7 @@ async fn admin_client(args: &AdminArgs) -> anyhow::Result<Admin> {
         "--admin-token-file",
         "CIPHERFLEET_ADMIN_TOKEN",
     )?;
-    let header = format!("Bearer {}", String::from_utf8_lossy(token.expose()));
+    let header = format!("Bearer {}", token.expose());
     let value: MetadataValue<_> = header.parse().context("the admin token must be printable ASCII")?;
     // The agent's rules: https:// or http://, --ca-cert only with https://, files checked now.
     check_coordinator_url(&args.coordinator, args.ca_cert.as_deref())?;

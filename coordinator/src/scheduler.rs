@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use cipherfleet_agent::spec::JobSpec;
+use cipherfleet_core::spec::JobSpec;
 use cipherfleet_proto::v1::{self, CoordinatorMessage, coordinator_message::Body};
 use sqlx::PgPool;
 use tokio::sync::mpsc;

@@ -15,10 +15,16 @@
 //! - `redact`: the hand-written `Debug` for [`v1::Hello`], which keeps the
 //!   enrollment token out of logs.
 //!
+//! - [`client`] (feature `client`): the coordinator URL check and TLS settings
+//!   that the agent and the operator commands dial with.
+//!
 //! Clients have no `connect` constructor (that would force tonic's transport
 //! on every user): build a `tonic::transport::Channel` and pass it to `new`.
 
 mod redact;
+
+#[cfg(feature = "client")]
+pub mod client;
 
 /// Messages, enums, clients and servers of package `cipherfleet.v1`.
 pub mod v1 {

@@ -1,17 +1,15 @@
 //! The daemon's configuration: `run` flags, the token, the host's default
 //! name and the spool directory's default place.
 
-use std::fmt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use cipherfleet_core::token::{Secret, TokenError, TokenSource};
+use cipherfleet_core::wire;
+use cipherfleet_proto::client::{self, ClientError};
 use cipherfleet_proto::v1;
 use clap::Args;
 use tonic::transport::ClientTlsConfig;
-
-use super::tls;
-use crate::wire;
 
 /// Environment variable holding the enrollment token when `--token-file` is not given.
 pub const TOKEN_ENV: &str = "CIPHERFLEET_TOKEN";
@@ -49,27 +47,6 @@ fn parse_label(s: &str) -> Result<v1::Label, String> {
     wire::parse_label(s).map_err(|e| e.message)
 }
 
-/// The enrollment token. Its `Debug` and `Display` never show it.
-#[derive(Clone)]
-pub struct Token(String);
-
-impl Token {
-    pub fn new(token: impl Into<String>) -> Self {
-        Token(token.into())
-    }
-
-    /// The secret itself, for the `Hello` and nothing else.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Token(<redacted>)")
-    }
-}
-
 /// Everything [`super::run`] needs.
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
@@ -77,7 +54,8 @@ pub struct DaemonConfig {
     pub coordinator: String,
     /// How to check an `https://` coordinator's certificate; `None` for `http://`.
     pub tls: Option<ClientTlsConfig>,
-    pub token: Token,
+    /// The enrollment token; `Debug` never shows it.
+    pub token: Secret,
     /// Host identity (`Hello.name`).
     pub name: String,
     pub labels: Vec<v1::Label>,
@@ -94,6 +72,22 @@ pub struct ConfigError {
     pub message: String,
 }
 
+impl From<ClientError> for ConfigError {
+    fn from(e: ClientError) -> Self {
+        config_error(e.flag, e.message)
+    }
+}
+
+impl From<TokenError> for ConfigError {
+    fn from(e: TokenError) -> Self {
+        let flag = e.source_name();
+        // The message already starts with the flag; keep only what follows it.
+        let text = e.to_string();
+        let message = text.strip_prefix(&format!("{flag}: ")).unwrap_or(&text).to_string();
+        config_error(flag, message)
+    }
+}
+
 pub(super) fn config_error(flag: &'static str, message: impl Into<String>) -> ConfigError {
     ConfigError {
         flag,
@@ -104,8 +98,8 @@ pub(super) fn config_error(flag: &'static str, message: impl Into<String>) -> Co
 impl RunArgs {
     /// Checks the flags and fills in defaults; reads the token.
     pub fn into_config(self) -> Result<DaemonConfig, ConfigError> {
-        check_coordinator_url(&self.coordinator, self.ca_cert.as_deref())?;
-        let tls = tls::client_tls(&self.coordinator, self.ca_cert.as_deref())?;
+        client::check_coordinator_url(&self.coordinator, self.ca_cert.as_deref())?;
+        let tls = client::client_tls(&self.coordinator, self.ca_cert.as_deref())?;
         let name = match self.name {
             Some(n) => n,
             None => default_name(),
@@ -135,67 +129,20 @@ impl RunArgs {
     }
 }
 
-/// Accepts `https://host[:port]` and `http://host[:port]`; `--ca-cert` only with
-/// `https://`, where it means something (given with `http://` the token would
-/// still travel in clear, which is surely not what was meant).
-pub fn check_coordinator_url(url: &str, ca_cert: Option<&Path>) -> Result<(), ConfigError> {
-    let Some(rest) = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")) else {
-        return Err(config_error(
-            "--coordinator",
-            format!("{url:?} is not an https:// or http:// URL, e.g. https://coordinator.example:7443"),
-        ));
+/// The enrollment token from `file`, else from `env` (the value of
+/// [`TOKEN_ENV`]), by the rule both programs share (`cipherfleet_core::token`).
+pub fn read_token(file: Option<&Path>, env: Option<String>) -> Result<Secret, ConfigError> {
+    let source = TokenSource {
+        what: "enrollment token",
+        flag: "--token-file",
+        file,
+        env: TOKEN_ENV,
     };
-    if rest.trim_end_matches('/').is_empty() {
-        return Err(config_error("--coordinator", format!("{url:?} has no host")));
+    let token = source.load_with_env(env)?;
+    if let Some(warning) = source.permission_warning() {
+        tracing::warn!("{warning}");
     }
-    if ca_cert.is_some() && url.starts_with("http://") {
-        return Err(config_error(
-            "--ca-cert",
-            format!("only used with an https:// coordinator, and {url:?} is plain http://"),
-        ));
-    }
-    tonic::transport::Endpoint::from_shared(url.to_string())
-        .map_err(|e| config_error("--coordinator", format!("{url:?} is not a valid URL: {e}")))?;
-    Ok(())
-}
-
-/// The token from `file` (surrounding white space trimmed), else from `env`.
-pub fn read_token(file: Option<&Path>, env: Option<String>) -> Result<Token, ConfigError> {
-    let (flag, token) = match (file, env) {
-        (Some(path), _) => {
-            let content = std::fs::read_to_string(path)
-                .map_err(|e| config_error("--token-file", format!("cannot read {}: {e}", path.display())))?;
-            if let Ok(meta) = std::fs::metadata(path)
-                && meta.permissions().mode() & 0o004 != 0
-            {
-                tracing::warn!(
-                    "the token file {} is readable by every user; chmod 600 it",
-                    path.display()
-                );
-            }
-            ("--token-file", content.trim().to_string())
-        }
-        (None, Some(value)) => (TOKEN_ENV, value.trim().to_string()),
-        (None, None) => {
-            return Err(config_error(
-                "--token-file",
-                format!("no enrollment token: give --token-file PATH or set {TOKEN_ENV}"),
-            ));
-        }
-    };
-    if token.is_empty() {
-        return Err(config_error(flag, "the enrollment token is empty"));
-    }
-    if token.len() > wire::MAX_TOKEN_LEN || token.chars().any(char::is_control) {
-        return Err(config_error(
-            flag,
-            format!(
-                "the enrollment token must be one line of at most {} bytes",
-                wire::MAX_TOKEN_LEN
-            ),
-        ));
-    }
-    Ok(Token(token))
+    Ok(token)
 }
 
 /// `<hostname>-<first 8 of /etc/machine-id>`: the hostname alone is often
@@ -255,13 +202,13 @@ mod tests {
     #[test]
     fn token_comes_from_the_file_first_and_never_prints() {
         let path = std::env::temp_dir().join(format!("cipherfleet-token-{}", std::process::id()));
-        std::fs::write(&path, "  file-secret\n").unwrap();
-        let token = read_token(Some(&path), Some("env-secret".into())).unwrap();
-        assert_eq!(token.expose(), "file-secret");
+        std::fs::write(&path, "  file-secret-0123456789\n").unwrap();
+        let token = read_token(Some(&path), Some("env-secret-0123456789".into())).unwrap();
+        assert_eq!(token.expose(), "file-secret-0123456789");
         assert!(!format!("{token:?}").contains("secret"));
         assert_eq!(
-            read_token(None, Some("env-secret".into())).unwrap().expose(),
-            "env-secret"
+            read_token(None, Some("env-secret-0123456789".into())).unwrap().expose(),
+            "env-secret-0123456789"
         );
         std::fs::write(&path, "\n").unwrap();
         assert_eq!(read_token(Some(&path), None).unwrap_err().flag, "--token-file");
@@ -272,7 +219,13 @@ mod tests {
             missing.contains("--token-file") && missing.contains(TOKEN_ENV),
             "{missing}"
         );
-        assert_eq!(read_token(None, Some("two\nlines".into())).unwrap_err().flag, TOKEN_ENV);
+        assert_eq!(
+            read_token(None, Some("two-0123456789\nlines-0123456789".into()))
+                .unwrap_err()
+                .flag,
+            TOKEN_ENV
+        );
+        assert_eq!(read_token(None, Some("short".into())).unwrap_err().flag, TOKEN_ENV);
     }
 
     #[test]
@@ -282,24 +235,6 @@ mod tests {
         assert_eq!(name_from("db-1", "uninitialized"), "db-1");
         assert!(name_from(&"h".repeat(500), "0123456789abcdef").len() <= wire::MAX_NAME_LEN);
         assert!(!default_name().is_empty());
-    }
-
-    #[test]
-    fn http_and_https_urls_are_accepted_and_ca_cert_only_with_https() {
-        assert!(check_coordinator_url("http://127.0.0.1:7070", None).is_ok());
-        assert!(check_coordinator_url("http://coordinator.example", None).is_ok());
-        assert!(check_coordinator_url("https://c.example:7443", None).is_ok());
-        assert!(check_coordinator_url("https://c.example:7443", Some(Path::new("ca.pem"))).is_ok());
-        let ca = check_coordinator_url("http://c.example", Some(Path::new("ca.pem"))).unwrap_err();
-        assert_eq!(ca.flag, "--ca-cert");
-        assert!(ca.message.contains("https://"), "{ca}");
-        for bad in ["c.example:7070", "ftp://c", "http://", "https://", "http://bad host"] {
-            assert_eq!(
-                check_coordinator_url(bad, None).unwrap_err().flag,
-                "--coordinator",
-                "{bad}"
-            );
-        }
     }
 
     #[test]

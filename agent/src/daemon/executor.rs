@@ -9,10 +9,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::spool::{Outcome, Spool};
-use crate::measurement::Measurement;
-use crate::spec::JobSpec;
 use crate::worker::{self, WorkerError};
-use crate::{probe, wire};
+use cipherfleet_core::measurement::Measurement;
+use cipherfleet_core::spec::JobSpec;
+use cipherfleet_core::wire;
+
+use crate::probe;
 
 /// Why a job could not be started.
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,6 @@
 //! coordinator acknowledges it.
 //!
 //! - [`config`]: flags, the enrollment token, default host name and spool place.
-//! - [`tls`]: which certificate authorities an `https://` coordinator is checked against.
 //! - [`session`]: one connected session (handshake, message handling, heartbeats).
 //! - [`executor`]: runs a job in a worker process on a blocking thread; cancellable.
 //! - [`spool`]: outcomes on disk until acknowledged.
@@ -20,15 +19,13 @@ mod config;
 mod executor;
 mod session;
 mod spool;
-mod tls;
 
 use anyhow::Context as _;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-pub use config::{ConfigError, DaemonConfig, RunArgs, TOKEN_ENV, Token, check_coordinator_url, default_name};
-pub use tls::client_tls;
+pub use config::{ConfigError, DaemonConfig, RunArgs, TOKEN_ENV, default_name};
 
 use backoff::Backoff;
 use executor::Executor;

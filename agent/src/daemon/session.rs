@@ -29,9 +29,11 @@ use tracing::{debug, info, warn};
 use super::Context;
 use super::executor::StartError;
 use super::spool::{Outcome, OutcomeResult};
-use crate::backend::Path;
-use crate::spec::JobSpec;
-use crate::{probe, wire, worker};
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::JobSpec;
+use cipherfleet_core::wire;
+
+use crate::{probe, worker};
 
 /// Longest wait for the TCP connection, for the TLS handshake, and then for `Welcome`.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -117,11 +119,16 @@ async fn handshake(ctx: &Context) -> Result<(Session, v1::Welcome, Streaming<v1:
     let endpoint = match &ctx.config.tls {
         Some(tls) => endpoint
             .tls_config(tls.clone().timeout(HANDSHAKE_TIMEOUT))
-            .map_err(|e| lost(format!("cannot set up TLS: {}", error_chain(&e)), false))?,
+            .map_err(|e| {
+                lost(
+                    format!("cannot set up TLS: {}", cipherfleet_proto::client::error_chain(&e)),
+                    false,
+                )
+            })?,
         None => endpoint,
     };
     let channel = endpoint.connect().await.map_err(|e| {
-        let mut reason = format!("cannot connect: {}", error_chain(&e));
+        let mut reason = format!("cannot connect: {}", cipherfleet_proto::client::error_chain(&e));
         if reason.contains("invalid peer certificate") {
             reason.push_str(
                 " (the coordinator's certificate must be signed by --ca-cert, or by a CA in the system's \
@@ -451,20 +458,4 @@ impl Session {
         }
         SessionEnd::Shutdown
     }
-}
-
-/// `e` and its sources, so "transport error" says what went wrong.
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        // Layers often repeat their inner error's words; say each once.
-        let part = s.to_string();
-        if !text.ends_with(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
 }

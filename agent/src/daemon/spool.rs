@@ -18,8 +18,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::measurement::Measurement;
-use crate::spec::JobSpec;
+use cipherfleet_core::measurement::Measurement;
+use cipherfleet_core::spec::JobSpec;
 
 const OUTCOME_PREFIX: &str = "outcome-";
 const RUNNING: &str = "running.json";
@@ -254,8 +254,8 @@ fn outcome_file(job_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Path as CryptoPath;
-    use crate::spec::{Direction, KeyMode};
+    use cipherfleet_core::path::Path as CryptoPath;
+    use cipherfleet_core::spec::{Direction, KeyMode};
 
     /// A fresh directory under the target's tmp dir, removed when dropped.
     struct TempDir(PathBuf);

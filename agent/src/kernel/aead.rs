@@ -9,7 +9,7 @@ use aead::{AeadInOut, KeyInit, Nonce, Tag};
 pub use aead::consts;
 
 use super::{KernelError, KernelInput, Keys, Operation};
-use crate::spec::Direction;
+use cipherfleet_core::spec::Direction;
 
 /// AES-CCM as the engine runs it: 16-byte tag, 13-byte nonce (RFC 3610 / SP 800-38C).
 pub type Ccm<C> = ccm::Ccm<C, consts::U16, consts::U13>;
@@ -116,8 +116,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Path;
-    use crate::spec::{JobSpec, KeyMode};
+    use cipherfleet_core::path::Path;
+    use cipherfleet_core::spec::{JobSpec, KeyMode};
 
     fn kernel(direction: Direction) -> AeadKernel<aes_gcm::Aes256Gcm> {
         let spec = JobSpec {

@@ -15,8 +15,8 @@ use cipher::{
 };
 
 use super::{KernelError, KernelInput, Keys, Operation};
-use crate::algorithm::Mode;
-use crate::spec::Direction;
+use cipherfleet_core::algorithm::Mode;
+use cipherfleet_core::spec::Direction;
 
 pub struct BlockKernel<C: BlockSizeUser> {
     keys: Keys<C>,

@@ -11,7 +11,7 @@ use sha2::Sha256;
 
 use super::block::padded_len;
 use super::{KernelError, KernelInput, Keys, Operation};
-use crate::spec::Direction;
+use cipherfleet_core::spec::Direction;
 
 type HmacSha256 = Hmac<Sha256>;
 const MAC_KEY_LEN: usize = 32;

@@ -4,7 +4,7 @@
 use hkdf::Hkdf;
 use sha2::Sha256;
 
-use crate::spec::KeyMode;
+use cipherfleet_core::spec::KeyMode;
 
 /// Users the `hkdf-per-user` mode cycles through.
 pub const USERS: u64 = 10_000;

@@ -20,8 +20,8 @@ mod stream;
 
 pub use keys::Keys;
 
-use crate::algorithm::{Cipher, Mode};
-use crate::spec::{Direction, JobSpec};
+use cipherfleet_core::algorithm::{Cipher, Mode};
+use cipherfleet_core::spec::{Direction, JobSpec};
 
 /// A failure inside the measured loop: always fatal for the point.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

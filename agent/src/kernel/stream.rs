@@ -7,7 +7,7 @@ use chacha20::ChaCha20;
 use cipher::{KeyIvInit, StreamCipher};
 
 use super::{KernelError, KernelInput, Keys, Operation};
-use crate::spec::Direction;
+use cipherfleet_core::spec::Direction;
 
 /// ChaCha20's "key setup" is copying the key into the state: the instance is the key.
 type Key = chacha20::Key;

@@ -1,9 +1,9 @@
 use super::*;
-use crate::algorithm::ALL;
-use crate::backend::Path;
-use crate::spec::KeyMode;
+use cipherfleet_core::algorithm::ALL;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::KeyMode;
 
-fn spec(alg: crate::algorithm::Algorithm, direction: Direction, key_mode: KeyMode, size: u64) -> JobSpec {
+fn spec(alg: cipherfleet_core::algorithm::Algorithm, direction: Direction, key_mode: KeyMode, size: u64) -> JobSpec {
     JobSpec {
         algorithm: alg,
         direction,

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::ffi::CStr;
 
-use super::{Noise, Os};
+use cipherfleet_core::facts::{Noise, Os};
 
 /// The whole file, or `None` if it cannot be read.
 pub(super) fn read_string(path: &str) -> Option<String> {

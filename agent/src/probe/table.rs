@@ -5,7 +5,7 @@ use std::fmt::Display;
 use std::io::{self, Write};
 
 use super::{Cpu, Features, HostFacts};
-use crate::backend::Flavour;
+use cipherfleet_core::path::Flavour;
 
 const UNKNOWN: &str = "unknown";
 
@@ -188,42 +188,13 @@ pub fn write_table(facts: &HostFacts, out: &mut dyn Write) -> io::Result<()> {
 
 #[cfg(test)]
 pub(super) mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
-    use crate::backend::Backends;
-    use crate::probe::{Build, CryptoPaths, Noise, Os, Virtualization};
 
     /// Facts with every optional field `None` and nothing checked.
     pub(crate) fn all_unknown() -> HostFacts {
-        HostFacts {
-            schema_version: 1,
-            hostname: None,
-            arch: "x86_64".into(),
-            kernel_release: None,
-            os: Os::default(),
-            memory_total_bytes: None,
-            cpu: Cpu::default(),
-            virtualization: Virtualization::default(),
-            features: Features::default(),
-            crypto: CryptoPaths {
-                backends: Backends {
-                    aes: "soft".into(),
-                    ghash: "soft".into(),
-                    chacha20: "soft".into(),
-                    sha256: "soft".into(),
-                },
-                aes_hardware_accelerated: false,
-            },
-            build: Build {
-                agent_version: "0.1.0".into(),
-                flavour: Flavour::Software,
-                profile: "debug".into(),
-                target: "x86_64-linux-gnu".into(),
-                crates: BTreeMap::new(),
-            },
-            noise: Noise::default(),
-        }
+        let mut facts = HostFacts::unknown("x86_64", Flavour::Software);
+        facts.build.agent_version = "0.1.0".into();
+        facts
     }
 
     fn render(facts: &HostFacts) -> String {

@@ -47,12 +47,12 @@ mod tests {
     /// dependency must be listed in [`CRATE_VERSIONS`].
     const NOT_CRYPTO: &[&str] = &[
         "anyhow",
+        "cipherfleet-core",
         "cipherfleet-proto",
         "clap",
         "getrandom",
         "hdrhistogram",
         "libc",
-        "rustls-pki-types",
         "serde",
         "serde_json",
         "thiserror",

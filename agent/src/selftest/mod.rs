@@ -25,7 +25,7 @@ use std::panic::{self, AssertUnwindSafe};
 
 use aead::{AeadInOut, KeyInit, Nonce, Tag};
 
-use crate::algorithm::{Algorithm, Cipher, Mode};
+use cipherfleet_core::algorithm::{Algorithm, Cipher, Mode};
 
 /// One known-answer test's outcome.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -131,7 +131,7 @@ fn groups_for(alg: Algorithm) -> Vec<Group> {
         (Cipher::Des, Mode::Cbc, _) => vec![Group::DesCbc],
         (Cipher::TripleDes, Mode::Ecb, _) => vec![Group::TdesEcb],
         (Cipher::TripleDes, Mode::Cbc, _) => vec![Group::TdesCbc],
-        // A combination `crate::algorithm::ALL` does not list: nothing covers it.
+        // A combination `cipherfleet_core::algorithm::ALL` does not list: nothing covers it.
         _ => Vec::new(),
     }
 }
@@ -188,7 +188,7 @@ pub fn run_hkdf() -> Vec<KatOutcome> {
 /// Runs every KAT once (each KAT appears once even if several algorithms share it).
 pub fn run_all() -> Vec<KatOutcome> {
     let mut groups: Vec<Group> = Vec::new();
-    let wanted = crate::algorithm::ALL
+    let wanted = cipherfleet_core::algorithm::ALL
         .iter()
         .flat_map(|a| groups_for(*a))
         .chain(std::iter::once(Group::HkdfSha256));
@@ -441,7 +441,7 @@ pub(crate) fn aead_round_trip<A: AeadInOut + KeyInit>(name: &str, key_len: usize
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::ALL;
+    use cipherfleet_core::algorithm::ALL;
 
     fn failures(outcomes: &[KatOutcome]) -> Vec<String> {
         outcomes

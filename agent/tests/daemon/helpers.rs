@@ -27,7 +27,7 @@ pub const SESSION: Duration = Duration::from_secs(60);
 /// Longest wait for a short job's result (a debug build measuring on a busy 2-core machine).
 pub const JOB: Duration = Duration::from_secs(90);
 /// The token every test agent presents.
-pub const TOKEN: &str = "test-token-7c1e";
+pub const TOKEN: &str = "test-token-7c1e-0042";
 
 /// How the coordinator answers a `Hello`.
 #[derive(Clone)]

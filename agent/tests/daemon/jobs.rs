@@ -1,7 +1,7 @@
 //! Jobs over a session: hello, accept, measure, report, acknowledge, cancel.
 
-use cipherfleet_agent::spec::JobSpec;
-use cipherfleet_agent::wire;
+use cipherfleet_core::spec::JobSpec;
+use cipherfleet_core::wire;
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::{self, agent_message, coordinator_message};
 

@@ -6,11 +6,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cipherfleet_agent::algorithm;
-use cipherfleet_agent::measurement::Measurement;
-use cipherfleet_agent::probe::HostFacts;
-use cipherfleet_agent::spec::JobSpec;
-use cipherfleet_agent::stats;
+use cipherfleet_core::algorithm;
+use cipherfleet_core::facts::HostFacts;
+use cipherfleet_core::measurement::Measurement;
+use cipherfleet_core::spec::JobSpec;
+use cipherfleet_core::stats;
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::agent_service_client::AgentServiceClient;
 use cipherfleet_proto::v1::{

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use cipherfleet_agent::spec::Suite;
-use cipherfleet_agent::stats;
+use cipherfleet_core::spec::Suite;
+use cipherfleet_core::stats;
 use cipherfleet_proto::v1::{self, start_campaign_request::Points};
 use sqlx::PgPool;
 

@@ -334,7 +334,7 @@ impl Recommendation {
 /// an unauthenticated mode because it measures faster.
 pub fn is_candidate(algorithm: &str) -> bool {
     algorithm
-        .parse::<cipherfleet_agent::algorithm::Algorithm>()
+        .parse::<cipherfleet_core::algorithm::Algorithm>()
         .is_ok_and(|a| a.is_authenticated())
 }
 

@@ -1,16 +1,9 @@
-//! Robust statistics: the median and the median absolute deviation. One
+//! Robust statistics over the median and the median absolute deviation (both
+//! from `cipherfleet_core::stats`). One
 //! outlier moves neither, which is what keeps a noisy but healthy host from
 //! being flagged.
 
-/// Median (the agent's own, so both sides agree on the definition).
-pub use cipherfleet_agent::stats::median;
-
-/// Median absolute deviation from the median.
-pub fn mad(values: &[f64]) -> Option<f64> {
-    let m = median(values)?;
-    let deviations: Vec<f64> = values.iter().map(|v| (v - m).abs()).collect();
-    median(&deviations)
-}
+pub use cipherfleet_core::stats::{mad, median};
 
 /// How many robust standard deviations `x` lies below the median of
 /// `reference` (1.4826 × MAD estimates σ for normal data). A floor of 2 % of

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use cipherfleet_agent::backend::Path;
-use cipherfleet_agent::spec::{Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
-use cipherfleet_agent::{algorithm::Algorithm, worker};
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::{Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
 use cipherfleet_proto::v1::admin_service_server::AdminService;
 use cipherfleet_proto::v1::{self, start_campaign_request::Points};
 use tonic::{Request, Response, Status};
@@ -126,7 +126,7 @@ fn new_job(host_id: i64, spec: &JobSpec) -> NewJob {
         concurrency: spec.concurrency.map(|c| c as i32),
         key_mode: spec.key_mode.as_str().to_string(),
         path: spec.path.as_str().to_string(),
-        time_limit_seconds: worker::time_limit(spec).as_secs_f64(),
+        time_limit_seconds: spec.time_limit().as_secs_f64(),
     }
 }
 

@@ -11,8 +11,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cipherfleet_agent::spec::JobSpec;
-use cipherfleet_agent::wire;
+use cipherfleet_core::spec::JobSpec;
+use cipherfleet_core::wire;
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::agent_service_server::AgentService;
 use cipherfleet_proto::v1::{self, AgentMessage, CoordinatorMessage, agent_message, coordinator_message::Body};

@@ -45,7 +45,7 @@ pub fn routes() -> Router<WebState> {
 /// Reads what the planner needs: the hosts, and the points of the chosen
 /// algorithm plus every recommendation candidate.
 async fn measure(state: &WebState, inputs: &Inputs) -> Result<Measurements, WebError> {
-    let mut algorithms: Vec<String> = cipherfleet_agent::algorithm::ALL
+    let mut algorithms: Vec<String> = cipherfleet_core::algorithm::ALL
         .iter()
         .map(|a| a.name().to_string())
         .filter(|a| model::is_candidate(a))

@@ -43,7 +43,7 @@ pub fn byte_size(raw: &str) -> Option<i64> {
 /// A payload size as campaigns spell it (`16384`, `16KiB`, `10MiB`): the
 /// agent's own parser, so the report accepts what a suite file does.
 pub fn spelled_size(raw: &str) -> Result<u64, String> {
-    cipherfleet_agent::spec::parse_size(raw).map_err(|e| e.message)
+    cipherfleet_core::spec::parse_size(raw).map_err(|e| e.message)
 }
 
 /// A thread count from 1 to `max`.

@@ -67,7 +67,7 @@ impl CapacityQuery {
         let algorithm = match given(&self.algorithm) {
             None => "aes-256-gcm".to_string(),
             Some(a) => a
-                .parse::<cipherfleet_agent::algorithm::Algorithm>()
+                .parse::<cipherfleet_core::algorithm::Algorithm>()
                 .map_err(|e| bad("algorithm", e.to_string()))?
                 .name()
                 .to_string(),

@@ -171,7 +171,7 @@ pub(super) fn page_view(inputs: Inputs, measurements: &Measurements) -> Capacity
             &inputs.size_bytes.to_string(),
         ),
         algorithms: choices(
-            cipherfleet_agent::algorithm::ALL
+            cipherfleet_core::algorithm::ALL
                 .iter()
                 .map(|a| (a.name().to_string(), a.name().to_string())),
             &inputs.algorithm,

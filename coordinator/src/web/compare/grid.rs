@@ -149,7 +149,7 @@ impl Matrix {
             .collect();
         let columns: Vec<String> = if params.algorithms.is_empty() {
             // The agent's table order (AES by key size and mode, then ChaCha20, DES), unknown names last.
-            let known = cipherfleet_agent::algorithm::ALL.iter().map(|a| a.name());
+            let known = cipherfleet_core::algorithm::ALL.iter().map(|a| a.name());
             let mut columns: Vec<String> = known.filter(|n| present.contains(n)).map(String::from).collect();
             for name in &present {
                 if !columns.iter().any(|c| c == name) {

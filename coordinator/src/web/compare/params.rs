@@ -174,7 +174,7 @@ pub fn parse_algorithms(list: &str) -> Result<Vec<String>, WebError> {
     let mut names: Vec<String> = Vec::new();
     for raw in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let algorithm = raw
-            .parse::<cipherfleet_agent::algorithm::Algorithm>()
+            .parse::<cipherfleet_core::algorithm::Algorithm>()
             .map_err(|e| WebError::BadRequest(format!("algorithms: {e}")))?;
         let name = algorithm.name().to_string();
         if !names.contains(&name) {

@@ -2,7 +2,7 @@
 //! accelerated path counts as running at software speed, and which open
 //! findings explain an algorithm being slow on its host.
 
-use cipherfleet_agent::algorithm::{Algorithm, Cipher, Mode};
+use cipherfleet_core::algorithm::{Algorithm, Cipher, Mode};
 
 use crate::analysis::slow::Thresholds;
 

@@ -28,7 +28,7 @@ pub struct Merged {
 pub fn merge(points: &[Point], algorithms: &[String]) -> Vec<Merged> {
     let mut groups: BTreeMap<(usize, &str, i64, i32), Vec<&Point>> = BTreeMap::new();
     let order = |name: &str| {
-        cipherfleet_agent::algorithm::ALL
+        cipherfleet_core::algorithm::ALL
             .iter()
             .position(|a| a.name() == name)
             .unwrap_or(usize::MAX)

@@ -1,4 +1,5 @@
-//! Summary statistics over samples: median, percentiles, coefficient of variation.
+//! Summary statistics over samples: median, percentiles, coefficient of variation,
+//! median absolute deviation. The agent and the coordinator use these, and only these.
 //!
 //! Percentiles use the nearest-rank method (the smallest value with at least
 //! p % of the samples at or below it), so every reported figure is a value
@@ -50,6 +51,13 @@ pub fn cv(values: &[f64]) -> Option<f64> {
     Some(var.sqrt() / m.abs())
 }
 
+/// Median absolute deviation from the median; `None` when empty.
+pub fn mad(values: &[f64]) -> Option<f64> {
+    let m = median(values)?;
+    let deviations: Vec<f64> = values.iter().map(|v| (v - m).abs()).collect();
+    median(&deviations)
+}
+
 fn sorted(values: &[f64]) -> Option<Vec<f64>> {
     if values.is_empty() || values.iter().any(|x| x.is_nan()) {
         return None;
@@ -75,6 +83,20 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(median(input), *want, "median({input:?})");
+        }
+    }
+
+    #[test]
+    fn mad_ignores_one_outlier() {
+        let cases: &[(&[f64], Option<f64>)] = &[
+            (&[], None),
+            (&[5.0], Some(0.0)),
+            (&[1.0, 2.0, 3.0, 4.0], Some(1.0)),
+            (&[10.0, 10.0, 10.0, 10.0, 1000.0], Some(0.0)),
+            (&[1.0, f64::NAN], None),
+        ];
+        for (input, want) in cases {
+            assert_eq!(mad(input), *want, "mad {input:?}");
         }
     }
 

@@ -4,7 +4,7 @@ use cipherfleet_proto::v1;
 
 use super::{WireError, wire_error};
 use crate::algorithm::{self, Algorithm};
-use crate::backend::Path;
+use crate::path::Path;
 use crate::spec::{Direction, JobSpec, KeyMode};
 
 impl From<&JobSpec> for v1::JobSpec {

@@ -1,7 +1,7 @@
-//! TLS to the coordinator (rustls on ring): which certificate authorities an
-//! agent trusts for an `https://` coordinator.
+//! Dialing a coordinator, for the agent and the operator commands: the URL
+//! check and the TLS settings (rustls on ring) for an `https://` coordinator.
 //!
-//! With `--ca-cert` that CA alone is trusted: a fleet usually has a private
+//! With a CA file that CA alone is trusted: a fleet usually has a private
 //! CA, and trusting the system store as well would accept any public CA's
 //! certificate for the coordinator's name. Without it the system store is used
 //! (`/etc/ssl/certs` and the like; `SSL_CERT_FILE` / `SSL_CERT_DIR` override).
@@ -14,13 +14,49 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
-use super::config::{ConfigError, config_error};
-use super::session::error_chain;
+/// A coordinator URL or CA file that cannot be used, naming the flag.
+#[derive(Debug, thiserror::Error)]
+#[error("{flag}: {message}")]
+pub struct ClientError {
+    pub flag: &'static str,
+    pub message: String,
+}
 
-/// TLS settings for a coordinator at `url` (checked by [`super::check_coordinator_url`]):
+fn client_error(flag: &'static str, message: impl Into<String>) -> ClientError {
+    ClientError {
+        flag,
+        message: message.into(),
+    }
+}
+
+/// Accepts `https://host[:port]` and `http://host[:port]`; `--ca-cert` only with
+/// `https://`, where it means something (given with `http://` the token would
+/// still travel in clear, which is surely not what was meant).
+pub fn check_coordinator_url(url: &str, ca_cert: Option<&Path>) -> Result<(), ClientError> {
+    let Some(rest) = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")) else {
+        return Err(client_error(
+            "--coordinator",
+            format!("{url:?} is not an https:// or http:// URL, e.g. https://coordinator.example:7443"),
+        ));
+    };
+    if rest.trim_end_matches('/').is_empty() {
+        return Err(client_error("--coordinator", format!("{url:?} has no host")));
+    }
+    if ca_cert.is_some() && url.starts_with("http://") {
+        return Err(client_error(
+            "--ca-cert",
+            format!("only used with an https:// coordinator, and {url:?} is plain http://"),
+        ));
+    }
+    Endpoint::from_shared(url.to_string())
+        .map_err(|e| client_error("--coordinator", format!("{url:?} is not a valid URL: {e}")))?;
+    Ok(())
+}
+
+/// TLS settings for a coordinator at `url` (checked by [`check_coordinator_url`]):
 /// `None` for `http://`. Everything is read and checked now, so a bad file or an
 /// empty system store is a usage error at start rather than a reconnect loop.
-pub fn client_tls(url: &str, ca_cert: Option<&Path>) -> Result<Option<ClientTlsConfig>, ConfigError> {
+pub fn client_tls(url: &str, ca_cert: Option<&Path>) -> Result<Option<ClientTlsConfig>, ClientError> {
     if !url.starts_with("https://") {
         return Ok(None);
     }
@@ -30,7 +66,7 @@ pub fn client_tls(url: &str, ca_cert: Option<&Path>) -> Result<Option<ClientTlsC
     };
     // Building the connector is what reads the system store and parses the CA.
     let endpoint = Endpoint::from_shared(url.to_string())
-        .map_err(|e| config_error("--coordinator", format!("{url:?} is not a valid URL: {e}")))?;
+        .map_err(|e| client_error("--coordinator", format!("{url:?} is not a valid URL: {e}")))?;
     if let Err(e) = endpoint.tls_config(config.clone()) {
         let message = match ca_cert {
             Some(path) => format!("cannot use {} as the CA: {}", path.display(), error_chain(&e)),
@@ -40,20 +76,36 @@ pub fn client_tls(url: &str, ca_cert: Option<&Path>) -> Result<Option<ClientTlsC
                 error_chain(&e)
             ),
         };
-        return Err(config_error(flag, message));
+        return Err(client_error(flag, message));
     }
     Ok(Some(config))
 }
 
+/// An error and its sources, each said once: `transport error: tcp connect error: …`.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        // Layers often repeat their inner error's words; say each once.
+        let part = s.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
 /// The PEM file at `path`, once it is known to hold at least one certificate.
-fn read_ca(path: &Path) -> Result<Certificate, ConfigError> {
+fn read_ca(path: &Path) -> Result<Certificate, ClientError> {
     let shown = path.display();
-    let pem = std::fs::read(path).map_err(|e| config_error("--ca-cert", format!("cannot read {shown}: {e}")))?;
+    let pem = std::fs::read(path).map_err(|e| client_error("--ca-cert", format!("cannot read {shown}: {e}")))?;
     let certificates = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| config_error("--ca-cert", format!("{shown} is not valid PEM: {e}")))?;
+        .map_err(|e| client_error("--ca-cert", format!("{shown} is not valid PEM: {e}")))?;
     if certificates.is_empty() {
-        return Err(config_error(
+        return Err(client_error(
             "--ca-cert",
             format!("{shown} holds no certificate (expected PEM: -----BEGIN CERTIFICATE-----)"),
         ));
@@ -121,5 +173,23 @@ zj0EAwIDSQAwRgIhAIW1DrMoFsGwBIIu4wjHuv31VzlwPio7VHeEgJykFydrAiEA
         let result = client_tls("https://127.0.0.1:7443", Some(&path));
         std::fs::remove_file(&path).unwrap();
         assert!(result.unwrap().is_some());
+    }
+
+    #[test]
+    fn http_and_https_urls_are_accepted_and_ca_cert_only_with_https() {
+        assert!(check_coordinator_url("http://127.0.0.1:7070", None).is_ok());
+        assert!(check_coordinator_url("http://coordinator.example", None).is_ok());
+        assert!(check_coordinator_url("https://c.example:7443", None).is_ok());
+        assert!(check_coordinator_url("https://c.example:7443", Some(Path::new("ca.pem"))).is_ok());
+        let ca = check_coordinator_url("http://c.example", Some(Path::new("ca.pem"))).unwrap_err();
+        assert_eq!(ca.flag, "--ca-cert");
+        assert!(ca.message.contains("https://"), "{ca}");
+        for bad in ["c.example:7070", "ftp://c", "http://", "https://", "http://bad host"] {
+            assert_eq!(
+                check_coordinator_url(bad, None).unwrap_err().flag,
+                "--coordinator",
+                "{bad}"
+            );
+        }
     }
 }

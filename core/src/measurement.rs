@@ -5,19 +5,71 @@
 use serde::{Deserialize, Serialize};
 
 use crate::algorithm::Algorithm;
-use crate::backend::{Backends, Flavour, Path};
-use crate::engine::Figures;
-use crate::probe::HostFacts;
+use crate::facts::HostFacts;
+use crate::path::{Backends, Flavour, Path};
 use crate::spec::{Direction, JobSpec, KeyMode};
+use crate::text_enum;
 
 /// Schema identifier; bump the number on any incompatible change.
 pub const SCHEMA: &str = "cipherfleet.measurement/1";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Ok,
-    Failed,
+text_enum! {
+    /// Whether the point was measured.
+    pub enum Status ("status") {
+        Ok = "ok",
+        Failed = "failed",
+    }
+}
+
+text_enum! {
+    /// How the latency percentiles were obtained.
+    pub enum LatencyMethod ("latency method") {
+        /// Every operation timed on its own.
+        PerOp = "per-op",
+        /// Each value is the mean of a timed batch of `batch_ops` operations (tiny payloads).
+        BatchMean = "batch-mean",
+        /// Per object, from submission to completion including queueing (object-storage scenario).
+        PerObject = "per-object",
+    }
+}
+
+/// Latency percentiles in nanoseconds (nearest rank, 3 significant digits).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+/// What one measurement produced.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    /// Median sample throughput, 10^6 plaintext bytes per second, all threads together.
+    pub throughput_mb_s: f64,
+    pub ops_per_s: f64,
+    pub latency_ns: Latency,
+    pub latency_method: LatencyMethod,
+    /// Operations per timed batch.
+    pub batch_ops: u64,
+    /// Coefficient of variation of the sample throughputs (`None` with one sample).
+    pub cv: Option<f64>,
+    pub samples: u32,
+    pub sample_seconds: f64,
+    pub warmup_seconds: f64,
+    /// Wall time of the measured phase.
+    pub elapsed_seconds: f64,
+    pub operations: u64,
+    pub bytes_processed: u64,
+    pub cpu_user_seconds: f64,
+    pub cpu_sys_seconds: f64,
+    /// CPU time / (wall time × threads): 1.0 means every worker thread was busy throughout.
+    pub cpu_utilization: f64,
+    /// Mean nanoseconds of one key setup (key schedule; plus HMAC key for CBC-HMAC).
+    pub key_setup_ns: f64,
+    /// Every sample's throughput in MB/s, in order.
+    pub sample_throughputs_mb_s: Vec<f64>,
 }
 
 /// What the worker process reports for a point it measured.

@@ -32,7 +32,7 @@ pub const MAX_JOB_ID_LEN: usize = 128;
 /// and still re-sends every outcome after `Welcome`.
 pub const MAX_SPOOLED_JOB_IDS: usize = 1024;
 /// Longest enrollment token, in bytes.
-pub const MAX_TOKEN_LEN: usize = 1024;
+pub use crate::token::MAX_TOKEN_LEN;
 /// Longest error text (`JobFailed.error`), in bytes.
 pub const MAX_ERROR_LEN: usize = 4096;
 /// Longest `HostFacts.facts_json`, in bytes.
@@ -64,7 +64,7 @@ pub(crate) fn wire_error(field: impl Into<String>, message: impl Into<String>) -
 }
 
 /// Checks a string's length (in bytes) and that it holds no control characters.
-pub(crate) fn check_text(field: &str, value: &str, max: usize, allow_empty: bool) -> Result<(), WireError> {
+pub fn check_text(field: &str, value: &str, max: usize, allow_empty: bool) -> Result<(), WireError> {
     if value.is_empty() && !allow_empty {
         return Err(wire_error(field, "must not be empty"));
     }

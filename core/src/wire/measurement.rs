@@ -8,7 +8,6 @@ use cipherfleet_proto::v1;
 
 use super::spec::{path_from_wire, path_to_wire};
 use super::{MAX_FIELD_LEN, MAX_LIST_LEN, MAX_MEASUREMENT_JSON_LEN, MAX_SAMPLES, WireError, check_text, wire_error};
-use crate::engine::LatencyMethod;
 use crate::measurement::{Measurement, SCHEMA, Status};
 use crate::spec::JobSpec;
 
@@ -51,7 +50,7 @@ fn typed_fields(m: &Measurement) -> Result<v1::Measurement, WireError> {
         latency_p99_ns: f.latency_ns.p99,
         latency_p999_ns: f.latency_ns.p999,
         latency_max_ns: f.latency_ns.max,
-        latency_method: latency_method_name(f.latency_method).to_string(),
+        latency_method: f.latency_method.to_string(),
         batch_ops: f.batch_ops,
         cv: f.cv,
         samples: f.samples,
@@ -71,14 +70,6 @@ fn typed_fields(m: &Measurement) -> Result<v1::Measurement, WireError> {
         ]),
         measurement_json: String::new(),
     })
-}
-
-fn latency_method_name(method: LatencyMethod) -> &'static str {
-    match method {
-        LatencyMethod::PerOp => "per-op",
-        LatencyMethod::BatchMean => "batch-mean",
-        LatencyMethod::PerObject => "per-object",
-    }
 }
 
 /// Checks a measurement an agent sent: every number finite and non-negative,
@@ -297,9 +288,8 @@ fn agrees(expected: &v1::Measurement, got: &v1::Measurement) -> Result<(), WireE
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::backend::{self, Flavour, Path};
-    use crate::engine::{Figures, Latency};
-    use crate::measurement::WorkerReport;
+    use crate::measurement::{Figures, Latency, LatencyMethod, WorkerReport};
+    use crate::path::{Backends, Flavour, Path};
     use crate::spec::{Direction, KeyMode};
 
     pub(crate) fn spec() -> JobSpec {
@@ -319,7 +309,12 @@ pub(crate) mod tests {
     pub(crate) fn measurement() -> Measurement {
         let report = WorkerReport {
             path_used: Path::Accelerated,
-            backends: backend::backends(),
+            backends: Backends {
+                aes: "aes-ni".into(),
+                ghash: "clmul".into(),
+                chacha20: "avx2".into(),
+                sha256: "soft".into(),
+            },
             build_flavour: Flavour::Accelerated,
             selftest_passed: 4,
             figures: Figures {
@@ -348,7 +343,7 @@ pub(crate) mod tests {
                 sample_throughputs_mb_s: vec![1_200.1, 1_234.567_890_123, 1_250.3],
             },
         };
-        Measurement::ok(&spec(), report, Some(crate::probe::probe()))
+        Measurement::ok(&spec(), report, Some(crate::wire::hello::tests::facts()))
     }
 
     #[test]

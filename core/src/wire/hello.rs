@@ -8,8 +8,7 @@ use super::{
     MAX_FACTS_JSON_LEN, MAX_FIELD_LEN, MAX_LABEL_KEY_LEN, MAX_LABEL_VALUE_LEN, MAX_LABELS, MAX_LIST_LEN, MAX_NAME_LEN,
     MAX_SPOOLED_JOB_IDS, MAX_TOKEN_LEN, WireError, check_text, truncate, validate_job_id, wire_error,
 };
-use crate::backend::Flavour;
-use crate::probe::HostFacts;
+use crate::facts::HostFacts;
 
 impl From<&HostFacts> for v1::HostFacts {
     /// The typed fields are shortened to [`MAX_FIELD_LEN`] so that an odd DMI or
@@ -36,11 +35,7 @@ impl From<&HostFacts> for v1::HostFacts {
             hypervisor: facts.virtualization.hypervisor.unwrap_or(false),
             features_advertised: list(&facts.features.advertised),
             features_usable: list(&facts.features.usable),
-            build_flavour: match facts.build.flavour {
-                Flavour::Accelerated => "accelerated",
-                Flavour::Software => "software",
-            }
-            .to_string(),
+            build_flavour: facts.build.flavour.to_string(),
             logical_cores: facts.cpu.logical_cores.unwrap_or(0),
         }
     }
@@ -201,14 +196,15 @@ pub fn validate_hello(h: &v1::Hello) -> Result<(), WireError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::path::Flavour;
 
     fn hello() -> v1::Hello {
         v1::Hello {
             protocol_version: cipherfleet_proto::PROTOCOL_VERSION,
             enrollment_token: "s3cret-token".into(),
-            facts: Some(v1::HostFacts::from(&crate::probe::probe())),
+            facts: Some(v1::HostFacts::from(&facts())),
             capabilities: Some(v1::Capabilities {
                 paths: vec!["accelerated".into()],
                 max_threads: 2,
@@ -224,14 +220,25 @@ mod tests {
         }
     }
 
+    /// Facts with a long CPU model (shortened in the typed field, whole in the JSON).
+    pub(crate) fn facts() -> HostFacts {
+        let mut facts = HostFacts::unknown("aarch64", Flavour::Accelerated);
+        facts.cpu.model_name = Some("m".repeat(MAX_FIELD_LEN + 10));
+        facts.features.advertised = vec!["aes".into(), "pmull".into()];
+        facts.features.usable = vec!["aes".into()];
+        facts
+    }
+
     #[test]
-    fn probed_facts_convert_and_validate() {
-        let probed = crate::probe::probe();
-        let wire = v1::HostFacts::from(&probed);
-        assert_eq!(wire.arch, std::env::consts::ARCH);
-        assert_eq!(wire.build_flavour, crate::backend::FLAVOUR_NAME);
+    fn facts_convert_and_validate() {
+        let facts = facts();
+        let wire = v1::HostFacts::from(&facts);
+        assert_eq!(wire.arch, "aarch64");
+        assert_eq!(wire.build_flavour, "accelerated");
+        assert_eq!(wire.cpu_model_name.len(), MAX_FIELD_LEN);
+        assert_eq!(wire.features_usable, ["aes"]);
         let back: HostFacts = serde_json::from_str(&wire.facts_json).unwrap();
-        assert_eq!(back, probed);
+        assert_eq!(back, facts);
         validate_facts("facts", &wire).unwrap();
         validate_hello(&hello()).unwrap();
     }

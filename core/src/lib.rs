@@ -1,0 +1,28 @@
+//! cipherfleet's shared vocabulary: what the agent measures and reports and
+//! what the coordinator schedules, checks and stores. No crypto here, so the
+//! coordinator never compiles a cipher crate and the two programs cannot
+//! disagree on a definition.
+//!
+//! - [`algorithm`]: the benchmarkable algorithms and their OpenSSL-style names.
+//! - [`spec`]: one point to measure (`JobSpec`), matrices, suites, sizes, validation, time limits.
+//! - [`point`]: the seven fields that say what a result measured, as one type.
+//! - [`path`]: accelerated/software path, build flavour, backends → path rule.
+//! - [`measurement`]: the versioned result schema (`cipherfleet.measurement/1`).
+//! - [`facts`]: the host facts the agent probes.
+//! - [`stats`]: median, percentiles, coefficient of variation, MAD.
+//! - [`wire`]: conversions to and from the gRPC protocol, and the bounds both ends check.
+//! - [`token`]: loading shared-secret tokens, by one rule for both programs.
+//! - [`text`]: enums that travel as text (`text_enum!`).
+
+pub mod algorithm;
+pub mod facts;
+pub mod measurement;
+pub mod path;
+pub mod point;
+pub mod spec;
+pub mod stats;
+pub mod text;
+pub mod token;
+pub mod wire;
+
+pub use point::Point;

@@ -1,0 +1,105 @@
+//! A benchmark point: the seven fields that say *what* was measured, as one
+//! type from the agent's job to the database row to the CSV cell.
+
+use serde::{Deserialize, Serialize};
+
+use crate::algorithm::Algorithm;
+use crate::path::Path;
+use crate::spec::{Direction, JobSpec, KeyMode};
+
+/// What one result measures. A [`JobSpec`] is a point plus how long to measure it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Point {
+    pub algorithm: Algorithm,
+    pub direction: Direction,
+    /// Plaintext bytes per operation.
+    pub size_bytes: u64,
+    /// Worker threads.
+    pub threads: u32,
+    /// Objects in flight (object-storage scenario), or `None`.
+    pub concurrency: Option<u32>,
+    pub key_mode: KeyMode,
+    /// The path asked for (what ran is the result's `path_used`).
+    pub path: Path,
+}
+
+impl Point {
+    /// The job that measures this point for `seconds`.
+    pub fn spec(self, seconds: f64) -> JobSpec {
+        JobSpec {
+            algorithm: self.algorithm,
+            direction: self.direction,
+            size_bytes: self.size_bytes,
+            threads: self.threads,
+            concurrency: self.concurrency,
+            key_mode: self.key_mode,
+            path: self.path,
+            seconds,
+        }
+    }
+}
+
+/// Reads a point from the columns `algorithm, direction, size_bytes, threads,
+/// concurrency, key_mode, path` of a PostgreSQL row, so a row struct can
+/// `#[sqlx(flatten)] point: Point`. A stored value that no longer parses is a
+/// decode error naming the column, not a panic.
+#[cfg(feature = "sqlx")]
+impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for Point {
+    fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
+        use sqlx::Row;
+        fn text<T>(row: &sqlx::postgres::PgRow, column: &str) -> Result<T, sqlx::Error>
+        where
+            T: std::str::FromStr,
+            T::Err: std::error::Error + Send + Sync + 'static,
+        {
+            let raw: String = row.try_get(column)?;
+            raw.parse().map_err(|e| sqlx::Error::ColumnDecode {
+                index: column.to_string(),
+                source: Box::new(e),
+            })
+        }
+        fn unsigned<T: TryFrom<i64>>(column: &str, value: i64) -> Result<T, sqlx::Error> {
+            T::try_from(value).map_err(|_| sqlx::Error::ColumnDecode {
+                index: column.to_string(),
+                source: format!("{value} is out of range").into(),
+            })
+        }
+        let size: i64 = row.try_get("size_bytes")?;
+        let threads: i32 = row.try_get("threads")?;
+        let concurrency: Option<i32> = row.try_get("concurrency")?;
+        Ok(Point {
+            algorithm: text(row, "algorithm")?,
+            direction: text(row, "direction")?,
+            size_bytes: unsigned("size_bytes", size)?,
+            threads: unsigned("threads", i64::from(threads))?,
+            concurrency: concurrency.map(|c| unsigned("concurrency", i64::from(c))).transpose()?,
+            key_mode: text(row, "key_mode")?,
+            path: text(row, "path")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_point_and_its_spec_convert_both_ways() {
+        let p = Point {
+            algorithm: "aes-256-gcm".parse().unwrap(),
+            direction: Direction::Decrypt,
+            size_bytes: 16384,
+            threads: 2,
+            concurrency: Some(4),
+            key_mode: KeyMode::Static,
+            path: Path::Software,
+        };
+        let spec = p.spec(0.5);
+        assert_eq!(spec.seconds, 0.5);
+        assert_eq!(spec.point(), p);
+        let json = serde_json::to_value(p).unwrap();
+        assert_eq!(json["direction"], "decrypt");
+        assert_eq!(json["path"], "software");
+        assert_eq!(serde_json::from_value::<Point>(json).unwrap(), p);
+    }
+}

@@ -1,0 +1,289 @@
+//! One measurement point and its validation.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::size::format_size;
+use super::{Direction, InvalidSpec, KeyMode, MAX_CONCURRENCY, MAX_SECONDS, MAX_SIZE, MAX_THREADS, invalid};
+use crate::algorithm::Algorithm;
+use crate::path::Path;
+use crate::point::Point;
+
+/// One measurement point: everything a worker needs to run it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    pub algorithm: Algorithm,
+    pub direction: Direction,
+    /// Plaintext bytes per operation.
+    pub size_bytes: u64,
+    /// Worker threads, each with its own cipher instance.
+    pub threads: u32,
+    /// Object-storage scenario: this many objects in flight on the `threads` pool,
+    /// latency measured per object from submission to completion. `None`: every
+    /// thread runs operations back to back.
+    pub concurrency: Option<u32>,
+    pub key_mode: KeyMode,
+    /// The path asked for; the result's `path_used` says what really ran.
+    pub path: Path,
+    /// Measured time (after warm-up), in seconds.
+    pub seconds: f64,
+}
+
+impl JobSpec {
+    /// Checks every field against its accepted range.
+    pub fn validate(&self) -> Result<(), InvalidSpec> {
+        validate_size(self.size_bytes)?;
+        validate_threads(self.threads)?;
+        validate_seconds(self.seconds)?;
+        if let Some(c) = self.concurrency {
+            validate_concurrency(c, self.threads)?;
+            if self.key_mode != KeyMode::Static {
+                return Err(invalid(
+                    "--key-mode",
+                    format!(
+                        "'{}' does not apply to the object-storage scenario (--concurrency), which measures one static key per worker thread; use --key-mode static",
+                        self.key_mode.as_str()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Warm-up before sampling: a quarter of the measured time, between 50 ms and 1 s.
+    pub fn warmup_seconds(&self) -> f64 {
+        (self.seconds / 4.0).clamp(0.05, 1.0)
+    }
+
+    /// How long the point may take before its worker is killed: its own time,
+    /// generously, plus time to fill its buffers (emulated hosts are 10–50×
+    /// slower than native). The agent and the coordinator both use this one
+    /// rule; the agent alone may override it from its environment.
+    pub fn time_limit(&self) -> Duration {
+        let buffers = (self.size_bytes as f64) * f64::from(self.threads) * 8.0;
+        Duration::from_secs_f64(60.0 + 4.0 * (self.seconds + self.warmup_seconds()) + buffers / 5e6)
+    }
+
+    /// The point this spec measures (everything but its duration).
+    pub fn point(&self) -> Point {
+        Point {
+            algorithm: self.algorithm,
+            direction: self.direction,
+            size_bytes: self.size_bytes,
+            threads: self.threads,
+            concurrency: self.concurrency,
+            key_mode: self.key_mode,
+            path: self.path,
+        }
+    }
+
+    /// A compact label for progress lines and errors.
+    pub fn label(&self) -> String {
+        let mut s = format!(
+            "{} {} {} t={} {} {}",
+            self.algorithm,
+            self.direction.as_str(),
+            format_size(self.size_bytes),
+            self.threads,
+            self.key_mode.as_str(),
+            self.path.as_str()
+        );
+        if let Some(c) = self.concurrency {
+            s.push_str(&format!(" c={c}"));
+        }
+        s
+    }
+}
+
+pub fn validate_size(size: u64) -> Result<(), InvalidSpec> {
+    if size == 0 || size > MAX_SIZE {
+        return Err(invalid(
+            "--size",
+            format!("{size} bytes is out of range; accepted: 1 byte to 1 GiB"),
+        ));
+    }
+    Ok(())
+}
+
+pub fn validate_threads(threads: u32) -> Result<(), InvalidSpec> {
+    if threads == 0 || threads > MAX_THREADS {
+        return Err(invalid(
+            "--threads",
+            format!("{threads} is out of range; accepted: 1 to {MAX_THREADS}"),
+        ));
+    }
+    Ok(())
+}
+
+pub fn validate_seconds(seconds: f64) -> Result<(), InvalidSpec> {
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= MAX_SECONDS) {
+        return Err(invalid(
+            "--seconds",
+            format!("{seconds} is out of range; accepted: more than 0 and at most {MAX_SECONDS}"),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_concurrency(c: u32, threads: u32) -> Result<(), InvalidSpec> {
+    if c == 0 || c > MAX_CONCURRENCY {
+        return Err(invalid(
+            "--concurrency",
+            format!("{c} is out of range; accepted: 1 to {MAX_CONCURRENCY}"),
+        ));
+    }
+    if c < threads {
+        return Err(invalid(
+            "--concurrency",
+            format!(
+                "{c} objects in flight cannot keep {threads} threads busy; use --concurrency of at least --threads"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point() -> JobSpec {
+        JobSpec {
+            algorithm: "aes-256-gcm".parse().unwrap(),
+            direction: Direction::Encrypt,
+            size_bytes: 16,
+            threads: 1,
+            concurrency: None,
+            key_mode: KeyMode::Static,
+            path: Path::Accelerated,
+            seconds: 1.0,
+        }
+    }
+
+    #[test]
+    fn validation_names_the_flag() {
+        let cases: Vec<(JobSpec, Option<&str>)> = vec![
+            (point(), None),
+            (JobSpec { threads: 0, ..point() }, Some("--threads")),
+            (
+                JobSpec {
+                    threads: 1025,
+                    ..point()
+                },
+                Some("--threads"),
+            ),
+            (
+                JobSpec {
+                    threads: 1024,
+                    ..point()
+                },
+                None,
+            ),
+            (
+                JobSpec {
+                    seconds: 0.0,
+                    ..point()
+                },
+                Some("--seconds"),
+            ),
+            (
+                JobSpec {
+                    seconds: -1.0,
+                    ..point()
+                },
+                Some("--seconds"),
+            ),
+            (
+                JobSpec {
+                    seconds: 600.5,
+                    ..point()
+                },
+                Some("--seconds"),
+            ),
+            (
+                JobSpec {
+                    seconds: f64::NAN,
+                    ..point()
+                },
+                Some("--seconds"),
+            ),
+            (
+                JobSpec {
+                    size_bytes: 0,
+                    ..point()
+                },
+                Some("--size"),
+            ),
+            (
+                JobSpec {
+                    concurrency: Some(32),
+                    threads: 2,
+                    ..point()
+                },
+                None,
+            ),
+            (
+                JobSpec {
+                    concurrency: Some(1),
+                    threads: 2,
+                    ..point()
+                },
+                Some("--concurrency"),
+            ),
+            (
+                JobSpec {
+                    concurrency: Some(0),
+                    ..point()
+                },
+                Some("--concurrency"),
+            ),
+            (
+                JobSpec {
+                    concurrency: Some(4),
+                    key_mode: KeyMode::PerOp,
+                    ..point()
+                },
+                Some("--key-mode"),
+            ),
+            (
+                JobSpec {
+                    key_mode: KeyMode::HkdfPerUser,
+                    ..point()
+                },
+                None,
+            ),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(spec.validate().err().map(|e| e.flag), want, "{spec:?}");
+        }
+    }
+
+    #[test]
+    fn time_limit_grows_with_the_work() {
+        let small = point().time_limit();
+        assert!(small >= Duration::from_secs(60), "{small:?}");
+        let big = JobSpec {
+            size_bytes: 10 << 20,
+            threads: 4,
+            ..point()
+        }
+        .time_limit();
+        assert!(big > small + Duration::from_secs(60), "{big:?} vs {small:?}");
+    }
+
+    #[test]
+    fn spec_json_round_trips_and_rejects_unknown_fields() {
+        let p = JobSpec {
+            concurrency: Some(4),
+            threads: 2,
+            ..point()
+        };
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(json.contains("\"algorithm\":\"aes-256-gcm\""), "{json}");
+        assert_eq!(serde_json::from_str::<JobSpec>(&json).unwrap(), p);
+        let extra = json.replace("\"threads\"", "\"bogus\":1,\"threads\"");
+        assert!(serde_json::from_str::<JobSpec>(&extra).is_err());
+    }
+}

@@ -1,0 +1,66 @@
+//! What to measure: a single point ([`JobSpec`]), a request for many points
+//! ([`Matrix`]), the named suites ([`Suite`]), payload-size parsing, and validation.
+//!
+//! Validation errors name the flag (or JSON field) and the accepted range, so
+//! the agent's CLI and the coordinator reject bad input before any work.
+//!
+//! - [`job`]: one point, its validation, warm-up and time limit.
+//! - [`matrix`]: the Cartesian product of lists.
+//! - [`suite`]: the named matrices (`quick`, `standard`, `full`).
+//! - [`size`]: payload sizes as flags spell them (`16KiB`).
+
+mod job;
+mod matrix;
+mod size;
+mod suite;
+
+pub use job::{JobSpec, validate_seconds, validate_size, validate_threads};
+pub use matrix::Matrix;
+pub use size::{format_size, parse_size};
+pub use suite::Suite;
+
+use crate::text_enum;
+
+/// Largest payload one operation may process.
+pub const MAX_SIZE: u64 = 1 << 30;
+/// Most worker threads one point may use.
+pub const MAX_THREADS: u32 = 1024;
+/// Most objects in flight in the object-storage scenario.
+pub const MAX_CONCURRENCY: u32 = 4096;
+/// Longest measurement of one point, in seconds.
+pub const MAX_SECONDS: f64 = 600.0;
+
+text_enum! {
+    /// Encrypt or decrypt (AEAD decrypt verifies the tag).
+    pub enum Direction ("direction") {
+        Encrypt = "encrypt",
+        Decrypt = "decrypt",
+    }
+}
+
+text_enum! {
+    /// How keys are handled per operation.
+    pub enum KeyMode ("key mode") {
+        /// One key per worker thread, expanded once.
+        Static = "static",
+        /// A fresh key schedule for every operation (keys rotate through a small random set).
+        PerOp = "per-op",
+        /// Every operation derives its user's key with HKDF-SHA256 from a master key, then expands it.
+        HkdfPerUser = "hkdf-per-user",
+    }
+}
+
+/// A validation failure, naming the flag and what it accepts.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{flag}: {message}")]
+pub struct InvalidSpec {
+    pub flag: &'static str,
+    pub message: String,
+}
+
+pub(crate) fn invalid(flag: &'static str, message: impl Into<String>) -> InvalidSpec {
+    InvalidSpec {
+        flag,
+        message: message.into(),
+    }
+}
