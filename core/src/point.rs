@@ -42,7 +42,9 @@ impl Point {
 /// Reads a point from the columns `algorithm, direction, size_bytes, threads,
 /// concurrency, key_mode, path` of a PostgreSQL row, so a row struct can
 /// `#[sqlx(flatten)] point: Point`. A stored value that no longer parses is a
-/// decode error naming the column, not a panic.
+/// decode error naming the column, not a panic. A concurrency of 0 reads as
+/// `None`: `result_points` stores "no concurrency" as 0 so that it can be part
+/// of a primary key.
 #[cfg(feature = "sqlx")]
 impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for Point {
     fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
@@ -72,7 +74,10 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for Point {
             direction: text(row, "direction")?,
             size_bytes: unsigned("size_bytes", size)?,
             threads: unsigned("threads", i64::from(threads))?,
-            concurrency: concurrency.map(|c| unsigned("concurrency", i64::from(c))).transpose()?,
+            concurrency: concurrency
+                .filter(|c| *c != 0)
+                .map(|c| unsigned("concurrency", i64::from(c)))
+                .transpose()?,
             key_mode: text(row, "key_mode")?,
             path: text(row, "path")?,
         })

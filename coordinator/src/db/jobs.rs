@@ -11,6 +11,10 @@ use serde_json::Value;
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
+use cipherfleet_core::Point;
+use cipherfleet_core::spec::JobSpec;
+
+use super::points::PointColumns;
 use super::{Result, campaigns};
 
 /// A job is given to its host at most this many times; losing the agent that
@@ -76,15 +80,10 @@ pub struct Job {
     pub campaign_id: i64,
     pub host_id: i64,
     pub position: i32,
-    /// The job as sent to the agent.
+    /// The job as sent to the agent, verbatim.
     pub spec: Value,
-    pub algorithm: String,
-    pub direction: String,
-    pub size_bytes: i64,
-    pub threads: i32,
-    pub concurrency: Option<i32>,
-    pub key_mode: String,
-    pub path: String,
+    #[sqlx(flatten)]
+    pub point: Point,
     pub time_limit_seconds: f64,
     #[sqlx(try_from = "String")]
     pub status: JobStatus,
@@ -112,26 +111,18 @@ macro_rules! job_columns {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {
     pub host_id: i64,
-    pub spec: Value,
-    /// OpenSSL-style name, e.g. `aes-256-gcm`.
-    pub algorithm: String,
-    /// `encrypt` or `decrypt`.
-    pub direction: String,
-    pub size_bytes: i64,
-    pub threads: i32,
-    pub concurrency: Option<i32>,
-    /// `static`, `per-op` or `hkdf-per-user`.
-    pub key_mode: String,
-    /// `accelerated` or `software`.
-    pub path: String,
-    pub time_limit_seconds: f64,
+    pub spec: JobSpec,
 }
 
 /// Queues `jobs` for `campaign_id` in one statement, positions in slice order.
+/// The point columns, the time limit (the agent's own rule) and the spec as
+/// sent all come from each job's [`JobSpec`].
 pub async fn insert_for_campaign(conn: &mut PgConnection, campaign_id: i64, jobs: &[NewJob]) -> Result<u64> {
-    fn column<T>(jobs: &[NewJob], field: impl Fn(&NewJob) -> T) -> Vec<T> {
-        jobs.iter().map(field).collect()
-    }
+    let points = PointColumns::new(jobs.iter().map(|j| j.spec.point()));
+    let specs: Vec<Value> = jobs
+        .iter()
+        .map(|j| serde_json::to_value(&j.spec).expect("a spec serialises"))
+        .collect();
     let done = sqlx::query(
         "INSERT INTO jobs (campaign_id, position, host_id, spec, algorithm, direction, \
          size_bytes, threads, concurrency, key_mode, path, time_limit_seconds) \
@@ -141,16 +132,20 @@ pub async fn insert_for_campaign(conn: &mut PgConnection, campaign_id: i64, jobs
     )
     .bind(campaign_id)
     .bind((0..).take(jobs.len()).collect::<Vec<i32>>())
-    .bind(column(jobs, |j| j.host_id))
-    .bind(column(jobs, |j| j.spec.clone()))
-    .bind(column(jobs, |j| j.algorithm.clone()))
-    .bind(column(jobs, |j| j.direction.clone()))
-    .bind(column(jobs, |j| j.size_bytes))
-    .bind(column(jobs, |j| j.threads))
-    .bind(column(jobs, |j| j.concurrency))
-    .bind(column(jobs, |j| j.key_mode.clone()))
-    .bind(column(jobs, |j| j.path.clone()))
-    .bind(column(jobs, |j| j.time_limit_seconds))
+    .bind(jobs.iter().map(|j| j.host_id).collect::<Vec<i64>>())
+    .bind(specs)
+    .bind(points.algorithm)
+    .bind(points.direction)
+    .bind(points.size_bytes)
+    .bind(points.threads)
+    .bind(points.concurrency)
+    .bind(points.key_mode)
+    .bind(points.path)
+    .bind(
+        jobs.iter()
+            .map(|j| j.spec.time_limit().as_secs_f64())
+            .collect::<Vec<f64>>(),
+    )
     .execute(conn)
     .await?;
     Ok(done.rows_affected())

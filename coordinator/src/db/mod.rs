@@ -9,7 +9,7 @@
 //! - [`campaigns`]: suites run on a set of hosts, and their progress.
 //! - [`jobs`]: the queue — claim, start, fail, requeue after a lost agent.
 //! - [`results`]: idempotent result writes.
-//! - [`points`]: the latest result of each point on each host, what the report reads.
+//! - [`points`]: points as bind arrays, and the latest result of each point on each host (what the report reads).
 //! - [`matrix`]: the compare and modes pages' reads of those points.
 //! - [`capacity`]: per-class measurements at one size, for the capacity planner.
 //! - [`findings`]: derived findings, open and resolved, and their counts.

@@ -1,9 +1,46 @@
-//! `result_points`: the latest result of every point on every host, which
-//! the report reads instead of scanning all results (migrations/0003).
+//! Benchmark points in the database: the column arrays that bind many
+//! [`Point`]s at once, and `result_points`, the latest result of every point
+//! on every host, which the report reads instead of scanning all results
+//! (migrations/0003). Reading a point back is `#[sqlx(flatten)] point: Point`
+//! (its `FromRow` lives in `cipherfleet_core`).
 
+use cipherfleet_core::Point;
 use sqlx::{PgExecutor, Postgres, Transaction};
 
 use super::Result;
+
+/// Points as the column arrays of an `UNNEST` insert, in the column order
+/// `algorithm, direction, size_bytes, threads, concurrency, key_mode, path`.
+#[derive(Debug, Default)]
+pub struct PointColumns {
+    pub algorithm: Vec<String>,
+    pub direction: Vec<String>,
+    pub size_bytes: Vec<i64>,
+    pub threads: Vec<i32>,
+    pub concurrency: Vec<Option<i32>>,
+    pub key_mode: Vec<String>,
+    pub path: Vec<String>,
+}
+
+impl PointColumns {
+    /// The columns of `points`. Sizes, threads and concurrency were validated
+    /// against bounds far inside the SQL integer types, hence the saturation
+    /// rather than an error nobody could act on.
+    pub fn new(points: impl IntoIterator<Item = Point>) -> Self {
+        let mut c = PointColumns::default();
+        for p in points {
+            c.algorithm.push(p.algorithm.name().to_string());
+            c.direction.push(p.direction.to_string());
+            c.size_bytes.push(i64::try_from(p.size_bytes).unwrap_or(i64::MAX));
+            c.threads.push(i32::try_from(p.threads).unwrap_or(i32::MAX));
+            c.concurrency
+                .push(p.concurrency.map(|n| i32::try_from(n).unwrap_or(i32::MAX)));
+            c.key_mode.push(p.key_mode.to_string());
+            c.path.push(p.path.to_string());
+        }
+        c
+    }
+}
 
 /// Makes result `result_id` the latest of its point; called in the transaction that inserts it.
 pub async fn record(tx: &mut Transaction<'_, Postgres>, result_id: i64) -> Result<()> {

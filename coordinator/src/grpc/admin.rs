@@ -115,21 +115,6 @@ fn selector_from(s: Option<&v1::HostSelector>) -> Selector {
     }
 }
 
-fn new_job(host_id: i64, spec: &JobSpec) -> NewJob {
-    NewJob {
-        host_id,
-        spec: serde_json::to_value(spec).expect("a spec serialises"),
-        algorithm: spec.algorithm.name().to_string(),
-        direction: spec.direction.as_str().to_string(),
-        size_bytes: spec.size_bytes as i64,
-        threads: spec.threads as i32,
-        concurrency: spec.concurrency.map(|c| c as i32),
-        key_mode: spec.key_mode.as_str().to_string(),
-        path: spec.path.as_str().to_string(),
-        time_limit_seconds: spec.time_limit().as_secs_f64(),
-    }
-}
-
 fn parse_campaign_id(s: &str) -> Result<i64, Status> {
     s.trim()
         .parse()
@@ -189,7 +174,10 @@ impl AdminService for AdminSvc {
                     .map_err(|e| field_error("", e))?
                     .expand(h.logical_cores.unwrap_or(1).max(1) as u32),
             };
-            jobs.extend(points.iter().map(|p| new_job(h.host.id, p)));
+            jobs.extend(points.iter().map(|p| NewJob {
+                host_id: h.host.id,
+                spec: p.clone(),
+            }));
         }
         if chosen == 0 {
             return Err(Status::invalid_argument(format!(

@@ -351,7 +351,7 @@ impl Session {
             Ok(outcome) => {
                 tracing::debug!(host = self.host_id, job = %job_id, ?outcome, "result");
                 if outcome == db::results::RecordOutcome::Inserted {
-                    self.findings.result_stored(self.host_id, &job.algorithm);
+                    self.findings.result_stored(self.host_id, job.point.algorithm.name());
                 }
                 Ok(Ok(()))
             }

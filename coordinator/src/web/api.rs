@@ -1,6 +1,6 @@
 //! `/api/v1/…`: every report table as JSON (default) or CSV (`?format=csv`),
-//! with the same filters as its page. Rows are flat structs; CSV columns
-//! follow their field order.
+//! with the same filters as its page. CSV columns follow the rows' field
+//! order, flattened fields (a row's `Point`) included.
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -74,25 +74,43 @@ pub fn table<T: Serialize>(name: &str, rows: &[T], format: Format) -> Result<Res
     }
 }
 
-/// CSV with a header row; cells that a spreadsheet would run as a formula
-/// (agent strings starting with `=`, `+`, `-`, `@`) get a leading `'`.
+/// CSV with a header row, written in one pass over each row as a JSON
+/// object, so rows that `#[serde(flatten)]` a [`cipherfleet_core::Point`]
+/// work (the csv crate cannot serialise flattened structs). Columns follow
+/// the first row's field order; a nested value is written as its JSON text;
+/// cells that a spreadsheet would run as a formula (agent strings starting
+/// with `=`, `+`, `-`, `@`) get a leading `'`.
 pub fn to_csv<T: Serialize>(rows: &[T]) -> Result<String, csv::Error> {
-    let mut raw = csv::Writer::from_writer(Vec::new());
-    for row in rows {
-        raw.serialize(row)?;
-    }
-    let raw = raw.into_inner().map_err(|e| e.into_error())?;
-    if rows.is_empty() {
+    let objects = rows
+        .iter()
+        .map(|row| match serde_json::to_value(row) {
+            Ok(serde_json::Value::Object(map)) => Ok(map),
+            Ok(other) => Err(format!("a row is not an object: {other}")),
+            Err(e) => Err(e.to_string()),
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(|e| csv::Error::from(std::io::Error::other(e)))?;
+    let Some(first) = objects.first() else {
         return Ok(String::new());
-    }
-    let mut reader = csv::ReaderBuilder::new().has_headers(false).from_reader(&raw[..]);
+    };
+    let columns: Vec<&String> = first.keys().collect();
     let mut out = csv::Writer::from_writer(Vec::new());
-    for record in reader.records() {
-        let record = record?;
-        out.write_record(record.iter().map(|cell| neutralise(cell).into_owned()))?;
+    out.write_record(&columns)?;
+    for object in &objects {
+        out.write_record(columns.iter().map(|c| cell(object.get(c.as_str()))))?;
     }
     let bytes = out.into_inner().map_err(|e| e.into_error())?;
     Ok(String::from_utf8(bytes).expect("CSV of UTF-8 strings"))
+}
+
+/// One value as a CSV cell: empty for null or missing, the text of a string
+/// (neutralised), JSON text for anything else.
+fn cell(value: Option<&serde_json::Value>) -> String {
+    match value {
+        None | Some(serde_json::Value::Null) => String::new(),
+        Some(serde_json::Value::String(s)) => neutralise(s).into_owned(),
+        Some(other) => other.to_string(),
+    }
 }
 
 fn neutralise(cell: &str) -> std::borrow::Cow<'_, str> {
@@ -133,6 +151,29 @@ mod tests {
         assert_eq!(
             csv,
             "host,mb_s,note\n\"a,b \"\"x\"\"\",-1.5,\n\"'=HYPERLINK(\"\"http://x\"\")\",2.0,'@SUM(A1)\n"
+        );
+    }
+
+    #[test]
+    fn flattened_points_become_columns() {
+        #[derive(Serialize)]
+        struct PointRow {
+            host: String,
+            #[serde(flatten)]
+            point: cipherfleet_core::Point,
+            mb_s: f64,
+        }
+        let point = cipherfleet_core::spec::Suite::Quick.expand(1)[0].point();
+        let csv = to_csv(&[PointRow {
+            host: "h".into(),
+            point,
+            mb_s: 1.5,
+        }])
+        .unwrap();
+        assert_eq!(
+            csv,
+            "host,algorithm,direction,size_bytes,threads,concurrency,key_mode,path,mb_s\n\
+             h,aes-128-gcm,encrypt,16,1,,static,accelerated,1.5\n"
         );
     }
 

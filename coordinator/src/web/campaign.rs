@@ -12,6 +12,8 @@ use axum::routing::get;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use cipherfleet_core::Point;
+
 use super::api::{self, ApiError, FormatParam};
 use super::campaigns::progress_percent;
 use super::paging::parse_id;
@@ -81,12 +83,9 @@ pub struct Failure {
     pub host_id: i64,
     /// The host's name as its agent reported it: untrusted text.
     pub host: String,
-    pub algorithm: String,
-    pub direction: String,
-    pub size_bytes: i64,
-    pub threads: i32,
-    /// The path the job asked for (`accelerated` or `software`).
-    pub path: String,
+    /// The job's point (its path is the one asked for).
+    #[serde(flatten)]
+    pub point: Point,
     /// Runs lost with the agent before this outcome.
     pub attempts: i32,
     pub finished_at: Option<DateTime<Utc>>,
@@ -100,11 +99,7 @@ impl Failure {
             job_id: job.id,
             host_id: job.host_id,
             host,
-            algorithm: job.algorithm,
-            direction: job.direction,
-            size_bytes: job.size_bytes,
-            threads: job.threads,
-            path: job.path,
+            point: job.point,
             attempts: job.attempts,
             finished_at: job.finished_at,
             error: job.error.unwrap_or_default(),
@@ -112,7 +107,7 @@ impl Failure {
     }
 
     pub fn size(&self) -> String {
-        format::bytes(self.size_bytes.max(0) as u64)
+        format::bytes(self.point.size_bytes)
     }
 
     pub fn when(&self) -> String {

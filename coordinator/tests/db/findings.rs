@@ -37,10 +37,7 @@ async fn hello(pool: &PgPool, name: &str, facts: &Value) -> i64 {
 async fn results_for(pool: &PgPool, host_id: i64, path: &str, throughputs: &[f64]) {
     let new_jobs: Vec<NewJob> = throughputs
         .iter()
-        .map(|_| NewJob {
-            path: path.into(),
-            ..crate::helpers::job(host_id, 16384)
-        })
+        .map(|_| crate::helpers::job_on(host_id, 16384, path.parse().expect("a path")))
         .collect();
     campaign(pool, &new_jobs).await;
     for mb_s in throughputs {

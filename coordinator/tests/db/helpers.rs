@@ -13,6 +13,8 @@ use cipherfleet_coordinator::db::campaigns::{self, NewCampaign};
 use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::db::jobs::NewJob;
 use cipherfleet_coordinator::pg::PrivateCluster;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::{Direction, JobSpec, KeyMode};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
@@ -109,18 +111,25 @@ pub async fn host(pool: &PgPool, name: &str) -> i64 {
 }
 
 /// One point of a matrix for `host_id`.
-pub fn job(host_id: i64, size_bytes: i64) -> NewJob {
+/// aes-256-gcm encrypt, 1 thread, static key, accelerated path, 0.5 s.
+pub fn job(host_id: i64, size_bytes: u64) -> NewJob {
+    job_on(host_id, size_bytes, Path::Accelerated)
+}
+
+/// As [`job`], asking for `path`.
+pub fn job_on(host_id: i64, size_bytes: u64, path: Path) -> NewJob {
     NewJob {
         host_id,
-        spec: json!({"algorithm": "aes-256-gcm", "size_bytes": size_bytes}),
-        algorithm: "aes-256-gcm".into(),
-        direction: "encrypt".into(),
-        size_bytes,
-        threads: 1,
-        concurrency: None,
-        key_mode: "static".into(),
-        path: "accelerated".into(),
-        time_limit_seconds: 30.0,
+        spec: JobSpec {
+            algorithm: "aes-256-gcm".parse().expect("a known algorithm"),
+            direction: Direction::Encrypt,
+            size_bytes,
+            threads: 1,
+            concurrency: None,
+            key_mode: KeyMode::Static,
+            path,
+            seconds: 0.5,
+        },
     }
 }
 

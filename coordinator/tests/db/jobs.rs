@@ -74,7 +74,7 @@ async fn jobs_run_oldest_campaign_first_in_matrix_order() {
 
     let mut order = Vec::new();
     while let Some(j) = jobs::claim_next_for_host(&pool, bench).await.unwrap() {
-        order.push((j.campaign_id, j.size_bytes));
+        order.push((j.campaign_id, j.point.size_bytes));
         jobs::fail(&pool, j.id, bench, "skipped").await.unwrap();
     }
     assert_eq!(order, [(first, 1024), (first, 16), (second, 64)]);
