@@ -6,7 +6,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// The block cipher or stream cipher under a construction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Cipher {
     Aes128,
@@ -18,7 +18,7 @@ pub enum Cipher {
 }
 
 /// The mode of operation or AEAD construction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// Electronic codebook with PKCS#7 padding.
@@ -43,7 +43,8 @@ pub enum Mode {
 }
 
 /// One benchmarkable algorithm: a cipher under a mode, with an OpenSSL-style name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Ordered by cipher, then mode (AES-128 before AES-256 before ChaCha20 before DES).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Algorithm {
     pub cipher: Cipher,
     pub mode: Mode,
@@ -134,6 +135,14 @@ pub struct UnknownAlgorithm(pub String);
 /// All valid names, comma separated, for error messages and `--help`.
 pub fn valid_names() -> String {
     ALL.iter().map(|a| a.name).collect::<Vec<_>>().join(", ")
+}
+
+impl TryFrom<String> for Algorithm {
+    type Error = UnknownAlgorithm;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
 }
 
 impl FromStr for Algorithm {

@@ -5,9 +5,10 @@
 //! The method (also printed on `/capacity`):
 //! - **per-core throughput** = the median over the class's hosts of the
 //!   latest `threads = 1` throughput; the spread is its min–max over hosts;
-//! - **scaling efficiency** at `t` threads = the median over hosts measured
-//!   at both 1 and `t` threads of `MB/s(t) / (t × MB/s(1))` — each host is
-//!   compared with itself, so hosts of different speed do not blur the curve;
+//! - **scaling efficiency** at `t` threads = [`super::scaling::thread_scaling`],
+//!   the rule `/modes` uses too: the median over hosts measured at both 1 and
+//!   `t` threads of `MB/s(t) / (t × MB/s(1))` — each host is compared with
+//!   itself, so hosts of different speed do not blur the curve;
 //! - **cores per host** = the median logical core count of the measured
 //!   hosts, rounded down (fewer cores per host means more hosts: the safe side);
 //! - the planner runs `N` threads per host: the largest measured thread count
@@ -20,13 +21,16 @@
 //! recommendation ([`recommend`]) likewise picks the fastest measured
 //! authenticated algorithm and states by how much it wins.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
 use serde::Serialize;
 
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::Path;
+
 use super::robust::median;
+use super::scaling::{HostSeries, ThreadPoint, ThreadScaling, thread_scaling};
 
 /// 1 Gbit/s is 10^9 bits/s = 125 × 10^6 bytes/s = 125 MB/s.
 pub const MB_S_PER_GBIT_S: f64 = 125.0;
@@ -100,44 +104,6 @@ impl Target {
     }
 }
 
-/// One measured thread count of one host (its latest result there).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ThreadPoint {
-    pub threads: u32,
-    pub mb_s: f64,
-    /// `accelerated` or `software`: what the worker really ran.
-    pub path_used: String,
-}
-
-/// One host's measurements of one algorithm at the planned size, direction and path.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HostSeries {
-    pub host_id: i64,
-    /// From the host's current facts; `None` if the probe could not tell.
-    pub logical_cores: Option<u32>,
-    pub points: Vec<ThreadPoint>,
-}
-
-impl HostSeries {
-    /// The usable throughput at `threads`, if measured (zero or non-finite is no measurement).
-    fn at(&self, threads: u32) -> Option<f64> {
-        self.points
-            .iter()
-            .find(|p| p.threads == threads && p.mb_s.is_finite() && p.mb_s > 0.0)
-            .map(|p| p.mb_s)
-    }
-}
-
-/// The measured efficiency at one thread count.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Scaling {
-    pub threads: u32,
-    /// `MB/s(t) / (t × MB/s(1))`, median over hosts; 1.0 is linear.
-    pub efficiency: f64,
-    /// Hosts measured at both 1 and `threads`.
-    pub hosts: usize,
-}
-
 /// Why a figure deserves less trust; printed beside it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Warning {
@@ -184,50 +150,27 @@ pub struct Estimate {
     /// Median logical cores of those hosts, rounded down.
     pub cores_per_host: Option<u32>,
     /// Every measured thread count above 1, ascending.
-    pub scaling: Vec<Scaling>,
+    pub scaling: Vec<ThreadScaling>,
     /// The thread count a host would run, and the efficiency used for it.
     pub run_threads: u32,
     pub efficiency: f64,
     pub linear_assumed: bool,
     /// The paths the results really ran on, sorted and deduplicated.
-    pub paths_used: Vec<String>,
+    pub paths_used: Vec<Path>,
     pub warnings: Vec<Warning>,
 }
 
 /// Per-core throughput and scaling of one class from its hosts' series, with
 /// `requested_path` the path the results were asked for. `None` when no host
 /// has a usable `threads = 1` measurement: there is no per-core figure to plan with.
-pub fn estimate(series: &[HostSeries], requested_path: &str) -> Option<Estimate> {
+pub fn estimate(series: &[HostSeries], requested_path: Path) -> Option<Estimate> {
     let singles: Vec<(&HostSeries, f64)> = series.iter().filter_map(|s| Some((s, s.at(1)?))).collect();
     let per_core: Vec<f64> = singles.iter().map(|(_, v)| *v).collect();
     let per_core_mb_s = median(&per_core)?;
     let per_core_min_mb_s = per_core.iter().copied().fold(f64::INFINITY, f64::min);
     let per_core_max_mb_s = per_core.iter().copied().fold(f64::NEG_INFINITY, f64::max);
 
-    // Each host against its own single-thread figure.
-    let mut ratios: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    for (host, single) in &singles {
-        for p in &host.points {
-            if p.threads > 1
-                && let Some(mb_s) = host.at(p.threads)
-            {
-                ratios
-                    .entry(p.threads)
-                    .or_default()
-                    .push(mb_s / (f64::from(p.threads) * single));
-            }
-        }
-    }
-    let scaling: Vec<Scaling> = ratios
-        .into_iter()
-        .filter_map(|(threads, r)| {
-            Some(Scaling {
-                threads,
-                efficiency: median(&r)?,
-                hosts: r.len(),
-            })
-        })
-        .collect();
+    let scaling = thread_scaling(series);
 
     let cores: Vec<f64> = singles
         .iter()
@@ -245,7 +188,7 @@ pub fn estimate(series: &[HostSeries], requested_path: &str) -> Option<Estimate>
     };
 
     let used: Vec<&ThreadPoint> = singles.iter().flat_map(|(s, _)| &s.points).collect();
-    let mut paths_used: Vec<String> = used.iter().map(|p| p.path_used.clone()).collect();
+    let mut paths_used: Vec<Path> = used.iter().map(|p| p.path_used).collect();
     paths_used.sort();
     paths_used.dedup();
     let results = used.len();
@@ -263,7 +206,7 @@ pub fn estimate(series: &[HostSeries], requested_path: &str) -> Option<Estimate>
     if cores_per_host.is_none() {
         warnings.push(Warning::UnknownCores);
     }
-    if paths_used.iter().any(|p| p != requested_path) {
+    if paths_used.iter().any(|p| *p != requested_path) {
         warnings.push(Warning::PathFellBack);
     }
     Some(Estimate {
@@ -315,10 +258,10 @@ pub fn plan(estimate: &Estimate, target_mb_s: f64, headroom: f64) -> Plan {
 /// The fastest measured algorithm of a class, and by how much it wins.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Recommendation {
-    pub algorithm: String,
+    pub algorithm: Algorithm,
     pub per_core_mb_s: f64,
     /// The second fastest, when more than one was measured.
-    pub runner_up: Option<String>,
+    pub runner_up: Option<Algorithm>,
     pub runner_up_per_core_mb_s: Option<f64>,
 }
 
@@ -332,45 +275,29 @@ impl Recommendation {
 /// Whether `algorithm` is a candidate for a recommendation: authenticated
 /// encryption (AEADs and CBC + HMAC), since nobody should be advised to ship
 /// an unauthenticated mode because it measures faster.
-pub fn is_candidate(algorithm: &str) -> bool {
-    algorithm
-        .parse::<cipherfleet_core::algorithm::Algorithm>()
-        .is_ok_and(|a| a.is_authenticated())
+pub fn is_candidate(algorithm: Algorithm) -> bool {
+    algorithm.is_authenticated()
 }
 
 /// The fastest of `(algorithm, per-core MB/s)` candidates; ties go to the
 /// name sorting first so the answer does not depend on row order.
-pub fn recommend(candidates: &[(String, f64)]) -> Option<Recommendation> {
-    let mut ranked: Vec<&(String, f64)> = candidates.iter().filter(|(_, v)| v.is_finite() && *v > 0.0).collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+pub fn recommend(candidates: &[(Algorithm, f64)]) -> Option<Recommendation> {
+    let mut ranked: Vec<&(Algorithm, f64)> = candidates.iter().filter(|(_, v)| v.is_finite() && *v > 0.0).collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.name().cmp(b.0.name())));
     let best = ranked.first()?;
     let second = ranked.get(1);
     Some(Recommendation {
-        algorithm: best.0.clone(),
+        algorithm: best.0,
         per_core_mb_s: best.1,
-        runner_up: second.map(|s| s.0.clone()),
+        runner_up: second.map(|s| s.0),
         runner_up_per_core_mb_s: second.map(|s| s.1),
     })
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::scaling::tests::host;
     use super::*;
-
-    fn host(id: i64, cores: Option<u32>, points: &[(u32, f64)]) -> HostSeries {
-        HostSeries {
-            host_id: id,
-            logical_cores: cores,
-            points: points
-                .iter()
-                .map(|&(threads, mb_s)| ThreadPoint {
-                    threads,
-                    mb_s,
-                    path_used: "accelerated".into(),
-                })
-                .collect(),
-        }
-    }
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() <= 1e-9 * b.abs().max(1.0)
@@ -520,7 +447,7 @@ mod tests {
             },
         ];
         for c in cases {
-            let e = estimate(&c.hosts, "accelerated").unwrap_or_else(|| panic!("{}: no estimate", c.what));
+            let e = estimate(&c.hosts, Path::Accelerated).unwrap_or_else(|| panic!("{}: no estimate", c.what));
             let p = plan(&e, c.target, c.headroom);
             assert!(
                 close(e.per_core_mb_s, c.per_core),
@@ -556,7 +483,7 @@ mod tests {
             // No single-thread figure: cannot be compared per core, so not counted.
             host(3, Some(8), &[(8, 10.0)]),
         ];
-        let e = estimate(&hosts, "accelerated").unwrap();
+        let e = estimate(&hosts, Path::Accelerated).unwrap();
         assert_eq!(
             (e.per_core_min_mb_s, e.per_core_mb_s, e.per_core_max_mb_s),
             (90.0, 100.0, 110.0)
@@ -564,7 +491,7 @@ mod tests {
         assert_eq!((e.hosts, e.results), (2, 3));
         assert_eq!(
             e.scaling,
-            vec![Scaling {
+            vec![ThreadScaling {
                 threads: 8,
                 efficiency: 640.0 / 720.0,
                 hosts: 1
@@ -575,7 +502,7 @@ mod tests {
 
     #[test]
     fn a_class_of_one_host_with_few_results_is_warned_about() {
-        let e = estimate(&[host(1, Some(2), &[(1, 50.0), (2, 95.0)])], "accelerated").unwrap();
+        let e = estimate(&[host(1, Some(2), &[(1, 50.0), (2, 95.0)])], Path::Accelerated).unwrap();
         assert_eq!(e.warnings, vec![Warning::SingleHost, Warning::FewResults(2)]);
         assert_eq!(e.warnings[0].to_string(), "one host only: no spread across hosts");
     }
@@ -583,18 +510,18 @@ mod tests {
     #[test]
     fn a_fallen_back_path_is_shown_and_warned_about() {
         let mut h = host(1, Some(2), &[(1, 50.0)]);
-        h.points[0].path_used = "software".into();
-        let e = estimate(&[h], "accelerated").unwrap();
-        assert_eq!(e.paths_used, vec!["software".to_string()]);
+        h.points[0].path_used = Path::Software;
+        let e = estimate(&[h], Path::Accelerated).unwrap();
+        assert_eq!(e.paths_used, vec![Path::Software]);
         assert!(e.warnings.contains(&Warning::PathFellBack));
     }
 
     #[test]
     fn no_single_thread_measurement_gives_no_estimate() {
-        assert_eq!(estimate(&[], "accelerated"), None);
-        assert_eq!(estimate(&[host(1, Some(4), &[(4, 400.0)])], "accelerated"), None);
+        assert_eq!(estimate(&[], Path::Accelerated), None);
+        assert_eq!(estimate(&[host(1, Some(4), &[(4, 400.0)])], Path::Accelerated), None);
         // A zero throughput is a failed measurement, not an infinitely slow core.
-        assert_eq!(estimate(&[host(1, Some(4), &[(1, 0.0)])], "accelerated"), None);
+        assert_eq!(estimate(&[host(1, Some(4), &[(1, 0.0)])], Path::Accelerated), None);
     }
 
     #[test]
@@ -620,11 +547,11 @@ mod tests {
             ),
         ];
         for (input, want) in cases {
-            let input: Vec<(String, f64)> = input.iter().map(|(a, v)| (a.to_string(), *v)).collect();
+            let input: Vec<(Algorithm, f64)> = input.iter().map(|(a, v)| (a.parse().unwrap(), *v)).collect();
             let got = recommend(&input);
             let got = got
                 .as_ref()
-                .map(|r| (r.algorithm.as_str(), r.runner_up.as_deref(), r.ratio()));
+                .map(|r| (r.algorithm.name(), r.runner_up.map(|a| a.name()), r.ratio()));
             match (got, want) {
                 (Some((a, r, Some(x))), Some((wa, wr, Some(wx)))) => {
                     assert_eq!((a, r), (wa, wr), "{input:?}");
@@ -637,10 +564,11 @@ mod tests {
 
     #[test]
     fn ties_are_broken_by_name_not_row_order() {
-        let a = recommend(&[("chacha20-poly1305".into(), 100.0), ("aes-128-gcm".into(), 100.0)]).unwrap();
-        let b = recommend(&[("aes-128-gcm".into(), 100.0), ("chacha20-poly1305".into(), 100.0)]).unwrap();
+        let (chacha, gcm) = ("chacha20-poly1305".parse().unwrap(), "aes-128-gcm".parse().unwrap());
+        let a = recommend(&[(chacha, 100.0), (gcm, 100.0)]).unwrap();
+        let b = recommend(&[(gcm, 100.0), (chacha, 100.0)]).unwrap();
         assert_eq!(a, b);
-        assert_eq!(a.algorithm, "aes-128-gcm");
+        assert_eq!(a.algorithm, gcm);
     }
 
     #[test]
@@ -653,9 +581,9 @@ mod tests {
             ("aes-128-ctr", false),
             ("aes-128-ecb", false),
             ("chacha20", false),
-            ("no-such-cipher", false),
+            ("des-ede3-cbc", false),
         ] {
-            assert_eq!(is_candidate(alg), want, "{alg}");
+            assert_eq!(is_candidate(alg.parse().unwrap()), want, "{alg}");
         }
     }
 }

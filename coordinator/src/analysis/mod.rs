@@ -9,14 +9,18 @@
 //! - [`series`]: reason 5 over stored results, one verdict per algorithm and kind.
 //! - [`changes`]: what changed in a host's facts between two snapshots.
 //! - [`class`]: machine classes (arch, CPU, usable crypto features, build) — peers, compare rows, capacity.
+//! - [`cells`]: what a cell of `/compare` shows over its results, and its colour.
+//! - [`scaling`]: thread-scaling efficiency, one rule for `/modes` and `/capacity`.
 //! - [`capacity`]: per-core throughput, thread scaling, cores and hosts for a target rate, the recommended algorithm.
 //!
 //! [`crate::findings`] runs these over the database and stores the findings.
 
 pub mod capacity;
+pub mod cells;
 pub mod changes;
 pub mod class;
 pub mod fallback;
 pub mod robust;
+pub mod scaling;
 pub mod series;
 pub mod slow;

@@ -2,9 +2,14 @@
 //! is made of, and the latest measured points at one payload size, direction
 //! and path ([`super::points`]), so the page never scans `results`.
 
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::Direction;
 use sqlx::PgExecutor;
 
 use super::Result;
+use super::points::LatestResult;
+use crate::latest_result_columns;
 
 /// A host as the planner groups it: its class facts and how it is marked.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -39,26 +44,14 @@ pub async fn hosts(db: impl PgExecutor<'_>) -> Result<Vec<ClassHost>> {
     .await?)
 }
 
-/// The latest result of one point on one host.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
-pub struct MeasuredPoint {
-    pub host_id: i64,
-    pub algorithm: String,
-    pub threads: i32,
-    pub throughput_mb_s: f64,
-    pub ops_per_s: f64,
-    /// `accelerated` or `software`: what the worker really ran.
-    pub path_used: String,
-    pub result_id: i64,
-}
-
 /// Which points the planner reads.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PointFilter<'a> {
-    pub size_bytes: i64,
-    pub direction: &'a str,
-    pub path: &'a str,
-    pub algorithms: &'a [String],
+    pub size_bytes: u64,
+    pub direction: Direction,
+    /// The path asked for.
+    pub path: Path,
+    pub algorithms: &'a [Algorithm],
 }
 
 /// The latest results of `filter.algorithms` at one size, direction and
@@ -66,18 +59,20 @@ pub struct PointFilter<'a> {
 /// one static key: the object-storage scenario (concurrency) and per-operation
 /// key setup measure other things and would skew a per-core figure.
 /// Served by the `result_points_view` index (size first).
-pub async fn points(db: impl PgExecutor<'_>, filter: PointFilter<'_>) -> Result<Vec<MeasuredPoint>> {
-    Ok(sqlx::query_as(
-        "SELECT host_id, algorithm, threads, throughput_mb_s, ops_per_s, path_used, result_id \
-         FROM result_points \
+pub async fn points(db: impl PgExecutor<'_>, filter: PointFilter<'_>) -> Result<Vec<LatestResult>> {
+    let algorithms: Vec<&str> = filter.algorithms.iter().map(|a| a.name()).collect();
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        latest_result_columns!(),
+        " FROM result_points \
          WHERE size_bytes = $1 AND direction = $2 AND path = $3 AND algorithm = ANY($4) \
              AND concurrency = 0 AND key_mode = 'static' \
-         ORDER BY host_id, algorithm, threads",
-    )
-    .bind(filter.size_bytes)
-    .bind(filter.direction)
-    .bind(filter.path)
-    .bind(filter.algorithms)
+         ORDER BY host_id, algorithm, threads"
+    ))
+    .bind(i64::try_from(filter.size_bytes).unwrap_or(i64::MAX))
+    .bind(filter.direction.as_str())
+    .bind(filter.path.as_str())
+    .bind(algorithms)
     .fetch_all(db)
     .await?)
 }

@@ -7,13 +7,17 @@
 //! 'static'`) and no object-storage concurrency (`concurrency = 0`). Other key
 //! modes and the concurrency scenario have pages of their own.
 
-use chrono::{DateTime, Utc};
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::Direction;
 use sqlx::PgExecutor;
 use sqlx::types::Json;
 
 use super::Result;
 use super::hosts::Labels;
+use super::points::LatestResult;
 use crate::analysis::class::MachineClass;
+use crate::latest_result_columns;
 
 /// A host with the current facts that decide its machine class.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -53,77 +57,54 @@ pub async fn hosts(db: impl PgExecutor<'_>) -> Result<Vec<ClassedHost>> {
 /// One slice of the matrix: a payload size, a thread count, a direction and a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct View {
-    pub size_bytes: i64,
-    pub threads: i32,
-    /// `encrypt` or `decrypt`.
-    pub direction: String,
-    /// The path asked for: `accelerated` or `software`.
-    pub path: String,
+    pub size_bytes: u64,
+    pub threads: u32,
+    pub direction: Direction,
+    /// The path asked for.
+    pub path: Path,
 }
 
-/// The latest result of one point on one host.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
-pub struct Point {
-    pub host_id: i64,
-    pub algorithm: String,
-    pub direction: String,
-    pub size_bytes: i64,
-    pub threads: i32,
-    pub path: String,
-    /// What the worker really ran; differs from `path` when acceleration fell back.
-    pub path_used: String,
-    pub result_id: i64,
-    pub measured_at: DateTime<Utc>,
-    pub throughput_mb_s: f64,
-    pub latency_p99_ns: i64,
-    /// Coefficient of variation of the samples, as a fraction.
-    pub cv: Option<f64>,
-    pub samples: i32,
-}
-
-/// The point columns, as a literal for `concat!`.
-macro_rules! point_columns {
-    () => {
-        "host_id, algorithm, direction, size_bytes, threads, path, path_used, result_id, measured_at, \
-         throughput_mb_s, latency_p99_ns, cv, samples"
-    };
-}
-
-/// Every host's point of `view`, for `algorithms` (all when empty), by algorithm then host.
-/// Reads the `result_points_view` index range of the view.
-pub async fn view_points(db: impl PgExecutor<'_>, view: &View, algorithms: &[String]) -> Result<Vec<Point>> {
+/// Every host's latest result of `view`, for `algorithms` (all when empty), by
+/// algorithm then host. Reads the `result_points_view` index range of the view.
+pub async fn view_points(db: impl PgExecutor<'_>, view: &View, algorithms: &[Algorithm]) -> Result<Vec<LatestResult>> {
+    let algorithms: Vec<&str> = algorithms.iter().map(|a| a.name()).collect();
     Ok(sqlx::query_as(concat!(
         "SELECT ",
-        point_columns!(),
+        latest_result_columns!(),
         " FROM result_points \
          WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $4 \
            AND concurrency = 0 AND key_mode = 'static' \
            AND (cardinality($5::text[]) = 0 OR algorithm = ANY($5)) \
          ORDER BY algorithm, host_id"
     ))
-    .bind(view.size_bytes)
-    .bind(view.threads)
-    .bind(&view.direction)
-    .bind(&view.path)
+    .bind(i64::try_from(view.size_bytes).unwrap_or(i64::MAX))
+    .bind(i32::try_from(view.threads).unwrap_or(i32::MAX))
+    .bind(view.direction.as_str())
+    .bind(view.path.as_str())
     .bind(algorithms)
     .fetch_all(db)
     .await?)
 }
 
-/// Every point of the given hosts in one direction and path: all sizes and
-/// thread counts (the payload-size and thread-scaling curves). Reads the
-/// primary key, which leads with the host.
-pub async fn host_points(db: impl PgExecutor<'_>, host_ids: &[i64], direction: &str, path: &str) -> Result<Vec<Point>> {
+/// Every latest result of the given hosts in one direction and path: all
+/// sizes and thread counts (the payload-size and thread-scaling curves).
+/// Reads the primary key, which leads with the host.
+pub async fn host_points(
+    db: impl PgExecutor<'_>,
+    host_ids: &[i64],
+    direction: Direction,
+    path: Path,
+) -> Result<Vec<LatestResult>> {
     Ok(sqlx::query_as(concat!(
         "SELECT ",
-        point_columns!(),
+        latest_result_columns!(),
         " FROM result_points \
          WHERE host_id = ANY($1) AND direction = $2 AND path = $3 AND concurrency = 0 AND key_mode = 'static' \
          ORDER BY algorithm, size_bytes, threads, host_id"
     ))
     .bind(host_ids)
-    .bind(direction)
-    .bind(path)
+    .bind(direction.as_str())
+    .bind(path.as_str())
     .fetch_all(db)
     .await?)
 }
@@ -131,8 +112,10 @@ pub async fn host_points(db: impl PgExecutor<'_>, host_ids: &[i64], direction: &
 /// A payload size and thread count with stored points, in any direction or path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, sqlx::FromRow)]
 pub struct Slice {
-    pub size_bytes: i64,
-    pub threads: i32,
+    #[sqlx(try_from = "i64")]
+    pub size_bytes: u64,
+    #[sqlx(try_from = "i32")]
+    pub threads: u32,
 }
 
 /// The distinct (size, threads) pairs stored, ascending: what the filters

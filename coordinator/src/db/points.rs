@@ -4,7 +4,9 @@
 //! (migrations/0003). Reading a point back is `#[sqlx(flatten)] point: Point`
 //! (its `FromRow` lives in `cipherfleet_core`).
 
+use chrono::{DateTime, Utc};
 use cipherfleet_core::Point;
+use cipherfleet_core::path::Path;
 use sqlx::{PgExecutor, Postgres, Transaction};
 
 use super::Result;
@@ -40,6 +42,35 @@ impl PointColumns {
         }
         c
     }
+}
+
+/// A row of `result_points`: the latest result of one point on one host.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct LatestResult {
+    pub host_id: i64,
+    /// The point; its path is the one asked for.
+    #[sqlx(flatten)]
+    pub point: Point,
+    /// What the worker really ran; differs from `point.path` when acceleration fell back.
+    #[sqlx(try_from = "String")]
+    pub path_used: Path,
+    pub result_id: i64,
+    pub measured_at: DateTime<Utc>,
+    pub throughput_mb_s: f64,
+    pub ops_per_s: f64,
+    pub latency_p99_ns: i64,
+    /// Coefficient of variation of the samples, as a fraction.
+    pub cv: Option<f64>,
+    pub samples: i32,
+}
+
+/// The columns of [`LatestResult`], as a literal for `concat!`.
+#[macro_export]
+macro_rules! latest_result_columns {
+    () => {
+        "host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, path_used, \
+         result_id, measured_at, throughput_mb_s, ops_per_s, latency_p99_ns, cv, samples"
+    };
 }
 
 /// Makes result `result_id` the latest of its point; called in the transaction that inserts it.

@@ -83,24 +83,53 @@ pub fn table<T: Serialize>(name: &str, rows: &[T], format: Format) -> Result<Res
 pub fn to_csv<T: Serialize>(rows: &[T]) -> Result<String, csv::Error> {
     let objects = rows
         .iter()
-        .map(|row| match serde_json::to_value(row) {
-            Ok(serde_json::Value::Object(map)) => Ok(map),
-            Ok(other) => Err(format!("a row is not an object: {other}")),
-            Err(e) => Err(e.to_string()),
+        .map(|row| {
+            let json = serde_json::to_string(row).map_err(|e| e.to_string())?;
+            serde_json::from_str::<OrderedObject>(&json).map_err(|e| format!("a row is not an object: {e}"))
         })
         .collect::<Result<Vec<_>, String>>()
         .map_err(|e| csv::Error::from(std::io::Error::other(e)))?;
     let Some(first) = objects.first() else {
         return Ok(String::new());
     };
-    let columns: Vec<&String> = first.keys().collect();
+    let columns: Vec<&str> = first.0.iter().map(|(k, _)| k.as_str()).collect();
     let mut out = csv::Writer::from_writer(Vec::new());
     out.write_record(&columns)?;
     for object in &objects {
-        out.write_record(columns.iter().map(|c| cell(object.get(c.as_str()))))?;
+        out.write_record(columns.iter().map(|c| cell(object.get(c))))?;
     }
     let bytes = out.into_inner().map_err(|e| e.into_error())?;
     Ok(String::from_utf8(bytes).expect("CSV of UTF-8 strings"))
+}
+
+/// A JSON object's members in the order they were written (a row's field
+/// order), which `serde_json::Map` does not keep.
+struct OrderedObject(Vec<(String, serde_json::Value)>);
+
+impl OrderedObject {
+    fn get(&self, key: &str) -> Option<&serde_json::Value> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+}
+
+impl<'de> Deserialize<'de> for OrderedObject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = OrderedObject;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<OrderedObject, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    members.push(member);
+                }
+                Ok(OrderedObject(members))
+            }
+        }
+        d.deserialize_map(Members)
+    }
 }
 
 /// One value as a CSV cell: empty for null or missing, the text of a string

@@ -27,11 +27,12 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
 
+use cipherfleet_core::algorithm::Algorithm;
+
 use super::api::{self, ApiError, FormatParam};
 use super::{WebError, WebState};
 use crate::analysis::capacity as model;
 use crate::db::capacity::{self as store, PointFilter};
-use inputs::bad;
 pub use inputs::{CapacityQuery, Inputs};
 pub use rows::{CapacityRow, Measurements, plan_rows};
 use view::page_view;
@@ -45,20 +46,19 @@ pub fn routes() -> Router<WebState> {
 /// Reads what the planner needs: the hosts, and the points of the chosen
 /// algorithm plus every recommendation candidate.
 async fn measure(state: &WebState, inputs: &Inputs) -> Result<Measurements, WebError> {
-    let mut algorithms: Vec<String> = cipherfleet_core::algorithm::ALL
+    let mut algorithms: Vec<Algorithm> = cipherfleet_core::algorithm::ALL
         .iter()
-        .map(|a| a.name().to_string())
-        .filter(|a| model::is_candidate(a))
+        .copied()
+        .filter(|a| model::is_candidate(*a))
         .collect();
-    algorithms.push(inputs.algorithm.clone());
-    let size_bytes = i64::try_from(inputs.size_bytes).map_err(|_| bad("size", "too large".into()))?;
+    algorithms.push(inputs.algorithm);
     let hosts = store::hosts(&state.pool).await?;
     let points = store::points(
         &state.pool,
         PointFilter {
-            size_bytes,
-            direction: &inputs.direction,
-            path: &inputs.path,
+            size_bytes: inputs.size_bytes,
+            direction: inputs.direction,
+            path: inputs.path,
             algorithms: &algorithms,
         },
     )

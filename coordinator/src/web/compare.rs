@@ -22,15 +22,19 @@ use axum::response::{Html, Response};
 use axum::routing::get;
 use serde::Serialize;
 
+use cipherfleet_core::Point;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::{Direction, KeyMode};
+
 use super::api::{self, ApiError, FormatParam};
 use super::paging::{Pager, with_query};
-use super::params::{Choice, DIRECTIONS, PATHS, choices, plain_choices};
+use super::params::{Choice, choices};
 use super::{WebError, WebState, format};
-use crate::db::matrix::{self, ClassedHost, Point, View};
-pub use grid::median;
-use grid::{Cell, Matrix, RowHead, heat_map, nearest};
+use crate::db::matrix::{self, ClassedHost, Slice, View};
+use crate::db::points::LatestResult;
+use grid::{Cell, Grid, RowHead, heat_map, nearest};
 use params::{CompareParams, CompareQuery, Metric, Rows};
-pub use params::{direction, not_valid, parse_algorithms, path, size};
+pub use params::{direction, names, not_valid, parse_algorithms, path, size};
 
 /// Rows per page of the matrix.
 const PER_PAGE: u64 = 50;
@@ -47,7 +51,7 @@ pub fn routes() -> Router<WebState> {
 fn describe(view: &View) -> String {
     format!(
         "{} per operation, {} thread{}, {}, {} path",
-        format::bytes(view.size_bytes as u64),
+        format::bytes(view.size_bytes),
         view.threads,
         if view.threads == 1 { "" } else { "s" },
         view.direction,
@@ -178,8 +182,22 @@ struct ComparePage {
     json_href: String,
 }
 
+/// The point of an algorithm's cell in `view`: the comparison pages show
+/// one static key and no object-storage concurrency.
+fn view_point(view: &View, algorithm: cipherfleet_core::algorithm::Algorithm) -> Point {
+    Point {
+        algorithm,
+        direction: view.direction,
+        size_bytes: view.size_bytes,
+        threads: view.threads,
+        concurrency: None,
+        key_mode: KeyMode::Static,
+        path: view.path,
+    }
+}
+
 /// Everything a view needs from the database, fetched concurrently.
-async fn load(state: &WebState, params: &CompareParams) -> Result<(Vec<ClassedHost>, Vec<Point>), WebError> {
+async fn load(state: &WebState, params: &CompareParams) -> Result<(Vec<ClassedHost>, Vec<LatestResult>), WebError> {
     let (hosts, points) = tokio::try_join!(
         matrix::hosts(&state.pool),
         matrix::view_points(&state.pool, &params.view, &params.algorithms),
@@ -194,7 +212,17 @@ async fn page(State(state): State<WebState>, Query(q): Query<CompareQuery>) -> R
     let ((hosts, points), slices) = tokio::try_join!(load(&state, &params), async {
         Ok::<_, WebError>(matrix::slices(&state.pool).await?)
     })?;
-    let m = Matrix::build(&params, &hosts, &points);
+    Ok(Html(compare_page(&params, &hosts, &points, &slices).render()?))
+}
+
+/// The page of `params` over what was read: a pure function of the rows.
+fn compare_page(
+    params: &CompareParams,
+    hosts: &[ClassedHost],
+    points: &[LatestResult],
+    slices: &[Slice],
+) -> ComparePage {
+    let m = Grid::build(params, hosts, points);
     // Colours come from every row, so a cell keeps its colour from page to page.
     let heat = heat_map(&m, params.metric);
     let pager = Pager::new(params.page, PER_PAGE, m.rows.len() as u64);
@@ -227,12 +255,12 @@ async fn page(State(state): State<WebState>, Query(q): Query<CompareQuery>) -> R
     };
     // The filters offer what is stored, plus the current value (a link may
     // name a view with no data; the form must still show what was asked).
-    let sizes: BTreeSet<i64> = slices
+    let sizes: BTreeSet<u64> = slices
         .iter()
         .map(|s| s.size_bytes)
         .chain([params.view.size_bytes])
         .collect();
-    let threads: BTreeSet<i32> = slices.iter().map(|s| s.threads).chain([params.view.threads]).collect();
+    let threads: BTreeSet<u32> = slices.iter().map(|s| s.threads).chain([params.view.threads]).collect();
     let empty = m.rows.is_empty().then(|| {
         if slices.is_empty() {
             "No results are stored yet: connect an agent and run a campaign, then every finished job shows up here."
@@ -240,7 +268,10 @@ async fn page(State(state): State<WebState>, Query(q): Query<CompareQuery>) -> R
         } else {
             let mut what = describe(&params.view);
             if !params.algorithms.is_empty() {
-                what.push_str(&format!(", algorithms {}", params.algorithms.join(", ")));
+                what.push_str(&format!(
+                    ", algorithms {}",
+                    names(&params.algorithms).replace(',', ", ")
+                ));
             }
             if let Some(class) = &params.class {
                 what.push_str(&format!(", class {class}"));
@@ -249,12 +280,12 @@ async fn page(State(state): State<WebState>, Query(q): Query<CompareQuery>) -> R
         }
     });
     let suggestions = if m.rows.is_empty() {
-        nearest(&slices, &params.view, SUGGESTIONS)
+        nearest(slices, &params.view, SUGGESTIONS)
             .into_iter()
             .map(|s| Link {
                 text: format!(
                     "{} × {} thread{}",
-                    format::bytes(s.size_bytes as u64),
+                    format::bytes(s.size_bytes),
                     s.threads,
                     if s.threads == 1 { "" } else { "s" }
                 ),
@@ -292,17 +323,23 @@ async fn page(State(state): State<WebState>, Query(q): Query<CompareQuery>) -> R
         classes_mode: params.rows == Rows::Classes,
         p99_mode: params.metric == Metric::P99,
         heading: describe(&params.view),
-        algorithms: params.algorithms.join(","),
+        algorithms: names(&params.algorithms),
         size_choices: choices(
-            sizes.iter().map(|s| (s.to_string(), format::bytes(*s as u64))),
+            sizes.iter().map(|s| (s.to_string(), format::bytes(*s))),
             &params.view.size_bytes.to_string(),
         ),
         thread_choices: choices(
             threads.iter().map(|t| (t.to_string(), t.to_string())),
             &params.view.threads.to_string(),
         ),
-        direction_choices: plain_choices(&DIRECTIONS, &params.view.direction),
-        path_choices: plain_choices(&PATHS, &params.view.path),
+        direction_choices: choices(
+            Direction::ALL.iter().map(|d| (d.to_string(), d.to_string())),
+            params.view.direction.as_str(),
+        ),
+        path_choices: choices(
+            Path::ALL.iter().map(|p| (p.to_string(), p.to_string())),
+            params.view.path.as_str(),
+        ),
         seeds: seed_views(),
         class_filter,
         class_key: params.class.clone().unwrap_or_default(),
@@ -315,7 +352,7 @@ async fn page(State(state): State<WebState>, Query(q): Query<CompareQuery>) -> R
             .into(),
             href: with_query("/compare", &other.query_pairs()),
         },
-        columns: m.columns.clone(),
+        columns: m.columns.iter().map(|a| a.name().to_string()).collect(),
         any_marked: m.rows.iter().any(|(h, _)| h.emulated || h.simulated),
         rows,
         empty,
@@ -326,7 +363,7 @@ async fn page(State(state): State<WebState>, Query(q): Query<CompareQuery>) -> R
         csv_href: with(("format", "csv")),
         json_href: with(("format", "json")),
     };
-    Ok(Html(page.render()?))
+    page
 }
 
 /// A cell of host rows, as `/api/v1/compare` sends it.
@@ -337,12 +374,9 @@ struct HostCellRow {
     emulated: bool,
     simulated: bool,
     class_key: String,
-    algorithm: String,
-    size_bytes: i64,
-    threads: i32,
-    direction: String,
-    path: String,
-    path_used: String,
+    #[serde(flatten)]
+    point: Point,
+    path_used: Path,
     throughput_mb_s: f64,
     latency_p99_ns: i64,
     cv: Option<f64>,
@@ -359,11 +393,8 @@ struct ClassCellRow {
     emulated: bool,
     simulated: bool,
     hosts: usize,
-    algorithm: String,
-    size_bytes: i64,
-    threads: i32,
-    direction: String,
-    path: String,
+    #[serde(flatten)]
+    point: Point,
     median_throughput_mb_s: f64,
     median_latency_p99_ns: f64,
     /// Spread of the hosts' throughputs (coefficient of variation), when two or more.
@@ -379,18 +410,17 @@ async fn api_compare(
 ) -> Result<Response, ApiError> {
     let params = CompareParams::parse(&q)?;
     let (hosts, points) = load(&state, &params).await?;
-    let m = Matrix::build(&params, &hosts, &points);
-    let v = &params.view;
+    let m = Grid::build(&params, &hosts, &points);
     match params.rows {
         Rows::Hosts => {
             let by_id: HashMap<i64, &ClassedHost> = hosts.iter().map(|h| (h.id, h)).collect();
-            let by_result: HashMap<i64, &Point> = points.iter().map(|p| (p.result_id, p)).collect();
+            let by_result: HashMap<i64, &LatestResult> = points.iter().map(|p| (p.result_id, p)).collect();
             let mut rows = Vec::new();
             for (head, cells) in &m.rows {
                 let Some(host) = head.id.parse().ok().and_then(|id: i64| by_id.get(&id)) else {
                     continue;
                 };
-                for (algorithm, cell) in m.columns.iter().zip(cells) {
+                for cell in cells {
                     let Some(c) = cell else { continue };
                     let Some(p) = c.result_id.and_then(|id| by_result.get(&id)) else {
                         continue;
@@ -401,12 +431,8 @@ async fn api_compare(
                         emulated: head.emulated,
                         simulated: head.simulated,
                         class_key: host.class().key(),
-                        algorithm: algorithm.clone(),
-                        size_bytes: v.size_bytes,
-                        threads: v.threads,
-                        direction: v.direction.clone(),
-                        path: v.path.clone(),
-                        path_used: p.path_used.clone(),
+                        point: p.point,
+                        path_used: p.path_used,
                         throughput_mb_s: p.throughput_mb_s,
                         latency_p99_ns: p.latency_p99_ns,
                         cv: p.cv,
@@ -429,11 +455,7 @@ async fn api_compare(
                         emulated: head.emulated,
                         simulated: head.simulated,
                         hosts: c.hosts,
-                        algorithm: algorithm.clone(),
-                        size_bytes: v.size_bytes,
-                        threads: v.threads,
-                        direction: v.direction.clone(),
-                        path: v.path.clone(),
+                        point: view_point(&params.view, *algorithm),
                         median_throughput_mb_s: c.throughput_mb_s,
                         median_latency_p99_ns: c.latency_p99_ns,
                         cv_across_hosts: if c.hosts > 1 { c.cv } else { None },
@@ -443,5 +465,98 @@ async fn api_compare(
             }
             api::table("compare-classes", &rows, format.format)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cipherfleet_core::path::Path;
+    use sqlx::types::Json;
+
+    use super::*;
+    use crate::analysis::cells::tests::result;
+
+    fn host(id: i64, name: &str, model: &str) -> ClassedHost {
+        ClassedHost {
+            id,
+            name: name.into(),
+            labels: Json(Default::default()),
+            arch: Some("x86_64".into()),
+            cpu_vendor: Some("GenuineIntel".into()),
+            cpu_model_name: Some(model.into()),
+            features_usable: Some(vec!["aes".into(), "pclmulqdq".into()]),
+            build_flavour: Some("accelerated".into()),
+        }
+    }
+
+    fn params(pairs: &[(&str, &str)]) -> CompareParams {
+        CompareParams::parse(&crate::web::params::query_from(pairs)).unwrap()
+    }
+
+    fn slice(size_bytes: u64, threads: u32) -> Slice {
+        Slice { size_bytes, threads }
+    }
+
+    #[test]
+    fn class_rows_show_the_median_the_spread_and_what_fell_back() {
+        let hosts = [host(1, "a", "Xeon"), host(2, "b", "Xeon"), host(3, "c", "Xeon")];
+        let points = [
+            result(1, "aes-256-gcm", 1000.0, Path::Accelerated),
+            result(2, "aes-256-gcm", 3000.0, Path::Accelerated),
+            result(3, "aes-256-gcm", 2000.0, Path::Software),
+        ];
+        let page = compare_page(&params(&[("rows", "classes")]), &hosts, &points, &[slice(16384, 1)]);
+        assert!(page.classes_mode);
+        assert_eq!(
+            page.heading,
+            "16 KiB per operation, 1 thread, encrypt, accelerated path"
+        );
+        assert_eq!(page.columns, ["aes-256-gcm"]);
+        assert_eq!(page.rows.len(), 1);
+        assert_eq!(page.rows[0].hosts_note.as_deref(), Some("3 hosts"));
+        let cell = page.rows[0].cells[0].as_ref().unwrap();
+        assert_eq!(cell.mb_s, "2000 MB/s");
+        assert_eq!(cell.note, "median of 3 hosts · CV 50.0 % across hosts");
+        assert_eq!(cell.fell_back.as_deref(), Some("1 ran in software"));
+        assert_eq!(cell.href, None, "a class cell has no single raw result");
+        assert!(page.empty.is_none() && page.suggestions.is_empty());
+        assert!(page.csv_href.contains("rows=classes") && page.csv_href.contains("format=csv"));
+    }
+
+    #[test]
+    fn host_rows_link_their_result_and_an_empty_view_suggests_stored_ones() {
+        let hosts = [host(1, "a", "Xeon")];
+        let points = [result(1, "aes-256-gcm", 1500.0, Path::Accelerated)];
+        let page = compare_page(&params(&[]), &hosts, &points, &[slice(16384, 1)]);
+        let cell = page.rows[0].cells[0].as_ref().unwrap();
+        assert_eq!(cell.note, "CV 1.00 %");
+        assert_eq!(
+            cell.href.as_deref(),
+            Some(format!("/api/v1/results/{}", points[0].result_id).as_str())
+        );
+        assert_eq!(cell.fell_back, None);
+
+        let empty = compare_page(
+            &params(&[("size", "64"), ("algorithms", "des-cbc")]),
+            &hosts,
+            &[],
+            &[slice(16384, 1), slice(1024, 2)],
+        );
+        assert_eq!(
+            empty.empty.as_deref(),
+            Some("No results for 64 B per operation, 1 thread, encrypt, accelerated path, algorithms des-cbc.")
+        );
+        let texts: Vec<&str> = empty.suggestions.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["1 KiB × 2 threads", "16 KiB × 1 thread"]);
+        assert_eq!(
+            empty.suggestions[0].href,
+            "/compare?size=1024&threads=2&algorithms=des-cbc"
+        );
+        assert_eq!(
+            empty.suggestions[1].href, "/compare?algorithms=des-cbc",
+            "16 KiB is the default"
+        );
+        let nothing = compare_page(&params(&[]), &hosts, &[], &[]);
+        assert!(nothing.empty.unwrap().starts_with("No results are stored yet"));
     }
 }

@@ -24,10 +24,15 @@ use super::api::{self, ApiError, FormatParam};
 use super::compare::Link;
 use super::hosts::{SIMULATED_LABEL, is_marked};
 use super::paging::with_query;
-use super::params::{Choice, DIRECTIONS, PATHS, choices, plain_choices};
+use cipherfleet_core::Point;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::{Direction, KeyMode};
+
+use super::params::{Choice, choices};
 use super::svg::{LineChart, XAxis};
 use super::{WebError, WebState, format};
 use crate::db::matrix::{self, ClassedHost};
+use crate::db::points::LatestResult;
 use crate::findings::EMULATED_LABEL;
 use curves::{Merged, by_algorithm, merge, scaling};
 use params::{ModesParams, ModesQuery, Subject};
@@ -108,9 +113,9 @@ struct SizeRow {
 }
 
 #[derive(Debug, Clone)]
-struct ScalingRow {
+struct ScalingView {
     algorithm: String,
-    threads: i32,
+    threads: u32,
     mb_s: String,
     mb_s_sort: String,
     speedup: String,
@@ -142,7 +147,7 @@ struct ModesPage {
     scaling_chart: String,
     size_columns: Vec<String>,
     size_rows: Vec<SizeRow>,
-    scaling_rows: Vec<ScalingRow>,
+    scaling_rows: Vec<ScalingView>,
     has_scaling: bool,
     csv_href: String,
     json_href: String,
@@ -154,9 +159,12 @@ fn size_section(title: String, merged: &[Merged]) -> (String, Vec<String>, Vec<S
     let one_thread = by_algorithm(merged, |m| m.threads == 1);
     let mut chart = LineChart::new(title, XAxis::Bytes);
     for (algorithm, pts) in &one_thread {
-        chart = chart.series(*algorithm, pts.iter().map(|m| (m.size_bytes as f64, m.throughput_mb_s)));
+        chart = chart.series(
+            algorithm.name(),
+            pts.iter().map(|m| (m.size_bytes as f64, m.throughput_mb_s)),
+        );
     }
-    let sizes: BTreeSet<i64> = one_thread
+    let sizes: BTreeSet<u64> = one_thread
         .iter()
         .flat_map(|(_, p)| p.iter().map(|m| m.size_bytes))
         .collect();
@@ -174,12 +182,17 @@ fn size_section(title: String, merged: &[Merged]) -> (String, Vec<String>, Vec<S
                 .collect(),
         })
         .collect();
-    let columns = sizes.iter().map(|s| format::bytes(*s as u64)).collect();
+    let columns = sizes.iter().map(|s| format::bytes(*s)).collect();
     (chart.render(), columns, rows)
 }
 
 /// The thread-scaling chart at `size_bytes` and its table with speed-up and efficiency.
-fn scaling_section(title: String, merged: &[Merged], size_bytes: i64) -> (String, Vec<ScalingRow>) {
+fn scaling_section(
+    title: String,
+    results: &[LatestResult],
+    merged: &[Merged],
+    size_bytes: u64,
+) -> (String, Vec<ScalingView>) {
     let mut chart = LineChart::new(
         title,
         XAxis::Linear {
@@ -187,12 +200,15 @@ fn scaling_section(title: String, merged: &[Merged], size_bytes: i64) -> (String
         },
     );
     for (algorithm, pts) in by_algorithm(merged, |m| m.size_bytes == size_bytes) {
-        chart = chart.series(algorithm, pts.iter().map(|m| (f64::from(m.threads), m.throughput_mb_s)));
+        chart = chart.series(
+            algorithm.name(),
+            pts.iter().map(|m| (f64::from(m.threads), m.throughput_mb_s)),
+        );
     }
-    let rows = scaling(merged, size_bytes)
+    let rows = scaling(results, merged, size_bytes)
         .iter()
-        .map(|s| ScalingRow {
-            algorithm: s.algorithm.clone(),
+        .map(|s| ScalingView {
+            algorithm: s.algorithm.to_string(),
             threads: s.threads,
             mb_s: format::mb_s(s.throughput_mb_s),
             mb_s_sort: s.throughput_mb_s.to_string(),
@@ -209,6 +225,25 @@ fn scaling_section(title: String, merged: &[Merged], size_bytes: i64) -> (String
 async fn page(State(state): State<WebState>, Query(q): Query<ModesQuery>) -> Result<Html<String>, WebError> {
     let params = ModesParams::parse(&q)?;
     let hosts = matrix::hosts(&state.pool).await?;
+    let chosen = match &params.subject {
+        None => None,
+        Some(subject) => {
+            // Unknown host or class: 404 (a stale link), not an empty page that looks like missing data.
+            let who = resolve(subject, &hosts)?;
+            let results = matrix::host_points(&state.pool, &who.host_ids, params.direction, params.path).await?;
+            Some((subject, who, results))
+        }
+    };
+    Ok(Html(modes_page(&params, &hosts, chosen).render()?))
+}
+
+/// The page over what was read (the subject resolved, with its latest
+/// results, or `None` for the chooser): a pure function of the rows.
+fn modes_page(
+    params: &ModesParams,
+    hosts: &[ClassedHost],
+    chosen: Option<(&Subject, Resolved, Vec<LatestResult>)>,
+) -> ModesPage {
     let host_choices = choices(
         hosts.iter().map(|h| (h.id.to_string(), h.name.clone())),
         &match &params.subject {
@@ -232,8 +267,6 @@ async fn page(State(state): State<WebState>, Query(q): Query<ModesQuery>) -> Res
             _ => "",
         },
     );
-    let direction_choices = plain_choices(&DIRECTIONS, &params.direction);
-    let path_choices = plain_choices(&PATHS, &params.path);
     let mut page = ModesPage {
         chosen: false,
         host_choices,
@@ -248,12 +281,18 @@ async fn page(State(state): State<WebState>, Query(q): Query<ModesQuery>) -> Res
         emulated: false,
         simulated: false,
         left_out: 0,
-        direction_choices,
-        path_choices,
+        direction_choices: choices(
+            Direction::ALL.iter().map(|d| (d.to_string(), d.to_string())),
+            params.direction.as_str(),
+        ),
+        path_choices: choices(
+            Path::ALL.iter().map(|p| (p.to_string(), p.to_string())),
+            params.path.as_str(),
+        ),
         size_choices: Vec::new(),
-        algorithms: params.algorithms.join(","),
+        algorithms: super::compare::names(&params.algorithms),
         condition: format!("{}, {} path, one static key", params.direction, params.path),
-        scaling_size: format::bytes(params.size_bytes as u64),
+        scaling_size: format::bytes(params.size_bytes),
         size_chart: String::new(),
         scaling_chart: String::new(),
         size_columns: Vec::new(),
@@ -263,13 +302,10 @@ async fn page(State(state): State<WebState>, Query(q): Query<ModesQuery>) -> Res
         csv_href: String::new(),
         json_href: String::new(),
     };
-    let Some(subject) = &params.subject else {
-        return Ok(Html(page.render()?));
+    let Some((subject, who, results)) = chosen else {
+        return page;
     };
-    // Unknown host or class: 404 (a stale link), not an empty page that looks like missing data.
-    let who = resolve(subject, &hosts)?;
-    let points = matrix::host_points(&state.pool, &who.host_ids, &params.direction, &params.path).await?;
-    let merged = merge(&points, &params.algorithms);
+    let merged = merge(&results, &params.algorithms);
 
     // The chart titles carry the mark too: a chart is often copied without its page.
     let mark = if who.emulated {
@@ -289,14 +325,14 @@ async fn page(State(state): State<WebState>, Query(q): Query<ModesQuery>) -> Res
     let scaling_title = format!(
         "{}: throughput by threads at {}, {}{mark}",
         who.label,
-        format::bytes(params.size_bytes as u64),
+        format::bytes(params.size_bytes),
         params.direction
     );
-    let (scaling_chart, scaling_rows) = scaling_section(scaling_title, &merged, params.size_bytes);
+    let (scaling_chart, scaling_rows) = scaling_section(scaling_title, &results, &merged, params.size_bytes);
     page.has_scaling = !scaling_rows.is_empty();
     page.scaling_rows = scaling_rows;
     // Sizes with a thread-scaling curve (more than one thread count stored).
-    let mut with_threads: BTreeMap<i64, BTreeSet<i32>> = BTreeMap::new();
+    let mut with_threads: BTreeMap<u64, BTreeSet<u32>> = BTreeMap::new();
     for m in &merged {
         with_threads.entry(m.size_bytes).or_default().insert(m.threads);
     }
@@ -305,7 +341,7 @@ async fn page(State(state): State<WebState>, Query(q): Query<ModesQuery>) -> Res
             .keys()
             .copied()
             .chain([params.size_bytes])
-            .collect::<BTreeSet<i64>>()
+            .collect::<BTreeSet<u64>>()
             .into_iter()
             .map(|s| {
                 let n = with_threads.get(&s).map_or(0, BTreeSet::len);
@@ -313,7 +349,7 @@ async fn page(State(state): State<WebState>, Query(q): Query<ModesQuery>) -> Res
                     s.to_string(),
                     format!(
                         "{} ({n} thread count{})",
-                        format::bytes(s as u64),
+                        format::bytes(s),
                         if n == 1 { "" } else { "s" }
                     ),
                 )
@@ -347,7 +383,7 @@ async fn page(State(state): State<WebState>, Query(q): Query<ModesQuery>) -> Res
     page.scaling_chart = scaling_chart;
     page.csv_href = with_format("csv");
     page.json_href = with_format("json");
-    Ok(Html(page.render()?))
+    page
 }
 
 /// One point as `/api/v1/modes` sends it.
@@ -357,11 +393,9 @@ struct ModeRow {
     subject: String,
     emulated: bool,
     simulated: bool,
-    algorithm: String,
-    size_bytes: i64,
-    threads: i32,
-    direction: String,
-    path: String,
+    /// The merged point (one static key, no object-storage concurrency).
+    #[serde(flatten)]
+    point: Point,
     throughput_mb_s: f64,
     latency_p99_ns: f64,
     cv: Option<f64>,
@@ -381,18 +415,22 @@ async fn api_modes(
         .ok_or_else(|| WebError::BadRequest("give host=ID or class=KEY".into()))?;
     let hosts = matrix::hosts(&state.pool).await?;
     let who = resolve(subject, &hosts)?;
-    let points = matrix::host_points(&state.pool, &who.host_ids, &params.direction, &params.path).await?;
-    let rows: Vec<ModeRow> = merge(&points, &params.algorithms)
+    let results = matrix::host_points(&state.pool, &who.host_ids, params.direction, params.path).await?;
+    let rows: Vec<ModeRow> = merge(&results, &params.algorithms)
         .into_iter()
         .map(|m| ModeRow {
             subject: who.label.clone(),
             emulated: who.emulated,
             simulated: who.simulated,
-            algorithm: m.algorithm,
-            size_bytes: m.size_bytes,
-            threads: m.threads,
-            direction: params.direction.clone(),
-            path: params.path.clone(),
+            point: Point {
+                algorithm: m.algorithm,
+                direction: params.direction,
+                size_bytes: m.size_bytes,
+                threads: m.threads,
+                concurrency: None,
+                key_mode: KeyMode::Static,
+                path: params.path,
+            },
             throughput_mb_s: m.throughput_mb_s,
             latency_p99_ns: m.latency_p99_ns,
             cv: m.cv,
@@ -401,4 +439,86 @@ async fn api_modes(
         })
         .collect();
     api::table("modes", &rows, format.format)
+}
+
+#[cfg(test)]
+mod tests {
+    use cipherfleet_core::path::Path;
+    use sqlx::types::Json;
+
+    use super::*;
+    use crate::analysis::cells::tests::result;
+
+    fn host(id: i64, name: &str, labels: &[(&str, &str)]) -> ClassedHost {
+        ClassedHost {
+            id,
+            name: name.into(),
+            labels: Json(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+            arch: Some("aarch64".into()),
+            cpu_vendor: Some("ARM".into()),
+            cpu_model_name: Some("Neoverse-N1".into()),
+            features_usable: Some(vec!["aes".into(), "pmull".into()]),
+            build_flavour: Some("accelerated".into()),
+        }
+    }
+
+    fn params(pairs: &[(&str, &str)]) -> ModesParams {
+        ModesParams::parse(&crate::web::params::query_from(pairs)).unwrap()
+    }
+
+    fn at(host_id: i64, algorithm: &str, size_bytes: u64, threads: u32, mb_s: f64) -> LatestResult {
+        let mut r = result(host_id, algorithm, mb_s, Path::Accelerated);
+        r.point.size_bytes = size_bytes;
+        r.point.threads = threads;
+        r
+    }
+
+    #[test]
+    fn without_a_subject_the_page_is_a_chooser() {
+        let hosts = [host(1, "arm-1", &[])];
+        let page = modes_page(&params(&[]), &hosts, None);
+        assert!(!page.chosen);
+        assert_eq!(page.host_choices.len(), 1);
+        assert_eq!(page.class_choices.len(), 1);
+        assert!(page.size_rows.is_empty() && page.size_chart.is_empty());
+    }
+
+    #[test]
+    fn a_class_leaves_emulated_hosts_out_and_scales_each_host_against_itself() {
+        let hosts = [
+            host(1, "arm-1", &[]),
+            host(2, "arm-2", &[]),
+            host(3, "arm-qemu", &[("emulated", "qemu")]),
+        ];
+        let key = hosts[0].class().key();
+        let p = params(&[("class", key.as_str())]);
+        let subject = p.subject.clone().unwrap();
+        let who = resolve(&subject, &hosts).unwrap();
+        assert_eq!((who.host_ids.clone(), who.left_out), (vec![1, 2], 1));
+        let results = vec![
+            at(1, "aes-256-gcm", 64, 1, 100.0),
+            at(2, "aes-256-gcm", 64, 1, 300.0),
+            at(1, "aes-256-gcm", 16384, 1, 1000.0),
+            at(1, "aes-256-gcm", 16384, 2, 1800.0),
+            at(2, "aes-256-gcm", 16384, 1, 120.0),
+        ];
+        let page = modes_page(&p, &hosts, Some((&subject, who, results)));
+        assert!(page.chosen && page.left_out == 1 && !page.emulated);
+        assert_eq!(page.subject_kind, "class");
+        assert_eq!(page.size_columns, ["64 B", "16 KiB"]);
+        let gcm = &page.size_rows[0];
+        assert_eq!(gcm.algorithm, "aes-256-gcm");
+        // Medians over the two hosts: 200 at 64 B, 560 at 16 KiB.
+        let cells: Vec<&str> = gcm.cells.iter().map(|c| c.as_ref().unwrap().0.as_str()).collect();
+        assert_eq!(cells, ["200 MB/s", "560 MB/s"]);
+        let rows: Vec<(u32, &str, &str)> = page
+            .scaling_rows
+            .iter()
+            .map(|r| (r.threads, r.speedup.as_str(), r.efficiency.as_str()))
+            .collect();
+        assert_eq!(rows, [(1, "1.00×", "100 %"), (2, "1.80×", "90.0 %")]);
+        assert!(page.has_scaling);
+        assert!(page.size_chart.contains("<svg") && page.scaling_chart.contains("aes-256-gcm"));
+        assert!(page.json_href.starts_with("/api/v1/modes?class="), "{}", page.json_href);
+    }
 }

@@ -21,6 +21,10 @@ pub use suite::Suite;
 
 use crate::text_enum;
 
+/// The payload sizes of the benchmark matrix, ascending: field-level (11, 18),
+/// one block (16), small messages, 8 and 16 KiB records, 1 and 10 MiB objects.
+pub const SIZES: &[u64] = &[11, 16, 18, 64, 256, 1 << 10, 8 << 10, 16 << 10, 1 << 20, 10 << 20];
+
 /// Largest payload one operation may process.
 pub const MAX_SIZE: u64 = 1 << 30;
 /// Most worker threads one point may use.

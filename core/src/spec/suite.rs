@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Direction, InvalidSpec, JobSpec, KeyMode, MAX_THREADS, Matrix, invalid};
+use super::{Direction, InvalidSpec, JobSpec, KeyMode, MAX_THREADS, Matrix, SIZES, invalid};
 use crate::algorithm::{self, Algorithm};
 use crate::path::Path;
 
@@ -102,7 +102,7 @@ impl Suite {
                 vec![
                     Matrix {
                         algorithms: algorithm::ALL.to_vec(),
-                        sizes: vec![11, 18, 16, 64, 256, KIB, 8 * KIB, 16 * KIB, MIB, 10 * MIB],
+                        sizes: SIZES.to_vec(),
                         directions: both_dirs.clone(),
                         threads,
                         concurrency: None,

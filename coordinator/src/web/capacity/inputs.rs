@@ -3,10 +3,19 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::str::FromStr;
+
+use cipherfleet_core::algorithm::{Algorithm, UnknownAlgorithm};
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::Direction;
+use cipherfleet_core::text::UnknownValue;
+
 use super::super::WebError;
-use super::super::params::{self, DIRECTIONS, PATHS, given, spelled_size};
+use super::super::params::{given, spelled_size};
 use crate::analysis::capacity::{DEFAULT_HEADROOM, RateUnit, Target};
 
+/// The algorithm planned for when none is asked.
+const DEFAULT_ALGORITHM: &str = "aes-256-gcm";
 /// Beyond this a headroom factor is a typo, not a plan.
 const MAX_HEADROOM: f64 = 100.0;
 
@@ -29,10 +38,11 @@ pub struct Inputs {
     pub target: f64,
     pub unit: RateUnit,
     pub size_bytes: u64,
-    pub algorithm: String,
+    pub algorithm: Algorithm,
     pub headroom: f64,
-    pub direction: String,
-    pub path: String,
+    pub direction: Direction,
+    /// The path asked for.
+    pub path: Path,
     /// `include=emulated`: emulated and simulated hosts are planned with (in rows of their own).
     pub include_emulated: bool,
     /// The target in MB/s of plaintext, and that × headroom.
@@ -65,12 +75,10 @@ impl CapacityQuery {
             Some(s) => spelled_size(s).map_err(|e| bad("size", e))?,
         };
         let algorithm = match given(&self.algorithm) {
-            None => "aes-256-gcm".to_string(),
+            None => DEFAULT_ALGORITHM.parse().expect("a known algorithm"),
             Some(a) => a
-                .parse::<cipherfleet_core::algorithm::Algorithm>()
-                .map_err(|e| bad("algorithm", e.to_string()))?
-                .name()
-                .to_string(),
+                .parse()
+                .map_err(|e: UnknownAlgorithm| bad("algorithm", e.to_string()))?,
         };
         let headroom = match given(&self.headroom) {
             None => DEFAULT_HEADROOM,
@@ -85,8 +93,8 @@ impl CapacityQuery {
                     )
                 })?,
         };
-        let direction = one_of("direction", given(&self.direction), &DIRECTIONS)?;
-        let path = one_of("path", given(&self.path), &PATHS)?;
+        let direction = one_of("direction", given(&self.direction), Direction::Encrypt)?;
+        let path = one_of("path", given(&self.path), Path::Accelerated)?;
         let include_emulated = match given(&self.include) {
             None => false,
             Some("emulated") => true,
@@ -113,13 +121,11 @@ impl CapacityQuery {
     }
 }
 
-/// `value` if it is one of `allowed` (the first is the default).
-fn one_of(field: &str, value: Option<&str>, allowed: &[&'static str]) -> Result<String, WebError> {
+/// `value` parsed as a text enum, `default` when not given.
+fn one_of<T: FromStr<Err = UnknownValue>>(field: &str, value: Option<&str>, default: T) -> Result<T, WebError> {
     match value {
-        None => Ok(allowed[0].to_string()),
-        Some(v) => params::one_of(v, allowed)
-            .map(str::to_string)
-            .ok_or_else(|| bad(field, format!("{v:?} is not one of {}", allowed.join(", ")))),
+        None => Ok(default),
+        Some(v) => v.parse().map_err(|e: UnknownValue| bad(field, e.to_string())),
     }
 }
 
@@ -155,7 +161,7 @@ mod tests {
     fn no_parameters_plan_ten_gbit_of_aes_256_gcm_at_16_kib() {
         let i = query(&[]).inputs().unwrap();
         assert_eq!(
-            (i.target, i.unit, i.size_bytes, i.algorithm.as_str(), i.headroom),
+            (i.target, i.unit, i.size_bytes, i.algorithm.name(), i.headroom),
             (10.0, RateUnit::Gbit, 16384, "aes-256-gcm", 1.3)
         );
         assert_eq!(
@@ -182,7 +188,7 @@ mod tests {
         ])
         .inputs()
         .unwrap();
-        assert_eq!(i.algorithm, "chacha20-poly1305");
+        assert_eq!(i.algorithm.name(), "chacha20-poly1305");
         assert_eq!(i.target_mb_s, 36.0);
         assert!(i.include_emulated);
         assert_eq!(

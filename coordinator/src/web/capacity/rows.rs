@@ -3,14 +3,19 @@
 //! ([`crate::analysis::capacity`] holds the formulas), one flat row per class
 //! for the page, JSON and CSV alike.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::Direction;
 use serde::Serialize;
 
 use super::Inputs;
-use crate::analysis::capacity::{self as model, HostSeries, ThreadPoint};
+use crate::analysis::capacity as model;
 use crate::analysis::class::MachineClass;
-use crate::db::capacity::{ClassHost, MeasuredPoint};
+use crate::analysis::scaling::{HostSeries, ThreadPoint};
+use crate::db::capacity::ClassHost;
+use crate::db::points::LatestResult;
 
 /// One machine class (real, or emulated/simulated hosts of that class) at the
 /// chosen point: a flat row for JSON and CSV. Empty figures: not measured.
@@ -26,10 +31,11 @@ pub struct CapacityRow {
     pub hosts_measured: usize,
     /// Latest results (one per host and thread count) behind the figures.
     pub results: usize,
-    pub algorithm: String,
+    pub algorithm: Algorithm,
     pub size_bytes: u64,
-    pub direction: String,
-    pub path: String,
+    pub direction: Direction,
+    /// The path asked for.
+    pub path: Path,
     /// What the results really ran on, e.g. `accelerated` or `software`.
     pub path_used: String,
     pub per_core_mb_s: Option<f64>,
@@ -47,9 +53,9 @@ pub struct CapacityRow {
     pub provision_mb_s: f64,
     pub cores_needed: Option<f64>,
     pub hosts_needed: Option<u64>,
-    pub recommended_algorithm: Option<String>,
+    pub recommended_algorithm: Option<Algorithm>,
     pub recommended_per_core_mb_s: Option<f64>,
-    pub runner_up_algorithm: Option<String>,
+    pub runner_up_algorithm: Option<Algorithm>,
     pub runner_up_per_core_mb_s: Option<f64>,
     /// recommended / runner-up per-core MB/s.
     pub recommended_ratio: Option<f64>,
@@ -59,7 +65,7 @@ pub struct CapacityRow {
 /// What the planner read, before planning.
 pub struct Measurements {
     pub hosts: Vec<ClassHost>,
-    pub points: Vec<MeasuredPoint>,
+    pub points: Vec<LatestResult>,
 }
 
 /// Hosts that count: marked ones only with `include=emulated`.
@@ -83,18 +89,18 @@ pub fn plan_rows(m: &Measurements, inputs: &Inputs) -> (Vec<CapacityRow>, usize)
         );
         groups.entry((class, h.emulated, h.simulated)).or_default().push(h);
     }
-    let mut by_host: BTreeMap<(i64, &str), Vec<ThreadPoint>> = BTreeMap::new();
+    let mut by_host: BTreeMap<(i64, Algorithm), Vec<ThreadPoint>> = BTreeMap::new();
     for p in &m.points {
         by_host
-            .entry((p.host_id, p.algorithm.as_str()))
+            .entry((p.host_id, p.point.algorithm))
             .or_default()
             .push(ThreadPoint {
-                threads: u32::try_from(p.threads).unwrap_or(0),
+                threads: p.point.threads,
                 mb_s: p.throughput_mb_s,
-                path_used: p.path_used.clone(),
+                path_used: p.path_used,
             });
     }
-    let series = |hosts: &[&ClassHost], algorithm: &str| -> Vec<HostSeries> {
+    let series = |hosts: &[&ClassHost], algorithm: Algorithm| -> Vec<HostSeries> {
         hosts
             .iter()
             .filter_map(|h| {
@@ -106,26 +112,20 @@ pub fn plan_rows(m: &Measurements, inputs: &Inputs) -> (Vec<CapacityRow>, usize)
             })
             .collect()
     };
-    let mut algorithms: Vec<&str> = m.points.iter().map(|p| p.algorithm.as_str()).collect();
-    algorithms.sort();
-    algorithms.dedup();
+    let algorithms: BTreeSet<Algorithm> = m.points.iter().map(|p| p.point.algorithm).collect();
 
     let mut rows: Vec<CapacityRow> = groups
         .iter()
         .map(|((class, emulated, simulated), hosts)| {
-            let estimate = model::estimate(&series(hosts, &inputs.algorithm), &inputs.path);
+            let estimate = model::estimate(&series(hosts, inputs.algorithm), inputs.path);
             let plan = estimate
                 .as_ref()
                 .map(|e| model::plan(e, inputs.target_mb_s, inputs.headroom));
-            let candidates: Vec<(String, f64)> = algorithms
+            let candidates: Vec<(Algorithm, f64)> = algorithms
                 .iter()
-                .filter(|a| model::is_candidate(a))
-                .filter_map(|a| {
-                    Some((
-                        a.to_string(),
-                        model::estimate(&series(hosts, a), &inputs.path)?.per_core_mb_s,
-                    ))
-                })
+                .copied()
+                .filter(|a| model::is_candidate(*a))
+                .filter_map(|a| Some((a, model::estimate(&series(hosts, a), inputs.path)?.per_core_mb_s)))
                 .collect();
             let recommendation = model::recommend(&candidates);
             let e = estimate.as_ref();
@@ -137,11 +137,13 @@ pub fn plan_rows(m: &Measurements, inputs: &Inputs) -> (Vec<CapacityRow>, usize)
                 hosts_in_class: hosts.len(),
                 hosts_measured: e.map_or(0, |e| e.hosts),
                 results: e.map_or(0, |e| e.results),
-                algorithm: inputs.algorithm.clone(),
+                algorithm: inputs.algorithm,
                 size_bytes: inputs.size_bytes,
-                direction: inputs.direction.clone(),
-                path: inputs.path.clone(),
-                path_used: e.map(|e| e.paths_used.join(" ")).unwrap_or_default(),
+                direction: inputs.direction,
+                path: inputs.path,
+                path_used: e
+                    .map(|e| e.paths_used.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" "))
+                    .unwrap_or_default(),
                 per_core_mb_s: e.map(|e| e.per_core_mb_s),
                 per_core_min_mb_s: e.map(|e| e.per_core_min_mb_s),
                 per_core_max_mb_s: e.map(|e| e.per_core_max_mb_s),
@@ -163,9 +165,9 @@ pub fn plan_rows(m: &Measurements, inputs: &Inputs) -> (Vec<CapacityRow>, usize)
                 provision_mb_s: inputs.provision_mb_s,
                 cores_needed: plan.map(|p| p.cores_needed),
                 hosts_needed: plan.and_then(|p| p.hosts_needed),
-                recommended_algorithm: recommendation.as_ref().map(|r| r.algorithm.clone()),
+                recommended_algorithm: recommendation.as_ref().map(|r| r.algorithm),
                 recommended_per_core_mb_s: recommendation.as_ref().map(|r| r.per_core_mb_s),
-                runner_up_algorithm: recommendation.as_ref().and_then(|r| r.runner_up.clone()),
+                runner_up_algorithm: recommendation.as_ref().and_then(|r| r.runner_up),
                 runner_up_per_core_mb_s: recommendation.as_ref().and_then(|r| r.runner_up_per_core_mb_s),
                 recommended_ratio: recommendation.as_ref().and_then(|r| r.ratio()),
                 warnings: e
@@ -195,6 +197,9 @@ pub fn plan_rows(m: &Measurements, inputs: &Inputs) -> (Vec<CapacityRow>, usize)
 /// Hosts and points for the tests of the rows and of the page.
 #[cfg(test)]
 pub(super) mod fixtures {
+    use cipherfleet_core::Point;
+    use cipherfleet_core::spec::Suite;
+
     use super::*;
 
     pub fn class_host(id: i64, model: &str, cores: i32, emulated: bool) -> ClassHost {
@@ -212,15 +217,24 @@ pub(super) mod fixtures {
         }
     }
 
-    pub fn point(host_id: i64, algorithm: &str, threads: i32, mb_s: f64) -> MeasuredPoint {
-        MeasuredPoint {
+    pub fn point(host_id: i64, algorithm: &str, threads: u32, mb_s: f64) -> LatestResult {
+        let spec = Suite::Quick.expand(1)[0].clone();
+        LatestResult {
             host_id,
-            algorithm: algorithm.into(),
-            threads,
+            point: Point {
+                algorithm: algorithm.parse().expect("a known algorithm"),
+                size_bytes: 16384,
+                threads,
+                ..spec.point()
+            },
+            path_used: Path::Accelerated,
+            result_id: host_id * 100 + i64::from(threads),
+            measured_at: chrono::Utc::now(),
             throughput_mb_s: mb_s,
             ops_per_s: mb_s * 1e6 / 16384.0,
-            path_used: "accelerated".into(),
-            result_id: host_id * 100 + i64::from(threads),
+            latency_p99_ns: (16384.0 / mb_s * 1e3) as i64,
+            cv: Some(0.01),
+            samples: 20,
         }
     }
 }
@@ -269,15 +283,15 @@ mod tests {
         // 1250 MB/s / (1100 × 0.9) cores, one 4-core host.
         assert!((fast.cores_needed.unwrap() - 1250.0 / 990.0).abs() < 1e-9);
         assert_eq!(fast.hosts_needed, Some(1));
-        assert_eq!(fast.recommended_algorithm.as_deref(), Some("aes-256-gcm"));
-        assert_eq!(fast.runner_up_algorithm.as_deref(), Some("chacha20-poly1305"));
+        assert_eq!(fast.recommended_algorithm.map(|a| a.name()), Some("aes-256-gcm"));
+        assert_eq!(fast.runner_up_algorithm.map(|a| a.name()), Some("chacha20-poly1305"));
         assert_eq!(fast.recommended_ratio, Some(1100.0 / 500.0));
 
         let slow = &rows[1];
         assert_eq!((slow.hosts_in_class, slow.hosts_measured), (2, 1));
         assert_eq!(slow.hosts_needed, Some(7), "12.5 cores on 2-core hosts, linear assumed");
         assert_eq!(slow.scaling_assumed_linear, Some(true));
-        assert_eq!(slow.recommended_algorithm.as_deref(), Some("chacha20-poly1305"));
+        assert_eq!(slow.recommended_algorithm.map(|a| a.name()), Some("chacha20-poly1305"));
         assert_eq!(slow.recommended_ratio, Some(4.0));
         assert!(slow.warnings.contains("linear scaling assumed"), "{}", slow.warnings);
 

@@ -5,12 +5,12 @@
 use askama::Template;
 
 use super::super::format;
-use super::super::params::{Choice, DIRECTIONS, PATHS, choices, plain_choices};
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::{self, Direction};
+
+use super::super::params::{Choice, choices};
 use super::{CapacityRow, Inputs, Measurements, plan_rows};
 use crate::analysis::capacity::RateUnit;
-
-/// The payload sizes the form offers: the benchmark matrix's.
-const SIZES: [u64; 10] = [11, 16, 18, 64, 256, 1024, 8192, 16384, 1 << 20, 10 << 20];
 
 /// One table row as printed; numbers carry `data-sort` twins for report.js.
 struct RowView {
@@ -105,7 +105,7 @@ impl RowView {
             per_core_sort: r.per_core_mb_s.map(|v| v.to_string()).unwrap_or_default(),
             spread,
             path_used: r.path_used.clone(),
-            path_fell_back: measured && r.path_used != r.path,
+            path_fell_back: measured && r.path_used != r.path.as_str(),
             scaling,
             scaling_curve,
             linear_assumed: r.scaling_assumed_linear == Some(true),
@@ -152,7 +152,8 @@ pub(super) struct CapacityPage {
 /// The page for `inputs` over what was measured.
 pub(super) fn page_view(inputs: Inputs, measurements: &Measurements) -> CapacityPage {
     let (rows, excluded) = plan_rows(measurements, &inputs);
-    let mut sizes: Vec<u64> = SIZES.to_vec();
+    // The payload sizes of the benchmark matrix, and the one asked for.
+    let mut sizes: Vec<u64> = spec::SIZES.to_vec();
     if !sizes.contains(&inputs.size_bytes) {
         sizes.push(inputs.size_bytes);
         sizes.sort_unstable();
@@ -174,10 +175,16 @@ pub(super) fn page_view(inputs: Inputs, measurements: &Measurements) -> Capacity
             cipherfleet_core::algorithm::ALL
                 .iter()
                 .map(|a| (a.name().to_string(), a.name().to_string())),
-            &inputs.algorithm,
+            inputs.algorithm.name(),
         ),
-        directions: plain_choices(&DIRECTIONS, &inputs.direction),
-        paths: plain_choices(&PATHS, &inputs.path),
+        directions: choices(
+            Direction::ALL.iter().map(|d| (d.to_string(), d.to_string())),
+            inputs.direction.as_str(),
+        ),
+        paths: choices(
+            Path::ALL.iter().map(|p| (p.to_string(), p.to_string())),
+            inputs.path.as_str(),
+        ),
         query: inputs.query(),
         rows: rows.iter().map(|r| RowView::new(r, inputs.unit)).collect(),
         any_hosts: !measurements.hosts.is_empty(),
@@ -208,7 +215,10 @@ mod tests {
             (rows[0].per_core_mb_s, rows[0].cores_needed, rows[0].hosts_needed),
             (None, None, None)
         );
-        assert_eq!(rows[0].recommended_algorithm.as_deref(), Some("chacha20-poly1305"));
+        assert_eq!(
+            rows[0].recommended_algorithm.map(|a| a.name()),
+            Some("chacha20-poly1305")
+        );
         let view = RowView::new(&rows[0], RateUnit::Gbit);
         assert_eq!((view.per_core.as_str(), view.hosts_needed.as_str()), ("–", "–"));
         assert_eq!(view.recommended_lead, "the only authenticated algorithm measured");

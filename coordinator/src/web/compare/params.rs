@@ -3,11 +3,16 @@
 //! view. Every view is a link, so [`CompareParams::query_pairs`] leaves the
 //! defaults out and a parsed link gives the same view back.
 
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::Direction;
+use std::str::FromStr;
+
 use serde::Deserialize;
 
 use super::super::WebError;
 use super::super::paging::Pager;
-use super::super::params::{DEFAULT_SIZE, DIRECTIONS, PATHS, byte_size, class_key, given, one_of, thread_count};
+use super::super::params::{DEFAULT_SIZE, byte_size, class_key, given, thread_count};
 use crate::db::matrix::{Slice, View};
 
 /// The query string as sent; blank fields mean the default.
@@ -45,8 +50,8 @@ pub enum Metric {
 pub struct CompareParams {
     pub rows: Rows,
     pub view: View,
-    /// Canonical algorithm names in the order asked; empty = every one with data.
-    pub algorithms: Vec<String>,
+    /// The algorithms in the order asked; empty = every one with data.
+    pub algorithms: Vec<Algorithm>,
     pub metric: Metric,
     /// Only hosts of this class (its [`crate::analysis::class::MachineClass::key`]).
     pub class: Option<String>,
@@ -65,7 +70,9 @@ impl CompareParams {
         let size_bytes = size(&q.size)?;
         let threads = match given(&q.threads) {
             None => 1,
-            Some(v) => thread_count(v, 65536).ok_or_else(|| bad("threads", v, "a thread count, e.g. 1"))?,
+            Some(v) => thread_count(v, 65536)
+                .map(i32::unsigned_abs)
+                .ok_or_else(|| bad("threads", v, "a thread count, e.g. 1"))?,
         };
         let direction = direction(&q.direction)?;
         let path = path(&q.path)?;
@@ -89,8 +96,8 @@ impl CompareParams {
             view: View {
                 size_bytes,
                 threads,
-                direction: direction.into(),
-                path: path.into(),
+                direction,
+                path,
             },
             algorithms,
             metric,
@@ -105,20 +112,20 @@ impl CompareParams {
         if self.rows == Rows::Classes {
             pairs.push(("rows", "classes".into()));
         }
-        if self.view.size_bytes != DEFAULT_SIZE {
+        if self.view.size_bytes != DEFAULT_SIZE.unsigned_abs() {
             pairs.push(("size", self.view.size_bytes.to_string()));
         }
         if self.view.threads != 1 {
             pairs.push(("threads", self.view.threads.to_string()));
         }
-        if self.view.direction != "encrypt" {
-            pairs.push(("direction", self.view.direction.clone()));
+        if self.view.direction != Direction::Encrypt {
+            pairs.push(("direction", self.view.direction.to_string()));
         }
-        if self.view.path != "accelerated" {
-            pairs.push(("path", self.view.path.clone()));
+        if self.view.path != Path::Accelerated {
+            pairs.push(("path", self.view.path.to_string()));
         }
         if !self.algorithms.is_empty() {
-            pairs.push(("algorithms", self.algorithms.join(",")));
+            pairs.push(("algorithms", names(&self.algorithms)));
         }
         if self.metric == Metric::P99 {
             pairs.push(("metric", "p99".into()));
@@ -145,43 +152,54 @@ pub fn not_valid(name: &str, value: &str, expected: &str) -> WebError {
 }
 
 /// `size=` in plain bytes, as `/compare` and `/modes` read it; blank is [`DEFAULT_SIZE`].
-pub fn size(raw: &Option<String>) -> Result<i64, WebError> {
+pub fn size(raw: &Option<String>) -> Result<u64, WebError> {
     match given(raw) {
-        None => Ok(DEFAULT_SIZE),
-        Some(v) => byte_size(v).ok_or_else(|| not_valid("size", v, "a payload size in bytes, e.g. 16384")),
+        None => Ok(DEFAULT_SIZE.unsigned_abs()),
+        Some(v) => byte_size(v)
+            .map(i64::unsigned_abs)
+            .ok_or_else(|| not_valid("size", v, "a payload size in bytes, e.g. 16384")),
     }
 }
 
 /// `direction=` as `/compare` and `/modes` read it; blank is `encrypt`.
-pub fn direction(raw: &Option<String>) -> Result<&'static str, WebError> {
-    match given(raw) {
-        None => Ok(DIRECTIONS[0]),
-        Some(v) => one_of(v, &DIRECTIONS).ok_or_else(|| not_valid("direction", v, "encrypt or decrypt")),
-    }
+pub fn direction(raw: &Option<String>) -> Result<Direction, WebError> {
+    text_value("direction", raw, Direction::Encrypt)
 }
 
 /// `path=` as `/compare` and `/modes` read it; blank is `accelerated`.
-pub fn path(raw: &Option<String>) -> Result<&'static str, WebError> {
+pub fn path(raw: &Option<String>) -> Result<Path, WebError> {
+    text_value("path", raw, Path::Accelerated)
+}
+
+/// A text enum's value (`encrypt`, `software`), `default` when blank.
+fn text_value<T: FromStr + Copy>(name: &str, raw: &Option<String>, default: T) -> Result<T, WebError>
+where
+    T::Err: std::fmt::Display,
+{
     match given(raw) {
-        None => Ok(PATHS[0]),
-        Some(v) => one_of(v, &PATHS).ok_or_else(|| not_valid("path", v, "accelerated or software")),
+        None => Ok(default),
+        Some(v) => v.parse().map_err(|e: T::Err| not_valid(name, v, &e.to_string())),
     }
 }
 
-/// A comma-separated list of algorithm names, canonicalised (`AES-256-GCM`,
-/// `3des-cbc` accepted) and deduplicated in the order given.
-pub fn parse_algorithms(list: &str) -> Result<Vec<String>, WebError> {
-    let mut names: Vec<String> = Vec::new();
+/// A comma-separated list of algorithm names (`AES-256-GCM`, `3des-cbc`
+/// accepted), deduplicated in the order given.
+pub fn parse_algorithms(list: &str) -> Result<Vec<Algorithm>, WebError> {
+    let mut algorithms: Vec<Algorithm> = Vec::new();
     for raw in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let algorithm = raw
-            .parse::<cipherfleet_core::algorithm::Algorithm>()
+        let algorithm: Algorithm = raw
+            .parse()
             .map_err(|e| WebError::BadRequest(format!("algorithms: {e}")))?;
-        let name = algorithm.name().to_string();
-        if !names.contains(&name) {
-            names.push(name);
+        if !algorithms.contains(&algorithm) {
+            algorithms.push(algorithm);
         }
     }
-    Ok(names)
+    Ok(algorithms)
+}
+
+/// Algorithm names, comma separated, as links and forms carry them.
+pub fn names(algorithms: &[Algorithm]) -> String {
+    algorithms.iter().map(|a| a.name()).collect::<Vec<_>>().join(",")
 }
 
 #[cfg(test)]
@@ -199,8 +217,8 @@ mod tests {
             View {
                 size_bytes: 16384,
                 threads: 1,
-                direction: "encrypt".into(),
-                path: "accelerated".into()
+                direction: Direction::Encrypt,
+                path: Path::Accelerated,
             }
         );
         assert_eq!(p.metric, Metric::Throughput);
@@ -224,8 +242,8 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(
-            p.algorithms,
-            ["aes-256-gcm", "des-ede3-cbc"],
+            names(&p.algorithms),
+            "aes-256-gcm,des-ede3-cbc",
             "canonical names, once each"
         );
         assert_eq!(p.class.as_deref(), Some("00ff00ff00ff00ff"));

@@ -2,6 +2,9 @@
 //! path, the size of the thread-scaling chart and the algorithms; checked
 //! once, and the link back to the same view.
 
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::Direction;
 use serde::Deserialize;
 
 use super::super::WebError;
@@ -33,11 +36,12 @@ pub enum Subject {
 pub struct ModesParams {
     /// `None`: nothing chosen yet, the page offers the choice.
     pub subject: Option<Subject>,
-    pub direction: String,
-    pub path: String,
-    pub size_bytes: i64,
+    pub direction: Direction,
+    /// The path asked for.
+    pub path: Path,
+    pub size_bytes: u64,
     /// Empty = every algorithm with data.
-    pub algorithms: Vec<String>,
+    pub algorithms: Vec<Algorithm>,
 }
 
 impl ModesParams {
@@ -65,8 +69,8 @@ impl ModesParams {
             .unwrap_or_default();
         Ok(ModesParams {
             subject,
-            direction: direction.into(),
-            path: path.into(),
+            direction,
+            path,
             size_bytes,
             algorithms,
         })
@@ -80,17 +84,17 @@ impl ModesParams {
             Some(Subject::Class(key)) => pairs.push(("class", key.clone())),
             None => {}
         }
-        if self.direction != "encrypt" {
-            pairs.push(("direction", self.direction.clone()));
+        if self.direction != Direction::Encrypt {
+            pairs.push(("direction", self.direction.to_string()));
         }
-        if self.path != "accelerated" {
-            pairs.push(("path", self.path.clone()));
+        if self.path != Path::Accelerated {
+            pairs.push(("path", self.path.to_string()));
         }
-        if self.size_bytes != DEFAULT_SIZE {
+        if self.size_bytes != DEFAULT_SIZE.unsigned_abs() {
             pairs.push(("size", self.size_bytes.to_string()));
         }
         if !self.algorithms.is_empty() {
-            pairs.push(("algorithms", self.algorithms.join(",")));
+            pairs.push(("algorithms", compare::names(&self.algorithms)));
         }
         pairs
     }

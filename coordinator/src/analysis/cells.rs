@@ -1,0 +1,128 @@
+//! The statistics of the comparison pages (`/compare`, `/modes`): what one
+//! cell shows over the latest results that fall in it — one host's result,
+//! or the median over a machine class's hosts — and how a cell is coloured
+//! within its column.
+
+use cipherfleet_core::stats::{cv, median};
+
+use crate::db::points::LatestResult;
+
+/// A cell's figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellStats {
+    /// The host's throughput, or the median over the hosts.
+    pub throughput_mb_s: f64,
+    pub latency_p99_ns: f64,
+    /// One host: the CV of its samples. Several: the CV across the hosts'
+    /// throughputs (how alike the class really is), never a mix of the two.
+    pub cv: Option<f64>,
+    /// Results whose worker ran another path than the one asked for (an
+    /// accelerated request that fell back to software).
+    pub fell_back: usize,
+    pub hosts: usize,
+}
+
+/// The figures of `results` (one per host), `None` when there are none.
+pub fn cell_stats(results: &[&LatestResult]) -> Option<CellStats> {
+    let fell_back = results.iter().filter(|r| r.path_used != r.point.path).count();
+    if let [only] = results {
+        return Some(CellStats {
+            throughput_mb_s: only.throughput_mb_s,
+            latency_p99_ns: only.latency_p99_ns as f64,
+            cv: only.cv,
+            fell_back,
+            hosts: 1,
+        });
+    }
+    let mb_s: Vec<f64> = results.iter().map(|r| r.throughput_mb_s).collect();
+    let p99: Vec<f64> = results.iter().map(|r| r.latency_p99_ns as f64).collect();
+    Some(CellStats {
+        throughput_mb_s: median(&mb_s)?,
+        latency_p99_ns: median(&p99)?,
+        cv: cv(&mb_s),
+        fell_back,
+        hosts: results.len(),
+    })
+}
+
+/// The colour class (0 = worst … 9 = best in its column) of `value` in a
+/// column spanning `min..=max`, on a log scale because throughputs span
+/// orders of magnitude (DES next to AES-GCM). A column of one value is mid-scale.
+pub fn heat(value: f64, min: f64, max: f64, higher_is_better: bool) -> u8 {
+    if !(value > 0.0 && min > 0.0 && max > 0.0) {
+        return if higher_is_better { 0 } else { 9 };
+    }
+    if max <= min * (1.0 + 1e-9) {
+        return 5;
+    }
+    let t = ((value.ln() - min.ln()) / (max.ln() - min.ln())).clamp(0.0, 1.0);
+    let t = if higher_is_better { t } else { 1.0 - t };
+    (t * 10.0).floor().min(9.0) as u8
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use cipherfleet_core::Point;
+    use cipherfleet_core::path::Path;
+    use cipherfleet_core::spec::Suite;
+
+    use super::*;
+
+    /// The latest result of aes-128-gcm-like `algorithm` at 16 KiB, one thread, on `host_id`.
+    pub(crate) fn result(host_id: i64, algorithm: &str, mb_s: f64, path_used: Path) -> LatestResult {
+        LatestResult {
+            host_id,
+            point: Point {
+                algorithm: algorithm.parse().expect("a known algorithm"),
+                size_bytes: 16384,
+                ..Suite::Quick.expand(1)[0].point()
+            },
+            path_used,
+            result_id: host_id * 1000 + i64::from(mb_s as i32 % 1000),
+            measured_at: chrono::Utc::now(),
+            throughput_mb_s: mb_s,
+            ops_per_s: mb_s * 1e6 / 16384.0,
+            latency_p99_ns: (16384.0 / mb_s * 1e3) as i64,
+            cv: Some(0.01),
+            samples: 20,
+        }
+    }
+
+    #[test]
+    fn heat_scales_each_value_within_its_column_on_a_log_scale() {
+        for (value, min, max, higher_is_better, want) in [
+            (10.0, 10.0, 1000.0, true, 0),
+            (1000.0, 10.0, 1000.0, true, 9),
+            // The geometric middle of 10 and 1000 is 100.
+            (100.0, 10.0, 1000.0, true, 5),
+            (99.0, 10.0, 1000.0, true, 4),
+            // Latency: lower is better.
+            (10.0, 10.0, 1000.0, false, 9),
+            (1000.0, 10.0, 1000.0, false, 0),
+            // A column of one value, and values that cannot sit on a log scale.
+            (42.0, 42.0, 42.0, true, 5),
+            (0.0, 0.0, 50.0, true, 0),
+        ] {
+            assert_eq!(heat(value, min, max, higher_is_better), want, "{value} in {min}..{max}");
+        }
+    }
+
+    #[test]
+    fn one_host_shows_its_own_result_and_several_their_median_and_spread() {
+        let a = result(1, "aes-128-gcm", 1000.0, Path::Accelerated);
+        let b = result(2, "aes-128-gcm", 3000.0, Path::Accelerated);
+        let c = result(3, "aes-128-gcm", 2000.0, Path::Software);
+        assert_eq!(cell_stats(&[]), None);
+        let one = cell_stats(&[&c]).unwrap();
+        assert_eq!(
+            (one.throughput_mb_s, one.cv, one.fell_back, one.hosts),
+            (2000.0, Some(0.01), 1, 1)
+        );
+        let three = cell_stats(&[&a, &b, &c]).unwrap();
+        assert_eq!((three.throughput_mb_s, three.fell_back, three.hosts), (2000.0, 1, 3));
+        assert!((three.cv.unwrap() - 0.5).abs() < 1e-9, "stdev 1000 over mean 2000");
+        assert_eq!(three.latency_p99_ns, c.latency_p99_ns as f64);
+        let two = cell_stats(&[&a, &b]).unwrap();
+        assert_eq!(two.throughput_mb_s, 2000.0, "the mean of the middle two");
+    }
+}
