@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 use tokio::sync::Notify;
+use tokio::time::Interval;
 use tokio_util::sync::CancellationToken;
 
 use crate::analysis::class::MachineClass;
@@ -55,7 +56,8 @@ const HISTORY: i64 = 30;
 /// at full ingest (hundreds of results a second) a pass every 2 s costs the
 /// session path a few per cent, and a finding is still there within seconds.
 const COALESCE: Duration = Duration::from_secs(2);
-/// How often finished campaigns are looked for.
+/// How often finished campaigns are looked for; no shorter than [`COALESCE`],
+/// which also spaces the passes this poll triggers.
 const CAMPAIGN_POLL: Duration = Duration::from_secs(2);
 
 /// What a background pass should derive.
@@ -122,6 +124,27 @@ impl Deriver {
         }
     }
 
+    /// Waits until the next pass is due: [`COALESCE`] after work is marked
+    /// (a burst of results lands in one pass), or the next poll `tick`. The
+    /// tick restarts after a coalesced pass, which polls campaigns too, so
+    /// passes start at least [`COALESCE`] apart. False once `shutdown` is cancelled.
+    async fn next_pass(&self, tick: &mut Interval, shutdown: &CancellationToken) -> bool {
+        tokio::select! {
+            _ = shutdown.cancelled() => return false,
+            _ = self.wake.notified() => {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return false,
+                    _ = tokio::time::sleep(COALESCE) => {}
+                }
+                // Else a tick missed while waiting fires at once, a second
+                // pass right behind this one.
+                tick.reset();
+            }
+            _ = tick.tick() => {}
+        }
+        true
+    }
+
     fn take(&self) -> Pending {
         std::mem::take(&mut *self.lock())
     }
@@ -140,20 +163,8 @@ pub async fn run(deriver: Arc<Deriver>, pool: PgPool, shutdown: CancellationToke
         tracing::warn!(error = %e, "looking for finished campaigns");
     }
     deriver.whole_fleet();
-    let mut tick = tokio::time::interval(CAMPAIGN_POLL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = deriver.wake.notified() => {
-                // A burst of results: let it finish, then derive it in one pass.
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(COALESCE) => {}
-                }
-            }
-            _ = tick.tick() => {}
-        }
+    let mut tick = poll_interval();
+    while deriver.next_pass(&mut tick, &shutdown).await {
         match campaigns.poll(&pool).await {
             Ok(true) => deriver.whole_fleet(),
             Ok(false) => {}
@@ -185,6 +196,13 @@ pub async fn run(deriver: Arc<Deriver>, pool: PgPool, shutdown: CancellationToke
             }
         }
     }
+}
+
+/// The campaign poll; its first tick is at once.
+fn poll_interval() -> Interval {
+    let mut tick = tokio::time::interval(CAMPAIGN_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
 }
 
 /// Campaigns seen finished, so each triggers one fleet pass.
@@ -326,4 +344,101 @@ pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
     }
     tx.commit().await?;
     Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::mpsc;
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// How long the stand-in pass takes: results keep arriving during a real one.
+    const PASS: Duration = Duration::from_millis(500);
+
+    /// The task's loop around a stand-in pass that reports when it started and
+    /// the hosts it was given (passes with results only; ticks find none).
+    fn spawn_passes(
+        deriver: Arc<Deriver>,
+        shutdown: CancellationToken,
+    ) -> mpsc::UnboundedReceiver<(Instant, Vec<i64>)> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut tick = poll_interval();
+            while deriver.next_pass(&mut tick, &shutdown).await {
+                let hosts: Vec<i64> = deriver.take().hosts.into_keys().collect();
+                if !hosts.is_empty() {
+                    tx.send((Instant::now(), hosts)).unwrap();
+                }
+                tokio::time::sleep(PASS).await;
+            }
+        });
+        rx
+    }
+
+    /// Marks a result of each host, `gap` apart.
+    async fn results(deriver: &Deriver, hosts: std::ops::Range<i64>, gap: Duration) {
+        for host in hosts {
+            deriver.result_stored(host, "aes-256-gcm");
+            tokio::time::sleep(gap).await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_results_is_derived_in_one_pass_and_a_later_result_in_another() {
+        let deriver = Deriver::new();
+        let shutdown = CancellationToken::new();
+        let mut passes = spawn_passes(deriver.clone(), shutdown.clone());
+        // Past the first tick, which is at once.
+        tokio::time::sleep(PASS * 2).await;
+
+        // A hundred results within a second: one pass, when the window is over.
+        let burst = Instant::now();
+        results(&deriver, 0..100, Duration::from_millis(10)).await;
+        let (first, hosts) = passes.recv().await.unwrap();
+        assert_eq!(first - burst, COALESCE);
+        assert_eq!(hosts, (0..100).collect::<Vec<_>>());
+
+        // Quiet for a while: no pass has anything to derive.
+        tokio::time::sleep(COALESCE * 5).await;
+        assert!(passes.try_recv().is_err(), "a pass without new results");
+
+        // A result after the window: a pass of its own, within the window.
+        let later = Instant::now();
+        results(&deriver, 100..101, Duration::ZERO).await;
+        let (second, hosts) = passes.recv().await.unwrap();
+        assert_eq!(hosts, [100]);
+        assert!(second - later <= COALESCE + PASS, "{:?}", second - later);
+
+        shutdown.cancel();
+        assert!(passes.recv().await.is_none(), "the task ends on shutdown");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn passes_start_at_least_the_window_apart_while_results_keep_coming() {
+        let deriver = Deriver::new();
+        let mut passes = spawn_passes(deriver.clone(), CancellationToken::new());
+        results(&deriver, 0..1, Duration::ZERO).await;
+        let (mut previous, _) = passes.recv().await.unwrap();
+        // Each round's results arrive while the previous pass runs. A poll tick
+        // missed during the window must not start a pass right behind it (the
+        // loop picks between ready branches at random, hence the rounds).
+        for round in 1..20 {
+            let burst = Instant::now();
+            results(&deriver, round * 10..round * 10 + 10, Duration::from_millis(20)).await;
+            let (at, hosts) = passes.recv().await.unwrap();
+            assert_eq!(
+                hosts,
+                (round * 10..round * 10 + 10).collect::<Vec<_>>(),
+                "round {round}"
+            );
+            assert!(
+                at - previous >= COALESCE,
+                "round {round}: passes {:?} apart",
+                at - previous
+            );
+            assert!(at - burst <= COALESCE + PASS, "round {round}: {:?} late", at - burst);
+            previous = at;
+        }
+    }
 }

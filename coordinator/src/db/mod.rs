@@ -51,9 +51,142 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl Error {
+    /// A mistake in our own SQL or row types, not a database that is away:
+    /// SQLSTATE class 42 (syntax error or access rule violation — an undefined
+    /// column, table or function, a type mismatch) or a row that does not
+    /// decode into its struct. Retrying cannot help, so it is answered as an
+    /// internal error and logged as a bug. The one place this is decided.
+    pub fn is_query_bug(&self) -> bool {
+        match self {
+            Error::Database(sqlx::Error::Database(e)) => e.code().is_some_and(|c| c.starts_with("42")),
+            Error::Database(
+                sqlx::Error::ColumnDecode { .. }
+                | sqlx::Error::ColumnNotFound(_)
+                | sqlx::Error::ColumnIndexOutOfBounds { .. }
+                | sqlx::Error::TypeNotFound { .. },
+            ) => true,
+            _ => false,
+        }
+    }
+
+    /// The SQLSTATE PostgreSQL answered with, if the error came from the server.
+    pub fn sqlstate(&self) -> Option<String> {
+        match self {
+            Error::Database(sqlx::Error::Database(e)) => e.code().map(String::from),
+            _ => None,
+        }
+    }
+}
+
 /// Connects to `url` and brings the schema up to date.
 pub async fn connect(url: &str) -> Result<PgPool> {
     let pool = PgPoolOptions::new().max_connections(10).connect(url).await?;
     crate::MIGRATOR.run(&pool).await?;
     Ok(pool)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use sqlx::error::{DatabaseError, ErrorKind};
+
+    use super::*;
+
+    /// What PostgreSQL answers, reduced to what the classification reads.
+    #[derive(Debug)]
+    struct Answer(&'static str);
+
+    impl std::fmt::Display for Answer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "SQLSTATE {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Answer {}
+
+    impl DatabaseError for Answer {
+        fn message(&self) -> &str {
+            "from the server"
+        }
+        fn code(&self) -> Option<Cow<'_, str>> {
+            Some(self.0.into())
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::Other
+        }
+    }
+
+    fn answered(code: &'static str) -> Error {
+        Error::Database(sqlx::Error::from(Answer(code)))
+    }
+
+    #[test]
+    fn class_42_answers_are_query_bugs_and_outages_are_not() {
+        let cases = [
+            ("42703", true),  // undefined_column
+            ("42P01", true),  // undefined_table
+            ("42883", true),  // undefined_function
+            ("42804", true),  // datatype_mismatch
+            ("42601", true),  // syntax_error
+            ("42501", true),  // insufficient_privilege
+            ("57P01", false), // admin_shutdown: the server is restarting
+            ("08006", false), // connection_failure
+            ("53300", false), // too_many_connections
+            ("40001", false), // serialization_failure
+            ("23505", false), // unique_violation: callers branch on it
+            ("22P02", false), // invalid_text_representation: a value, not the query
+        ];
+        for (code, bug) in cases {
+            let e = answered(code);
+            assert_eq!(e.sqlstate().as_deref(), Some(code));
+            assert_eq!(e.is_query_bug(), bug, "SQLSTATE {code}");
+        }
+    }
+
+    #[test]
+    fn rows_that_do_not_fit_their_struct_are_query_bugs() {
+        let bugs = [
+            sqlx::Error::ColumnNotFound("algorithm".into()),
+            sqlx::Error::ColumnIndexOutOfBounds { index: 3, len: 2 },
+            sqlx::Error::TypeNotFound {
+                type_name: "point".into(),
+            },
+            sqlx::Error::ColumnDecode {
+                index: "\"status\"".into(),
+                source: "unknown job status \"paused\"".into(),
+            },
+        ];
+        for e in bugs {
+            let e = Error::from(e);
+            assert!(e.is_query_bug(), "{e}");
+            assert_eq!(e.sqlstate(), None);
+        }
+    }
+
+    #[test]
+    fn a_database_that_is_away_is_no_query_bug() {
+        let away = [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::Io(std::io::ErrorKind::ConnectionReset.into()),
+            sqlx::Error::RowNotFound,
+        ];
+        for e in away {
+            assert!(!Error::from(e).is_query_bug());
+        }
+        let job = Uuid::nil();
+        assert!(!Error::UnknownJob(job).is_query_bug());
+        assert!(!Error::JobOfAnotherHost { job, host: 1 }.is_query_bug());
+    }
 }

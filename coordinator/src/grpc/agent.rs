@@ -18,6 +18,7 @@ use cipherfleet_proto::v1::agent_service_server::AgentService;
 use cipherfleet_proto::v1::{self, AgentMessage, CoordinatorMessage, agent_message, coordinator_message::Body};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use uuid::Uuid;
@@ -31,6 +32,8 @@ use crate::scheduler::Scheduler;
 
 /// How long a new stream may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Heartbeat intervals without any message after which an agent is lost.
+const MISSED_HEARTBEATS: u32 = 3;
 
 pub struct AgentSvc {
     pub scheduler: Arc<Scheduler>,
@@ -93,7 +96,7 @@ impl AgentService for AgentSvc {
             session_id: accepted.session_id,
             generation,
             tx,
-            silence: self.heartbeat * 3,
+            silence: self.heartbeat * MISSED_HEARTBEATS,
             shutdown: self.shutdown.clone(),
             dispatch_on_connect: !accepted.holds_jobs,
             findings: self.findings.clone(),
@@ -178,7 +181,8 @@ enum End {
 }
 
 impl Session {
-    async fn run(self, mut inbound: Streaming<AgentMessage>) {
+    /// `inbound` is the session's `Streaming`, or in tests any stream of messages.
+    async fn run(self, mut inbound: impl Stream<Item = Result<AgentMessage, Status>> + Unpin) {
         if self.dispatch_on_connect
             && let Err(e) = self.scheduler.dispatch(self.host_id).await
         {
@@ -187,18 +191,18 @@ impl Session {
         let end = loop {
             let next = tokio::select! {
                 _ = self.shutdown.cancelled() => break End::Shutdown,
-                next = tokio::time::timeout(self.silence, inbound.message()) => next,
+                next = tokio::time::timeout(self.silence, inbound.next()) => next,
             };
             let message = match next {
                 Err(_) => break End::Lost("no heartbeat for three intervals"),
                 // The agent hung up (a stop, a restart, a network cut): its job, if any, is lost
                 // all the same, but this is no silence worth a warning.
-                Ok(Err(status)) => {
+                Ok(Some(Err(status))) => {
                     tracing::debug!(host = self.host_id, status = ?status, "session stream ended with an error");
                     break End::Closed;
                 }
-                Ok(Ok(None)) => break End::Closed,
-                Ok(Ok(Some(m))) => m,
+                Ok(None) => break End::Closed,
+                Ok(Some(Ok(m))) => m,
             };
             if let Err(status) = self.handle(message).await {
                 break End::Refused(status);
@@ -371,5 +375,64 @@ fn truncate(s: &str, max: usize) -> &str {
     match s.char_indices().nth(max) {
         Some((i, _)) => &s[..i],
         None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+    use tokio::time::Instant;
+
+    use super::*;
+
+    const HEARTBEAT: Duration = Duration::from_secs(10);
+    const HOST: i64 = 7;
+
+    /// A progress report: a message that needs no database.
+    fn progress() -> Result<AgentMessage, Status> {
+        Ok(AgentMessage {
+            body: Some(agent_message::Body::JobProgress(v1::JobProgress {
+                job_id: Uuid::nil().to_string(),
+                ..Default::default()
+            })),
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_agent_is_lost_after_three_heartbeats_and_any_message_restarts_the_count() {
+        // Nothing on this path needs the database: a closed pool makes sure
+        // (re-queueing the lost host's jobs then fails, and is only logged).
+        let pool = PgPoolOptions::new().connect_lazy_with(PgConnectOptions::new());
+        pool.close().await;
+        let scheduler = Arc::new(Scheduler::new(pool));
+        let (tx, mut outbound) = mpsc::channel(8);
+        let generation = scheduler.connect(HOST, tx.clone());
+        let (agent, inbound) = mpsc::channel(8);
+        let session = Session {
+            scheduler: scheduler.clone(),
+            host_id: HOST,
+            session_id: 1,
+            generation,
+            tx,
+            silence: HEARTBEAT * MISSED_HEARTBEATS,
+            shutdown: CancellationToken::new(),
+            dispatch_on_connect: false,
+            findings: Deriver::new(),
+        };
+        let start = Instant::now();
+        let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
+
+        let almost = HEARTBEAT * 3 - Duration::from_millis(1);
+        tokio::time::sleep(almost).await;
+        assert!(scheduler.is_online(HOST), "lost before three intervals");
+        agent.send(progress()).await.unwrap();
+        tokio::time::sleep(almost).await;
+        assert!(scheduler.is_online(HOST), "the message did not restart the count");
+
+        // Silent since: lost three intervals after its last message.
+        ended.await.unwrap();
+        assert_eq!(start.elapsed(), almost + HEARTBEAT * 3);
+        assert!(!scheduler.is_online(HOST));
+        assert!(outbound.recv().await.is_none(), "the agent's stream is closed");
     }
 }

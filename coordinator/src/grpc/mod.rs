@@ -13,13 +13,18 @@ use crate::db;
 pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 
 /// The one conversion point from storage errors to gRPC status: a database
-/// that is away is `UNAVAILABLE` (clients retry); a job of another host is
-/// `PERMISSION_DENIED`.
+/// that is away is `UNAVAILABLE` (clients retry); a bug in our query
+/// ([`db::Error::is_query_bug`]) is `INTERNAL`, logged as an error, since a
+/// retry would fail the same way; a job of another host is `PERMISSION_DENIED`.
 pub fn db_status(e: db::Error) -> Status {
     match e {
         db::Error::UnknownJob(id) => Status::not_found(format!("job {id} does not exist")),
         db::Error::JobOfAnotherHost { job, .. } => {
             Status::permission_denied(format!("job {job} is not assigned to this host"))
+        }
+        bug if bug.is_query_bug() => {
+            tracing::error!(sqlstate = bug.sqlstate(), error = %bug, "database query failed: a bug in the query");
+            Status::internal("internal error in the coordinator; see its log")
         }
         other => {
             tracing::warn!(error = %other, "database error");

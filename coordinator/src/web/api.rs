@@ -36,18 +36,13 @@ impl<E: Into<WebError>> From<E> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = match &self.0 {
-            WebError::NotFound(_) => StatusCode::NOT_FOUND,
-            WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            WebError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
-            WebError::Template(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        if let WebError::Database(e) = &self.0 {
-            tracing::warn!(error = %e, "API query failed");
-        }
-        let message = match &self.0 {
-            WebError::Database(_) => "database unavailable".to_string(),
-            other => other.to_string(),
+        let status = self.0.status();
+        let message = if !self.0.log_server_side("API query") {
+            self.0.to_string()
+        } else if status == StatusCode::SERVICE_UNAVAILABLE {
+            "database unavailable".to_string()
+        } else {
+            "internal error; see the coordinator's log".to_string()
         };
         (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
     }

@@ -35,14 +35,32 @@ struct ErrorPage<'a> {
 }
 
 impl WebError {
-    fn status(&self) -> StatusCode {
+    /// The status a client gets; the page and the `/api/` answer share it.
+    pub(super) fn status(&self) -> StatusCode {
         match self {
             WebError::NotFound(_) => StatusCode::NOT_FOUND,
             WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            // Our query does not fit the schema: retrying will not help.
+            WebError::Database(e) if e.is_query_bug() => StatusCode::INTERNAL_SERVER_ERROR,
             // Most likely the database is restarting: worth a retry.
             WebError::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
             WebError::Template(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
+    }
+
+    /// Logs a failure on the server's side in full (a bug at error level, the
+    /// database being away at warn) and says whether there was one; a problem
+    /// with the request is not logged, and its message is the client's to read.
+    pub(super) fn log_server_side(&self, what: &str) -> bool {
+        match self {
+            WebError::Database(e) if e.is_query_bug() => {
+                tracing::error!(sqlstate = e.sqlstate(), error = %e, "{what}: a bug in the query");
+            }
+            WebError::Database(e) => tracing::warn!(error = %e, "{what}: database unavailable"),
+            WebError::Template(e) => tracing::error!(error = %e, "{what}: rendering the page"),
+            WebError::NotFound(_) | WebError::BadRequest(_) => return false,
+        }
+        true
     }
 }
 
@@ -50,16 +68,12 @@ impl IntoResponse for WebError {
     fn into_response(self) -> Response {
         let status = self.status();
         // Server-side failures are logged in full and shown in short.
-        let message = match &self {
-            WebError::Database(e) => {
-                tracing::warn!(error = %e, "report query failed");
-                "The database did not answer; the page will work again once it is back.".to_string()
-            }
-            WebError::Template(e) => {
-                tracing::error!(error = %e, "rendering a report page");
-                "The page could not be rendered.".to_string()
-            }
-            other => other.to_string(),
+        let message = if !self.log_server_side("report page") {
+            self.to_string()
+        } else if status == StatusCode::SERVICE_UNAVAILABLE {
+            "The database did not answer; the page will work again once it is back.".to_string()
+        } else {
+            "The page could not be built; the error is in the coordinator's log.".to_string()
         };
         let page = ErrorPage {
             status: status.as_u16(),

@@ -1,6 +1,7 @@
 use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
 use cipherfleet_coordinator::db::jobs::{self, Job, JobStatus, MAX_ATTEMPTS};
 use sqlx::PgPool;
+use uuid::Uuid;
 
 use crate::helpers::{campaign, fresh_db, host, job};
 
@@ -210,4 +211,91 @@ async fn a_campaign_without_jobs_is_finished_at_once() {
     assert_eq!(progress.campaign.status, CampaignStatus::Finished);
     assert_eq!(progress.jobs.total(), 0);
     assert!(campaigns::status(&pool, campaign_id + 1).await.unwrap().is_none());
+}
+
+/// Moves a running job's deadline into the past, as if its time limit ran out.
+async fn make_overdue(pool: &PgPool, job_id: Uuid) {
+    let moved =
+        sqlx::query("UPDATE jobs SET deadline = now() - interval '1 second' WHERE id = $1 AND status = 'running'")
+            .bind(job_id)
+            .execute(pool)
+            .await
+            .unwrap();
+    assert_eq!(moved.rows_affected(), 1, "job {job_id} is not running");
+}
+
+/// Claims `host_id`'s next job, starts it, lets its deadline pass and sweeps;
+/// returns the job and what the sweep did.
+async fn overrun(pool: &PgPool, host_id: i64) -> (Uuid, Vec<jobs::Expired>) {
+    let claimed = jobs::claim_next_for_host(pool, host_id)
+        .await
+        .unwrap()
+        .expect("a queued job");
+    assert!(jobs::mark_started(pool, claimed.id, host_id).await.unwrap());
+    make_overdue(pool, claimed.id).await;
+    (claimed.id, jobs::expire_overdue(pool).await.unwrap())
+}
+
+#[tokio::test]
+async fn an_overdue_job_is_requeued_then_failed_at_its_last_attempt_and_its_campaign_closes() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    let other = host(&pool, "bench-02").await;
+    let overrunning = campaign(&pool, &[job(bench, 16), job(bench, 64)]).await;
+    // On time: its deadline is 30 s away and stays put through every sweep.
+    let on_time = campaign(&pool, &[job(other, 16)]).await;
+    let punctual = jobs::claim_next_for_host(&pool, other).await.unwrap().unwrap();
+    let requeued = |job_id| jobs::Expired {
+        job_id,
+        host_id: bench,
+        requeued: true,
+    };
+    let failed = |job_id| jobs::Expired {
+        job_id,
+        host_id: bench,
+        requeued: false,
+    };
+
+    // First overrun: back in the queue, one attempt counted, the claim undone.
+    let (first, swept) = overrun(&pool, bench).await;
+    assert_eq!(swept, [requeued(first)]);
+    let j = jobs::get(&pool, first).await.unwrap().unwrap();
+    assert_eq!((j.status, j.attempts), (JobStatus::Queued, 1));
+    assert_eq!(
+        (j.assigned_at, j.started_at, j.deadline, j.error),
+        (None, None, None, None)
+    );
+    // Nothing is overdue any more: a second sweep changes nothing.
+    assert!(jobs::expire_overdue(&pool).await.unwrap().is_empty());
+
+    // Its last attempt overruns too: failed with the reason. The campaign
+    // still has a queued job, so it runs on.
+    let (again, swept) = overrun(&pool, bench).await;
+    assert_eq!(again, first, "the requeued job runs again first");
+    assert_eq!(swept, [failed(first)]);
+    let j = jobs::get(&pool, first).await.unwrap().unwrap();
+    assert_eq!((j.status, j.attempts), (JobStatus::Failed, MAX_ATTEMPTS));
+    assert!(j.finished_at.is_some());
+    let reason = j.error.unwrap();
+    assert!(reason.contains("exceeded its time limit"), "{reason}");
+    let progress = campaigns::status(&pool, overrunning).await.unwrap().unwrap();
+    assert_eq!(progress.campaign.status, CampaignStatus::Running);
+    assert_eq!((progress.jobs.queued, progress.jobs.failed), (1, 1));
+
+    // The campaign's last job fails the same way: now the campaign is over.
+    let (last, swept) = overrun(&pool, bench).await;
+    assert_ne!(last, first);
+    assert_eq!(swept, [requeued(last)]);
+    let (_, swept) = overrun(&pool, bench).await;
+    assert_eq!(swept, [failed(last)]);
+    let progress = campaigns::status(&pool, overrunning).await.unwrap().unwrap();
+    assert_eq!(progress.campaign.status, CampaignStatus::Finished);
+    assert!(progress.campaign.finished_at.is_some());
+    assert_eq!((progress.jobs.failed, progress.jobs.total()), (2, 2));
+
+    // The job within its deadline was never touched.
+    assert_eq!(jobs::get(&pool, punctual.id).await.unwrap().unwrap(), punctual);
+    let progress = campaigns::status(&pool, on_time).await.unwrap().unwrap();
+    assert_eq!(progress.campaign.status, CampaignStatus::Running);
+    assert_eq!(progress.jobs.running, 1);
 }

@@ -3,6 +3,7 @@
 //! server binaries (`apt-get install postgresql`).
 
 mod cluster;
+mod errors;
 mod findings;
 mod helpers;
 mod hosts;

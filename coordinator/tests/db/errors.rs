@@ -1,0 +1,102 @@
+//! How a failed query is answered, with the errors a real PostgreSQL gives: a
+//! bug in our SQL (SQLSTATE class 42) or a row that does not fit its type is
+//! an internal error; a connection the server ends is "unavailable, retry".
+
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use cipherfleet_coordinator::db;
+use cipherfleet_coordinator::grpc::db_status;
+use cipherfleet_coordinator::web::WebError;
+use cipherfleet_coordinator::web::api::ApiError;
+use sqlx::{ConnectOptions, PgPool};
+
+use crate::helpers::fresh_db;
+
+/// The error PostgreSQL answers `sql` with, as the storage layer returns it.
+async fn error_of(pool: &PgPool, sql: &'static str) -> db::Error {
+    let outcome = sqlx::query(sql).execute(pool).await;
+    db::Error::from(outcome.expect_err("the query was accepted"))
+}
+
+/// What a report page, an `/api/` table and a gRPC call answer for the error
+/// `fail` provokes (once for each: `db::Error` is not `Clone`).
+async fn answers(mut fail: impl AsyncFnMut() -> db::Error) -> (StatusCode, StatusCode, tonic::Code) {
+    let page = WebError::from(fail().await).into_response().status();
+    let api = ApiError(WebError::from(fail().await)).into_response().status();
+    let grpc = db_status(fail().await).code();
+    (page, api, grpc)
+}
+
+const BUG: (StatusCode, StatusCode, tonic::Code) = (
+    StatusCode::INTERNAL_SERVER_ERROR,
+    StatusCode::INTERNAL_SERVER_ERROR,
+    tonic::Code::Internal,
+);
+
+#[tokio::test]
+async fn a_query_naming_a_missing_column_is_a_bug_answered_with_500() {
+    let pool = fresh_db().await;
+    let e = error_of(&pool, "SELECT no_such_column FROM jobs").await;
+    assert_eq!(e.sqlstate().as_deref(), Some("42703"), "{e}");
+    assert!(e.is_query_bug(), "{e}");
+    assert_eq!(
+        answers(async || error_of(&pool, "SELECT no_such_column FROM jobs").await).await,
+        BUG
+    );
+}
+
+#[tokio::test]
+async fn missing_tables_and_type_mismatches_are_bugs_too() {
+    let pool = fresh_db().await;
+    for (sql, sqlstate) in [
+        ("SELECT 1 FROM no_such_table", "42P01"),
+        ("UPDATE jobs SET attempts = now()", "42804"),
+        ("SELECT no_such_function(1)", "42883"),
+    ] {
+        let e = error_of(&pool, sql).await;
+        assert_eq!(e.sqlstate().as_deref(), Some(sqlstate), "{sql}: {e}");
+        assert_eq!(answers(async || error_of(&pool, sql).await).await, BUG, "{sql}");
+    }
+}
+
+#[tokio::test]
+async fn a_row_that_does_not_decode_into_its_type_is_a_bug() {
+    let pool = fresh_db().await;
+    // An integer column read as text: the query ran, its row does not fit.
+    let decode = async || {
+        let outcome = sqlx::query_scalar::<_, String>("SELECT 1").fetch_one(&pool).await;
+        db::Error::from(outcome.expect_err("an integer decoded as text"))
+    };
+    let e = decode().await;
+    assert!(
+        matches!(e, db::Error::Database(sqlx::Error::ColumnDecode { .. })),
+        "{e:?}"
+    );
+    assert_eq!(e.sqlstate(), None);
+    assert_eq!(answers(decode).await, BUG);
+}
+
+#[tokio::test]
+async fn a_connection_the_server_ends_is_unavailable_not_a_bug() {
+    let pool = fresh_db().await;
+    // A connection of its own (the pool would test and replace a dead one),
+    // ended by the server as in a shutdown: it answers 57P01 (admin_shutdown).
+    let ended = async || {
+        let mut conn = pool.connect_options().connect().await.expect("connecting");
+        let outcome = sqlx::query("SELECT pg_terminate_backend(pg_backend_pid())")
+            .execute(&mut conn)
+            .await;
+        db::Error::from(outcome.expect_err("the connection outlived its backend"))
+    };
+    let e = ended().await;
+    assert_eq!(e.sqlstate().as_deref(), Some("57P01"), "{e:?}");
+    assert!(!e.is_query_bug(), "{e:?}");
+    assert_eq!(
+        answers(ended).await,
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            StatusCode::SERVICE_UNAVAILABLE,
+            tonic::Code::Unavailable
+        )
+    );
+}
