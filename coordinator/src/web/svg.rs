@@ -66,12 +66,18 @@ const PLOT_HEIGHT: f64 = 300.0;
 const LEFT: f64 = 72.0;
 const RIGHT: f64 = 24.0;
 const TOP: f64 = 34.0;
+const PLOT_WIDTH: f64 = WIDTH - LEFT - RIGHT;
+/// The x axis, at the foot of the plot.
+const BOTTOM: f64 = TOP + PLOT_HEIGHT;
 /// Below the plot: tick labels and the axis title.
 const AXIS_BELOW: f64 = 48.0;
 const LEGEND_ROW: f64 = 18.0;
 const LEGEND_COLUMN: f64 = 205.0;
 /// Legend names are cut here; the full name stays in the entry's `<title>`.
 const LEGEND_CHARS: usize = 28;
+
+/// A series ready to draw: its name and its drawable points, sorted by x.
+type Drawable<'a> = (&'a str, Vec<(f64, f64)>);
 
 impl LineChart {
     /// A chart titled `title`; the y axis defaults to throughput in MB/s.
@@ -101,168 +107,213 @@ impl LineChart {
         self
     }
 
-    /// The points that can be drawn: finite, and x > 0 on the log axis.
-    fn drawable(&self, points: &[(f64, f64)]) -> Vec<(f64, f64)> {
-        let mut kept: Vec<(f64, f64)> = points
-            .iter()
-            .copied()
-            .filter(|(x, y)| x.is_finite() && y.is_finite() && (self.x != XAxis::Bytes || *x > 0.0))
-            .collect();
-        kept.sort_by(|a, b| a.0.total_cmp(&b.0));
-        kept
-    }
-
     /// The complete `<svg>` element.
     pub fn render(&self) -> String {
-        let series: Vec<(&str, Vec<(f64, f64)>)> = self
-            .series
-            .iter()
-            .map(|s| (s.name.as_str(), self.drawable(&s.points)))
-            .collect();
-        let all: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).collect();
-        // The legend grows downwards, so the chart's height depends on how many series it names.
-        let legend_columns = ((WIDTH - LEFT - RIGHT) / LEGEND_COLUMN).floor().max(1.0) as usize;
-        let legend_rows = series.len().div_ceil(legend_columns);
-        let height = TOP + PLOT_HEIGHT + AXIS_BELOW + legend_rows as f64 * LEGEND_ROW + 8.0;
-
-        let title = format::xml_escape(&self.title);
+        let series = self.drawable_series();
         let mut svg = String::with_capacity(4096);
+        self.open_with_title(&mut svg, series.len());
+        let all: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).collect();
+        if all.is_empty() {
+            draw_no_data(&mut svg);
+        } else {
+            let plot = Plot {
+                x: XScale::fit(&self.x, &all),
+                y: YScale::fit(&all),
+            };
+            // Grid first, so that the axes and the lines are drawn over it.
+            plot.draw_grid(&mut svg);
+            self.draw_axes(&mut svg, &plot);
+            for (i, (name, points)) in series.iter().enumerate() {
+                self.draw_series(&mut svg, &plot, Look::of(i), name, points);
+            }
+            draw_legend(&mut svg, &series);
+        }
+        svg.push_str("</svg>");
+        svg
+    }
+
+    /// Every series with the points that can be drawn: finite, and x > 0 on the log axis.
+    fn drawable_series(&self) -> Vec<Drawable<'_>> {
+        self.series
+            .iter()
+            .map(|s| {
+                let mut kept: Vec<(f64, f64)> = s
+                    .points
+                    .iter()
+                    .copied()
+                    .filter(|(x, y)| x.is_finite() && y.is_finite() && (self.x != XAxis::Bytes || *x > 0.0))
+                    .collect();
+                kept.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (s.name.as_str(), kept)
+            })
+            .collect()
+    }
+
+    /// The opening tag, sized for a legend of `entries`, and the chart's title.
+    fn open_with_title(&self, svg: &mut String, entries: usize) {
+        // The legend grows downwards, so the chart's height depends on how many series it names.
+        let legend_rows = entries.div_ceil(legend_columns());
+        let height = TOP + PLOT_HEIGHT + AXIS_BELOW + legend_rows as f64 * LEGEND_ROW + 8.0;
+        let title = format::xml_escape(&self.title);
         let _ = write!(
             svg,
             r#"<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" aria-label="{title}"><title>{title}</title>"#
         );
         let _ = write!(svg, r#"<text x="{LEFT}" y="20" font-weight="600">{title}</text>"#);
-        if all.is_empty() {
-            let _ = write!(
-                svg,
-                r##"<rect x="{LEFT}" y="{TOP}" width="{w}" height="{PLOT_HEIGHT}" fill="none" stroke="#999" stroke-dasharray="4 4"/><text x="{cx}" y="{cy}" text-anchor="middle" fill="#5d6678">No data for this view</text></svg>"##,
-                w = WIDTH - LEFT - RIGHT,
-                cx = LEFT + (WIDTH - LEFT - RIGHT) / 2.0,
-                cy = TOP + PLOT_HEIGHT / 2.0,
-            );
-            return svg;
-        }
+    }
 
-        let x_scale = XScale::fit(&self.x, &all);
-        let y_scale = YScale::fit(&all);
-        let y_ticks = &y_scale.ticks;
-        let plot_w = WIDTH - LEFT - RIGHT;
-        let px = |x: f64| LEFT + x_scale.fraction(x) * plot_w;
-        let py = |y: f64| TOP + PLOT_HEIGHT - y_scale.fraction(y) * PLOT_HEIGHT;
-        let bottom = TOP + PLOT_HEIGHT;
-
-        // Grid and tick labels first, so the lines are drawn over them.
-        svg.push_str(r#"<g class="grid">"#);
-        for &t in y_ticks {
-            let _ = write!(
-                svg,
-                r##"<line x1="{LEFT}" x2="{r}" y1="{y:.1}" y2="{y:.1}" stroke="#e6e8ec"/>"##,
-                r = WIDTH - RIGHT,
-                y = py(t)
-            );
-        }
-        for &(t, _) in &x_scale.ticks {
-            let _ = write!(
-                svg,
-                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{bottom}" stroke="#e6e8ec"/>"##,
-                x = px(t)
-            );
-        }
-        svg.push_str("</g>");
+    /// Both axes with their ticks, tick labels and titles.
+    fn draw_axes(&self, svg: &mut String, plot: &Plot) {
         let _ = write!(
             svg,
-            r##"<g class="axis"><line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{bottom}" stroke="#222"/><line x1="{LEFT}" x2="{r}" y1="{bottom}" y2="{bottom}" stroke="#222"/>"##,
+            r##"<g class="axis"><line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{BOTTOM}" stroke="#222"/><line x1="{LEFT}" x2="{r}" y1="{BOTTOM}" y2="{BOTTOM}" stroke="#222"/>"##,
             r = WIDTH - RIGHT
         );
-        for &t in y_ticks {
+        for &t in &plot.y.ticks {
             let _ = write!(
                 svg,
                 r##"<line x1="{a}" x2="{LEFT}" y1="{y:.1}" y2="{y:.1}" stroke="#222"/><text x="{tx}" y="{ty:.1}" text-anchor="end">{label}</text>"##,
                 a = LEFT - 4.0,
                 tx = LEFT - 7.0,
-                y = py(t),
-                ty = py(t) + 4.0,
+                y = plot.py(t),
+                ty = plot.py(t) + 4.0,
                 label = format::xml_escape(&plain(t)),
             );
         }
-        for (t, label) in &x_scale.ticks {
+        for (t, label) in &plot.x.ticks {
             let _ = write!(
                 svg,
-                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{bottom}" y2="{b}" stroke="#222"/><text x="{x:.1}" y="{ty}" text-anchor="middle">{label}</text>"##,
-                x = px(*t),
-                b = bottom + 4.0,
-                ty = bottom + 17.0,
+                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{BOTTOM}" y2="{b}" stroke="#222"/><text x="{x:.1}" y="{ty}" text-anchor="middle">{label}</text>"##,
+                x = plot.px(*t),
+                b = BOTTOM + 4.0,
+                ty = BOTTOM + 17.0,
                 label = format::xml_escape(label),
             );
         }
         let _ = write!(
             svg,
             r#"<text x="{cx}" y="{ty}" text-anchor="middle">{xl}</text><text transform="translate(16 {cy}) rotate(-90)" text-anchor="middle">{yl}</text></g>"#,
-            cx = LEFT + plot_w / 2.0,
-            ty = bottom + 36.0,
+            cx = LEFT + PLOT_WIDTH / 2.0,
+            ty = BOTTOM + 36.0,
             xl = format::xml_escape(&self.x.title()),
             cy = TOP + PLOT_HEIGHT / 2.0,
             yl = format::xml_escape(&self.y_label),
         );
+    }
 
-        // One group per series: its <title> names the line for screen readers and on hover.
-        for (i, (name, points)) in series.iter().enumerate() {
-            let look = Look::of(i);
-            let name = format::xml_escape(name);
-            let _ = write!(svg, r#"<g class="series"><title>{name}</title>"#);
-            if points.len() > 1 {
-                let coords: Vec<String> = points
-                    .iter()
-                    .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
-                    .collect();
-                let _ = write!(
-                    svg,
-                    r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="2"{}/>"#,
-                    coords.join(" "),
-                    look.colour,
-                    look.dash_attribute()
-                );
-            }
-            // Every point carries its exact figures, so a reader can check the chart against the table.
-            for &(x, y) in points {
-                let tip = format!(
-                    "{name}: {} → {} {}",
-                    self.x.value(x),
-                    exact(y),
-                    format::xml_escape(&self.y_unit)
-                );
-                svg.push_str(&look.marker(px(x), py(y), &tip));
-            }
-            svg.push_str("</g>");
-        }
-
-        // The legend, in columns under the axis title.
-        svg.push_str(r#"<g class="legend">"#);
-        for (i, (name, _)) in series.iter().enumerate() {
-            let look = Look::of(i);
-            let x = LEFT + (i % legend_columns) as f64 * LEGEND_COLUMN;
-            let y = bottom + AXIS_BELOW + (i / legend_columns) as f64 * LEGEND_ROW + 4.0;
-            let shown: String = if name.chars().count() > LEGEND_CHARS {
-                name.chars().take(LEGEND_CHARS - 1).chain(['…']).collect()
-            } else {
-                name.to_string()
-            };
+    /// One series as a group: its line, and a marker per point whose
+    /// tooltip gives the exact figures, so a reader can check the chart
+    /// against the table. The group's `<title>` names the line for screen
+    /// readers and on hover.
+    fn draw_series(&self, svg: &mut String, plot: &Plot, look: Look, name: &str, points: &[(f64, f64)]) {
+        let name = format::xml_escape(name);
+        let _ = write!(svg, r#"<g class="series"><title>{name}</title>"#);
+        if points.len() > 1 {
+            let coords: Vec<String> = points
+                .iter()
+                .map(|&(x, y)| format!("{:.1},{:.1}", plot.px(x), plot.py(y)))
+                .collect();
             let _ = write!(
                 svg,
-                r#"<g><title>{full}</title><line x1="{x}" x2="{x2}" y1="{y}" y2="{y}" stroke="{c}" stroke-width="2"{d}/>{m}<text x="{tx}" y="{ty}">{shown}</text></g>"#,
-                full = format::xml_escape(name),
-                x2 = x + 24.0,
-                c = look.colour,
-                d = look.dash_attribute(),
-                m = look.marker(x + 12.0, y, ""),
-                tx = x + 30.0,
-                ty = y + 4.0,
-                shown = format::xml_escape(&shown),
+                r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="2"{}/>"#,
+                coords.join(" "),
+                look.colour,
+                look.dash_attribute()
             );
         }
-        svg.push_str("</g></svg>");
-        svg
+        for &(x, y) in points {
+            let tip = format!(
+                "{name}: {} → {} {}",
+                self.x.value(x),
+                exact(y),
+                format::xml_escape(&self.y_unit)
+            );
+            svg.push_str(&look.marker(plot.px(x), plot.py(y), &tip));
+        }
+        svg.push_str("</g>");
     }
+}
+
+/// The plot's scales: where a point lands, in viewBox units.
+struct Plot {
+    x: XScale,
+    y: YScale,
+}
+
+impl Plot {
+    fn px(&self, x: f64) -> f64 {
+        LEFT + self.x.fraction(x) * PLOT_WIDTH
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        TOP + PLOT_HEIGHT - self.y.fraction(y) * PLOT_HEIGHT
+    }
+
+    /// Light lines across the plot at every tick of both axes.
+    fn draw_grid(&self, svg: &mut String) {
+        svg.push_str(r#"<g class="grid">"#);
+        for &t in &self.y.ticks {
+            let _ = write!(
+                svg,
+                r##"<line x1="{LEFT}" x2="{r}" y1="{y:.1}" y2="{y:.1}" stroke="#e6e8ec"/>"##,
+                r = WIDTH - RIGHT,
+                y = self.py(t)
+            );
+        }
+        for &(t, _) in &self.x.ticks {
+            let _ = write!(
+                svg,
+                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{BOTTOM}" stroke="#e6e8ec"/>"##,
+                x = self.px(t)
+            );
+        }
+        svg.push_str("</g>");
+    }
+}
+
+/// A dashed empty frame saying so, in place of the plot.
+fn draw_no_data(svg: &mut String) {
+    let _ = write!(
+        svg,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" fill="none" stroke="#999" stroke-dasharray="4 4"/><text x="{cx}" y="{cy}" text-anchor="middle" fill="#5d6678">No data for this view</text>"##,
+        cx = LEFT + PLOT_WIDTH / 2.0,
+        cy = TOP + PLOT_HEIGHT / 2.0,
+    );
+}
+
+/// Legend entries side by side under the plot.
+fn legend_columns() -> usize {
+    (PLOT_WIDTH / LEGEND_COLUMN).floor().max(1.0) as usize
+}
+
+/// The legend, in columns under the axis title: each entry a short stretch
+/// of the line with its marker, and the name, cut to fit.
+fn draw_legend(svg: &mut String, series: &[Drawable<'_>]) {
+    let columns = legend_columns();
+    svg.push_str(r#"<g class="legend">"#);
+    for (i, (name, _)) in series.iter().enumerate() {
+        let look = Look::of(i);
+        let x = LEFT + (i % columns) as f64 * LEGEND_COLUMN;
+        let y = BOTTOM + AXIS_BELOW + (i / columns) as f64 * LEGEND_ROW + 4.0;
+        let shown: String = if name.chars().count() > LEGEND_CHARS {
+            name.chars().take(LEGEND_CHARS - 1).chain(['…']).collect()
+        } else {
+            name.to_string()
+        };
+        let _ = write!(
+            svg,
+            r#"<g><title>{full}</title><line x1="{x}" x2="{x2}" y1="{y}" y2="{y}" stroke="{c}" stroke-width="2"{d}/>{m}<text x="{tx}" y="{ty}">{shown}</text></g>"#,
+            full = format::xml_escape(name),
+            x2 = x + 24.0,
+            c = look.colour,
+            d = look.dash_attribute(),
+            m = look.marker(x + 12.0, y, ""),
+            tx = x + 30.0,
+            ty = y + 4.0,
+            shown = format::xml_escape(&shown),
+        );
+    }
+    svg.push_str("</g>");
 }
 
 impl XAxis {
