@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::api::{self, ApiError, FormatParam};
-use super::host_facts::{Fact, FactChange, FeatureRow, fact_changes, facts_table, feature_rows, or_dash};
+use super::host_facts::{
+    Fact, FactChange, FeatureRow, fact_changes, facts_table, feature_rows, features_checked, or_dash,
+};
 use super::hosts::{SIMULATED_LABEL, is_marked, label_texts};
 use super::paging::{Pager, parse_id};
 use super::svg::{LineChart, XAxis, time_x};
@@ -179,7 +181,10 @@ struct HostPage {
     /// When the current snapshot was taken; empty without facts.
     facts_taken: String,
     facts: Vec<Fact>,
+    /// Every feature the probe checked, then any other a list names.
     features: Vec<FeatureRow>,
+    /// The snapshot says what was checked; without it, unlisted features are unknown.
+    features_checked: bool,
     /// Newest first.
     changes: Vec<FactChange>,
     /// Open and resolved, newest first: the host's history of findings.
@@ -242,7 +247,8 @@ async fn page(
         last_seen: format::timestamp(host.last_seen),
         facts_taken: current.map(|s| format::timestamp(s.taken_at)).unwrap_or_default(),
         facts: current.map(|s| facts_table(&s.columns)).unwrap_or_default(),
-        features: current.map(|s| feature_rows(&s.columns)).unwrap_or_default(),
+        features: current.map(feature_rows).unwrap_or_default(),
+        features_checked: current.is_some_and(features_checked),
         changes: fact_changes(&history),
         findings: findings.iter().map(FindingView::new).collect(),
         chart: key_chart(&series),

@@ -1,8 +1,9 @@
 //! A host's facts as the host page reads them: the current snapshot as a
-//! table with units, CPU features advertised against usable (the gap is what
-//! hides acceleration), and the history of changes between snapshots
-//! (kernel upgrades, flags gained or lost, agent upgrades), built on
-//! [`changes::diff`] so the page and the findings agree on what changed.
+//! table with units, every CPU feature the probe checked, advertised against
+//! usable (an absent feature and the gap are what hide acceleration), and
+//! the history of changes between snapshots (kernel upgrades, flags gained
+//! or lost, agent upgrades), built on [`changes::diff`] so the page and the
+//! findings agree on what changed.
 
 use std::collections::BTreeSet;
 
@@ -87,17 +88,57 @@ impl FeatureRow {
     }
 }
 
-/// Every feature either list names, by name.
-pub fn feature_rows(c: &FactColumns) -> Vec<FeatureRow> {
-    let names: BTreeSet<&String> = c.features_advertised.iter().chain(&c.features_usable).collect();
+/// Every feature the probe checked, in the order of the snapshot's
+/// `features.checked` list, with what CPUID/HWCAP and the OS said of it. A
+/// checked name that is not advertised is known to be absent and shows as
+/// such: an emulated Nehalem's missing `aes` is the row that matters. Names
+/// advertised or usable but never checked follow in name order, so nothing
+/// a list names is hidden; for snapshots without a `checked` list (older
+/// agents) they are all there is.
+///
+/// The coordinator stores facts normalised, `checked` sorted by name (see
+/// [`crate::db::snapshots::NormalisedFacts`]), so stored snapshots list
+/// their features alphabetically.
+pub fn feature_rows(s: &Snapshot) -> Vec<FeatureRow> {
+    let c = &s.columns;
+    let mut names: Vec<&str> = Vec::new();
+    for name in checked_features(s) {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    let unchecked: BTreeSet<&str> = c
+        .features_advertised
+        .iter()
+        .chain(&c.features_usable)
+        .map(String::as_str)
+        .filter(|n| !names.contains(n))
+        .collect();
+    names.extend(unchecked);
     names
         .into_iter()
         .map(|n| FeatureRow {
-            name: n.clone(),
-            advertised: c.features_advertised.contains(n),
-            usable: c.features_usable.contains(n),
+            name: n.to_string(),
+            advertised: c.features_advertised.iter().any(|a| a == n),
+            usable: c.features_usable.iter().any(|u| u == n),
         })
         .collect()
+}
+
+/// Whether the snapshot says which features the probe checked; without that
+/// list a feature [`feature_rows`] does not name is unknown, not absent.
+pub fn features_checked(s: &Snapshot) -> bool {
+    checked_features(s).next().is_some()
+}
+
+/// The snapshot's `features.checked` names, as stored.
+fn checked_features(s: &Snapshot) -> impl Iterator<Item = &str> {
+    s.facts
+        .pointer("/features/checked")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
 }
 
 /// One changed fact between two consecutive snapshots.
@@ -243,25 +284,104 @@ mod tests {
         assert!(fact_changes(&[snapshot(1, 0, "6.1.0", &["aes"], "0.1.0")]).is_empty());
     }
 
-    #[test]
-    fn advertised_but_unusable_features_are_singled_out() {
-        let c = FactColumns {
-            features_advertised: vec!["aes".into(), "avx".into()],
-            features_usable: vec!["aes".into(), "sha".into()],
-            ..FactColumns::default()
-        };
-        let rows: Vec<(String, bool, bool, bool)> = feature_rows(&c)
+    /// A snapshot of `features` as an agent reports them, typed as the coordinator stores them.
+    fn with_features(features: Value) -> Snapshot {
+        let facts = json!({ "features": features });
+        Snapshot {
+            columns: FactColumns::from_facts(&facts),
+            facts,
+            ..snapshot(1, 0, "6.1.0", &[], "0.1.0")
+        }
+    }
+
+    /// (name, advertised, usable, advertised but unusable) of each row.
+    fn rows(s: &Snapshot) -> Vec<(String, bool, bool, bool)> {
+        feature_rows(s)
             .into_iter()
             .map(|f| (f.name.clone(), f.advertised, f.usable, f.unusable()))
-            .collect();
+            .collect()
+    }
+
+    fn row(name: &str, advertised: bool, usable: bool, unusable: bool) -> (String, bool, bool, bool) {
+        (name.to_string(), advertised, usable, unusable)
+    }
+
+    #[test]
+    fn every_checked_feature_is_listed_in_checked_order_absent_ones_as_no() {
+        // An emulated Nehalem: of the x86 probe's list only SSSE3 is there.
+        let nehalem = with_features(json!({
+            "source": "cpuid",
+            "checked": ["aes", "pclmulqdq", "ssse3", "avx", "avx2", "vaes", "vpclmulqdq", "sha"],
+            "advertised": ["ssse3"],
+            "usable": ["ssse3"],
+        }));
         assert_eq!(
-            rows,
+            rows(&nehalem),
             [
-                ("aes".to_string(), true, true, false),
-                ("avx".to_string(), true, false, true),
-                ("sha".to_string(), false, true, false),
+                row("aes", false, false, false),
+                row("pclmulqdq", false, false, false),
+                row("ssse3", true, true, false),
+                row("avx", false, false, false),
+                row("avx2", false, false, false),
+                row("vaes", false, false, false),
+                row("vpclmulqdq", false, false, false),
+                row("sha", false, false, false),
             ]
         );
+        assert!(features_checked(&nehalem));
+    }
+
+    #[test]
+    fn advertised_but_unusable_features_are_singled_out() {
+        // AVX without its register state enabled by the OS.
+        let s = with_features(json!({
+            "checked": ["aes", "avx", "sha"],
+            "advertised": ["aes", "avx"],
+            "usable": ["aes"],
+        }));
+        assert_eq!(
+            rows(&s),
+            [
+                row("aes", true, true, false),
+                row("avx", true, false, true),
+                row("sha", false, false, false),
+            ]
+        );
+    }
+
+    #[test]
+    fn without_a_checked_list_the_features_found_are_listed_by_name() {
+        // Older agents: what was absent is unknown, so only the found ones show.
+        for features in [
+            json!({ "advertised": ["sha", "aes", "avx"], "usable": ["aes", "vaes"] }),
+            json!({ "checked": [], "advertised": ["sha", "aes", "avx"], "usable": ["aes", "vaes"] }),
+        ] {
+            let s = with_features(features);
+            assert_eq!(
+                rows(&s),
+                [
+                    row("aes", true, true, false),
+                    row("avx", true, false, true),
+                    row("sha", true, false, true),
+                    row("vaes", false, true, false),
+                ]
+            );
+            assert!(!features_checked(&s));
+        }
+        let none = with_features(json!(null));
+        assert!(rows(&none).is_empty());
+        assert!(!features_checked(&none));
+    }
+
+    #[test]
+    fn features_a_list_names_but_the_probe_did_not_check_follow_the_checked_ones() {
+        let s = with_features(json!({
+            "checked": ["pmull", "aes", "aes"],
+            "advertised": ["sha3", "aes", "asimd"],
+            "usable": ["sha3", "aes", "asimd"],
+        }));
+        let names: Vec<String> = rows(&s).into_iter().map(|r| r.0).collect();
+        assert_eq!(names, ["pmull", "aes", "asimd", "sha3"]);
     }
 
     #[test]

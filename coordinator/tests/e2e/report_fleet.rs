@@ -29,6 +29,29 @@ fn row<'a>(html: &'a str, marker: &str) -> &'a str {
     &html[start..end]
 }
 
+/// The text of each cell of the host page's row for CPU feature `marker`
+/// (as it appears in `data-feature`): name, advertised, usable.
+fn feature_cells<'a>(html: &'a str, marker: &str) -> Vec<&'a str> {
+    let r = row(html, &format!("data-feature=\"{marker}\""));
+    r.split("<td>")
+        .skip(1)
+        .map(|c| c.split("</td>").next().unwrap_or_default())
+        .collect()
+}
+
+/// What the usable cell says: a badge where the CPU has it but programs cannot use it.
+fn usable_text(advertised: bool, usable: bool) -> &'static str {
+    match (advertised, usable) {
+        (true, false) => "<span class=\"badge status-software\">advertised but not usable</span>",
+        (_, true) => "yes",
+        (false, false) => "no",
+    }
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
 async fn ok_page(app: &App, path: &str) -> HttpResponse {
     let r = app.get(path).await;
     assert_eq!(r.status, 200, "GET {path}: {}", r.body);
@@ -210,6 +233,37 @@ async fn fleet_pages_show_the_hosts_campaign_and_results_the_database_holds() {
         );
         assert!(page.contains(&badge), "{name}: {badge}");
         assert!(page.contains("<svg class=\"chart\""), "{name}: the history chart");
+        // Every feature the agent's probe checked has a row, present or not, in the stored order.
+        let facts: Value = sqlx::query_scalar(
+            "SELECT s.facts FROM host_fact_snapshots s JOIN hosts h ON s.id = h.current_snapshot_id WHERE h.id = $1",
+        )
+        .bind(id)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+        let list = |k: &str| -> Vec<&str> {
+            facts["features"][k]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect()
+        };
+        let (checked, advertised, usable) = (list("checked"), list("advertised"), list("usable"));
+        assert!(!checked.is_empty(), "{name}: the probe checks features: {facts}");
+        let mut at = 0;
+        for feature in &checked {
+            let (a, u) = (advertised.contains(feature), usable.contains(feature));
+            let cells = feature_cells(&page, feature);
+            assert_eq!(
+                cells,
+                [format!("<code>{feature}</code>").as_str(), yes_no(a), usable_text(a, u)],
+                "{name}: {feature}"
+            );
+            let here = page.find(&format!("data-feature=\"{feature}\"")).unwrap();
+            assert!(here > at, "{name}: {feature} out of the checked order {checked:?}");
+            at = here;
+        }
         assert!(!page.contains("<img"), "{name}: agent markup reached the page");
         let mine: Vec<_> = results.iter().filter(|r| r.1 == name).collect();
         assert!(
@@ -341,4 +395,72 @@ async fn an_empty_report_says_how_to_start_and_bad_addresses_get_clear_answers()
         let body: Value = serde_json::from_str(&r.body).unwrap();
         assert!(body["error"].is_string(), "GET {path}: {body}");
     }
+}
+
+/// An emulated Nehalem's probe finds SSSE3 only: the host page must still
+/// list AES, the feature that decides its speed, as checked and absent; and
+/// feature names, sent by agents, stay text. Facts of an older agent that did
+/// not say what it checked list what it found and say the rest is unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_page_lists_every_checked_cpu_feature_absent_ones_as_no() {
+    let app = spawn_app().await;
+    let facts = |features: Value| {
+        serde_json::json!({
+            "schema_version": 1, "arch": "x86_64", "kernel_release": "6.1.0",
+            "cpu": {"vendor": "GenuineIntel", "model_name": "Intel Core i7 9xx (Nehalem Class Core i7)"},
+            "virtualization": {"hypervisor": true, "kind": "kvm"},
+            "features": features,
+            "build": {"flavour": "accelerated"}
+        })
+    };
+    let nehalem = facts(serde_json::json!({
+        "source": "cpuid",
+        "checked": ["aes", "pclmulqdq", "ssse3", "avx", HOSTILE],
+        "advertised": ["ssse3", "avx", HOSTILE],
+        "usable": ["ssse3"],
+    }));
+    let old = facts(serde_json::json!({"advertised": ["pclmulqdq", "aes"], "usable": ["aes"]}));
+    let mut ids = Vec::new();
+    for (name, facts) in [("emulated-nehalem", &nehalem), ("old-agent", &old)] {
+        let up = hosts::upsert_host_with_facts(&app.pool, name, None, facts)
+            .await
+            .unwrap();
+        ids.push(up.host_id);
+    }
+
+    let page = ok_page(&app, &format!("/hosts/{}", ids[0])).await.body;
+    for (feature, advertised, usable) in [
+        ("aes", "no", "no"),
+        ("pclmulqdq", "no", "no"),
+        ("ssse3", "yes", "yes"),
+        ("avx", "yes", usable_text(true, false)),
+    ] {
+        assert_eq!(
+            feature_cells(&page, feature),
+            [format!("<code>{feature}</code>").as_str(), advertised, usable],
+            "{feature}"
+        );
+    }
+    assert_eq!(
+        feature_cells(&page, HOSTILE_ESCAPED),
+        [
+            format!("<code>{HOSTILE_ESCAPED}</code>").as_str(),
+            "yes",
+            usable_text(true, false)
+        ]
+    );
+    assert!(!page.contains("<img"), "a feature name's markup reached the page");
+    assert!(!page.contains("unknown, not absent"), "{page}");
+
+    let page = ok_page(&app, &format!("/hosts/{}", ids[1])).await.body;
+    assert_eq!(feature_cells(&page, "aes"), ["<code>aes</code>", "yes", "yes"]);
+    assert_eq!(
+        feature_cells(&page, "pclmulqdq"),
+        ["<code>pclmulqdq</code>", "yes", usable_text(true, false)]
+    );
+    assert!(!page.contains("data-feature=\"ssse3\""), "{page}");
+    assert!(
+        page.contains("did not report which CPU features it checked: a feature not listed is unknown, not absent"),
+        "{page}"
+    );
 }
