@@ -32,7 +32,12 @@ step "every test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-CIPHERFLEET_REQUIRE_SOFT=1 cargo test --workspace --lib --bins --tests 2>&1 | tee "$log"
+# Tests whose prerequisite is missing skip under a plain `cargo test`; here the
+# prerequisites were installed or built above, so a missing one fails instead:
+#   CIPHERFLEET_REQUIRE_SOFT      the software sibling target/debug/cipherfleet-agent-soft (deploy/build.sh)
+#   CIPHERFLEET_REQUIRE_CHROMIUM  chromium for the report's browser and XSS tests (deploy/install-deps.sh)
+CIPHERFLEET_REQUIRE_SOFT=1 CIPHERFLEET_REQUIRE_CHROMIUM=1 \
+  cargo test --workspace --lib --bins --tests 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line over every test binary (cargo prints one `test result:` per binary).

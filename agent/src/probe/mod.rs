@@ -109,7 +109,7 @@ mod tests {
     }
 
     #[test]
-    fn probe_is_consistent_with_the_crates_own_detection() {
+    fn every_usable_feature_was_advertised_and_checked() {
         let facts = probe();
         // Every usable feature was advertised and checked.
         for f in &facts.features.usable {
@@ -118,12 +118,36 @@ mod tests {
         for f in &facts.features.advertised {
             assert!(facts.features.checked.contains(f), "{f} advertised but not checked");
         }
-        if cfg!(any(target_arch = "x86_64", target_arch = "aarch64"))
-            && crate::backend::FLAVOUR == Flavour::Accelerated
-            && !cfg!(aes_backend = "soft")
-        {
-            assert_eq!(facts.aes_usable(), aes::hardware_accelerated());
-        }
+    }
+
+    /// The accelerated build uses AES hardware exactly when the probe finds it
+    /// usable. Only this flavour can check that: the software build's aes crate
+    /// says "no" whatever the CPU has.
+    #[cfg(all(
+        not(cipherfleet_soft),
+        not(aes_backend = "soft"),
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    #[test]
+    fn accelerated_build_probe_agrees_with_the_aes_crate() {
+        let facts = probe();
+        assert_eq!(facts.build.flavour, Flavour::Accelerated);
+        assert_eq!(facts.aes_usable(), aes::hardware_accelerated());
+        assert_eq!(facts.crypto.aes_hardware_accelerated, aes::hardware_accelerated());
+    }
+
+    /// The software build reports itself as such, and its aes crate really was
+    /// forced to software: `--cfg cipherfleet_soft` without `--cfg aes_backend="soft"`
+    /// would measure hardware AES under the software label.
+    #[cfg(cipherfleet_soft)]
+    #[test]
+    fn software_build_probe_reports_the_forced_software_path() {
+        let facts = probe();
+        assert_eq!(facts.build.flavour, Flavour::Software);
+        assert!(
+            !facts.crypto.aes_hardware_accelerated,
+            "the software build's aes crate uses hardware: was it built without --cfg aes_backend=\"soft\"?"
+        );
     }
 
     #[test]

@@ -14,7 +14,8 @@ use cipher::{
     BlockCipherDecrypt, BlockCipherEncrypt, BlockModeDecrypt, BlockModeEncrypt, KeyInit, KeyIvInit, StreamCipher,
 };
 
-use super::{AesBits, KatOutcome, hex, mismatch, result_outcome};
+use super::harness::{hex, mismatch, result_outcome};
+use super::{AesBits, KatOutcome};
 
 /// The four plaintext blocks every SP 800-38A example encrypts.
 pub(super) const SP800_38A_PLAINTEXT: &str = "6bc1bee22e409f96e93d7e117393172a

@@ -12,7 +12,8 @@ use aead::consts::{U4, U6, U7, U8, U12, U13, U16};
 use aes::{Aes128, Aes192, Aes256};
 use ccm::Ccm;
 
-use super::{AeadVector, AesBits, KatOutcome, aead_kat, aead_round_trip, hex};
+use super::harness::{AeadVector, aead_kat, aead_round_trip, hex};
+use super::{AesBits, KatOutcome};
 
 /// The engine's parameterisation.
 type EngineCcm<C> = Ccm<C, U16, U13>;

@@ -10,7 +10,8 @@ use chacha20::ChaCha20;
 use chacha20poly1305::{ChaCha20Poly1305, XChaCha20Poly1305};
 use cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 
-use super::{AeadVector, KatOutcome, aead_kat, hex, result_outcome};
+use super::KatOutcome;
+use super::harness::{AeadVector, aead_kat, hex, result_outcome};
 
 /// The plaintext of RFC 8439 §2.4.2 and §2.8.2 (and the XChaCha draft's A.3.1).
 const SUNSCREEN: &[u8] = b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for \

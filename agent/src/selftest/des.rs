@@ -13,8 +13,9 @@
 
 use des::{Des, TdesEde3};
 
+use super::KatOutcome;
 use super::aes_modes::{cbc_pkcs7, cbc_vector, ecb_pkcs7, ecb_vector};
-use super::{KatOutcome, hex};
+use super::harness::hex;
 
 const FIPS81_KEY: &str = "0123456789abcdef";
 const FIPS81_IV: &str = "1234567890abcdef";

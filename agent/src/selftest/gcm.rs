@@ -9,7 +9,8 @@ use aead::consts::U12;
 use aes::{Aes128, Aes192, Aes256};
 use aes_gcm::AesGcm;
 
-use super::{AeadVector, AesBits, KatOutcome, aead_kat, hex};
+use super::harness::{AeadVector, aead_kat, hex};
+use super::{AesBits, KatOutcome};
 
 type Aes128Gcm = AesGcm<Aes128, U12>;
 type Aes192Gcm = AesGcm<Aes192, U12>;

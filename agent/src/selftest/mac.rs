@@ -17,7 +17,8 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::aes_modes::{SP800_38A_CBC_IV, SP800_38A_PLAINTEXT, sp800_38a_cbc_ciphertext, sp800_38a_key};
-use super::{AesBits, KatOutcome, hex, mismatch, pattern};
+use super::harness::{hex, mismatch, pattern};
+use super::{AesBits, KatOutcome};
 
 type HmacSha256 = Hmac<Sha256>;
 

@@ -13,7 +13,8 @@ use aead::{AeadInOut, KeyInit, Nonce, Tag};
 use aes::{Aes128, Aes192, Aes256};
 use ocb3::Ocb3;
 
-use super::{AeadVector, AesBits, KatOutcome, aead_kat, aead_round_trip, hex, mismatch};
+use super::harness::{AeadVector, aead_kat, aead_round_trip, hex, mismatch};
+use super::{AesBits, KatOutcome};
 
 /// The engine's parameterisation.
 type EngineOcb<C> = Ocb3<C, U12, U16>;

@@ -204,9 +204,14 @@ impl App {
         self.agent_command_with(&agent_binary(), name)
     }
 
+    /// The spool directory of the agent named `name` (see the agent's `daemon/spool.rs`).
+    pub fn spool_dir(&self, name: &str) -> PathBuf {
+        self.dir.path().join(format!("spool-{name}"))
+    }
+
     /// [`App::agent_command`] running the agent build at `binary` instead.
     pub fn agent_command_with(&self, binary: &Path, name: &str) -> Command {
-        let spool = self.dir.path().join(format!("spool-{name}"));
+        let spool = self.spool_dir(name);
         let mut command = Command::new(binary);
         command
             .args([

@@ -73,14 +73,20 @@ pub struct Browser {
 }
 
 impl Browser {
-    /// Starts Chromium, or `None` when it is not installed and this is not CI
-    /// (CI installs it with `deploy/install-deps.sh`, so there it must not skip).
+    /// Starts Chromium, or `None` (the test skips) when it is not installed.
+    /// With `CIPHERFLEET_REQUIRE_CHROMIUM` set, as `deploy/test.sh` sets it, or
+    /// `CI` set, a missing Chromium fails the test instead: there
+    /// `deploy/install-deps.sh` has installed it, so a skip would hide a broken
+    /// install and let the browser and XSS tests pass without running.
     pub fn launch() -> Option<Browser> {
         let Some(binary) = find_chromium() else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "chromium is not installed: run deploy/install-deps.sh (or set CIPHERFLEET_CHROMIUM)"
-            );
+            for required_by in ["CIPHERFLEET_REQUIRE_CHROMIUM", "CI"] {
+                assert!(
+                    std::env::var_os(required_by).is_none(),
+                    "{required_by} is set but chromium is not installed (neither chromium nor \
+                     chromium-browser on PATH): run deploy/install-deps.sh (or set CIPHERFLEET_CHROMIUM)"
+                );
+            }
             eprintln!(
                 "\n!!! SKIPPING the browser test: chromium is not installed.\n\
                  !!! Run deploy/install-deps.sh (or set CIPHERFLEET_CHROMIUM=/path/to/chromium).\n"

@@ -23,6 +23,31 @@ async fn wait_job_started(app: &App, campaign: &str) -> uuid::Uuid {
     .await
 }
 
+/// Waits until agent `agent` has finished `job` while the coordinator is down:
+/// its outcome is in the agent's spool (`outcome-<job id>.json`, the name the
+/// agent's `daemon/spool.rs` gives it). Also returns if the result is already
+/// stored: the job may have ended and been delivered in the moment between
+/// [`wait_job_started`] seeing it and the coordinator's kill.
+async fn wait_spooled_or_stored(app: &App, agent: &str, job: uuid::Uuid) {
+    let outcome = app.spool_dir(agent).join(format!("outcome-{job}.json"));
+    let what = format!(
+        "job {job} to end with its outcome spooled at {} while the coordinator is down",
+        outcome.display()
+    );
+    wait_for(&what, Duration::from_secs(60), || async {
+        if outcome.is_file() {
+            return Some(());
+        }
+        let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM results WHERE job_id = $1")
+            .bind(job)
+            .fetch_one(&app.pool)
+            .await
+            .ok()?;
+        (stored > 0).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_killed_mid_job_gets_the_job_back_and_it_completes_once() {
     let mut app = spawn_app().await;
@@ -57,11 +82,11 @@ async fn a_coordinator_restart_mid_campaign_loses_and_duplicates_nothing() {
     let campaign = app
         .start_matrix(&["aes-128-gcm", "chacha20-poly1305", "aes-256-ctr"], &[256, 2048], 0.6)
         .await;
-    wait_job_started(&app, &campaign).await;
+    let job = wait_job_started(&app, &campaign).await;
     let addr = app.grpc;
     app.kill_coordinator();
     // The agent finishes its job meanwhile and keeps the result in its spool.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    wait_spooled_or_stored(&app, "e2e-restart", job).await;
     app.start_coordinator(addr);
     let status = app.wait_finished(&campaign, Duration::from_secs(180)).await;
     let overall = status.overall.unwrap();
