@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
 
+use cipherfleet_core::token::Secret;
+
 use crate::auth::Token;
 use crate::selector::Selector;
 use crate::server::{self, ServeConfig};
@@ -59,8 +61,8 @@ struct ServeArgs {
     http_listen: SocketAddr,
     /// PostgreSQL URL. Without it a private cluster runs under --data-dir from
     /// the system's PostgreSQL binaries.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    database_url: Option<String>,
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_parser = database_url)]
+    database_url: Option<Secret>,
     /// Where the private PostgreSQL cluster lives.
     #[arg(long, default_value = "/var/lib/cipherfleet")]
     data_dir: PathBuf,
@@ -79,6 +81,11 @@ struct ServeArgs {
     /// Private key of --tls-cert (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC).
     #[arg(long, value_name = "PEM")]
     tls_key: Option<PathBuf>,
+}
+
+/// The URL as given; held as a [`Secret`] because it usually carries a password.
+fn database_url(raw: &str) -> Result<Secret, String> {
+    Ok(Secret::new(raw))
 }
 
 fn parse_interval(s: &str) -> Result<f64, String> {
@@ -159,18 +166,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let tls = tls::server_tls(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
-    let agent_token = Token::load(
-        "agent enrollment token",
-        args.agent_token_file.as_deref(),
-        "--agent-token-file",
-        "CIPHERFLEET_AGENT_TOKEN",
-    )?;
-    let admin_token = Token::load(
-        "admin token",
-        args.admin_token_file.as_deref(),
-        "--admin-token-file",
-        "CIPHERFLEET_ADMIN_TOKEN",
-    )?;
+    let (agent_token, admin_token) = serve_tokens(&args)?;
     let config = ServeConfig {
         grpc_listen: args.grpc_listen,
         http_listen: Some(args.http_listen),
@@ -189,6 +185,30 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         on_signal.cancel();
     });
     server::serve(config, shutdown).await
+}
+
+/// The agents' enrollment token and the admin token. The same secret for
+/// both would let every agent host run operator commands, so it is refused.
+fn serve_tokens(args: &ServeArgs) -> anyhow::Result<(Token, Token)> {
+    let agent_token = Token::load(
+        "agent enrollment token",
+        args.agent_token_file.as_deref(),
+        "--agent-token-file",
+        "CIPHERFLEET_AGENT_TOKEN",
+    )?;
+    let admin_token = Token::load(
+        "admin token",
+        args.admin_token_file.as_deref(),
+        "--admin-token-file",
+        "CIPHERFLEET_ADMIN_TOKEN",
+    )?;
+    if admin_token.matches(agent_token.expose().as_bytes()) {
+        anyhow::bail!(
+            "--agent-token-file and --admin-token-file hold the same token: every agent host could then run \
+             operator commands; give the admin token its own random value (e.g. `openssl rand -hex 32`)"
+        );
+    }
+    Ok((agent_token, admin_token))
 }
 
 /// SIGTERM or SIGINT.
@@ -433,4 +453,47 @@ fn print_status(s: &v1::CampaignStatusResponse, format: Format) -> anyhow::Resul
         bail!("campaign has no jobs");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve_args(extra: &[&str]) -> ServeArgs {
+        let mut argv = vec!["cipherfleet-coordinator", "serve"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv).expect("serve parses").command {
+            Command::Serve(args) => args,
+            _ => unreachable!("serve was asked for"),
+        }
+    }
+
+    #[test]
+    fn the_same_token_for_agents_and_operators_is_refused() {
+        let dir = std::env::temp_dir().join(format!("cf-serve-tokens-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (agent, admin, same) = (dir.join("agent"), dir.join("admin"), dir.join("same"));
+        std::fs::write(&agent, "agent-token-0123456789abcdef\n").unwrap();
+        std::fs::write(&admin, "admin-token-0123456789abcdef\n").unwrap();
+        // The same secret, spelled with other white space around it.
+        std::fs::write(&same, "  agent-token-0123456789abcdef").unwrap();
+        let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+        let ok = serve_args(&["--agent-token-file", &path(&agent), "--admin-token-file", &path(&admin)]);
+        assert!(serve_tokens(&ok).is_ok());
+        let clash = serve_args(&["--agent-token-file", &path(&agent), "--admin-token-file", &path(&same)]);
+        let e = serve_tokens(&clash).unwrap_err().to_string();
+        assert!(e.contains("same token") && e.contains("--admin-token-file"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn the_database_url_never_shows_in_debug_output() {
+        let args = serve_args(&["--database-url", "postgres://cf:hunter2-secret@db.example/cf"]);
+        let shown = format!("{args:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert_eq!(
+            args.database_url.as_ref().map(Secret::expose),
+            Some("postgres://cf:hunter2-secret@db.example/cf")
+        );
+    }
 }

@@ -19,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::ServerTlsConfig;
 use tonic::transport::server::TcpIncoming;
 
+use cipherfleet_core::token::Secret;
+
 use crate::auth::Token;
 use crate::findings;
 use crate::grpc::{self, admin::AdminSvc, agent::AgentSvc};
@@ -30,8 +32,9 @@ use crate::{db, pg, web};
 pub struct ServeConfig {
     pub grpc_listen: SocketAddr,
     pub http_listen: Option<SocketAddr>,
-    /// `None`: run a private PostgreSQL cluster under `data_dir`.
-    pub database_url: Option<String>,
+    /// `None`: run a private PostgreSQL cluster under `data_dir`. A secret:
+    /// it usually carries a password, so `Debug` never shows it.
+    pub database_url: Option<Secret>,
     pub data_dir: PathBuf,
     pub agent_token: Token,
     pub admin_token: Token,
@@ -64,7 +67,8 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
     };
     let url = config
         .database_url
-        .clone()
+        .as_ref()
+        .map(|u| u.expose().to_string())
         .or_else(|| cluster.as_ref().map(|c| c.url().to_string()))
         .expect("one of them");
     let pool = db::connect(&url)
