@@ -319,7 +319,7 @@ fn compare_page(
         }
     });
 
-    let page = ComparePage {
+    ComparePage {
         classes_mode: params.rows == Rows::Classes,
         p99_mode: params.metric == Metric::P99,
         heading: describe(&params.view),
@@ -362,8 +362,7 @@ fn compare_page(
         next: pager.next_href("/compare", &pairs),
         csv_href: with(("format", "csv")),
         json_href: with(("format", "json")),
-    };
-    page
+    }
 }
 
 /// A cell of host rows, as `/api/v1/compare` sends it.

@@ -115,7 +115,7 @@ impl RowView {
             cores_needed_sort: r.cores_needed.map(|v| v.to_string()).unwrap_or_default(),
             hosts_needed: text_or_dash(r.hosts_needed, |h| h.to_string()),
             hosts_needed_sort: r.hosts_needed.map(|v| v.to_string()).unwrap_or_default(),
-            recommended: text_or_dash(r.recommended_algorithm.clone(), |a| {
+            recommended: text_or_dash(r.recommended_algorithm, |a| {
                 let mb_s = r.recommended_per_core_mb_s.map(format::mb_s).unwrap_or_default();
                 format!("{a} ({mb_s} per core)")
             }),
