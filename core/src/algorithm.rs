@@ -154,6 +154,15 @@ impl FromStr for Algorithm {
     }
 }
 
+/// For a single algorithm column: `#[sqlx(try_from = "String")] algorithm: Algorithm`.
+impl TryFrom<String> for Algorithm {
+    type Error = UnknownAlgorithm;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
 impl Serialize for Algorithm {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name)
