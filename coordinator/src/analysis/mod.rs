@@ -2,6 +2,7 @@
 //! with tables. Nothing here reads the database or knows a CPU by name —
 //! findings come from advertised/usable flags and measured numbers only.
 //!
+//! - [`acceleration`]: a host's acceleration status (accelerated, partial, software, unknown) from its facts.
 //! - [`robust`]: median and MAD, the statistics the detectors use.
 //! - [`fallback`]: why a host runs AES in software (DESIGN.md reasons 1–4) from its facts.
 //! - [`slow`]: accelerated paths that measure too slow (reason 5): near the
@@ -13,6 +14,7 @@
 //!
 //! [`crate::findings`] runs these over the database and stores the findings.
 
+pub mod acceleration;
 pub mod capacity;
 pub mod changes;
 pub mod class;

@@ -19,6 +19,7 @@ use super::hosts::{SIMULATED_LABEL, is_marked, label_texts};
 use super::paging::{Pager, parse_id};
 use super::svg::{LineChart, XAxis, time_x};
 use super::{WebError, WebState, format};
+use crate::analysis::acceleration::Acceleration;
 use crate::db::findings::{self, Finding};
 use crate::db::fleet::{self, HostResult};
 use crate::db::hosts::{self, Host, HostWithFacts};
@@ -169,7 +170,7 @@ struct HostPage {
     /// `k=v`, in key order.
     labels: Vec<String>,
     /// [`HostWithFacts::acceleration`] of the current facts.
-    acceleration: &'static str,
+    acceleration: Acceleration,
     /// Connected now, per the scheduler.
     online: bool,
     emulated: bool,
