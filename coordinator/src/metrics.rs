@@ -23,7 +23,7 @@ pub async fn render(pool: &PgPool, online_hosts: usize) -> anyhow::Result<String
     let open = db::findings::count_open_by(pool).await.context("counting findings")?;
     let by_reason = db::findings::hosts_by_reason(pool).await.context("counting findings")?;
     let jobs = db::jobs::count_by_status(pool).await.context("counting jobs")?;
-    let results = db::fleet::count_results(pool).await.context("counting results")?;
+    let results = db::results::count(pool).await.context("counting results")?;
 
     let mut m = Exposition::default();
     m.family("cipherfleet_hosts", "gauge", "Hosts the coordinator knows.");

@@ -1,10 +1,13 @@
 //! `results`: the measurement of each finished job. Writes are idempotent per
 //! job: an agent that reconnects and sends a result again, or two copies
 //! racing, leave one row, and the job is marked done in the same transaction.
+//! Reads of one result (the raw measurement behind a report's figure) and the
+//! total are here too; a host's results pages are [`super::host_results`].
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::PgPool;
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use super::{Error, Result, campaigns, points};
@@ -138,11 +141,41 @@ pub async fn record(
 }
 
 /// Number of stored results for a job: 0 or 1.
-pub async fn count_for_job(db: impl sqlx::PgExecutor<'_>, job_id: Uuid) -> Result<i64> {
+pub async fn count_for_job(db: impl PgExecutor<'_>, job_id: Uuid) -> Result<i64> {
     Ok(sqlx::query_scalar("SELECT count(*) FROM results WHERE job_id = $1")
         .bind(job_id)
         .fetch_one(db)
         .await?)
+}
+
+/// Stored results in total.
+pub async fn count(db: impl PgExecutor<'_>) -> Result<i64> {
+    Ok(sqlx::query_scalar("SELECT count(*) FROM results").fetch_one(db).await?)
+}
+
+/// A stored result with the measurement object exactly as the agent sent it.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct StoredResult {
+    pub id: i64,
+    pub job_id: Uuid,
+    pub campaign_id: Option<i64>,
+    pub host_id: i64,
+    pub host_name: String,
+    pub snapshot_id: Option<i64>,
+    pub created_at: DateTime<Utc>,
+    pub measurement: Value,
+}
+
+/// Result `result_id` with its host's name, if it exists.
+pub async fn stored(db: impl PgExecutor<'_>, result_id: i64) -> Result<Option<StoredResult>> {
+    Ok(sqlx::query_as(
+        "SELECT r.id, r.job_id, (SELECT j.campaign_id FROM jobs j WHERE j.id = r.job_id) AS campaign_id, \
+             r.host_id, h.name AS host_name, r.snapshot_id, r.created_at, r.measurement \
+         FROM results r JOIN hosts h ON h.id = r.host_id WHERE r.id = $1",
+    )
+    .bind(result_id)
+    .fetch_optional(db)
+    .await?)
 }
 
 #[cfg(test)]

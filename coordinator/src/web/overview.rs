@@ -20,8 +20,8 @@ use super::paging::with_query;
 use super::{WebError, WebState, format};
 use crate::analysis::acceleration::Acceleration;
 use crate::db::findings::{self, Finding};
-use crate::db::fleet;
 use crate::db::hosts::HostWithFacts;
+use crate::db::{campaign_summaries, results};
 
 /// Recent campaigns on the overview.
 const RECENT_CAMPAIGNS: i64 = 5;
@@ -193,8 +193,8 @@ async fn page(State(state): State<WebState>) -> Result<Html<String>, WebError> {
     let all = hosts::load(&state).await?;
     let groups = group_hosts(&all);
     let open = findings::list_open(&state.pool).await?;
-    let (campaigns_total, campaigns_running) = fleet::count_campaigns(&state.pool).await?;
-    let campaigns = fleet::campaign_summaries(&state.pool, RECENT_CAMPAIGNS, 0).await?;
+    let (campaigns_total, campaigns_running) = campaign_summaries::count(&state.pool).await?;
+    let campaigns = campaign_summaries::list(&state.pool, RECENT_CAMPAIGNS, 0).await?;
     let statuses = Acceleration::ALL
         .iter()
         .map(|&status| StatusCount {
@@ -207,7 +207,7 @@ async fn page(State(state): State<WebState>) -> Result<Html<String>, WebError> {
         hosts: all.len(),
         online: all.iter().filter(|(_, on)| *on).count(),
         emulated: groups.iter().map(|g| g.emulated).sum(),
-        results: fleet::count_results(&state.pool).await?,
+        results: results::count(&state.pool).await?,
         campaigns_total,
         campaigns_running,
         statuses,

@@ -3,13 +3,12 @@
 
 use axum::extract::{Query, State};
 use axum::response::Response;
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::super::params::given;
 use super::{FallbackQuery, Filters, load, reason_label};
 use crate::db::fallback as store;
-use crate::web::api::{self, ApiError, FormatParam};
+use crate::web::api::{self, ApiError, FindingApiRow, FormatParam};
 use crate::web::{WebError, WebState};
 
 /// A row of `/api/v1/fallback`: the asked-for columns first, then the view's point and marks.
@@ -85,27 +84,6 @@ pub(super) struct FindingsQuery {
     status: Option<String>,
 }
 
-/// A row of `/api/v1/findings`; evidence and fact changes as compact JSON strings.
-#[derive(Debug, Serialize)]
-struct FindingApiRow {
-    id: i64,
-    host_id: i64,
-    host: String,
-    reason: String,
-    kind: Option<String>,
-    subject: String,
-    severity: &'static str,
-    status: String,
-    first_seen: DateTime<Utc>,
-    last_seen: DateTime<Utc>,
-    resolved_at: Option<DateTime<Utc>>,
-    summary: String,
-    /// JSON in one cell, so the CSV stays one row per finding and a script
-    /// can still parse the numbers back.
-    evidence: String,
-    fact_changes: String,
-}
-
 /// `GET /api/v1/findings`: open (default), resolved or all findings, most
 /// severe and open first. The findings table holds history, not results, so it stays small enough to send whole.
 pub(super) async fn findings(
@@ -124,22 +102,7 @@ pub(super) async fn findings(
     let rows: Vec<FindingApiRow> = store::findings(&state.pool, status)
         .await?
         .into_iter()
-        .map(|f| FindingApiRow {
-            id: f.id,
-            host_id: f.host_id,
-            host: f.host_name,
-            reason: f.reason,
-            kind: f.kind,
-            subject: f.subject,
-            severity: f.severity.as_str(),
-            status: f.status,
-            first_seen: f.first_seen,
-            last_seen: f.last_seen,
-            resolved_at: f.resolved_at,
-            summary: f.summary,
-            evidence: f.evidence.to_string(),
-            fact_changes: f.fact_changes.to_string(),
-        })
+        .map(FindingApiRow::from)
         .collect();
     api::table("findings", &rows, format.format)
 }
