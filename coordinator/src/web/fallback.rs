@@ -226,7 +226,7 @@ async fn load(state: &WebState, filters: &Filters) -> Result<(Vec<Judged>, Vec<F
                 pair.accelerated_path_used.as_deref(),
                 ratio,
                 host.emulated,
-                filters.size_bytes,
+                filters.size_bytes.unsigned_abs(),
                 &t,
             );
             let reasons = by_host
@@ -324,7 +324,7 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
     let view = FallbackPage {
         view: filters.describe(),
         threshold: format!("{}×", format::significant(t.near_software_ratio)),
-        min_size: format::bytes(t.near_software_min_size_bytes as u64),
+        min_size: format::bytes(t.near_software_min_size_bytes),
         sizes: choices(
             sizes.iter().map(|s| (s.to_string(), format::bytes(*s as u64))),
             &filters.size_bytes.to_string(),

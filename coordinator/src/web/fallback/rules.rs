@@ -41,7 +41,7 @@ pub fn judge(
     path_used: Option<&str>,
     ratio: Option<f64>,
     emulated: bool,
-    size_bytes: i64,
+    size_bytes: u64,
     t: &Thresholds,
 ) -> Option<SoftwareSpeed> {
     let path_used = path_used?;
@@ -85,7 +85,7 @@ mod tests {
         Option<&'static str>,
         Option<f64>,
         bool,
-        i64,
+        u64,
         Option<SoftwareSpeed>,
     );
 
