@@ -7,6 +7,7 @@
 //! - [`fallback`]: why a host runs AES in software (DESIGN.md reasons 1–4) from its facts.
 //! - [`slow`]: accelerated paths that measure too slow (reason 5): near the
 //!   software path, below same-class peers, or dropped against own history.
+//! - [`software_speed`]: the fallback page's rule — an accelerated path that fell back or runs at software speed, and which findings explain it.
 //! - [`series`]: reason 5 over stored results, one verdict per algorithm and kind.
 //! - [`changes`]: what changed in a host's facts between two snapshots.
 //! - [`class`]: machine classes (arch, CPU, usable crypto features, build) — peers, compare rows, capacity.
@@ -22,3 +23,4 @@ pub mod fallback;
 pub mod robust;
 pub mod series;
 pub mod slow;
+pub mod software_speed;

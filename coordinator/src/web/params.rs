@@ -24,8 +24,12 @@ use super::WebError;
 use crate::analysis::acceleration::Acceleration;
 use crate::db::hosts::Labels;
 
-/// The point a page shows without `size=`: the object-storage block size.
-pub const DEFAULT_SIZE: i64 = 16 * 1024;
+/// The point a page shows without `size=`: the object-storage block size,
+/// in the type of a [`cipherfleet_core::Point`]'s size.
+pub const DEFAULT_SIZE_BYTES: u64 = 16 * 1024;
+/// [`DEFAULT_SIZE_BYTES`] for the pages that still hold sizes as `i64`
+/// (compare, modes); the cast is of a small constant.
+pub const DEFAULT_SIZE: i64 = DEFAULT_SIZE_BYTES as i64;
 
 /// A `text_enum!` type a form offers as a `<select>` and reads back from the
 /// query: every value in display order, and the text it travels as.
