@@ -293,7 +293,8 @@ pub(super) fn crypto_of(host_id: i64, s: &Snapshot) -> HostCrypto {
         hypervisor: c.hypervisor_present,
         advertised: c.features_advertised.clone(),
         usable: c.features_usable.clone(),
-        build_flavour: c.build_flavour.clone(),
+        // A flavour this coordinator does not know is judged as unknown.
+        build_flavour: c.build_flavour.as_deref().and_then(|f| f.parse().ok()),
     }
 }
 
