@@ -25,11 +25,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::analysis::class::MachineClass;
 use crate::analysis::fallback::HostCrypto;
-use crate::analysis::series::{HostSeries, Point};
+use crate::analysis::series::{HostSeries, Observation};
 use crate::analysis::slow::Thresholds;
 use crate::db;
 use crate::db::findings::{self as store, Finding};
-use crate::db::series::HostFacts;
+use crate::db::series::CurrentFacts;
 use crate::db::snapshots::{self, Snapshot};
 
 mod describe;
@@ -250,7 +250,7 @@ pub async fn derive_fleet(pool: &PgPool) -> db::Result<Outcome> {
 pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
     let t = Thresholds::default();
     let hosts = db::series::current_facts(pool).await?;
-    let targets: Vec<&HostFacts> = match work {
+    let targets: Vec<&CurrentFacts> = match work {
         Work::Fleet | Work::Facts => hosts.iter().collect(),
         Work::Hosts(h) => hosts.iter().filter(|r| h.contains_key(&r.host_id())).collect(),
     };
@@ -269,7 +269,7 @@ pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
             Some(c) if c.0.cpu_model_name.is_some() => hosts
                 .iter()
                 .filter(|h| h.host_id() != host_id && classes.get(&h.host_id()) == Some(c))
-                .map(HostFacts::host_id)
+                .map(CurrentFacts::host_id)
                 .collect(),
             _ => Vec::new(),
         }
@@ -298,7 +298,7 @@ pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
     let open = store::list_open_for_hosts(&mut *tx, &target_ids).await?;
     let mut outcome = Outcome::default();
     // Grouped once: a host's series serve its own pass and every peer's.
-    let mut by_host: BTreeMap<i64, Vec<Point>> = BTreeMap::new();
+    let mut by_host: BTreeMap<i64, Vec<Observation>> = BTreeMap::new();
     for p in points {
         by_host.entry(p.host_id).or_default().push(p);
     }

@@ -11,14 +11,11 @@ use std::fmt::Write;
 use anyhow::Context;
 use sqlx::PgPool;
 
+use crate::analysis::acceleration::Acceleration;
 use crate::db;
 use crate::db::findings::Severity;
+use crate::db::jobs::JobStatus;
 use crate::findings::REASONS;
-
-/// Acceleration states of [`db::hosts::HostWithFacts::acceleration`].
-const ACCELERATION: [&str; 4] = ["accelerated", "partial", "software", "unknown"];
-/// Job states in `jobs.status`.
-const JOB_STATUS: [&str; 5] = ["queued", "running", "done", "failed", "cancelled"];
 
 /// Renders the metrics; `online_hosts` comes from the scheduler (sessions live in memory).
 pub async fn render(pool: &PgPool, online_hosts: usize) -> anyhow::Result<String> {
@@ -26,15 +23,15 @@ pub async fn render(pool: &PgPool, online_hosts: usize) -> anyhow::Result<String
     let open = db::findings::count_open_by(pool).await.context("counting findings")?;
     let by_reason = db::findings::hosts_by_reason(pool).await.context("counting findings")?;
     let jobs = db::jobs::count_by_status(pool).await.context("counting jobs")?;
-    let results = db::fleet::count_results(pool).await.context("counting results")?;
+    let results = db::results::count(pool).await.context("counting results")?;
 
-    let mut m = Metrics::default();
+    let mut m = Exposition::default();
     m.family("cipherfleet_hosts", "gauge", "Hosts the coordinator knows.");
     m.sample("cipherfleet_hosts", &[], hosts.len() as f64);
     m.family("cipherfleet_hosts_online", "gauge", "Hosts with an open agent session.");
     m.sample("cipherfleet_hosts_online", &[], online_hosts as f64);
 
-    let mut acceleration: BTreeMap<&str, usize> = ACCELERATION.iter().map(|a| (*a, 0)).collect();
+    let mut acceleration: BTreeMap<Acceleration, usize> = Acceleration::ALL.iter().map(|a| (*a, 0)).collect();
     for h in &hosts {
         *acceleration.entry(h.acceleration()).or_default() += 1;
     }
@@ -44,7 +41,11 @@ pub async fn render(pool: &PgPool, online_hosts: usize) -> anyhow::Result<String
         "Hosts by the acceleration their current facts allow (accelerated, partial, software, unknown).",
     );
     for (status, n) in &acceleration {
-        m.sample("cipherfleet_hosts_by_acceleration", &[("status", status)], *n as f64);
+        m.sample(
+            "cipherfleet_hosts_by_acceleration",
+            &[("status", status.as_str())],
+            *n as f64,
+        );
     }
 
     m.family(
@@ -81,9 +82,9 @@ pub async fn render(pool: &PgPool, online_hosts: usize) -> anyhow::Result<String
         "gauge",
         "Jobs by status (queued, running, done, failed, cancelled).",
     );
-    for status in JOB_STATUS {
-        let n = jobs.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
-        m.sample("cipherfleet_jobs", &[("status", status)], n as f64);
+    for status in JobStatus::ALL {
+        let n = jobs.iter().find(|(s, _)| s == status.as_str()).map_or(0, |(_, n)| *n);
+        m.sample("cipherfleet_jobs", &[("status", status.as_str())], n as f64);
     }
 
     m.family("cipherfleet_results_ingested_total", "counter", "Results stored.");
@@ -91,11 +92,11 @@ pub async fn render(pool: &PgPool, online_hosts: usize) -> anyhow::Result<String
     Ok(m.0)
 }
 
-/// The text being built.
+/// The exposition (the Prometheus text) being built.
 #[derive(Default)]
-struct Metrics(String);
+struct Exposition(String);
 
-impl Metrics {
+impl Exposition {
     fn family(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.0, "# HELP {name} {}", escape_help(help));
         let _ = writeln!(self.0, "# TYPE {name} {kind}");
@@ -154,7 +155,7 @@ mod tests {
 
     #[test]
     fn samples_have_the_text_format() {
-        let mut m = Metrics::default();
+        let mut m = Exposition::default();
         m.family("x_total", "counter", "Things.\nMore");
         m.sample("x_total", &[("host", "a\"b"), ("k", "v")], 3.0);
         m.sample("x_total", &[], 0.5);

@@ -137,14 +137,6 @@ pub fn valid_names() -> String {
     ALL.iter().map(|a| a.name).collect::<Vec<_>>().join(", ")
 }
 
-impl TryFrom<String> for Algorithm {
-    type Error = UnknownAlgorithm;
-
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
-    }
-}
-
 impl FromStr for Algorithm {
     type Err = UnknownAlgorithm;
 
@@ -160,6 +152,15 @@ impl FromStr for Algorithm {
             .copied()
             .find(|a| a.name == wanted)
             .ok_or_else(|| UnknownAlgorithm(s.to_string()))
+    }
+}
+
+/// For a single algorithm column: `#[sqlx(try_from = "String")] algorithm: Algorithm`.
+impl TryFrom<String> for Algorithm {
+    type Error = UnknownAlgorithm;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
     }
 }
 

@@ -36,7 +36,7 @@ macro_rules! text_enum {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
 
             /// The value's name as it travels (JSON, CSV, SQL, query strings).
-            pub fn as_str(self) -> &'static str {
+            pub const fn as_str(self) -> &'static str {
                 match self {
                     $( $name::$variant => $text ),+
                 }

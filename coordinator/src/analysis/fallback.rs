@@ -3,6 +3,7 @@
 //! model, stepping); a flag hidden on this host but advertised by a peer with
 //! the same identity points at the hypervisor, not the silicon.
 
+use cipherfleet_core::path::Flavour;
 use serde::Serialize;
 
 /// The facts a fallback decision looks at.
@@ -14,8 +15,8 @@ pub struct HostCrypto {
     pub hypervisor: Option<bool>,
     pub advertised: Vec<String>,
     pub usable: Vec<String>,
-    /// `accelerated` or `software`.
-    pub build_flavour: Option<String>,
+    /// The agent's build; `None` when unknown.
+    pub build_flavour: Option<Flavour>,
 }
 
 /// A reason, as the report and `check` name it.
@@ -76,7 +77,7 @@ pub fn findings(host: &HostCrypto, fleet: &[HostCrypto]) -> Vec<FactFinding> {
         reason,
         features: features.into_iter().map(str::to_string).collect(),
     };
-    if host.build_flavour.as_deref() == Some("software") {
+    if host.build_flavour == Some(Flavour::Software) {
         out.push(finding(Reason::SoftwareBuild, vec![]));
     }
     let missing: Vec<&str> = AES_FEATURES
@@ -118,7 +119,7 @@ mod tests {
             hypervisor: Some(hypervisor),
             advertised: advertised.iter().map(|s| s.to_string()).collect(),
             usable: usable.iter().map(|s| s.to_string()).collect(),
-            build_flavour: Some(flavour.into()),
+            build_flavour: Some(flavour.parse().unwrap()),
         }
     }
 

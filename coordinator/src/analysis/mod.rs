@@ -2,10 +2,12 @@
 //! with tables. Nothing here reads the database or knows a CPU by name —
 //! findings come from advertised/usable flags and measured numbers only.
 //!
+//! - [`acceleration`]: a host's acceleration status (accelerated, partial, software, unknown) from its facts.
 //! - [`robust`]: median and MAD, the statistics the detectors use.
 //! - [`fallback`]: why a host runs AES in software (DESIGN.md reasons 1–4) from its facts.
 //! - [`slow`]: accelerated paths that measure too slow (reason 5): near the
 //!   software path, below same-class peers, or dropped against own history.
+//! - [`software_speed`]: the fallback page's rule — an accelerated path that fell back or runs at software speed, and which findings explain it.
 //! - [`series`]: reason 5 over stored results, one verdict per algorithm and kind.
 //! - [`changes`]: what changed in a host's facts between two snapshots.
 //! - [`class`]: machine classes (arch, CPU, usable crypto features, build) — peers, compare rows, capacity.
@@ -15,6 +17,7 @@
 //!
 //! [`crate::findings`] runs these over the database and stores the findings.
 
+pub mod acceleration;
 pub mod capacity;
 pub mod cells;
 pub mod changes;
@@ -24,3 +27,4 @@ pub mod robust;
 pub mod scaling;
 pub mod series;
 pub mod slow;
+pub mod software_speed;

@@ -1,45 +1,39 @@
-//! Reason 5 over stored results: groups a host's results into series (one job
-//! spec, one path), runs the [`slow`] detectors on each, and folds what fired
+//! Reason 5 over stored results: groups a host's results into series (one
+//! [`Point`]: a job spec and its path), runs the [`slow`] detectors on each, and folds what fired
 //! into one verdict per algorithm and kind — so a host with slow AES-GCM gets
 //! one finding per comparison, with its worst series as the headline, not one
 //! per payload size.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
+use cipherfleet_core::Point;
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::Path;
 
 use super::slow::{self, SlowFinding, SlowKind, Thresholds};
 
-/// One stored result, as the detectors need it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Point {
+/// One stored result, as the detectors need it (read straight from `results`).
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct Observation {
     pub host_id: i64,
-    pub series: SeriesKey,
-    /// The path asked for is `software` (else `accelerated`).
-    pub software_path: bool,
-    /// What ran: `false` when an accelerated request fell back to software.
-    pub accelerated_used: bool,
+    /// What was measured, with the path asked for: the result's series.
+    #[sqlx(flatten)]
+    pub point: Point,
+    /// What ran: `software` when an accelerated request fell back.
+    #[sqlx(try_from = "String")]
+    pub path_used: Path,
     pub throughput_mb_s: f64,
     pub created_at: DateTime<Utc>,
     /// The host's facts when the result arrived.
     pub snapshot_id: Option<i64>,
 }
 
-/// A job spec without its path: what makes two results comparable.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub struct SeriesKey {
-    pub algorithm: String,
-    pub direction: String,
-    pub size_bytes: i64,
-    pub threads: i32,
-    pub concurrency: Option<i32>,
-    pub key_mode: String,
-}
-
 /// One series a detector flagged.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SeriesVerdict {
-    pub series: SeriesKey,
+    /// The accelerated-path series.
+    pub series: Point,
     pub finding: SlowFinding,
     /// The latest result at a normal level, if any: (its snapshot, its time).
     pub last_good: Option<(Option<i64>, DateTime<Utc>)>,
@@ -53,7 +47,7 @@ pub struct SeriesVerdict {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SlowVerdict {
     pub host_id: i64,
-    pub algorithm: String,
+    pub algorithm: Algorithm,
     pub kind: SlowKind,
     /// The series with the lowest ratio.
     pub headline: SeriesVerdict,
@@ -64,46 +58,72 @@ pub struct SlowVerdict {
 }
 
 /// The accelerated and software series of one host, grouped once per pass
-/// and shared by every comparison that needs them.
+/// and shared by every comparison that needs them. Each is keyed by its
+/// point (path included), so a software series is found by its accelerated
+/// twin's point with the path swapped.
 #[derive(Debug, Default)]
 pub struct HostSeries<'a> {
-    accelerated: BTreeMap<&'a SeriesKey, Vec<&'a Point>>,
-    software: BTreeMap<&'a SeriesKey, Vec<&'a Point>>,
+    accelerated: HashMap<&'a Point, Vec<&'a Observation>>,
+    software: HashMap<&'a Point, Vec<&'a Observation>>,
 }
 
 impl<'a> HostSeries<'a> {
     /// Groups one host's results (chronological order).
-    pub fn new(points: &'a [Point]) -> Self {
+    pub fn new(observations: &'a [Observation]) -> Self {
         let mut s = HostSeries::default();
-        for p in points {
+        for o in observations {
             // An accelerated request that ran in software is a fallback (reasons
             // 1–4), not a slow accelerated path; it joins neither series.
-            let side = match (p.software_path, p.accelerated_used) {
-                (true, _) => &mut s.software,
-                (false, true) => &mut s.accelerated,
-                (false, false) => continue,
+            let side = match (o.point.path, o.path_used) {
+                (Path::Software, _) => &mut s.software,
+                (Path::Accelerated, Path::Accelerated) => &mut s.accelerated,
+                (Path::Accelerated, Path::Software) => continue,
             };
-            side.entry(&p.series).or_default().push(p);
+            side.entry(&o.point).or_default().push(o);
         }
         s
     }
+
+    /// The accelerated series in a stable order (algorithm name, then the
+    /// rest of the point), so verdicts and their headlines do not depend on hashing.
+    fn accelerated_in_order(&self) -> Vec<(&'a Point, &Vec<&'a Observation>)> {
+        type Order = (&'static str, &'static str, u64, u32, Option<u32>, &'static str);
+        let order = |p: &Point| -> Order {
+            (
+                p.algorithm.name(),
+                p.direction.as_str(),
+                p.size_bytes,
+                p.threads,
+                p.concurrency,
+                p.key_mode.as_str(),
+            )
+        };
+        let mut series: Vec<_> = self.accelerated.iter().map(|(k, v)| (*k, v)).collect();
+        series.sort_by_key(|(k, _)| order(k));
+        series
+    }
 }
 
-fn values(points: &[&Point]) -> Vec<f64> {
-    points.iter().map(|p| p.throughput_mb_s).collect()
+fn values(observations: &[&Observation]) -> Vec<f64> {
+    observations.iter().map(|o| o.throughput_mb_s).collect()
 }
 
 /// Reason 5 for `host_id`, whose series are `mine`, against the series of its
 /// same-class `peers` (other hosts).
 pub fn slow_verdicts(host_id: i64, mine: &HostSeries, peers: &[&HostSeries], t: &Thresholds) -> Vec<SlowVerdict> {
-    let mut by_kind: BTreeMap<(String, &'static str), (SlowKind, Vec<SeriesVerdict>)> = BTreeMap::new();
+    let mut by_kind: BTreeMap<(&'static str, &'static str), (Algorithm, SlowKind, Vec<SeriesVerdict>)> =
+        BTreeMap::new();
     let mut checked: BTreeMap<&str, usize> = BTreeMap::new();
-    for (key, series) in &mine.accelerated {
-        *checked.entry(key.algorithm.as_str()).or_default() += 1;
+    for (key, series) in mine.accelerated_in_order() {
+        *checked.entry(key.algorithm.name()).or_default() += 1;
         let accelerated = values(series);
         let mut found: Vec<(SlowFinding, f64)> = Vec::new();
+        let software_twin = Point {
+            path: Path::Software,
+            ..*key
+        };
         if key.size_bytes >= t.near_software_min_size_bytes
-            && let Some(software) = mine.software.get(key)
+            && let Some(software) = mine.software.get(&software_twin)
             && let Some(f) = slow::near_software(&accelerated, &values(software), t)
         {
             // Normal means clearly faster than software.
@@ -123,26 +143,26 @@ pub fn slow_verdicts(host_id: i64, mine: &HostSeries, peers: &[&HostSeries], t: 
             let last_good_index = series.iter().rposition(|p| p.throughput_mb_s >= normal);
             let first_bad = series[last_good_index.map_or(0, |i| i + 1).min(series.len() - 1)].created_at;
             let verdict = SeriesVerdict {
-                series: (*key).clone(),
+                series: *key,
                 finding,
                 last_good: last_good_index.map(|i| (series[i].snapshot_id, series[i].created_at)),
                 first_bad,
                 latest_snapshot: series.last().and_then(|p| p.snapshot_id),
             };
             by_kind
-                .entry((key.algorithm.clone(), finding.kind.as_str()))
-                .or_insert_with(|| (finding.kind, Vec::new()))
-                .1
+                .entry((key.algorithm.name(), finding.kind.as_str()))
+                .or_insert_with(|| (key.algorithm, finding.kind, Vec::new()))
+                .2
                 .push(verdict);
         }
     }
     by_kind
-        .into_iter()
-        .map(|((algorithm, _), (kind, mut flagged))| {
+        .into_values()
+        .map(|(algorithm, kind, mut flagged)| {
             flagged.sort_by(|a, b| a.finding.ratio.total_cmp(&b.finding.ratio));
             SlowVerdict {
                 host_id,
-                series_checked: checked.get(algorithm.as_str()).copied().unwrap_or(0),
+                series_checked: checked.get(algorithm.name()).copied().unwrap_or(0),
                 algorithm,
                 kind,
                 headline: flagged[0].clone(),
@@ -155,30 +175,33 @@ pub fn slow_verdicts(host_id: i64, mine: &HostSeries, peers: &[&HostSeries], t: 
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
+    use cipherfleet_core::spec::{Direction, KeyMode};
 
     use super::*;
 
-    fn key(algorithm: &str, size_bytes: i64) -> SeriesKey {
-        SeriesKey {
-            algorithm: algorithm.into(),
-            direction: "encrypt".into(),
+    /// The accelerated-path point of a series.
+    fn key(algorithm: &str, size_bytes: u64) -> Point {
+        Point {
+            algorithm: algorithm.parse().unwrap(),
+            direction: Direction::Encrypt,
             size_bytes,
             threads: 1,
             concurrency: None,
-            key_mode: "static".into(),
+            key_mode: KeyMode::Static,
+            path: Path::Accelerated,
         }
     }
 
-    /// Results of one series, one per minute, in order.
-    fn series(host_id: i64, key: &SeriesKey, software: bool, values: &[f64]) -> Vec<Point> {
+    /// Results of one series (its software twin when `software`), one per minute, in order.
+    fn series(host_id: i64, key: &Point, software: bool, values: &[f64]) -> Vec<Observation> {
+        let path = if software { Path::Software } else { Path::Accelerated };
         values
             .iter()
             .enumerate()
-            .map(|(i, v)| Point {
+            .map(|(i, v)| Observation {
                 host_id,
-                series: key.clone(),
-                software_path: software,
-                accelerated_used: !software,
+                point: Point { path, ..*key },
+                path_used: path,
                 throughput_mb_s: *v,
                 created_at: Utc.timestamp_opt(1_700_000_000 + 60 * i as i64, 0).unwrap(),
                 snapshot_id: Some(if i < 10 { 1 } else { 2 }),
@@ -187,9 +210,9 @@ mod tests {
     }
 
     /// Reason 5 for host 1, the other hosts of `points` being `peers` when given.
-    fn verdicts(points: &[Point], peers: &[i64]) -> Vec<SlowVerdict> {
-        let of = |host: i64| -> Vec<Point> { points.iter().filter(|p| p.host_id == host).cloned().collect() };
-        let peer_points: Vec<Vec<Point>> = peers.iter().map(|h| of(*h)).collect();
+    fn verdicts(points: &[Observation], peers: &[i64]) -> Vec<SlowVerdict> {
+        let of = |host: i64| -> Vec<Observation> { points.iter().filter(|p| p.host_id == host).cloned().collect() };
+        let peer_points: Vec<Vec<Observation>> = peers.iter().map(|h| of(*h)).collect();
         let peer_series: Vec<HostSeries> = peer_points.iter().map(|p| HostSeries::new(p)).collect();
         let mine = of(1);
         let refs: Vec<&HostSeries> = peer_series.iter().collect();
@@ -197,7 +220,7 @@ mod tests {
     }
 
     fn kinds(v: &[SlowVerdict]) -> Vec<(String, SlowKind)> {
-        v.iter().map(|v| (v.algorithm.clone(), v.kind)).collect()
+        v.iter().map(|v| (v.algorithm.name().to_string(), v.kind)).collect()
     }
 
     #[test]
@@ -208,7 +231,7 @@ mod tests {
         let healthy = [2000.0, 2100.0, 1900.0, 2050.0];
         let software = [80.0, 82.0, 79.0, 81.0];
         let at_software = [90.0, 95.0, 88.0, 92.0];
-        type Case = (&'static str, Vec<Point>, Vec<(String, SlowKind)>);
+        type Case = (&'static str, Vec<Observation>, Vec<(String, SlowKind)>);
         let cases: Vec<Case> = vec![
             (
                 "healthy: accelerated far above software",
@@ -244,9 +267,9 @@ mod tests {
                 [
                     series(1, &gcm_16k, false, &at_software)
                         .into_iter()
-                        .map(|p| Point {
-                            accelerated_used: false,
-                            ..p
+                        .map(|o| Observation {
+                            path_used: Path::Software,
+                            ..o
                         })
                         .collect(),
                     series(1, &gcm_16k, true, &software),

@@ -71,7 +71,7 @@ pub struct Thresholds {
     pub recent: usize,
     /// Smallest payload judged by `near-software`: below it, per-call overhead
     /// (key schedule, tag, dispatch) dominates and both paths converge.
-    pub near_software_min_size_bytes: i64,
+    pub near_software_min_size_bytes: u64,
 }
 
 impl Default for Thresholds {

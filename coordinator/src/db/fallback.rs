@@ -6,32 +6,38 @@
 //! (size, threads, direction, path), so the page costs hosts × algorithms
 //! rows however many results are stored.
 
-use sqlx::PgExecutor;
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::{Direction, KeyMode};
+use sqlx::postgres::PgRow;
 use sqlx::types::Json;
+use sqlx::{PgExecutor, Row};
 
 use super::Result;
 use super::findings::Finding;
 use super::hosts::Labels;
 
-/// The point of the matrix a fallback view compares the two paths at.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathPoint<'a> {
-    pub size_bytes: i64,
-    pub threads: i32,
-    pub direction: &'a str,
-    pub key_mode: &'a str,
+/// The point of the matrix a fallback view compares the two paths at: a
+/// [`cipherfleet_core::Point`] without its algorithm (every one is shown),
+/// its path (both are) and concurrency (none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathPoint {
+    pub size_bytes: u64,
+    pub threads: u32,
+    pub direction: Direction,
+    pub key_mode: KeyMode,
 }
 
 /// One host and algorithm with its latest accelerated-path and software-path
 /// results at a [`PathPoint`]; a side is `None` when that path was never measured.
 /// The host's name and facts are in [`FallbackHost`], fetched once per host.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PathPair {
     pub host_id: i64,
-    pub algorithm: String,
+    pub algorithm: Algorithm,
     pub accelerated_result_id: Option<i64>,
     /// What ran when the accelerated path was asked for (`software` after a fallback).
-    pub accelerated_path_used: Option<String>,
+    pub accelerated_path_used: Option<Path>,
     pub accelerated_mb_s: Option<f64>,
     pub accelerated_cv: Option<f64>,
     pub software_result_id: Option<i64>,
@@ -39,17 +45,44 @@ pub struct PathPair {
     pub software_cv: Option<f64>,
 }
 
+/// Written out because `accelerated_path_used` is a nullable text column
+/// read as an enum, which `#[sqlx(try_from)]` cannot express.
+impl<'r> sqlx::FromRow<'r, PgRow> for PathPair {
+    fn from_row(row: &'r PgRow) -> Result<Self, sqlx::Error> {
+        let decode_error = |column: &str, e: Box<dyn std::error::Error + Send + Sync>| sqlx::Error::ColumnDecode {
+            index: column.to_string(),
+            source: e,
+        };
+        let algorithm: String = row.try_get("algorithm")?;
+        let path_used: Option<String> = row.try_get("accelerated_path_used")?;
+        Ok(PathPair {
+            host_id: row.try_get("host_id")?,
+            algorithm: algorithm.parse().map_err(|e| decode_error("algorithm", Box::new(e)))?,
+            accelerated_result_id: row.try_get("accelerated_result_id")?,
+            accelerated_path_used: path_used
+                .map(|p| p.parse::<Path>())
+                .transpose()
+                .map_err(|e| decode_error("accelerated_path_used", Box::new(e)))?,
+            accelerated_mb_s: row.try_get("accelerated_mb_s")?,
+            accelerated_cv: row.try_get("accelerated_cv")?,
+            software_result_id: row.try_get("software_result_id")?,
+            software_mb_s: row.try_get("software_mb_s")?,
+            software_cv: row.try_get("software_cv")?,
+        })
+    }
+}
+
 /// Both paths of every host and algorithm at `point` (jobs without concurrency
 /// only: the object-storage scenario measures latency, not the path), unordered.
-pub async fn pairs(db: impl PgExecutor<'_>, point: &PathPoint<'_>) -> Result<Vec<PathPair>> {
+pub async fn pairs(db: impl PgExecutor<'_>, point: &PathPoint) -> Result<Vec<PathPair>> {
     Ok(sqlx::query_as(
         "WITH acc AS ( \
              SELECT host_id, algorithm, result_id, path_used, throughput_mb_s, cv FROM result_points \
-             WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = 'accelerated' \
+             WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $5 \
                  AND key_mode = $4 AND concurrency = 0), \
          soft AS ( \
              SELECT host_id, algorithm, result_id, throughput_mb_s, cv FROM result_points \
-             WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = 'software' \
+             WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $6 \
                  AND key_mode = $4 AND concurrency = 0) \
          SELECT COALESCE(acc.host_id, soft.host_id) AS host_id, COALESCE(acc.algorithm, soft.algorithm) AS algorithm, \
              acc.result_id AS accelerated_result_id, acc.path_used AS accelerated_path_used, \
@@ -57,10 +90,12 @@ pub async fn pairs(db: impl PgExecutor<'_>, point: &PathPoint<'_>) -> Result<Vec
              soft.result_id AS software_result_id, soft.throughput_mb_s AS software_mb_s, soft.cv AS software_cv \
          FROM acc FULL JOIN soft ON soft.host_id = acc.host_id AND soft.algorithm = acc.algorithm",
     )
-    .bind(point.size_bytes)
-    .bind(point.threads)
-    .bind(point.direction)
-    .bind(point.key_mode)
+    .bind(i64::try_from(point.size_bytes).unwrap_or(i64::MAX))
+    .bind(i32::try_from(point.threads).unwrap_or(i32::MAX))
+    .bind(point.direction.as_str())
+    .bind(point.key_mode.as_str())
+    .bind(Path::Accelerated.as_str())
+    .bind(Path::Software.as_str())
     .fetch_all(db)
     .await?)
 }
@@ -88,8 +123,8 @@ pub async fn hosts(db: impl PgExecutor<'_>) -> Result<Vec<FallbackHost>> {
 
 /// The payload sizes measured anywhere, smallest first: a loose index scan
 /// (one probe of `result_points_view` per distinct size), not a table scan.
-pub async fn sizes(db: impl PgExecutor<'_>) -> Result<Vec<i64>> {
-    Ok(sqlx::query_scalar(
+pub async fn sizes(db: impl PgExecutor<'_>) -> Result<Vec<u64>> {
+    let sizes: Vec<i64> = sqlx::query_scalar(
         "WITH RECURSIVE s(size) AS ( \
              SELECT min(size_bytes) FROM result_points \
              UNION ALL \
@@ -98,7 +133,9 @@ pub async fn sizes(db: impl PgExecutor<'_>) -> Result<Vec<i64>> {
          SELECT size FROM s WHERE size IS NOT NULL",
     )
     .fetch_all(db)
-    .await?)
+    .await?;
+    // The schema keeps sizes positive.
+    Ok(sizes.into_iter().filter_map(|s| u64::try_from(s).ok()).collect())
 }
 
 /// The architectures of the hosts' current facts, for the filter form.

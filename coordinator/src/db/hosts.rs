@@ -3,12 +3,14 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use cipherfleet_core::path::Flavour;
 use serde_json::Value;
 use sqlx::types::Json;
 use sqlx::{PgExecutor, PgPool};
 
 use super::Result;
 use super::snapshots::{self, NormalisedFacts};
+use crate::analysis::acceleration::{Acceleration, acceleration};
 
 /// Operator labels used by campaign selectors, e.g. `class = storage-gen3`.
 pub type Labels = BTreeMap<String, String>;
@@ -147,22 +149,10 @@ pub struct HostWithFacts {
 }
 
 impl HostWithFacts {
-    /// `accelerated` (AES and carry-less multiply usable, accelerated build),
-    /// `partial` (AES but no usable CLMUL/PMULL: GCM's GHASH in software),
-    /// `software` (no usable AES, or a software build), `unknown` (no facts).
-    pub fn acceleration(&self) -> &'static str {
-        let Some(features) = &self.features_usable else {
-            return "unknown";
-        };
-        if self.build_flavour.as_deref() == Some("software") {
-            return "software";
-        }
-        let has = |f: &str| features.iter().any(|x| x == f);
-        match (has("aes"), has("pmull") || (has("pclmulqdq") && has("avx"))) {
-            (false, _) => "software",
-            (true, false) => "partial",
-            (true, true) => "accelerated",
-        }
+    /// The host's [`Acceleration`] by the one rule in [`crate::analysis::acceleration`].
+    pub fn acceleration(&self) -> Acceleration {
+        let flavour = self.build_flavour.as_deref().and_then(|f| f.parse::<Flavour>().ok());
+        acceleration(self.features_usable.as_deref(), flavour)
     }
 }
 

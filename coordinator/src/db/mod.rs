@@ -8,20 +8,22 @@
 //! - [`sessions`]: agent connections.
 //! - [`campaigns`]: suites run on a set of hosts, and their progress.
 //! - [`jobs`]: the queue — claim, start, fail, requeue after a lost agent.
-//! - [`results`]: idempotent result writes.
+//! - [`results`]: idempotent result writes; one stored result, the total.
 //! - [`points`]: points as bind arrays, and the latest result of each point on each host (what the report reads).
 //! - [`matrix`]: the compare and modes pages' reads of those points.
 //! - [`capacity`]: per-class measurements at one size, for the capacity planner.
 //! - [`findings`]: derived findings, open and resolved, and their counts.
 //! - [`series`]: what the finding deriver reads — current facts, latest results per series.
-//! - [`fleet`]: reads of the report's fleet pages (campaign summaries, a host's results).
+//! - [`campaign_summaries`]: campaigns with their job counts, as the report lists them.
+//! - [`host_results`]: a host's results page by page, and its key algorithms over time.
 //! - [`fallback`]: both paths of each host side by side, and findings of any status (the fallback page).
 
+pub mod campaign_summaries;
 pub mod campaigns;
 pub mod capacity;
 pub mod fallback;
 pub mod findings;
-pub mod fleet;
+pub mod host_results;
 pub mod hosts;
 pub mod jobs;
 pub mod matrix;

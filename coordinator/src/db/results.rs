@@ -1,56 +1,17 @@
 //! `results`: the measurement of each finished job. Writes are idempotent per
 //! job: an agent that reconnects and sends a result again, or two copies
 //! racing, leave one row, and the job is marked done in the same transaction.
+//! Reads of one result (the raw measurement behind a report's figure) and the
+//! total are here too; a host's results pages are [`super::host_results`].
 
-use serde::{Deserialize, Serialize};
+use chrono::{DateTime, Utc};
+use cipherfleet_core::measurement::Figures;
+use cipherfleet_core::path::Path;
 use serde_json::Value;
-use sqlx::PgPool;
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use super::{Error, Result, campaigns, points};
-
-/// Latency figures in nanoseconds, as `latency_ns` in the measurement.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LatencyNs {
-    pub p50: i64,
-    pub p90: i64,
-    pub p99: i64,
-    pub p999: i64,
-    pub max: i64,
-}
-
-/// The figures of a successful measurement that get typed columns. Field
-/// names follow `docs/measurement-schema.md`, so a measurement deserialises
-/// straight into it ([`Metrics::from_measurement`]). Values are stored as
-/// given: the database rejects negative figures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Metrics {
-    /// `accelerated` or `software`: what the worker really ran.
-    pub path_used: String,
-    pub throughput_mb_s: f64,
-    pub ops_per_s: f64,
-    pub latency_ns: LatencyNs,
-    /// `per-op`, `batch-mean` or `per-object`.
-    pub latency_method: String,
-    pub batch_ops: i64,
-    pub cv: Option<f64>,
-    pub samples: i32,
-    pub cpu_user_seconds: f64,
-    pub cpu_sys_seconds: f64,
-    pub cpu_utilization: f64,
-    pub key_setup_ns: f64,
-    pub elapsed_seconds: f64,
-    #[serde(rename = "sample_throughputs_mb_s")]
-    pub sample_throughputs: Vec<f64>,
-}
-
-impl Metrics {
-    /// Reads the figures of a `cipherfleet.measurement/1` object; fails for a
-    /// failed point (it has no figures) or a malformed one.
-    pub fn from_measurement(measurement: &Value) -> serde_json::Result<Self> {
-        Metrics::deserialize(measurement)
-    }
-}
 
 /// Whether [`record`] stored the result or had it already.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,13 +23,16 @@ pub enum RecordOutcome {
 
 /// Stores the result of `job_id` as reported by `host_id`'s agent and marks
 /// the job done (a cancelled job stays cancelled; its result is kept). The
-/// result is tied to the host's current facts snapshot. `measurement` is the
-/// whole object the agent sent, kept verbatim.
+/// result is tied to the host's current facts snapshot. `path_used` and
+/// `figures` (of the parsed [`cipherfleet_core::measurement::Measurement`])
+/// fill the typed columns, stored as given: the database rejects negative
+/// figures. `measurement` is the whole object the agent sent, kept verbatim.
 pub async fn record(
     pool: &PgPool,
     job_id: Uuid,
     host_id: i64,
-    metrics: &Metrics,
+    path_used: Path,
+    figures: &Figures,
     measurement: &Value,
 ) -> Result<RecordOutcome> {
     let mut tx = pool.begin().await?;
@@ -99,24 +63,24 @@ pub async fn record(
          RETURNING id",
     )
     .bind(job_id)
-    .bind(&metrics.path_used)
-    .bind(metrics.throughput_mb_s)
-    .bind(metrics.ops_per_s)
-    .bind(metrics.latency_ns.p50)
-    .bind(metrics.latency_ns.p90)
-    .bind(metrics.latency_ns.p99)
-    .bind(metrics.latency_ns.p999)
-    .bind(metrics.latency_ns.max)
-    .bind(&metrics.latency_method)
-    .bind(metrics.batch_ops)
-    .bind(metrics.cv)
-    .bind(metrics.samples)
-    .bind(metrics.cpu_user_seconds)
-    .bind(metrics.cpu_sys_seconds)
-    .bind(metrics.cpu_utilization)
-    .bind(metrics.key_setup_ns)
-    .bind(metrics.elapsed_seconds)
-    .bind(&metrics.sample_throughputs)
+    .bind(path_used.as_str())
+    .bind(figures.throughput_mb_s)
+    .bind(figures.ops_per_s)
+    .bind(bigint(figures.latency_ns.p50))
+    .bind(bigint(figures.latency_ns.p90))
+    .bind(bigint(figures.latency_ns.p99))
+    .bind(bigint(figures.latency_ns.p999))
+    .bind(bigint(figures.latency_ns.max))
+    .bind(figures.latency_method.as_str())
+    .bind(bigint(figures.batch_ops))
+    .bind(figures.cv)
+    .bind(i32::try_from(figures.samples).unwrap_or(i32::MAX))
+    .bind(figures.cpu_user_seconds)
+    .bind(figures.cpu_sys_seconds)
+    .bind(figures.cpu_utilization)
+    .bind(figures.key_setup_ns)
+    .bind(figures.elapsed_seconds)
+    .bind(&figures.sample_throughputs_mb_s)
     .bind(measurement)
     .fetch_optional(&mut *tx)
     .await?;
@@ -137,43 +101,58 @@ pub async fn record(
     Ok(RecordOutcome::Inserted)
 }
 
+/// A count as PostgreSQL's `bigint`. Nanoseconds and batch sizes past 2^63
+/// are not measurements anyone took; saturating keeps the row rather than
+/// refusing it over a figure nobody could act on.
+fn bigint(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// Number of stored results for a job: 0 or 1.
-pub async fn count_for_job(db: impl sqlx::PgExecutor<'_>, job_id: Uuid) -> Result<i64> {
+pub async fn count_for_job(db: impl PgExecutor<'_>, job_id: Uuid) -> Result<i64> {
     Ok(sqlx::query_scalar("SELECT count(*) FROM results WHERE job_id = $1")
         .bind(job_id)
         .fetch_one(db)
         .await?)
 }
 
+/// Stored results in total.
+pub async fn count(db: impl PgExecutor<'_>) -> Result<i64> {
+    Ok(sqlx::query_scalar("SELECT count(*) FROM results").fetch_one(db).await?)
+}
+
+/// A stored result with the measurement object exactly as the agent sent it.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct StoredResult {
+    pub id: i64,
+    pub job_id: Uuid,
+    pub campaign_id: Option<i64>,
+    pub host_id: i64,
+    pub host_name: String,
+    pub snapshot_id: Option<i64>,
+    pub created_at: DateTime<Utc>,
+    pub measurement: Value,
+}
+
+/// Result `result_id` with its host's name, if it exists.
+pub async fn stored(db: impl PgExecutor<'_>, result_id: i64) -> Result<Option<StoredResult>> {
+    Ok(sqlx::query_as(
+        "SELECT r.id, r.job_id, (SELECT j.campaign_id FROM jobs j WHERE j.id = r.job_id) AS campaign_id, \
+             r.host_id, h.name AS host_name, r.snapshot_id, r.created_at, r.measurement \
+         FROM results r JOIN hosts h ON h.id = r.host_id WHERE r.id = $1",
+    )
+    .bind(result_id)
+    .fetch_optional(db)
+    .await?)
+}
+
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     #[test]
-    fn metrics_are_read_from_a_measurement() {
-        let m = json!({
-            "schema": "cipherfleet.measurement/1", "status": "ok",
-            "algorithm": "aes-128-gcm", "direction": "encrypt", "size_bytes": 16384,
-            "path_used": "accelerated", "throughput_mb_s": 4012.5, "ops_per_s": 244903.0,
-            "latency_ns": {"p50": 4000, "p90": 4100, "p99": 5000, "p999": 9000, "max": 20000},
-            "latency_method": "per-op", "batch_ops": 1, "cv": 0.01, "samples": 30,
-            "sample_seconds": 0.033, "warmup_seconds": 0.25, "elapsed_seconds": 1.0,
-            "operations": 244903, "bytes_processed": 4012490752u64,
-            "cpu_user_seconds": 0.99, "cpu_sys_seconds": 0.0, "cpu_utilization": 0.99,
-            "key_setup_ns": 120.5, "sample_throughputs_mb_s": [4000.0, 4012.5, 4020.0]
-        });
-        let metrics = Metrics::from_measurement(&m).unwrap();
-        assert_eq!(metrics.latency_ns.p999, 9000);
-        assert_eq!(metrics.sample_throughputs.len(), 3);
-        assert_eq!(metrics.path_used, "accelerated");
-    }
-
-    #[test]
-    fn a_failed_measurement_has_no_metrics() {
-        let m = json!({"schema": "cipherfleet.measurement/1", "status": "failed",
-                       "error": "self-test failed", "path_used": null});
-        assert!(Metrics::from_measurement(&m).is_err());
+    fn counts_past_the_bigint_range_saturate() {
+        assert_eq!((bigint(0), bigint(9000)), (0, 9000));
+        assert_eq!(bigint(u64::MAX), i64::MAX);
     }
 }

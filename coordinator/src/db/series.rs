@@ -4,18 +4,17 @@
 
 use std::collections::BTreeSet;
 
-use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use sqlx::types::Json;
 
 use super::Result;
 use super::hosts::Labels;
 use super::snapshots::Snapshot;
-use crate::analysis::series::{Point, SeriesKey};
+use crate::analysis::series::Observation;
 
-/// A host with its current facts.
+/// A host's labels and current facts snapshot: what the deriver judges it by.
 #[derive(Debug, sqlx::FromRow)]
-pub struct HostFacts {
+pub struct CurrentFacts {
     pub labels: Json<Labels>,
     /// The current snapshot; its `facts` JSON is left empty (the rules read
     /// the typed columns only).
@@ -23,14 +22,14 @@ pub struct HostFacts {
     pub snapshot: Snapshot,
 }
 
-impl HostFacts {
+impl CurrentFacts {
     pub fn host_id(&self) -> i64 {
         self.snapshot.host_id
     }
 }
 
 /// Every host that has facts, with its current snapshot, by id.
-pub async fn current_facts(db: impl PgExecutor<'_>) -> Result<Vec<HostFacts>> {
+pub async fn current_facts(db: impl PgExecutor<'_>) -> Result<Vec<CurrentFacts>> {
     Ok(sqlx::query_as(
         "SELECT h.labels, s.id, s.host_id, s.taken_at, '{}'::jsonb AS facts, s.arch, s.cpu_vendor, \
              s.cpu_model_name, s.cpu_family, s.cpu_model, s.cpu_stepping, s.logical_cores, \
@@ -43,33 +42,18 @@ pub async fn current_facts(db: impl PgExecutor<'_>) -> Result<Vec<HostFacts>> {
 }
 
 /// The latest `per_series` results of every series and path of `hosts`
-/// (only `algorithms` when given), each host's oldest first.
+/// (only `algorithms` when given, by name), each host's oldest first.
 pub async fn latest_points(
     db: impl PgExecutor<'_>,
     hosts: &[i64],
     algorithms: Option<&BTreeSet<String>>,
     per_series: i64,
-) -> Result<Vec<Point>> {
-    #[derive(sqlx::FromRow)]
-    struct Row {
-        host_id: i64,
-        algorithm: String,
-        direction: String,
-        size_bytes: i64,
-        threads: i32,
-        concurrency: Option<i32>,
-        key_mode: String,
-        path: String,
-        path_used: String,
-        throughput_mb_s: f64,
-        created_at: DateTime<Utc>,
-        snapshot_id: Option<i64>,
-    }
+) -> Result<Vec<Observation>> {
     if hosts.is_empty() || algorithms.is_some_and(BTreeSet::is_empty) {
         return Ok(Vec::new());
     }
     let algorithms: Option<Vec<&String>> = algorithms.map(|a| a.iter().collect());
-    let rows: Vec<Row> = sqlx::query_as(
+    Ok(sqlx::query_as(
         "SELECT host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, \
              path_used, throughput_mb_s, created_at, snapshot_id \
          FROM (SELECT host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, \
@@ -83,24 +67,5 @@ pub async fn latest_points(
     .bind(algorithms)
     .bind(per_series)
     .fetch_all(db)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| Point {
-            host_id: r.host_id,
-            series: SeriesKey {
-                algorithm: r.algorithm,
-                direction: r.direction,
-                size_bytes: r.size_bytes,
-                threads: r.threads,
-                concurrency: r.concurrency,
-                key_mode: r.key_mode,
-            },
-            software_path: r.path == "software",
-            accelerated_used: r.path_used == "accelerated",
-            throughput_mb_s: r.throughput_mb_s,
-            created_at: r.created_at,
-            snapshot_id: r.snapshot_id,
-        })
-        .collect())
+    .await?)
 }

@@ -14,7 +14,7 @@ use crate::analysis::fallback::{self, HostCrypto, Reason};
 use crate::analysis::series::{self, HostSeries, SeriesVerdict, SlowVerdict};
 use crate::analysis::slow::{SlowKind, Thresholds};
 use crate::db::findings::{NewFinding, Severity};
-use crate::db::series::HostFacts;
+use crate::db::series::CurrentFacts;
 use crate::db::snapshots::{self, Snapshot};
 
 /// Flagged series kept in a slow finding's evidence (the headline is the first).
@@ -36,7 +36,7 @@ pub(super) enum Anchor {
 
 /// The findings that hold for `host` now.
 pub(super) fn for_host(
-    host: &HostFacts,
+    host: &CurrentFacts,
     fleet: &[HostCrypto],
     mine: &HostSeries,
     peers: &[&HostSeries],
@@ -87,7 +87,7 @@ pub(super) fn for_host(
     let slow = series::slow_verdicts(host.host_id(), mine, peers, t);
     for v in slow
         .into_iter()
-        .filter(|v| only.is_none_or(|a| a.contains(&v.algorithm)))
+        .filter(|v| only.is_none_or(|a| a.contains(v.algorithm.name())))
     {
         out.push(slow_finding(v, emulated, t));
     }
@@ -135,7 +135,7 @@ fn slow_finding(v: SlowVerdict, emulated: bool, t: &Thresholds) -> Derived {
             host_id: v.host_id,
             reason: "slow-accelerated".into(),
             kind: Some(v.kind.as_str().into()),
-            subject: v.algorithm.clone(),
+            subject: v.algorithm.name().to_string(),
             severity: slow_severity(v.kind),
             first_seen: None,
             evidence,
@@ -293,11 +293,12 @@ pub(super) fn crypto_of(host_id: i64, s: &Snapshot) -> HostCrypto {
         hypervisor: c.hypervisor_present,
         advertised: c.features_advertised.clone(),
         usable: c.features_usable.clone(),
-        build_flavour: c.build_flavour.clone(),
+        // A flavour this coordinator does not know is judged as unknown.
+        build_flavour: c.build_flavour.as_deref().and_then(|f| f.parse().ok()),
     }
 }
 
-impl HostFacts {
+impl CurrentFacts {
     /// Whether the host carries the [`EMULATED_LABEL`].
     pub(super) fn emulated(&self) -> bool {
         self.labels

@@ -11,11 +11,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cipherfleet_core::measurement::{self, Figures, Measurement};
+use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::wire;
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::agent_service_server::AgentService;
 use cipherfleet_proto::v1::{self, AgentMessage, CoordinatorMessage, agent_message, coordinator_message::Body};
+use serde::Deserialize;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -337,11 +340,10 @@ impl Session {
             .and_then(|()| {
                 let json: serde_json::Value =
                     serde_json::from_str(&m.measurement_json).map_err(|e| format!("measurement_json: {e}"))?;
-                let metrics =
-                    db::results::Metrics::from_measurement(&json).map_err(|e| format!("measurement_json: {e}"))?;
-                Ok((json, metrics))
+                let (path_used, figures) = what_ran(&json)?;
+                Ok((json, path_used, figures))
             });
-        let (json, metrics) = match checked {
+        let (json, path_used, figures) = match checked {
             Ok(ok) => ok,
             Err(reason) => {
                 // The job cannot succeed with this result; fail it with the reason so the campaign moves on.
@@ -351,7 +353,7 @@ impl Session {
                 return Ok(Err(format!("invalid measurement: {reason}")));
             }
         };
-        match db::results::record(pool, job_id, self.host_id, &metrics, &json).await {
+        match db::results::record(pool, job_id, self.host_id, path_used, &figures, &json).await {
             Ok(outcome) => {
                 tracing::debug!(host = self.host_id, job = %job_id, ?outcome, "result");
                 if outcome == db::results::RecordOutcome::Inserted {
@@ -364,6 +366,16 @@ impl Session {
             }
             Err(e) => Err(super::db_status(e)),
         }
+    }
+}
+
+/// The path that ran and the figures of a successful measurement: what
+/// [`db::results::record`] stores in typed columns beside the raw object.
+fn what_ran(json: &serde_json::Value) -> Result<(Path, Figures), String> {
+    let m = Measurement::deserialize(json).map_err(|e| format!("measurement_json: {e}"))?;
+    match (m.status, m.path_used, m.figures) {
+        (measurement::Status::Ok, Some(path_used), Some(figures)) => Ok((path_used, figures)),
+        _ => Err("measurement_json: not a successful measurement (status ok, with path_used and figures)".into()),
     }
 }
 
@@ -380,6 +392,9 @@ fn truncate(s: &str, max: usize) -> &str {
 
 #[cfg(test)]
 mod tests {
+    use cipherfleet_core::measurement::{Latency, LatencyMethod, WorkerReport};
+    use cipherfleet_core::path::{Backends, Flavour};
+    use cipherfleet_core::spec::Suite;
     use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
     use tokio::time::Instant;
 
@@ -434,5 +449,63 @@ mod tests {
         assert_eq!(start.elapsed(), almost + HEARTBEAT * 3);
         assert!(!scheduler.is_online(HOST));
         assert!(outbound.recv().await.is_none(), "the agent's stream is closed");
+    }
+
+    fn figures() -> Figures {
+        Figures {
+            throughput_mb_s: 4012.5,
+            ops_per_s: 244903.0,
+            latency_ns: Latency {
+                p50: 4000,
+                p90: 4100,
+                p99: 5000,
+                p999: 9000,
+                max: 20000,
+            },
+            latency_method: LatencyMethod::PerOp,
+            batch_ops: 1,
+            cv: Some(0.01),
+            samples: 3,
+            sample_seconds: 0.033,
+            warmup_seconds: 0.25,
+            elapsed_seconds: 1.0,
+            operations: 244903,
+            bytes_processed: 4012490752,
+            cpu_user_seconds: 0.99,
+            cpu_sys_seconds: 0.0,
+            cpu_utilization: 0.99,
+            key_setup_ns: 120.5,
+            sample_throughputs_mb_s: vec![4000.0, 4012.5, 4020.0],
+        }
+    }
+
+    #[test]
+    fn a_successful_measurement_gives_what_ran_and_its_figures() {
+        let spec = Suite::Quick.expand(1)[0].clone();
+        let soft = "soft".to_string();
+        let report = WorkerReport {
+            path_used: Path::Software,
+            backends: Backends {
+                aes: soft.clone(),
+                ghash: soft.clone(),
+                chacha20: soft.clone(),
+                sha256: soft,
+            },
+            build_flavour: Flavour::Software,
+            selftest_passed: 4,
+            figures: figures(),
+        };
+        let json = serde_json::to_value(Measurement::ok(&spec, report, None)).unwrap();
+        assert_eq!(what_ran(&json), Ok((Path::Software, figures())));
+    }
+
+    #[test]
+    fn a_failed_or_malformed_measurement_has_no_figures_to_store() {
+        let spec = Suite::Quick.expand(1)[0].clone();
+        let failed = serde_json::to_value(Measurement::failed(&spec, "self-test failed".into(), None)).unwrap();
+        let err = what_ran(&failed).unwrap_err();
+        assert!(err.contains("not a successful measurement"), "{err}");
+        let err = what_ran(&serde_json::json!({"schema": "cipherfleet.measurement/1"})).unwrap_err();
+        assert!(err.starts_with("measurement_json: missing field"), "{err}");
     }
 }

@@ -4,9 +4,11 @@
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::WebError;
+use crate::db::findings::{Finding, Severity};
 
 /// `?format=`: how a table is sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -45,6 +47,50 @@ impl IntoResponse for ApiError {
             "internal error; see the coordinator's log".to_string()
         };
         (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+    }
+}
+
+/// A finding as every findings table of the API sends it (`/api/v1/findings`,
+/// `/api/v1/hosts/{id}/findings`): evidence and fact changes as compact JSON
+/// strings, so the CSV stays one row per finding and a script can still
+/// parse the numbers back.
+#[derive(Debug, Serialize)]
+pub struct FindingApiRow {
+    pub id: i64,
+    pub host_id: i64,
+    pub host: String,
+    pub reason: String,
+    pub kind: Option<String>,
+    pub subject: String,
+    pub severity: Severity,
+    /// `open` or `resolved`.
+    pub status: String,
+    pub first_seen: DateTime<Utc>,
+    pub last_seen: DateTime<Utc>,
+    pub resolved_at: Option<DateTime<Utc>>,
+    pub summary: String,
+    pub evidence: String,
+    pub fact_changes: String,
+}
+
+impl From<Finding> for FindingApiRow {
+    fn from(f: Finding) -> Self {
+        FindingApiRow {
+            id: f.id,
+            host_id: f.host_id,
+            host: f.host_name,
+            reason: f.reason,
+            kind: f.kind,
+            subject: f.subject,
+            severity: f.severity,
+            status: f.status,
+            first_seen: f.first_seen,
+            last_seen: f.last_seen,
+            resolved_at: f.resolved_at,
+            summary: f.summary,
+            evidence: f.evidence.to_string(),
+            fact_changes: f.fact_changes.to_string(),
+        }
     }
 }
 

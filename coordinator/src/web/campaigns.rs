@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::api::{self, ApiError, FormatParam};
 use super::paging::Pager;
 use super::{WebError, WebState, format};
-use crate::db::fleet::{self, CampaignSummary};
+use crate::db::campaign_summaries::{self, CampaignSummary};
 
 /// Campaigns per page of the list, and per request of the API.
 const PER_PAGE: u64 = 25;
@@ -108,9 +108,9 @@ struct CampaignsPage {
 
 async fn page(State(state): State<WebState>, Query(q): Query<PageQuery>) -> Result<Html<String>, WebError> {
     let page = Pager::parse_page(q.page.as_deref())?;
-    let (total, running) = fleet::count_campaigns(&state.pool).await?;
+    let (total, running) = campaign_summaries::count(&state.pool).await?;
     let pager = Pager::new(page, PER_PAGE, total as u64);
-    let rows = fleet::campaign_summaries(&state.pool, PER_PAGE as i64, pager.offset() as i64).await?;
+    let rows = campaign_summaries::list(&state.pool, PER_PAGE as i64, pager.offset() as i64).await?;
     let view = CampaignsPage {
         rows: rows.iter().map(CampaignRow::new).collect(),
         running,
@@ -147,9 +147,9 @@ async fn api_campaigns(
     Query(f): Query<FormatParam>,
 ) -> Result<Response, ApiError> {
     let page = Pager::parse_page(q.page.as_deref())?;
-    let (total, _) = fleet::count_campaigns(&state.pool).await?;
+    let (total, _) = campaign_summaries::count(&state.pool).await?;
     let pager = Pager::new(page, API_PER_PAGE, total as u64);
-    let rows: Vec<CampaignApiRow> = fleet::campaign_summaries(&state.pool, API_PER_PAGE as i64, pager.offset() as i64)
+    let rows: Vec<CampaignApiRow> = campaign_summaries::list(&state.pool, API_PER_PAGE as i64, pager.offset() as i64)
         .await?
         .into_iter()
         .map(|c| CampaignApiRow {

@@ -24,11 +24,11 @@ use serde::Serialize;
 
 use cipherfleet_core::Point;
 use cipherfleet_core::path::Path;
-use cipherfleet_core::spec::{Direction, KeyMode};
+use cipherfleet_core::spec::KeyMode;
 
 use super::api::{self, ApiError, FormatParam};
 use super::paging::{Pager, with_query};
-use super::params::{Choice, choices};
+use super::params::{Choice, choices, enum_choices};
 use super::{WebError, WebState, format};
 use crate::db::matrix::{self, ClassedHost, Slice, View};
 use crate::db::points::LatestResult;
@@ -332,14 +332,8 @@ fn compare_page(
             threads.iter().map(|t| (t.to_string(), t.to_string())),
             &params.view.threads.to_string(),
         ),
-        direction_choices: choices(
-            Direction::ALL.iter().map(|d| (d.to_string(), d.to_string())),
-            params.view.direction.as_str(),
-        ),
-        path_choices: choices(
-            Path::ALL.iter().map(|p| (p.to_string(), p.to_string())),
-            params.view.path.as_str(),
-        ),
+        direction_choices: enum_choices(Some(params.view.direction)),
+        path_choices: enum_choices(Some(params.view.path)),
         seeds: seed_views(),
         class_filter,
         class_key: params.class.clone().unwrap_or_default(),

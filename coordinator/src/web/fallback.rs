@@ -6,10 +6,10 @@
 //! filters, all rows) and `/api/v1/findings?status=open|resolved|all`.
 //!
 //! Rows come from `result_points` ([`store::pairs`]), so the page costs
-//! hosts × algorithms rows, not every stored result; the judging and the
-//! reason filter happen in Rust, where the findings already are.
+//! hosts × algorithms rows, not every stored result; the judging
+//! ([`crate::analysis::software_speed`]) and the reason filter happen in
+//! Rust, where the findings already are.
 //!
-//! - [`rules`]: when a path is at software speed, which findings explain it.
 //! - [`evidence`]: findings' evidence and fact changes as readable lines.
 //! - [`sections`]: the lists as the template shows them, each with its own pager.
 //! - [`api`]: the two tables as JSON/CSV.
@@ -26,26 +26,26 @@ use serde::Deserialize;
 
 use super::hosts::{SIMULATED_LABEL, is_marked};
 use super::paging::{Pager, with_query};
+use cipherfleet_core::spec::{Direction, KeyMode};
+
 use super::params::{
-    Choice, DEFAULT_SIZE, DIRECTIONS, LabelFilter, choices, given, label, label_matches, label_text, plain_choices,
+    Choice, DEFAULT_SIZE_BYTES, LabelFilter, choices, enum_choices, given, label, label_matches, label_text, require,
     require_one_of, spelled_size, thread_count,
 };
 use super::{WebError, WebState, format};
 use crate::analysis::slow::Thresholds;
+use crate::analysis::software_speed::{SoftwareSpeed, explains, judge, ratio};
 use crate::db::fallback::{self as store, FallbackHost, PathPair, PathPoint};
 use crate::db::findings::{self as findings_store, Finding};
 use crate::findings::{EMULATED_LABEL, REASONS};
-use rules::{SoftwareSpeed, explains, judge, ratio};
 use sections::{FindingView, PAGE_PARAMS, PagerView, Pages, RowView, SlowHostView, row_view, slow_hosts};
 
 mod api;
 mod evidence;
-mod rules;
 mod sections;
 
 /// Rows (hosts, findings) per page of each of the page's three lists.
 const PER_PAGE: u64 = 50;
-const KEY_MODES: [&str; 3] = ["static", "per-op", "hkdf-per-user"];
 /// The `reason` filter value for rows no open finding explains.
 const NO_REASON: &str = "none";
 /// A generous cap on `threads` (the agent allows far fewer): only to refuse nonsense early.
@@ -80,10 +80,10 @@ pub struct FallbackQuery {
 /// The filters, checked.
 #[derive(Debug, Clone, PartialEq)]
 struct Filters {
-    size_bytes: i64,
-    threads: i32,
-    direction: &'static str,
-    key_mode: &'static str,
+    size_bytes: u64,
+    threads: u32,
+    direction: Direction,
+    key_mode: KeyMode,
     label: Option<LabelFilter>,
     arch: Option<String>,
     reason: Option<&'static str>,
@@ -92,10 +92,10 @@ struct Filters {
 impl Filters {
     fn parse(q: &FallbackQuery) -> Result<Self, WebError> {
         let size_bytes = match given(&q.size) {
-            None => DEFAULT_SIZE,
+            None => DEFAULT_SIZE_BYTES,
             Some(s) => spelled_size(s)
                 .ok()
-                .and_then(|n| i64::try_from(n).ok())
+                .filter(|n| i64::try_from(*n).is_ok())
                 .ok_or_else(|| {
                     WebError::BadRequest(format!(
                         "size={s:?} is not a payload size (bytes, or with a unit: 11, 16KiB, 10MiB)"
@@ -105,14 +105,15 @@ impl Filters {
         let threads = match given(&q.threads) {
             None => 1,
             Some(t) => thread_count(t, MAX_THREADS)
+                .and_then(|n| u32::try_from(n).ok())
                 .ok_or_else(|| WebError::BadRequest(format!("threads={t:?} is not a thread count (1, 2, 4, …)")))?,
         };
         let reasons: Vec<&'static str> = REASONS.iter().copied().chain([NO_REASON]).collect();
         Ok(Filters {
             size_bytes,
             threads,
-            direction: given(&q.direction).map_or(Ok("encrypt"), |d| require_one_of("direction", d, &DIRECTIONS))?,
-            key_mode: given(&q.key_mode).map_or(Ok("static"), |k| require_one_of("key_mode", k, &KEY_MODES))?,
+            direction: given(&q.direction).map_or(Ok(Direction::Encrypt), |d| require("direction", d))?,
+            key_mode: given(&q.key_mode).map_or(Ok(KeyMode::Static), |k| require("key_mode", k))?,
             label: given(&q.label).map(label),
             arch: given(&q.arch).map(str::to_string),
             reason: given(&q.reason)
@@ -121,7 +122,7 @@ impl Filters {
         })
     }
 
-    fn point(&self) -> PathPoint<'_> {
+    fn point(&self) -> PathPoint {
         PathPoint {
             size_bytes: self.size_bytes,
             threads: self.threads,
@@ -139,10 +140,19 @@ impl Filters {
         let or_blank = |v: String, default: &str| if v == default { String::new() } else { v };
         let label = label_text(&self.label);
         vec![
-            ("size", or_blank(self.size_bytes.to_string(), &DEFAULT_SIZE.to_string())),
+            (
+                "size",
+                or_blank(self.size_bytes.to_string(), &DEFAULT_SIZE_BYTES.to_string()),
+            ),
             ("threads", or_blank(self.threads.to_string(), "1")),
-            ("direction", or_blank(self.direction.into(), "encrypt")),
-            ("key_mode", or_blank(self.key_mode.into(), "static")),
+            (
+                "direction",
+                or_blank(self.direction.to_string(), Direction::Encrypt.as_str()),
+            ),
+            (
+                "key_mode",
+                or_blank(self.key_mode.to_string(), KeyMode::Static.as_str()),
+            ),
             ("label", label),
             ("arch", self.arch.clone().unwrap_or_default()),
             ("reason", self.reason.unwrap_or_default().to_string()),
@@ -158,7 +168,7 @@ impl Filters {
         };
         format!(
             "{}, {threads}, {}, {} key",
-            format::bytes(self.size_bytes as u64),
+            format::bytes(self.size_bytes),
             self.direction,
             self.key_mode
         )
@@ -222,8 +232,8 @@ async fn load(state: &WebState, filters: &Filters) -> Result<(Vec<Judged>, Vec<F
             let host = hosts.get(&pair.host_id)?.clone();
             let ratio = ratio(pair.accelerated_mb_s, pair.software_mb_s);
             let speed = judge(
-                &pair.algorithm,
-                pair.accelerated_path_used.as_deref(),
+                pair.algorithm,
+                pair.accelerated_path_used,
                 ratio,
                 host.emulated,
                 filters.size_bytes,
@@ -234,7 +244,7 @@ async fn load(state: &WebState, filters: &Filters) -> Result<(Vec<Judged>, Vec<F
                 .into_iter()
                 .flatten()
                 .copied()
-                .filter(|&i| explains(&open[i].reason, &open[i].subject, &pair.algorithm))
+                .filter(|&i| explains(&open[i].reason, &open[i].subject, pair.algorithm))
                 .collect();
             Some(Judged {
                 host,
@@ -255,7 +265,7 @@ async fn load(state: &WebState, filters: &Filters) -> Result<(Vec<Judged>, Vec<F
         key(a)
             .total_cmp(&key(b))
             .then_with(|| a.host.host.name.cmp(&b.host.host.name))
-            .then_with(|| a.pair.algorithm.cmp(&b.pair.algorithm))
+            .then_with(|| a.pair.algorithm.name().cmp(b.pair.algorithm.name()))
     });
     Ok((rows, open))
 }
@@ -268,7 +278,7 @@ struct FallbackPage {
     threshold: String,
     min_size: String,
     sizes: Vec<Choice>,
-    threads: i32,
+    threads: u32,
     directions: Vec<Choice>,
     key_modes: Vec<Choice>,
     label: String,
@@ -310,7 +320,7 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
     ]);
     let pairs = filters.query_pairs();
 
-    let mut sizes: Vec<i64> = measured_sizes;
+    let mut sizes: Vec<u64> = measured_sizes;
     if !sizes.contains(&filters.size_bytes) {
         sizes.push(filters.size_bytes);
         sizes.sort_unstable();
@@ -324,14 +334,14 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
     let view = FallbackPage {
         view: filters.describe(),
         threshold: format!("{}×", format::significant(t.near_software_ratio)),
-        min_size: format::bytes(t.near_software_min_size_bytes as u64),
+        min_size: format::bytes(t.near_software_min_size_bytes),
         sizes: choices(
-            sizes.iter().map(|s| (s.to_string(), format::bytes(*s as u64))),
+            sizes.iter().map(|s| (s.to_string(), format::bytes(*s))),
             &filters.size_bytes.to_string(),
         ),
         threads: filters.threads,
-        directions: plain_choices(&DIRECTIONS, filters.direction),
-        key_modes: plain_choices(&KEY_MODES, filters.key_mode),
+        directions: enum_choices(Some(filters.direction)),
+        key_modes: enum_choices(Some(filters.key_mode)),
         label: label_text(&filters.label),
         archs: choices(arch_values, filters.arch.as_deref().unwrap_or("")),
         reasons: choices(reason_values, filters.reason.unwrap_or("")),
@@ -364,7 +374,7 @@ mod tests {
         let f = Filters::parse(&query(&[])).unwrap();
         assert_eq!(
             (f.size_bytes, f.threads, f.direction, f.key_mode),
-            (16384, 1, "encrypt", "static")
+            (16384, 1, Direction::Encrypt, KeyMode::Static)
         );
         assert_eq!(f.describe(), "16 KiB, 1 thread, encrypt, static key");
         let f = Filters::parse(&query(&[("size", "1MiB"), ("threads", "4"), ("label", "rack = b7")])).unwrap();

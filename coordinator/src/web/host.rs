@@ -6,14 +6,16 @@
 
 use askama::Template;
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path as UrlPath, Query, State};
 use axum::response::{Html, Response};
 use axum::routing::get;
 use chrono::{DateTime, Utc};
+use cipherfleet_core::Point;
+use cipherfleet_core::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::api::{self, ApiError, FormatParam};
+use super::api::{self, ApiError, FindingApiRow, FormatParam};
 use super::host_facts::{
     Fact, FactChange, FeatureRow, fact_changes, facts_table, feature_rows, features_checked, or_dash,
 };
@@ -21,8 +23,9 @@ use super::hosts::{SIMULATED_LABEL, is_marked, label_texts};
 use super::paging::{Pager, parse_id};
 use super::svg::{LineChart, XAxis, time_x};
 use super::{WebError, WebState, format};
+use crate::analysis::acceleration::Acceleration;
 use crate::db::findings::{self, Finding};
-use crate::db::fleet::{self, HostResult};
+use crate::db::host_results::{self, HostResult, ThroughputSample};
 use crate::db::hosts::{self, Host, HostWithFacts};
 use crate::db::snapshots;
 
@@ -120,15 +123,11 @@ struct ResultView {
     at: String,
     /// Seconds since the epoch: the `data-sort` key of the formatted time.
     at_sort: i64,
-    algorithm: String,
-    direction: String,
+    /// What was measured; its `path` is the one asked for.
+    point: Point,
     size: String,
-    size_sort: i64,
-    threads: i32,
     concurrency: String,
-    key_mode: String,
-    path: String,
-    path_used: String,
+    path_used: Path,
     /// An accelerated request that ran in software: badged on the page.
     fell_back: bool,
     mb_s: String,
@@ -145,16 +144,11 @@ impl ResultView {
             campaign_id: r.campaign_id,
             at: format::timestamp(r.created_at),
             at_sort: r.created_at.timestamp(),
-            algorithm: r.algorithm.clone(),
-            direction: r.direction.clone(),
-            size: format::bytes(r.size_bytes.max(0) as u64),
-            size_sort: r.size_bytes,
-            threads: r.threads,
-            concurrency: or_dash(&r.concurrency),
-            key_mode: r.key_mode.clone(),
-            path: r.path.clone(),
-            path_used: r.path_used.clone(),
-            fell_back: r.path != r.path_used,
+            point: r.point,
+            size: format::bytes(r.point.size_bytes),
+            concurrency: or_dash(&r.point.concurrency),
+            path_used: r.path_used,
+            fell_back: r.fell_back(),
             mb_s: format::mb_s(r.throughput_mb_s),
             mb_s_sort: r.throughput_mb_s,
             cv: r.cv.map(format::percent).map(|p| format!("CV {p}")).unwrap_or_default(),
@@ -171,7 +165,7 @@ struct HostPage {
     /// `k=v`, in key order.
     labels: Vec<String>,
     /// [`HostWithFacts::acceleration`] of the current facts.
-    acceleration: &'static str,
+    acceleration: Acceleration,
     /// Connected now, per the scheduler.
     online: bool,
     emulated: bool,
@@ -209,7 +203,7 @@ async fn host_or_404(state: &WebState, raw_id: &str) -> Result<Host, WebError> {
 
 async fn page(
     State(state): State<WebState>,
-    Path(raw_id): Path<String>,
+    UrlPath(raw_id): UrlPath<String>,
     Query(q): Query<PageQuery>,
 ) -> Result<Html<String>, WebError> {
     let page = Pager::parse_page(q.page.as_deref())?;
@@ -231,10 +225,10 @@ async fn page(
     };
     let findings = findings::list_for_host(&state.pool, host.id).await?;
 
-    let total = fleet::count_host_results(&state.pool, host.id).await?;
+    let total = host_results::count(&state.pool, host.id).await?;
     let pager = Pager::new(page, PER_PAGE, total as u64);
-    let results = fleet::host_results(&state.pool, host.id, PER_PAGE as i64, pager.offset() as i64).await?;
-    let series = fleet::host_series(&state.pool, host.id, &KEY_ALGORITHMS, KEY_SIZE, CHART_POINTS).await?;
+    let results = host_results::list(&state.pool, host.id, PER_PAGE as i64, pager.offset() as i64).await?;
+    let series = host_results::key_series(&state.pool, host.id, &KEY_ALGORITHMS, KEY_SIZE, CHART_POINTS).await?;
     let base = format!("/hosts/{}", host.id);
 
     let view = HostPage {
@@ -262,7 +256,7 @@ async fn page(
 }
 
 /// Throughput of the key algorithms over time, one line each.
-fn key_chart(points: &[fleet::SeriesPoint]) -> String {
+fn key_chart(samples: &[ThroughputSample]) -> String {
     let mut chart = LineChart::new(
         format!(
             "Key algorithms over time: {} encrypt, 1 thread, accelerated path",
@@ -271,9 +265,9 @@ fn key_chart(points: &[fleet::SeriesPoint]) -> String {
         XAxis::Time,
     );
     for alg in KEY_ALGORITHMS {
-        let line: Vec<(f64, f64)> = points
+        let line: Vec<(f64, f64)> = samples
             .iter()
-            .filter(|p| p.algorithm == alg)
+            .filter(|p| p.algorithm.name() == alg)
             .map(|p| (time_x(p.created_at), p.throughput_mb_s))
             .collect();
         if !line.is_empty() {
@@ -283,20 +277,15 @@ fn key_chart(points: &[fleet::SeriesPoint]) -> String {
     chart.render()
 }
 
-/// A row of `/api/v1/hosts/{id}/results`.
+/// A row of `/api/v1/hosts/{id}/results`: the point's seven columns, then what ran.
 #[derive(Debug, Serialize)]
 struct ResultApiRow {
     id: i64,
     campaign_id: Option<i64>,
     created_at: DateTime<Utc>,
-    algorithm: String,
-    direction: String,
-    size_bytes: i64,
-    threads: i32,
-    concurrency: Option<i32>,
-    key_mode: String,
-    path: String,
-    path_used: String,
+    #[serde(flatten)]
+    point: Point,
+    path_used: Path,
     throughput_mb_s: f64,
     ops_per_s: f64,
     latency_p99_ns: i64,
@@ -309,15 +298,15 @@ struct ResultApiRow {
 /// `?page=N`: 1000 rows per page, newest first.
 async fn api_results(
     State(state): State<WebState>,
-    Path(raw_id): Path<String>,
+    UrlPath(raw_id): UrlPath<String>,
     Query(q): Query<PageQuery>,
     Query(f): Query<FormatParam>,
 ) -> Result<Response, ApiError> {
     let page = Pager::parse_page(q.page.as_deref())?;
     let host = host_or_404(&state, &raw_id).await?;
-    let total = fleet::count_host_results(&state.pool, host.id).await?;
+    let total = host_results::count(&state.pool, host.id).await?;
     let pager = Pager::new(page, API_PER_PAGE, total as u64);
-    let rows: Vec<ResultApiRow> = fleet::host_results(&state.pool, host.id, API_PER_PAGE as i64, pager.offset() as i64)
+    let rows: Vec<ResultApiRow> = host_results::list(&state.pool, host.id, API_PER_PAGE as i64, pager.offset() as i64)
         .await?
         .into_iter()
         .map(|r| ResultApiRow {
@@ -325,13 +314,7 @@ async fn api_results(
             id: r.id,
             campaign_id: r.campaign_id,
             created_at: r.created_at,
-            algorithm: r.algorithm,
-            direction: r.direction,
-            size_bytes: r.size_bytes,
-            threads: r.threads,
-            concurrency: r.concurrency,
-            key_mode: r.key_mode,
-            path: r.path,
+            point: r.point,
             path_used: r.path_used,
             throughput_mb_s: r.throughput_mb_s,
             ops_per_s: r.ops_per_s,
@@ -345,7 +328,7 @@ async fn api_results(
 
 async fn api_changes(
     State(state): State<WebState>,
-    Path(raw_id): Path<String>,
+    UrlPath(raw_id): UrlPath<String>,
     Query(f): Query<FormatParam>,
 ) -> Result<Response, ApiError> {
     let host = host_or_404(&state, &raw_id).await?;
@@ -353,46 +336,16 @@ async fn api_changes(
     api::table(&format!("host-{}-changes", host.id), &fact_changes(&history), f.format)
 }
 
-/// A row of `/api/v1/hosts/{id}/findings`; evidence as a JSON string so CSV stays flat.
-#[derive(Debug, Serialize)]
-struct FindingApiRow {
-    id: i64,
-    severity: &'static str,
-    reason: String,
-    kind: Option<String>,
-    subject: String,
-    status: String,
-    first_seen: DateTime<Utc>,
-    last_seen: DateTime<Utc>,
-    resolved_at: Option<DateTime<Utc>>,
-    summary: String,
-    evidence: String,
-    fact_changes: String,
-}
-
 async fn api_findings(
     State(state): State<WebState>,
-    Path(raw_id): Path<String>,
+    UrlPath(raw_id): UrlPath<String>,
     Query(f): Query<FormatParam>,
 ) -> Result<Response, ApiError> {
     let host = host_or_404(&state, &raw_id).await?;
     let rows: Vec<FindingApiRow> = findings::list_for_host(&state.pool, host.id)
         .await?
         .into_iter()
-        .map(|f| FindingApiRow {
-            id: f.id,
-            severity: f.severity.as_str(),
-            evidence: f.evidence.to_string(),
-            fact_changes: f.fact_changes.to_string(),
-            reason: f.reason,
-            kind: f.kind,
-            subject: f.subject,
-            status: f.status,
-            first_seen: f.first_seen,
-            last_seen: f.last_seen,
-            resolved_at: f.resolved_at,
-            summary: f.summary,
-        })
+        .map(FindingApiRow::from)
         .collect();
     api::table(&format!("host-{}-findings", host.id), &rows, f.format)
 }

@@ -18,15 +18,13 @@ use serde::{Deserialize, Serialize};
 
 use super::api::{self, ApiError, FormatParam};
 use super::paging::{Pager, with_query};
-use super::params::{self, LabelFilter};
+use super::params::{self, Choice, LabelFilter, enum_choices, plain_choices};
 use super::{WebError, WebState, format};
+use crate::analysis::acceleration::Acceleration;
 use crate::db::hosts::{self, HostWithFacts, Labels};
 
 /// Rows per page of the hosts table.
 const PER_PAGE: u64 = 50;
-
-/// The statuses of [`HostWithFacts::acceleration`], in the order the filter offers them.
-pub const ACCELERATION: [&str; 4] = ["accelerated", "partial", "software", "unknown"];
 
 /// Label of hosts whose timings come from simulation, not measurement
 /// (the coordinator benchmark's fake hosts).
@@ -60,7 +58,7 @@ pub struct HostsQuery {
     kernel: Option<String>,
     /// `online` or `offline`.
     status: Option<String>,
-    /// One of [`ACCELERATION`].
+    /// An [`Acceleration`].
     accel: Option<String>,
     page: Option<String>,
 }
@@ -76,7 +74,7 @@ pub struct HostFilter {
     /// Exact kernel release.
     pub kernel: Option<String>,
     pub online: Option<bool>,
-    pub acceleration: Option<&'static str>,
+    pub acceleration: Option<Acceleration>,
 }
 
 fn given(v: &Option<String>) -> Option<String> {
@@ -95,7 +93,7 @@ impl HostFilter {
             }
         };
         let acceleration = params::given(&q.accel)
-            .map(|a| params::require_one_of("accel", a, &ACCELERATION))
+            .map(|a| params::require("accel", a))
             .transpose()?;
         Ok(HostFilter {
             label,
@@ -130,7 +128,7 @@ impl HostFilter {
                     .map(|o| if o { "online" } else { "offline" }.to_string())
                     .unwrap_or_default(),
             ),
-            ("accel", self.acceleration.unwrap_or_default().to_string()),
+            ("accel", self.acceleration.map(|a| a.to_string()).unwrap_or_default()),
         ]
     }
 }
@@ -160,8 +158,8 @@ pub struct HostRow {
     pub cpu: String,
     pub cores: String,
     pub kernel: String,
-    /// One of [`ACCELERATION`]: also the badge's CSS class.
-    pub acceleration: &'static str,
+    /// Also the badge's CSS class.
+    pub acceleration: Acceleration,
     /// Connected now, per the scheduler.
     pub online: bool,
     /// Labelled emulated or simulated: badged, since the numbers are not real performance.
@@ -191,23 +189,6 @@ impl HostRow {
             last_seen_sort: h.host.last_seen.timestamp(),
         }
     }
-}
-
-/// One `<option>` of a filter.
-#[derive(Debug, Clone)]
-pub struct Choice {
-    pub value: String,
-    pub selected: bool,
-}
-
-fn choices<'a>(values: impl IntoIterator<Item = &'a str>, current: Option<&str>) -> Vec<Choice> {
-    values
-        .into_iter()
-        .map(|v| Choice {
-            value: v.to_string(),
-            selected: current == Some(v),
-        })
-        .collect()
 }
 
 #[derive(Template)]
@@ -240,7 +221,12 @@ async fn page(State(state): State<WebState>, Query(q): Query<HostsQuery>) -> Res
     let filter = HostFilter::parse(&q)?;
     let page = Pager::parse_page(q.page.as_deref())?;
     let all = load(&state).await?;
-    let arches: BTreeSet<&str> = all.iter().filter_map(|(h, _)| h.arch.as_deref()).collect();
+    let arches: Vec<&str> = all
+        .iter()
+        .filter_map(|(h, _)| h.arch.as_deref())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let matching: Vec<&(HostWithFacts, bool)> = all.iter().filter(|(h, on)| filter.matches(h, *on)).collect();
     let pager = Pager::new(page, PER_PAGE, matching.len() as u64);
     let rows = matching
@@ -257,9 +243,9 @@ async fn page(State(state): State<WebState>, Query(q): Query<HostsQuery>) -> Res
         label: pairs[0].1.clone(),
         cpu: filter.cpu.clone().unwrap_or_default(),
         kernel: filter.kernel.clone().unwrap_or_default(),
-        arch_choices: choices(arches, filter.arch.as_deref()),
-        status_choices: choices(["online", "offline"], online),
-        accel_choices: choices(ACCELERATION, filter.acceleration),
+        arch_choices: plain_choices(&arches, filter.arch.as_deref().unwrap_or_default()),
+        status_choices: plain_choices(&["online", "offline"], online.unwrap_or_default()),
+        accel_choices: enum_choices(filter.acceleration),
         filtered: filter != HostFilter::default(),
         fleet_size: all.len(),
         rows,
@@ -283,7 +269,7 @@ struct HostApiRow {
     cpu_model: Option<String>,
     logical_cores: Option<i32>,
     kernel: Option<String>,
-    acceleration: &'static str,
+    acceleration: Acceleration,
     online: bool,
     emulated: bool,
     first_seen: DateTime<Utc>,

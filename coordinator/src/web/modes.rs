@@ -25,10 +25,9 @@ use super::compare::Link;
 use super::hosts::{SIMULATED_LABEL, is_marked};
 use super::paging::with_query;
 use cipherfleet_core::Point;
-use cipherfleet_core::path::Path;
-use cipherfleet_core::spec::{Direction, KeyMode};
+use cipherfleet_core::spec::KeyMode;
 
-use super::params::{Choice, choices};
+use super::params::{Choice, choices, enum_choices};
 use super::svg::{LineChart, XAxis};
 use super::{WebError, WebState, format};
 use crate::db::matrix::{self, ClassedHost};
@@ -281,14 +280,8 @@ fn modes_page(
         emulated: false,
         simulated: false,
         left_out: 0,
-        direction_choices: choices(
-            Direction::ALL.iter().map(|d| (d.to_string(), d.to_string())),
-            params.direction.as_str(),
-        ),
-        path_choices: choices(
-            Path::ALL.iter().map(|p| (p.to_string(), p.to_string())),
-            params.path.as_str(),
-        ),
+        direction_choices: enum_choices(Some(params.direction)),
+        path_choices: enum_choices(Some(params.path)),
         size_choices: Vec::new(),
         algorithms: super::compare::names(&params.algorithms),
         condition: format!("{}, {} path, one static key", params.direction, params.path),

@@ -15,12 +15,13 @@ use serde::Serialize;
 
 use super::api::{self, ApiError, FormatParam};
 use super::campaigns::CampaignRow;
-use super::hosts::{self, ACCELERATION, is_marked};
+use super::hosts::{self, is_marked};
 use super::paging::with_query;
 use super::{WebError, WebState, format};
+use crate::analysis::acceleration::Acceleration;
 use crate::db::findings::{self, Finding};
-use crate::db::fleet;
 use crate::db::hosts::HostWithFacts;
+use crate::db::{campaign_summaries, results};
 
 /// Recent campaigns on the overview.
 const RECENT_CAMPAIGNS: i64 = 5;
@@ -42,7 +43,7 @@ pub struct HostGroup {
     pub arch: Option<String>,
     pub cpu_model: Option<String>,
     pub kernel: Option<String>,
-    pub acceleration: &'static str,
+    pub acceleration: Acceleration,
     pub hosts: usize,
     pub online: usize,
     pub emulated: usize,
@@ -53,17 +54,18 @@ pub struct HostGroup {
 
 /// The configurations of `hosts`, ordered by arch, CPU model, kernel, status.
 pub fn group_hosts(hosts: &[(HostWithFacts, bool)]) -> Vec<HostGroup> {
-    // The status sorts by its rank in ACCELERATION (accelerated first), not
+    // The status sorts best first (its declaration order), not
     // alphabetically, so one configuration's rows read best to worst.
-    type Key = (Option<String>, Option<String>, Option<String>, usize);
+    type Key = (Option<String>, Option<String>, Option<String>, Acceleration);
     let mut groups: BTreeMap<Key, HostGroup> = BTreeMap::new();
     for (h, online) in hosts {
         let acceleration = h.acceleration();
-        let rank = ACCELERATION
-            .iter()
-            .position(|a| *a == acceleration)
-            .unwrap_or(ACCELERATION.len());
-        let key = (h.arch.clone(), h.cpu_model_name.clone(), h.kernel_release.clone(), rank);
+        let key = (
+            h.arch.clone(),
+            h.cpu_model_name.clone(),
+            h.kernel_release.clone(),
+            acceleration,
+        );
         let g = groups.entry(key).or_insert_with(|| HostGroup {
             arch: h.arch.clone(),
             cpu_model: h.cpu_model_name.clone(),
@@ -88,7 +90,7 @@ struct GroupRow {
     arch: String,
     cpu: String,
     kernel: String,
-    acceleration: &'static str,
+    acceleration: Acceleration,
     hosts: usize,
     online: usize,
     /// Hosts of this configuration labelled emulated: marked, since their
@@ -134,7 +136,7 @@ impl GroupRow {
 /// Hosts per acceleration status, with the link to them.
 #[derive(Debug, Clone)]
 struct StatusCount {
-    status: &'static str,
+    status: Acceleration,
     hosts: usize,
     href: String,
 }
@@ -191,11 +193,11 @@ async fn page(State(state): State<WebState>) -> Result<Html<String>, WebError> {
     let all = hosts::load(&state).await?;
     let groups = group_hosts(&all);
     let open = findings::list_open(&state.pool).await?;
-    let (campaigns_total, campaigns_running) = fleet::count_campaigns(&state.pool).await?;
-    let campaigns = fleet::campaign_summaries(&state.pool, RECENT_CAMPAIGNS, 0).await?;
-    let statuses = ACCELERATION
-        .into_iter()
-        .map(|status| StatusCount {
+    let (campaigns_total, campaigns_running) = campaign_summaries::count(&state.pool).await?;
+    let campaigns = campaign_summaries::list(&state.pool, RECENT_CAMPAIGNS, 0).await?;
+    let statuses = Acceleration::ALL
+        .iter()
+        .map(|&status| StatusCount {
             status,
             hosts: all.iter().filter(|(h, _)| h.acceleration() == status).count(),
             href: with_query("/hosts", &[("accel", status.to_string())]),
@@ -205,7 +207,7 @@ async fn page(State(state): State<WebState>) -> Result<Html<String>, WebError> {
         hosts: all.len(),
         online: all.iter().filter(|(_, on)| *on).count(),
         emulated: groups.iter().map(|g| g.emulated).sum(),
-        results: fleet::count_results(&state.pool).await?,
+        results: results::count(&state.pool).await?,
         campaigns_total,
         campaigns_running,
         statuses,
@@ -266,7 +268,7 @@ mod tests {
             (host(4, "d", "3.10", &[], false), true),
         ];
         // (kernel, status, hosts, online, emulated, names)
-        type Row = (String, &'static str, usize, usize, usize, Vec<String>);
+        type Row = (String, Acceleration, usize, usize, usize, Vec<String>);
         let got: Vec<Row> = group_hosts(&hosts)
             .into_iter()
             .map(|g| {
@@ -277,16 +279,23 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("3.10".to_string(), "software", 1, 1, 0, vec!["d".to_string()]),
+                (
+                    "3.10".to_string(),
+                    Acceleration::Software,
+                    1,
+                    1,
+                    0,
+                    vec!["d".to_string()]
+                ),
                 (
                     "6.1".to_string(),
-                    "accelerated",
+                    Acceleration::Accelerated,
                     2,
                     1,
                     0,
                     vec!["a".to_string(), "b".to_string()]
                 ),
-                ("6.1".to_string(), "partial", 1, 1, 1, vec!["c".to_string()]),
+                ("6.1".to_string(), Acceleration::Partial, 1, 1, 1, vec!["c".to_string()]),
             ]
         );
     }

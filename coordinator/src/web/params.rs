@@ -6,29 +6,78 @@
 //! The wording of a refusal stays with each page (its 400 names the
 //! parameter in the page's own words), so the readers here answer `Option`
 //! or the parser's message and leave the [`WebError`] to the caller; only the
-//! filter pages' "use one of …" refusal is shared, as [`require_one_of`].
+//! filter pages' "use one of …" refusal is shared, as [`require`].
+//!
+//! Values that are a `text_enum!` (direction, key mode, path, acceleration)
+//! are read and offered through [`TextEnum`], so no page retypes their names:
+//! [`require`] and [`enum_choices`]. The string forms ([`one_of`],
+//! [`require_one_of`], [`plain_choices`]) remain for lists that are not an
+//! enum (finding reasons, architectures).
+
+use std::fmt::Display;
+use std::str::FromStr;
+
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::{Direction, KeyMode};
 
 use super::WebError;
+use crate::analysis::acceleration::Acceleration;
 use crate::db::hosts::Labels;
 
-/// The point a page shows without `size=`: the object-storage block size.
-pub const DEFAULT_SIZE: i64 = 16 * 1024;
-/// The `direction=` values; the first is the default.
-pub const DIRECTIONS: [&str; 2] = ["encrypt", "decrypt"];
-/// The `path=` values; the first is the default.
-pub const PATHS: [&str; 2] = ["accelerated", "software"];
+/// The point a page shows without `size=`: the object-storage block size,
+/// in the type of a [`cipherfleet_core::Point`]'s size.
+pub const DEFAULT_SIZE_BYTES: u64 = 16 * 1024;
+
+/// A `text_enum!` type a form offers as a `<select>` and reads back from the
+/// query: every value in display order, and the text it travels as.
+pub trait TextEnum: Copy + PartialEq + Display + FromStr + 'static {
+    /// Every value, in the order the form lists them.
+    const ALL: &'static [Self];
+}
+
+macro_rules! text_enums {
+    ($($t:ty),+ $(,)?) => {
+        $(impl TextEnum for $t {
+            const ALL: &'static [Self] = <$t>::ALL;
+        })+
+    };
+}
+
+text_enums!(Direction, KeyMode, Path, Acceleration);
+
+/// `raw` as a `T`, or a bad request naming the parameter `name` and every value of `T`.
+pub fn require<T: TextEnum>(name: &str, raw: &str) -> Result<T, WebError> {
+    raw.parse().map_err(|_| {
+        let accepted: Vec<String> = T::ALL.iter().map(T::to_string).collect();
+        WebError::BadRequest(format!("{name}={raw:?}: use one of {}", accepted.join(", ")))
+    })
+}
+
+/// Every value of `T` as an option, `current` selected (`None`: none is).
+pub fn enum_choices<T: TextEnum>(current: Option<T>) -> Vec<Choice> {
+    T::ALL
+        .iter()
+        .map(|v| Choice {
+            value: v.to_string(),
+            text: v.to_string(),
+            selected: Some(*v) == current,
+        })
+        .collect()
+}
 
 /// `Some(trimmed)` for a present, non-blank field: an emptied form field means "not given".
 pub fn given(v: &Option<String>) -> Option<&str> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty())
 }
 
-/// `raw` if it is one of `allowed`, as the allowed (static) spelling.
+/// `raw` if it is one of `allowed`, as the allowed (static) spelling. For
+/// values that are not a [`TextEnum`] (finding reasons); an enum's value is `raw.parse()`.
 pub fn one_of(raw: &str, allowed: &[&'static str]) -> Option<&'static str> {
     allowed.iter().copied().find(|a| *a == raw)
 }
 
-/// `raw` if it is one of `allowed`, else a bad request naming `name` and the choices.
+/// `raw` if it is one of `allowed`, else a bad request naming `name` and the
+/// choices. For values that are not a [`TextEnum`]; an enum's is [`require`].
 pub fn require_one_of(name: &str, raw: &str, allowed: &[&'static str]) -> Result<&'static str, WebError> {
     one_of(raw, allowed)
         .ok_or_else(|| WebError::BadRequest(format!("{name}={raw:?}: use one of {}", allowed.join(", "))))
@@ -36,8 +85,8 @@ pub fn require_one_of(name: &str, raw: &str, allowed: &[&'static str]) -> Result
 
 /// A payload size in plain bytes, as the matrix links carry it. The bounds
 /// keep the value in the column's type; anything else is a typo worth a 400.
-pub fn byte_size(raw: &str) -> Option<i64> {
-    raw.parse::<i64>().ok().filter(|n| (1..=1 << 40).contains(n))
+pub fn byte_size(raw: &str) -> Option<u64> {
+    raw.parse::<u64>().ok().filter(|n| (1..=1 << 40).contains(n))
 }
 
 /// A payload size as campaigns spell it (`16384`, `16KiB`, `10MiB`): the
@@ -107,7 +156,8 @@ pub fn choices(values: impl IntoIterator<Item = (String, String)>, current: &str
         .collect()
 }
 
-/// Options whose text is their value (`encrypt`, `software`, …).
+/// Options whose text is their value (architectures, `online`, …); an
+/// enum's options are [`enum_choices`].
 pub fn plain_choices(values: &[&str], current: &str) -> Vec<Choice> {
     choices(values.iter().map(|v| (v.to_string(), v.to_string())), current)
 }
@@ -164,5 +214,28 @@ mod tests {
         );
         assert_eq!(class_key("00FF00ff00ff00ff").as_deref(), Some("00ff00ff00ff00ff"));
         assert_eq!(class_key("xyz"), None);
+    }
+
+    #[test]
+    fn enum_values_are_read_and_offered_by_their_names() {
+        assert_eq!(
+            require::<Direction>("direction", "decrypt").unwrap(),
+            Direction::Decrypt
+        );
+        let err = require::<KeyMode>("key_mode", "none").unwrap_err().to_string();
+        assert!(
+            err.contains("key_mode=\"none\": use one of static, per-op, hkdf-per-user"),
+            "{err}"
+        );
+        let offered = enum_choices(Some(Path::Software));
+        let texts: Vec<(&str, &str, bool)> = offered
+            .iter()
+            .map(|c| (c.value.as_str(), c.text.as_str(), c.selected))
+            .collect();
+        assert_eq!(
+            texts,
+            [("accelerated", "accelerated", false), ("software", "software", true)]
+        );
+        assert!(enum_choices::<Acceleration>(None).iter().all(|c| !c.selected));
     }
 }

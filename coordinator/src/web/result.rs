@@ -12,7 +12,7 @@ use serde_json::json;
 use super::api::ApiError;
 use super::paging::parse_id;
 use super::{WebError, WebState};
-use crate::db::fleet;
+use crate::db::results;
 
 pub fn routes() -> Router<WebState> {
     Router::new().route("/api/v1/results/{id}", get(raw_result))
@@ -20,7 +20,7 @@ pub fn routes() -> Router<WebState> {
 
 async fn raw_result(State(state): State<WebState>, Path(raw_id): Path<String>) -> Result<Response, ApiError> {
     let id = parse_id(&raw_id, "result")?;
-    let r = fleet::stored_result(&state.pool, id)
+    let r = results::stored(&state.pool, id)
         .await?
         .ok_or_else(|| WebError::NotFound(format!("no result with id {id}")))?;
     Ok(Json(json!({

@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use cipherfleet_coordinator::db::findings::{self, Finding, Severity};
 use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::db::jobs::{self, NewJob};
-use cipherfleet_coordinator::db::results::{self, Metrics};
 use cipherfleet_coordinator::findings::{Work, derive, derive_fleet};
 use cipherfleet_coordinator::metrics;
+use cipherfleet_core::path::Path;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::helpers::{campaign, facts, fresh_db};
+use crate::helpers::{campaign, facts, fresh_db, measurement, record};
 
 /// Facts with the given advertised and usable features, kernel and flavour.
 fn facts_with(kernel: &str, advertised: &[&str], usable: &[&str], flavour: &str) -> Value {
@@ -34,10 +34,10 @@ async fn hello(pool: &PgPool, name: &str, facts: &Value) -> i64 {
 
 /// Stores one result per throughput for `host_id`, in order: aes-256-gcm,
 /// 16 KiB, encrypt, 1 thread, static key, on `path`.
-async fn results_for(pool: &PgPool, host_id: i64, path: &str, throughputs: &[f64]) {
+async fn results_for(pool: &PgPool, host_id: i64, path: Path, throughputs: &[f64]) {
     let new_jobs: Vec<NewJob> = throughputs
         .iter()
-        .map(|_| crate::helpers::job_on(host_id, 16384, path.parse().expect("a path")))
+        .map(|_| crate::helpers::job_on(host_id, 16384, path))
         .collect();
     campaign(pool, &new_jobs).await;
     for mb_s in throughputs {
@@ -45,17 +45,10 @@ async fn results_for(pool: &PgPool, host_id: i64, path: &str, throughputs: &[f64
             .await
             .unwrap()
             .expect("a queued job");
-        let m = json!({
-            "schema": "cipherfleet.measurement/1", "status": "ok",
-            "algorithm": "aes-256-gcm", "direction": "encrypt", "size_bytes": 16384,
-            "path_used": path, "throughput_mb_s": mb_s, "ops_per_s": mb_s * 61.0,
-            "latency_ns": {"p50": 60, "p90": 70, "p99": 90, "p999": 400, "max": 12000},
-            "latency_method": "per-op", "batch_ops": 1, "cv": 0.02, "samples": 30,
-            "elapsed_seconds": 1.0, "cpu_user_seconds": 0.98, "cpu_sys_seconds": 0.01,
-            "cpu_utilization": 0.99, "key_setup_ns": 85.0, "sample_throughputs_mb_s": [mb_s]
-        });
-        let metrics = Metrics::from_measurement(&m).unwrap();
-        results::record(pool, job.id, host_id, &metrics, &m).await.unwrap();
+        let spec = crate::helpers::job_on(host_id, 16384, path).spec;
+        record(pool, job.id, host_id, &measurement(&spec, path, *mb_s))
+            .await
+            .unwrap();
     }
 }
 
@@ -186,7 +179,7 @@ async fn a_slow_finding_resolves_when_accelerated_results_return_to_normal() {
     let healthy = [
         2000.0, 2300.0, 1750.0, 2150.0, 1850.0, 2250.0, 1800.0, 2050.0, 1950.0, 2100.0,
     ];
-    results_for(&pool, host, "accelerated", &healthy).await;
+    results_for(&pool, host, Path::Accelerated, &healthy).await;
     derive_fleet(&pool).await.unwrap();
     assert!(
         findings::list_open(&pool).await.unwrap().is_empty(),
@@ -197,7 +190,7 @@ async fn a_slow_finding_resolves_when_accelerated_results_return_to_normal() {
     let mut upgraded = facts_with("6.1.0", FULL, FULL, "accelerated");
     upgraded["build"]["agent_version"] = json!("0.2.0");
     hello(&pool, "bench-01", &upgraded).await;
-    results_for(&pool, host, "accelerated", &[900.0, 950.0, 920.0]).await;
+    results_for(&pool, host, Path::Accelerated, &[900.0, 950.0, 920.0]).await;
     // The per-result pass: this host, this algorithm.
     let work = Work::Hosts([(host, Some(BTreeSet::from(["aes-256-gcm".to_string()])))].into());
     let o = derive(&pool, &work).await.unwrap();
@@ -230,7 +223,7 @@ async fn a_slow_finding_resolves_when_accelerated_results_return_to_normal() {
     );
 
     // Back to normal: the recent results are healthy again.
-    results_for(&pool, host, "accelerated", &[2010.0, 1990.0, 2050.0]).await;
+    results_for(&pool, host, Path::Accelerated, &[2010.0, 1990.0, 2050.0]).await;
     let o = derive(&pool, &work).await.unwrap();
     assert_eq!(o.resolved, 1);
     assert!(findings::list_open(&pool).await.unwrap().is_empty());
@@ -242,8 +235,8 @@ async fn a_slow_finding_resolves_when_accelerated_results_return_to_normal() {
 async fn an_accelerated_path_at_software_speed_is_critical() {
     let pool = fresh_db().await;
     let host = hello(&pool, "bench-02", &facts_with("6.1.0", FULL, FULL, "accelerated")).await;
-    results_for(&pool, host, "accelerated", &[95.0, 90.0, 99.0]).await;
-    results_for(&pool, host, "software", &[80.0, 82.0, 79.0]).await;
+    results_for(&pool, host, Path::Accelerated, &[95.0, 90.0, 99.0]).await;
+    results_for(&pool, host, Path::Software, &[80.0, 82.0, 79.0]).await;
     derive_fleet(&pool).await.unwrap();
     let open = findings::list_open(&pool).await.unwrap();
     assert_eq!(open.len(), 1, "{open:?}");
@@ -257,7 +250,7 @@ async fn metrics_count_hosts_findings_jobs_and_results() {
     let pool = fresh_db().await;
     hello(&pool, "ok\"quoted", &facts_with("6.1.0", FULL, FULL, "accelerated")).await;
     let soft = hello(&pool, "soft", &facts_with("6.1.0", FULL, FULL, "software")).await;
-    results_for(&pool, soft, "software", &[80.0]).await;
+    results_for(&pool, soft, Path::Software, &[80.0]).await;
     derive_fleet(&pool).await.unwrap();
 
     let text = metrics::render(&pool, 1).await.unwrap();
@@ -283,8 +276,8 @@ async fn metrics_count_hosts_findings_jobs_and_results() {
 async fn a_pass_for_one_algorithm_leaves_the_slow_findings_of_others_open() {
     let pool = fresh_db().await;
     let host = hello(&pool, "bench-03", &facts_with("6.1.0", FULL, FULL, "accelerated")).await;
-    results_for(&pool, host, "accelerated", &[95.0, 90.0, 99.0]).await;
-    results_for(&pool, host, "software", &[80.0, 82.0, 79.0]).await;
+    results_for(&pool, host, Path::Accelerated, &[95.0, 90.0, 99.0]).await;
+    results_for(&pool, host, Path::Software, &[80.0, 82.0, 79.0]).await;
     derive_fleet(&pool).await.unwrap();
     assert_eq!(findings::list_open(&pool).await.unwrap().len(), 1);
 

@@ -12,8 +12,10 @@ use cipherfleet_coordinator::MIGRATOR;
 use cipherfleet_coordinator::db::campaigns::{self, NewCampaign};
 use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::db::jobs::NewJob;
+use cipherfleet_coordinator::db::results::{self, RecordOutcome};
 use cipherfleet_coordinator::pg::PrivateCluster;
-use cipherfleet_core::path::Path;
+use cipherfleet_core::measurement::{Figures, Latency, LatencyMethod, Measurement, WorkerReport};
+use cipherfleet_core::path::{Backends, Flavour, Path};
 use cipherfleet_core::spec::{Direction, JobSpec, KeyMode};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -131,6 +133,65 @@ pub fn job_on(host_id: i64, size_bytes: u64, path: Path) -> NewJob {
             seconds: 0.5,
         },
     }
+}
+
+/// A successful measurement of `spec` as the agent reports it: `path_used`
+/// ran at `throughput_mb_s` (three samples at that value).
+pub fn measurement(spec: &JobSpec, path_used: Path, throughput_mb_s: f64) -> Measurement {
+    let backend = match path_used {
+        Path::Accelerated => "aes-ni",
+        Path::Software => "soft",
+    };
+    let report = WorkerReport {
+        path_used,
+        backends: Backends {
+            aes: backend.into(),
+            ghash: "soft".into(),
+            chacha20: "soft".into(),
+            sha256: "soft".into(),
+        },
+        build_flavour: Flavour::Accelerated,
+        selftest_passed: 4,
+        figures: Figures {
+            throughput_mb_s,
+            ops_per_s: throughput_mb_s * 61.0,
+            latency_ns: Latency {
+                p50: 60,
+                p90: 70,
+                p99: 90,
+                p999: 400,
+                max: 12000,
+            },
+            latency_method: LatencyMethod::BatchMean,
+            batch_ops: 1024,
+            cv: Some(0.02),
+            samples: 3,
+            sample_seconds: 0.33,
+            warmup_seconds: 0.1,
+            elapsed_seconds: 1.0,
+            operations: 12_500_000,
+            bytes_processed: 200_000_000,
+            cpu_user_seconds: 0.98,
+            cpu_sys_seconds: 0.01,
+            cpu_utilization: 0.99,
+            key_setup_ns: 85.0,
+            sample_throughputs_mb_s: vec![throughput_mb_s; 3],
+        },
+    };
+    Measurement::ok(spec, report, None)
+}
+
+/// Stores `m` as the result of `job_id` the way the session does: its typed
+/// figures, and the object as sent.
+pub async fn record(
+    pool: &PgPool,
+    job_id: Uuid,
+    host_id: i64,
+    m: &Measurement,
+) -> cipherfleet_coordinator::db::Result<RecordOutcome> {
+    let json = serde_json::to_value(m).expect("a measurement serialises");
+    let (path_used, figures) = (m.path_used.expect("a successful measurement"), m.figures.as_ref());
+    results::record(pool, job_id, host_id, path_used, figures.expect("with figures"), &json).await
 }
 
 /// A campaign with the given jobs; returns its id.

@@ -1,26 +1,15 @@
 use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
 use cipherfleet_coordinator::db::jobs::{self, JobStatus};
-use cipherfleet_coordinator::db::results::{self, Metrics, RecordOutcome};
+use cipherfleet_coordinator::db::results::{self, RecordOutcome};
 use cipherfleet_coordinator::db::{Error, hosts};
-use serde_json::{Value, json};
+use cipherfleet_core::measurement::Measurement;
+use cipherfleet_core::path::Path;
 
-use crate::helpers::{campaign, facts, fresh_db, host, job};
+use crate::helpers::{campaign, facts, fresh_db, host, job, record};
 
-/// A measurement as the agent reports it.
-fn measurement(throughput_mb_s: f64) -> Value {
-    json!({
-        "schema": "cipherfleet.measurement/1", "status": "ok",
-        "algorithm": "aes-256-gcm", "direction": "encrypt", "size_bytes": 16,
-        "threads": 1, "concurrency": null, "key_mode": "static",
-        "path_requested": "accelerated", "path_used": "accelerated",
-        "throughput_mb_s": throughput_mb_s, "ops_per_s": 12.5e6,
-        "latency_ns": {"p50": 60, "p90": 70, "p99": 90, "p999": 400, "max": 12000},
-        "latency_method": "batch-mean", "batch_ops": 1024, "cv": 0.02, "samples": 30,
-        "elapsed_seconds": 1.0, "cpu_user_seconds": 0.98, "cpu_sys_seconds": 0.01,
-        "cpu_utilization": 0.99, "key_setup_ns": 85.0,
-        "sample_throughputs_mb_s": [199.0, 200.0, 201.0],
-        "agent_version": "0.1.0"
-    })
+/// A measurement of the helpers' job as the agent reports it.
+fn measurement(throughput_mb_s: f64) -> Measurement {
+    crate::helpers::measurement(&job(0, 16).spec, Path::Accelerated, throughput_mb_s)
 }
 
 #[tokio::test]
@@ -30,10 +19,9 @@ async fn recording_the_same_result_twice_keeps_one_row() {
     let campaign_id = campaign(&pool, &[job(bench, 16)]).await;
     let claimed = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
     let m = measurement(200.0);
-    let metrics = Metrics::from_measurement(&m).unwrap();
 
-    let first = results::record(&pool, claimed.id, bench, &metrics, &m).await.unwrap();
-    let second = results::record(&pool, claimed.id, bench, &metrics, &m).await.unwrap();
+    let first = record(&pool, claimed.id, bench, &m).await.unwrap();
+    let second = record(&pool, claimed.id, bench, &m).await.unwrap();
 
     assert_eq!((first, second), (RecordOutcome::Inserted, RecordOutcome::Duplicate));
     assert_eq!(results::count_for_job(&pool, claimed.id).await.unwrap(), 1);
@@ -54,10 +42,7 @@ async fn a_result_is_tied_to_the_hosts_current_facts() {
     let up = hosts::upsert_host_with_facts(&pool, "bench-01", None, &facts("6.6.0-1-amd64"))
         .await
         .unwrap();
-    let m = measurement(200.0);
-    results::record(&pool, claimed.id, bench, &Metrics::from_measurement(&m).unwrap(), &m)
-        .await
-        .unwrap();
+    record(&pool, claimed.id, bench, &measurement(200.0)).await.unwrap();
 
     let (snapshot_id, algorithm, size): (Option<i64>, String, i64) =
         sqlx::query_as("SELECT snapshot_id, algorithm, size_bytes FROM results WHERE job_id = $1")
@@ -75,9 +60,7 @@ async fn a_negative_metric_is_rejected_by_the_database() {
     let bench = host(&pool, "bench-01").await;
     campaign(&pool, &[job(bench, 16)]).await;
     let claimed = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
-    let m = measurement(-1.0);
-
-    let got = results::record(&pool, claimed.id, bench, &Metrics::from_measurement(&m).unwrap(), &m).await;
+    let got = record(&pool, claimed.id, bench, &measurement(-1.0)).await;
 
     match got {
         Err(Error::Database(e)) => assert_eq!(
@@ -101,14 +84,13 @@ async fn a_result_for_another_hosts_job_is_refused() {
     campaign(&pool, &[job(bench, 16)]).await;
     let claimed = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
     let m = measurement(200.0);
-    let metrics = Metrics::from_measurement(&m).unwrap();
 
-    let wrong_host = results::record(&pool, claimed.id, intruder, &metrics, &m).await;
+    let wrong_host = record(&pool, claimed.id, intruder, &m).await;
     assert!(
         matches!(wrong_host, Err(Error::JobOfAnotherHost { .. })),
         "{wrong_host:?}"
     );
-    let unknown = results::record(&pool, uuid::Uuid::new_v4(), bench, &metrics, &m).await;
+    let unknown = record(&pool, uuid::Uuid::new_v4(), bench, &m).await;
     assert!(matches!(unknown, Err(Error::UnknownJob(_))), "{unknown:?}");
     assert_eq!(results::count_for_job(&pool, claimed.id).await.unwrap(), 0);
 }

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use cipherfleet_coordinator::analysis::acceleration::Acceleration;
 use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::web::format;
 use serde_json::Value;
@@ -109,7 +110,7 @@ async fn fleet_pages_show_the_hosts_campaign_and_results_the_database_holds() {
     let normal_status = fleet[NORMAL].acceleration();
     assert_eq!(
         fleet[SOFT].acceleration(),
-        "software",
+        Acceleration::Software,
         "the software build says so in its facts"
     );
     let results: Vec<(i64, String, String, f64)> = sqlx::query_as(
@@ -207,7 +208,7 @@ async fn fleet_pages_show_the_hosts_campaign_and_results_the_database_holds() {
     assert!(labelled.contains("showing 1–1 of 1 hosts"), "{labelled}");
     let software = ok_page(&app, "/hosts?accel=software").await.body;
     assert!(software.contains(SOFT));
-    assert_eq!(software.contains(NORMAL), normal_status == "software");
+    assert_eq!(software.contains(NORMAL), normal_status == Acceleration::Software);
     assert_eq!(app.get("/hosts?status=sideways").await.status, 400);
 
     let (header, rows) = csv(&app, "/api/v1/hosts?format=csv").await;
@@ -216,7 +217,7 @@ async fn fleet_pages_show_the_hosts_campaign_and_results_the_database_holds() {
     let api = json(&app, "/api/v1/hosts?label=class%3Dgen-e2e").await;
     assert_eq!(api.as_array().unwrap().len(), 1, "{api}");
     assert_eq!(api[0]["name"], NORMAL);
-    assert_eq!(api[0]["acceleration"], normal_status);
+    assert_eq!(api[0]["acceleration"], normal_status.as_str());
     assert_eq!(api[0]["online"], true);
     assert!(api[0]["labels"].as_str().unwrap().contains("class=gen-e2e"), "{api}");
     assert!(

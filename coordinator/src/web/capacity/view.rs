@@ -5,10 +5,9 @@
 use askama::Template;
 
 use super::super::format;
-use cipherfleet_core::path::Path;
-use cipherfleet_core::spec::{self, Direction};
+use cipherfleet_core::spec;
 
-use super::super::params::{Choice, choices};
+use super::super::params::{Choice, choices, enum_choices};
 use super::{CapacityRow, Inputs, Measurements, plan_rows};
 use crate::analysis::capacity::RateUnit;
 
@@ -177,14 +176,8 @@ pub(super) fn page_view(inputs: Inputs, measurements: &Measurements) -> Capacity
                 .map(|a| (a.name().to_string(), a.name().to_string())),
             inputs.algorithm.name(),
         ),
-        directions: choices(
-            Direction::ALL.iter().map(|d| (d.to_string(), d.to_string())),
-            inputs.direction.as_str(),
-        ),
-        paths: choices(
-            Path::ALL.iter().map(|p| (p.to_string(), p.to_string())),
-            inputs.path.as_str(),
-        ),
+        directions: enum_choices(Some(inputs.direction)),
+        paths: enum_choices(Some(inputs.path)),
         query: inputs.query(),
         rows: rows.iter().map(|r| RowView::new(r, inputs.unit)).collect(),
         any_hosts: !measurements.hosts.is_empty(),

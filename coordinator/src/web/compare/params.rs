@@ -6,13 +6,11 @@
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::Direction;
-use std::str::FromStr;
-
 use serde::Deserialize;
 
 use super::super::WebError;
 use super::super::paging::Pager;
-use super::super::params::{DEFAULT_SIZE, byte_size, class_key, given, thread_count};
+use super::super::params::{DEFAULT_SIZE_BYTES, byte_size, class_key, given, require, thread_count};
 use crate::db::matrix::{Slice, View};
 
 /// The query string as sent; blank fields mean the default.
@@ -112,7 +110,7 @@ impl CompareParams {
         if self.rows == Rows::Classes {
             pairs.push(("rows", "classes".into()));
         }
-        if self.view.size_bytes != DEFAULT_SIZE.unsigned_abs() {
+        if self.view.size_bytes != DEFAULT_SIZE_BYTES {
             pairs.push(("size", self.view.size_bytes.to_string()));
         }
         if self.view.threads != 1 {
@@ -151,35 +149,22 @@ pub fn not_valid(name: &str, value: &str, expected: &str) -> WebError {
     WebError::BadRequest(format!("{name}={value:?} is not valid: {expected}"))
 }
 
-/// `size=` in plain bytes, as `/compare` and `/modes` read it; blank is [`DEFAULT_SIZE`].
+/// `size=` in plain bytes, as `/compare` and `/modes` read it; blank is [`DEFAULT_SIZE_BYTES`].
 pub fn size(raw: &Option<String>) -> Result<u64, WebError> {
     match given(raw) {
-        None => Ok(DEFAULT_SIZE.unsigned_abs()),
-        Some(v) => byte_size(v)
-            .map(i64::unsigned_abs)
-            .ok_or_else(|| not_valid("size", v, "a payload size in bytes, e.g. 16384")),
+        None => Ok(DEFAULT_SIZE_BYTES),
+        Some(v) => byte_size(v).ok_or_else(|| not_valid("size", v, "a payload size in bytes, e.g. 16384")),
     }
 }
 
 /// `direction=` as `/compare` and `/modes` read it; blank is `encrypt`.
 pub fn direction(raw: &Option<String>) -> Result<Direction, WebError> {
-    text_value("direction", raw, Direction::Encrypt)
+    given(raw).map_or(Ok(Direction::Encrypt), |v| require("direction", v))
 }
 
 /// `path=` as `/compare` and `/modes` read it; blank is `accelerated`.
 pub fn path(raw: &Option<String>) -> Result<Path, WebError> {
-    text_value("path", raw, Path::Accelerated)
-}
-
-/// A text enum's value (`encrypt`, `software`), `default` when blank.
-fn text_value<T: FromStr + Copy>(name: &str, raw: &Option<String>, default: T) -> Result<T, WebError>
-where
-    T::Err: std::fmt::Display,
-{
-    match given(raw) {
-        None => Ok(default),
-        Some(v) => v.parse().map_err(|e: T::Err| not_valid(name, v, &e.to_string())),
-    }
+    given(raw).map_or(Ok(Path::Accelerated), |v| require("path", v))
 }
 
 /// A comma-separated list of algorithm names (`AES-256-GCM`, `3des-cbc`

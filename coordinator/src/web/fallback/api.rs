@@ -3,34 +3,40 @@
 
 use axum::extract::{Query, State};
 use axum::response::Response;
-use chrono::{DateTime, Utc};
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::{Direction, KeyMode};
 use serde::{Deserialize, Serialize};
 
 use super::super::params::given;
 use super::{FallbackQuery, Filters, load, reason_label};
 use crate::db::fallback as store;
-use crate::web::api::{self, ApiError, FormatParam};
+use crate::web::api::{self, ApiError, FindingApiRow, FormatParam};
 use crate::web::{WebError, WebState};
 
-/// A row of `/api/v1/fallback`: the asked-for columns first, then the view's point and marks.
+/// A row of `/api/v1/fallback`: the asked-for columns first, then the view's
+/// point and marks. The point's fields are typed one by one rather than a
+/// flattened [`cipherfleet_core::Point`]: a row pairs both paths, so it has no
+/// single `path` (nor a concurrency: the view has none), and the CSV keeps
+/// its column order.
 #[derive(Debug, Serialize)]
 struct FallbackApiRow {
     host_id: i64,
     host: String,
-    algorithm: String,
-    size_bytes: i64,
+    algorithm: Algorithm,
+    size_bytes: u64,
     /// MB/s (10^6 bytes/s) of the latest accelerated-path result; empty when never measured.
     accelerated_mb_s: Option<f64>,
     /// What that request ran: `software` when it fell back.
-    accelerated_path_used: Option<String>,
+    accelerated_path_used: Option<Path>,
     software_mb_s: Option<f64>,
     /// accelerated / software; empty unless both were measured.
     ratio: Option<f64>,
     /// The explaining open findings' reasons, `; `-separated.
     reasons: String,
-    threads: i32,
-    direction: String,
-    key_mode: String,
+    threads: u32,
+    direction: Direction,
+    key_mode: KeyMode,
     /// Listed under "Accelerated path at software speed" on the page.
     at_software_speed: bool,
     /// Timings of emulated hosts are not performance; simulated ones not measured at all.
@@ -67,8 +73,8 @@ pub(super) async fn fallback(
             software_mb_s: r.pair.software_mb_s,
             ratio: r.ratio,
             threads: filters.threads,
-            direction: filters.direction.into(),
-            key_mode: filters.key_mode.into(),
+            direction: filters.direction,
+            key_mode: filters.key_mode,
             at_software_speed: r.speed.is_some(),
             emulated: r.host.emulated,
             simulated: r.host.simulated,
@@ -83,27 +89,6 @@ pub(super) async fn fallback(
 pub(super) struct FindingsQuery {
     /// `open` (default), `resolved` or `all`.
     status: Option<String>,
-}
-
-/// A row of `/api/v1/findings`; evidence and fact changes as compact JSON strings.
-#[derive(Debug, Serialize)]
-struct FindingApiRow {
-    id: i64,
-    host_id: i64,
-    host: String,
-    reason: String,
-    kind: Option<String>,
-    subject: String,
-    severity: &'static str,
-    status: String,
-    first_seen: DateTime<Utc>,
-    last_seen: DateTime<Utc>,
-    resolved_at: Option<DateTime<Utc>>,
-    summary: String,
-    /// JSON in one cell, so the CSV stays one row per finding and a script
-    /// can still parse the numbers back.
-    evidence: String,
-    fact_changes: String,
 }
 
 /// `GET /api/v1/findings`: open (default), resolved or all findings, most
@@ -124,22 +109,7 @@ pub(super) async fn findings(
     let rows: Vec<FindingApiRow> = store::findings(&state.pool, status)
         .await?
         .into_iter()
-        .map(|f| FindingApiRow {
-            id: f.id,
-            host_id: f.host_id,
-            host: f.host_name,
-            reason: f.reason,
-            kind: f.kind,
-            subject: f.subject,
-            severity: f.severity.as_str(),
-            status: f.status,
-            first_seen: f.first_seen,
-            last_seen: f.last_seen,
-            resolved_at: f.resolved_at,
-            summary: f.summary,
-            evidence: f.evidence.to_string(),
-            fact_changes: f.fact_changes.to_string(),
-        })
+        .map(FindingApiRow::from)
         .collect();
     api::table("findings", &rows, format.format)
 }

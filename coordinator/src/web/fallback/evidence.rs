@@ -136,7 +136,10 @@ pub fn change_lines(fact_changes: &Value) -> Vec<String> {
         (None, Some(to)) => out.push(format!("first facts on record ({to}): nothing earlier to compare")),
         _ => {}
     }
-    for (name, change) in changes.into_iter().flatten() {
+    // By fact name, whatever order the stored object kept (serde_json keeps insertion order here).
+    let mut sorted: Vec<(&String, &Value)> = changes.into_iter().flatten().collect();
+    sorted.sort_by_key(|(name, _)| *name);
+    for (name, change) in sorted {
         let name = name.replace('_', " ");
         let side = |k: &str| change.get(k).map(|v| evidence_value("", v));
         if let (Some(from), Some(to)) = (side("from"), side("to")) {

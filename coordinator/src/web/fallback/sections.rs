@@ -4,11 +4,13 @@
 
 use std::collections::HashMap;
 
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::Path;
 use serde_json::Value;
 
 use super::evidence::{change_lines, evidence_lines, ratio_text};
-use super::rules::SoftwareSpeed;
 use super::{Judged, reason_label};
+use crate::analysis::software_speed::SoftwareSpeed;
 use crate::db::findings::Finding;
 use crate::web::format;
 use crate::web::paging::{Pager, with_query};
@@ -52,10 +54,10 @@ pub(super) struct RowView {
     pub(super) emulated: bool,
     pub(super) simulated: bool,
     pub(super) arch: String,
-    pub(super) algorithm: String,
+    pub(super) algorithm: Algorithm,
     pub(super) accelerated: Cell,
-    /// What ran for the accelerated request (`accelerated`/`software`), empty if not measured.
-    pub(super) path_used: String,
+    /// What ran for the accelerated request; `None` if not measured.
+    pub(super) path_used: Option<Path>,
     pub(super) software: Cell,
     /// `1.02×`, or a dash; `ratio_sort` is the bare number for report.js.
     pub(super) ratio: String,
@@ -108,7 +110,7 @@ impl FindingView {
 
 /// One algorithm of a host in the "at software speed" section.
 pub(super) struct SlowItem {
-    pub(super) algorithm: String,
+    pub(super) algorithm: Algorithm,
     pub(super) why: String,
 }
 
@@ -149,7 +151,7 @@ impl SlowHost<'_> {
                 .items
                 .iter()
                 .map(|i| SlowItem {
-                    algorithm: i.algorithm.clone(),
+                    algorithm: i.algorithm,
                     why: i.why.clone(),
                 })
                 .collect(),
@@ -195,7 +197,7 @@ pub(super) fn slow_hosts(rows: &[Judged]) -> Vec<SlowHost<'_>> {
         };
         let host = &mut hosts[at];
         host.items.push(SlowItem {
-            algorithm: p.algorithm.clone(),
+            algorithm: p.algorithm,
             why,
         });
         for &i in &r.reasons {
@@ -256,9 +258,9 @@ pub(super) fn row_view(r: &Judged, open: &[Finding]) -> RowView {
         emulated: r.host.emulated,
         simulated: r.host.simulated,
         arch: r.host.host.arch.clone().unwrap_or_else(|| "–".into()),
-        algorithm: p.algorithm.clone(),
+        algorithm: p.algorithm,
         accelerated: Cell::new(p.accelerated_mb_s, p.accelerated_result_id, p.accelerated_cv),
-        path_used: p.accelerated_path_used.clone().unwrap_or_default(),
+        path_used: p.accelerated_path_used,
         software: Cell::new(p.software_mb_s, p.software_result_id, p.software_cv),
         ratio: ratio_text(r.ratio),
         ratio_sort: r.ratio.map(|v| v.to_string()).unwrap_or_default(),

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::super::WebError;
 use super::super::compare::{self, not_valid, parse_algorithms};
 use super::super::paging::parse_id;
-use super::super::params::{DEFAULT_SIZE, class_key, given};
+use super::super::params::{DEFAULT_SIZE_BYTES, class_key, given};
 
 /// The query string as sent; blank fields mean the default.
 #[derive(Debug, Default, Deserialize)]
@@ -90,7 +90,7 @@ impl ModesParams {
         if self.path != Path::Accelerated {
             pairs.push(("path", self.path.to_string()));
         }
-        if self.size_bytes != DEFAULT_SIZE.unsigned_abs() {
+        if self.size_bytes != DEFAULT_SIZE_BYTES {
             pairs.push(("size", self.size_bytes.to_string()));
         }
         if !self.algorithms.is_empty() {

@@ -1,10 +1,14 @@
-//! The rules of the fallback page, pure so they are table-tested: when an
-//! accelerated path counts as running at software speed, and which open
-//! findings explain an algorithm being slow on its host.
+//! The fallback page's judgement, pure so it is table-tested: when an
+//! accelerated path counts as running at software speed (it fell back, or it
+//! ran on hardware barely faster than the software path), and which open
+//! findings explain an algorithm being slow on its host. The page and its API
+//! ([`crate::web::fallback`]) call these; the threshold is the findings
+//! deriver's own ([`Thresholds`]).
 
 use cipherfleet_core::algorithm::{Algorithm, Cipher, Mode};
+use cipherfleet_core::path::Path;
 
-use crate::analysis::slow::Thresholds;
+use super::slow::Thresholds;
 
 /// Why an accelerated path counts as running at software speed.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -25,11 +29,9 @@ pub fn ratio(accelerated: Option<f64>, software: Option<f64>) -> Option<f64> {
 
 /// Whether any machine could run `algorithm` on hardware: DES and 3DES have no
 /// hardware path anywhere, so their accelerated requests always run software
-/// and say nothing about the host. Unknown names are given the benefit of the doubt.
-pub fn has_hardware_path(algorithm: &str) -> bool {
-    algorithm
-        .parse::<Algorithm>()
-        .map_or(true, |a| !matches!(a.cipher, Cipher::Des | Cipher::TripleDes))
+/// and say nothing about the host.
+pub fn has_hardware_path(algorithm: Algorithm) -> bool {
+    !matches!(algorithm.cipher, Cipher::Des | Cipher::TripleDes)
 }
 
 /// The rule of the "at software speed" section. The ratio uses the findings
@@ -37,18 +39,18 @@ pub fn has_hardware_path(algorithm: &str) -> bool {
 /// size per-call overhead dominates and both paths converge. On emulated hosts
 /// only what ran counts, since their timings are not performance.
 pub fn judge(
-    algorithm: &str,
-    path_used: Option<&str>,
+    algorithm: Algorithm,
+    path_used: Option<Path>,
     ratio: Option<f64>,
     emulated: bool,
-    size_bytes: i64,
+    size_bytes: u64,
     t: &Thresholds,
 ) -> Option<SoftwareSpeed> {
     let path_used = path_used?;
     if !has_hardware_path(algorithm) {
         return None;
     }
-    if path_used == "software" {
+    if path_used == Path::Software {
         return Some(SoftwareSpeed::RanSoftware);
     }
     let slow = ratio.is_some_and(|r| r < t.near_software_ratio);
@@ -59,17 +61,13 @@ pub fn judge(
 /// slow on its host: a slow-path finding only its own algorithm; missing AES
 /// instructions the AES algorithms; disabled AVX state what uses it (GCM's
 /// GHASH, ChaCha20's vector code); a software build everything with a hardware path.
-pub fn explains(reason: &str, subject: &str, algorithm: &str) -> bool {
+pub fn explains(reason: &str, subject: &str, algorithm: Algorithm) -> bool {
     if reason == "slow-accelerated" {
-        return subject == algorithm;
+        return subject == algorithm.name();
     }
-    let Ok(a) = algorithm.parse::<Algorithm>() else {
-        return true;
-    };
-    let aes = matches!(a.cipher, Cipher::Aes128 | Cipher::Aes192 | Cipher::Aes256);
     match reason {
-        "cpu-lacks" | "hypervisor-masks" => aes,
-        "os-disabled" => a.mode == Mode::Gcm || a.cipher == Cipher::ChaCha20,
+        "cpu-lacks" | "hypervisor-masks" => algorithm.uses_aes(),
+        "os-disabled" => algorithm.mode == Mode::Gcm || algorithm.cipher == Cipher::ChaCha20,
         _ => has_hardware_path(algorithm),
     }
 }
@@ -82,10 +80,10 @@ mod tests {
     type Case = (
         &'static str,
         &'static str,
-        Option<&'static str>,
+        Option<Path>,
         Option<f64>,
         bool,
-        i64,
+        u64,
         Option<SoftwareSpeed>,
     );
 
@@ -94,7 +92,7 @@ mod tests {
         use SoftwareSpeed::{NearSoftware, RanSoftware};
         let t = Thresholds::default();
         let (near, big) = (t.near_software_ratio, t.near_software_min_size_bytes);
-        let (acc, soft) = (Some("accelerated"), Some("software"));
+        let (acc, soft) = (Some(Path::Accelerated), Some(Path::Software));
         let gcm = "aes-128-gcm";
         let cases: [Case; 10] = [
             ("healthy", gcm, acc, Some(near * 4.0), false, big, None),
@@ -149,7 +147,11 @@ mod tests {
             ("no accelerated result", gcm, None, None, false, big, None),
         ];
         for (name, alg, used, ratio, emulated, size, want) in cases {
-            assert_eq!(judge(alg, used, ratio, emulated, size, &t), want, "{name}");
+            assert_eq!(
+                judge(alg.parse().unwrap(), used, ratio, emulated, size, &t),
+                want,
+                "{name}"
+            );
         }
         assert_eq!(ratio(Some(300.0), Some(100.0)), Some(3.0));
         assert_eq!(ratio(Some(300.0), Some(0.0)), None);
@@ -171,7 +173,11 @@ mod tests {
             ("slow-accelerated", "aes-128-gcm", "aes-256-gcm", false),
         ];
         for (reason, subject, alg, want) in cases {
-            assert_eq!(explains(reason, subject, alg), want, "{reason} {subject} on {alg}");
+            assert_eq!(
+                explains(reason, subject, alg.parse().unwrap()),
+                want,
+                "{reason} {subject} on {alg}"
+            );
         }
     }
 }
