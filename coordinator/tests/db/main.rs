@@ -4,6 +4,7 @@
 
 mod cluster;
 mod errors;
+mod every_query;
 mod findings;
 mod helpers;
 mod hosts;
