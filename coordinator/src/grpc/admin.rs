@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use cipherfleet_core::algorithm::Algorithm;
-use cipherfleet_core::path::Path;
-use cipherfleet_core::spec::{Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
+use cipherfleet_core::spec::{InvalidSpec, JobSpec, Matrix, Suite};
 use cipherfleet_proto::v1::admin_service_server::AdminService;
 use cipherfleet_proto::v1::{self, start_campaign_request::Points};
 use tonic::{Request, Response, Status};
@@ -55,55 +53,9 @@ fn field_error(prefix: &str, e: InvalidSpec) -> Status {
     Status::invalid_argument(format!("{prefix}{field}: {}", e.message))
 }
 
-/// Turns the request's matrix into the agent's, naming the first bad field.
-fn matrix_from(m: &v1::Matrix) -> Result<Matrix, Status> {
-    let bad = |field: &str, msg: String| Status::invalid_argument(format!("matrix.{field}: {msg}"));
-    let algorithms = m
-        .algorithms
-        .iter()
-        .map(|a| a.parse::<Algorithm>().map_err(|e| bad("algorithms", e.to_string())))
-        .collect::<Result<Vec<_>, _>>()?;
-    let directions = m
-        .directions
-        .iter()
-        .map(|d| match v1::Direction::try_from(*d) {
-            Ok(v1::Direction::Encrypt) => Ok(Direction::Encrypt),
-            Ok(v1::Direction::Decrypt) => Ok(Direction::Decrypt),
-            _ => Err(bad("directions", format!("{d} is not encrypt or decrypt"))),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let key_modes = m
-        .key_modes
-        .iter()
-        .map(|k| match v1::KeyMode::try_from(*k) {
-            Ok(v1::KeyMode::Static) => Ok(KeyMode::Static),
-            Ok(v1::KeyMode::PerOp) => Ok(KeyMode::PerOp),
-            Ok(v1::KeyMode::HkdfPerUser) => Ok(KeyMode::HkdfPerUser),
-            _ => Err(bad("key_modes", format!("{k} is not a key mode"))),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let paths = m
-        .paths
-        .iter()
-        .map(|p| match v1::Path::try_from(*p) {
-            Ok(v1::Path::Accelerated) => Ok(Path::Accelerated),
-            Ok(v1::Path::Software) => Ok(Path::Software),
-            _ => Err(bad("paths", format!("{p} is not accelerated or software"))),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let matrix = Matrix {
-        algorithms,
-        sizes: m.sizes.clone(),
-        directions,
-        threads: m.threads.clone(),
-        concurrency: m.concurrency,
-        key_modes,
-        paths,
-        seconds: m.seconds,
-    };
-    matrix.validate().map_err(|e| field_error("matrix.", e))?;
-    Ok(matrix)
-}
+/// Most jobs one campaign may queue (points × selected hosts), checked
+/// before any job is built.
+pub const MAX_CAMPAIGN_JOBS: u64 = 1_000_000;
 
 fn selector_from(s: Option<&v1::HostSelector>) -> Selector {
     let Some(s) = s else { return Selector::default() };
@@ -146,7 +98,10 @@ impl AdminService for AdminSvc {
                 let suite: Suite = name.parse().map_err(|e| field_error("", e))?;
                 (suite.to_string(), None)
             }
-            Some(Points::Matrix(m)) => ("matrix".to_string(), Some(matrix_from(m)?)),
+            Some(Points::Matrix(m)) => (
+                "matrix".to_string(),
+                Some(Matrix::try_from(m).map_err(|e| Status::invalid_argument(e.to_string()))?),
+            ),
             None => return Err(Status::invalid_argument("points: give a suite name or a matrix")),
         };
         if req.name.len() > 200 || req.started_by.len() > 200 {
@@ -168,12 +123,20 @@ impl AdminService for AdminSvc {
             }
             chosen += 1;
             let points = match &matrix {
+                // At most MAX_POINTS, checked when the matrix was read.
                 Some(m) => m.expand(),
                 None => suite_name
                     .parse::<Suite>()
                     .map_err(|e| field_error("", e))?
                     .expand(h.logical_cores.unwrap_or(1).max(1) as u32),
             };
+            if (jobs.len() + points.len()) as u64 > MAX_CAMPAIGN_JOBS {
+                return Err(Status::invalid_argument(format!(
+                    "points: {} points on each selected host make more than {MAX_CAMPAIGN_JOBS} jobs per \
+                     campaign; select fewer hosts or ask for fewer points",
+                    points.len()
+                )));
+            }
             jobs.extend(points.iter().map(|p| NewJob {
                 host_id: h.host.id,
                 spec: p.clone(),

@@ -259,6 +259,55 @@ async fn invalid_campaigns_are_rejected_before_any_job_exists() {
         (matrix(&|m| m.seconds = -1.0), "matrix.seconds"),
         (matrix(&|m| m.directions = vec![0]), "matrix.directions"),
         (matrix(&|m| m.sizes.clear()), "matrix.sizes"),
+        // 10^7 points: a thousand sizes and a thousand thread counts, refused
+        // from the list lengths before a point is built.
+        (
+            matrix(&|m| {
+                m.algorithms = (0..10).map(|_| "aes-128-gcm".to_string()).collect();
+                m.sizes = (1..=1000).collect();
+                m.threads = (1..=1000).collect();
+            }),
+            "matrix.sizes: 1000 values is too many; at most 64",
+        ),
+        // Within every list's bound, but 27 × 64 × 64 points on each host.
+        (
+            matrix(&|m| {
+                m.algorithms = [
+                    "aes-128-ecb",
+                    "aes-192-ecb",
+                    "aes-256-ecb",
+                    "aes-128-cbc",
+                    "aes-192-cbc",
+                    "aes-256-cbc",
+                    "aes-128-ctr",
+                    "aes-192-ctr",
+                    "aes-256-ctr",
+                    "aes-128-gcm",
+                    "aes-192-gcm",
+                    "aes-256-gcm",
+                    "aes-128-ccm",
+                    "aes-192-ccm",
+                    "aes-256-ccm",
+                    "aes-128-ocb",
+                    "aes-192-ocb",
+                    "aes-256-ocb",
+                    "aes-128-cbc-hmac-sha256",
+                    "aes-256-cbc-hmac-sha256",
+                    "chacha20",
+                    "chacha20-poly1305",
+                    "xchacha20-poly1305",
+                    "des-ecb",
+                    "des-cbc",
+                    "des-ede3-ecb",
+                    "des-ede3-cbc",
+                ]
+                .map(String::from)
+                .to_vec();
+                m.sizes = (1..=64).collect();
+                m.threads = (1..=64).collect();
+            }),
+            "110592 points; at most 100000 per host",
+        ),
         (
             v1::StartCampaignRequest {
                 points: Some(v1::start_campaign_request::Points::Suite("huge".into())),

@@ -22,49 +22,116 @@ pub struct Matrix {
     pub seconds: f64,
 }
 
+/// Most values in one list of a matrix (sizes and thread counts; the other
+/// lists are bounded by their types once de-duplicated).
+pub const MAX_LIST_LEN: usize = 64;
+/// Most points one matrix may expand to, per host.
+pub const MAX_POINTS: u64 = 100_000;
+
 impl Matrix {
     /// Every point, in table order (algorithm, then direction, path, key mode, threads, size).
     pub fn expand(&self) -> Vec<JobSpec> {
-        let mut out = Vec::new();
-        for &algorithm in &self.algorithms {
-            for &direction in &self.directions {
-                for &path in &self.paths {
-                    for &key_mode in &self.key_modes {
-                        for &threads in &self.threads {
-                            for &size_bytes in &self.sizes {
-                                out.push(JobSpec {
-                                    algorithm,
-                                    direction,
-                                    size_bytes,
-                                    threads,
-                                    concurrency: self.concurrency,
-                                    key_mode,
-                                    path,
-                                    seconds: self.seconds,
-                                });
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        out
+        self.points().collect()
     }
 
-    /// Validates every list and every point; empty lists are errors.
-    pub fn validate(&self) -> Result<(), InvalidSpec> {
-        let lists: [(&'static str, bool); 6] = [
-            ("--algorithm", self.algorithms.is_empty()),
-            ("--size", self.sizes.is_empty()),
-            ("--direction", self.directions.is_empty()),
-            ("--threads", self.threads.is_empty()),
-            ("--key-mode", self.key_modes.is_empty()),
-            ("--path", self.paths.is_empty()),
-        ];
-        if let Some((flag, _)) = lists.iter().find(|(_, empty)| *empty) {
-            return Err(invalid(flag, "the list is empty"));
+    /// The points one at a time, in [`expand`](Self::expand)'s order, without
+    /// building them all.
+    pub fn points(&self) -> impl Iterator<Item = JobSpec> + '_ {
+        self.algorithms.iter().flat_map(move |&algorithm| {
+            self.directions.iter().flat_map(move |&direction| {
+                self.paths.iter().flat_map(move |&path| {
+                    self.key_modes.iter().flat_map(move |&key_mode| {
+                        self.threads.iter().flat_map(move |&threads| {
+                            self.sizes.iter().map(move |&size_bytes| JobSpec {
+                                algorithm,
+                                direction,
+                                size_bytes,
+                                threads,
+                                concurrency: self.concurrency,
+                                key_mode,
+                                path,
+                                seconds: self.seconds,
+                            })
+                        })
+                    })
+                })
+            })
+        })
+    }
+
+    /// How many points the matrix expands to, computed without expanding;
+    /// `None` when the product does not fit in a `u64`.
+    pub fn point_count(&self) -> Option<u64> {
+        [
+            self.algorithms.len(),
+            self.directions.len(),
+            self.paths.len(),
+            self.key_modes.len(),
+            self.threads.len(),
+            self.sizes.len(),
+        ]
+        .into_iter()
+        .try_fold(1u64, |n, len| n.checked_mul(u64::try_from(len).ok()?))
+    }
+
+    /// Drops repeated values from every list, keeping the first of each, so a
+    /// list like `--size 16,16` asks for the point once.
+    pub fn dedup(&mut self) {
+        fn keep_first<T: PartialEq + Copy>(list: &mut Vec<T>) {
+            let mut seen: Vec<T> = Vec::with_capacity(list.len());
+            list.retain(|v| {
+                let new = !seen.contains(v);
+                if new {
+                    seen.push(*v);
+                }
+                new
+            });
         }
-        self.expand().iter().try_for_each(JobSpec::validate)
+        keep_first(&mut self.algorithms);
+        keep_first(&mut self.sizes);
+        keep_first(&mut self.directions);
+        keep_first(&mut self.threads);
+        keep_first(&mut self.key_modes);
+        keep_first(&mut self.paths);
+    }
+
+    /// Validates every list and every point; empty or over-long lists are
+    /// errors, and so is a matrix of more than [`MAX_POINTS`] points — refused
+    /// from the list lengths alone, before any point is built.
+    pub fn validate(&self) -> Result<(), InvalidSpec> {
+        let lists: [(&'static str, usize); 6] = [
+            ("--algorithm", self.algorithms.len()),
+            ("--size", self.sizes.len()),
+            ("--direction", self.directions.len()),
+            ("--threads", self.threads.len()),
+            ("--key-mode", self.key_modes.len()),
+            ("--path", self.paths.len()),
+        ];
+        for (flag, len) in lists {
+            if len == 0 {
+                return Err(invalid(flag, "the list is empty"));
+            }
+            if len > MAX_LIST_LEN {
+                return Err(invalid(
+                    flag,
+                    format!("{len} values is too many; at most {MAX_LIST_LEN}"),
+                ));
+            }
+        }
+        match self.point_count() {
+            Some(n) if n <= MAX_POINTS => {}
+            n => {
+                let n = n.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
+                return Err(invalid(
+                    "--algorithm",
+                    format!(
+                        "the lists multiply to {n} points; at most {MAX_POINTS} per host: ask for fewer \
+                         algorithms, sizes, directions, thread counts, key modes or paths"
+                    ),
+                ));
+            }
+        }
+        self.points().try_for_each(|p| p.validate())
     }
 }
 
@@ -72,6 +139,60 @@ impl Matrix {
 mod tests {
     use super::*;
     use crate::spec::suite::algs;
+
+    #[test]
+    fn a_huge_matrix_is_refused_from_its_list_lengths_alone() {
+        let sizes: Vec<u64> = (1..=64).collect();
+        let threads: Vec<u32> = (1..=64).collect();
+        // 27 × 64 × 2 × 64 × 3 × 2: about 1.3 million points.
+        let m = Matrix {
+            algorithms: crate::algorithm::ALL.to_vec(),
+            sizes,
+            directions: vec![Direction::Encrypt, Direction::Decrypt],
+            threads,
+            concurrency: None,
+            key_modes: vec![KeyMode::Static, KeyMode::PerOp, KeyMode::HkdfPerUser],
+            paths: vec![Path::Accelerated, Path::Software],
+            seconds: 1.0,
+        };
+        assert_eq!(m.point_count(), Some(27 * 64 * 2 * 64 * 3 * 2));
+        let e = m.validate().unwrap_err();
+        assert!(
+            e.message.contains("1327104 points") && e.message.contains("100000"),
+            "{e}"
+        );
+
+        let long = Matrix {
+            sizes: (1..=65).collect(),
+            ..m.clone()
+        };
+        let e = long.validate().unwrap_err();
+        assert_eq!(e.flag, "--size");
+        assert!(e.message.contains("at most 64"), "{e}");
+    }
+
+    #[test]
+    fn repeated_values_are_asked_for_once() {
+        let mut m = Matrix {
+            algorithms: algs(&["aes-128-gcm", "aes-128-gcm", "des-cbc"]),
+            sizes: vec![16, 1024, 16],
+            directions: vec![Direction::Encrypt, Direction::Encrypt],
+            threads: vec![2, 1, 2],
+            concurrency: None,
+            key_modes: vec![KeyMode::Static, KeyMode::Static],
+            paths: vec![Path::Software, Path::Accelerated, Path::Software],
+            seconds: 0.1,
+        };
+        m.dedup();
+        assert_eq!(m.algorithms, algs(&["aes-128-gcm", "des-cbc"]));
+        assert_eq!(
+            (m.sizes.as_slice(), m.threads.as_slice()),
+            (&[16, 1024][..], &[2, 1][..])
+        );
+        assert_eq!((m.directions.len(), m.key_modes.len()), (1, 1));
+        assert_eq!(m.paths, [Path::Software, Path::Accelerated]);
+        assert_eq!(m.point_count(), Some(2 * 2 * 2 * 2));
+    }
 
     #[test]
     fn matrix_expands_to_the_cartesian_product() {

@@ -15,7 +15,7 @@ mod size;
 mod suite;
 
 pub use job::{JobSpec, validate_seconds, validate_size, validate_threads};
-pub use matrix::Matrix;
+pub use matrix::{MAX_LIST_LEN, MAX_POINTS, Matrix};
 pub use size::{format_size, parse_size};
 pub use suite::Suite;
 

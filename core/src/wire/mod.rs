@@ -10,12 +10,15 @@
 //! - [`spec`]: `JobSpec` both ways, with the agent's own validation.
 //! - [`measurement`]: `Measurement` to the wire, and its checks on arrival.
 //! - [`hello`]: host facts, labels and the checks on a `Hello`.
+//! - `matrix`: a campaign's matrix, bounded, de-duplicated and validated.
 
 mod hello;
+mod matrix;
 mod measurement;
 mod spec;
 
 pub use hello::{parse_label, validate_facts, validate_hello, validate_label};
+pub use matrix::MAX_RAW_LIST_LEN;
 pub use measurement::{check_measurement_matches, validate_measurement};
 
 /// Longest host name (`Hello.name`), in bytes.

@@ -44,19 +44,8 @@ impl TryFrom<&v1::JobSpec> for JobSpec {
                 ),
             )
         })?;
-        let direction = match v1::Direction::try_from(spec.direction) {
-            Ok(v1::Direction::Encrypt) => Direction::Encrypt,
-            Ok(v1::Direction::Decrypt) => Direction::Decrypt,
-            Ok(v1::Direction::Unspecified) => return Err(wire_error("spec.direction", "unspecified")),
-            Err(_) => return Err(unknown_enum("spec.direction", spec.direction)),
-        };
-        let key_mode = match v1::KeyMode::try_from(spec.key_mode) {
-            Ok(v1::KeyMode::Static) => KeyMode::Static,
-            Ok(v1::KeyMode::PerOp) => KeyMode::PerOp,
-            Ok(v1::KeyMode::HkdfPerUser) => KeyMode::HkdfPerUser,
-            Ok(v1::KeyMode::Unspecified) => return Err(wire_error("spec.key_mode", "unspecified")),
-            Err(_) => return Err(unknown_enum("spec.key_mode", spec.key_mode)),
-        };
+        let direction = direction_from_wire("spec.direction", spec.direction)?;
+        let key_mode = key_mode_from_wire("spec.key_mode", spec.key_mode)?;
         let path = path_from_wire("spec.path", spec.path)?;
         let out = JobSpec {
             algorithm,
@@ -99,6 +88,25 @@ pub(super) fn path_from_wire(field: &str, value: i32) -> Result<Path, WireError>
         Ok(v1::Path::Accelerated) => Ok(Path::Accelerated),
         Ok(v1::Path::Software) => Ok(Path::Software),
         Ok(v1::Path::Unspecified) => Err(wire_error(field, "unspecified")),
+        Err(_) => Err(unknown_enum(field, value)),
+    }
+}
+
+pub(super) fn direction_from_wire(field: &str, value: i32) -> Result<Direction, WireError> {
+    match v1::Direction::try_from(value) {
+        Ok(v1::Direction::Encrypt) => Ok(Direction::Encrypt),
+        Ok(v1::Direction::Decrypt) => Ok(Direction::Decrypt),
+        Ok(v1::Direction::Unspecified) => Err(wire_error(field, "unspecified")),
+        Err(_) => Err(unknown_enum(field, value)),
+    }
+}
+
+pub(super) fn key_mode_from_wire(field: &str, value: i32) -> Result<KeyMode, WireError> {
+    match v1::KeyMode::try_from(value) {
+        Ok(v1::KeyMode::Static) => Ok(KeyMode::Static),
+        Ok(v1::KeyMode::PerOp) => Ok(KeyMode::PerOp),
+        Ok(v1::KeyMode::HkdfPerUser) => Ok(KeyMode::HkdfPerUser),
+        Ok(v1::KeyMode::Unspecified) => Err(wire_error(field, "unspecified")),
         Err(_) => Err(unknown_enum(field, value)),
     }
 }

@@ -1,0 +1,157 @@
+//! A campaign's `v1::Matrix` → [`Matrix`]: every list bounded before it is
+//! read, de-duplicated, and the whole validated without expanding it.
+
+use cipherfleet_proto::v1;
+
+use super::spec::{direction_from_wire, key_mode_from_wire, path_from_wire};
+use super::{WireError, truncate, wire_error};
+use crate::algorithm::Algorithm;
+use crate::spec::{MAX_LIST_LEN, Matrix};
+
+/// Most raw entries in one list of a request, repeats included: beyond this
+/// a request is refused before its values are even parsed.
+pub const MAX_RAW_LIST_LEN: usize = 16 * MAX_LIST_LEN;
+
+impl TryFrom<&v1::Matrix> for Matrix {
+    type Error = WireError;
+
+    /// Converts and validates; errors name the field as `matrix.<field>`.
+    fn try_from(m: &v1::Matrix) -> Result<Self, WireError> {
+        let lists = [
+            ("algorithms", m.algorithms.len()),
+            ("sizes", m.sizes.len()),
+            ("directions", m.directions.len()),
+            ("threads", m.threads.len()),
+            ("key_modes", m.key_modes.len()),
+            ("paths", m.paths.len()),
+        ];
+        for (field, len) in lists {
+            if len > MAX_RAW_LIST_LEN {
+                return Err(wire_error(
+                    format!("matrix.{field}"),
+                    format!("{len} values is too many; at most {MAX_LIST_LEN} different ones"),
+                ));
+            }
+        }
+        let algorithms = m
+            .algorithms
+            .iter()
+            .map(|a| {
+                a.parse::<Algorithm>().map_err(|_| {
+                    wire_error(
+                        "matrix.algorithms",
+                        format!(
+                            "unknown algorithm {:?}; valid names: {}",
+                            truncate(a.clone(), 64),
+                            crate::algorithm::valid_names()
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let directions = m
+            .directions
+            .iter()
+            .map(|d| direction_from_wire("matrix.directions", *d))
+            .collect::<Result<Vec<_>, _>>()?;
+        let key_modes = m
+            .key_modes
+            .iter()
+            .map(|k| key_mode_from_wire("matrix.key_modes", *k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let paths = m
+            .paths
+            .iter()
+            .map(|p| path_from_wire("matrix.paths", *p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut matrix = Matrix {
+            algorithms,
+            sizes: m.sizes.clone(),
+            directions,
+            threads: m.threads.clone(),
+            concurrency: m.concurrency,
+            key_modes,
+            paths,
+            seconds: m.seconds,
+        };
+        matrix.dedup();
+        matrix.validate().map_err(|e| {
+            // Validation names the agent's flag; on the wire the field counts.
+            let field = match e.flag {
+                "--algorithm" => "algorithms",
+                "--size" => "sizes",
+                "--direction" => "directions",
+                "--threads" => "threads",
+                "--concurrency" => "concurrency",
+                "--key-mode" => "key_modes",
+                "--path" => "paths",
+                "--seconds" => "seconds",
+                other => other,
+            };
+            wire_error(format!("matrix.{field}"), e.message)
+        })?;
+        Ok(matrix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> v1::Matrix {
+        v1::Matrix {
+            algorithms: vec!["AES-256-GCM".into(), "aes-256-gcm".into(), "chacha20-poly1305".into()],
+            sizes: vec![16, 16384, 16],
+            directions: vec![v1::Direction::Encrypt as i32],
+            threads: vec![1],
+            concurrency: None,
+            key_modes: vec![v1::KeyMode::Static as i32],
+            paths: vec![v1::Path::Accelerated as i32, v1::Path::Software as i32],
+            seconds: 0.5,
+        }
+    }
+
+    #[test]
+    fn a_request_converts_once_per_distinct_value() {
+        let m = Matrix::try_from(&request()).unwrap();
+        assert_eq!(m.algorithms.len(), 2);
+        assert_eq!(m.sizes, [16, 16384]);
+        assert_eq!(m.point_count(), Some(2 * 2 * 2));
+    }
+
+    #[test]
+    fn bad_and_huge_requests_are_refused_naming_the_field() {
+        type Edit = fn(&mut v1::Matrix);
+        let cases: Vec<(Edit, &str, &str)> = vec![
+            (
+                |m| m.algorithms.push("rot13".into()),
+                "matrix.algorithms",
+                "unknown algorithm",
+            ),
+            (|m| m.directions.push(7), "matrix.directions", "unknown value 7"),
+            (|m| m.key_modes = vec![0], "matrix.key_modes", "unspecified"),
+            (|m| m.paths.clear(), "matrix.paths", "empty"),
+            (|m| m.sizes = vec![0], "matrix.sizes", "out of range"),
+            (|m| m.seconds = f64::NAN, "matrix.seconds", "out of range"),
+            (|m| m.sizes = vec![16; MAX_RAW_LIST_LEN + 1], "matrix.sizes", "too many"),
+            (|m| m.threads = (1..=65).collect(), "matrix.threads", "at most 64"),
+            (
+                // 27 algorithms × 64 sizes × 64 thread counts × 2 paths: 221,184 points.
+                |m| {
+                    m.algorithms = crate::algorithm::ALL.iter().map(|a| a.name().to_string()).collect();
+                    m.sizes = (1..=64).collect();
+                    m.threads = (1..=64).collect();
+                },
+                "matrix.algorithms",
+                "221184 points",
+            ),
+        ];
+        for (edit, field, words) in cases {
+            let mut m = request();
+            edit(&mut m);
+            let e = Matrix::try_from(&m).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+            assert!(e.message.contains(words), "{e}");
+        }
+    }
+}
