@@ -1,0 +1,112 @@
+//! campaigns, campaign_summaries.
+
+use cipherfleet_coordinator::db::campaigns::{CampaignStatus, JobCounts};
+use cipherfleet_coordinator::db::{campaign_summaries, campaigns};
+use serde_json::json;
+
+use super::fixture::*;
+
+#[tokio::test]
+async fn campaigns_and_their_summaries_count_every_job() {
+    let f = populate().await;
+    let pool = &f.pool;
+
+    // campaigns
+    let nightly = campaigns::get(pool, f.nightly).await.unwrap().expect("nightly");
+    assert_eq!((nightly.name.as_str(), nightly.suite.as_str()), ("nightly", "quick"));
+    assert_eq!(
+        nightly.matrix,
+        json!({"algorithms": ["aes-256-gcm", "chacha20-poly1305"]})
+    );
+    assert_eq!(
+        (nightly.selector.clone(), nightly.started_by.as_str()),
+        (json!({}), "tests")
+    );
+    assert_eq!(nightly.status, CampaignStatus::Finished);
+    assert!(nightly.finished_at.is_some_and(|t| t >= nightly.created_at));
+    assert_eq!(campaigns::get(pool, i64::MAX).await.unwrap(), None);
+
+    let listed = campaigns::list(pool, 10).await.unwrap();
+    let by_age: Vec<(i64, CampaignStatus)> = listed.iter().map(|c| (c.id, c.status)).collect();
+    let newest_first = [
+        (f.live, CampaignStatus::Running),
+        (f.cancelled, CampaignStatus::Cancelled),
+        (f.nightly, CampaignStatus::Finished),
+    ];
+    assert_eq!(by_age, newest_first);
+    assert_eq!(listed[2], nightly);
+    assert_eq!(campaigns::list(pool, 1).await.unwrap().len(), 1);
+
+    let progress = campaigns::status(pool, f.nightly).await.unwrap().expect("nightly");
+    assert_eq!(progress.campaign, nightly);
+    let nightly_jobs = JobCounts {
+        done: 4,
+        failed: 1,
+        ..JobCounts::default()
+    };
+    assert_eq!(progress.jobs, nightly_jobs);
+    let cancelled = campaigns::status(pool, f.cancelled).await.unwrap().expect("weekly");
+    assert_eq!(cancelled.campaign.status, CampaignStatus::Cancelled);
+    assert_eq!(cancelled.jobs.cancelled, 1);
+    assert_eq!(cancelled.jobs.total(), 1);
+    assert_eq!(campaigns::status(pool, i64::MAX).await.unwrap(), None);
+
+    let per_host = campaigns::host_progress(pool, f.nightly).await.unwrap();
+    let expected = [
+        (
+            f.bench,
+            "bench-01".to_string(),
+            JobCounts {
+                done: 3,
+                ..JobCounts::default()
+            },
+        ),
+        (
+            f.vm,
+            "vm-01".to_string(),
+            JobCounts {
+                done: 1,
+                failed: 1,
+                ..JobCounts::default()
+            },
+        ),
+    ];
+    assert_eq!(per_host, expected);
+
+    let mut ended = campaigns::ended_within(pool, 3600.0).await.unwrap();
+    ended.sort_unstable();
+    assert_eq!(ended, [f.nightly, f.cancelled]);
+
+    // campaign_summaries, before the live campaign is cancelled below
+    let summaries = campaign_summaries::list(pool, 10, 0).await.unwrap();
+    let ids: Vec<i64> = summaries.iter().map(|s| s.id).collect();
+    assert_eq!(ids, [f.live, f.cancelled, f.nightly]);
+    let (live, nightly) = (&summaries[0], &summaries[2]);
+    assert_eq!((live.name.as_str(), live.status.as_str()), ("adhoc", "running"));
+    assert_eq!((live.queued, live.running, live.hosts, live.settled()), (1, 1, 1, 0));
+    assert_eq!(
+        (nightly.status.as_str(), nightly.started_by.as_str()),
+        ("finished", "tests")
+    );
+    assert_eq!((nightly.done, nightly.failed, nightly.hosts), (4, 1, 2));
+    assert_eq!((nightly.total(), nightly.settled()), (5, 5));
+    assert_eq!(nightly.finished_at, progress.campaign.finished_at);
+    assert_eq!(summaries[1].cancelled, 1);
+    let second_page = campaign_summaries::list(pool, 1, 1).await.unwrap();
+    assert_eq!(second_page.iter().map(|s| s.id).collect::<Vec<_>>(), [f.cancelled]);
+    assert_eq!(campaign_summaries::count(pool).await.unwrap(), (3, 1));
+
+    // Cancelling: the queued job is cancelled, the running one left to finish.
+    assert!(campaigns::cancel(pool, f.live).await.unwrap());
+    assert!(!campaigns::cancel(pool, f.live).await.unwrap(), "already cancelled");
+    let live = campaigns::status(pool, f.live).await.unwrap().expect("adhoc");
+    assert_eq!(live.campaign.status, CampaignStatus::Cancelled);
+    let live_jobs = JobCounts {
+        running: 1,
+        cancelled: 1,
+        ..JobCounts::default()
+    };
+    assert_eq!(live.jobs, live_jobs);
+    assert_eq!(campaign_summaries::count(pool).await.unwrap(), (3, 0));
+    assert_eq!(campaigns::ended_within(pool, 3600.0).await.unwrap().len(), 3);
+}

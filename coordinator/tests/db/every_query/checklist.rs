@@ -1,0 +1,144 @@
+//! The checklist: every `pub async fn` of `src/db` is called in this folder.
+
+use std::collections::BTreeSet;
+
+/// Every `pub async fn` under `src/db`, as `module::function` (`db` for `mod.rs`).
+/// Each is called above, and its answer checked.
+const COVERED: &[&str] = &[
+    "db::connect",
+    "campaign_summaries::count",
+    "campaign_summaries::list",
+    "campaigns::cancel",
+    "campaigns::create_with_jobs",
+    "campaigns::ended_within",
+    "campaigns::get",
+    "campaigns::host_progress",
+    "campaigns::list",
+    "campaigns::status",
+    "capacity::hosts",
+    "capacity::points",
+    "fallback::archs",
+    "fallback::findings",
+    "fallback::hosts",
+    "fallback::pairs",
+    "fallback::sizes",
+    "findings::count_open_by",
+    "findings::hosts_by_reason",
+    "findings::list_for_host",
+    "findings::list_open",
+    "findings::list_open_for_hosts",
+    "findings::resolve",
+    "findings::upsert_open",
+    "host_results::count",
+    "host_results::key_series",
+    "host_results::list",
+    "hosts::find_by_name",
+    "hosts::get",
+    "hosts::list",
+    "hosts::list_with_facts",
+    "hosts::touch",
+    "hosts::upsert_host_with_facts",
+    "jobs::adopt",
+    "jobs::claim_next_for_host",
+    "jobs::count_by_status",
+    "jobs::expire_overdue",
+    "jobs::fail",
+    "jobs::failures",
+    "jobs::for_campaign",
+    "jobs::get",
+    "jobs::insert_for_campaign",
+    "jobs::mark_started",
+    "jobs::release",
+    "jobs::requeue_lost",
+    "jobs::running_for_campaign",
+    "jobs::running_for_host",
+    "jobs::unclaim",
+    "matrix::host_points",
+    "matrix::hosts",
+    "matrix::slices",
+    "matrix::view_points",
+    "points::record",
+    "points::refresh",
+    "results::count",
+    "results::count_for_job",
+    "results::record",
+    "results::stored",
+    "series::current_facts",
+    "series::latest_points",
+    "sessions::close",
+    "sessions::close_all_open",
+    "sessions::for_host",
+    "sessions::open",
+    "snapshots::hash_of",
+    "snapshots::history",
+    "snapshots::insert",
+];
+
+/// The `pub async fn`s of `src/db`, as `module::function`.
+fn public_queries() -> BTreeSet<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/db");
+    let mut found = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())) {
+        let path = entry.expect("a directory entry").path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let stem = path.file_stem().and_then(|s| s.to_str()).expect("a UTF-8 file name");
+        let module = if stem == "mod" { "db" } else { stem };
+        let source = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        for line in source.lines() {
+            if let Some(rest) = line.trim_start().strip_prefix("pub async fn ") {
+                let name = rest.split(['(', '<']).next().unwrap_or(rest).trim();
+                found.insert(format!("{module}::{name}"));
+            }
+        }
+    }
+    found
+}
+
+/// Whether `source` calls `path` (`module::function(`), not just a function
+/// whose name ends the same (`host_results::count(` is no `results::count(`).
+fn calls(source: &str, path: &str) -> bool {
+    let call = format!("{path}(");
+    source.match_indices(&call).any(|(at, _)| {
+        source[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
+    })
+}
+
+#[test]
+fn every_public_query_is_called_here() {
+    let found = public_queries();
+    let listed: BTreeSet<String> = COVERED.iter().map(|s| s.to_string()).collect();
+    let new: Vec<&String> = found.difference(&listed).collect();
+    assert!(
+        new.is_empty(),
+        "src/db has public queries this test never runs: {new:?}. Add a call to each in \
+         tests/db/every_query/ against the populated database, assert on what it returns, \
+         and list it in COVERED"
+    );
+    let gone: Vec<&String> = listed.difference(&found).collect();
+    assert!(
+        gone.is_empty(),
+        "COVERED lists functions src/db no longer has: {gone:?}"
+    );
+    let this_folder = [
+        include_str!("fixture.rs"),
+        include_str!("connect.rs"),
+        include_str!("hosts.rs"),
+        include_str!("campaigns.rs"),
+        include_str!("jobs.rs"),
+        include_str!("results.rs"),
+        include_str!("report.rs"),
+        include_str!("findings.rs"),
+    ]
+    .concat();
+    let this_file = this_folder.as_str();
+    let uncalled: Vec<&&str> = COVERED.iter().filter(|f| !calls(this_file, f)).collect();
+    assert!(
+        uncalled.is_empty(),
+        "listed in COVERED but never called in tests/db/every_query/: {uncalled:?}; add a call"
+    );
+}

@@ -1,0 +1,134 @@
+//! findings, series.
+
+use std::collections::BTreeSet;
+
+use cipherfleet_coordinator::db::findings::{OpenCount, Severity};
+use cipherfleet_coordinator::db::snapshots::FactColumns;
+use cipherfleet_coordinator::db::{findings, series};
+use serde_json::json;
+
+use super::fixture::*;
+
+#[tokio::test]
+async fn findings_and_the_series_they_come_from_read_back_as_stored() {
+    let f = populate().await;
+    let pool = &f.pool;
+    let [slow, masks] = f.open_findings;
+
+    // findings
+    let open = findings::list_open(pool).await.unwrap();
+    assert_eq!(
+        open.iter().map(|finding| finding.id).collect::<Vec<_>>(),
+        [slow, masks],
+        "most severe first"
+    );
+    let first = &open[0];
+    let stated = slow_finding(f.bench, json!({"ratio": 0.95}));
+    assert!(stated.same_as(first));
+    assert_eq!(
+        (first.host_name.as_str(), first.severity, first.status.as_str()),
+        ("bench-01", Severity::Critical, "open")
+    );
+    assert_eq!(
+        (first.evidence.clone(), first.fact_changes.clone()),
+        (stated.evidence, stated.fact_changes)
+    );
+    assert_eq!((Some(first.first_seen), first.resolved_at), (stated.first_seen, None));
+    assert_eq!(first.summary, stated.summary);
+    assert!(first.last_seen >= first.first_seen);
+
+    let vm_open = findings::list_open_for_hosts(pool, &[f.vm]).await.unwrap();
+    assert_eq!(vm_open.iter().map(|finding| finding.id).collect::<Vec<_>>(), [masks]);
+    assert_eq!(vm_open[0].kind, None);
+    let no_hosts = findings::list_open_for_hosts(pool, &[]).await.unwrap();
+    assert!(no_hosts.is_empty(), "{no_hosts:?}");
+    let vm_history = findings::list_for_host(pool, f.vm).await.unwrap();
+    let history: Vec<(i64, &str, Severity)> = vm_history
+        .iter()
+        .map(|finding| (finding.id, finding.status.as_str(), finding.severity))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            (masks, "open", Severity::Warning),
+            (f.resolved_finding, "resolved", Severity::Info)
+        ],
+        "newest first"
+    );
+    assert!(vm_history[1].resolved_at.is_some());
+
+    let by = findings::count_open_by(pool).await.unwrap();
+    let expected = [
+        OpenCount {
+            reason: "hypervisor-masks".into(),
+            severity: Severity::Warning,
+            findings: 1,
+            hosts: 1,
+        },
+        OpenCount {
+            reason: "slow-accelerated".into(),
+            severity: Severity::Critical,
+            findings: 1,
+            hosts: 1,
+        },
+    ];
+    assert_eq!(by, expected);
+    let hosts_by_reason = findings::hosts_by_reason(pool).await.unwrap();
+    assert_eq!(
+        hosts_by_reason,
+        [("hypervisor-masks".to_string(), 1), ("slow-accelerated".to_string(), 1)]
+    );
+
+    // Derived again with new evidence: the same row, refreshed.
+    let mut conn = pool.acquire().await.unwrap();
+    let refreshed = findings::upsert_open(&mut conn, &slow_finding(f.bench, json!({"ratio": 0.9})))
+        .await
+        .unwrap();
+    drop(conn);
+    assert_eq!(refreshed, slow);
+    let bench_history = findings::list_for_host(pool, f.bench).await.unwrap();
+    assert_eq!(bench_history.len(), 1);
+    assert_eq!(bench_history[0].evidence, json!({"ratio": 0.9}));
+    assert_eq!(bench_history[0].first_seen, first.first_seen);
+
+    assert_eq!(findings::resolve(pool, &[slow, f.resolved_finding]).await.unwrap(), 1);
+    assert_eq!(findings::resolve(pool, &[slow]).await.unwrap(), 0, "already resolved");
+    assert_eq!(findings::resolve(pool, &[]).await.unwrap(), 0);
+    let open = findings::list_open(pool).await.unwrap();
+    assert_eq!(open.iter().map(|finding| finding.id).collect::<Vec<_>>(), [masks]);
+
+    // series
+    let current = series::current_facts(pool).await.unwrap();
+    assert_eq!(current.len(), 2);
+    let (bench, vm) = (&current[0], &current[1]);
+    assert_eq!((bench.host_id(), vm.host_id()), (f.bench, f.vm));
+    assert_eq!(
+        (bench.snapshot.id, vm.snapshot.id),
+        (f.bench_snapshots[1], f.vm_snapshot)
+    );
+    assert_eq!(bench.labels.0, labels(&[("class", "storage-gen3")]));
+    assert_eq!(bench.snapshot.facts, json!({}), "the rules read typed columns only");
+    assert_eq!(bench.snapshot.columns, FactColumns::from_facts(&bench_facts(KERNEL)));
+    assert_eq!(vm.snapshot.columns, FactColumns::from_facts(&vm_facts()));
+
+    let bench_snapshot = f.bench_snapshots[1];
+    let observed = series::latest_points(pool, &[f.bench, f.vm], None, 5).await.unwrap();
+    let expected = [
+        f.bench_accelerated.observation(bench_snapshot),
+        f.bench_software.observation(bench_snapshot),
+        f.bench_chacha.observation(bench_snapshot),
+        f.vm_fell_back.observation(f.vm_snapshot),
+    ];
+    assert_eq!(observed, expected);
+    let only_chacha = BTreeSet::from([chacha().name().to_string()]);
+    let observed = series::latest_points(pool, &[f.bench, f.vm], Some(&only_chacha), 1)
+        .await
+        .unwrap();
+    assert_eq!(observed, [f.bench_chacha.observation(bench_snapshot)]);
+    let no_algorithms = series::latest_points(pool, &[f.bench], Some(&BTreeSet::new()), 5)
+        .await
+        .unwrap();
+    assert!(no_algorithms.is_empty(), "{no_algorithms:?}");
+    let no_hosts = series::latest_points(pool, &[], None, 5).await.unwrap();
+    assert!(no_hosts.is_empty(), "{no_hosts:?}");
+}

@@ -1,0 +1,137 @@
+//! hosts, snapshots, sessions.
+
+use cipherfleet_coordinator::analysis::acceleration::Acceleration;
+use cipherfleet_coordinator::db::hosts::HostUpsert;
+use cipherfleet_coordinator::db::snapshots::{FactColumns, NormalisedFacts};
+use cipherfleet_coordinator::db::{hosts, sessions, snapshots};
+use serde_json::json;
+
+use super::fixture::*;
+
+#[tokio::test]
+async fn hosts_their_snapshots_and_sessions_read_back_as_stored() {
+    let f = populate().await;
+    let pool = &f.pool;
+
+    // hosts
+    let bench = hosts::get(pool, f.bench).await.unwrap().expect("bench-01");
+    assert_eq!(bench.name, "bench-01");
+    assert_eq!(bench.labels.0, labels(&[("class", "storage-gen3")]));
+    assert_eq!(bench.current_snapshot_id, Some(f.bench_snapshots[1]));
+    assert_eq!(hosts::get(pool, i64::MAX).await.unwrap(), None);
+    let vm = hosts::find_by_name(pool, "vm-01").await.unwrap().expect("vm-01");
+    assert_eq!((vm.id, vm.labels.0.clone()), (f.vm, labels(&[("emulated", "yes")])));
+    assert_eq!(hosts::find_by_name(pool, "nobody").await.unwrap(), None);
+    assert_eq!(hosts::list(pool).await.unwrap(), [bench.clone(), vm.clone()]);
+
+    sqlx::query("UPDATE hosts SET last_seen = last_seen - interval '1 hour' WHERE id = $1")
+        .bind(f.bench)
+        .execute(pool)
+        .await
+        .unwrap();
+    let before = hosts::get(pool, f.bench).await.unwrap().unwrap().last_seen;
+    hosts::touch(pool, f.bench).await.unwrap();
+    let bench = hosts::get(pool, f.bench).await.unwrap().unwrap();
+    assert!(bench.last_seen > before, "touch left last_seen at {before}");
+
+    let with_facts = hosts::list_with_facts(pool).await.unwrap();
+    assert_eq!(with_facts.len(), 2);
+    let (b, v) = (&with_facts[0], &with_facts[1]);
+    assert_eq!((&b.host, &v.host), (&bench, &vm));
+    assert_eq!(b.arch.as_deref(), Some("x86_64"));
+    assert_eq!(b.cpu_model_name.as_deref(), Some("Intel(R) Xeon(R) Gold 6230"));
+    assert_eq!(b.kernel_release.as_deref(), Some(KERNEL));
+    assert_eq!(b.logical_cores, Some(8));
+    assert_eq!(b.features_usable, Some(strings(&["aes", "avx", "pclmulqdq"])));
+    assert_eq!(b.build_flavour.as_deref(), Some("accelerated"));
+    assert_eq!(b.acceleration(), Acceleration::Accelerated);
+    assert_eq!(v.arch.as_deref(), Some("aarch64"));
+    assert_eq!(v.features_usable, Some(vec![]));
+    assert_eq!(v.acceleration(), Acceleration::Software);
+
+    // The same facts again (load average aside): no new snapshot.
+    let mut same = bench_facts(KERNEL);
+    same["noise"]["load_average"] = json!([3.0, 2.0, 1.0]);
+    let again = hosts::upsert_host_with_facts(pool, "bench-01", None, &same)
+        .await
+        .unwrap();
+    let unchanged = HostUpsert {
+        host_id: f.bench,
+        snapshot_id: f.bench_snapshots[1],
+        facts_changed: false,
+        new_host: false,
+    };
+    assert_eq!(again, unchanged);
+
+    // snapshots
+    let history = snapshots::history(pool, f.bench).await.unwrap();
+    let ids: Vec<i64> = history.iter().map(|s| s.id).collect();
+    assert_eq!(ids, f.bench_snapshots, "oldest first");
+    for (snapshot, kernel) in history.iter().zip([OLD_KERNEL, KERNEL]) {
+        assert_eq!(snapshot.host_id, f.bench);
+        assert_eq!(snapshot.facts, NormalisedFacts::new(&bench_facts(kernel)).facts);
+        assert_eq!(snapshot.columns, FactColumns::from_facts(&bench_facts(kernel)));
+    }
+    assert!(history[0].taken_at <= history[1].taken_at);
+    let hash = NormalisedFacts::new(&bench_facts(KERNEL)).hash;
+    assert_eq!(
+        snapshots::hash_of(pool, f.bench_snapshots[1]).await.unwrap(),
+        Some(hash.to_vec())
+    );
+    assert_eq!(snapshots::hash_of(pool, i64::MAX).await.unwrap(), None);
+    let vm_history = snapshots::history(pool, f.vm).await.unwrap();
+    assert_eq!(vm_history.len(), 1);
+    assert_eq!(vm_history[0].id, f.vm_snapshot);
+    assert_eq!(vm_history[0].columns, FactColumns::from_facts(&vm_facts()));
+
+    let newer = NormalisedFacts::new(&bench_facts("6.6.0-1-amd64"));
+    let mut conn = pool.acquire().await.unwrap();
+    let inserted = snapshots::insert(&mut conn, f.bench, &newer).await.unwrap();
+    drop(conn);
+    assert_eq!(
+        snapshots::hash_of(pool, inserted).await.unwrap(),
+        Some(newer.hash.to_vec())
+    );
+    let history = snapshots::history(pool, f.bench).await.unwrap();
+    assert_eq!(
+        history.last().map(|s| (s.id, s.facts.clone())),
+        Some((inserted, newer.facts))
+    );
+
+    // sessions
+    let bench_sessions = sessions::for_host(pool, f.bench, 10).await.unwrap();
+    assert_eq!(bench_sessions.len(), 1);
+    let s = &bench_sessions[0];
+    assert_eq!(
+        (s.id, s.host_id, s.snapshot_id),
+        (f.bench_session, f.bench, Some(f.bench_snapshots[1]))
+    );
+    assert_eq!(s.peer_address.as_deref(), Some(BENCH_PEER));
+    assert_eq!(s.agent_version.as_deref(), Some("0.1.0"));
+    assert_eq!(s.disconnected_at, None);
+    let vm_sessions = sessions::for_host(pool, f.vm, 10).await.unwrap();
+    assert_eq!(vm_sessions.len(), 1);
+    let closed_at = vm_sessions[0].disconnected_at.expect("vm's session is closed");
+    assert_eq!(
+        (vm_sessions[0].id, vm_sessions[0].peer_address.as_deref()),
+        (f.vm_session, None)
+    );
+    sessions::close(pool, f.vm_session).await.unwrap();
+    let vm_sessions = sessions::for_host(pool, f.vm, 10).await.unwrap();
+    assert_eq!(
+        vm_sessions[0].disconnected_at,
+        Some(closed_at),
+        "closing twice keeps the first time"
+    );
+
+    let reconnect = sessions::open(pool, f.bench, None, None, None).await.unwrap();
+    let newest = sessions::for_host(pool, f.bench, 1).await.unwrap();
+    assert_eq!(newest.iter().map(|s| s.id).collect::<Vec<_>>(), [reconnect]);
+    assert_eq!(sessions::close_all_open(pool).await.unwrap(), 2);
+    assert_eq!(sessions::close_all_open(pool).await.unwrap(), 0);
+    let bench_sessions = sessions::for_host(pool, f.bench, 10).await.unwrap();
+    assert!(
+        bench_sessions.iter().all(|s| s.disconnected_at.is_some()),
+        "{bench_sessions:?}"
+    );
+}

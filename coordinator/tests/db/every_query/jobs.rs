@@ -1,0 +1,194 @@
+//! jobs: every transition of the queue.
+
+use cipherfleet_coordinator::db::campaigns::CampaignStatus;
+use cipherfleet_coordinator::db::jobs::{Expired, JobStatus, Requeued};
+use cipherfleet_coordinator::db::{campaigns, jobs};
+use cipherfleet_core::Point;
+use cipherfleet_core::path::Path;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::fixture::*;
+
+#[tokio::test]
+async fn the_queue_moves_a_job_through_every_transition() {
+    let f = populate().await;
+    let pool = &f.pool;
+    let [first, second] = f.live_jobs;
+    let status = async |id: Uuid| jobs::get(pool, id).await.unwrap().expect("a stored job").status;
+
+    let running = jobs::get(pool, first).await.unwrap().expect("the claimed job");
+    assert_eq!(
+        (running.campaign_id, running.host_id, running.position),
+        (f.live, f.bench, 0)
+    );
+    assert_eq!(running.point, gcm_point(64, 1, Path::Accelerated));
+    let spec = gcm_point(64, 1, Path::Accelerated).spec(0.5);
+    assert_eq!(running.spec, serde_json::to_value(&spec).unwrap());
+    assert_eq!(running.time_limit_seconds, spec.time_limit().as_secs_f64());
+    assert_eq!((running.status, running.attempts), (JobStatus::Running, 0));
+    assert!(running.assigned_at.is_some() && running.deadline > running.assigned_at);
+    assert_eq!(
+        (running.started_at, running.finished_at, running.error.clone()),
+        (None, None, None)
+    );
+    assert_eq!(jobs::get(pool, Uuid::nil()).await.unwrap(), None);
+
+    assert_eq!(
+        jobs::running_for_host(pool, f.bench).await.unwrap(),
+        Some(running.clone())
+    );
+    assert_eq!(jobs::running_for_host(pool, f.vm).await.unwrap(), None);
+    assert_eq!(
+        jobs::running_for_campaign(pool, f.live).await.unwrap(),
+        [(first, f.bench)]
+    );
+    let none_running = jobs::running_for_campaign(pool, f.nightly).await.unwrap();
+    assert!(none_running.is_empty(), "{none_running:?}");
+
+    assert!(jobs::mark_started(pool, first, f.bench).await.unwrap());
+    assert!(
+        !jobs::mark_started(pool, first, f.bench).await.unwrap(),
+        "started twice"
+    );
+    assert!(
+        !jobs::mark_started(pool, first, f.vm).await.unwrap(),
+        "another host's job"
+    );
+    assert!(jobs::get(pool, first).await.unwrap().unwrap().started_at.is_some());
+
+    let live: Vec<(Uuid, i32, JobStatus)> = jobs::for_campaign(pool, f.live)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| (j.id, j.position, j.status))
+        .collect();
+    assert_eq!(live, [(first, 0, JobStatus::Running), (second, 1, JobStatus::Queued)]);
+    let nightly: Vec<Point> = jobs::for_campaign(pool, f.nightly)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.point)
+        .collect();
+    assert_eq!(nightly[2], chacha_point());
+    assert_eq!(nightly.len(), 5);
+
+    let mut by_status = jobs::count_by_status(pool).await.unwrap();
+    by_status.sort();
+    let counts: Vec<(&str, i64)> = by_status.iter().map(|(s, n)| (s.as_str(), *n)).collect();
+    assert_eq!(
+        counts,
+        [
+            ("cancelled", 1),
+            ("done", 4),
+            ("failed", 1),
+            ("queued", 1),
+            ("running", 1)
+        ]
+    );
+
+    let failures = jobs::failures(pool, f.nightly, 10).await.unwrap();
+    assert_eq!(failures.len(), 1);
+    let (failed, host_name) = &failures[0];
+    assert_eq!((failed.id, host_name.as_str()), (f.failed_job, "vm-01"));
+    assert_eq!(
+        (failed.status, failed.error.as_deref()),
+        (JobStatus::Failed, Some("self-test failed"))
+    );
+    assert_eq!(failed.point, gcm_point(16384, 8, Path::Accelerated));
+
+    // The agent is busy: back to the queue; claimed again (matrix order); the
+    // RunJob reached no agent: unclaimed.
+    assert!(jobs::release(pool, first, f.bench).await.unwrap());
+    assert_eq!(jobs::running_for_host(pool, f.bench).await.unwrap(), None);
+    let claimed = claim(pool, f.bench).await;
+    assert_eq!((claimed.id, claimed.started_at), (first, None));
+    assert!(jobs::unclaim(pool, &claimed).await.unwrap());
+    assert!(!jobs::unclaim(pool, &claimed).await.unwrap(), "no longer that claim");
+    assert_eq!(status(first).await, JobStatus::Queued);
+
+    // After a reconnect the agent still holds the second job: adopted, the
+    // first one goes back to the queue.
+    assert_eq!(claim(pool, f.bench).await.id, first);
+    assert!(jobs::adopt(pool, second, f.bench).await.unwrap());
+    assert!(!jobs::adopt(pool, f.failed_job, f.vm).await.unwrap(), "a finished job");
+    assert_eq!(
+        jobs::running_for_host(pool, f.bench).await.unwrap().map(|j| j.id),
+        Some(second)
+    );
+    assert_eq!(status(first).await, JobStatus::Queued);
+
+    // The agent is lost: requeued with an attempt counted.
+    let lost = jobs::requeue_lost(pool, f.bench).await.unwrap();
+    let requeued = Requeued {
+        requeued: vec![second],
+        failed: vec![],
+    };
+    assert_eq!(lost, requeued);
+    assert_eq!(jobs::get(pool, second).await.unwrap().unwrap().attempts, 1);
+
+    // Overdue: requeued with an attempt counted.
+    assert_eq!(claim(pool, f.bench).await.id, first);
+    let not_due = jobs::expire_overdue(pool).await.unwrap();
+    assert!(not_due.is_empty(), "not due yet: {not_due:?}");
+    sqlx::query("UPDATE jobs SET deadline = now() - interval '1 second' WHERE id = $1")
+        .bind(first)
+        .execute(pool)
+        .await
+        .unwrap();
+    let expired = Expired {
+        job_id: first,
+        host_id: f.bench,
+        requeued: true,
+    };
+    assert_eq!(jobs::expire_overdue(pool).await.unwrap(), [expired]);
+    let first_job = jobs::get(pool, first).await.unwrap().unwrap();
+    assert_eq!(
+        (first_job.status, first_job.attempts, first_job.deadline),
+        (JobStatus::Queued, 1, None)
+    );
+
+    // The agent fails a queued job; then loses the last one a second time,
+    // which fails it and ends the campaign.
+    assert!(jobs::fail(pool, first, f.bench, "unsupported point").await.unwrap());
+    assert!(
+        !jobs::fail(pool, first, f.bench, "again").await.unwrap(),
+        "already failed"
+    );
+    let failures = jobs::failures(pool, f.live, 10).await.unwrap();
+    let failed: Vec<(Uuid, &str)> = failures.iter().map(|(j, h)| (j.id, h.as_str())).collect();
+    assert_eq!(failed, [(first, "bench-01")]);
+    assert_eq!(claim(pool, f.bench).await.id, second);
+    let lost = jobs::requeue_lost(pool, f.bench).await.unwrap();
+    let requeued = Requeued {
+        requeued: vec![],
+        failed: vec![second],
+    };
+    assert_eq!(lost, requeued);
+    let live = campaigns::get(pool, f.live).await.unwrap().unwrap();
+    assert_eq!(live.status, CampaignStatus::Finished);
+
+    // Queueing more jobs on a campaign: positions in slice order, the spec as sent.
+    let (matrix, selector) = (json!({}), json!({}));
+    let later = campaigns::create_with_jobs(pool, &new_campaign("later", &matrix, &selector), &[])
+        .await
+        .unwrap();
+    let extra = [
+        new_job(f.vm, chacha_point()),
+        new_job(f.bench, gcm_point(4096, 2, Path::Software)),
+    ];
+    let mut tx = pool.begin().await.unwrap();
+    assert_eq!(jobs::insert_for_campaign(&mut tx, later, &extra).await.unwrap(), 2);
+    let queued = jobs::for_campaign(&mut *tx, later).await.unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(queued.len(), 2);
+    for (position, (job, new)) in queued.iter().zip(&extra).enumerate() {
+        assert_eq!(
+            (job.campaign_id, job.host_id, job.position),
+            (later, new.host_id, i32::try_from(position).unwrap())
+        );
+        assert_eq!(job.point, new.spec.point());
+        assert_eq!(job.spec, serde_json::to_value(&new.spec).unwrap());
+        assert_eq!((job.status, job.attempts), (JobStatus::Queued, 0));
+    }
+}

@@ -1,0 +1,216 @@
+//! matrix, capacity, fallback: what the report reads.
+
+use cipherfleet_coordinator::db::capacity::{ClassHost, PointFilter};
+use cipherfleet_coordinator::db::fallback::{FallbackHost, PathPair, PathPoint};
+use cipherfleet_coordinator::db::matrix::{ClassedHost, Slice, View};
+use cipherfleet_coordinator::db::{capacity, fallback, findings, matrix};
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::{Direction, KeyMode};
+use sqlx::types::Json;
+
+use super::fixture::*;
+
+#[tokio::test]
+async fn the_report_reads_the_latest_point_of_every_host() {
+    let f = populate().await;
+    let pool = &f.pool;
+    let bench_labels = labels(&[("class", "storage-gen3")]);
+    let vm_labels = labels(&[("emulated", "yes")]);
+    let bench_usable = strings(&["aes", "avx", "pclmulqdq"]);
+    let xeon = Some("Intel(R) Xeon(R) Gold 6230".to_string());
+
+    // matrix
+    let classed = matrix::hosts(pool).await.unwrap();
+    let bench = ClassedHost {
+        id: f.bench,
+        name: "bench-01".into(),
+        labels: Json(bench_labels.clone()),
+        arch: Some("x86_64".into()),
+        cpu_vendor: Some("GenuineIntel".into()),
+        cpu_model_name: xeon.clone(),
+        features_usable: Some(bench_usable.clone()),
+        build_flavour: Some("accelerated".into()),
+    };
+    let vm = ClassedHost {
+        id: f.vm,
+        name: "vm-01".into(),
+        labels: Json(vm_labels.clone()),
+        arch: Some("aarch64".into()),
+        cpu_vendor: Some("ARM".into()),
+        cpu_model_name: Some("Neoverse-N1".into()),
+        features_usable: Some(vec![]),
+        build_flavour: Some("accelerated".into()),
+    };
+    assert_eq!(classed, [bench.clone(), vm.clone()]);
+    assert_ne!(bench.class(), vm.class());
+
+    let view = View {
+        size_bytes: 16384,
+        threads: 1,
+        direction: Direction::Encrypt,
+        path: Path::Accelerated,
+    };
+    let accelerated = [f.bench_accelerated.latest(), f.vm_fell_back.latest()];
+    assert_eq!(matrix::view_points(pool, &view, &[]).await.unwrap(), accelerated);
+    assert_eq!(matrix::view_points(pool, &view, &[gcm()]).await.unwrap(), accelerated);
+    let no_chacha = matrix::view_points(pool, &view, &[chacha()]).await.unwrap();
+    assert!(no_chacha.is_empty(), "{no_chacha:?}");
+    let software = View {
+        path: Path::Software,
+        ..view
+    };
+    assert_eq!(
+        matrix::view_points(pool, &software, &[]).await.unwrap(),
+        [f.bench_software.latest()]
+    );
+    let bench_software = matrix::host_points(pool, &[f.bench], Direction::Encrypt, Path::Software)
+        .await
+        .unwrap();
+    assert_eq!(bench_software, [f.bench_software.latest()]);
+    // The object-storage scenario is not the plain benchmark these pages compare.
+    let decrypt = matrix::host_points(pool, &[f.bench, f.vm], Direction::Decrypt, Path::Software)
+        .await
+        .unwrap();
+    assert!(decrypt.is_empty(), "{decrypt:?}");
+    let slices = matrix::slices(pool).await.unwrap();
+    let expected = [
+        Slice {
+            size_bytes: 1024,
+            threads: 4,
+        },
+        Slice {
+            size_bytes: 16384,
+            threads: 1,
+        },
+    ];
+    assert_eq!(slices, expected);
+
+    // capacity
+    let class_hosts = capacity::hosts(pool).await.unwrap();
+    let expected = [
+        ClassHost {
+            host_id: f.bench,
+            name: "bench-01".into(),
+            emulated: false,
+            simulated: false,
+            arch: Some("x86_64".into()),
+            cpu_vendor: Some("GenuineIntel".into()),
+            cpu_model_name: xeon.clone(),
+            features_usable: bench_usable.clone(),
+            build_flavour: Some("accelerated".into()),
+            logical_cores: Some(8),
+        },
+        ClassHost {
+            host_id: f.vm,
+            name: "vm-01".into(),
+            emulated: true,
+            simulated: false,
+            arch: Some("aarch64".into()),
+            cpu_vendor: Some("ARM".into()),
+            cpu_model_name: Some("Neoverse-N1".into()),
+            features_usable: vec![],
+            build_flavour: Some("accelerated".into()),
+            logical_cores: Some(8),
+        },
+    ];
+    assert_eq!(class_hosts, expected);
+    let filter = PointFilter {
+        size_bytes: 16384,
+        direction: Direction::Encrypt,
+        path: Path::Accelerated,
+        algorithms: &[gcm(), chacha()],
+    };
+    assert_eq!(capacity::points(pool, filter).await.unwrap(), accelerated);
+    let other_size = PointFilter {
+        size_bytes: 1024,
+        ..filter
+    };
+    let unmeasured = capacity::points(pool, other_size).await.unwrap();
+    assert!(unmeasured.is_empty(), "{unmeasured:?}");
+
+    // fallback
+    let at = PathPoint {
+        size_bytes: 16384,
+        threads: 1,
+        direction: Direction::Encrypt,
+        key_mode: KeyMode::Static,
+    };
+    let mut pairs = fallback::pairs(pool, &at).await.unwrap();
+    pairs.sort_by_key(|p| p.host_id);
+    let (acc, soft, vm_acc) = (&f.bench_accelerated, &f.bench_software, &f.vm_fell_back);
+    let expected = [
+        PathPair {
+            host_id: f.bench,
+            algorithm: gcm(),
+            accelerated_result_id: Some(acc.result),
+            accelerated_path_used: Some(Path::Accelerated),
+            accelerated_mb_s: Some(2000.0),
+            accelerated_cv: acc.figures().cv,
+            software_result_id: Some(soft.result),
+            software_mb_s: Some(500.0),
+            software_cv: soft.figures().cv,
+        },
+        PathPair {
+            host_id: f.vm,
+            algorithm: gcm(),
+            accelerated_result_id: Some(vm_acc.result),
+            accelerated_path_used: Some(Path::Software),
+            accelerated_mb_s: Some(450.0),
+            accelerated_cv: vm_acc.figures().cv,
+            software_result_id: None,
+            software_mb_s: None,
+            software_cv: None,
+        },
+    ];
+    assert_eq!(pairs, expected);
+    let two_threads = PathPoint { threads: 2, ..at };
+    let unmeasured = fallback::pairs(pool, &two_threads).await.unwrap();
+    assert!(unmeasured.is_empty(), "{unmeasured:?}");
+
+    let mut fallback_hosts = fallback::hosts(pool).await.unwrap();
+    fallback_hosts.sort_by_key(|h| h.id);
+    let expected = [
+        FallbackHost {
+            id: f.bench,
+            name: "bench-01".into(),
+            labels: Json(bench_labels),
+            arch: Some("x86_64".into()),
+            cpu_model_name: xeon,
+        },
+        FallbackHost {
+            id: f.vm,
+            name: "vm-01".into(),
+            labels: Json(vm_labels),
+            arch: Some("aarch64".into()),
+            cpu_model_name: Some("Neoverse-N1".into()),
+        },
+    ];
+    assert_eq!(fallback_hosts, expected);
+    assert_eq!(fallback::sizes(pool).await.unwrap(), [1024, 16384]);
+    assert_eq!(fallback::archs(pool).await.unwrap(), ["aarch64", "x86_64"]);
+
+    let ids = |list: Vec<findings::Finding>| {
+        list.into_iter()
+            .map(|finding| (finding.id, finding.status))
+            .collect::<Vec<_>>()
+    };
+    let [slow, masks] = f.open_findings;
+    let (open, resolved) = (String::from("open"), String::from("resolved"));
+    assert_eq!(
+        ids(fallback::findings(pool, None).await.unwrap()),
+        [
+            (slow, open.clone()),
+            (masks, open.clone()),
+            (f.resolved_finding, resolved.clone())
+        ],
+        "open first, most severe first"
+    );
+    assert_eq!(
+        ids(fallback::findings(pool, Some("open")).await.unwrap()),
+        [(slow, open.clone()), (masks, open)]
+    );
+    assert_eq!(
+        ids(fallback::findings(pool, Some("resolved")).await.unwrap()),
+        [(f.resolved_finding, resolved)]
+    );
+}

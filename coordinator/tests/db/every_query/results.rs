@@ -1,0 +1,124 @@
+//! results, points, host_results.
+
+use chrono::{DateTime, Utc};
+use cipherfleet_coordinator::db::results::RecordOutcome;
+use cipherfleet_coordinator::db::{host_results, matrix, points, results};
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::Direction;
+
+use super::fixture::*;
+
+#[tokio::test]
+async fn results_and_their_points_read_back_with_their_figures() {
+    let f = populate().await;
+    let pool = &f.pool;
+    let all = [
+        &f.bench_accelerated,
+        &f.bench_software,
+        &f.bench_chacha,
+        &f.vm_fell_back,
+    ];
+
+    // results
+    assert_eq!(results::count(pool).await.unwrap(), 4);
+    for stored in all {
+        assert_eq!(results::count_for_job(pool, stored.job).await.unwrap(), 1);
+    }
+    assert_eq!(results::count_for_job(pool, f.failed_job).await.unwrap(), 0);
+    let s = &f.vm_fell_back;
+    let row = results::stored(pool, s.result).await.unwrap().expect("the vm's result");
+    assert_eq!(
+        (row.id, row.job_id, row.campaign_id),
+        (s.result, s.job, Some(f.nightly))
+    );
+    assert_eq!((row.host_id, row.host_name.as_str()), (f.vm, "vm-01"));
+    assert_eq!((row.snapshot_id, row.created_at), (Some(f.vm_snapshot), s.created_at));
+    assert_eq!(row.measurement, serde_json::to_value(&s.measurement).unwrap());
+    assert_eq!(results::stored(pool, i64::MAX).await.unwrap(), None);
+    let sent = serde_json::to_value(&s.measurement).unwrap();
+    let again = results::record(pool, s.job, f.vm, s.path_used(), s.figures(), &sent)
+        .await
+        .unwrap();
+    assert_eq!(again, RecordOutcome::Duplicate);
+    assert_eq!(results::count(pool).await.unwrap(), 4);
+
+    // host_results
+    let page = host_results::list(pool, f.bench, 10, 0).await.unwrap();
+    let newest_first = [&f.bench_chacha, &f.bench_software, &f.bench_accelerated];
+    assert_eq!(page.len(), 3);
+    for (row, stored) in page.iter().zip(newest_first) {
+        let latest = stored.latest();
+        assert_eq!(
+            (row.id, row.campaign_id, row.created_at),
+            (stored.result, Some(f.nightly), stored.created_at)
+        );
+        assert_eq!((row.point, row.path_used), (latest.point, latest.path_used));
+        assert_eq!(
+            (row.throughput_mb_s, row.ops_per_s),
+            (latest.throughput_mb_s, latest.ops_per_s)
+        );
+        assert_eq!(
+            (row.latency_p99_ns, row.cv, row.samples),
+            (latest.latency_p99_ns, latest.cv, latest.samples)
+        );
+        assert!(!row.fell_back());
+    }
+    let middle = host_results::list(pool, f.bench, 1, 1).await.unwrap();
+    assert_eq!(
+        middle.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [f.bench_software.result]
+    );
+    let vm_page = host_results::list(pool, f.vm, 10, 0).await.unwrap();
+    assert_eq!(vm_page.len(), 1);
+    assert!(vm_page[0].fell_back(), "{:?}", vm_page[0]);
+    assert_eq!(
+        (
+            host_results::count(pool, f.bench).await.unwrap(),
+            host_results::count(pool, f.vm).await.unwrap()
+        ),
+        (3, 1)
+    );
+
+    let series = host_results::key_series(pool, f.bench, &["aes-256-gcm", "chacha20-poly1305"], 16384, 10)
+        .await
+        .unwrap();
+    let samples: Vec<(Algorithm, DateTime<Utc>, f64)> = series
+        .iter()
+        .map(|s| (s.algorithm, s.created_at, s.throughput_mb_s))
+        .collect();
+    // Single-thread static-key encryption on the accelerated path only.
+    assert_eq!(samples, [(gcm(), f.bench_accelerated.created_at, 2000.0)]);
+
+    // points
+    let result_count = async |result: i64| -> i32 {
+        sqlx::query_scalar("SELECT result_count FROM result_points WHERE result_id = $1")
+            .bind(result)
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    };
+    let before = matrix::host_points(pool, &[f.bench, f.vm], Direction::Encrypt, Path::Accelerated)
+        .await
+        .unwrap();
+    assert_eq!(result_count(f.bench_accelerated.result).await, 1);
+    let mut tx = pool.begin().await.unwrap();
+    points::record(&mut tx, f.bench_accelerated.result).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(result_count(f.bench_accelerated.result).await, 2, "counted again");
+    points::refresh(pool).await.unwrap();
+    assert_eq!(
+        result_count(f.bench_accelerated.result).await,
+        1,
+        "rebuilt from results"
+    );
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM result_points")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 4);
+    let after = matrix::host_points(pool, &[f.bench, f.vm], Direction::Encrypt, Path::Accelerated)
+        .await
+        .unwrap();
+    assert_eq!(after, before);
+}
