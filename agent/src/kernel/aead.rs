@@ -11,8 +11,11 @@ pub use aead::consts;
 use super::{KernelError, KernelInput, Keys, Operation};
 use cipherfleet_core::spec::Direction;
 
-/// AES-CCM as the engine runs it: 16-byte tag, 13-byte nonce (RFC 3610 / SP 800-38C).
-pub type Ccm<C> = ccm::Ccm<C, consts::U16, consts::U13>;
+/// AES-CCM as the engine runs it: 16-byte tag, 12-byte nonce (SP 800-38C; as
+/// TLS 1.3's AES-CCM), which leaves a 3-byte length field: messages up to
+/// 16 MiB − 1 ([`cipherfleet_core::algorithm::CCM_MAX_MESSAGE`]). The 13-byte
+/// nonce of RFC 3610 would stop at 65,535 bytes.
+pub type Ccm<C> = ccm::Ccm<C, consts::U16, consts::U12>;
 
 struct Sealed<A: AeadInOut> {
     nonce: Nonce<A>,

@@ -18,6 +18,7 @@ mod cbc_hmac;
 mod keys;
 mod stream;
 
+pub use aead::Ccm;
 pub use keys::Keys;
 
 use cipherfleet_core::algorithm::{Cipher, Mode};

@@ -63,3 +63,18 @@ fn pool_is_bounded_in_slots() {
 fn random_plaintext_is_not_all_zero() {
     assert!(random_bytes(64).iter().any(|&b| b != 0));
 }
+
+#[test]
+fn ccm_runs_past_the_13_byte_nonce_limit_in_both_directions() {
+    let master = [9u8; 64];
+    for direction in [Direction::Encrypt, Direction::Decrypt] {
+        let s = spec("aes-128-ccm".parse().unwrap(), direction, KeyMode::Static, 70_000);
+        let mut k = build(&KernelInput {
+            spec: &s,
+            thread: 0,
+            master_key: &master,
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
+        k.run_batch(0, 3).unwrap_or_else(|e| panic!("{}: {e}", s.label()));
+    }
+}

@@ -35,6 +35,7 @@ impl JobSpec {
     /// Checks every field against its accepted range.
     pub fn validate(&self) -> Result<(), InvalidSpec> {
         validate_size(self.size_bytes)?;
+        validate_message_size(self.algorithm, self.size_bytes)?;
         validate_threads(self.threads)?;
         validate_seconds(self.seconds)?;
         if let Some(c) = self.concurrency {
@@ -105,6 +106,20 @@ pub fn validate_size(size: u64) -> Result<(), InvalidSpec> {
         ));
     }
     Ok(())
+}
+
+/// Refuses payloads the construction cannot carry in one message, rather than
+/// measuring a point that can only fail.
+pub fn validate_message_size(algorithm: Algorithm, size: u64) -> Result<(), InvalidSpec> {
+    match algorithm.max_message_bytes() {
+        Some(max) if size > max => Err(invalid(
+            "--size",
+            format!(
+                "{algorithm} carries at most {max} bytes in one message (the limit of its length field), not {size}; use a smaller --size"
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 pub fn validate_threads(threads: u32) -> Result<(), InvalidSpec> {
@@ -258,6 +273,34 @@ mod tests {
         for (spec, want) in cases {
             assert_eq!(spec.validate().err().map(|e| e.flag), want, "{spec:?}");
         }
+    }
+
+    #[test]
+    fn ccm_takes_the_matrix_sizes_and_refuses_what_its_length_field_cannot_hold() {
+        let ccm = |size_bytes| JobSpec {
+            algorithm: "aes-128-ccm".parse().unwrap(),
+            size_bytes,
+            ..point()
+        };
+        // Over 64 KiB: what the 13-byte nonce could not carry, the 12-byte one does.
+        for size in [65_535, 65_536, 1 << 20, 10 << 20, crate::algorithm::CCM_MAX_MESSAGE] {
+            assert_eq!(ccm(size).validate(), Ok(()), "{size}");
+        }
+        let err = ccm(16 << 20).validate().unwrap_err();
+        assert_eq!(err.flag, "--size");
+        assert!(
+            err.message.contains("aes-128-ccm") && err.message.contains("16777215"),
+            "{err}"
+        );
+        // Other constructions take anything up to MAX_SIZE.
+        assert_eq!(
+            JobSpec {
+                size_bytes: 16 << 20,
+                ..point()
+            }
+            .validate(),
+            Ok(())
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ mod matrix;
 mod size;
 mod suite;
 
-pub use job::{JobSpec, validate_seconds, validate_size, validate_threads};
+pub use job::{JobSpec, validate_message_size, validate_seconds, validate_size, validate_threads};
 pub use matrix::Matrix;
 pub use size::{format_size, parse_size};
 pub use suite::Suite;
