@@ -18,7 +18,7 @@ use cipherfleet_core::path::{Flavour, Path};
 use crate::backend;
 use crate::{engine, selftest};
 use cipherfleet_core::measurement::WorkerReport;
-use cipherfleet_core::spec::{JobSpec, KeyMode};
+use cipherfleet_core::spec::{Execution, JobSpec, KeyMode};
 
 /// Name of the accelerated binary.
 pub const ACCELERATED_BIN: &str = "cipherfleet-agent";
@@ -93,16 +93,40 @@ pub fn daemon_binary_for(path: Path) -> Result<PathBuf, WorkerError> {
     }
 }
 
-/// How long a point may take before it is killed: [`JobSpec::time_limit`], the
-/// rule the coordinator also uses, unless `CIPHERFLEET_WORKER_TIME_LIMIT`
-/// (seconds) overrides it on this host.
+/// Environment variable overriding the worker time limit (seconds). The
+/// parent also sets it in each worker's environment to the limit it enforces,
+/// so the worker can finish its measurement before then.
+pub const TIME_LIMIT_ENV: &str = "CIPHERFLEET_WORKER_TIME_LIMIT";
+
+/// How long a point may take before it is killed: [`JobSpec::time_limit`] for
+/// this host's [`execution`], the rule the coordinator also uses, unless
+/// [`TIME_LIMIT_ENV`] overrides it on this host.
 pub fn time_limit(spec: &JobSpec) -> Duration {
-    let configured = std::env::var("CIPHERFLEET_WORKER_TIME_LIMIT")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok());
-    match configured.filter(|s| s.is_finite() && *s > 0.0) {
-        Some(secs) => Duration::from_secs_f64(secs),
-        None => spec.time_limit(),
+    configured_time_limit().unwrap_or_else(|| spec.time_limit(execution()))
+}
+
+fn configured_time_limit() -> Option<Duration> {
+    let secs = std::env::var(TIME_LIMIT_ENV).ok()?.trim().parse::<f64>().ok()?;
+    (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+/// Whether workers run emulated: when the worker prefix starts an emulator
+/// (`qemu-x86_64-static -cpu Nehalem`, `qemu-aarch64 …`). The worker inherits
+/// the prefix variable, so it reaches the same answer as its parent.
+pub fn execution() -> Execution {
+    execution_under(worker_prefix().as_deref().unwrap_or_default())
+}
+
+fn execution_under(prefix: &[String]) -> Execution {
+    let emulator = |p: &String| {
+        FsPath::new(p)
+            .file_name()
+            .is_some_and(|name| name.to_string_lossy().starts_with("qemu-"))
+    };
+    if prefix.iter().any(emulator) {
+        Execution::Emulated
+    } else {
+        Execution::Native
     }
 }
 
@@ -151,7 +175,9 @@ fn run_in(
         None => Command::new(binary),
     };
     die_with_parent(&mut command);
+    let limit = limit.unwrap_or_else(|| time_limit(spec));
     let mut child = command
+        .env(TIME_LIMIT_ENV, format!("{:.3}", limit.as_secs_f64()))
         .arg(WORKER_ARG)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -169,7 +195,6 @@ fn run_in(
     let stdout = drain(child.stdout.take().expect("piped"));
     let stderr = drain(child.stderr.take().expect("piped"));
 
-    let limit = limit.unwrap_or_else(|| time_limit(spec));
     let deadline = Instant::now() + limit;
     let status = loop {
         match child.try_wait() {
@@ -302,6 +327,25 @@ pub fn worker_main() -> i32 {
     };
     println!("{}", serde_json::to_string(&report).expect("a report serialises"));
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_qemu_prefix_means_emulated_workers() {
+        let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        for (prefix, want) in [
+            ("", Execution::Native),
+            ("taskset -c 2,3", Execution::Native),
+            ("qemu-x86_64-static -cpu Nehalem", Execution::Emulated),
+            ("/usr/bin/qemu-aarch64 -cpu cortex-a72", Execution::Emulated),
+            ("taskset -c 1 qemu-x86_64 -cpu Westmere", Execution::Emulated),
+        ] {
+            assert_eq!(execution_under(&words(prefix)), want, "{prefix:?}");
+        }
+    }
 }
 
 /// Test-only fault injection (debug builds): `CIPHERFLEET_WORKER_FAULT=abort:ALG` or

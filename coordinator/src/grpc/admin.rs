@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
-use cipherfleet_core::spec::{Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
+use cipherfleet_core::spec::{Direction, Execution, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
 use cipherfleet_proto::v1::admin_service_server::AdminService;
 use cipherfleet_proto::v1::{self, start_campaign_request::Points};
 use tonic::{Request, Response, Status};
@@ -14,8 +14,10 @@ use super::db_status;
 use crate::auth::Token;
 use crate::db::findings::Severity;
 use crate::db::{self, campaigns::CampaignStatus, jobs::NewJob};
+use crate::findings::EMULATED_LABEL;
 use crate::scheduler::Scheduler;
 use crate::selector::{Candidate, Selector};
+use crate::web::hosts::is_marked;
 
 pub struct AdminSvc {
     pub scheduler: Arc<Scheduler>,
@@ -174,9 +176,16 @@ impl AdminService for AdminSvc {
                     .map_err(|e| field_error("", e))?
                     .expand(h.logical_cores.unwrap_or(1).max(1) as u32),
             };
+            // Emulated hosts get the emulated budget: their workers run many times slower.
+            let execution = if is_marked(&h.host.labels.0, EMULATED_LABEL) {
+                Execution::Emulated
+            } else {
+                Execution::Native
+            };
             jobs.extend(points.iter().map(|p| NewJob {
                 host_id: h.host.id,
                 spec: p.clone(),
+                execution,
             }));
         }
         if chosen == 0 {

@@ -14,7 +14,7 @@ use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::db::jobs::NewJob;
 use cipherfleet_coordinator::pg::PrivateCluster;
 use cipherfleet_core::path::Path;
-use cipherfleet_core::spec::{Direction, JobSpec, KeyMode};
+use cipherfleet_core::spec::{Direction, Execution, JobSpec, KeyMode};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
@@ -130,6 +130,7 @@ pub fn job_on(host_id: i64, size_bytes: u64, path: Path) -> NewJob {
             path,
             seconds: 0.5,
         },
+        execution: Execution::Native,
     }
 }
 

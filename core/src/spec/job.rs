@@ -1,7 +1,5 @@
 //! One measurement point and its validation.
 
-use std::time::Duration;
-
 use serde::{Deserialize, Serialize};
 
 use super::size::format_size;
@@ -56,15 +54,6 @@ impl JobSpec {
     /// Warm-up before sampling: a quarter of the measured time, between 50 ms and 1 s.
     pub fn warmup_seconds(&self) -> f64 {
         (self.seconds / 4.0).clamp(0.05, 1.0)
-    }
-
-    /// How long the point may take before its worker is killed: its own time,
-    /// generously, plus time to fill its buffers (emulated hosts are 10–50×
-    /// slower than native). The agent and the coordinator both use this one
-    /// rule; the agent alone may override it from its environment.
-    pub fn time_limit(&self) -> Duration {
-        let buffers = (self.size_bytes as f64) * f64::from(self.threads) * 8.0;
-        Duration::from_secs_f64(60.0 + 4.0 * (self.seconds + self.warmup_seconds()) + buffers / 5e6)
     }
 
     /// The point this spec measures (everything but its duration).
@@ -301,19 +290,6 @@ mod tests {
             .validate(),
             Ok(())
         );
-    }
-
-    #[test]
-    fn time_limit_grows_with_the_work() {
-        let small = point().time_limit();
-        assert!(small >= Duration::from_secs(60), "{small:?}");
-        let big = JobSpec {
-            size_bytes: 10 << 20,
-            threads: 4,
-            ..point()
-        }
-        .time_limit();
-        assert!(big > small + Duration::from_secs(60), "{big:?} vs {small:?}");
     }
 
     #[test]

@@ -4,16 +4,21 @@
 //! Validation errors name the flag (or JSON field) and the accepted range, so
 //! the agent's CLI and the coordinator reject bad input before any work.
 //!
-//! - [`job`]: one point, its validation, warm-up and time limit.
+//! - [`job`]: one point, its validation and warm-up.
+//! - [`budget`]: what a point may cost: its measurement cap and time limit.
 //! - [`matrix`]: the Cartesian product of lists.
 //! - [`suite`]: the named matrices (`quick`, `standard`, `full`).
 //! - [`size`]: payload sizes as flags spell them (`16KiB`).
 
+mod budget;
 mod job;
 mod matrix;
 mod size;
 mod suite;
 
+pub use budget::{
+    Budget, DECRYPT_POOL_MIN_MESSAGES, EMULATION_SLOWDOWN, Execution, LOW_SAMPLES, MIN_OBJECTS_PER_SLOT, MIN_SAMPLES,
+};
 pub use job::{JobSpec, validate_message_size, validate_seconds, validate_size, validate_threads};
 pub use matrix::Matrix;
 pub use size::{format_size, parse_size};
