@@ -130,8 +130,7 @@ pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, Eng
                         }),
                         _ => None,
                     };
-                    calibrations.lock().expect("calibrations")[thread as usize] =
-                        warmed.as_ref().ok().map(|(_, c)| *c);
+                    calibrations.lock().expect("calibrations")[thread as usize] = warmed.as_ref().ok().map(|(_, c)| *c);
                     warmed_up.wait();
                     go.wait();
                     let fail = |source| {
@@ -226,7 +225,9 @@ fn effective_cap(options: &RunOptions, plan: &Plan) -> Duration {
     match options.deadline {
         Some(deadline) => {
             let reserve = Duration::from_secs(1) + plan.op_time * 2;
-            let left = deadline.saturating_duration_since(Instant::now()).saturating_sub(reserve);
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .saturating_sub(reserve);
             options.measure_cap.min(left)
         }
         None => options.measure_cap,

@@ -100,13 +100,14 @@ impl JobSpec {
     }
 
     /// Operations the point needs before it may stop: [`MIN_SAMPLES`] timed
-    /// ones plus one per thread (a thread's last operation may end after the
-    /// others stopped and is not counted), or in the object-storage scenario
-    /// the discarded first `concurrency` and [`MIN_OBJECTS_PER_SLOT`] times it.
+    /// ones plus two per thread (a thread's first operation may begin before
+    /// the last thread began, its last end after the first thread stopped;
+    /// neither is a sample), or in the object-storage scenario the discarded
+    /// first `concurrency` and [`MIN_OBJECTS_PER_SLOT`] times it.
     pub fn operations_needed(&self) -> u64 {
         match self.concurrency {
             Some(n) => u64::from(n) * (1 + MIN_OBJECTS_PER_SLOT),
-            None => u64::from(MIN_SAMPLES) + u64::from(self.threads),
+            None => u64::from(MIN_SAMPLES) + 2 * u64::from(self.threads),
         }
     }
 
@@ -203,7 +204,7 @@ mod tests {
         let b = s.budget(Execution::Emulated);
         // Measured here under qemu-x86_64 -cpu Nehalem: 2.4 MB/s, 4.4 s per operation.
         let measured_op = 4.4;
-        let needed = f64::from(MIN_SAMPLES + 1) * measured_op;
+        let needed = f64::from(MIN_SAMPLES + 2) * measured_op;
         assert!(b.measure_cap.as_secs_f64() >= 2.0 * needed, "{b:?}");
         // Pool of four, two warm-up operations, the measurement, and the fixed part.
         assert!(

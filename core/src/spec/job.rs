@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::size::format_size;
-use super::{Direction, InvalidSpec, KeyMode, MAX_CONCURRENCY, MAX_SECONDS, MAX_SIZE, MAX_THREADS, invalid};
+use super::{
+    Direction, InvalidSpec, KeyMode, MAX_ARRIVAL_RATE, MAX_CONCURRENCY, MAX_SECONDS, MAX_SIZE, MAX_THREADS, invalid,
+};
 use crate::algorithm::Algorithm;
 use crate::path::Path;
 use crate::point::Point;
@@ -109,6 +111,27 @@ pub fn validate_message_size(algorithm: Algorithm, size: u64) -> Result<(), Inva
         )),
         _ => Ok(()),
     }
+}
+
+/// Checks `--arrival-rate`, the open loop of the object-storage scenario:
+/// objects per second, and only with `--concurrency`.
+pub fn validate_arrival_rate(rate: Option<f64>, concurrency: Option<u32>) -> Result<(), InvalidSpec> {
+    let Some(rate) = rate else {
+        return Ok(());
+    };
+    if concurrency.is_none() {
+        return Err(invalid(
+            "--arrival-rate",
+            "applies to the object-storage scenario only; give --concurrency N as well",
+        ));
+    }
+    if !(rate.is_finite() && rate > 0.0 && rate <= MAX_ARRIVAL_RATE) {
+        return Err(invalid(
+            "--arrival-rate",
+            format!("{rate} is out of range; accepted: more than 0 and at most {MAX_ARRIVAL_RATE} objects per second"),
+        ));
+    }
+    Ok(())
 }
 
 pub fn validate_threads(threads: u32) -> Result<(), InvalidSpec> {
@@ -290,6 +313,25 @@ mod tests {
             .validate(),
             Ok(())
         );
+    }
+
+    #[test]
+    fn arrival_rate_needs_the_object_scenario_and_a_positive_rate() {
+        let cases = [
+            (None, None, true),
+            (Some(100.0), Some(8), true),
+            (Some(100.0), None, false),
+            (Some(0.0), Some(8), false),
+            (Some(f64::NAN), Some(8), false),
+            (Some(1e12), Some(8), false),
+        ];
+        for (rate, concurrency, ok) in cases {
+            let got = validate_arrival_rate(rate, concurrency);
+            assert_eq!(got.is_ok(), ok, "{rate:?} {concurrency:?}: {got:?}");
+            if let Err(e) = got {
+                assert_eq!(e.flag, "--arrival-rate");
+            }
+        }
     }
 
     #[test]

@@ -19,7 +19,9 @@ mod suite;
 pub use budget::{
     Budget, DECRYPT_POOL_MIN_MESSAGES, EMULATION_SLOWDOWN, Execution, LOW_SAMPLES, MIN_OBJECTS_PER_SLOT, MIN_SAMPLES,
 };
-pub use job::{JobSpec, validate_message_size, validate_seconds, validate_size, validate_threads};
+pub use job::{
+    JobSpec, validate_arrival_rate, validate_message_size, validate_seconds, validate_size, validate_threads,
+};
 pub use matrix::Matrix;
 pub use size::{format_size, parse_size};
 pub use suite::Suite;
@@ -36,6 +38,8 @@ pub const MAX_SIZE: u64 = 1 << 30;
 pub const MAX_THREADS: u32 = 1024;
 /// Most objects in flight in the object-storage scenario.
 pub const MAX_CONCURRENCY: u32 = 4096;
+/// Highest open-loop arrival rate, objects per second.
+pub const MAX_ARRIVAL_RATE: f64 = 1e7;
 /// Longest measurement of one point, in seconds.
 pub const MAX_SECONDS: f64 = 600.0;
 

@@ -288,7 +288,7 @@ fn agrees(expected: &v1::Measurement, got: &v1::Measurement) -> Result<(), WireE
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::measurement::{Figures, Latency, LatencyMethod, WorkerReport};
+    use crate::measurement::{Figures, Latency, LatencyMethod, Memory, SampleKind, WorkerReport};
     use crate::path::{Backends, Flavour, Path};
     use crate::spec::{Direction, KeyMode};
 
@@ -329,18 +329,32 @@ pub(crate) mod tests {
                 },
                 latency_method: LatencyMethod::BatchMean,
                 batch_ops: 12,
+                latency_samples: 5_000,
+                throughput_batch_ops: 1_200,
                 cv: Some(0.013_7),
                 samples: 3,
+                sample_kind: SampleKind::Window,
+                low_samples: true,
                 sample_seconds: 0.005,
                 warmup_seconds: 0.05,
                 elapsed_seconds: 0.051_2,
                 operations: 61_000,
                 bytes_processed: 61_000 * 1024,
+                all_running_bytes: 60_000 * 1024,
+                all_running_seconds: 0.05,
+                objects: None,
+                arrival_rate_per_s: None,
                 cpu_user_seconds: 0.05,
                 cpu_sys_seconds: 0.0,
                 cpu_utilization: 0.98,
                 key_setup_ns: 95.25,
                 sample_throughputs_mb_s: vec![1_200.1, 1_234.567_890_123, 1_250.3],
+                memory: Some(Memory {
+                    cipher_state_bytes: 496,
+                    peak_rss_bytes: 6 << 20,
+                    heap_bytes_per_op: Some(0.0),
+                    allocs_per_op: Some(0.0),
+                }),
             },
         };
         Measurement::ok(&spec(), report, Some(crate::wire::hello::tests::facts()))
@@ -358,6 +372,31 @@ pub(crate) mod tests {
         assert_eq!(back, m, "the JSON carries everything, host facts included");
         validate_measurement(&wire).unwrap();
         check_measurement_matches(&spec(), &wire).unwrap();
+    }
+
+    #[test]
+    fn a_record_from_before_the_added_fields_still_reads() {
+        let mut json: serde_json::Value = serde_json::to_value(measurement()).unwrap();
+        let obj = json.as_object_mut().unwrap();
+        for added in [
+            "latency_samples",
+            "throughput_batch_ops",
+            "sample_kind",
+            "low_samples",
+            "all_running_bytes",
+            "all_running_seconds",
+            "objects",
+            "arrival_rate_per_s",
+            "memory",
+        ] {
+            assert!(obj.remove(added).is_some(), "{added}");
+        }
+        let old: Measurement = serde_json::from_value(json).unwrap();
+        let f = old.figures.expect("figures still parse");
+        assert_eq!(
+            (f.sample_kind, f.low_samples, f.memory),
+            (SampleKind::Window, false, None)
+        );
     }
 
     #[test]
