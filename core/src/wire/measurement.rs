@@ -127,7 +127,49 @@ pub fn validate_measurement(m: &v1::Measurement) -> Result<(), WireError> {
     }
     let parsed = parse_json(m)?;
     let expected = typed_fields(&parsed).map_err(|e| wire_error("measurement.measurement_json", e.message))?;
-    agrees(&expected, m)
+    agrees(&expected, m)?;
+    check_json_only_figures(&parsed)
+}
+
+/// Figures that travel only inside `measurement_json` (no typed field):
+/// finite and non-negative, and no part larger than its whole.
+fn check_json_only_figures(m: &Measurement) -> Result<(), WireError> {
+    const FIELD: &str = "measurement.measurement_json";
+    let Some(f) = &m.figures else {
+        return Ok(());
+    };
+    check_figure(&format!("{FIELD}.all_running_seconds"), f.all_running_seconds)?;
+    let parts = [
+        ("all_running_bytes", f.all_running_bytes, f.bytes_processed),
+        ("objects", f.objects.unwrap_or(0), f.operations),
+    ];
+    for (field, part, whole) in parts {
+        if part > whole {
+            return Err(wire_error(
+                format!("{FIELD}.{field}"),
+                format!("{part} is more than the {whole} of the whole run"),
+            ));
+        }
+    }
+    if let Some(rate) = f.arrival_rate_per_s
+        && (m.concurrency.is_none() || !rate.is_finite() || rate <= 0.0)
+    {
+        return Err(wire_error(
+            format!("{FIELD}.arrival_rate_per_s"),
+            format!("{rate} is not a positive rate of an object-storage point"),
+        ));
+    }
+    if let Some(mem) = &f.memory {
+        for (field, value) in [
+            ("heap_bytes_per_op", mem.heap_bytes_per_op),
+            ("allocs_per_op", mem.allocs_per_op),
+        ] {
+            if let Some(v) = value {
+                check_figure(&format!("{FIELD}.memory.{field}"), v)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks that the measurement is of `spec`: algorithm, direction, size,
@@ -454,6 +496,30 @@ pub(crate) mod tests {
             (|m| m.latency_p99_ns += 1, "measurement.latency_p99_ns"),
             (|m| m.operations = 1, "measurement.operations"),
             (|m| m.cv = None, "measurement.cv"),
+            (
+                |m| {
+                    m.measurement_json = m
+                        .measurement_json
+                        .replace("\"allocs_per_op\":0.0", "\"allocs_per_op\":-1.0")
+                },
+                "measurement.measurement_json.memory.allocs_per_op",
+            ),
+            (
+                |m| {
+                    m.measurement_json = m
+                        .measurement_json
+                        .replace("\"all_running_bytes\":61440000", "\"all_running_bytes\":99999999999")
+                },
+                "measurement.measurement_json.all_running_bytes",
+            ),
+            (
+                |m| {
+                    m.measurement_json = m
+                        .measurement_json
+                        .replace("\"arrival_rate_per_s\":null", "\"arrival_rate_per_s\":100.0")
+                },
+                "measurement.measurement_json.arrival_rate_per_s",
+            ),
         ];
         for (edit, field) in cases {
             let mut m = good.clone();
