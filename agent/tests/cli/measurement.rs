@@ -77,7 +77,8 @@ fn memory_and_flags_appear_in_csv_and_table() {
     assert!(cell("cipher_state_bytes").parse::<u64>().unwrap() > 0);
     assert!(cell("peak_rss_bytes").parse::<u64>().unwrap() > 0);
     assert_eq!(cell("low_samples"), "false");
-    assert_eq!(cell("sample_kind"), "window");
+    // A window, or in a slow debug build perhaps one operation per sample.
+    assert!(["window", "operation"].contains(&cell("sample_kind")), "{out}");
 
     let o = run(&["bench", "-a", "aes-128-ctr", "--size", "1k", "--seconds", "0.05"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -103,7 +104,10 @@ fn a_point_cut_short_by_its_time_limit_is_flagged_low_samples_everywhere() {
     let mut csv_args = vec!["bench", "--format", "csv"];
     csv_args.extend_from_slice(&args);
     let csv = stdout(&run_with(agent(), &csv_args, &env));
-    assert!(csv.lines().nth(1).unwrap().contains(",true,window,"), "{csv}");
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    let low = header.iter().position(|h| *h == "low_samples").unwrap();
+    assert_eq!(row[low], "true", "{csv}");
 
     let mut table_args = vec!["bench"];
     table_args.extend_from_slice(&args);
