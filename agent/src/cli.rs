@@ -86,8 +86,13 @@ struct BenchArgs {
     #[arg(short = 't', long, value_name = "LIST", value_delimiter = ',', value_parser = parse_threads)]
     threads: Vec<u32>,
     /// Object-storage scenario: N objects in flight on the thread pool, P99 per object (e.g. --concurrency 32 --size 10MiB).
+    /// The first N completions are discarded; at least 10 × N are counted.
     #[arg(long, value_name = "N")]
     concurrency: Option<u32>,
+    /// Object-storage scenario as an open loop: R objects arrive per second whatever the completions,
+    /// and latency counts from each object's intended arrival (needs --concurrency). Default: closed loop.
+    #[arg(long, value_name = "R", value_parser = parse_arrival_rate, allow_negative_numbers = true)]
+    arrival_rate: Option<f64>,
     #[arg(long, value_enum)]
     /// Encrypt, decrypt (AEAD tags verified), or both. Default: encrypt.
     direction: Option<Choice3>,
@@ -134,6 +139,15 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
         .map_err(|_| format!("'{s}' is not a number of seconds"))?;
     spec::validate_seconds(f).map_err(|e| e.message)?;
     Ok(f)
+}
+fn parse_arrival_rate(s: &str) -> Result<f64, String> {
+    let r: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of objects per second"))?;
+    // Whether --concurrency is there too is checked with the matrix.
+    spec::validate_arrival_rate(Some(r), Some(1)).map_err(|e| e.message)?;
+    Ok(r)
 }
 fn parse_key_mode(s: &str) -> Result<KeyMode, String> {
     match s.trim() {
@@ -327,6 +341,7 @@ fn matrices(args: &BenchArgs, cores: u32) -> Result<Vec<Matrix>, InvalidSpec> {
             m.seconds = s;
         }
         m.validate()?;
+        spec::validate_arrival_rate(args.arrival_rate, m.concurrency)?;
     }
     Ok(base)
 }
@@ -379,7 +394,7 @@ fn bench(args: BenchArgs) -> i32 {
                 started.elapsed().as_secs_f64()
             );
         }
-        let m = match worker::run_point(point) {
+        let m = match worker::run_point(point, args.arrival_rate) {
             Ok(report) => Measurement::ok(point, report, Some(host.clone())),
             Err(e) => Measurement::failed(point, e.to_string(), Some(host.clone())),
         };
@@ -476,6 +491,17 @@ mod tests {
         }
         let unknown = parse(&["-a", "aes-512-gcm"]).unwrap_err().to_string();
         assert!(unknown.contains("chacha20-poly1305"), "lists valid names: {unknown}");
+    }
+
+    #[test]
+    fn an_arrival_rate_needs_the_object_scenario() {
+        let args = parse(&["-a", "aes-256-gcm", "--arrival-rate", "100"]).unwrap();
+        assert_eq!(matrices(&args, 2).unwrap_err().flag, "--arrival-rate");
+        let args = parse(&["-a", "aes-256-gcm", "--concurrency", "4", "--arrival-rate", "100"]).unwrap();
+        assert!(matrices(&args, 2).is_ok());
+        let err = parse(&["--concurrency", "4", "--arrival-rate", "-5"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("--arrival-rate"), "{err}");
     }
 
     #[test]

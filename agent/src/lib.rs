@@ -7,6 +7,7 @@
 //! - [`selftest`]: known-answer tests for every algorithm, run before measuring.
 //! - [`kernel`]: one file per cipher family; each turns a spec into a tight per-operation loop body.
 //! - [`engine`]: warm-up, timed batches, samples, threads and the object-storage scenario.
+//! - [`heap`]: the counting allocator behind the memory figures.
 //! - [`worker`]: runs each measurement in a child process with a time limit.
 //! - [`report`]: table, JSON and CSV output.
 //! - [`daemon`]: `run`, the coordinator session: jobs pushed over gRPC, outcomes spooled until acknowledged.
@@ -16,8 +17,15 @@ pub mod backend;
 pub mod cli;
 pub mod daemon;
 pub mod engine;
+pub mod heap;
 pub mod kernel;
 pub mod probe;
 pub mod report;
 pub mod selftest;
 pub mod worker;
+
+// The binary installs the counting allocator in main.rs; the unit tests need it
+// too, to check that no measured loop allocates.
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: heap::CountingAllocator = heap::CountingAllocator;

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use cipherfleet_core::facts::HostFacts;
-use cipherfleet_core::measurement::{Measurement, Status};
-use cipherfleet_core::spec::format_size;
+use cipherfleet_core::measurement::{Figures, LatencyMethod, Measurement, Memory, P999_MIN_LATENCY_SAMPLES, Status};
+use cipherfleet_core::spec::{LOW_SAMPLES, format_size};
 
 /// Output format of `bench` and `probe`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -19,8 +19,9 @@ pub enum Format {
     Csv,
 }
 
-/// CSV header; one column per scalar field of the measurement schema.
-pub const CSV_HEADER: &str = "algorithm,direction,size_bytes,threads,concurrency,key_mode,path_requested,path_used,status,throughput_mb_s,ops_per_s,p50_ns,p90_ns,p99_ns,p999_ns,max_ns,latency_method,batch_ops,cv,samples,cpu_utilization,key_setup_ns,error";
+/// CSV header; one column per scalar field of the measurement schema. Columns
+/// added later go at the end, so older readers keep their positions.
+pub const CSV_HEADER: &str = "algorithm,direction,size_bytes,threads,concurrency,key_mode,path_requested,path_used,status,throughput_mb_s,ops_per_s,p50_ns,p90_ns,p99_ns,p999_ns,max_ns,latency_method,batch_ops,cv,samples,cpu_utilization,key_setup_ns,error,low_samples,sample_kind,latency_samples,throughput_batch_ops,all_running_bytes,all_running_seconds,objects,arrival_rate_per_s,cipher_state_bytes,peak_rss_bytes,heap_bytes_per_op,allocs_per_op";
 
 /// Writes one measurement as a JSON line.
 pub fn write_json_line(m: &Measurement, out: &mut dyn Write) -> io::Result<()> {
@@ -30,9 +31,11 @@ pub fn write_json_line(m: &Measurement, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// Writes one measurement as a CSV row (RFC 4180 quoting where needed).
+/// `p999_ns` is empty where too few latency values support it.
 pub fn write_csv_row(m: &Measurement, out: &mut dyn Write) -> io::Result<()> {
     let opt = |v: Option<String>| v.unwrap_or_default();
     let f = m.figures.as_ref();
+    let mem = f.and_then(|f| f.memory.as_ref());
     let cells = [
         m.algorithm.name().to_string(),
         m.direction.as_str().to_string(),
@@ -48,7 +51,7 @@ pub fn write_csv_row(m: &Measurement, out: &mut dyn Write) -> io::Result<()> {
         opt(f.map(|f| f.latency_ns.p50.to_string())),
         opt(f.map(|f| f.latency_ns.p90.to_string())),
         opt(f.map(|f| f.latency_ns.p99.to_string())),
-        opt(f.map(|f| f.latency_ns.p999.to_string())),
+        opt(f.filter(|f| f.p999_supported()).map(|f| f.latency_ns.p999.to_string())),
         opt(f.map(|f| f.latency_ns.max.to_string())),
         opt(f.map(|f| {
             serde_json::to_value(f.latency_method)
@@ -62,6 +65,18 @@ pub fn write_csv_row(m: &Measurement, out: &mut dyn Write) -> io::Result<()> {
         opt(f.map(|f| format!("{:.3}", f.cpu_utilization))),
         opt(f.map(|f| format!("{:.1}", f.key_setup_ns))),
         opt(m.error.clone()),
+        opt(f.map(|f| f.low_samples.to_string())),
+        opt(f.map(|f| f.sample_kind.to_string())),
+        opt(f.map(|f| f.latency_samples.to_string())),
+        opt(f.map(|f| f.throughput_batch_ops.to_string())),
+        opt(f.map(|f| f.all_running_bytes.to_string())),
+        opt(f.map(|f| format!("{:.6}", f.all_running_seconds))),
+        opt(f.and_then(|f| f.objects).map(|n| n.to_string())),
+        opt(f.and_then(|f| f.arrival_rate_per_s).map(|r| r.to_string())),
+        opt(mem.map(|m| m.cipher_state_bytes.to_string())),
+        opt(mem.map(|m| m.peak_rss_bytes.to_string())),
+        opt(mem.and_then(|m| m.heap_bytes_per_op).map(|v| v.to_string())),
+        opt(mem.and_then(|m| m.allocs_per_op).map(|v| v.to_string())),
     ];
     let line: Vec<String> = cells.iter().map(|c| csv_escape(c)).collect();
     writeln!(out, "{}", line.join(","))?;
@@ -84,7 +99,9 @@ struct RowKey {
 }
 
 /// Writes the grouped table: rows per algorithm/direction/path/threads/key mode,
-/// columns per payload size; each row shows MB/s, then P99 latency and CV.
+/// columns per payload size; each row shows MB/s, P99 latency (and P99.9
+/// where enough latency values support it) and CV, with a compact memory
+/// column: cipher state, worker peak RSS, heap allocations per operation.
 pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Write) -> io::Result<()> {
     let hostname = host.hostname.as_deref().unwrap_or("unknown host");
     writeln!(
@@ -95,9 +112,25 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
         host.arch,
         host.cpu.model_name.as_deref().unwrap_or("unknown CPU").escape_debug()
     )?;
+    let ok_figures = || {
+        results
+            .iter()
+            .filter(|m| m.status == Status::Ok)
+            .filter_map(|m| m.figures.as_ref())
+    };
     writeln!(
         out,
-        "MB/s = 10^6 bytes of plaintext per second (median of samples); p99 = 99th-percentile latency per operation; cv = spread of the samples"
+        "MB/s = 10^6 bytes of plaintext per second (median of samples; * = fewer than {LOW_SAMPLES} samples); p99 = 99th-percentile latency per operation; cv = spread of the samples"
+    )?;
+    if ok_figures().any(|f| f.latency_method == LatencyMethod::BatchMean) {
+        writeln!(
+            out,
+            "batch mean (b) = each latency value is the mean of a batch of about 10 µs of operations: single-operation outliers are averaged away"
+        )?;
+    }
+    writeln!(
+        out,
+        "p99.9 only where at least {P999_MIN_LATENCY_SAMPLES} latency values support it; memory = keyed cipher state (size_of + heap), worker peak RSS, heap allocations per operation while measuring"
     )?;
     let mut sizes: Vec<u64> = results.iter().map(|m| m.size_bytes).collect();
     sizes.sort_unstable();
@@ -123,6 +156,7 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
         rows.entry(key).or_default().insert(m.size_bytes, m);
     }
     let width = 12;
+    const MEMORY: usize = 14;
     let head = format!(
         "{:<24} {:<7} {:<11} {:>3} {:<13}",
         "algorithm", "dir", "path", "thr", "key"
@@ -137,9 +171,12 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
         };
         write!(out, "{size:>width$}")?;
     }
-    writeln!(out)?;
-    writeln!(out, "{}", "-".repeat(head.len() + 2 + width * sizes.len() + 8))?;
-    let pad = " ".repeat(head.len());
+    writeln!(out, " | {:<MEMORY$}", "memory")?;
+    writeln!(
+        out,
+        "{}",
+        "-".repeat(head.len() + 2 + width * sizes.len() + 3 + MEMORY + 8)
+    )?;
     for (key, cells) in &rows {
         let line = |f: &dyn Fn(&Measurement) -> String| -> String {
             sizes
@@ -147,21 +184,85 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
                 .map(|s| format!("{:>width$}", cells.get(s).map(|m| f(m)).unwrap_or_default()))
                 .collect()
         };
+        let figures: Vec<&Figures> = cells.values().filter_map(|m| ok(m)).collect();
+        let memory: Vec<&Memory> = figures.iter().filter_map(|f| f.memory.as_ref()).collect();
+        let state = memory
+            .iter()
+            .map(|m| m.cipher_state_bytes)
+            .max()
+            .map_or("-".into(), |b| format!("state {}", human_bytes(b)));
+        let rss = memory
+            .iter()
+            .map(|m| m.peak_rss_bytes)
+            .max()
+            .map_or("-".into(), |b| format!("rss {}", human_bytes(b)));
+        let allocs = memory
+            .iter()
+            .filter_map(|m| m.allocs_per_op)
+            .reduce(f64::max)
+            .map_or("-".into(), |a| format!("{} alloc/op", trim_number(a)));
+        let pad = " ".repeat(key.label.len().max(head.len()));
+        let batch_means = figures
+            .iter()
+            .filter(|f| f.latency_method == LatencyMethod::BatchMean)
+            .count();
+        let p99_label = match batch_means {
+            0 => "p99 µs",
+            n if n == figures.len() => "p99 µs (batch mean)",
+            _ => "p99 µs (b = batch mean)",
+        };
+        let mark = batch_means > 0 && batch_means < figures.len();
         writeln!(
             out,
-            "{} |{}  MB/s",
+            "{} |{} | {state:<MEMORY$} MB/s",
             key.label,
-            line(&|m| fig(m, |f| format!("{:.2}", f.throughput_mb_s)))
+            line(&|m| fig(m, |f| format!(
+                "{:.2}{}",
+                f.throughput_mb_s,
+                if f.low_samples { "*" } else { "" }
+            )))
         )?;
         writeln!(
             out,
-            "{pad} |{}  p99 µs",
-            line(&|m| fig(m, |f| format!("{:.3}", f.latency_ns.p99 as f64 / 1e3)))
+            "{pad} |{} | {rss:<MEMORY$} {p99_label}",
+            line(&|m| fig(m, |f| format!(
+                "{:.3}{}",
+                f.latency_ns.p99 as f64 / 1e3,
+                if mark && f.latency_method == LatencyMethod::BatchMean {
+                    "b"
+                } else {
+                    ""
+                }
+            )))
         )?;
+        if figures.iter().any(|f| f.p999_supported()) {
+            writeln!(
+                out,
+                "{pad} |{} | {:<MEMORY$} p99.9 µs",
+                line(&|m| fig(m, |f| if f.p999_supported() {
+                    format!("{:.3}", f.latency_ns.p999 as f64 / 1e3)
+                } else {
+                    "-".into()
+                })),
+                ""
+            )?;
+        }
         writeln!(
             out,
-            "{pad} |{}  cv",
+            "{pad} |{} | {allocs:<MEMORY$} cv",
             line(&|m| fig(m, |f| f.cv.map(|c| format!("{:.1}%", c * 100.0)).unwrap_or("-".into())))
+        )?;
+    }
+    let low: Vec<String> = results
+        .iter()
+        .filter(|m| ok(m).is_some_and(|f| f.low_samples))
+        .map(|m| m.spec().label())
+        .collect();
+    if !low.is_empty() {
+        writeln!(
+            out,
+            "\n* fewer than {LOW_SAMPLES} samples even after extending the run (low_samples): {}",
+            low.join("; ")
         )?;
     }
     let failures: Vec<&Measurement> = results.iter().filter(|m| m.status == Status::Failed).collect();
@@ -196,9 +297,53 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
     Ok(())
 }
 
-fn fig(m: &Measurement, f: impl Fn(&cipherfleet_core::measurement::Figures) -> String) -> String {
-    match (&m.figures, m.status) {
-        (Some(figures), Status::Ok) => f(figures),
-        _ => "failed".to_string(),
+/// The figures of a successful measurement.
+fn ok(m: &Measurement) -> Option<&Figures> {
+    m.figures.as_ref().filter(|_| m.status == Status::Ok)
+}
+
+fn fig(m: &Measurement, f: impl Fn(&Figures) -> String) -> String {
+    ok(m).map_or_else(|| "failed".to_string(), f)
+}
+
+/// Bytes in B, KiB, MiB or GiB, three significant figures at most.
+fn human_bytes(b: u64) -> String {
+    let units = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    match units.iter().find(|(_, size)| b >= *size) {
+        Some((unit, size)) => {
+            let v = b as f64 / *size as f64;
+            if v >= 100.0 {
+                format!("{v:.0} {unit}")
+            } else {
+                format!("{v:.1} {unit}")
+            }
+        }
+        None => format!("{b} B"),
+    }
+}
+
+/// A per-operation count: `0`, or up to three decimals.
+fn trim_number(v: f64) -> String {
+    if v == 0.0 { "0".into() } else { format!("{v:.3}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_read_in_binary_units() {
+        for (b, want) in [
+            (0, "0 B"),
+            (480, "480 B"),
+            (1536, "1.5 KiB"),
+            (6_400_000, "6.1 MiB"),
+            (300 << 20, "300 MiB"),
+            (3 << 30, "3.0 GiB"),
+        ] {
+            assert_eq!(human_bytes(b), want);
+        }
+        assert_eq!(trim_number(0.0), "0");
+        assert_eq!(trim_number(0.25), "0.250");
     }
 }

@@ -1,9 +1,11 @@
 //! Runs each measurement in a child process: this binary for the accelerated
 //! path, its `-soft` sibling for the software path.
 //!
-//! The child (`cipherfleet-agent __worker`) reads a [`JobSpec`] as JSON on
-//! stdin, runs the relevant known-answer tests, measures, and writes a
-//! [`WorkerReport`] as JSON on stdout. A crash, a failed self-test or a hang
+//! The child (`cipherfleet-agent __worker`) reads a [`WorkerJob`] (a
+//! [`JobSpec`] and its load) as JSON on stdin, runs the relevant known-answer
+//! tests, measures, and writes a [`WorkerReport`] as JSON on stdout. It learns
+//! the time limit it runs under from its environment ([`TIME_LIMIT_ENV`]) and
+//! ends its measurement in time to report. A crash, a failed self-test or a hang
 //! past the time limit becomes that point's failure; the parent's threads
 //! never share the CPU with the measurement.
 
@@ -13,12 +15,14 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use cipherfleet_core::measurement::WorkerReport;
 use cipherfleet_core::path::{Flavour, Path};
+use cipherfleet_core::spec::{Execution, JobSpec, KeyMode, validate_arrival_rate};
+use serde::{Deserialize, Serialize};
 
 use crate::backend;
-use crate::{engine, selftest};
-use cipherfleet_core::measurement::WorkerReport;
-use cipherfleet_core::spec::{JobSpec, KeyMode};
+use crate::engine::{self, RunOptions};
+use crate::selftest;
 
 /// Name of the accelerated binary.
 pub const ACCELERATED_BIN: &str = "cipherfleet-agent";
@@ -93,16 +97,48 @@ pub fn daemon_binary_for(path: Path) -> Result<PathBuf, WorkerError> {
     }
 }
 
-/// How long a point may take before it is killed: [`JobSpec::time_limit`], the
-/// rule the coordinator also uses, unless `CIPHERFLEET_WORKER_TIME_LIMIT`
-/// (seconds) overrides it on this host.
+/// Environment variable overriding the worker time limit (seconds). The
+/// parent also sets it in each worker's environment to the limit it enforces,
+/// so the worker can finish its measurement before then.
+pub const TIME_LIMIT_ENV: &str = "CIPHERFLEET_WORKER_TIME_LIMIT";
+
+/// How long a point may take before it is killed: [`JobSpec::time_limit`] for
+/// this host's [`execution`], the rule the coordinator also uses, unless
+/// [`TIME_LIMIT_ENV`] overrides it on this host.
 pub fn time_limit(spec: &JobSpec) -> Duration {
-    let configured = std::env::var("CIPHERFLEET_WORKER_TIME_LIMIT")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok());
-    match configured.filter(|s| s.is_finite() && *s > 0.0) {
-        Some(secs) => Duration::from_secs_f64(secs),
-        None => spec.time_limit(),
+    configured_time_limit().unwrap_or_else(|| spec.time_limit(execution()))
+}
+
+/// When a worker started at `started` under `limit` must be done: the parent
+/// started counting a little earlier (process start, under an emulator
+/// perhaps seconds), so keep 5 % and at least 2 s back.
+fn worker_deadline(started: Instant, limit: Duration) -> Instant {
+    let margin = (limit / 20).max(Duration::from_secs(2));
+    started + limit.saturating_sub(margin)
+}
+
+fn configured_time_limit() -> Option<Duration> {
+    let secs = std::env::var(TIME_LIMIT_ENV).ok()?.trim().parse::<f64>().ok()?;
+    (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+/// Whether workers run emulated: when the worker prefix starts an emulator
+/// (`qemu-x86_64-static -cpu Nehalem`, `qemu-aarch64 …`). The worker inherits
+/// the prefix variable, so it reaches the same answer as its parent.
+pub fn execution() -> Execution {
+    execution_under(worker_prefix().as_deref().unwrap_or_default())
+}
+
+fn execution_under(prefix: &[String]) -> Execution {
+    let emulator = |p: &String| {
+        FsPath::new(p)
+            .file_name()
+            .is_some_and(|name| name.to_string_lossy().starts_with("qemu-"))
+    };
+    if prefix.iter().any(emulator) {
+        Execution::Emulated
+    } else {
+        Execution::Native
     }
 }
 
@@ -119,9 +155,25 @@ pub fn worker_prefix() -> Option<Vec<String>> {
     (!parts.is_empty()).then_some(parts)
 }
 
-/// Measures `spec` in a worker process and returns its report.
-pub fn run_point(spec: &JobSpec) -> Result<WorkerReport, WorkerError> {
-    run_in(&binary_for(spec.path)?, spec, None, &AtomicBool::new(false))
+/// What a worker is asked to measure: the point, and how its objects arrive
+/// in the object-storage scenario (the closed loop unless an arrival rate is
+/// given; a local `bench --arrival-rate` only, jobs have none).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerJob {
+    pub spec: JobSpec,
+    #[serde(default)]
+    pub arrival_rate_per_s: Option<f64>,
+}
+
+/// Measures `spec` in a worker process and returns its report; objects arrive
+/// at `arrival_rate_per_s` when given (open loop).
+pub fn run_point(spec: &JobSpec, arrival_rate_per_s: Option<f64>) -> Result<WorkerReport, WorkerError> {
+    let job = WorkerJob {
+        spec: spec.clone(),
+        arrival_rate_per_s,
+    };
+    run_in(&binary_for(spec.path)?, &job, None, &AtomicBool::new(false))
 }
 
 /// Like [`run_point`], with the time limit given by the caller (`None`: [`time_limit`])
@@ -133,15 +185,20 @@ pub fn run_point_with(
     limit: Option<Duration>,
     cancel: &AtomicBool,
 ) -> Result<WorkerReport, WorkerError> {
-    run_in(&daemon_binary_for(spec.path)?, spec, limit, cancel)
+    let job = WorkerJob {
+        spec: spec.clone(),
+        arrival_rate_per_s: None,
+    };
+    run_in(&daemon_binary_for(spec.path)?, &job, limit, cancel)
 }
 
 fn run_in(
     binary: &FsPath,
-    spec: &JobSpec,
+    job: &WorkerJob,
     limit: Option<Duration>,
     cancel: &AtomicBool,
 ) -> Result<WorkerReport, WorkerError> {
+    let spec = &job.spec;
     let mut command = match worker_prefix() {
         Some(prefix) => {
             let mut c = Command::new(&prefix[0]);
@@ -151,7 +208,9 @@ fn run_in(
         None => Command::new(binary),
     };
     die_with_parent(&mut command);
+    let limit = limit.unwrap_or_else(|| time_limit(spec));
     let mut child = command
+        .env(TIME_LIMIT_ENV, format!("{:.3}", limit.as_secs_f64()))
         .arg(WORKER_ARG)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -161,7 +220,7 @@ fn run_in(
             binary: binary.to_path_buf(),
             source,
         })?;
-    let input = serde_json::to_vec(spec).expect("a spec serialises");
+    let input = serde_json::to_vec(job).expect("a job serialises");
     let mut stdin = child.stdin.take().expect("piped");
     // A worker that dies at once closes stdin; its exit status says why.
     let _ = stdin.write_all(&input);
@@ -169,7 +228,6 @@ fn run_in(
     let stdout = drain(child.stdout.take().expect("piped"));
     let stderr = drain(child.stderr.take().expect("piped"));
 
-    let limit = limit.unwrap_or_else(|| time_limit(spec));
     let deadline = Instant::now() + limit;
     let status = loop {
         match child.try_wait() {
@@ -254,19 +312,26 @@ fn last_lines(s: &str, n: usize) -> String {
 /// The worker side: read a spec on stdin, self-test, measure, print the report.
 /// Returns the process exit code.
 pub fn worker_main() -> i32 {
+    let started = Instant::now();
     let mut input = String::new();
     if let Err(e) = std::io::stdin().read_to_string(&mut input) {
         eprintln!("reading the job from stdin: {e}");
         return exit::INVALID;
     }
-    let spec: JobSpec = match serde_json::from_str(&input) {
-        Ok(s) => s,
+    let WorkerJob {
+        spec,
+        arrival_rate_per_s,
+    } = match serde_json::from_str(&input) {
+        Ok(job) => job,
         Err(e) => {
             eprintln!("invalid job: {e}");
             return exit::INVALID;
         }
     };
-    if let Err(e) = spec.validate() {
+    if let Err(e) = spec
+        .validate()
+        .and_then(|()| validate_arrival_rate(arrival_rate_per_s, spec.concurrency))
+    {
         eprintln!("invalid job: {e}");
         return exit::INVALID;
     }
@@ -285,7 +350,12 @@ pub fn worker_main() -> i32 {
         eprintln!("{}: known-answer tests failed: {}", spec.algorithm, failed.join("; "));
         return exit::SELFTEST;
     }
-    let figures = match engine::measure(&spec) {
+    let options = RunOptions {
+        deadline: configured_time_limit().map(|limit| worker_deadline(started, limit)),
+        arrival_rate: arrival_rate_per_s,
+        ..RunOptions::for_spec(&spec, execution())
+    };
+    let figures = match engine::measure_with(&spec, &options) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("{e}");
@@ -302,6 +372,54 @@ pub fn worker_main() -> i32 {
     };
     println!("{}", serde_json::to_string(&report).expect("a report serialises"));
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worker_stops_ahead_of_its_parent() {
+        let t = Instant::now();
+        assert_eq!(worker_deadline(t, Duration::from_secs(10)), t + Duration::from_secs(8));
+        assert_eq!(
+            worker_deadline(t, Duration::from_secs(1000)),
+            t + Duration::from_secs(950)
+        );
+        assert_eq!(worker_deadline(t, Duration::from_secs(1)), t);
+    }
+
+    #[test]
+    fn a_job_without_a_rate_reads_as_the_closed_loop() {
+        let spec = JobSpec {
+            algorithm: "aes-128-gcm".parse().unwrap(),
+            direction: cipherfleet_core::spec::Direction::Encrypt,
+            size_bytes: 16,
+            threads: 1,
+            concurrency: Some(4),
+            key_mode: KeyMode::Static,
+            path: Path::Accelerated,
+            seconds: 0.1,
+        };
+        let json = format!("{{\"spec\":{}}}", serde_json::to_string(&spec).unwrap());
+        let job: WorkerJob = serde_json::from_str(&json).unwrap();
+        assert_eq!(job.arrival_rate_per_s, None);
+        assert_eq!(job.spec, spec);
+    }
+
+    #[test]
+    fn a_qemu_prefix_means_emulated_workers() {
+        let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        for (prefix, want) in [
+            ("", Execution::Native),
+            ("taskset -c 2,3", Execution::Native),
+            ("qemu-x86_64-static -cpu Nehalem", Execution::Emulated),
+            ("/usr/bin/qemu-aarch64 -cpu cortex-a72", Execution::Emulated),
+            ("taskset -c 1 qemu-x86_64 -cpu Westmere", Execution::Emulated),
+        ] {
+            assert_eq!(execution_under(&words(prefix)), want, "{prefix:?}");
+        }
+    }
 }
 
 /// Test-only fault injection (debug builds): `CIPHERFLEET_WORKER_FAULT=abort:ALG` or

@@ -28,7 +28,8 @@ pub enum Mode {
     /// Counter mode (big-endian 128-bit counter), no padding.
     Ctr,
     Gcm,
-    /// CCM with a 16-byte tag and 13-byte nonce (RFC 3610 style).
+    /// CCM with a 16-byte tag and 12-byte nonce (as TLS 1.3's AES-CCM), so a
+    /// 3-byte length field: messages up to [`CCM_MAX_MESSAGE`] bytes.
     Ccm,
     /// OCB3 (RFC 7253) with a 16-byte tag and 12-byte nonce.
     Ocb,
@@ -41,6 +42,12 @@ pub enum Mode {
     /// XChaCha20-Poly1305 (24-byte nonce).
     XPoly1305,
 }
+
+/// CCM's length field has 15 − nonce length bytes; with the 12-byte nonce, 3
+/// bytes, so one message holds at most 2^24 − 1 bytes (16 MiB − 1), enough for
+/// every payload of the matrix. (The 13-byte nonce of RFC 3610 leaves 2 bytes:
+/// 65,535.)
+pub const CCM_MAX_MESSAGE: u64 = (1 << 24) - 1;
 
 /// One benchmarkable algorithm: a cipher under a mode, with an OpenSSL-style name.
 /// Ordered by cipher, then mode (AES-128 before AES-256 before ChaCha20 before DES).
@@ -107,6 +114,15 @@ impl Algorithm {
     /// Whether the algorithm uses AES (and so depends on AES-NI / ARMv8 AES).
     pub fn uses_aes(self) -> bool {
         matches!(self.cipher, Cipher::Aes128 | Cipher::Aes192 | Cipher::Aes256)
+    }
+
+    /// The longest message one operation may carry, where the construction
+    /// limits it below [`crate::spec::MAX_SIZE`]: CCM's length field.
+    pub fn max_message_bytes(self) -> Option<u64> {
+        match self.mode {
+            Mode::Ccm => Some(CCM_MAX_MESSAGE),
+            _ => None,
+        }
     }
 
     /// Encryption key length in bytes (the HMAC key of CBC-HMAC is separate and 32 bytes).

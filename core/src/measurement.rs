@@ -24,13 +24,42 @@ text_enum! {
 text_enum! {
     /// How the latency percentiles were obtained.
     pub enum LatencyMethod ("latency method") {
-        /// Every operation timed on its own.
+        /// Operations timed one by one.
         PerOp = "per-op",
         /// Each value is the mean of a timed batch of `batch_ops` operations (tiny payloads).
         BatchMean = "batch-mean",
-        /// Per object, from submission to completion including queueing (object-storage scenario).
+        /// Per object, from submission (or intended arrival) to completion, queueing included
+        /// (object-storage scenario).
         PerObject = "per-object",
     }
+}
+
+text_enum! {
+    /// What one throughput sample is.
+    pub enum SampleKind ("sample kind") {
+        /// A global time window of `sample_seconds`: the work of every thread
+        /// whose batches ended in it.
+        Window = "window",
+        /// One timed operation (or object), when one outlasts a window.
+        Operation = "operation",
+    }
+}
+
+/// Latency percentiles need this many timed values before p99.9 is more than the maximum.
+pub const P999_MIN_LATENCY_SAMPLES: u64 = 1000;
+
+/// Memory a point used.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    /// One keyed cipher instance: its `size_of` plus the heap it owns.
+    pub cipher_state_bytes: u64,
+    /// Peak resident set of the process that measured (`ru_maxrss`), buffers included.
+    pub peak_rss_bytes: u64,
+    /// Heap bytes allocated per operation inside the measured loops (0 expected);
+    /// `None` where the process does not count allocations.
+    pub heap_bytes_per_op: Option<f64>,
+    /// Heap allocations per operation inside the measured loops (0 expected).
+    pub allocs_per_op: Option<f64>,
 }
 
 /// Latency percentiles in nanoseconds (nearest rank, 3 significant digits).
@@ -51,17 +80,46 @@ pub struct Figures {
     pub ops_per_s: f64,
     pub latency_ns: Latency,
     pub latency_method: LatencyMethod,
-    /// Operations per timed batch.
+    /// Operations per latency-timed batch: the operations each `batch-mean` value averages.
     pub batch_ops: u64,
+    /// Timed latency values behind the percentiles (batches, operations or objects);
+    /// p99.9 means more than the maximum only from [`P999_MIN_LATENCY_SAMPLES`].
+    #[serde(default)]
+    pub latency_samples: u64,
+    /// Operations per throughput batch (one clock read per batch, about a millisecond or more).
+    #[serde(default)]
+    pub throughput_batch_ops: u64,
     /// Coefficient of variation of the sample throughputs (`None` with one sample).
     pub cv: Option<f64>,
     pub samples: u32,
+    /// What a sample is: a time window or one operation.
+    #[serde(default = "SampleKind::default_for_old_records")]
+    pub sample_kind: SampleKind,
+    /// Fewer than [`crate::spec::LOW_SAMPLES`] samples even after extending the run.
+    #[serde(default)]
+    pub low_samples: bool,
+    /// Length of a window sample (or of the window an operation outlasted).
     pub sample_seconds: f64,
     pub warmup_seconds: f64,
     /// Wall time of the measured phase.
     pub elapsed_seconds: f64,
     pub operations: u64,
     pub bytes_processed: u64,
+    /// Plaintext bytes over the interval in which every thread was running (the
+    /// samples' windows or operations), and that interval's length: their
+    /// ratio is the mean throughput with no thread idle or alone.
+    #[serde(default)]
+    pub all_running_bytes: u64,
+    #[serde(default)]
+    pub all_running_seconds: f64,
+    /// Object-storage scenario: objects completed and counted, after the first
+    /// `concurrency` were discarded.
+    #[serde(default)]
+    pub objects: Option<u64>,
+    /// Object-storage scenario in an open loop: objects arrive at this rate
+    /// whatever the completions, and latency counts from the intended arrival.
+    #[serde(default)]
+    pub arrival_rate_per_s: Option<f64>,
     pub cpu_user_seconds: f64,
     pub cpu_sys_seconds: f64,
     /// CPU time / (wall time × threads): 1.0 means every worker thread was busy throughout.
@@ -70,6 +128,23 @@ pub struct Figures {
     pub key_setup_ns: f64,
     /// Every sample's throughput in MB/s, in order.
     pub sample_throughputs_mb_s: Vec<f64>,
+    /// Cipher state, peak RSS and heap use of the measured loops.
+    #[serde(default)]
+    pub memory: Option<Memory>,
+}
+
+impl Figures {
+    /// Whether enough latency values stand behind p99.9 for it to be shown.
+    pub fn p999_supported(&self) -> bool {
+        self.latency_samples >= P999_MIN_LATENCY_SAMPLES
+    }
+}
+
+impl SampleKind {
+    /// Records from before the field were always windows (per thread).
+    fn default_for_old_records() -> Self {
+        SampleKind::Window
+    }
 }
 
 /// What the worker process reports for a point it measured.

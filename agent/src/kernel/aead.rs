@@ -8,15 +8,18 @@ use aead::{AeadInOut, KeyInit, Nonce, Tag};
 
 pub use aead::consts;
 
-use super::{KernelError, KernelInput, Keys, Operation};
+use super::{KernelError, KernelInput, Keys, Operation, Pool};
 use cipherfleet_core::spec::Direction;
 
-/// AES-CCM as the engine runs it: 16-byte tag, 13-byte nonce (RFC 3610 / SP 800-38C).
-pub type Ccm<C> = ccm::Ccm<C, consts::U16, consts::U13>;
+/// AES-CCM as the engine runs it: 16-byte tag, 12-byte nonce (SP 800-38C; as
+/// TLS 1.3's AES-CCM), which leaves a 3-byte length field: messages up to
+/// 16 MiB − 1 ([`cipherfleet_core::algorithm::CCM_MAX_MESSAGE`]). The 13-byte
+/// nonce of RFC 3610 would stop at 65,535 bytes.
+pub type Ccm<C> = ccm::Ccm<C, consts::U16, consts::U12>;
 
+/// What opens a pool ciphertext besides the key.
 struct Sealed<A: AeadInOut> {
     nonce: Nonce<A>,
-    ciphertext: Vec<u8>,
     tag: Tag<A>,
 }
 
@@ -26,7 +29,7 @@ pub struct AeadKernel<A: AeadInOut> {
     thread: u32,
     plaintext: Vec<u8>,
     output: Vec<u8>,
-    pool: Vec<Sealed<A>>,
+    pool: Pool<Sealed<A>>,
 }
 
 fn make<A: KeyInit>(key: &[u8]) -> A {
@@ -43,17 +46,14 @@ impl<A: AeadInOut + KeyInit> AeadKernel<A> {
             thread: input.thread,
             plaintext: super::random_bytes(size),
             output: vec![0; size],
-            pool: Vec::new(),
+            pool: Pool::empty(),
         };
         if super::decrypts(input) {
-            for slot in 0..super::pool_slots(spec.size_bytes) {
+            k.pool = Pool::new(spec.size_bytes, size);
+            for slot in 0..k.pool.slots() {
                 let nonce = k.nonce(super::pool_counter(slot));
                 let tag = k.seal(slot as u64, &nonce)?;
-                k.pool.push(Sealed {
-                    nonce,
-                    ciphertext: k.output.clone(),
-                    tag,
-                });
+                k.pool.push(&k.output, Sealed { nonce, tag });
             }
         }
         Ok(k)
@@ -93,12 +93,12 @@ where
                 black_box(tag);
             }
             Direction::Decrypt => {
-                let slot = (op % self.pool.len() as u64) as usize;
-                let sealed = &self.pool[slot];
+                let slot = self.pool.slot(op);
+                let (ciphertext, sealed) = self.pool.get(slot);
                 let output = &mut self.output;
                 self.keys
                     .with(slot as u64, |c| {
-                        let buf = InOutBuf::new(&sealed.ciphertext, output).expect("buffers have equal length");
+                        let buf = InOutBuf::new(ciphertext, output).expect("buffers have equal length");
                         c.decrypt_inout_detached(&sealed.nonce, &[], buf, &sealed.tag)
                     })
                     .map_err(|_| KernelError::Verify("AEAD tag mismatch"))?;
@@ -110,6 +110,10 @@ where
 
     fn key_setup_ns(&self, iterations: u32) -> f64 {
         self.keys.time_setup(iterations)
+    }
+
+    fn cipher_state_bytes(&self) -> u64 {
+        self.keys.state_bytes()
     }
 }
 
@@ -161,7 +165,7 @@ mod tests {
         let mut k = kernel(Direction::Decrypt);
         k.run(0).unwrap();
         assert_eq!(k.output, k.plaintext, "decrypt recovers the plaintext");
-        k.pool[1].ciphertext[0] ^= 1;
+        k.pool.ciphertext_mut(1)[0] ^= 1;
         assert_eq!(k.run(1), Err(KernelError::Verify("AEAD tag mismatch")));
     }
 }

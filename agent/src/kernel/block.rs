@@ -14,7 +14,7 @@ use cipher::{
     KeyInit, StreamCipher,
 };
 
-use super::{KernelError, KernelInput, Keys, Operation};
+use super::{KernelError, KernelInput, Keys, Operation, Pool};
 use cipherfleet_core::algorithm::Mode;
 use cipherfleet_core::spec::Direction;
 
@@ -25,8 +25,8 @@ pub struct BlockKernel<C: BlockSizeUser> {
     thread: u32,
     plaintext: Vec<u8>,
     output: Vec<u8>,
-    /// Decrypt pool: (IV, ciphertext).
-    pool: Vec<(Block<C>, Vec<u8>)>,
+    /// Decrypt pool: ciphertexts with their IVs.
+    pool: Pool<Block<C>>,
 }
 
 fn make<C: KeyInit>(key: &[u8]) -> C {
@@ -56,12 +56,13 @@ where
             thread: input.thread,
             plaintext: super::random_bytes(size),
             output: vec![0; out_len],
-            pool: Vec::new(),
+            pool: Pool::empty(),
         };
         if super::decrypts(input) {
-            for slot in 0..super::pool_slots(spec.size_bytes) {
+            k.pool = Pool::new(spec.size_bytes, out_len);
+            for slot in 0..k.pool.slots() {
                 let iv = k.seal(slot as u64, super::pool_counter(slot))?;
-                k.pool.push((iv, k.output.clone()));
+                k.pool.push(&k.output, iv);
             }
         }
         Ok(k)
@@ -150,8 +151,8 @@ where
                 black_box(self.seal(op, op)?);
             }
             Direction::Decrypt => {
-                let slot = (op % self.pool.len() as u64) as usize;
-                let (iv, ciphertext) = &self.pool[slot];
+                let slot = self.pool.slot(op);
+                let (ciphertext, iv) = self.pool.get(slot);
                 let (output, mode) = (&mut self.output, self.mode);
                 self.keys.with(slot as u64, |c| match mode {
                     Mode::Ecb => ecb::Decryptor::<&C>::inner_init(c)
@@ -176,5 +177,9 @@ where
 
     fn key_setup_ns(&self, iterations: u32) -> f64 {
         self.keys.time_setup(iterations)
+    }
+
+    fn cipher_state_bytes(&self) -> u64 {
+        self.keys.state_bytes()
     }
 }

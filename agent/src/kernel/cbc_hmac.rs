@@ -10,7 +10,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::block::padded_len;
-use super::{KernelError, KernelInput, Keys, Operation};
+use super::{KernelError, KernelInput, Keys, Operation, Pool};
 use cipherfleet_core::spec::Direction;
 
 type HmacSha256 = Hmac<Sha256>;
@@ -30,9 +30,9 @@ fn make<C: KeyInit>(key: &[u8]) -> Pair<C> {
     }
 }
 
+/// What opens a pool ciphertext besides the keys.
 struct Sealed<C: BlockCipherEncrypt> {
     iv: Block<C>,
-    ciphertext: Vec<u8>,
     tag: [u8; 32],
 }
 
@@ -42,7 +42,7 @@ pub struct CbcHmacKernel<C: BlockCipherEncrypt> {
     thread: u32,
     plaintext: Vec<u8>,
     output: Vec<u8>,
-    pool: Vec<Sealed<C>>,
+    pool: Pool<Sealed<C>>,
 }
 
 impl<C> CbcHmacKernel<C>
@@ -58,16 +58,13 @@ where
             thread: input.thread,
             plaintext: super::random_bytes(size),
             output: vec![0; padded_len(size, C::block_size())],
-            pool: Vec::new(),
+            pool: Pool::empty(),
         };
         if super::decrypts(input) {
-            for slot in 0..super::pool_slots(spec.size_bytes) {
+            k.pool = Pool::new(spec.size_bytes, k.output.len());
+            for slot in 0..k.pool.slots() {
                 let (iv, tag) = k.seal(slot as u64, super::pool_counter(slot))?;
-                k.pool.push(Sealed {
-                    iv,
-                    ciphertext: k.output.clone(),
-                    tag,
-                });
+                k.pool.push(&k.output, Sealed { iv, tag });
             }
         }
         Ok(k)
@@ -103,17 +100,17 @@ where
                 black_box(self.seal(op, op)?);
             }
             Direction::Decrypt => {
-                let slot = (op % self.pool.len() as u64) as usize;
-                let sealed = &self.pool[slot];
+                let slot = self.pool.slot(op);
+                let (ciphertext, sealed) = self.pool.get(slot);
                 let output = &mut self.output;
                 self.keys.with(slot as u64, |pair| {
                     let mut mac = pair.mac.clone();
                     mac.update(&sealed.iv);
-                    mac.update(&sealed.ciphertext);
+                    mac.update(ciphertext);
                     mac.verify_slice(&sealed.tag)
                         .map_err(|_| KernelError::Verify("HMAC-SHA256 tag mismatch"))?;
                     cbc::Decryptor::<&C>::inner_iv_init(&pair.cipher, &sealed.iv)
-                        .decrypt_padded_b2b::<Pkcs7>(&sealed.ciphertext, output)
+                        .decrypt_padded_b2b::<Pkcs7>(ciphertext, output)
                         .map(|_| ())
                         .map_err(|_| KernelError::Verify("PKCS#7 padding invalid"))
                 })?;
@@ -125,5 +122,9 @@ where
 
     fn key_setup_ns(&self, iterations: u32) -> f64 {
         self.keys.time_setup(iterations)
+    }
+
+    fn cipher_state_bytes(&self) -> u64 {
+        self.keys.state_bytes()
     }
 }

@@ -7,7 +7,8 @@
 //!   (no copy in the measured loop, nothing the optimiser can drop: results
 //!   pass through `black_box`);
 //! - decryption cycles through a pool of ciphertexts made before measuring
-//!   and verifies every tag (or padding), failing loudly when it does not verify.
+//!   (about 32 KiB per thread, see [`pool`]) and verifies every tag (or
+//!   padding), failing loudly when it does not verify.
 //!
 //! [`Batch::run_batch`] is monomorphised per kernel, so the measured loop has
 //! no dynamic dispatch per operation.
@@ -16,9 +17,12 @@ mod aead;
 mod block;
 mod cbc_hmac;
 mod keys;
+pub mod pool;
 mod stream;
 
+pub use aead::Ccm;
 pub use keys::Keys;
+pub use pool::{Pool, pool_slots};
 
 use cipherfleet_core::algorithm::{Cipher, Mode};
 use cipherfleet_core::spec::{Direction, JobSpec};
@@ -35,15 +39,20 @@ pub enum KernelError {
 /// One operation on one payload.
 pub trait Operation: Send {
     fn run(&mut self, op: u64) -> Result<(), KernelError>;
-    /// Mean nanoseconds to turn key bytes into a ready instance (key schedule,
-    /// plus the HMAC key for CBC-HMAC), over `iterations` setups.
+    /// Mean nanoseconds to turn key material into a ready instance the way
+    /// the key mode does (key schedule, plus the HMAC key for CBC-HMAC, plus
+    /// HKDF-Expand for `hkdf-per-user`), over `iterations` setups.
     fn key_setup_ns(&self, iterations: u32) -> f64;
+    /// Bytes of the keyed cipher state one operation works with: `size_of`
+    /// the instance plus the heap it owns.
+    fn cipher_state_bytes(&self) -> u64;
 }
 
 /// `count` operations starting at `first`; what the engine times.
 pub trait Batch: Send {
     fn run_batch(&mut self, first: u64, count: u64) -> Result<(), KernelError>;
     fn key_setup_ns(&self, iterations: u32) -> f64;
+    fn cipher_state_bytes(&self) -> u64;
 }
 
 impl<T: Operation> Batch for T {
@@ -56,6 +65,10 @@ impl<T: Operation> Batch for T {
 
     fn key_setup_ns(&self, iterations: u32) -> f64 {
         Operation::key_setup_ns(self, iterations)
+    }
+
+    fn cipher_state_bytes(&self) -> u64 {
+        Operation::cipher_state_bytes(self)
     }
 }
 
@@ -114,11 +127,6 @@ pub fn fill_nonce(nonce: &mut [u8], thread: u32, counter: u64) {
 /// Counter for pool slot `slot`.
 pub fn pool_counter(slot: usize) -> u64 {
     u64::MAX - slot as u64
-}
-
-/// How many ciphertexts the decrypt pool holds: about 4 MiB, between 1 and 64.
-pub fn pool_slots(size: u64) -> usize {
-    ((4u64 << 20) / size.max(1)).clamp(1, 64) as usize
 }
 
 /// Random bytes (plaintext and keys are never all-zero).

@@ -6,7 +6,7 @@ use std::hint::black_box;
 use chacha20::ChaCha20;
 use cipher::{KeyIvInit, StreamCipher};
 
-use super::{KernelError, KernelInput, Keys, Operation};
+use super::{KernelError, KernelInput, Keys, Operation, Pool};
 use cipherfleet_core::spec::Direction;
 
 /// ChaCha20's "key setup" is copying the key into the state: the instance is the key.
@@ -22,8 +22,8 @@ pub struct ChaChaKernel {
     thread: u32,
     plaintext: Vec<u8>,
     output: Vec<u8>,
-    /// Decrypt pool: (nonce counter, ciphertext).
-    pool: Vec<(u64, Vec<u8>)>,
+    /// Decrypt pool: ciphertexts with their nonce counters.
+    pool: Pool<u64>,
 }
 
 impl ChaChaKernel {
@@ -36,15 +36,16 @@ impl ChaChaKernel {
             thread: input.thread,
             plaintext: super::random_bytes(size),
             output: vec![0; size],
-            pool: Vec::new(),
+            pool: Pool::empty(),
         };
         if super::decrypts(input) {
-            for slot in 0..super::pool_slots(spec.size_bytes) {
+            k.pool = Pool::new(spec.size_bytes, size);
+            for slot in 0..k.pool.slots() {
                 let counter = super::pool_counter(slot);
                 let (plaintext, output, thread) = (&k.plaintext, &mut k.output, k.thread);
                 k.keys
                     .with(slot as u64, |key| apply(key, thread, counter, plaintext, output));
-                k.pool.push((counter, k.output.clone()));
+                k.pool.push(&k.output, counter);
             }
         }
         Ok(k)
@@ -68,8 +69,8 @@ impl Operation for ChaChaKernel {
                 self.keys.with(op, |key| apply(key, thread, op, plaintext, output));
             }
             Direction::Decrypt => {
-                let slot = (op % self.pool.len() as u64) as usize;
-                let (counter, ciphertext) = &self.pool[slot];
+                let slot = self.pool.slot(op);
+                let (ciphertext, counter) = self.pool.get(slot);
                 let output = &mut self.output;
                 self.keys
                     .with(slot as u64, |key| apply(key, thread, *counter, ciphertext, output));
@@ -81,5 +82,13 @@ impl Operation for ChaChaKernel {
 
     fn key_setup_ns(&self, iterations: u32) -> f64 {
         self.keys.time_setup(iterations)
+    }
+
+    /// The keyed state is the `ChaCha20` instance each operation builds from
+    /// key and nonce (key, nonce, counter and any backend buffer).
+    fn cipher_state_bytes(&self) -> u64 {
+        let nonce = chacha20::Nonce::default();
+        let (_instance, heap) = crate::heap::owned_by(|| ChaCha20::new(&Key::default(), &nonce));
+        std::mem::size_of::<ChaCha20>() as u64 + heap
     }
 }

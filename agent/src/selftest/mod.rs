@@ -2,11 +2,11 @@
 //!
 //! Each family lives in its own file and checks the RustCrypto crates the engine
 //! uses against published vectors (NIST SP 800-38A/C/D, FIPS 81, SP 800-67,
-//! RFC 3610, RFC 7253, RFC 8439, RFC 4231, RFC 5869, ...). AEAD vectors are
-//! checked in both directions, and a flipped tag bit must be rejected. Where the
-//! published vectors do not use the engine's exact parameterisation (CCM with a
-//! 16-byte tag and 13-byte nonce, OCB with AES-192/256, CBC-HMAC-SHA256), a
-//! round trip with tamper rejection on that parameterisation is added.
+//! RFC 3610, RFC 7253, RFC 8439, RFC 4231, RFC 5869, Wycheproof, ...). AEAD
+//! vectors are checked in both directions, and a flipped tag bit must be
+//! rejected. Where the published vectors do not use the engine's exact
+//! parameterisation (OCB with AES-192/256, CBC-HMAC-SHA256), a round trip with
+//! tamper rejection on that parameterisation is added.
 //!
 //! Only the crates' public API is used, so the same KATs exercise whichever
 //! backend (AES-NI, ARMv8, bitsliced software, ...) the crates pick at run time

@@ -3,5 +3,7 @@
 //! `deploy/build.sh` (the test command builds it first).
 
 mod bench;
+mod emulated;
 mod helpers;
+mod measurement;
 mod probe;

@@ -12,7 +12,7 @@ use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
 use cipherfleet_core::Point;
-use cipherfleet_core::spec::JobSpec;
+use cipherfleet_core::spec::{Execution, JobSpec};
 
 use super::points::PointColumns;
 use super::{Result, campaigns};
@@ -112,11 +112,14 @@ macro_rules! job_columns {
 pub struct NewJob {
     pub host_id: i64,
     pub spec: JobSpec,
+    /// Whether the host runs its workers under an emulator, which scales the
+    /// job's time limit ([`JobSpec::time_limit`]).
+    pub execution: Execution,
 }
 
 /// Queues `jobs` for `campaign_id` in one statement, positions in slice order.
-/// The point columns, the time limit (the agent's own rule) and the spec as
-/// sent all come from each job's [`JobSpec`].
+/// The point columns, the time limit (the agent's own rule, for the host's
+/// execution) and the spec as sent all come from each job's [`JobSpec`].
 pub async fn insert_for_campaign(conn: &mut PgConnection, campaign_id: i64, jobs: &[NewJob]) -> Result<u64> {
     let points = PointColumns::new(jobs.iter().map(|j| j.spec.point()));
     let specs: Vec<Value> = jobs
@@ -143,7 +146,7 @@ pub async fn insert_for_campaign(conn: &mut PgConnection, campaign_id: i64, jobs
     .bind(points.path)
     .bind(
         jobs.iter()
-            .map(|j| j.spec.time_limit().as_secs_f64())
+            .map(|j| j.spec.time_limit(j.execution).as_secs_f64())
             .collect::<Vec<f64>>(),
     )
     .execute(conn)

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cipherfleet_core::spec::{InvalidSpec, JobSpec, Matrix, Suite};
+use cipherfleet_core::spec::{Execution, InvalidSpec, JobSpec, Matrix, Suite};
 use cipherfleet_proto::v1::admin_service_server::AdminService;
 use cipherfleet_proto::v1::{self, start_campaign_request::Points};
 use tonic::{Request, Response, Status};
@@ -12,8 +12,10 @@ use super::db_status;
 use crate::auth::Token;
 use crate::db::findings::Severity;
 use crate::db::{self, campaigns::CampaignStatus, jobs::NewJob};
+use crate::findings::EMULATED_LABEL;
 use crate::scheduler::Scheduler;
 use crate::selector::{Candidate, Selector};
+use crate::web::hosts::is_marked;
 
 pub struct AdminSvc {
     pub scheduler: Arc<Scheduler>,
@@ -137,9 +139,16 @@ impl AdminService for AdminSvc {
                     points.len()
                 )));
             }
+            // Emulated hosts get the emulated budget: their workers run many times slower.
+            let execution = if is_marked(&h.host.labels.0, EMULATED_LABEL) {
+                Execution::Emulated
+            } else {
+                Execution::Native
+            };
             jobs.extend(points.iter().map(|p| NewJob {
                 host_id: h.host.id,
                 spec: p.clone(),
+                execution,
             }));
         }
         if chosen == 0 {

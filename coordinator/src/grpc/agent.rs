@@ -392,7 +392,7 @@ fn truncate(s: &str, max: usize) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use cipherfleet_core::measurement::{Latency, LatencyMethod, WorkerReport};
+    use cipherfleet_core::measurement::{Latency, LatencyMethod, SampleKind, WorkerReport};
     use cipherfleet_core::path::{Backends, Flavour};
     use cipherfleet_core::spec::Suite;
     use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -476,6 +476,15 @@ mod tests {
             cpu_utilization: 0.99,
             key_setup_ns: 120.5,
             sample_throughputs_mb_s: vec![4000.0, 4012.5, 4020.0],
+            latency_samples: 3000,
+            throughput_batch_ops: 4096,
+            sample_kind: SampleKind::Window,
+            low_samples: true,
+            all_running_bytes: 0,
+            all_running_seconds: 0.0,
+            objects: None,
+            arrival_rate_per_s: None,
+            memory: None,
         }
     }
 

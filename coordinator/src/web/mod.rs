@@ -33,7 +33,7 @@ mod fallback;
 pub mod format;
 mod host;
 mod host_facts;
-mod hosts;
+pub(crate) mod hosts;
 mod modes;
 mod overview;
 mod paging;

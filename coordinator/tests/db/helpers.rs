@@ -14,9 +14,9 @@ use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::db::jobs::NewJob;
 use cipherfleet_coordinator::db::results::{self, RecordOutcome};
 use cipherfleet_coordinator::pg::PrivateCluster;
-use cipherfleet_core::measurement::{Figures, Latency, LatencyMethod, Measurement, WorkerReport};
+use cipherfleet_core::measurement::{Figures, Latency, LatencyMethod, Measurement, SampleKind, WorkerReport};
 use cipherfleet_core::path::{Backends, Flavour, Path};
-use cipherfleet_core::spec::{Direction, JobSpec, KeyMode};
+use cipherfleet_core::spec::{Direction, Execution, JobSpec, KeyMode};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
@@ -132,6 +132,7 @@ pub fn job_on(host_id: i64, size_bytes: u64, path: Path) -> NewJob {
             path,
             seconds: 0.5,
         },
+        execution: Execution::Native,
     }
 }
 
@@ -176,6 +177,15 @@ pub fn measurement(spec: &JobSpec, path_used: Path, throughput_mb_s: f64) -> Mea
             cpu_utilization: 0.99,
             key_setup_ns: 85.0,
             sample_throughputs_mb_s: vec![throughput_mb_s; 3],
+            latency_samples: 3000,
+            throughput_batch_ops: 4096,
+            sample_kind: SampleKind::Window,
+            low_samples: true,
+            all_running_bytes: 0,
+            all_running_seconds: 0.0,
+            objects: None,
+            arrival_rate_per_s: None,
+            memory: None,
         },
     };
     Measurement::ok(spec, report, None)

@@ -1,11 +1,11 @@
 //! One measurement point and its validation.
 
-use std::time::Duration;
-
 use serde::{Deserialize, Serialize};
 
 use super::size::format_size;
-use super::{Direction, InvalidSpec, KeyMode, MAX_CONCURRENCY, MAX_SECONDS, MAX_SIZE, MAX_THREADS, invalid};
+use super::{
+    Direction, InvalidSpec, KeyMode, MAX_ARRIVAL_RATE, MAX_CONCURRENCY, MAX_SECONDS, MAX_SIZE, MAX_THREADS, invalid,
+};
 use crate::algorithm::Algorithm;
 use crate::path::Path;
 use crate::point::Point;
@@ -35,6 +35,7 @@ impl JobSpec {
     /// Checks every field against its accepted range.
     pub fn validate(&self) -> Result<(), InvalidSpec> {
         validate_size(self.size_bytes)?;
+        validate_message_size(self.algorithm, self.size_bytes)?;
         validate_threads(self.threads)?;
         validate_seconds(self.seconds)?;
         if let Some(c) = self.concurrency {
@@ -55,15 +56,6 @@ impl JobSpec {
     /// Warm-up before sampling: a quarter of the measured time, between 50 ms and 1 s.
     pub fn warmup_seconds(&self) -> f64 {
         (self.seconds / 4.0).clamp(0.05, 1.0)
-    }
-
-    /// How long the point may take before its worker is killed: its own time,
-    /// generously, plus time to fill its buffers (emulated hosts are 10–50×
-    /// slower than native). The agent and the coordinator both use this one
-    /// rule; the agent alone may override it from its environment.
-    pub fn time_limit(&self) -> Duration {
-        let buffers = (self.size_bytes as f64) * f64::from(self.threads) * 8.0;
-        Duration::from_secs_f64(60.0 + 4.0 * (self.seconds + self.warmup_seconds()) + buffers / 5e6)
     }
 
     /// The point this spec measures (everything but its duration).
@@ -102,6 +94,41 @@ pub fn validate_size(size: u64) -> Result<(), InvalidSpec> {
         return Err(invalid(
             "--size",
             format!("{size} bytes is out of range; accepted: 1 byte to 1 GiB"),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses payloads the construction cannot carry in one message, rather than
+/// measuring a point that can only fail.
+pub fn validate_message_size(algorithm: Algorithm, size: u64) -> Result<(), InvalidSpec> {
+    match algorithm.max_message_bytes() {
+        Some(max) if size > max => Err(invalid(
+            "--size",
+            format!(
+                "{algorithm} carries at most {max} bytes in one message (the limit of its length field), not {size}; use a smaller --size"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks `--arrival-rate`, the open loop of the object-storage scenario:
+/// objects per second, and only with `--concurrency`.
+pub fn validate_arrival_rate(rate: Option<f64>, concurrency: Option<u32>) -> Result<(), InvalidSpec> {
+    let Some(rate) = rate else {
+        return Ok(());
+    };
+    if concurrency.is_none() {
+        return Err(invalid(
+            "--arrival-rate",
+            "applies to the object-storage scenario only; give --concurrency N as well",
+        ));
+    }
+    if !(rate.is_finite() && rate > 0.0 && rate <= MAX_ARRIVAL_RATE) {
+        return Err(invalid(
+            "--arrival-rate",
+            format!("{rate} is out of range; accepted: more than 0 and at most {MAX_ARRIVAL_RATE} objects per second"),
         ));
     }
     Ok(())
@@ -261,16 +288,50 @@ mod tests {
     }
 
     #[test]
-    fn time_limit_grows_with_the_work() {
-        let small = point().time_limit();
-        assert!(small >= Duration::from_secs(60), "{small:?}");
-        let big = JobSpec {
-            size_bytes: 10 << 20,
-            threads: 4,
+    fn ccm_takes_the_matrix_sizes_and_refuses_what_its_length_field_cannot_hold() {
+        let ccm = |size_bytes| JobSpec {
+            algorithm: "aes-128-ccm".parse().unwrap(),
+            size_bytes,
             ..point()
+        };
+        // Over 64 KiB: what the 13-byte nonce could not carry, the 12-byte one does.
+        for size in [65_535, 65_536, 1 << 20, 10 << 20, crate::algorithm::CCM_MAX_MESSAGE] {
+            assert_eq!(ccm(size).validate(), Ok(()), "{size}");
         }
-        .time_limit();
-        assert!(big > small + Duration::from_secs(60), "{big:?} vs {small:?}");
+        let err = ccm(16 << 20).validate().unwrap_err();
+        assert_eq!(err.flag, "--size");
+        assert!(
+            err.message.contains("aes-128-ccm") && err.message.contains("16777215"),
+            "{err}"
+        );
+        // Other constructions take anything up to MAX_SIZE.
+        assert_eq!(
+            JobSpec {
+                size_bytes: 16 << 20,
+                ..point()
+            }
+            .validate(),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn arrival_rate_needs_the_object_scenario_and_a_positive_rate() {
+        let cases = [
+            (None, None, true),
+            (Some(100.0), Some(8), true),
+            (Some(100.0), None, false),
+            (Some(0.0), Some(8), false),
+            (Some(f64::NAN), Some(8), false),
+            (Some(1e12), Some(8), false),
+        ];
+        for (rate, concurrency, ok) in cases {
+            let got = validate_arrival_rate(rate, concurrency);
+            assert_eq!(got.is_ok(), ok, "{rate:?} {concurrency:?}: {got:?}");
+            if let Err(e) = got {
+                assert_eq!(e.flag, "--arrival-rate");
+            }
+        }
     }
 
     #[test]

@@ -4,17 +4,24 @@
 //! Validation errors name the flag (or JSON field) and the accepted range, so
 //! the agent's CLI and the coordinator reject bad input before any work.
 //!
-//! - [`job`]: one point, its validation, warm-up and time limit.
+//! - [`job`]: one point, its validation and warm-up.
+//! - [`budget`]: what a point may cost: its measurement cap and time limit.
 //! - [`matrix`]: the Cartesian product of lists.
 //! - [`suite`]: the named matrices (`quick`, `standard`, `full`).
 //! - [`size`]: payload sizes as flags spell them (`16KiB`).
 
+mod budget;
 mod job;
 mod matrix;
 mod size;
 mod suite;
 
-pub use job::{JobSpec, validate_seconds, validate_size, validate_threads};
+pub use budget::{
+    Budget, DECRYPT_POOL_MIN_MESSAGES, EMULATION_SLOWDOWN, Execution, LOW_SAMPLES, MIN_OBJECTS_PER_SLOT, MIN_SAMPLES,
+};
+pub use job::{
+    JobSpec, validate_arrival_rate, validate_message_size, validate_seconds, validate_size, validate_threads,
+};
 pub use matrix::{MAX_LIST_LEN, MAX_POINTS, Matrix};
 pub use size::{format_size, parse_size};
 pub use suite::Suite;
@@ -31,6 +38,8 @@ pub const MAX_SIZE: u64 = 1 << 30;
 pub const MAX_THREADS: u32 = 1024;
 /// Most objects in flight in the object-storage scenario.
 pub const MAX_CONCURRENCY: u32 = 4096;
+/// Highest open-loop arrival rate, objects per second.
+pub const MAX_ARRIVAL_RATE: f64 = 1e7;
 /// Longest measurement of one point, in seconds.
 pub const MAX_SECONDS: f64 = 600.0;
 

@@ -159,4 +159,22 @@ mod tests {
         );
         assert_eq!("fast".parse::<Suite>().unwrap_err().flag, "--suite");
     }
+
+    #[test]
+    fn every_suite_point_is_one_that_can_be_measured() {
+        for suite in [Suite::Quick, Suite::Standard, Suite::Full] {
+            for cores in [1, 2, 64] {
+                for p in suite.expand(cores) {
+                    assert_eq!(p.validate(), Ok(()), "{suite}: {}", p.label());
+                }
+            }
+        }
+        // CCM over 64 KiB stays in the suites: its nonce leaves room for the length.
+        let big_ccm: Vec<JobSpec> = Suite::Full
+            .expand(2)
+            .into_iter()
+            .filter(|p| p.algorithm.mode == algorithm::Mode::Ccm && p.size_bytes > 64 << 10)
+            .collect();
+        assert!(big_ccm.iter().any(|p| p.size_bytes == 10 * MIB), "{}", big_ccm.len());
+    }
 }

@@ -127,7 +127,49 @@ pub fn validate_measurement(m: &v1::Measurement) -> Result<(), WireError> {
     }
     let parsed = parse_json(m)?;
     let expected = typed_fields(&parsed).map_err(|e| wire_error("measurement.measurement_json", e.message))?;
-    agrees(&expected, m)
+    agrees(&expected, m)?;
+    check_json_only_figures(&parsed)
+}
+
+/// Figures that travel only inside `measurement_json` (no typed field):
+/// finite and non-negative, and no part larger than its whole.
+fn check_json_only_figures(m: &Measurement) -> Result<(), WireError> {
+    const FIELD: &str = "measurement.measurement_json";
+    let Some(f) = &m.figures else {
+        return Ok(());
+    };
+    check_figure(&format!("{FIELD}.all_running_seconds"), f.all_running_seconds)?;
+    let parts = [
+        ("all_running_bytes", f.all_running_bytes, f.bytes_processed),
+        ("objects", f.objects.unwrap_or(0), f.operations),
+    ];
+    for (field, part, whole) in parts {
+        if part > whole {
+            return Err(wire_error(
+                format!("{FIELD}.{field}"),
+                format!("{part} is more than the {whole} of the whole run"),
+            ));
+        }
+    }
+    if let Some(rate) = f.arrival_rate_per_s
+        && (m.concurrency.is_none() || !rate.is_finite() || rate <= 0.0)
+    {
+        return Err(wire_error(
+            format!("{FIELD}.arrival_rate_per_s"),
+            format!("{rate} is not a positive rate of an object-storage point"),
+        ));
+    }
+    if let Some(mem) = &f.memory {
+        for (field, value) in [
+            ("heap_bytes_per_op", mem.heap_bytes_per_op),
+            ("allocs_per_op", mem.allocs_per_op),
+        ] {
+            if let Some(v) = value {
+                check_figure(&format!("{FIELD}.memory.{field}"), v)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks that the measurement is of `spec`: algorithm, direction, size,
@@ -288,7 +330,7 @@ fn agrees(expected: &v1::Measurement, got: &v1::Measurement) -> Result<(), WireE
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::measurement::{Figures, Latency, LatencyMethod, WorkerReport};
+    use crate::measurement::{Figures, Latency, LatencyMethod, Memory, SampleKind, WorkerReport};
     use crate::path::{Backends, Flavour, Path};
     use crate::spec::{Direction, KeyMode};
 
@@ -329,18 +371,32 @@ pub(crate) mod tests {
                 },
                 latency_method: LatencyMethod::BatchMean,
                 batch_ops: 12,
+                latency_samples: 5_000,
+                throughput_batch_ops: 1_200,
                 cv: Some(0.013_7),
                 samples: 3,
+                sample_kind: SampleKind::Window,
+                low_samples: true,
                 sample_seconds: 0.005,
                 warmup_seconds: 0.05,
                 elapsed_seconds: 0.051_2,
                 operations: 61_000,
                 bytes_processed: 61_000 * 1024,
+                all_running_bytes: 60_000 * 1024,
+                all_running_seconds: 0.05,
+                objects: None,
+                arrival_rate_per_s: None,
                 cpu_user_seconds: 0.05,
                 cpu_sys_seconds: 0.0,
                 cpu_utilization: 0.98,
                 key_setup_ns: 95.25,
                 sample_throughputs_mb_s: vec![1_200.1, 1_234.567_890_123, 1_250.3],
+                memory: Some(Memory {
+                    cipher_state_bytes: 496,
+                    peak_rss_bytes: 6 << 20,
+                    heap_bytes_per_op: Some(0.0),
+                    allocs_per_op: Some(0.0),
+                }),
             },
         };
         Measurement::ok(&spec(), report, Some(crate::wire::hello::tests::facts()))
@@ -358,6 +414,31 @@ pub(crate) mod tests {
         assert_eq!(back, m, "the JSON carries everything, host facts included");
         validate_measurement(&wire).unwrap();
         check_measurement_matches(&spec(), &wire).unwrap();
+    }
+
+    #[test]
+    fn a_record_from_before_the_added_fields_still_reads() {
+        let mut json: serde_json::Value = serde_json::to_value(measurement()).unwrap();
+        let obj = json.as_object_mut().unwrap();
+        for added in [
+            "latency_samples",
+            "throughput_batch_ops",
+            "sample_kind",
+            "low_samples",
+            "all_running_bytes",
+            "all_running_seconds",
+            "objects",
+            "arrival_rate_per_s",
+            "memory",
+        ] {
+            assert!(obj.remove(added).is_some(), "{added}");
+        }
+        let old: Measurement = serde_json::from_value(json).unwrap();
+        let f = old.figures.expect("figures still parse");
+        assert_eq!(
+            (f.sample_kind, f.low_samples, f.memory),
+            (SampleKind::Window, false, None)
+        );
     }
 
     #[test]
@@ -415,6 +496,30 @@ pub(crate) mod tests {
             (|m| m.latency_p99_ns += 1, "measurement.latency_p99_ns"),
             (|m| m.operations = 1, "measurement.operations"),
             (|m| m.cv = None, "measurement.cv"),
+            (
+                |m| {
+                    m.measurement_json = m
+                        .measurement_json
+                        .replace("\"allocs_per_op\":0.0", "\"allocs_per_op\":-1.0")
+                },
+                "measurement.measurement_json.memory.allocs_per_op",
+            ),
+            (
+                |m| {
+                    m.measurement_json = m
+                        .measurement_json
+                        .replace("\"all_running_bytes\":61440000", "\"all_running_bytes\":99999999999")
+                },
+                "measurement.measurement_json.all_running_bytes",
+            ),
+            (
+                |m| {
+                    m.measurement_json = m
+                        .measurement_json
+                        .replace("\"arrival_rate_per_s\":null", "\"arrival_rate_per_s\":100.0")
+                },
+                "measurement.measurement_json.arrival_rate_per_s",
+            ),
         ];
         for (edit, field) in cases {
             let mut m = good.clone();

@@ -13,7 +13,7 @@ use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::measurement::{Figures, Measurement};
 use cipherfleet_core::path::Path;
-use cipherfleet_core::spec::{Direction, KeyMode};
+use cipherfleet_core::spec::{Direction, Execution, KeyMode};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -63,6 +63,7 @@ pub(super) fn new_job(host_id: i64, point: Point) -> NewJob {
     NewJob {
         host_id,
         spec: point.spec(0.5),
+        execution: Execution::Native,
     }
 }
 

@@ -8,6 +8,8 @@ use cipherfleet_core::path::Path;
 use serde_json::json;
 use uuid::Uuid;
 
+use cipherfleet_core::spec::Execution;
+
 use super::fixture::*;
 
 #[tokio::test]
@@ -25,7 +27,10 @@ async fn the_queue_moves_a_job_through_every_transition() {
     assert_eq!(running.point, gcm_point(64, 1, Path::Accelerated));
     let spec = gcm_point(64, 1, Path::Accelerated).spec(0.5);
     assert_eq!(running.spec, serde_json::to_value(&spec).unwrap());
-    assert_eq!(running.time_limit_seconds, spec.time_limit().as_secs_f64());
+    assert_eq!(
+        running.time_limit_seconds,
+        spec.time_limit(Execution::Native).as_secs_f64()
+    );
     assert_eq!((running.status, running.attempts), (JobStatus::Running, 0));
     assert!(running.assigned_at.is_some() && running.deadline > running.assigned_at);
     assert_eq!(

@@ -1,0 +1,423 @@
+//! The measurement loop: build per-thread kernels, warm up, then measure every
+//! thread at once from one shared start instant until one shared stop flag.
+//!
+//! - [`plan`]: batch sizes and what a sample is, from the warm-up's timings.
+//!   Throughput batches last about a millisecond or more (one clock read per
+//!   batch); each opens with a ~10 µs latency batch for the percentiles.
+//! - [`thread`]: one thread's warm-up and measured loop. Samples are global
+//!   time windows (each batch counts in the window where it ends), or single
+//!   timed operations when one outlasts a window.
+//! - [`summary`]: samples from the interval in which every thread ran; the
+//!   median is the point's throughput, the coefficient of variation its spread.
+//! - [`objects`]: the object-storage scenario, closed or open loop.
+//!
+//! The run lasts the requested seconds, and longer (up to the budget's cap,
+//! [`cipherfleet_core::spec::Budget`]) until it has
+//! [`MIN_SAMPLES`] samples; a point that still has fewer than [`LOW_SAMPLES`]
+//! is flagged `low_samples`. Thread 0 times key setups before the start line,
+//! outside the measured window; the parent process is elsewhere (see
+//! [`crate::worker`]).
+
+mod objects;
+mod plan;
+mod summary;
+mod thread;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use cipherfleet_core::measurement::{Figures, Latency, LatencyMethod, Memory};
+use cipherfleet_core::spec::{Execution, InvalidSpec, JobSpec, LOW_SAMPLES, MIN_SAMPLES, validate_arrival_rate};
+use cipherfleet_core::stats;
+
+use self::objects::Objects;
+use self::plan::{Calibration, Plan, Sampling};
+use self::thread::{Shared, ThreadRun};
+use crate::heap;
+use crate::kernel::{self, Batch, KernelError, KernelInput};
+
+pub use self::plan::{LATENCY_BATCH_TARGET, THROUGHPUT_BATCH_TARGET};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Invalid(#[from] InvalidSpec),
+    #[error("thread {thread}: {source}")]
+    Kernel { thread: u32, source: KernelError },
+    #[error("{0}")]
+    Resources(String),
+}
+
+/// How a caller bounds and shapes a measurement beyond its spec.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOptions {
+    /// The longest the measured phase may run while it still lacks samples.
+    pub measure_cap: Duration,
+    /// When this process will be killed: the measurement ends early enough to report.
+    pub deadline: Option<Instant>,
+    /// Object-storage scenario in an open loop: objects arriving per second.
+    pub arrival_rate: Option<f64>,
+}
+
+impl RunOptions {
+    /// The budget's cap for `execution`, no deadline, the closed loop.
+    pub fn for_spec(spec: &JobSpec, execution: Execution) -> Self {
+        RunOptions {
+            measure_cap: spec.budget(execution).measure_cap,
+            deadline: None,
+            arrival_rate: None,
+        }
+    }
+}
+
+/// Measures `spec` in this process, natively, with the budget's cap.
+pub fn measure(spec: &JobSpec) -> Result<Figures, EngineError> {
+    measure_with(spec, &RunOptions::for_spec(spec, Execution::Native))
+}
+
+/// What thread 0 learns before the start line.
+struct KeyFacts {
+    key_setup_ns: f64,
+    cipher_state_bytes: u64,
+}
+
+/// What the main thread hands every thread at the start line.
+struct StartLine {
+    plan: Plan,
+    start: Instant,
+    /// Windows or operation records each thread reserves.
+    records: Vec<usize>,
+}
+
+/// Measures `spec` in this process within `options`.
+pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, EngineError> {
+    spec.validate()?;
+    validate_arrival_rate(options.arrival_rate, spec.concurrency)?;
+    check_memory(spec)?;
+    let master: [u8; 64] = kernel::random_bytes(64).try_into().expect("64 bytes");
+    let threads = spec.threads as usize;
+    let warmup = Duration::from_secs_f64(spec.warmup_seconds());
+    let objects = spec.concurrency.map(|n| Objects::new(n, options.arrival_rate));
+    let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
+    let calibrations = Mutex::new(vec![None::<Calibration>; threads]);
+    let start_line = OnceLock::<StartLine>::new();
+    // Workers plus this thread, which decides the plan and then times the measured phase.
+    let warmed_up = Barrier::new(threads + 1);
+    let go = Barrier::new(threads + 1);
+
+    let (runs, key, wall, cpu) = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..spec.threads)
+            .map(|thread| {
+                let (master, objects, stop, progress) = (&master, objects.as_ref(), &stop, &progress);
+                let (calibrations, start_line, warmed_up, go) = (&calibrations, &start_line, &warmed_up, &go);
+                scope.spawn(move || -> Result<(ThreadRun, Option<KeyFacts>), EngineError> {
+                    let kernel = kernel::build(&KernelInput {
+                        spec,
+                        thread,
+                        master_key: master,
+                    });
+                    let warmed = kernel.and_then(|mut k| {
+                        let calibration = thread::warm_up(k.as_mut(), warmup, objects)?;
+                        Ok((k, calibration))
+                    });
+                    // Key setups are timed here, before the start line, so they
+                    // never share the measured window with the other threads.
+                    let key = match (&warmed, thread) {
+                        (Ok((k, _)), 0) => Some(KeyFacts {
+                            key_setup_ns: time_key_setup(k.as_ref()),
+                            cipher_state_bytes: k.cipher_state_bytes(),
+                        }),
+                        _ => None,
+                    };
+                    calibrations.lock().expect("calibrations")[thread as usize] = warmed.as_ref().ok().map(|(_, c)| *c);
+                    warmed_up.wait();
+                    go.wait();
+                    let fail = |source| {
+                        stop.store(true, Ordering::Relaxed);
+                        EngineError::Kernel { thread, source }
+                    };
+                    let (mut k, _) = warmed.map_err(fail)?;
+                    let line = start_line.get().expect("published before the start line");
+                    let shared = Shared {
+                        start: line.start,
+                        stop,
+                        progress,
+                        objects,
+                    };
+                    let i = thread as usize;
+                    let run = thread::measure(
+                        k.as_mut(),
+                        line.plan.batches[i],
+                        line.plan.sampling,
+                        line.records[i],
+                        &shared,
+                    )
+                    .map_err(fail)?;
+                    Ok((run, key))
+                })
+            })
+            .collect();
+
+        warmed_up.wait();
+        let calibrated: Vec<Option<Calibration>> = calibrations.lock().expect("calibrations").clone();
+        // A thread that failed to build or warm up reports its error after the start line;
+        // the others then stop after one batch.
+        if calibrated.iter().any(Option::is_none) {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let calibrated: Vec<Calibration> = calibrated
+            .into_iter()
+            .map(|c| c.unwrap_or(Calibration { op_ns: 1.0 }))
+            .collect();
+        let plan = plan::plan(spec, &calibrated);
+        let cap = effective_cap(options, &plan);
+        let records = calibrated
+            .iter()
+            .map(|c| thread::records_for(cap, plan.sampling, Duration::from_nanos(c.op_ns as u64)))
+            .collect();
+        let cpu0 = cpu_times();
+        let start = Instant::now();
+        if let Some(o) = &objects {
+            o.begin(start);
+        }
+        let sampling = plan.sampling;
+        start_line
+            .set(StartLine { plan, start, records })
+            .unwrap_or_else(|_| unreachable!("set once"));
+        go.wait();
+        wait_for_samples(spec, sampling, cap, start, &progress, objects.as_ref(), &stop);
+        stop.store(true, Ordering::Relaxed);
+
+        let results: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().expect("measurement thread panicked"))
+            .collect();
+        let (wall, cpu1) = (start.elapsed(), cpu_times());
+        let mut runs = Vec::with_capacity(results.len());
+        let mut key = None;
+        for r in results {
+            let (run, k) = r?;
+            key = key.or(k);
+            runs.push(run);
+        }
+        Ok::<_, EngineError>((runs, key, wall, (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1)))
+    })?;
+
+    let line = start_line.into_inner().expect("published");
+    Ok(summarise(
+        spec,
+        options,
+        &line,
+        &runs,
+        key.unwrap_or(KeyFacts {
+            key_setup_ns: 0.0,
+            cipher_state_bytes: 0,
+        }),
+        wall,
+        cpu,
+    ))
+}
+
+/// The measurement cap, shortened so that a deadline leaves time to finish
+/// the operations in flight and report.
+fn effective_cap(options: &RunOptions, plan: &Plan) -> Duration {
+    match options.deadline {
+        Some(deadline) => {
+            let reserve = Duration::from_secs(1) + plan.op_time * 2;
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .saturating_sub(reserve);
+            options.measure_cap.min(left)
+        }
+        None => options.measure_cap,
+    }
+}
+
+/// Waits until the requested time is over and the point has its samples (and
+/// objects), or the cap is reached.
+fn wait_for_samples(
+    spec: &JobSpec,
+    sampling: Sampling,
+    cap: Duration,
+    start: Instant,
+    progress: &AtomicU64,
+    objects: Option<&Objects>,
+    stop: &AtomicBool,
+) {
+    let requested = Duration::from_secs_f64(spec.seconds);
+    loop {
+        let elapsed = start.elapsed();
+        if elapsed >= cap || stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let enough = match sampling {
+            // The first window began before the threads and the last ends after
+            // one of them stopped: two more than the samples wanted.
+            Sampling::Windows(w) => elapsed >= w * (MIN_SAMPLES + 2),
+            Sampling::Operations => progress.load(Ordering::Relaxed) >= spec.operations_needed(),
+        } && objects.is_none_or(|o| o.completed() >= o.needed());
+        if elapsed >= requested && enough {
+            return;
+        }
+        // This thread only sleeps: it takes no CPU from the measuring threads.
+        std::thread::sleep(Duration::from_millis(2).min(cap - elapsed));
+    }
+}
+
+/// Median of 15 chunks of 64 key setups, in ns per setup.
+fn time_key_setup(k: &dyn Batch) -> f64 {
+    let chunks: Vec<f64> = (0..15).map(|_| k.key_setup_ns(64)).collect();
+    stats::median(&chunks).unwrap_or(0.0)
+}
+
+fn summarise(
+    spec: &JobSpec,
+    options: &RunOptions,
+    line: &StartLine,
+    runs: &[ThreadRun],
+    key: KeyFacts,
+    wall: Duration,
+    (user, sys): (f64, f64),
+) -> Figures {
+    let since_start = |t: Instant| t.saturating_duration_since(line.start).as_nanos() as u64;
+    let tracks: Vec<summary::Track<'_>> = runs
+        .iter()
+        .map(|r| summary::Track {
+            begin_ns: since_start(r.first_start),
+            end_ns: since_start(r.last_end),
+            windows: &r.windows,
+            timed: &r.timed,
+        })
+        .collect();
+    let (sampled, sample_seconds) = match line.plan.sampling {
+        Sampling::Windows(w) => (
+            summary::windows(&tracks, w.as_nanos() as u64, spec.size_bytes),
+            w.as_secs_f64(),
+        ),
+        Sampling::Operations => (
+            summary::operations(&tracks, spec.threads, spec.size_bytes),
+            line.plan.nominal_window.as_secs_f64(),
+        ),
+    };
+    let operations: u64 = runs.iter().map(|r| r.operations).sum();
+    let wall_s = wall.as_secs_f64();
+    // No whole sample (the cap came first): one sample, the mean over the run, flagged low.
+    let samples = if sampled.samples.is_empty() {
+        vec![(operations * spec.size_bytes) as f64 / wall_s.max(1e-9)]
+    } else {
+        sampled.samples
+    };
+    let throughput = stats::median(&samples).unwrap_or(0.0);
+    let mut histogram = thread::new_histogram();
+    for r in runs {
+        histogram.add(&r.histogram).expect("same bounds");
+    }
+    let latency_batch = runs.iter().map(|r| r.batches.latency).max().unwrap_or(1);
+    let latency_method = if spec.concurrency.is_some() {
+        LatencyMethod::PerObject
+    } else if latency_batch > 1 {
+        LatencyMethod::BatchMean
+    } else {
+        LatencyMethod::PerOp
+    };
+    let heap = runs.iter().fold(heap::Counts::default(), |sum, r| heap::Counts {
+        allocations: sum.allocations + r.heap.allocations,
+        allocated_bytes: sum.allocated_bytes + r.heap.allocated_bytes,
+        freed_bytes: sum.freed_bytes + r.heap.freed_bytes,
+    });
+    let per_op = |n: u64| n as f64 / operations.max(1) as f64;
+    let counting = heap::is_counting();
+    Figures {
+        throughput_mb_s: throughput / 1e6,
+        ops_per_s: throughput / spec.size_bytes as f64,
+        latency_ns: Latency {
+            p50: histogram.value_at_quantile(0.50),
+            p90: histogram.value_at_quantile(0.90),
+            p99: histogram.value_at_quantile(0.99),
+            p999: histogram.value_at_quantile(0.999),
+            max: histogram.max(),
+        },
+        latency_method,
+        batch_ops: latency_batch,
+        latency_samples: runs.iter().map(|r| r.latency_samples).sum(),
+        throughput_batch_ops: runs.iter().map(|r| r.batches.throughput).max().unwrap_or(1),
+        cv: stats::cv(&samples),
+        samples: samples.len() as u32,
+        sample_kind: line.plan.sampling.kind(),
+        low_samples: (samples.len() as u32) < LOW_SAMPLES,
+        sample_seconds,
+        warmup_seconds: spec.warmup_seconds(),
+        elapsed_seconds: wall_s,
+        operations,
+        bytes_processed: operations * spec.size_bytes,
+        all_running_bytes: sampled.all_running_bytes,
+        all_running_seconds: sampled.all_running_seconds,
+        objects: spec.concurrency.map(|_| runs.iter().map(|r| r.objects_counted).sum()),
+        arrival_rate_per_s: spec.concurrency.and(options.arrival_rate),
+        cpu_user_seconds: user,
+        cpu_sys_seconds: sys,
+        cpu_utilization: if wall_s > 0.0 {
+            (user + sys) / (wall_s * f64::from(spec.threads))
+        } else {
+            0.0
+        },
+        key_setup_ns: key.key_setup_ns,
+        sample_throughputs_mb_s: samples.iter().map(|b| b / 1e6).collect(),
+        memory: Some(Memory {
+            cipher_state_bytes: key.cipher_state_bytes,
+            peak_rss_bytes: peak_rss_bytes(),
+            heap_bytes_per_op: counting.then(|| per_op(heap.allocated_bytes)),
+            allocs_per_op: counting.then(|| per_op(heap.allocations)),
+        }),
+    }
+}
+
+fn rusage() -> libc::rusage {
+    // SAFETY: getrusage writes into the zeroed struct we pass and has no other effects.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    }
+}
+
+/// User and system CPU seconds of this process so far.
+fn cpu_times() -> (f64, f64) {
+    let usage = rusage();
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(usage.ru_utime), secs(usage.ru_stime))
+}
+
+/// Peak resident set of this process (Linux reports `ru_maxrss` in KiB).
+fn peak_rss_bytes() -> u64 {
+    u64::try_from(rusage().ru_maxrss).unwrap_or(0) * 1024
+}
+
+/// Refuses points whose buffers would not fit in available memory.
+fn check_memory(spec: &JobSpec) -> Result<(), EngineError> {
+    let messages = match spec.direction {
+        cipherfleet_core::spec::Direction::Encrypt => 2,
+        cipherfleet_core::spec::Direction::Decrypt => 2 + kernel::pool_slots(spec.size_bytes) as u64,
+    };
+    let needed = messages * (spec.size_bytes + 64) * u64::from(spec.threads);
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map(|kib| kib * 1024);
+    match available {
+        Some(avail) if needed > avail / 4 * 3 => Err(EngineError::Resources(format!(
+            "--size × --threads needs about {} MiB of buffers but only {} MiB of memory is available; use a smaller --size or fewer --threads",
+            needed >> 20,
+            avail >> 20
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests;
