@@ -192,7 +192,6 @@ impl HostFacts {
     /// Facts with every optional field `None`, nothing checked and every backend
     /// `soft`: the starting point for tests and simulated hosts.
     pub fn unknown(arch: &str, flavour: Flavour) -> HostFacts {
-        let soft = || "soft".to_string();
         HostFacts {
             schema_version: SCHEMA_VERSION,
             hostname: None,
@@ -204,12 +203,7 @@ impl HostFacts {
             virtualization: Virtualization::default(),
             features: Features::default(),
             crypto: CryptoPaths {
-                backends: Backends {
-                    aes: soft(),
-                    ghash: soft(),
-                    chacha20: soft(),
-                    sha256: soft(),
-                },
+                backends: Backends::soft(),
                 aes_hardware_accelerated: false,
             },
             build: Build {

@@ -140,6 +140,7 @@ fn sections(f: &HostFacts) -> Vec<(&'static str, Rows)> {
     row(&mut paths, "aes", b.aes.clone());
     row(&mut paths, "ghash/polyval", b.ghash.clone());
     row(&mut paths, "chacha20", b.chacha20.clone());
+    row(&mut paths, "poly1305", opt(&b.poly1305));
     row(&mut paths, "sha256", b.sha256.clone());
     row(
         &mut paths,
