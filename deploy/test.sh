@@ -25,8 +25,7 @@ step "emulated hosts: ARM64, x86-64 without AES-NI, old kernel"
 deploy/qemu-check.sh
 
 step "unit tests of the software flavour (KATs on the soft backends)"
-RUSTFLAGS='--cfg aes_backend="soft" --cfg polyval_backend="soft" --cfg chacha20_backend="soft" --cfg sha2_backend="soft" --cfg cipherfleet_soft' \
-  CARGO_TARGET_DIR=target-soft cargo test -p cipherfleet-agent --lib
+RUSTFLAGS="$(deploy/build.sh --soft-rustflags)" CARGO_TARGET_DIR=target-soft cargo test -p cipherfleet-agent --lib
 
 step "every test"
 log=$(mktemp)

@@ -1,13 +1,31 @@
 //! Which implementation the crypto crates pick on this machine, and the build flavour.
 //!
 //! The RustCrypto crates detect CPU features at run time and can only be forced
-//! to software at build time (`--cfg aes_backend="soft"` and friends). The
-//! software-flavoured sibling binary is built with those flags plus
-//! `--cfg cipherfleet_soft`, so a binary always knows which flavour it is.
-//! The detection below mirrors each crate's own dispatch so that `path_used`
-//! reports what actually ran, not what was requested.
+//! to software at build time (`--cfg aes_backend="soft"` and friends, listed
+//! once in `deploy/build.sh`). The software-flavoured sibling binary is built
+//! with those flags plus `--cfg cipherfleet_soft`, so a binary always knows
+//! which flavour it is. The detection below mirrors each crate's own dispatch,
+//! and each primitive reads its own crate's flag, so that `path_used` reports
+//! what actually ran, not what was requested.
 
 use cipherfleet_core::path::{Backends, Flavour};
+
+// A software build that leaves one crate on its run-time detection would
+// measure hardware under the software label: refuse to build it.
+#[cfg(all(
+    cipherfleet_soft,
+    not(all(
+        aes_backend = "soft",
+        polyval_backend = "soft",
+        chacha20_backend = "soft",
+        poly1305_backend = "soft",
+        sha2_backend = "soft"
+    ))
+))]
+compile_error!(
+    "--cfg cipherfleet_soft needs every soft backend flag: build the software flavour with deploy/build.sh \
+     (or RUSTFLAGS=\"$(deploy/build.sh --soft-rustflags)\")"
+);
 
 /// The flavour this binary was built as.
 pub const FLAVOUR: Flavour = if cfg!(cipherfleet_soft) {
@@ -16,14 +34,34 @@ pub const FLAVOUR: Flavour = if cfg!(cipherfleet_soft) {
     Flavour::Accelerated
 };
 
+/// Which crates this build forced to software, from their own flags.
+struct Forced {
+    aes: bool,
+    ghash: bool,
+    chacha20: bool,
+    poly1305: bool,
+    sha256: bool,
+}
+
+const FORCED: Forced = Forced {
+    aes: cfg!(aes_backend = "soft"),
+    ghash: cfg!(polyval_backend = "soft"),
+    chacha20: cfg!(chacha20_backend = "soft"),
+    poly1305: cfg!(poly1305_backend = "soft"),
+    sha256: cfg!(sha2_backend = "soft"),
+};
+
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 mod detect {
+    // The same feature sets the crates' own `cpufeatures::new!` calls name
+    // (aes 0.9, polyval 0.7, chacha20 0.10, poly1305 0.9, sha2 0.11).
     cpufeatures::new!(cpuid_aes, "aes");
+    // cpufeatures gates `vaes` on ZMM state, as the aes crate sees it.
     cpufeatures::new!(cpuid_vaes, "vaes");
     cpufeatures::new!(cpuid_clmul, "avx", "pclmulqdq");
     cpufeatures::new!(cpuid_avx2, "avx2");
     cpufeatures::new!(cpuid_sse2, "sse2");
-    cpufeatures::new!(cpuid_shani, "sha", "sse2", "ssse3", "sse4.1");
+    cpufeatures::new!(cpuid_shani, "sha", "sse4.1");
     pub fn aes() -> bool {
         cpuid_aes::get()
     }
@@ -58,10 +96,10 @@ mod detect {
 
 /// Detects the backends as the crates themselves would choose them.
 pub fn backends() -> Backends {
-    let soft = FLAVOUR == Flavour::Software;
-    let pick = |accelerated: Option<&'static str>| -> String {
+    // A crate forced to software runs `soft` whatever the CPU has.
+    let pick = |forced: bool, accelerated: Option<&'static str>| -> String {
         match accelerated {
-            Some(name) if !soft => name.to_string(),
+            Some(name) if !forced => name.to_string(),
             _ => "soft".to_string(),
         }
     };
@@ -82,31 +120,30 @@ pub fn backends() -> Backends {
             None
         };
         Backends {
-            aes: pick(aes),
-            ghash: pick(detect::clmul().then_some("clmul")),
-            chacha20: pick(chacha),
-            sha256: pick(detect::shani().then_some("sha-ni")),
+            aes: pick(FORCED.aes, aes),
+            ghash: pick(FORCED.ghash, detect::clmul().then_some("clmul")),
+            chacha20: pick(FORCED.chacha20, chacha),
+            poly1305: Some(pick(FORCED.poly1305, detect::avx2().then_some("avx2"))),
+            sha256: pick(FORCED.sha256, detect::shani().then_some("sha-ni")),
         }
     }
     #[cfg(target_arch = "aarch64")]
     {
         let aes = detect::aes();
         Backends {
-            aes: pick(aes.then_some("armv8-aes")),
-            ghash: pick(aes.then_some("pmull")),
-            chacha20: pick(Some("neon")),
-            sha256: pick(detect::sha2().then_some("armv8-sha2")),
+            aes: pick(FORCED.aes, aes.then_some("armv8-aes")),
+            // polyval's PMULL backend is gated on the `aes` HWCAP.
+            ghash: pick(FORCED.ghash, aes.then_some("pmull")),
+            chacha20: pick(FORCED.chacha20, Some("neon")),
+            // poly1305 has no ARM backend.
+            poly1305: Some(pick(FORCED.poly1305, None)),
+            sha256: pick(FORCED.sha256, detect::sha2().then_some("armv8-sha2")),
         }
     }
     #[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
     {
-        let _ = pick;
-        Backends {
-            aes: "soft".into(),
-            ghash: "soft".into(),
-            chacha20: "soft".into(),
-            sha256: "soft".into(),
-        }
+        let _ = (pick, FORCED.aes);
+        Backends::soft()
     }
 }
 
@@ -118,21 +155,86 @@ mod tests {
     #[cfg(cipherfleet_soft)]
     #[test]
     fn software_build_reports_soft_backends() {
+        use cipherfleet_core::{algorithm::Algorithm, path::PathUsed, spec::KeyMode};
         assert_eq!(FLAVOUR, Flavour::Software);
         let b = backends();
-        for (primitive, name) in [
-            ("aes", &b.aes),
-            ("ghash", &b.ghash),
-            ("chacha20", &b.chacha20),
-            ("sha256", &b.sha256),
-        ] {
-            assert_eq!(name, "soft", "{primitive}");
-        }
+        assert_eq!(b, Backends::soft(), "Poly1305 included");
+        // So its ChaCha20-Poly1305 measures software, whatever this CPU has.
+        let chacha: Algorithm = "chacha20-poly1305".parse().unwrap();
+        assert_eq!(b.path_for(chacha, KeyMode::Static), PathUsed::Software);
     }
 
     #[cfg(not(cipherfleet_soft))]
     #[test]
     fn accelerated_build_says_so() {
         assert_eq!(FLAVOUR, Flavour::Accelerated);
+    }
+
+    /// `deploy/build.sh` owns the list of soft flags. Every one must be a
+    /// declared cfg (Cargo.toml can only list them, not read the script), and
+    /// every crate flag must be one this module derives a backend from and
+    /// requires of a software build; deploy/test.sh must read the list, not copy it.
+    #[test]
+    fn the_soft_flags_are_one_list() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let out = std::process::Command::new("bash")
+            .arg(root.join("deploy/build.sh"))
+            .arg("--soft-rustflags")
+            .output()
+            .expect("running deploy/build.sh --soft-rustflags");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let flags = String::from_utf8(out.stdout).unwrap();
+        let cfgs: Vec<&str> = flags.split_whitespace().filter(|w| *w != "--cfg").collect();
+        assert_eq!(
+            cfgs.len() * 2,
+            flags.split_whitespace().count(),
+            "--cfg before each: {flags}"
+        );
+        assert!(cfgs.contains(&"cipherfleet_soft"), "{flags}");
+
+        let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+        let (manifest, this, test_sh) = (read("Cargo.toml"), read("agent/src/backend.rs"), read("deploy/test.sh"));
+        // The condition of the compile_error! above.
+        let at = this.find("    cipherfleet_soft,\n    not(all(").unwrap();
+        let required = &this[at..at + this[at..].find("compile_error!").unwrap()];
+        for cfg in &cfgs {
+            let declared = match cfg.split_once('=') {
+                Some((name, value)) => format!("'cfg({name}, values({value}))'"),
+                None => format!("'cfg({cfg})'"),
+            };
+            assert!(
+                manifest.contains(&declared),
+                "Cargo.toml's check-cfg list lacks {declared}"
+            );
+            let Some((name, value)) = cfg.split_once('=') else {
+                continue;
+            };
+            let spelled = format!("{name} = {value}");
+            assert!(
+                this.contains(&format!("cfg!({spelled})")),
+                "no backend is derived from {cfg}"
+            );
+            assert!(
+                required.contains(&spelled),
+                "a software build without {cfg} would compile"
+            );
+            assert!(
+                !test_sh.contains(name),
+                "deploy/test.sh copies {name}: read deploy/build.sh's list"
+            );
+        }
+        assert_eq!(
+            required.matches(" = \"soft\"").count(),
+            cfgs.len() - 1,
+            "a software build requires a flag deploy/build.sh does not set"
+        );
+    }
+
+    /// The probe and the crates read AES the same way, so "hardware AES usable"
+    /// and the backend never disagree (VAES included: see `probe::x86`).
+    #[cfg(all(not(aes_backend = "soft"), any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[test]
+    fn the_aes_backend_is_hardware_exactly_when_the_aes_crate_says_so() {
+        assert_eq!(backends().aes != "soft", aes::hardware_accelerated());
     }
 }

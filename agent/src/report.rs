@@ -9,6 +9,7 @@ use std::io::{self, Write};
 
 use cipherfleet_core::facts::HostFacts;
 use cipherfleet_core::measurement::{Figures, LatencyMethod, Measurement, Memory, P999_MIN_LATENCY_SAMPLES, Status};
+use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{LOW_SAMPLES, format_size};
 
 /// Output format of `bench` and `probe`.
@@ -141,7 +142,7 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
             "{:<24} {:<7} {:<11} {:>3} {:<13}",
             m.algorithm.name(),
             m.direction.as_str(),
-            m.path_used.unwrap_or(m.path_requested).as_str(),
+            m.path_used.map_or(m.path_requested.as_str(), |p| p.as_str()),
             m.threads,
             m.key_mode.as_str()
         );
@@ -277,22 +278,28 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
             )?;
         }
     }
-    let soft: Vec<&str> = results
-        .iter()
-        .filter(|m| {
-            m.path_requested == cipherfleet_core::path::Path::Accelerated
-                && m.path_used == Some(cipherfleet_core::path::Path::Software)
-        })
-        .map(|m| m.algorithm.name())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    if !soft.is_empty() {
-        writeln!(
-            out,
-            "\nnote: no hardware path on this host for: {} (ran in software)",
-            soft.join(", ")
-        )?;
+    // What an accelerated request ran instead, by what ran.
+    for (used, lead, tail) in [
+        (
+            PathUsed::Software,
+            "no hardware path on this host for",
+            "ran in software",
+        ),
+        (
+            PathUsed::Partial,
+            "only part in hardware on this host for",
+            "some primitives ran in software",
+        ),
+    ] {
+        let names: std::collections::BTreeSet<&str> = results
+            .iter()
+            .filter(|m| m.path_requested == Path::Accelerated && m.path_used == Some(used))
+            .map(|m| m.algorithm.name())
+            .collect();
+        if !names.is_empty() {
+            let list = names.into_iter().collect::<Vec<_>>().join(", ");
+            writeln!(out, "\nnote: {lead}: {list} ({tail})")?;
+        }
     }
     Ok(())
 }

@@ -364,7 +364,7 @@ pub fn worker_main() -> i32 {
     };
     let backends = backend::backends();
     let report = WorkerReport {
-        path_used: backends.path_for(spec.algorithm),
+        path_used: backends.path_for(spec.algorithm, spec.key_mode),
         backends,
         build_flavour: backend::FLAVOUR,
         selftest_passed: outcomes.len() as u32,

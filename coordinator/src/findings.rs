@@ -45,11 +45,6 @@ pub const REASONS: [&str; 5] = [
     "slow-accelerated",
 ];
 
-/// A host with this label (any value but `false`, `no`, `0`) runs on an
-/// emulated CPU: its findings are real detections, its timings are not
-/// performance, and the evidence says so.
-pub const EMULATED_LABEL: &str = "emulated";
-
 /// The latest results per series (and path) the detectors see.
 const HISTORY: i64 = 30;
 /// Results arriving within this long of the first are derived in one pass:

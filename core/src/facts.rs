@@ -95,8 +95,8 @@ pub struct ArmId {
 /// does not prove bare metal (hypervisors can hide it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Virtualization {
-    /// x86: CPUID.1:ECX[31]; aarch64: `Some(true)` only when `/sys/hypervisor/type`
-    /// names one, otherwise unknown.
+    /// x86: CPUID.1:ECX[31]; aarch64: `Some(true)` only when `/sys/hypervisor/type`,
+    /// the device tree or DMI names a hypervisor, otherwise unknown.
     pub hypervisor: Option<bool>,
     /// x86: the CPUID leaf 0x40000000 vendor signature, e.g. `KVMKVMKVM`.
     pub vendor_signature: Option<String>,
@@ -108,6 +108,14 @@ pub struct Virtualization {
     pub dmi_sys_vendor: Option<String>,
     /// `/sys/class/dmi/id/product_name`.
     pub dmi_product_name: Option<String>,
+    /// The device tree's `/hypervisor` node `compatible`, e.g. `xen,xen` (aarch64 guests booted with a device tree).
+    #[serde(default)]
+    pub device_tree_hypervisor: Option<String>,
+    /// `/proc/cpuinfo` describes another CPU than the one this process runs on:
+    /// a user-mode emulator (qemu-user) runs it on a foreign or different CPU,
+    /// so its timings are not this CPU's. `None` when either side could not be read.
+    #[serde(default)]
+    pub cpuinfo_foreign: Option<bool>,
 }
 
 /// Crypto-relevant CPU features. A name in `checked` but not in `advertised` is
@@ -169,13 +177,21 @@ pub struct Noise {
     pub smt_active: Option<bool>,
     /// 1, 5 and 15 minute load averages from `/proc/loadavg`.
     pub load_average: Option<[f64; 3]>,
+    /// `/sys/devices/system/clocksource/clocksource0/current_clocksource`, e.g.
+    /// `tsc`, `arch_sys_counter`; `hpet` or `acpi_pm` make every clock read slow.
+    #[serde(default)]
+    pub clocksource: Option<String>,
+    /// Measured cost of one monotonic clock read, in nanoseconds (median of
+    /// several batches). Tens of ns is normal; microseconds mean a slow clock
+    /// source or emulation, and short timed batches read low.
+    #[serde(default)]
+    pub clock_read_ns: Option<f64>,
 }
 
 impl HostFacts {
     /// Facts with every optional field `None`, nothing checked and every backend
     /// `soft`: the starting point for tests and simulated hosts.
     pub fn unknown(arch: &str, flavour: Flavour) -> HostFacts {
-        let soft = || "soft".to_string();
         HostFacts {
             schema_version: SCHEMA_VERSION,
             hostname: None,
@@ -187,12 +203,7 @@ impl HostFacts {
             virtualization: Virtualization::default(),
             features: Features::default(),
             crypto: CryptoPaths {
-                backends: Backends {
-                    aes: soft(),
-                    ghash: soft(),
-                    chacha20: soft(),
-                    sha256: soft(),
-                },
+                backends: Backends::soft(),
                 aes_hardware_accelerated: false,
             },
             build: Build {

@@ -6,8 +6,8 @@
 //! - [`algorithm`]: the benchmarkable algorithms and their OpenSSL-style names.
 //! - [`spec`]: one point to measure (`JobSpec`), matrices, suites, sizes, validation, time limits.
 //! - [`point`]: the seven fields that say what a result measured, as one type.
-//! - [`path`]: accelerated/software path, build flavour, backends → path rule.
-//! - [`measurement`]: the versioned result schema (`cipherfleet.measurement/1`).
+//! - [`path`]: the path asked for and the path that ran (accelerated/partial/software), build flavour, backends → path rule.
+//! - [`measurement`]: the versioned result schema (`cipherfleet.measurement/2`).
 //! - [`facts`]: the host facts the agent probes.
 //! - [`stats`]: median, percentiles, coefficient of variation, MAD.
 //! - [`wire`]: conversions to and from the gRPC protocol, and the bounds both ends check.

@@ -1,17 +1,23 @@
 //! The result of one point as `bench --format json` prints it (one object per
-//! line) and as the daemon reports it: schema `cipherfleet.measurement/1`,
+//! line) and as the daemon reports it: schema `cipherfleet.measurement/2`,
 //! documented field by field in `docs/measurement-schema.md`.
 
 use serde::{Deserialize, Serialize};
 
 use crate::algorithm::Algorithm;
 use crate::facts::HostFacts;
-use crate::path::{Backends, Flavour, Path};
+use crate::path::{Backends, Flavour, Path, PathUsed};
 use crate::spec::{Direction, JobSpec, KeyMode};
 use crate::text_enum;
 
 /// Schema identifier; bump the number on any incompatible change.
-pub const SCHEMA: &str = "cipherfleet.measurement/1";
+/// `/2` added `partial` to `path_used` and `poly1305` to `backends`.
+pub const SCHEMA: &str = "cipherfleet.measurement/2";
+
+/// Every schema a coordinator still accepts: this one, and `/1` from agents
+/// not yet upgraded. A `/1` object parses as a `/2` one (it has no `partial`
+/// and no `poly1305`); its `path_used` is stored as that agent claimed it.
+pub const ACCEPTED_SCHEMAS: [&str; 2] = [SCHEMA, "cipherfleet.measurement/1"];
 
 text_enum! {
     /// Whether the point was measured.
@@ -150,7 +156,7 @@ impl SampleKind {
 /// What the worker process reports for a point it measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkerReport {
-    pub path_used: Path,
+    pub path_used: PathUsed,
     pub backends: Backends,
     pub build_flavour: Flavour,
     /// Known-answer tests passed before measuring.
@@ -172,7 +178,7 @@ pub struct Measurement {
     pub path_requested: Path,
     pub seconds_requested: f64,
     /// What the worker really ran, from its run-time detection (absent on failure).
-    pub path_used: Option<Path>,
+    pub path_used: Option<PathUsed>,
     pub backends: Option<Backends>,
     pub build_flavour: Option<Flavour>,
     pub selftest_passed: Option<u32>,

@@ -230,9 +230,7 @@ pub(super) fn probe() -> (Cpu, super::Features, super::Virtualization) {
     // SAFETY: as above.
     let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) } as u64;
 
-    let cpuinfo = linux::read_string("/proc/cpuinfo")
-        .map(|s| linux::parse_cpuinfo_first(&s))
-        .unwrap_or_default();
+    let cpuinfo = linux::cpuinfo_first();
     // sysfs gives cpu0's register; otherwise read it ourselves (the CPU we run on).
     let midr = linux::read_trimmed("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1")
         .and_then(|s| parse_int(&s))
@@ -255,7 +253,11 @@ pub(super) fn probe() -> (Cpu, super::Features, super::Virtualization) {
         features.hwcap = Some(format!("{hwcap:#x}"));
         features.hwcap2 = Some(format!("{hwcap2:#x}"));
     }
-    (cpu, features, super::Virtualization::default())
+    let virtualization = super::Virtualization {
+        cpuinfo_foreign: super::virt::cpuinfo_foreign_arm(&cpuinfo),
+        ..Default::default()
+    };
+    (cpu, features, virtualization)
 }
 
 #[cfg(test)]

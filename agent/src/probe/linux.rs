@@ -125,7 +125,6 @@ pub(super) fn parse_meminfo_total(text: &str) -> Option<u64> {
 
 /// `key : value` pairs of the first processor block of `/proc/cpuinfo` (keys and
 /// values trimmed). The first value wins if a key repeats.
-#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))] // only aarch64 reads cpuinfo
 pub(super) fn parse_cpuinfo_first(text: &str) -> BTreeMap<String, String> {
     let mut fields = BTreeMap::new();
     for line in text.lines() {
@@ -142,6 +141,21 @@ pub(super) fn parse_cpuinfo_first(text: &str) -> BTreeMap<String, String> {
         }
     }
     fields
+}
+
+/// The first `/proc/cpuinfo` block (empty when unreadable).
+pub(super) fn cpuinfo_first() -> BTreeMap<String, String> {
+    read_string("/proc/cpuinfo")
+        .map(|s| parse_cpuinfo_first(&s))
+        .unwrap_or_default()
+}
+
+/// The first string of a device-tree property (a list of NUL-terminated strings).
+pub(super) fn device_tree_string(path: &str) -> Option<String> {
+    let raw = std::fs::read(path).ok()?;
+    let first = raw.split(|&b| b == 0).next()?;
+    let s = String::from_utf8_lossy(first).trim().to_string();
+    (!s.is_empty()).then_some(s)
 }
 
 /// Online logical CPUs, `sysconf(_SC_NPROCESSORS_ONLN)`.
@@ -186,6 +200,8 @@ pub(super) fn noise() -> Noise {
             .as_deref()
             .and_then(parse_flag),
         load_average: read_string("/proc/loadavg").as_deref().and_then(parse_loadavg),
+        clocksource: super::clock::clocksource(),
+        clock_read_ns: super::clock::read_cost_ns(),
     }
 }
 

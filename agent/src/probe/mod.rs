@@ -9,14 +9,18 @@
 //!
 //! - [`x86`]: CPUID decoding (vendor, family/model/stepping, brand, features, XCR0).
 //! - [`arm`]: HWCAP bits, MIDR and `/proc/cpuinfo` identity on aarch64.
+//! - [`virt`]: hypervisor hints from DMI and the device tree; emulation seen in `/proc/cpuinfo`.
+//! - [`clock`]: the clock source and the cost of one clock read.
 //! - [`linux`]: `/proc`, `/sys`, `/etc/os-release`, `uname(2)`, hostname.
 //! - [`versions`]: versions of the crypto crates compiled in.
 //! - [`table`]: the human-readable `lscpu`-style table.
 
 mod arm;
+mod clock;
 mod linux;
 mod table;
 mod versions;
+mod virt;
 mod x86;
 
 use cipherfleet_core::facts::{ArmId, Build, Cpu, CryptoPaths, Features, HostFacts, SCHEMA_VERSION, Virtualization};
@@ -34,10 +38,23 @@ pub fn probe() -> HostFacts {
     virtualization.sys_hypervisor_type = linux::read_trimmed("/sys/hypervisor/type");
     virtualization.dmi_sys_vendor = linux::read_trimmed("/sys/class/dmi/id/sys_vendor");
     virtualization.dmi_product_name = linux::read_trimmed("/sys/class/dmi/id/product_name");
+    virtualization.device_tree_hypervisor = linux::device_tree_string("/proc/device-tree/hypervisor/compatible");
     if let Some(t) = &virtualization.sys_hypervisor_type {
         // A hypervisor that registers itself in sysfs (Xen) is a fact on any arch.
         virtualization.hypervisor = Some(true);
         virtualization.kind.get_or_insert_with(|| t.to_ascii_lowercase());
+    }
+    if virtualization.hypervisor.is_none() {
+        // No CPU bit to ask (ARM): the firmware's and device tree's names are the evidence.
+        let v = &virtualization;
+        if let Some(kind) = virt::hypervisor_hint(
+            v.dmi_sys_vendor.as_deref(),
+            v.dmi_product_name.as_deref(),
+            v.device_tree_hypervisor.as_deref(),
+        ) {
+            virtualization.hypervisor = Some(true);
+            virtualization.kind = Some(kind.to_string());
+        }
     }
 
     HostFacts {
@@ -78,7 +95,9 @@ fn build_info() -> Build {
 
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
 fn probe_cpu() -> (Cpu, Features, Virtualization) {
-    x86::decode(&x86::CpuidSnapshot::read())
+    let (cpu, features, mut virtualization) = x86::decode(&x86::CpuidSnapshot::read());
+    virtualization.cpuinfo_foreign = virt::cpuinfo_foreign_x86(&cpu, &linux::cpuinfo_first());
+    (cpu, features, virtualization)
 }
 
 #[cfg(target_arch = "aarch64")]

@@ -93,6 +93,10 @@ fn feature_rows(f: &Features) -> Rows {
         let value = match (advertised, usable) {
             (true, true) => "yes".to_string(),
             (false, false) => "no".to_string(),
+            // The aes crate runs VAES on the ZMM state only, which a CPU without AVX-512 lacks.
+            (true, false) if name == "vaes" && !f.advertised.iter().any(|a| a == "avx512f") => {
+                "advertised, not used (the aes crate needs AVX-512 state for it; AES-NI runs)".to_string()
+            }
             (true, false) => "advertised, NOT usable (OS has not enabled its register state)".to_string(),
             (false, true) => "usable but not advertised".to_string(),
         };
@@ -121,12 +125,22 @@ fn sections(f: &HostFacts) -> Vec<(&'static str, Rows)> {
     row(&mut virt, "sys/hypervisor/type", opt(&v.sys_hypervisor_type));
     row(&mut virt, "dmi sys_vendor", opt(&v.dmi_sys_vendor));
     row(&mut virt, "dmi product_name", opt(&v.dmi_product_name));
+    row(&mut virt, "device-tree hypervisor", opt(&v.device_tree_hypervisor));
+    let foreign = v.cpuinfo_foreign.map(|f| {
+        if f {
+            "yes (emulated: another CPU than cpuinfo's)"
+        } else {
+            "no"
+        }
+    });
+    row(&mut virt, "cpuinfo describes another CPU", opt(&foreign));
 
     let b = &f.crypto.backends;
     let mut paths = Rows::new();
     row(&mut paths, "aes", b.aes.clone());
     row(&mut paths, "ghash/polyval", b.ghash.clone());
     row(&mut paths, "chacha20", b.chacha20.clone());
+    row(&mut paths, "poly1305", opt(&b.poly1305));
     row(&mut paths, "sha256", b.sha256.clone());
     row(
         &mut paths,
@@ -153,6 +167,9 @@ fn sections(f: &HostFacts) -> Vec<(&'static str, Rows)> {
     row(&mut noise, "smt active", yes_no(n.smt_active));
     let load = n.load_average.map(|[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"));
     row(&mut noise, "load average", opt(&load));
+    row(&mut noise, "clock source", opt(&n.clocksource));
+    let clock = n.clock_read_ns.map(|ns| format!("{ns:.1} ns"));
+    row(&mut noise, "clock read", opt(&clock));
 
     vec![
         ("Host", host_rows(f)),
@@ -271,21 +288,26 @@ pub(super) mod tests {
         f.cpu.model = Some(0x9e);
         f.features = Features {
             source: Some("cpuid".into()),
-            checked: vec!["aes".into(), "avx".into(), "sha".into()],
-            advertised: vec!["aes".into(), "avx".into()],
+            checked: vec!["aes".into(), "avx".into(), "vaes".into(), "sha".into()],
+            advertised: vec!["aes".into(), "avx".into(), "vaes".into()],
             usable: vec!["aes".into()],
             osxsave: Some(true),
             xcr0: Some("0x3".into()),
             ..Features::default()
         };
         f.noise.load_average = Some([0.5, 0.25, 0.126]);
+        f.noise.clock_read_ns = Some(1520.0);
+        f.virtualization.cpuinfo_foreign = Some(true);
         let t = render(&f);
         assert_eq!(value_of(&t, "hostname"), "node-7");
         assert_eq!(value_of(&t, "memory total"), "16.0 GiB (17179869184 bytes)");
         assert_eq!(value_of(&t, "model"), "158 (0x9e)");
         assert_eq!(value_of(&t, "aes"), "yes");
         assert!(value_of(&t, "avx").starts_with("advertised, NOT usable"));
+        assert!(value_of(&t, "vaes").contains("AES-NI runs"), "a Zen 3 is no fallback");
         assert_eq!(value_of(&t, "sha"), "no");
+        assert_eq!(value_of(&t, "clock read"), "1520.0 ns");
+        assert!(value_of(&t, "cpuinfo describes another CPU").contains("emulated"));
         assert_eq!(value_of(&t, "xcr0"), "0x3");
         assert_eq!(value_of(&t, "load average"), "0.50 0.25 0.13");
     }

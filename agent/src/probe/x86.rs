@@ -86,11 +86,14 @@ const FEATURE_BITS: &[FeatureBit] = &[
         bit: 5,
         state: State::Avx,
     },
+    // The aes crate runs VAES only with the ZMM state enabled (cpufeatures
+    // gates `vaes` on it), even for its 256-bit backend: on a CPU without
+    // AVX-512 (Zen 3) it runs AES-NI, and `vaes` counts as usable where it would run.
     FeatureBit {
         name: "vaes",
         reg: Reg::Leaf7Ecx,
         bit: 9,
-        state: State::Avx,
+        state: State::Avx512,
     },
     FeatureBit {
         name: "vpclmulqdq",
@@ -414,7 +417,7 @@ mod tests {
             "sha",
         ];
         let sse_only = ["aes", "pclmulqdq", "ssse3", "sha"];
-        let no_512 = ["aes", "pclmulqdq", "ssse3", "avx", "avx2", "vaes", "vpclmulqdq", "sha"];
+        let no_512 = ["aes", "pclmulqdq", "ssse3", "avx", "avx2", "vpclmulqdq", "sha"];
         // (advertised, osxsave, xcr0, expected usable)
         type Case<'a> = (&'a [&'a str], bool, Option<u64>, &'a [&'a str]);
         let cases: [Case; 7] = [
@@ -475,10 +478,31 @@ mod tests {
         };
         let (_, features, virt) = decode(&snapshot);
         assert_eq!(features.advertised, ["aes", "avx", "avx2", "vaes", "avx512f"]);
-        assert_eq!(features.usable, ["aes", "avx", "avx2", "vaes"]);
+        assert_eq!(features.usable, ["aes", "avx", "avx2"], "VAES needs the ZMM state here");
         assert_eq!(features.xcr0.as_deref(), Some("0x7"));
         assert_eq!(virt.hypervisor, Some(false));
         assert_eq!(virt.vendor_signature, None);
+    }
+
+    #[test]
+    fn zen3_vaes_is_not_usable_as_the_aes_crate_sees_it() {
+        // VAES and AVX2 but no AVX-512: the OS enables YMM only, and the aes
+        // crate runs AES-NI; "vaes usable, backend aes-ni" would read as a fallback.
+        let snapshot = CpuidSnapshot {
+            max_leaf: 0x10,
+            vendor: ascii_regs(b"AuthenticAMD"),
+            leaf1: Some([0x00A2_0F10, 0, (1 << 25) | (1 << 1) | (1 << 27) | (1 << 28), 0]),
+            leaf7: Some([0, (1 << 5) | (1 << 29), (1 << 9) | (1 << 10), 0]),
+            brand: None,
+            hypervisor_leaf: None,
+            xcr0: Some(0x7),
+        };
+        let (_, features, _) = decode(&snapshot);
+        assert!(features.advertised.contains(&"vaes".to_string()));
+        assert_eq!(
+            features.usable,
+            ["aes", "pclmulqdq", "avx", "avx2", "vpclmulqdq", "sha"]
+        );
     }
 
     #[test]
@@ -500,5 +524,10 @@ mod tests {
         assert_eq!(has("avx2"), std::arch::is_x86_feature_detected!("avx2"));
         assert_eq!(has("avx512f"), std::arch::is_x86_feature_detected!("avx512f"));
         assert_eq!(has("sha"), std::arch::is_x86_feature_detected!("sha"));
+        // Usable VAES is what the aes crate runs: the probe and the backend agree.
+        #[cfg(not(aes_backend = "soft"))]
+        if has("aes") {
+            assert_eq!(has("vaes"), crate::backend::backends().aes == "vaes");
+        }
     }
 }

@@ -156,7 +156,7 @@ async fn software_path_runs_in_the_soft_sibling() {
         agent_message::Body::JobResult(r) => r.measurement.expect("a measurement"),
         other => panic!("expected JobResult, got {other:?}"),
     };
-    assert_eq!(measurement.path_used, v1::Path::Software as i32);
+    assert_eq!(measurement.path_used, v1::PathUsed::Software as i32);
     let json: serde_json::Value = serde_json::from_str(&measurement.measurement_json).unwrap();
     assert_eq!(json["build_flavour"], "software");
 }

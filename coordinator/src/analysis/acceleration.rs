@@ -5,35 +5,60 @@
 use cipherfleet_core::path::Flavour;
 use cipherfleet_core::text_enum;
 
+use super::fallback::{Primitive, hardware_features};
+
 text_enum! {
     /// A host's acceleration status, best first (the order lists and groups use).
     pub enum Acceleration ("acceleration") {
-        /// AES and carry-less multiply usable, in an accelerated build.
+        /// AES and GHASH usable, in an accelerated build.
         Accelerated = "accelerated",
-        /// AES usable but no usable CLMUL/PMULL: GCM's GHASH runs in software.
+        /// One of them usable: e.g. AES-NI without CLMUL or without the AVX
+        /// state (GCM's GHASH in software), or a VM hiding AES only.
         Partial = "partial",
-        /// No usable AES, or a build that forces software backends.
+        /// Neither usable, or a build that forces software backends.
         Software = "software",
         /// No facts to judge by.
         Unknown = "unknown",
     }
 }
 
-/// The status of a host whose usable features are `features_usable` (`None`:
-/// no facts) running an agent of `build_flavour`. x86 needs PCLMULQDQ and the
-/// AVX state for the fast GHASH; ARM has PMULL.
-pub fn acceleration(features_usable: Option<&[String]>, build_flavour: Option<Flavour>) -> Acceleration {
+/// The primitives the status counts: AES and GHASH, which decide whether the
+/// common AEADs run in hardware ([`Primitive::is_major`]). AVX2 and SHA-NI
+/// are left out: many servers lack them, and the ChaCha20 and CBC-HMAC points
+/// say `partial` or `software` themselves.
+const COUNTED: [Primitive; 2] = [Primitive::Aes, Primitive::Ghash];
+
+/// The status of a host of `arch` whose usable features are `features_usable`
+/// (`None`: no facts) running an agent of `build_flavour`: accelerated when
+/// every counted primitive has its hardware features ([`hardware_features`]:
+/// x86 GHASH needs PCLMULQDQ and the AVX state, ARM PMULL), software when
+/// none has, partial else.
+pub fn acceleration(
+    arch: Option<&str>,
+    features_usable: Option<&[String]>,
+    build_flavour: Option<Flavour>,
+) -> Acceleration {
     let Some(features) = features_usable else {
         return Acceleration::Unknown;
     };
     if build_flavour == Some(Flavour::Software) {
         return Acceleration::Software;
     }
+    let table = hardware_features(arch);
     let has = |f: &str| features.iter().any(|x| x == f);
-    match (has("aes"), has("pmull") || (has("pclmulqdq") && has("avx"))) {
-        (false, _) => Acceleration::Software,
-        (true, false) => Acceleration::Partial,
-        (true, true) => Acceleration::Accelerated,
+    let (mut present, mut counted) = (0, 0);
+    for primitive in COUNTED {
+        let mut needs = table.iter().filter(|(_, p)| *p == primitive).peekable();
+        if needs.peek().is_none() {
+            continue; // no hardware path for it on this arch
+        }
+        counted += 1;
+        present += usize::from(needs.all(|(f, _)| has(f)));
+    }
+    match present {
+        0 => Acceleration::Software,
+        n if n == counted => Acceleration::Accelerated,
+        _ => Acceleration::Partial,
     }
 }
 
@@ -47,49 +72,85 @@ mod tests {
         use Flavour::{Accelerated as Fast, Software as Soft};
         type Case = (
             &'static str,
+            Option<&'static str>,
             Option<&'static [&'static str]>,
             Option<Flavour>,
             Acceleration,
         );
-        let cases: [Case; 9] = [
+        let x86 = Some("x86_64");
+        let arm = Some("aarch64");
+        let cases: [Case; 13] = [
             (
-                "x86 with AES-NI, CLMUL and AVX",
-                Some(&["aes", "pclmulqdq", "avx"]),
+                "x86 with AES-NI, CLMUL, AVX and AVX2",
+                x86,
+                Some(&["aes", "pclmulqdq", "avx", "avx2"]),
                 Some(Fast),
                 Accelerated,
             ),
             (
                 "ARM with AES and PMULL",
+                arm,
                 Some(&["aes", "pmull"]),
+                Some(Fast),
+                Accelerated,
+            ),
+            (
+                "no SHA-NI does not count",
+                x86,
+                Some(&["aes", "pclmulqdq", "avx", "avx2"]),
                 Some(Fast),
                 Accelerated,
             ),
             (
                 "CLMUL without the AVX state",
+                x86,
                 Some(&["aes", "pclmulqdq"]),
                 Some(Fast),
                 Partial,
             ),
-            ("AES alone", Some(&["aes"]), Some(Fast), Partial),
-            ("no AES", Some(&["pclmulqdq", "avx"]), Some(Fast), Software),
-            ("nothing usable", Some(&[]), Some(Fast), Software),
+            (
+                "AVX without AVX2 counts as accelerated",
+                x86,
+                Some(&["aes", "pclmulqdq", "avx"]),
+                Some(Fast),
+                Accelerated,
+            ),
+            ("AES alone", x86, Some(&["aes"]), Some(Fast), Partial),
+            (
+                "a VM hiding AES only",
+                x86,
+                Some(&["pclmulqdq", "avx", "avx2"]),
+                Some(Fast),
+                Partial,
+            ),
+            (
+                "the AVX state off in XCR0",
+                x86,
+                Some(&["aes", "pclmulqdq", "sha"]),
+                Some(Fast),
+                Partial,
+            ),
+            ("nothing usable", x86, Some(&[]), Some(Fast), Software),
             (
                 "a software build hides the silicon",
-                Some(&["aes", "pclmulqdq", "avx"]),
+                x86,
+                Some(&["aes", "pclmulqdq", "avx", "avx2"]),
                 Some(Soft),
                 Software,
             ),
             (
                 "an unknown build is judged by its features",
+                arm,
                 Some(&["aes", "pmull"]),
                 None,
                 Accelerated,
             ),
-            ("no facts", None, Some(Fast), Unknown),
+            ("an unknown arch by AES", None, Some(&["aes"]), Some(Fast), Accelerated),
+            ("no facts", x86, None, Some(Fast), Unknown),
         ];
-        for (name, features, flavour, want) in cases {
+        for (name, arch, features, flavour, want) in cases {
             let features: Option<Vec<String>> = features.map(|f| f.iter().map(|s| s.to_string()).collect());
-            assert_eq!(acceleration(features.as_deref(), flavour), want, "{name}");
+            assert_eq!(acceleration(arch, features.as_deref(), flavour), want, "{name}");
         }
     }
 

@@ -27,7 +27,7 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use cipherfleet_core::algorithm::Algorithm;
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::{Path, PathUsed};
 
 use super::robust::median;
 use super::scaling::{HostSeries, ThreadPoint, ThreadScaling, thread_scaling};
@@ -116,9 +116,12 @@ pub enum Warning {
     LinearScalingAssumed,
     /// No logical core count in the facts: hosts needed is unknown.
     UnknownCores,
-    /// Some results ran on a path other than requested (an accelerated
-    /// request that fell back to software, or the reverse).
+    /// Some results ran wholly on a path other than requested (an
+    /// accelerated request that fell back to software, or the reverse).
     PathFellBack,
+    /// Some results ran partly in software (`partial`): the figure is below
+    /// what the class does with every primitive in hardware.
+    PathPartial,
 }
 
 impl fmt::Display for Warning {
@@ -131,6 +134,9 @@ impl fmt::Display for Warning {
             }
             Warning::UnknownCores => f.write_str("logical core count unknown: hosts needed cannot be computed"),
             Warning::PathFellBack => f.write_str("some results ran on another path than requested (see path used)"),
+            Warning::PathPartial => {
+                f.write_str("some results ran partly in software: not every primitive had a hardware path")
+            }
         }
     }
 }
@@ -155,8 +161,8 @@ pub struct Estimate {
     pub run_threads: u32,
     pub efficiency: f64,
     pub linear_assumed: bool,
-    /// The paths the results really ran on, sorted and deduplicated.
-    pub paths_used: Vec<Path>,
+    /// The paths the results really ran on, sorted (best first) and deduplicated.
+    pub paths_used: Vec<PathUsed>,
     pub warnings: Vec<Warning>,
 }
 
@@ -188,7 +194,7 @@ pub fn estimate(series: &[HostSeries], requested_path: Path) -> Option<Estimate>
     };
 
     let used: Vec<&ThreadPoint> = singles.iter().flat_map(|(s, _)| &s.points).collect();
-    let mut paths_used: Vec<Path> = used.iter().map(|p| p.path_used).collect();
+    let mut paths_used: Vec<PathUsed> = used.iter().map(|p| p.path_used).collect();
     paths_used.sort();
     paths_used.dedup();
     let results = used.len();
@@ -206,8 +212,14 @@ pub fn estimate(series: &[HostSeries], requested_path: Path) -> Option<Estimate>
     if cores_per_host.is_none() {
         warnings.push(Warning::UnknownCores);
     }
-    if paths_used.iter().any(|p| *p != requested_path) {
+    if paths_used
+        .iter()
+        .any(|p| *p != PathUsed::Partial && p.differs_from(requested_path))
+    {
         warnings.push(Warning::PathFellBack);
+    }
+    if paths_used.contains(&PathUsed::Partial) {
+        warnings.push(Warning::PathPartial);
     }
     Some(Estimate {
         per_core_mb_s,
@@ -510,10 +522,22 @@ mod tests {
     #[test]
     fn a_fallen_back_path_is_shown_and_warned_about() {
         let mut h = host(1, Some(2), &[(1, 50.0)]);
-        h.points[0].path_used = Path::Software;
-        let e = estimate(&[h], Path::Accelerated).unwrap();
-        assert_eq!(e.paths_used, vec![Path::Software]);
+        h.points[0].path_used = PathUsed::Software;
+        let e = estimate(std::slice::from_ref(&h), Path::Accelerated).unwrap();
+        assert_eq!(e.paths_used, vec![PathUsed::Software]);
         assert!(e.warnings.contains(&Warning::PathFellBack));
+        assert!(!e.warnings.contains(&Warning::PathPartial));
+        h.points[0].path_used = PathUsed::Partial;
+        let e = estimate(&[h], Path::Accelerated).unwrap();
+        assert_eq!(e.paths_used, vec![PathUsed::Partial]);
+        assert_eq!(
+            (
+                e.warnings.contains(&Warning::PathFellBack),
+                e.warnings.contains(&Warning::PathPartial)
+            ),
+            (false, true),
+            "partly in software is said as such"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! or the median over a machine class's hosts — and how a cell is coloured
 //! within its column.
 
+use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::stats::{cv, median};
 
 use crate::db::points::LatestResult;
@@ -16,21 +17,29 @@ pub struct CellStats {
     /// One host: the CV of its samples. Several: the CV across the hosts'
     /// throughputs (how alike the class really is), never a mix of the two.
     pub cv: Option<f64>,
-    /// Results whose worker ran another path than the one asked for (an
-    /// accelerated request that fell back to software).
+    /// Results whose worker ran wholly another path than the one asked for
+    /// (an accelerated request that fell back to software).
     pub fell_back: usize,
+    /// Results that ran partly in software (`partial`): some primitives had
+    /// no hardware path on their host.
+    pub partial: usize,
     pub hosts: usize,
 }
 
 /// The figures of `results` (one per host), `None` when there are none.
 pub fn cell_stats(results: &[&LatestResult]) -> Option<CellStats> {
-    let fell_back = results.iter().filter(|r| r.path_used != r.point.path).count();
+    let partial = results.iter().filter(|r| r.path_used == PathUsed::Partial).count();
+    let fell_back = results
+        .iter()
+        .filter(|r| r.path_used != PathUsed::Partial && r.path_used.differs_from(r.point.path))
+        .count();
     if let [only] = results {
         return Some(CellStats {
             throughput_mb_s: only.throughput_mb_s,
             latency_p99_ns: only.latency_p99_ns as f64,
             cv: only.cv,
             fell_back,
+            partial,
             hosts: 1,
         });
     }
@@ -41,6 +50,7 @@ pub fn cell_stats(results: &[&LatestResult]) -> Option<CellStats> {
         latency_p99_ns: median(&p99)?,
         cv: cv(&mb_s),
         fell_back,
+        partial,
         hosts: results.len(),
     })
 }
@@ -68,8 +78,9 @@ pub(crate) mod tests {
 
     use super::*;
 
-    /// The latest result of aes-128-gcm-like `algorithm` at 16 KiB, one thread, on `host_id`.
-    pub(crate) fn result(host_id: i64, algorithm: &str, mb_s: f64, path_used: Path) -> LatestResult {
+    /// The latest result of aes-128-gcm-like `algorithm` at 16 KiB, one thread,
+    /// on `host_id`, asked for the accelerated path.
+    pub(crate) fn result(host_id: i64, algorithm: &str, mb_s: f64, path_used: impl Into<PathUsed>) -> LatestResult {
         LatestResult {
             host_id,
             point: Point {
@@ -77,7 +88,7 @@ pub(crate) mod tests {
                 size_bytes: 16384,
                 ..Suite::Quick.expand(1)[0].point()
             },
-            path_used,
+            path_used: path_used.into(),
             result_id: host_id * 1000 + i64::from(mb_s as i32 % 1000),
             measured_at: chrono::Utc::now(),
             throughput_mb_s: mb_s,
@@ -112,6 +123,7 @@ pub(crate) mod tests {
         let a = result(1, "aes-128-gcm", 1000.0, Path::Accelerated);
         let b = result(2, "aes-128-gcm", 3000.0, Path::Accelerated);
         let c = result(3, "aes-128-gcm", 2000.0, Path::Software);
+        let d = result(4, "aes-128-gcm", 2500.0, PathUsed::Partial);
         assert_eq!(cell_stats(&[]), None);
         let one = cell_stats(&[&c]).unwrap();
         assert_eq!(
@@ -124,5 +136,8 @@ pub(crate) mod tests {
         assert_eq!(three.latency_p99_ns, c.latency_p99_ns as f64);
         let two = cell_stats(&[&a, &b]).unwrap();
         assert_eq!(two.throughput_mb_s, 2000.0, "the mean of the middle two");
+        // A partial path is counted as such, not as a fallback to software.
+        let mixed = cell_stats(&[&a, &c, &d]).unwrap();
+        assert_eq!((mixed.fell_back, mixed.partial), (1, 1));
     }
 }

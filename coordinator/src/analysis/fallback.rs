@@ -1,15 +1,26 @@
-//! Why a host would run AES in software, from its facts alone (DESIGN.md
-//! reasons 1–4). Peers are hosts with the same CPU identity (vendor, family,
-//! model, stepping); a flag hidden on this host but advertised by a peer with
-//! the same identity points at the hypervisor, not the silicon.
+//! Why a host would run a primitive in software, from its facts alone
+//! (DESIGN.md reasons 1–4): AES, GCM's GHASH, ChaCha20/Poly1305's vector
+//! code and SHA-256 each need CPU features of their own. Peers are hosts with
+//! the same CPU identity (vendor, family, model, stepping); a flag hidden on
+//! this host but advertised by a peer with the same identity points at the
+//! hypervisor, not the silicon.
+//!
+//! A CPU without AES or GHASH instructions is a finding (`cpu-lacks`); one
+//! without AVX2 or SHA-256 instructions is not: most servers before 2019 lack
+//! SHA-NI, and a finding on each would drown the ones that matter. Hidden or
+//! disabled, any of them is.
 
+use cipherfleet_core::algorithm::{Algorithm, Cipher, Mode};
 use cipherfleet_core::path::Flavour;
+use cipherfleet_core::spec::KeyMode;
 use serde::Serialize;
 
 /// The facts a fallback decision looks at.
 #[derive(Clone, Debug, Default)]
 pub struct HostCrypto {
     pub host_id: i64,
+    /// `x86_64`, `aarch64`, ...: which features the crates look for.
+    pub arch: Option<String>,
     /// (vendor, family, model, stepping); `None` parts are unknown.
     pub cpu: (Option<String>, Option<i32>, Option<i32>, Option<i32>),
     pub hypervisor: Option<bool>,
@@ -53,10 +64,83 @@ pub struct FactFinding {
     pub features: Vec<String>,
 }
 
-/// Features whose absence sends AES (or GCM's GHASH) to software.
-const AES_FEATURES: &[&str] = &["aes"];
+/// What a CPU feature is the hardware path of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Primitive {
+    Aes,
+    /// GCM's GHASH multiply.
+    Ghash,
+    /// ChaCha20 and Poly1305 (AVX2 on x86; ARM has no faster path than NEON).
+    ChaCha20,
+    /// SHA-256: CBC-HMAC's MAC and HKDF.
+    Sha256,
+}
+
+impl Primitive {
+    /// Whether a point of `algorithm` with `key_mode` runs this primitive.
+    pub fn used_by(self, algorithm: Algorithm, key_mode: KeyMode) -> bool {
+        match self {
+            Primitive::Aes => algorithm.uses_aes(),
+            Primitive::Ghash => algorithm.mode == Mode::Gcm,
+            Primitive::ChaCha20 => algorithm.cipher == Cipher::ChaCha20,
+            Primitive::Sha256 => algorithm.mode == Mode::CbcHmacSha256 || key_mode == KeyMode::HkdfPerUser,
+        }
+    }
+
+    /// What runs in software without it, as a finding says.
+    pub fn what(self) -> &'static str {
+        match self {
+            Primitive::Aes => "AES",
+            Primitive::Ghash => "GCM's GHASH",
+            Primitive::ChaCha20 => "ChaCha20 and Poly1305 (baseline vector code)",
+            Primitive::Sha256 => "SHA-256 (HMAC, HKDF)",
+        }
+    }
+
+    /// AES and GHASH decide whether the common AEADs run in hardware; the
+    /// others cost one family of algorithms and are missing on many servers,
+    /// so a CPU without them is no finding (hidden or disabled, they are).
+    pub fn is_major(self) -> bool {
+        matches!(self, Primitive::Aes | Primitive::Ghash)
+    }
+}
+
+/// The CPU features the crates' hardware backends need on `arch`, and the
+/// primitive each is for: the ones whose absence sends that primitive to
+/// software (x86 GHASH needs AVX beside PCLMULQDQ). An unknown architecture
+/// is judged by AES alone.
+pub fn hardware_features(arch: Option<&str>) -> &'static [(&'static str, Primitive)] {
+    match arch {
+        Some("x86_64" | "x86") => &[
+            ("aes", Primitive::Aes),
+            ("pclmulqdq", Primitive::Ghash),
+            ("avx", Primitive::Ghash),
+            ("avx2", Primitive::ChaCha20),
+            ("sha", Primitive::Sha256),
+        ],
+        Some("aarch64") => &[
+            ("aes", Primitive::Aes),
+            ("pmull", Primitive::Ghash),
+            ("sha2", Primitive::Sha256),
+        ],
+        _ => &[("aes", Primitive::Aes)],
+    }
+}
+
+/// The primitive a feature named in a finding is for, on any architecture.
+pub fn primitive_of(feature: &str) -> Option<Primitive> {
+    ["x86_64", "aarch64"]
+        .iter()
+        .flat_map(|arch| hardware_features(Some(arch)))
+        .find(|(f, _)| *f == feature)
+        .map(|(_, p)| *p)
+}
+
 /// Features that need OS-enabled AVX state (XCR0); advertised but unusable = os-disabled.
 const STATEFUL_FEATURES: &[&str] = &["avx", "avx2", "vaes", "vpclmulqdq", "avx512f"];
+/// Features the crates use only with the AVX-512 (ZMM) state: on a CPU without
+/// AVX-512 they are advertised but never usable, and the OS is not to blame.
+const ZMM_GATED: &[&str] = &["vaes"];
 
 fn has(list: &[String], f: &str) -> bool {
     list.iter().any(|x| x == f)
@@ -80,27 +164,26 @@ pub fn findings(host: &HostCrypto, fleet: &[HostCrypto]) -> Vec<FactFinding> {
     if host.build_flavour == Some(Flavour::Software) {
         out.push(finding(Reason::SoftwareBuild, vec![]));
     }
-    let missing: Vec<&str> = AES_FEATURES
-        .iter()
-        .copied()
-        .filter(|f| !has(&host.advertised, f))
-        .collect();
-    if !missing.is_empty() {
+    // One finding per missing feature, so the subject names it.
+    for (feature, primitive) in hardware_features(host.arch.as_deref()) {
+        if has(&host.advertised, feature) {
+            continue;
+        }
         let peers_have = fleet
             .iter()
             .filter(|p| p.host_id != host.host_id && same_cpu(p, host))
-            .any(|p| missing.iter().all(|f| has(&p.advertised, f)));
-        let reason = if host.hypervisor == Some(true) && peers_have {
-            Reason::HypervisorMasks
-        } else {
-            Reason::CpuLacks
-        };
-        out.push(finding(reason, missing));
+            .any(|p| has(&p.advertised, feature));
+        if host.hypervisor == Some(true) && peers_have {
+            out.push(finding(Reason::HypervisorMasks, vec![feature]));
+        } else if primitive.is_major() {
+            out.push(finding(Reason::CpuLacks, vec![feature]));
+        }
     }
     let disabled: Vec<&str> = STATEFUL_FEATURES
         .iter()
         .copied()
         .filter(|f| has(&host.advertised, f) && !has(&host.usable, f))
+        .filter(|f| !ZMM_GATED.contains(f) || has(&host.advertised, "avx512f"))
         .collect();
     if !disabled.is_empty() {
         out.push(finding(Reason::OsDisabled, disabled));
@@ -115,6 +198,7 @@ mod tests {
     fn host(id: i64, model: i32, hypervisor: bool, advertised: &[&str], usable: &[&str], flavour: &str) -> HostCrypto {
         HostCrypto {
             host_id: id,
+            arch: Some("x86_64".into()),
             cpu: (Some("GenuineIntel".into()), Some(6), Some(model), Some(7)),
             hypervisor: Some(hypervisor),
             advertised: advertised.iter().map(|s| s.to_string()).collect(),
@@ -124,42 +208,112 @@ mod tests {
     }
 
     #[test]
-    fn each_reason_from_facts() {
-        let full = ["aes", "pclmulqdq", "avx", "avx2"];
+    fn each_reason_from_facts_one_finding_per_missing_feature() {
+        use Reason::{CpuLacks as Lacks, HypervisorMasks as Masks, OsDisabled as Off, SoftwareBuild as Soft};
+        let full = ["aes", "pclmulqdq", "avx", "avx2", "sha"];
+        let no_aes = ["pclmulqdq", "avx", "avx2", "sha"];
         let healthy = host(1, 85, true, &full, &full, "accelerated");
-        let masked = host(2, 85, true, &["pclmulqdq"], &["pclmulqdq"], "accelerated");
-        let bare_metal_lacking = host(3, 85, false, &["pclmulqdq"], &["pclmulqdq"], "accelerated");
-        let old_model = host(4, 26, true, &[], &[], "accelerated");
-        let old_kernel = host(5, 85, false, &full, &["aes", "pclmulqdq"], "accelerated");
-        let soft = host(6, 85, false, &full, &full, "software");
-        let lone_vm = HostCrypto {
+        let masked = host(2, 85, true, &no_aes, &no_aes, "accelerated");
+        let bare_metal_lacking = host(3, 85, false, &no_aes, &no_aes, "accelerated");
+        let westmere = host(4, 44, true, &["aes", "pclmulqdq"], &["aes", "pclmulqdq"], "accelerated");
+        let westmere_no_clmul = host(5, 44, true, &["aes"], &["aes"], "accelerated");
+        let old_kernel = host(6, 85, false, &full, &["aes", "pclmulqdq", "sha"], "accelerated");
+        let soft = host(7, 85, false, &full, &full, "software");
+        let sha_masked = host(13, 85, true, &full[..4], &full[..4], "accelerated");
+        let zen3 = host(8, 33, false, &[&full[..], &["vaes"]].concat(), &full, "accelerated");
+        let ymm_only_avx512 = host(
+            9,
+            106,
+            false,
+            &[&full[..], &["vaes", "avx512f"]].concat(),
+            &full,
+            "accelerated",
+        );
+        let graviton = HostCrypto {
+            arch: Some("aarch64".into()),
+            ..host(
+                10,
+                0xd0c,
+                true,
+                &["aes", "pmull", "sha2"],
+                &["aes", "pmull", "sha2"],
+                "accelerated",
+            )
+        };
+        let pi4 = HostCrypto {
+            arch: Some("aarch64".into()),
+            ..host(11, 0xd08, false, &[], &[], "accelerated")
+        };
+        let unknown_arch = HostCrypto {
+            arch: None,
             cpu: (None, None, None, None),
-            ..host(7, 0, true, &[], &[], "accelerated")
+            ..host(12, 0, true, &[], &[], "accelerated")
         };
         let fleet = vec![
             healthy.clone(),
             masked.clone(),
-            bare_metal_lacking.clone(),
-            old_model.clone(),
-            old_kernel.clone(),
-            soft.clone(),
-            lone_vm.clone(),
+            westmere.clone(),
+            westmere_no_clmul.clone(),
         ];
-        let reasons = |h: &HostCrypto| findings(h, &fleet).into_iter().map(|f| f.reason).collect::<Vec<_>>();
-        let cases: Vec<(&HostCrypto, Vec<Reason>)> = vec![
-            (&healthy, vec![]),
-            (&masked, vec![Reason::HypervisorMasks]),
-            (&bare_metal_lacking, vec![Reason::CpuLacks]),
-            (&old_model, vec![Reason::CpuLacks]),
-            (&old_kernel, vec![Reason::OsDisabled]),
-            (&soft, vec![Reason::SoftwareBuild]),
-            (&lone_vm, vec![Reason::CpuLacks]),
+        type Case<'a> = (&'a str, &'a HostCrypto, Vec<(Reason, &'a [&'a str])>);
+        let cases: Vec<Case> = vec![
+            ("healthy", &healthy, vec![]),
+            (
+                "a VM hiding what its model's peers have",
+                &masked,
+                vec![(Masks, &["aes"])],
+            ),
+            ("bare metal without AES", &bare_metal_lacking, vec![(Lacks, &["aes"])]),
+            (
+                "Westmere: GHASH needs AVX; no SHA-NI or AVX2 is no finding",
+                &westmere,
+                vec![(Lacks, &["avx"])],
+            ),
+            (
+                "Westmere without PCLMULQDQ, beside a Westmere with it",
+                &westmere_no_clmul,
+                vec![(Masks, &["pclmulqdq"]), (Lacks, &["avx"])],
+            ),
+            (
+                "SHA-NI hidden where the model's peers have it",
+                &sha_masked,
+                vec![(Masks, &["sha"])],
+            ),
+            (
+                "an old kernel without the AVX state",
+                &old_kernel,
+                vec![(Off, &["avx", "avx2"])],
+            ),
+            ("a software build", &soft, vec![(Soft, &[])]),
+            ("Zen 3: VAES without AVX-512 is no OS fault", &zen3, vec![]),
+            (
+                "AVX-512 with the ZMM state off",
+                &ymm_only_avx512,
+                vec![(Off, &["vaes", "avx512f"])],
+            ),
+            ("Graviton", &graviton, vec![]),
+            (
+                "an ARM core without crypto extensions",
+                &pi4,
+                vec![(Lacks, &["aes"]), (Lacks, &["pmull"])],
+            ),
+            (
+                "an unknown arch is judged by AES",
+                &unknown_arch,
+                vec![(Lacks, &["aes"])],
+            ),
         ];
-        for (h, want) in cases {
-            assert_eq!(reasons(h), want, "host {}", h.host_id);
+        for (name, h, want) in cases {
+            let got: Vec<(Reason, Vec<String>)> = findings(h, &fleet)
+                .into_iter()
+                .map(|f| (f.reason, f.features))
+                .collect();
+            let want: Vec<(Reason, Vec<String>)> = want
+                .into_iter()
+                .map(|(r, f)| (r, f.iter().map(|s| s.to_string()).collect()))
+                .collect();
+            assert_eq!(got, want, "{name}");
         }
-        let f = findings(&old_kernel, &fleet);
-        assert_eq!(f[0].features, ["avx", "avx2"]);
     }
 
     #[test]
@@ -168,5 +322,23 @@ mod tests {
         let other_model = host(1, 106, true, &["aes"], &["aes"], "accelerated");
         let f = findings(&masked, &[masked.clone(), other_model]);
         assert_eq!(f[0].reason, Reason::CpuLacks, "no evidence the silicon has it");
+    }
+
+    #[test]
+    fn each_feature_concerns_its_primitive() {
+        let gcm: Algorithm = "aes-128-gcm".parse().unwrap();
+        let hmac: Algorithm = "aes-256-cbc-hmac-sha256".parse().unwrap();
+        let chacha: Algorithm = "chacha20-poly1305".parse().unwrap();
+        let ghash = primitive_of("pclmulqdq").unwrap();
+        assert_eq!(
+            (ghash, primitive_of("pmull"), primitive_of("avx")),
+            (Primitive::Ghash, Some(ghash), Some(ghash))
+        );
+        assert!(ghash.used_by(gcm, KeyMode::Static) && !ghash.used_by(hmac, KeyMode::Static));
+        let sha = primitive_of("sha").unwrap();
+        assert!(sha.used_by(hmac, KeyMode::Static) && !sha.used_by(chacha, KeyMode::Static));
+        assert!(sha.used_by(chacha, KeyMode::HkdfPerUser), "HKDF runs SHA-256");
+        assert!(primitive_of("avx2").unwrap().used_by(chacha, KeyMode::Static));
+        assert_eq!(primitive_of("vaes"), None, "VAES only widens AES-NI");
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! - [`acceleration`]: a host's acceleration status (accelerated, partial, software, unknown) from its facts.
 //! - [`robust`]: median and MAD, the statistics the detectors use.
-//! - [`fallback`]: why a host runs AES in software (DESIGN.md reasons 1–4) from its facts.
+//! - [`fallback`]: why a host runs a primitive in software (DESIGN.md reasons 1–4) from its facts.
+//! - [`marks`]: emulated and simulated hosts, by label or (emulation) by facts: one rule for every page.
 //! - [`slow`]: accelerated paths that measure too slow (reason 5): near the
 //!   software path, below same-class peers, or dropped against own history.
 //! - [`software_speed`]: the fallback page's rule — an accelerated path that fell back or runs at software speed, and which findings explain it.
@@ -23,6 +24,7 @@ pub mod cells;
 pub mod changes;
 pub mod class;
 pub mod fallback;
+pub mod marks;
 pub mod robust;
 pub mod scaling;
 pub mod series;

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::PathUsed;
 
 use super::robust::median;
 
@@ -20,7 +20,7 @@ pub struct ThreadPoint {
     pub threads: u32,
     pub mb_s: f64,
     /// What the worker really ran.
-    pub path_used: Path,
+    pub path_used: PathUsed,
 }
 
 /// One host's measurements of one algorithm at one size, direction and path.
@@ -100,7 +100,7 @@ pub(crate) mod tests {
                 .map(|&(threads, mb_s)| ThreadPoint {
                     threads,
                     mb_s,
-                    path_used: Path::Accelerated,
+                    path_used: PathUsed::Accelerated,
                 })
                 .collect(),
         }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{DateTime, Utc};
 use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::Algorithm;
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::{Path, PathUsed};
 
 use super::slow::{self, SlowFinding, SlowKind, Thresholds};
 
@@ -20,9 +20,9 @@ pub struct Observation {
     /// What was measured, with the path asked for: the result's series.
     #[sqlx(flatten)]
     pub point: Point,
-    /// What ran: `software` when an accelerated request fell back.
+    /// What ran: `partial` or `software` when an accelerated request fell back.
     #[sqlx(try_from = "String")]
-    pub path_used: Path,
+    pub path_used: PathUsed,
     pub throughput_mb_s: f64,
     pub created_at: DateTime<Utc>,
     /// The host's facts when the result arrived.
@@ -60,10 +60,13 @@ pub struct SlowVerdict {
 /// The accelerated and software series of one host, grouped once per pass
 /// and shared by every comparison that needs them. Each is keyed by its
 /// point (path included), so a software series is found by its accelerated
-/// twin's point with the path swapped.
+/// twin's point with the path swapped. An accelerated request's results are
+/// also keyed by what ran, accelerated or partial: a partial series is
+/// compared with partial peers and its own partial history, never with a
+/// fully accelerated one.
 #[derive(Debug, Default)]
 pub struct HostSeries<'a> {
-    accelerated: HashMap<&'a Point, Vec<&'a Observation>>,
+    accelerated: HashMap<(&'a Point, PathUsed), Vec<&'a Observation>>,
     software: HashMap<&'a Point, Vec<&'a Observation>>,
 }
 
@@ -72,21 +75,20 @@ impl<'a> HostSeries<'a> {
     pub fn new(observations: &'a [Observation]) -> Self {
         let mut s = HostSeries::default();
         for o in observations {
-            // An accelerated request that ran in software is a fallback (reasons
-            // 1–4), not a slow accelerated path; it joins neither series.
-            let side = match (o.point.path, o.path_used) {
-                (Path::Software, _) => &mut s.software,
-                (Path::Accelerated, Path::Accelerated) => &mut s.accelerated,
-                (Path::Accelerated, Path::Software) => continue,
-            };
-            side.entry(&o.point).or_default().push(o);
+            match (o.point.path, o.path_used) {
+                (Path::Software, _) => s.software.entry(&o.point).or_default().push(o),
+                // An accelerated request that ran in software is a fallback
+                // (reasons 1–4), not a slow accelerated path; it joins neither series.
+                (Path::Accelerated, PathUsed::Software) => {}
+                (Path::Accelerated, used) => s.accelerated.entry((&o.point, used)).or_default().push(o),
+            }
         }
         s
     }
 
     /// The accelerated series in a stable order (algorithm name, then the
     /// rest of the point), so verdicts and their headlines do not depend on hashing.
-    fn accelerated_in_order(&self) -> Vec<(&'a Point, &Vec<&'a Observation>)> {
+    fn accelerated_in_order(&self) -> Vec<((&'a Point, PathUsed), &Vec<&'a Observation>)> {
         type Order = (&'static str, &'static str, u64, u32, Option<u32>, &'static str);
         let order = |p: &Point| -> Order {
             (
@@ -99,7 +101,7 @@ impl<'a> HostSeries<'a> {
             )
         };
         let mut series: Vec<_> = self.accelerated.iter().map(|(k, v)| (*k, v)).collect();
-        series.sort_by_key(|(k, _)| order(k));
+        series.sort_by_key(|((k, used), _)| (order(k), *used));
         series
     }
 }
@@ -114,7 +116,7 @@ pub fn slow_verdicts(host_id: i64, mine: &HostSeries, peers: &[&HostSeries], t: 
     let mut by_kind: BTreeMap<(&'static str, &'static str), (Algorithm, SlowKind, Vec<SeriesVerdict>)> =
         BTreeMap::new();
     let mut checked: BTreeMap<&str, usize> = BTreeMap::new();
-    for (key, series) in mine.accelerated_in_order() {
+    for ((key, used), series) in mine.accelerated_in_order() {
         *checked.entry(key.algorithm.name()).or_default() += 1;
         let accelerated = values(series);
         let mut found: Vec<(SlowFinding, f64)> = Vec::new();
@@ -122,7 +124,10 @@ pub fn slow_verdicts(host_id: i64, mine: &HostSeries, peers: &[&HostSeries], t: 
             path: Path::Software,
             ..*key
         };
-        if key.size_bytes >= t.near_software_min_size_bytes
+        // A partial path sits between the two by nature: only a fully
+        // accelerated one is expected to be clearly faster than software.
+        if used == PathUsed::Accelerated
+            && key.size_bytes >= t.near_software_min_size_bytes
             && let Some(software) = mine.software.get(&software_twin)
             && let Some(f) = slow::near_software(&accelerated, &values(software), t)
         {
@@ -131,7 +136,7 @@ pub fn slow_verdicts(host_id: i64, mine: &HostSeries, peers: &[&HostSeries], t: 
         }
         let peer_values: Vec<Vec<f64>> = peers
             .iter()
-            .filter_map(|p| p.accelerated.get(key).map(|s| values(s)))
+            .filter_map(|p| p.accelerated.get(&(key, used)).map(|s| values(s)))
             .collect();
         if let Some(f) = slow::below_peers(&accelerated, &peer_values, t) {
             found.push((f, f.reference_mb_s * (1.0 - t.min_drop)));
@@ -201,7 +206,7 @@ mod tests {
             .map(|(i, v)| Observation {
                 host_id,
                 point: Point { path, ..*key },
-                path_used: path,
+                path_used: path.into(),
                 throughput_mb_s: *v,
                 created_at: Utc.timestamp_opt(1_700_000_000 + 60 * i as i64, 0).unwrap(),
                 snapshot_id: Some(if i < 10 { 1 } else { 2 }),
@@ -268,10 +273,19 @@ mod tests {
                     series(1, &gcm_16k, false, &at_software)
                         .into_iter()
                         .map(|o| Observation {
-                            path_used: Path::Software,
+                            path_used: PathUsed::Software,
                             ..o
                         })
                         .collect(),
+                    series(1, &gcm_16k, true, &software),
+                ]
+                .concat(),
+                vec![],
+            ),
+            (
+                "a partial path near software speed is what partial means",
+                [
+                    partial(series(1, &gcm_16k, false, &at_software)),
                     series(1, &gcm_16k, true, &software),
                 ]
                 .concat(),
@@ -281,6 +295,38 @@ mod tests {
         for (name, points, want) in cases {
             assert_eq!(kinds(&verdicts(&points, &[])), want, "{name}");
         }
+    }
+
+    /// The same results, run partly in software.
+    fn partial(observations: Vec<Observation>) -> Vec<Observation> {
+        observations
+            .into_iter()
+            .map(|o| Observation {
+                path_used: PathUsed::Partial,
+                ..o
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_partial_series_is_compared_with_partial_peers_and_its_own_past() {
+        let k = key("aes-128-cbc-hmac-sha256", 16384);
+        // Peers with SHA-NI run it accelerated, far faster: no reference for a partial host.
+        let accelerated_peers = [
+            series(2, &k, false, &[2000.0, 2100.0, 1900.0]),
+            series(5, &k, false, &[2050.0, 1950.0, 2000.0]),
+        ]
+        .concat();
+        let mine = partial(series(1, &k, false, &[600.0, 650.0, 620.0]));
+        assert!(verdicts(&[mine.clone(), accelerated_peers].concat(), &[2, 5]).is_empty());
+        // Partial peers at 2000 MB/s: this one is below them.
+        let partial_peers = [
+            partial(series(3, &k, false, &[2000.0, 2100.0, 1900.0])),
+            partial(series(4, &k, false, &[2050.0, 1950.0, 2000.0])),
+        ]
+        .concat();
+        let found = verdicts(&[mine, partial_peers].concat(), &[3, 4]);
+        assert_eq!(kinds(&found), vec![(k.algorithm.name().into(), SlowKind::BelowPeers)]);
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! The fallback page's judgement, pure so it is table-tested: when an
-//! accelerated path counts as running at software speed (it fell back, or it
-//! ran on hardware barely faster than the software path), and which open
-//! findings explain an algorithm being slow on its host. The page and its API
-//! ([`crate::web::fallback`]) call these; the threshold is the findings
-//! deriver's own ([`Thresholds`]).
+//! accelerated path counts as running at software speed (it fell back wholly
+//! or partly, or it ran on hardware barely faster than the software path),
+//! and which open findings explain an algorithm being slow on its host. The
+//! page and its API ([`crate::web::fallback`]) call these; the threshold is
+//! the findings deriver's own ([`Thresholds`]).
 
 use cipherfleet_core::algorithm::{Algorithm, Cipher, Mode};
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::{Backends, PathUsed};
+use cipherfleet_core::spec::KeyMode;
 
+use super::fallback::{Primitive, hardware_features, primitive_of};
 use super::slow::Thresholds;
 
 /// Why an accelerated path counts as running at software speed.
@@ -15,6 +17,9 @@ use super::slow::Thresholds;
 pub enum SoftwareSpeed {
     /// The accelerated path was asked for and the software implementation ran.
     RanSoftware,
+    /// The accelerated path was asked for and only some primitives ran on
+    /// hardware (`partial`), where this architecture has more.
+    RanPartial,
     /// It ran on hardware but measured below the near-software ratio.
     NearSoftware,
 }
@@ -34,39 +39,103 @@ pub fn has_hardware_path(algorithm: Algorithm) -> bool {
     !matches!(algorithm.cipher, Cipher::Des | Cipher::TripleDes)
 }
 
-/// The rule of the "at software speed" section. The ratio uses the findings
-/// deriver's own threshold and smallest payload ([`Thresholds`]): below that
-/// size per-call overhead dominates and both paths converge. On emulated hosts
-/// only what ran counts, since their timings are not performance.
+/// The most a point can reach on its host, what ran is judged against: the
+/// best of the host's `arch` ([`Backends::best_on`]; ChaCha20 on ARM has
+/// nothing past NEON, so it is `software` there and never a fallback), except
+/// that AVX2 and SHA-256 instructions the CPU does not advertise (`advertised`,
+/// when known) are not expected of it: such CPUs are common and no finding
+/// names them ([`Primitive::is_major`]). A CPU without AES or GHASH
+/// instructions still falls short (reason 1, `cpu-lacks`). An unknown arch is
+/// given the benefit of the doubt for algorithms with a hardware path anywhere.
+pub fn best_path(
+    algorithm: Algorithm,
+    key_mode: KeyMode,
+    arch: Option<&str>,
+    advertised: Option<&[String]>,
+) -> PathUsed {
+    let Some(arch) = arch else {
+        return if has_hardware_path(algorithm) {
+            PathUsed::Accelerated
+        } else {
+            PathUsed::Software
+        };
+    };
+    let mut best = Backends::best_on(arch);
+    for (feature, primitive) in hardware_features(Some(arch)) {
+        if primitive.is_major() || advertised.is_none_or(|a| a.iter().any(|x| x == feature)) {
+            continue;
+        }
+        let soft = || "soft".to_string();
+        match primitive {
+            Primitive::ChaCha20 => (best.chacha20, best.poly1305) = (soft(), Some(soft())),
+            Primitive::Sha256 => best.sha256 = soft(),
+            Primitive::Aes | Primitive::Ghash => {}
+        }
+    }
+    best.path_for(algorithm, key_mode)
+}
+
+/// Where a result ran: its host's architecture and advertised CPU features.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostCpu<'a> {
+    pub arch: Option<&'a str>,
+    /// CPUID / HWCAP flags; `None` when unknown.
+    pub advertised: Option<&'a [String]>,
+}
+
+/// The rule of the "at software speed" section. What ran is judged against
+/// the best the host can reach ([`best_path`]): below it, the path fell back
+/// (wholly or partly). The ratio uses the findings deriver's
+/// own threshold and smallest payload ([`Thresholds`]): below that size
+/// per-call overhead dominates and both paths converge; it is only asked of
+/// a fully accelerated path (a partial one sits between by nature). On
+/// emulated hosts only what ran counts, since their timings are not performance.
+#[allow(clippy::too_many_arguments)]
 pub fn judge(
     algorithm: Algorithm,
-    path_used: Option<Path>,
+    key_mode: KeyMode,
+    host: HostCpu,
+    path_used: Option<PathUsed>,
     ratio: Option<f64>,
     emulated: bool,
     size_bytes: u64,
     t: &Thresholds,
 ) -> Option<SoftwareSpeed> {
     let path_used = path_used?;
-    if !has_hardware_path(algorithm) {
+    let best = best_path(algorithm, key_mode, host.arch, host.advertised);
+    if best == PathUsed::Software {
         return None;
     }
-    if path_used == Path::Software {
-        return Some(SoftwareSpeed::RanSoftware);
+    if path_used > best {
+        // Best first: greater is worse.
+        return Some(match path_used {
+            PathUsed::Partial => SoftwareSpeed::RanPartial,
+            _ => SoftwareSpeed::RanSoftware,
+        });
+    }
+    if path_used != PathUsed::Accelerated {
+        return None;
     }
     let slow = ratio.is_some_and(|r| r < t.near_software_ratio);
     (slow && !emulated && size_bytes >= t.near_software_min_size_bytes).then_some(SoftwareSpeed::NearSoftware)
 }
 
-/// Whether an open finding (`reason`, `subject`) explains `algorithm` running
-/// slow on its host: a slow-path finding only its own algorithm; missing AES
-/// instructions the AES algorithms; disabled AVX state what uses it (GCM's
-/// GHASH, ChaCha20's vector code); a software build everything with a hardware path.
-pub fn explains(reason: &str, subject: &str, algorithm: Algorithm) -> bool {
+/// Whether an open finding (`reason`, `subject`) explains `algorithm` with
+/// `key_mode` running slow on its host: a slow-path finding only its own
+/// algorithm; a missing or hidden feature (the subject) what uses its
+/// primitive (AES, GHASH, ChaCha20/Poly1305, SHA-256); disabled AVX state
+/// what uses it (GCM's GHASH, ChaCha20's vector code); a software build
+/// everything with a hardware path.
+pub fn explains(reason: &str, subject: &str, algorithm: Algorithm, key_mode: KeyMode) -> bool {
     if reason == "slow-accelerated" {
         return subject == algorithm.name();
     }
     match reason {
-        "cpu-lacks" | "hypervisor-masks" => algorithm.uses_aes(),
+        // Findings stored before one per feature list several: any counts.
+        "cpu-lacks" | "hypervisor-masks" => subject
+            .split(',')
+            .filter_map(|f| primitive_of(f.trim()))
+            .any(|p| p.used_by(algorithm, key_mode)),
         "os-disabled" => algorithm.mode == Mode::Gcm || algorithm.cipher == Cipher::ChaCha20,
         _ => has_hardware_path(algorithm),
     }
@@ -76,11 +145,12 @@ pub fn explains(reason: &str, subject: &str, algorithm: Algorithm) -> bool {
 mod tests {
     use super::*;
 
-    /// name, algorithm, what ran, ratio, emulated, payload bytes → verdict.
+    /// name, algorithm, arch, what ran, ratio, emulated, payload bytes → verdict.
     type Case = (
         &'static str,
         &'static str,
-        Option<Path>,
+        Option<&'static str>,
+        Option<PathUsed>,
         Option<f64>,
         bool,
         u64,
@@ -89,17 +159,23 @@ mod tests {
 
     #[test]
     fn software_speed_means_a_fallback_or_a_ratio_under_the_deriver_threshold() {
-        use SoftwareSpeed::{NearSoftware, RanSoftware};
+        use SoftwareSpeed::{NearSoftware, RanPartial, RanSoftware};
         let t = Thresholds::default();
         let (near, big) = (t.near_software_ratio, t.near_software_min_size_bytes);
-        let (acc, soft) = (Some(Path::Accelerated), Some(Path::Software));
+        let (acc, part, soft) = (
+            Some(PathUsed::Accelerated),
+            Some(PathUsed::Partial),
+            Some(PathUsed::Software),
+        );
+        let (x86, arm) = (Some("x86_64"), Some("aarch64"));
         let gcm = "aes-128-gcm";
-        let cases: [Case; 10] = [
-            ("healthy", gcm, acc, Some(near * 4.0), false, big, None),
-            ("fell back", gcm, soft, Some(1.0), false, big, Some(RanSoftware)),
+        let cases: [Case; 15] = [
+            ("healthy", gcm, x86, acc, Some(near * 4.0), false, big, None),
+            ("fell back", gcm, x86, soft, Some(1.0), false, big, Some(RanSoftware)),
             (
                 "fell back, software unmeasured",
                 gcm,
+                x86,
                 soft,
                 None,
                 false,
@@ -107,8 +183,29 @@ mod tests {
                 Some(RanSoftware),
             ),
             (
+                "GHASH in software",
+                gcm,
+                x86,
+                part,
+                Some(2.0),
+                false,
+                big,
+                Some(RanPartial),
+            ),
+            (
+                "a partial path is not asked to beat software by the ratio",
+                "aes-128-cbc-hmac-sha256",
+                None,
+                part,
+                Some(1.1),
+                false,
+                big,
+                Some(RanPartial),
+            ),
+            (
                 "slow hardware",
                 gcm,
+                x86,
                 acc,
                 Some(near * 0.9),
                 false,
@@ -118,17 +215,37 @@ mod tests {
             (
                 "at the threshold is not under it",
                 gcm,
+                x86,
                 acc,
                 Some(near),
                 false,
                 big,
                 None,
             ),
-            ("small payloads converge", gcm, acc, Some(1.0), false, big - 1, None),
-            ("emulated timings are not judged", gcm, acc, Some(1.0), true, big, None),
+            (
+                "small payloads converge",
+                gcm,
+                x86,
+                acc,
+                Some(1.0),
+                false,
+                big - 1,
+                None,
+            ),
+            (
+                "emulated timings are not judged",
+                gcm,
+                x86,
+                acc,
+                Some(1.0),
+                true,
+                big,
+                None,
+            ),
             (
                 "but an emulated fallback is real",
                 gcm,
+                x86,
                 soft,
                 Some(1.0),
                 true,
@@ -138,17 +255,58 @@ mod tests {
             (
                 "3DES has no hardware path anywhere",
                 "des-ede3-cbc",
+                x86,
                 soft,
                 Some(1.0),
                 false,
                 big,
                 None,
             ),
-            ("no accelerated result", gcm, None, None, false, big, None),
+            (
+                "ChaCha20 on SSE2 fell back on x86",
+                "chacha20-poly1305",
+                x86,
+                soft,
+                Some(1.5),
+                false,
+                big,
+                Some(RanSoftware),
+            ),
+            (
+                "ChaCha20 on NEON is the best ARM has",
+                "chacha20-poly1305",
+                arm,
+                soft,
+                Some(1.5),
+                false,
+                big,
+                None,
+            ),
+            (
+                "ARM GCM falls back like any",
+                gcm,
+                arm,
+                soft,
+                None,
+                false,
+                big,
+                Some(RanSoftware),
+            ),
+            ("no accelerated result", gcm, x86, None, None, false, big, None),
         ];
-        for (name, alg, used, ratio, emulated, size, want) in cases {
+        for (name, alg, arch, used, ratio, emulated, size, want) in cases {
+            let host = HostCpu { arch, advertised: None };
             assert_eq!(
-                judge(alg.parse().unwrap(), used, ratio, emulated, size, &t),
+                judge(
+                    alg.parse().unwrap(),
+                    KeyMode::Static,
+                    host,
+                    used,
+                    ratio,
+                    emulated,
+                    size,
+                    &t
+                ),
                 want,
                 "{name}"
             );
@@ -159,24 +317,94 @@ mod tests {
     }
 
     #[test]
-    fn findings_explain_only_the_algorithms_they_concern() {
+    fn what_a_cpu_never_had_is_no_fallback_unless_it_is_aes_or_ghash() {
+        use SoftwareSpeed::{RanPartial, RanSoftware};
+        let t = Thresholds::default();
+        let list = |f: &[&str]| f.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let cascade_lake = list(&["aes", "pclmulqdq", "avx", "avx2"]);
+        let with_sha = list(&["aes", "pclmulqdq", "avx", "avx2", "sha"]);
+        let ivy_bridge = list(&["aes", "pclmulqdq", "avx"]);
+        let westmere_no_clmul = list(&["aes"]);
+        let hmac = "aes-128-cbc-hmac-sha256";
         let cases = [
-            ("software-build", "build", "chacha20-poly1305", true),
-            ("software-build", "build", "des-ede3-cbc", false),
-            ("cpu-lacks", "aes", "aes-256-gcm", true),
-            ("cpu-lacks", "aes", "chacha20-poly1305", false),
-            ("hypervisor-masks", "aes", "aes-128-cbc", true),
-            ("os-disabled", "avx-state", "aes-128-gcm", true),
-            ("os-disabled", "avx-state", "chacha20-poly1305", true),
-            ("os-disabled", "avx-state", "aes-128-cbc", false),
-            ("slow-accelerated", "aes-128-gcm", "aes-128-gcm", true),
-            ("slow-accelerated", "aes-128-gcm", "aes-256-gcm", false),
+            ("CBC-HMAC without SHA-NI", hmac, &cascade_lake, PathUsed::Partial, None),
+            (
+                "CBC-HMAC, SHA-NI unused",
+                hmac,
+                &with_sha,
+                PathUsed::Partial,
+                Some(RanPartial),
+            ),
+            (
+                "ChaCha20 without AVX2",
+                "chacha20-poly1305",
+                &ivy_bridge,
+                PathUsed::Software,
+                None,
+            ),
+            (
+                "ChaCha20, AVX2 off in XCR0",
+                "chacha20-poly1305",
+                &cascade_lake,
+                PathUsed::Software,
+                Some(RanSoftware),
+            ),
+            (
+                "GCM without PCLMULQDQ",
+                "aes-256-gcm",
+                &westmere_no_clmul,
+                PathUsed::Partial,
+                Some(RanPartial),
+            ),
         ];
-        for (reason, subject, alg, want) in cases {
+        for (name, alg, advertised, used, want) in cases {
+            let host = HostCpu {
+                arch: Some("x86_64"),
+                advertised: Some(advertised),
+            };
+            let got = judge(
+                alg.parse().unwrap(),
+                KeyMode::Static,
+                host,
+                Some(used),
+                None,
+                false,
+                16384,
+                &t,
+            );
+            assert_eq!(got, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn findings_explain_only_the_algorithms_they_concern() {
+        let s = KeyMode::Static;
+        let cases = [
+            ("software-build", "build", "chacha20-poly1305", s, true),
+            ("software-build", "build", "des-ede3-cbc", s, false),
+            ("cpu-lacks", "aes", "aes-256-gcm", s, true),
+            ("cpu-lacks", "aes", "chacha20-poly1305", s, false),
+            ("cpu-lacks", "pclmulqdq", "aes-128-gcm", s, true),
+            ("cpu-lacks", "pclmulqdq", "aes-128-cbc", s, false),
+            ("cpu-lacks", "avx", "aes-128-gcm", s, true),
+            ("cpu-lacks", "avx2", "chacha20-poly1305", s, true),
+            ("cpu-lacks", "sha", "aes-128-cbc-hmac-sha256", s, true),
+            ("cpu-lacks", "sha", "aes-128-ctr", s, false),
+            ("cpu-lacks", "sha", "aes-128-ctr", KeyMode::HkdfPerUser, true),
+            ("cpu-lacks", "aes,pclmulqdq", "aes-128-cbc", s, true),
+            ("hypervisor-masks", "aes", "aes-128-cbc", s, true),
+            ("hypervisor-masks", "pmull", "aes-128-gcm", s, true),
+            ("os-disabled", "avx-state", "aes-128-gcm", s, true),
+            ("os-disabled", "avx-state", "chacha20-poly1305", s, true),
+            ("os-disabled", "avx-state", "aes-128-cbc", s, false),
+            ("slow-accelerated", "aes-128-gcm", "aes-128-gcm", s, true),
+            ("slow-accelerated", "aes-128-gcm", "aes-256-gcm", s, false),
+        ];
+        for (reason, subject, alg, key_mode, want) in cases {
             assert_eq!(
-                explains(reason, subject, alg.parse().unwrap()),
+                explains(reason, subject, alg.parse().unwrap(), key_mode),
                 want,
-                "{reason} {subject} on {alg}"
+                "{reason} {subject} on {alg} ({key_mode})"
             );
         }
     }

@@ -6,19 +6,22 @@ use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::Direction;
 use sqlx::PgExecutor;
+use sqlx::types::Json;
 
 use super::Result;
+use super::hosts::Labels;
 use super::points::LatestResult;
+use crate::analysis::marks::{self, EmulationFacts};
 use crate::latest_result_columns;
 
 /// A host as the planner groups it: its class facts and how it is marked.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ClassHost {
     pub host_id: i64,
     pub name: String,
-    /// Label `emulated` (any value but `false`, `no`, `0`): timings are not performance.
+    /// Emulated, by label or facts ([`marks::is_emulated`]): timings are not performance.
     pub emulated: bool,
-    /// Label `simulated` (same values): the results were generated, not measured.
+    /// Label `simulated`: the results were generated, not measured.
     pub simulated: bool,
     pub arch: Option<String>,
     pub cpu_vendor: Option<String>,
@@ -28,20 +31,55 @@ pub struct ClassHost {
     pub logical_cores: Option<i32>,
 }
 
+/// A [`ClassHost`] as stored: labels and facts, before the marks are worked out.
+#[derive(sqlx::FromRow)]
+struct ClassHostRow {
+    host_id: i64,
+    name: String,
+    labels: Json<Labels>,
+    hypervisor: Option<String>,
+    cpuinfo_foreign: Option<bool>,
+    arch: Option<String>,
+    cpu_vendor: Option<String>,
+    cpu_model_name: Option<String>,
+    features_usable: Vec<String>,
+    build_flavour: Option<String>,
+    logical_cores: Option<i32>,
+}
+
 /// Every host with its current facts (a host whose snapshots were deleted
 /// has no facts, and lands in the class of unknowns).
 pub async fn hosts(db: impl PgExecutor<'_>) -> Result<Vec<ClassHost>> {
-    Ok(sqlx::query_as(
-        "SELECT h.id AS host_id, h.name, \
-             coalesce(h.labels->>'emulated', 'false') NOT IN ('false', 'no', '0') AS emulated, \
-             coalesce(h.labels->>'simulated', 'false') NOT IN ('false', 'no', '0') AS simulated, \
+    let rows: Vec<ClassHostRow> = sqlx::query_as(
+        "SELECT h.id AS host_id, h.name, h.labels, s.hypervisor, s.cpuinfo_foreign, \
              s.arch, s.cpu_vendor, s.cpu_model_name, coalesce(s.features_usable, '{}') AS features_usable, \
              s.build_flavour, s.logical_cores \
          FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id \
          ORDER BY h.id",
     )
     .fetch_all(db)
-    .await?)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let facts = EmulationFacts {
+                cpuinfo_foreign: r.cpuinfo_foreign,
+                hypervisor: r.hypervisor.as_deref(),
+            };
+            ClassHost {
+                host_id: r.host_id,
+                name: r.name,
+                emulated: marks::is_emulated(&r.labels.0, facts),
+                simulated: marks::is_marked(&r.labels.0, marks::SIMULATED_LABEL),
+                arch: r.arch,
+                cpu_vendor: r.cpu_vendor,
+                cpu_model_name: r.cpu_model_name,
+                features_usable: r.features_usable,
+                build_flavour: r.build_flavour,
+                logical_cores: r.logical_cores,
+            }
+        })
+        .collect())
 }
 
 /// Which points the planner reads.

@@ -7,7 +7,7 @@
 //! rows however many results are stored.
 
 use cipherfleet_core::algorithm::Algorithm;
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{Direction, KeyMode};
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
@@ -16,6 +16,7 @@ use sqlx::{PgExecutor, Row};
 use super::Result;
 use super::findings::Finding;
 use super::hosts::Labels;
+use crate::analysis::marks::{self, EmulationFacts};
 
 /// The point of the matrix a fallback view compares the two paths at: a
 /// [`cipherfleet_core::Point`] without its algorithm (every one is shown),
@@ -36,8 +37,8 @@ pub struct PathPair {
     pub host_id: i64,
     pub algorithm: Algorithm,
     pub accelerated_result_id: Option<i64>,
-    /// What ran when the accelerated path was asked for (`software` after a fallback).
-    pub accelerated_path_used: Option<Path>,
+    /// What ran when the accelerated path was asked for (`partial` or `software` after a fallback).
+    pub accelerated_path_used: Option<PathUsed>,
     pub accelerated_mb_s: Option<f64>,
     pub accelerated_cv: Option<f64>,
     pub software_result_id: Option<i64>,
@@ -60,7 +61,7 @@ impl<'r> sqlx::FromRow<'r, PgRow> for PathPair {
             algorithm: algorithm.parse().map_err(|e| decode_error("algorithm", Box::new(e)))?,
             accelerated_result_id: row.try_get("accelerated_result_id")?,
             accelerated_path_used: path_used
-                .map(|p| p.parse::<Path>())
+                .map(|p| p.parse::<PathUsed>())
                 .transpose()
                 .map_err(|e| decode_error("accelerated_path_used", Box::new(e)))?,
             accelerated_mb_s: row.try_get("accelerated_mb_s")?,
@@ -108,13 +109,28 @@ pub struct FallbackHost {
     pub labels: Json<Labels>,
     pub arch: Option<String>,
     pub cpu_model_name: Option<String>,
+    pub hypervisor: Option<String>,
+    pub cpuinfo_foreign: Option<bool>,
+    pub features_advertised: Option<Vec<String>>,
+}
+
+impl FallbackHost {
+    /// Emulated, by label or facts ([`marks::is_emulated`]).
+    pub fn emulated(&self) -> bool {
+        let facts = EmulationFacts {
+            cpuinfo_foreign: self.cpuinfo_foreign,
+            hypervisor: self.hypervisor.as_deref(),
+        };
+        marks::is_emulated(&self.labels.0, facts)
+    }
 }
 
 /// Every host with the facts the page shows (a fleet is thousands of hosts at
 /// most: one row each, where the pairs are hosts × algorithms).
 pub async fn hosts(db: impl PgExecutor<'_>) -> Result<Vec<FallbackHost>> {
     Ok(sqlx::query_as(
-        "SELECT h.id, h.name, h.labels, s.arch, s.cpu_model_name \
+        "SELECT h.id, h.name, h.labels, s.arch, s.cpu_model_name, s.hypervisor, s.cpuinfo_foreign, \
+             s.features_advertised \
          FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id",
     )
     .fetch_all(db)

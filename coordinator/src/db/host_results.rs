@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::Algorithm;
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::PathUsed;
 use sqlx::PgExecutor;
 
 use super::Result;
@@ -20,7 +20,7 @@ pub struct HostResult {
     pub point: Point,
     /// The path the worker really ran.
     #[sqlx(try_from = "String")]
-    pub path_used: Path,
+    pub path_used: PathUsed,
     pub throughput_mb_s: f64,
     pub ops_per_s: f64,
     pub latency_p99_ns: i64,
@@ -29,9 +29,10 @@ pub struct HostResult {
 }
 
 impl HostResult {
-    /// An accelerated request that ran in software.
+    /// It ran another path than asked for: an accelerated request that ran
+    /// partly or wholly in software (or a software request that used hardware).
     pub fn fell_back(&self) -> bool {
-        self.point.path != self.path_used
+        self.path_used.differs_from(self.point.path)
     }
 }
 

@@ -11,6 +11,7 @@ use sqlx::{PgExecutor, PgPool};
 use super::Result;
 use super::snapshots::{self, NormalisedFacts};
 use crate::analysis::acceleration::{Acceleration, acceleration};
+use crate::analysis::marks::{self, EmulationFacts};
 
 /// Operator labels used by campaign selectors, e.g. `class = storage-gen3`.
 pub type Labels = BTreeMap<String, String>;
@@ -146,13 +147,29 @@ pub struct HostWithFacts {
     pub logical_cores: Option<i32>,
     pub features_usable: Option<Vec<String>>,
     pub build_flavour: Option<String>,
+    pub hypervisor: Option<String>,
+    pub cpuinfo_foreign: Option<bool>,
 }
 
 impl HostWithFacts {
+    /// Emulated, by label or facts ([`marks::is_emulated`]).
+    pub fn emulated(&self) -> bool {
+        let facts = EmulationFacts {
+            cpuinfo_foreign: self.cpuinfo_foreign,
+            hypervisor: self.hypervisor.as_deref(),
+        };
+        marks::is_emulated(&self.host.labels.0, facts)
+    }
+
+    /// Carries the simulated label.
+    pub fn simulated(&self) -> bool {
+        marks::is_marked(&self.host.labels.0, marks::SIMULATED_LABEL)
+    }
+
     /// The host's [`Acceleration`] by the one rule in [`crate::analysis::acceleration`].
     pub fn acceleration(&self) -> Acceleration {
         let flavour = self.build_flavour.as_deref().and_then(|f| f.parse::<Flavour>().ok());
-        acceleration(self.features_usable.as_deref(), flavour)
+        acceleration(self.arch.as_deref(), self.features_usable.as_deref(), flavour)
     }
 }
 
@@ -160,7 +177,8 @@ impl HostWithFacts {
 pub async fn list_with_facts(db: impl PgExecutor<'_>) -> Result<Vec<HostWithFacts>> {
     Ok(sqlx::query_as(
         "SELECT h.id, h.name, h.labels, h.first_seen, h.last_seen, h.current_snapshot_id, \
-             s.arch, s.cpu_model_name, s.kernel_release, s.logical_cores, s.features_usable, s.build_flavour \
+             s.arch, s.cpu_model_name, s.kernel_release, s.logical_cores, s.features_usable, s.build_flavour, \
+             s.hypervisor, s.cpuinfo_foreign \
          FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id ORDER BY h.name",
     )
     .fetch_all(db)

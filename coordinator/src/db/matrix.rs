@@ -17,6 +17,7 @@ use super::Result;
 use super::hosts::Labels;
 use super::points::LatestResult;
 use crate::analysis::class::MachineClass;
+use crate::analysis::marks::{self, EmulationFacts};
 use crate::latest_result_columns;
 
 /// A host with the current facts that decide its machine class.
@@ -30,9 +31,25 @@ pub struct ClassedHost {
     pub cpu_model_name: Option<String>,
     pub features_usable: Option<Vec<String>>,
     pub build_flavour: Option<String>,
+    pub hypervisor: Option<String>,
+    pub cpuinfo_foreign: Option<bool>,
 }
 
 impl ClassedHost {
+    /// Emulated, by label or facts ([`marks::is_emulated`]).
+    pub fn emulated(&self) -> bool {
+        let facts = EmulationFacts {
+            cpuinfo_foreign: self.cpuinfo_foreign,
+            hypervisor: self.hypervisor.as_deref(),
+        };
+        marks::is_emulated(&self.labels.0, facts)
+    }
+
+    /// Carries the simulated label.
+    pub fn simulated(&self) -> bool {
+        marks::is_marked(&self.labels.0, marks::SIMULATED_LABEL)
+    }
+
     pub fn class(&self) -> MachineClass {
         MachineClass::of(
             self.arch.as_deref(),
@@ -47,7 +64,8 @@ impl ClassedHost {
 /// Every host with its current facts, by name (the fleet is thousands of hosts at most).
 pub async fn hosts(db: impl PgExecutor<'_>) -> Result<Vec<ClassedHost>> {
     Ok(sqlx::query_as(
-        "SELECT h.id, h.name, h.labels, s.arch, s.cpu_vendor, s.cpu_model_name, s.features_usable, s.build_flavour \
+        "SELECT h.id, h.name, h.labels, s.arch, s.cpu_vendor, s.cpu_model_name, s.features_usable, s.build_flavour, \
+             s.hypervisor, s.cpuinfo_foreign \
          FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id ORDER BY h.name, h.id",
     )
     .fetch_all(db)

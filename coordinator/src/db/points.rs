@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use cipherfleet_core::Point;
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::PathUsed;
 use sqlx::{PgExecutor, Postgres, Transaction};
 
 use super::Result;
@@ -51,9 +51,9 @@ pub struct LatestResult {
     /// The point; its path is the one asked for.
     #[sqlx(flatten)]
     pub point: Point,
-    /// What the worker really ran; differs from `point.path` when acceleration fell back.
+    /// What the worker really ran: `partial` or `software` when acceleration fell back.
     #[sqlx(try_from = "String")]
-    pub path_used: Path,
+    pub path_used: PathUsed,
     pub result_id: i64,
     pub measured_at: DateTime<Utc>,
     pub throughput_mb_s: f64,

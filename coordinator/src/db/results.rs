@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use cipherfleet_core::measurement::Figures;
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::PathUsed;
 use serde_json::Value;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
@@ -31,7 +31,7 @@ pub async fn record(
     pool: &PgPool,
     job_id: Uuid,
     host_id: i64,
-    path_used: Path,
+    path_used: PathUsed,
     figures: &Figures,
     measurement: &Value,
 ) -> Result<RecordOutcome> {

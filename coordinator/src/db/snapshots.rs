@@ -11,10 +11,11 @@ use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, PgExecutor};
 
 use super::Result;
+use crate::analysis::marks::EmulationFacts;
 
 /// JSON pointers of facts that change from one probe to the next without the
 /// machine changing.
-const VOLATILE: &[&str] = &["/noise/load_average"];
+const VOLATILE: &[&str] = &["/noise/load_average", "/noise/clock_read_ns"];
 
 /// Feature lists whose order carries no meaning.
 const UNORDERED: &[&str] = &["/features/checked", "/features/advertised", "/features/usable"];
@@ -66,6 +67,8 @@ pub struct FactColumns {
     pub features_usable: Vec<String>,
     pub build_flavour: Option<String>,
     pub agent_version: Option<String>,
+    /// `/proc/cpuinfo` describes another CPU than the agent's: emulated (migrations/0004).
+    pub cpuinfo_foreign: Option<bool>,
 }
 
 impl FactColumns {
@@ -106,6 +109,17 @@ impl FactColumns {
             features_usable: list("/features/usable"),
             build_flavour: text("/build/flavour"),
             agent_version: text("/build/agent_version"),
+            cpuinfo_foreign: facts
+                .pointer("/virtualization/cpuinfo_foreign")
+                .and_then(Value::as_bool),
+        }
+    }
+
+    /// The facts that show an emulated CPU ([`crate::analysis::marks`]).
+    pub fn emulation(&self) -> EmulationFacts<'_> {
+        EmulationFacts {
+            cpuinfo_foreign: self.cpuinfo_foreign,
+            hypervisor: self.hypervisor.as_deref(),
         }
     }
 }
@@ -130,8 +144,8 @@ pub async fn insert(conn: &mut PgConnection, host_id: i64, facts: &NormalisedFac
         "INSERT INTO host_fact_snapshots (host_id, facts_hash, facts, arch, cpu_vendor, \
          cpu_model_name, cpu_family, cpu_model, cpu_stepping, logical_cores, memory_total_bytes, \
          os_name, kernel_release, hypervisor_present, hypervisor, features_advertised, \
-         features_usable, build_flavour, agent_version) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) \
+         features_usable, build_flavour, agent_version, cpuinfo_foreign) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) \
          RETURNING id",
     )
     .bind(host_id)
@@ -153,6 +167,7 @@ pub async fn insert(conn: &mut PgConnection, host_id: i64, facts: &NormalisedFac
     .bind(c.features_usable)
     .bind(c.build_flavour)
     .bind(c.agent_version)
+    .bind(c.cpuinfo_foreign)
     .fetch_one(conn)
     .await?;
     Ok(id)
@@ -174,7 +189,7 @@ pub async fn history(db: impl PgExecutor<'_>, host_id: i64) -> Result<Vec<Snapsh
         "SELECT id, host_id, taken_at, facts, arch, cpu_vendor, cpu_model_name, cpu_family, \
          cpu_model, cpu_stepping, logical_cores, memory_total_bytes, os_name, kernel_release, \
          hypervisor_present, hypervisor, features_advertised, features_usable, build_flavour, \
-         agent_version \
+         agent_version, cpuinfo_foreign \
          FROM host_fact_snapshots WHERE host_id = $1 ORDER BY taken_at, id",
     )
     .bind(host_id)

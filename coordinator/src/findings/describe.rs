@@ -7,10 +7,10 @@ use std::collections::BTreeSet;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::EMULATED_LABEL;
 use crate::analysis::changes;
 use crate::analysis::class::MachineClass;
-use crate::analysis::fallback::{self, HostCrypto, Reason};
+use crate::analysis::fallback::{self, HostCrypto, Reason, primitive_of};
+use crate::analysis::marks;
 use crate::analysis::series::{self, HostSeries, SeriesVerdict, SlowVerdict};
 use crate::analysis::slow::{SlowKind, Thresholds};
 use crate::db::findings::{NewFinding, Severity};
@@ -159,9 +159,13 @@ fn fact_subject(reason: Reason, features: &[String]) -> String {
 
 /// The severity scheme (see [`Severity`]): lost silicon is critical; software
 /// crypto or a drop is a warning; only the wide vector extensions off is info.
+/// A hidden AES or GHASH flag is critical; a hidden AVX2 or SHA-256 flag
+/// costs one family of algorithms, a warning.
 pub fn fact_severity(reason: Reason, features: &[String]) -> Severity {
+    let major = features.iter().any(|f| primitive_of(f).is_some_and(|p| p.is_major()));
     match reason {
-        Reason::HypervisorMasks => Severity::Critical,
+        Reason::HypervisorMasks if major => Severity::Critical,
+        Reason::HypervisorMasks => Severity::Warning,
         Reason::CpuLacks | Reason::SoftwareBuild => Severity::Warning,
         // AVX/AVX2 state off costs GCM its fast GHASH; AVX-512 and VAES off only the widest paths.
         Reason::OsDisabled if features.iter().any(|f| f == "avx" || f == "avx2") => Severity::Warning,
@@ -188,10 +192,22 @@ fn fact_summary(
     emulated: bool,
 ) -> String {
     let list = features.join(", ");
+    // What runs in software for want of them.
+    let mut lost: Vec<&str> = features
+        .iter()
+        .filter_map(|f| primitive_of(f))
+        .map(|p| p.what())
+        .collect();
+    lost.dedup();
+    let lost = if lost.is_empty() {
+        "AES".to_string()
+    } else {
+        lost.join(" and ")
+    };
     let text = match reason {
-        Reason::CpuLacks => format!("The CPU does not advertise {list}: AES runs in software."),
+        Reason::CpuLacks => format!("The CPU does not advertise {list}: {lost} runs in software."),
         Reason::HypervisorMasks => format!(
-            "The hypervisor hides {list}, which {peers_with} host(s) with the same CPU model advertise: AES runs in software."
+            "The hypervisor hides {list}, which {peers_with} host(s) with the same CPU model advertise: {lost} runs in software."
         ),
         Reason::OsDisabled => format!(
             "CPUID advertises {list} but the OS has not enabled the register state (XCR0) on kernel {}.",
@@ -289,6 +305,7 @@ pub(super) fn crypto_of(host_id: i64, s: &Snapshot) -> HostCrypto {
     let c = &s.columns;
     HostCrypto {
         host_id,
+        arch: c.arch.clone(),
         cpu: (c.cpu_vendor.clone(), c.cpu_family, c.cpu_model, c.cpu_stepping),
         hypervisor: c.hypervisor_present,
         advertised: c.features_advertised.clone(),
@@ -299,12 +316,9 @@ pub(super) fn crypto_of(host_id: i64, s: &Snapshot) -> HostCrypto {
 }
 
 impl CurrentFacts {
-    /// Whether the host carries the [`EMULATED_LABEL`].
+    /// Whether the host's CPU is emulated, by the one rule in [`marks`].
     pub(super) fn emulated(&self) -> bool {
-        self.labels
-            .0
-            .get(EMULATED_LABEL)
-            .is_some_and(|v| !matches!(v.as_str(), "false" | "no" | "0"))
+        marks::is_emulated(&self.labels.0, self.snapshot.columns.emulation())
     }
 
     /// Who a host is compared with: its [`MachineClass`] (the one definition
@@ -336,7 +350,10 @@ mod tests {
     fn severity_follows_what_was_lost() {
         let cases = [
             (Reason::HypervisorMasks, features(&["aes"]), Severity::Critical),
+            (Reason::HypervisorMasks, features(&["pclmulqdq"]), Severity::Critical),
+            (Reason::HypervisorMasks, features(&["sha"]), Severity::Warning),
             (Reason::CpuLacks, features(&["aes"]), Severity::Warning),
+            (Reason::CpuLacks, features(&["pmull"]), Severity::Warning),
             (Reason::SoftwareBuild, features(&[]), Severity::Warning),
             (Reason::OsDisabled, features(&["avx", "avx2"]), Severity::Warning),
             (Reason::OsDisabled, features(&["avx512f", "vaes"]), Severity::Info),

@@ -12,10 +12,8 @@ use super::db_status;
 use crate::auth::Token;
 use crate::db::findings::Severity;
 use crate::db::{self, campaigns::CampaignStatus, jobs::NewJob};
-use crate::findings::EMULATED_LABEL;
 use crate::scheduler::Scheduler;
 use crate::selector::{Candidate, Selector};
-use crate::web::hosts::is_marked;
 
 pub struct AdminSvc {
     pub scheduler: Arc<Scheduler>,
@@ -139,8 +137,9 @@ impl AdminService for AdminSvc {
                     points.len()
                 )));
             }
-            // Emulated hosts get the emulated budget: their workers run many times slower.
-            let execution = if is_marked(&h.host.labels.0, EMULATED_LABEL) {
+            // Emulated hosts (by label or by facts) get the emulated budget: their
+            // workers run many times slower.
+            let execution = if h.emulated() {
                 Execution::Emulated
             } else {
                 Execution::Native

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cipherfleet_core::measurement::{self, Figures, Measurement};
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::wire;
 use cipherfleet_proto::PROTOCOL_VERSION;
@@ -371,7 +371,7 @@ impl Session {
 
 /// The path that ran and the figures of a successful measurement: what
 /// [`db::results::record`] stores in typed columns beside the raw object.
-fn what_ran(json: &serde_json::Value) -> Result<(Path, Figures), String> {
+fn what_ran(json: &serde_json::Value) -> Result<(PathUsed, Figures), String> {
     let m = Measurement::deserialize(json).map_err(|e| format!("measurement_json: {e}"))?;
     match (m.status, m.path_used, m.figures) {
         (measurement::Status::Ok, Some(path_used), Some(figures)) => Ok((path_used, figures)),
@@ -491,21 +491,18 @@ mod tests {
     #[test]
     fn a_successful_measurement_gives_what_ran_and_its_figures() {
         let spec = Suite::Quick.expand(1)[0].clone();
-        let soft = "soft".to_string();
         let report = WorkerReport {
-            path_used: Path::Software,
+            path_used: PathUsed::Partial,
             backends: Backends {
-                aes: soft.clone(),
-                ghash: soft.clone(),
-                chacha20: soft.clone(),
-                sha256: soft,
+                aes: "aes-ni".into(),
+                ..Backends::soft()
             },
             build_flavour: Flavour::Software,
             selftest_passed: 4,
             figures: figures(),
         };
         let json = serde_json::to_value(Measurement::ok(&spec, report, None)).unwrap();
-        assert_eq!(what_ran(&json), Ok((Path::Software, figures())));
+        assert_eq!(what_ran(&json), Ok((PathUsed::Partial, figures())));
     }
 
     #[test]

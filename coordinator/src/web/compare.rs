@@ -23,7 +23,7 @@ use axum::routing::get;
 use serde::Serialize;
 
 use cipherfleet_core::Point;
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::spec::KeyMode;
 
 use super::api::{self, ApiError, FormatParam};
@@ -114,7 +114,8 @@ struct CellView {
     heat: u8,
     /// The metric as a plain number, for click-to-sort.
     sort: String,
-    fell_back: Option<String>,
+    /// What ran other than asked, and its badge's status class (`software`, `partial`).
+    fell_back: Option<(String, &'static str)>,
 }
 
 #[derive(Debug, Clone)]
@@ -122,6 +123,24 @@ struct RowView {
     head: RowHead,
     hosts_note: Option<String>,
     cells: Vec<Option<CellView>>,
+}
+
+/// The cell's badge for results that ran other than asked: wholly in software
+/// is the worse news, partly in software (`partial`) named as such.
+fn fell_back_badge(c: &Cell, rows: Rows) -> Option<(String, &'static str)> {
+    let (count, what, status) = if c.fell_back > 0 {
+        (c.fell_back, "ran in software", "software")
+    } else if c.partial > 0 {
+        (c.partial, "ran partly in software", "partial")
+    } else {
+        return None;
+    };
+    let text = match rows {
+        Rows::Hosts => what.to_string(),
+        Rows::Classes if c.fell_back > 0 && c.partial > 0 => format!("{count} {what}, {} partly", c.partial),
+        Rows::Classes => format!("{count} {what}"),
+    };
+    Some((text, status))
 }
 
 fn cell_view(c: &Cell, heat: u8, metric: Metric, rows: Rows) -> CellView {
@@ -145,10 +164,7 @@ fn cell_view(c: &Cell, heat: u8, metric: Metric, rows: Rows) -> CellView {
         href: c.result_id.map(|id| format!("/api/v1/results/{id}")),
         heat,
         sort: c.metric(metric).to_string(),
-        fell_back: (c.fell_back > 0).then(|| match rows {
-            Rows::Hosts => "ran in software".to_string(),
-            Rows::Classes => format!("{} ran in software", c.fell_back),
-        }),
+        fell_back: fell_back_badge(c, rows),
     }
 }
 
@@ -369,7 +385,7 @@ struct HostCellRow {
     class_key: String,
     #[serde(flatten)]
     point: Point,
-    path_used: Path,
+    path_used: PathUsed,
     throughput_mb_s: f64,
     latency_p99_ns: i64,
     cv: Option<f64>,
@@ -392,8 +408,10 @@ struct ClassCellRow {
     median_latency_p99_ns: f64,
     /// Spread of the hosts' throughputs (coefficient of variation), when two or more.
     cv_across_hosts: Option<f64>,
-    /// Hosts whose worker ran another path than asked.
+    /// Hosts whose worker ran wholly another path than asked (software for accelerated).
     hosts_fell_back: usize,
+    /// Hosts whose worker ran partly in software (`partial`).
+    hosts_partial: usize,
 }
 
 async fn api_compare(
@@ -453,6 +471,7 @@ async fn api_compare(
                         median_latency_p99_ns: c.latency_p99_ns,
                         cv_across_hosts: if c.hosts > 1 { c.cv } else { None },
                         hosts_fell_back: c.fell_back,
+                        hosts_partial: c.partial,
                     });
                 }
             }
@@ -479,6 +498,8 @@ mod tests {
             cpu_model_name: Some(model.into()),
             features_usable: Some(vec!["aes".into(), "pclmulqdq".into()]),
             build_flavour: Some("accelerated".into()),
+            hypervisor: None,
+            cpuinfo_foreign: None,
         }
     }
 
@@ -510,7 +531,7 @@ mod tests {
         let cell = page.rows[0].cells[0].as_ref().unwrap();
         assert_eq!(cell.mb_s, "2000 MB/s");
         assert_eq!(cell.note, "median of 3 hosts · CV 50.0 % across hosts");
-        assert_eq!(cell.fell_back.as_deref(), Some("1 ran in software"));
+        assert_eq!(cell.fell_back, Some(("1 ran in software".to_string(), "software")));
         assert_eq!(cell.href, None, "a class cell has no single raw result");
         assert!(page.empty.is_none() && page.suggestions.is_empty());
         assert!(page.csv_href.contains("rows=classes") && page.csv_href.contains("format=csv"));

@@ -24,8 +24,8 @@ use axum::response::Html;
 use axum::routing::get;
 use serde::Deserialize;
 
-use super::hosts::{SIMULATED_LABEL, is_marked};
 use super::paging::{Pager, with_query};
+use crate::analysis::marks::{SIMULATED_LABEL, is_marked};
 use cipherfleet_core::spec::{Direction, KeyMode};
 
 use super::params::{
@@ -34,10 +34,10 @@ use super::params::{
 };
 use super::{WebError, WebState, format};
 use crate::analysis::slow::Thresholds;
-use crate::analysis::software_speed::{SoftwareSpeed, explains, judge, ratio};
+use crate::analysis::software_speed::{HostCpu, SoftwareSpeed, explains, judge, ratio};
 use crate::db::fallback::{self as store, FallbackHost, PathPair, PathPoint};
 use crate::db::findings::{self as findings_store, Finding};
-use crate::findings::{EMULATED_LABEL, REASONS};
+use crate::findings::REASONS;
 use sections::{FindingView, PAGE_PARAMS, PagerView, Pages, RowView, SlowHostView, row_view, slow_hosts};
 
 mod api;
@@ -214,7 +214,7 @@ async fn load(state: &WebState, filters: &Filters) -> Result<(Vec<Judged>, Vec<F
         .filter(|h| filters.matches_host(h))
         .map(|host| {
             let info = HostInfo {
-                emulated: is_marked(&host.labels.0, EMULATED_LABEL),
+                emulated: host.emulated(),
                 simulated: is_marked(&host.labels.0, SIMULATED_LABEL),
                 host,
             };
@@ -233,6 +233,11 @@ async fn load(state: &WebState, filters: &Filters) -> Result<(Vec<Judged>, Vec<F
             let ratio = ratio(pair.accelerated_mb_s, pair.software_mb_s);
             let speed = judge(
                 pair.algorithm,
+                filters.key_mode,
+                HostCpu {
+                    arch: host.host.arch.as_deref(),
+                    advertised: host.host.features_advertised.as_deref(),
+                },
                 pair.accelerated_path_used,
                 ratio,
                 host.emulated,
@@ -244,7 +249,7 @@ async fn load(state: &WebState, filters: &Filters) -> Result<(Vec<Judged>, Vec<F
                 .into_iter()
                 .flatten()
                 .copied()
-                .filter(|&i| explains(&open[i].reason, &open[i].subject, pair.algorithm))
+                .filter(|&i| explains(&open[i].reason, &open[i].subject, pair.algorithm, filters.key_mode))
                 .collect();
             Some(Judged {
                 host,

@@ -11,7 +11,7 @@ use axum::response::{Html, Response};
 use axum::routing::get;
 use chrono::{DateTime, Utc};
 use cipherfleet_core::Point;
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::PathUsed;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -19,7 +19,7 @@ use super::api::{self, ApiError, FindingApiRow, FormatParam};
 use super::host_facts::{
     Fact, FactChange, FeatureRow, fact_changes, facts_table, feature_rows, features_checked, or_dash,
 };
-use super::hosts::{SIMULATED_LABEL, is_marked, label_texts};
+use super::hosts::label_texts;
 use super::paging::{Pager, parse_id};
 use super::svg::{LineChart, XAxis, time_x};
 use super::{WebError, WebState, format};
@@ -127,9 +127,10 @@ struct ResultView {
     point: Point,
     size: String,
     concurrency: String,
-    path_used: Path,
-    /// An accelerated request that ran in software: badged on the page.
-    fell_back: bool,
+    path_used: PathUsed,
+    /// It ran another path than asked (partly or wholly in software): badged
+    /// on the page, with this status class (`partial` or `software`).
+    fell_back: Option<&'static str>,
     mb_s: String,
     mb_s_sort: f64,
     cv: String,
@@ -148,7 +149,10 @@ impl ResultView {
             size: format::bytes(r.point.size_bytes),
             concurrency: or_dash(&r.point.concurrency),
             path_used: r.path_used,
-            fell_back: r.fell_back(),
+            fell_back: r.fell_back().then_some(match r.path_used {
+                PathUsed::Partial => "partial",
+                _ => "software",
+            }),
             mb_s: format::mb_s(r.throughput_mb_s),
             mb_s_sort: r.throughput_mb_s,
             cv: r.cv.map(format::percent).map(|p| format!("CV {p}")).unwrap_or_default(),
@@ -222,6 +226,8 @@ async fn page(
         logical_cores: current.and_then(|s| s.columns.logical_cores),
         features_usable: current.map(|s| s.columns.features_usable.clone()),
         build_flavour: current.and_then(|s| s.columns.build_flavour.clone()),
+        hypervisor: current.and_then(|s| s.columns.hypervisor.clone()),
+        cpuinfo_foreign: current.and_then(|s| s.columns.cpuinfo_foreign),
     };
     let findings = findings::list_for_host(&state.pool, host.id).await?;
 
@@ -235,12 +241,12 @@ async fn page(
         labels: label_texts(&host.labels.0),
         acceleration: with_facts.acceleration(),
         online: state.scheduler.is_online(host.id),
-        emulated: is_marked(&host.labels.0, crate::findings::EMULATED_LABEL),
-        simulated: is_marked(&host.labels.0, SIMULATED_LABEL),
+        emulated: with_facts.emulated(),
+        simulated: with_facts.simulated(),
         first_seen: format::timestamp(host.first_seen),
         last_seen: format::timestamp(host.last_seen),
         facts_taken: current.map(|s| format::timestamp(s.taken_at)).unwrap_or_default(),
-        facts: current.map(|s| facts_table(&s.columns)).unwrap_or_default(),
+        facts: current.map(facts_table).unwrap_or_default(),
         features: current.map(feature_rows).unwrap_or_default(),
         features_checked: current.is_some_and(features_checked),
         changes: fact_changes(&history),
@@ -285,7 +291,7 @@ struct ResultApiRow {
     created_at: DateTime<Utc>,
     #[serde(flatten)]
     point: Point,
-    path_used: Path,
+    path_used: PathUsed,
     throughput_mb_s: f64,
     ops_per_s: f64,
     latency_p99_ns: i64,

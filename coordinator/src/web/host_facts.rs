@@ -30,9 +30,13 @@ pub fn or_dash<T: ToString>(v: &Option<T>) -> String {
 }
 
 /// The current snapshot as (name, value) rows, in the order an engineer
-/// checks them: what CPU, what kernel and OS, virtualised or not, which agent.
-pub fn facts_table(c: &FactColumns) -> Vec<Fact> {
+/// checks them: what CPU, what kernel and OS, virtualised or emulated or not,
+/// the clock the engine times with, which agent.
+pub fn facts_table(s: &Snapshot) -> Vec<Fact> {
+    let c = &s.columns;
     let fact = |name, value| Fact { name, value };
+    let text = |pointer: &str| s.facts.pointer(pointer).and_then(Value::as_str).map(str::to_owned);
+    let clock_read = s.facts.pointer("/noise/clock_read_ns").and_then(Value::as_f64);
     vec![
         fact("Architecture", or_dash(&c.arch)),
         fact("CPU vendor", or_dash(&c.cpu_vendor)),
@@ -64,9 +68,39 @@ pub fn facts_table(c: &FactColumns) -> Vec<Fact> {
                 (None, kind) => or_dash(kind),
             },
         ),
+        fact(
+            "Device-tree hypervisor",
+            or_dash(&text("/virtualization/device_tree_hypervisor")),
+        ),
+        fact("CPU emulation", emulation_text(c)),
+        fact("Clock source", or_dash(&text("/noise/clocksource"))),
+        fact(
+            "Clock read",
+            match clock_read {
+                // A read in microseconds shortens every timed batch.
+                Some(ns) if ns >= SLOW_CLOCK_NS => format!("{ns:.0} ns (slow: timings of small payloads read low)"),
+                Some(ns) => format!("{ns:.1} ns"),
+                None => "–".into(),
+            },
+        ),
         fact("Agent build", or_dash(&c.build_flavour)),
         fact("Agent version", or_dash(&c.agent_version)),
     ]
+}
+
+/// A clock read this slow (ns) or slower is worth a word: a fast clock source
+/// costs tens of nanoseconds; `hpet`, `acpi_pm` or emulation microseconds.
+const SLOW_CLOCK_NS: f64 = 500.0;
+
+/// What the facts say of an emulated CPU ([`crate::analysis::marks`]).
+fn emulation_text(c: &FactColumns) -> String {
+    let facts = c.emulation();
+    match (facts.cpuinfo_foreign, facts.show_emulation()) {
+        (Some(true), _) => "emulated: /proc/cpuinfo describes another CPU (user-mode emulator)".into(),
+        (_, true) => "emulated: QEMU's software CPU (TCG)".into(),
+        (Some(false), false) => "none seen".into(),
+        (None, false) => "–".into(),
+    }
 }
 
 /// A CPU feature the probe looked at: what CPUID/HWCAP says against what
@@ -393,11 +427,34 @@ mod tests {
             cpu_family: Some(6),
             ..FactColumns::default()
         };
-        let facts = facts_table(&c);
-        let get = |n: &str| facts.iter().find(|f| f.name == n).unwrap().value.clone();
-        assert_eq!(get("Memory"), "16 GiB");
-        assert_eq!(get("Hypervisor"), "yes (kvm)");
-        assert_eq!(get("Family / model / stepping"), "6 / – / –");
-        assert_eq!(get("Kernel"), "–");
+        let mut s = Snapshot {
+            id: 1,
+            host_id: 1,
+            taken_at: Utc::now(),
+            facts: json!({}),
+            columns: c,
+        };
+        let get = |s: &Snapshot, n: &str| facts_table(s).iter().find(|f| f.name == n).unwrap().value.clone();
+        assert_eq!(get(&s, "Memory"), "16 GiB");
+        assert_eq!(get(&s, "Hypervisor"), "yes (kvm)");
+        assert_eq!(get(&s, "Family / model / stepping"), "6 / – / –");
+        assert_eq!(get(&s, "Kernel"), "–");
+        assert_eq!(
+            (get(&s, "Clock source"), get(&s, "CPU emulation")),
+            ("–".into(), "–".into())
+        );
+
+        s.facts = json!({"noise": {"clocksource": "hpet", "clock_read_ns": 1520.4}});
+        s.columns.cpuinfo_foreign = Some(true);
+        assert_eq!(get(&s, "Clock source"), "hpet");
+        assert_eq!(
+            get(&s, "Clock read"),
+            "1520 ns (slow: timings of small payloads read low)"
+        );
+        assert!(get(&s, "CPU emulation").starts_with("emulated"));
+        s.facts = json!({"noise": {"clock_read_ns": 31.62}});
+        s.columns.cpuinfo_foreign = Some(false);
+        assert_eq!(get(&s, "Clock read"), "31.6 ns");
+        assert_eq!(get(&s, "CPU emulation"), "none seen");
     }
 }

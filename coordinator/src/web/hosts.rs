@@ -26,22 +26,10 @@ use crate::db::hosts::{self, HostWithFacts, Labels};
 /// Rows per page of the hosts table.
 const PER_PAGE: u64 = 50;
 
-/// Label of hosts whose timings come from simulation, not measurement
-/// (the coordinator benchmark's fake hosts).
-pub const SIMULATED_LABEL: &str = "simulated";
-
 pub fn routes() -> Router<WebState> {
     Router::new()
         .route("/hosts", get(page))
         .route("/api/v1/hosts", get(api_hosts))
-}
-
-/// Whether `labels` set `key` to anything but `false`, `no` or `0` — the rule
-/// the findings deriver applies to [`crate::findings::EMULATED_LABEL`].
-pub fn is_marked(labels: &Labels, key: &str) -> bool {
-    labels
-        .get(key)
-        .is_some_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "false" | "no" | "0"))
 }
 
 /// `k=v` strings of a host's labels, in key order.
@@ -183,8 +171,8 @@ impl HostRow {
             kernel: text(&h.kernel_release),
             acceleration: h.acceleration(),
             online,
-            emulated: is_marked(&h.host.labels.0, crate::findings::EMULATED_LABEL),
-            simulated: is_marked(&h.host.labels.0, SIMULATED_LABEL),
+            emulated: h.emulated(),
+            simulated: h.simulated(),
             last_seen: format::timestamp(h.host.last_seen),
             last_seen_sort: h.host.last_seen.timestamp(),
         }
@@ -290,7 +278,7 @@ async fn api_hosts(
             id: h.host.id,
             labels: label_texts(&h.host.labels.0).join(";"),
             acceleration: h.acceleration(),
-            emulated: is_marked(&h.host.labels.0, crate::findings::EMULATED_LABEL),
+            emulated: h.emulated(),
             online,
             first_seen: h.host.first_seen,
             last_seen: h.host.last_seen,
@@ -328,6 +316,8 @@ mod tests {
             logical_cores: Some(4),
             features_usable: Some(usable.iter().map(|s| s.to_string()).collect()),
             build_flavour: Some("accelerated".into()),
+            hypervisor: None,
+            cpuinfo_foreign: None,
         }
     }
 
@@ -337,7 +327,7 @@ mod tests {
 
     #[test]
     fn filters_select_the_hosts_they_name() {
-        let fast = host(&[("class", "gen3")], "x86_64", &["aes", "avx", "pclmulqdq"]);
+        let fast = host(&[("class", "gen3")], "x86_64", &["aes", "avx", "avx2", "pclmulqdq"]);
         let slow = host(&[("emulated", "qemu")], "aarch64", &[]);
         // (query, matches the accelerated host, matches the emulated one)
         type Case = (&'static [(&'static str, &'static str)], bool, bool);
@@ -400,22 +390,6 @@ mod tests {
             ..HostsQuery::default()
         };
         assert_eq!(HostFilter::parse(&again).unwrap(), filter);
-    }
-
-    #[test]
-    fn a_label_marks_a_host_unless_it_says_no() {
-        for (value, want) in [
-            ("qemu", true),
-            ("true", true),
-            ("", true),
-            ("false", false),
-            ("No", false),
-            ("0", false),
-        ] {
-            let labels: Labels = [("emulated".to_string(), value.to_string())].into();
-            assert_eq!(is_marked(&labels, "emulated"), want, "{value:?}");
-        }
-        assert!(!is_marked(&Labels::new(), "emulated"));
     }
 
     #[test]

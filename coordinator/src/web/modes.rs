@@ -22,7 +22,6 @@ use serde::Serialize;
 
 use super::api::{self, ApiError, FormatParam};
 use super::compare::Link;
-use super::hosts::{SIMULATED_LABEL, is_marked};
 use super::paging::with_query;
 use cipherfleet_core::Point;
 use cipherfleet_core::spec::KeyMode;
@@ -32,7 +31,6 @@ use super::svg::{LineChart, XAxis};
 use super::{WebError, WebState, format};
 use crate::db::matrix::{self, ClassedHost};
 use crate::db::points::LatestResult;
-use crate::findings::EMULATED_LABEL;
 use curves::{Merged, by_algorithm, merge, scaling};
 use params::{ModesParams, ModesQuery, Subject};
 
@@ -55,12 +53,7 @@ struct Resolved {
 }
 
 fn resolve(subject: &Subject, hosts: &[ClassedHost]) -> Result<Resolved, WebError> {
-    let marks = |h: &ClassedHost| {
-        (
-            is_marked(&h.labels.0, EMULATED_LABEL),
-            is_marked(&h.labels.0, SIMULATED_LABEL),
-        )
-    };
+    let marks = |h: &ClassedHost| (h.emulated(), h.simulated());
     match subject {
         Subject::Host(id) => {
             let h = hosts
@@ -452,6 +445,8 @@ mod tests {
             cpu_model_name: Some("Neoverse-N1".into()),
             features_usable: Some(vec!["aes".into(), "pmull".into()]),
             build_flavour: Some("accelerated".into()),
+            hypervisor: None,
+            cpuinfo_foreign: None,
         }
     }
 

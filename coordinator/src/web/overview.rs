@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::api::{self, ApiError, FormatParam};
 use super::campaigns::CampaignRow;
-use super::hosts::{self, is_marked};
+use super::hosts;
 use super::paging::with_query;
 use super::{WebError, WebState, format};
 use crate::analysis::acceleration::Acceleration;
@@ -78,7 +78,7 @@ pub fn group_hosts(hosts: &[(HostWithFacts, bool)]) -> Vec<HostGroup> {
         });
         g.hosts += 1;
         g.online += usize::from(*online);
-        g.emulated += usize::from(is_marked(&h.host.labels.0, crate::findings::EMULATED_LABEL));
+        g.emulated += usize::from(h.emulated());
         g.members.push((h.host.id, h.host.name.clone()));
     }
     groups.into_values().collect()
@@ -255,12 +255,14 @@ mod tests {
             logical_cores: Some(8),
             features_usable: Some(usable.iter().map(|s| s.to_string()).collect()),
             build_flavour: Some("accelerated".into()),
+            hypervisor: None,
+            cpuinfo_foreign: None,
         }
     }
 
     #[test]
     fn hosts_group_by_configuration_with_online_and_emulated_counts() {
-        let full = ["aes", "avx", "pclmulqdq"];
+        let full = ["aes", "avx", "avx2", "pclmulqdq"];
         let hosts = [
             (host(1, "a", "6.1", &full, false), true),
             (host(2, "b", "6.1", &full, false), false),

@@ -1,7 +1,7 @@
 //! `/api/v1/results/{id}`: one stored result, with the measurement exactly
-//! as the agent reported it (schema `cipherfleet.measurement/1`: every
-//! sample, latency percentile and CPU figure). The report's tables link each
-//! number here so a reader can check where it came from.
+//! as the agent reported it (schema `cipherfleet.measurement/2`, `/1` from
+//! older agents: every sample, latency percentile and CPU figure). The
+//! report's tables link each number here so a reader can check where it came from.
 
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};

@@ -146,7 +146,13 @@ async fn the_fact_changes_around_first_seen_are_captured() {
 async fn each_fact_reason_is_found_with_its_severity() {
     let pool = fresh_db().await;
     hello(&pool, "bare-ok", &facts_with("6.1.0", FULL, FULL, "accelerated")).await;
-    let mut masked = facts_with("6.1.0", &["avx", "pclmulqdq"], &["avx", "pclmulqdq"], "accelerated");
+    // AES hidden, everything else there: one finding, naming aes.
+    let mut masked = facts_with(
+        "6.1.0",
+        &["avx", "avx2", "pclmulqdq"],
+        &["avx", "avx2", "pclmulqdq"],
+        "accelerated",
+    );
     masked["virtualization"]["hypervisor"] = json!(true);
     hello(&pool, "vm-masked", &masked).await;
     hello(&pool, "soft-agent", &facts_with("6.1.0", FULL, FULL, "software")).await;
@@ -166,6 +172,9 @@ async fn each_fact_reason_is_found_with_its_severity() {
     .map(|(h, r, s)| (h.to_string(), (r.to_string(), s)))
     .collect();
     assert_eq!(open, want, "bare-ok has none");
+    let all = findings::list_open(&pool).await.unwrap();
+    let masked = all.iter().find(|f| f.host_name == "vm-masked").unwrap();
+    assert_eq!(masked.subject, "aes", "the subject names the hidden flag");
 
     let counts = findings::count_open_by(&pool).await.unwrap();
     assert_eq!(counts.len(), 2);

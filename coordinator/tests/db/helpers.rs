@@ -15,7 +15,7 @@ use cipherfleet_coordinator::db::jobs::NewJob;
 use cipherfleet_coordinator::db::results::{self, RecordOutcome};
 use cipherfleet_coordinator::pg::PrivateCluster;
 use cipherfleet_core::measurement::{Figures, Latency, LatencyMethod, Measurement, SampleKind, WorkerReport};
-use cipherfleet_core::path::{Backends, Flavour, Path};
+use cipherfleet_core::path::{Backends, Flavour, Path, PathUsed};
 use cipherfleet_core::spec::{Direction, Execution, JobSpec, KeyMode};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -138,19 +138,19 @@ pub fn job_on(host_id: i64, size_bytes: u64, path: Path) -> NewJob {
 
 /// A successful measurement of `spec` as the agent reports it: `path_used`
 /// ran at `throughput_mb_s` (three samples at that value).
-pub fn measurement(spec: &JobSpec, path_used: Path, throughput_mb_s: f64) -> Measurement {
-    let backend = match path_used {
-        Path::Accelerated => "aes-ni",
-        Path::Software => "soft",
+pub fn measurement(spec: &JobSpec, path_used: impl Into<PathUsed>, throughput_mb_s: f64) -> Measurement {
+    let path_used = path_used.into();
+    let backends = match path_used {
+        PathUsed::Accelerated => Backends::best_on("x86_64"),
+        PathUsed::Partial => Backends {
+            aes: "aes-ni".into(),
+            ..Backends::soft()
+        },
+        PathUsed::Software => Backends::soft(),
     };
     let report = WorkerReport {
         path_used,
-        backends: Backends {
-            aes: backend.into(),
-            ghash: "soft".into(),
-            chacha20: "soft".into(),
-            sha256: "soft".into(),
-        },
+        backends,
         build_flavour: Flavour::Accelerated,
         selftest_passed: 4,
         figures: Figures {

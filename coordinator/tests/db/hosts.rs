@@ -9,9 +9,10 @@ async fn same_facts_twice_keep_one_snapshot() {
     let first = hosts::upsert_host_with_facts(&pool, "bench-01", None, &facts("6.1.0-18-amd64"))
         .await
         .unwrap();
-    // A later hello: load average differs, nothing about the machine does.
+    // A later hello: load average and the clock read cost differ, nothing about the machine does.
     let mut again = facts("6.1.0-18-amd64");
     again["noise"]["load_average"] = serde_json::json!([3.5, 2.0, 1.0]);
+    again["noise"]["clock_read_ns"] = serde_json::json!(41.3);
     let second = hosts::upsert_host_with_facts(&pool, "bench-01", None, &again)
         .await
         .unwrap();
@@ -87,4 +88,24 @@ async fn sessions_left_open_are_closed_at_start() {
     let all = sessions::for_host(&pool, up.host_id, 10).await.unwrap();
     assert_eq!(all.len(), 2);
     assert!(all.iter().all(|s| s.disconnected_at.is_some()));
+}
+
+#[tokio::test]
+async fn a_host_whose_cpuinfo_is_foreign_is_emulated_without_a_label() {
+    let pool = fresh_db().await;
+    let mut emulated = facts("6.1.0-18-amd64");
+    emulated["virtualization"]["cpuinfo_foreign"] = serde_json::json!(true);
+    hosts::upsert_host_with_facts(&pool, "qemu-01", None, &emulated)
+        .await
+        .unwrap();
+    hosts::upsert_host_with_facts(&pool, "bench-01", None, &facts("6.1.0-18-amd64"))
+        .await
+        .unwrap();
+
+    let listed = hosts::list_with_facts(&pool).await.unwrap();
+    let marks: Vec<(&str, Option<bool>, bool)> = listed
+        .iter()
+        .map(|h| (h.host.name.as_str(), h.cpuinfo_foreign, h.emulated()))
+        .collect();
+    assert_eq!(marks, [("bench-01", None, false), ("qemu-01", Some(true), true)]);
 }

@@ -3,7 +3,7 @@ use cipherfleet_coordinator::db::jobs::{self, JobStatus};
 use cipherfleet_coordinator::db::results::{self, RecordOutcome};
 use cipherfleet_coordinator::db::{Error, hosts};
 use cipherfleet_core::measurement::Measurement;
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::{Path, PathUsed};
 
 use crate::helpers::{campaign, facts, fresh_db, host, job, record};
 
@@ -93,4 +93,46 @@ async fn a_result_for_another_hosts_job_is_refused() {
     let unknown = record(&pool, uuid::Uuid::new_v4(), bench, &m).await;
     assert!(matches!(unknown, Err(Error::UnknownJob(_))), "{unknown:?}");
     assert_eq!(results::count_for_job(&pool, claimed.id).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_partial_path_is_stored_and_read_back_as_such() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    campaign(&pool, &[job(bench, 16)]).await;
+    let claimed = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    let m = crate::helpers::measurement(&job(0, 16).spec, PathUsed::Partial, 900.0);
+    record(&pool, claimed.id, bench, &m).await.unwrap();
+
+    let stored: (String, String) = sqlx::query_as(
+        "SELECT r.path_used, p.path_used FROM results r JOIN result_points p ON p.result_id = r.id WHERE r.job_id = $1",
+    )
+    .bind(claimed.id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(stored, ("partial".into(), "partial".into()));
+    let listed = cipherfleet_coordinator::db::host_results::list(&pool, bench, 10, 0)
+        .await
+        .unwrap();
+    assert_eq!(listed[0].path_used, PathUsed::Partial);
+    assert!(
+        listed[0].fell_back(),
+        "an accelerated request that ran partly in software"
+    );
+}
+
+#[tokio::test]
+async fn a_path_used_outside_the_schema_is_refused_by_the_database() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    campaign(&pool, &[job(bench, 16)]).await;
+    let claimed = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    record(&pool, claimed.id, bench, &measurement(200.0)).await.unwrap();
+    let err = sqlx::query("UPDATE results SET path_used = 'mostly' WHERE job_id = $1")
+        .bind(claimed.id)
+        .execute(&pool)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("results_path_used_check"), "{err}");
 }

@@ -1,10 +1,14 @@
-//! Findings end to end: three real agents, each on its own network namespace
+//! Findings end to end: four real agents, each on its own network namespace
 //! (a host of its own, as far as the network goes) — a native agent, the
-//! same agent's software build, and the agent on an emulated CPU without
-//! AES-NI (`qemu-x86_64-static -cpu Nehalem`). After a small campaign the
-//! coordinator must have found `software-build` and `cpu-lacks` where they
-//! belong and nothing of the kind on the native host; `check` and `/metrics`
-//! must say the same.
+//! same agent's software build, the agent on an emulated CPU without AES-NI
+//! (`qemu-x86_64-static -cpu Nehalem`, labelled emulated) and one on an
+//! emulated Westmere without PCLMULQDQ (no label: its facts say it is
+//! emulated). After a small campaign the coordinator must have found
+//! `software-build` and `cpu-lacks` where they belong and nothing of the
+//! kind on the native host; what ran must be named truthfully (`partial`
+//! where AES had hardware and GHASH or SHA-256 had not, every backend `soft`
+//! in the software build, Poly1305 included); `check` and `/metrics` must say
+//! the same.
 //!
 //! Needs root (network namespaces) and x86-64, else it says so loudly and
 //! skips; and `qemu-x86_64-static` and the software sibling from
@@ -16,10 +20,13 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use cipherfleet_coordinator::db::findings::{self, Finding, Severity};
+use serde_json::json;
 
 use crate::app::{ADMIN_TOKEN, App, agent_binary, spawn_app, wait_for};
 
 const NEHALEM: &str = "qemu-x86_64-static -cpu Nehalem";
+/// AES-NI without CLMUL, AVX or SHA-NI: GCM and CBC-HMAC run partly in software.
+const WESTMERE_NO_CLMUL: &str = "qemu-x86_64-static -cpu Westmere,-pclmulqdq";
 
 /// A network namespace joined to the root namespace by a veth pair on its own
 /// /30. Deleted on drop, whatever the test did.
@@ -175,6 +182,17 @@ fn sample(metrics: &str, series: &str) -> f64 {
         .unwrap()
 }
 
+/// The subjects of `host`'s open findings of `reason`, sorted.
+fn subjects<'a>(open: &'a [Finding], host: &str, reason: &str) -> Vec<&'a str> {
+    let mut s: Vec<&str> = open
+        .iter()
+        .filter(|f| f.host_name == host && f.reason == reason)
+        .map(|f| f.subject.as_str())
+        .collect();
+    s.sort_unstable();
+    s
+}
+
 fn of_host<'a>(open: &'a [Finding], host: &str) -> Vec<&'a str> {
     open.iter()
         .filter(|f| f.host_name == host)
@@ -200,13 +218,18 @@ async fn native_software_build_and_emulated_hosts_get_their_findings() {
     }
     remove_stale_namespaces();
     // Declared before the app: dropped after it, once its agents are killed.
-    let namespaces: Vec<Netns> = (0..3).map(Netns::create).collect();
+    let namespaces: Vec<Netns> = (0..4).map(Netns::create).collect();
     let mut app = spawn_app().await;
     // Reachable from the namespaces: every address, on a fresh port.
     app.kill_coordinator();
     app.start_coordinator("0.0.0.0:0".parse().unwrap());
     let url = |ns: &Netns| format!("http://{}:{}", ns.root_ip, app.grpc.port());
-    let (native_url, soft_url, nehalem_url) = (url(&namespaces[0]), url(&namespaces[1]), url(&namespaces[2]));
+    let (native_url, soft_url, nehalem_url, westmere_url) = (
+        url(&namespaces[0]),
+        url(&namespaces[1]),
+        url(&namespaces[2]),
+        url(&namespaces[3]),
+    );
 
     let agent_path = agent.to_str().unwrap();
     spawn_in(&mut app, &namespaces[0], &native_url, "e2e-native", &[agent_path], &[]);
@@ -227,12 +250,56 @@ async fn native_software_build_and_emulated_hosts_get_their_findings() {
         &emulated,
         &[("CIPHERFLEET_WORKER_PREFIX", NEHALEM)],
     );
-    app.wait_online(3).await;
+    // Without CIPHERFLEET_WORKER_PREFIX the workers would run on the real CPU.
+    let westmere: Vec<&str> = WESTMERE_NO_CLMUL.split(' ').chain([agent_path]).collect();
+    spawn_in(
+        &mut app,
+        &namespaces[3],
+        &westmere_url,
+        "e2e-westmere",
+        &westmere,
+        &[("CIPHERFLEET_WORKER_PREFIX", WESTMERE_NO_CLMUL)],
+    );
+    app.wait_online(4).await;
 
-    let id = app.start_matrix(&["aes-128-gcm"], &[1024], 0.05).await;
-    let status = app.wait_finished(&id, Duration::from_secs(90)).await;
+    let algorithms = ["aes-128-gcm", "aes-128-cbc-hmac-sha256", "chacha20-poly1305"];
+    let id = app.start_matrix(&algorithms, &[1024], 0.05).await;
+    let status = app.wait_finished(&id, Duration::from_secs(180)).await;
     let overall = status.overall.unwrap();
-    assert_eq!((overall.done, overall.failed), (3, 0), "{:?}", status.failures);
+    assert_eq!((overall.done, overall.failed), (12, 0), "{:?}", status.failures);
+
+    // What ran, as each worker detected it.
+    let ran = |host: &'static str, algorithm: &'static str| {
+        let pool = app.pool.clone();
+        async move {
+            let (path_used, backends): (String, serde_json::Value) = sqlx::query_as(
+                "SELECT r.path_used, r.measurement->'backends' FROM results r JOIN hosts h ON h.id = r.host_id \
+                 WHERE h.name = $1 AND r.algorithm = $2",
+            )
+            .bind(host)
+            .bind(algorithm)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            (path_used, backends)
+        }
+    };
+    let (gcm, backends) = ran("e2e-westmere", "aes-128-gcm").await;
+    assert_eq!(gcm, "partial", "AES-NI with GHASH in software: {backends}");
+    assert_eq!(
+        (&backends["aes"], &backends["ghash"]),
+        (&json!("aes-ni"), &json!("soft"))
+    );
+    let (hmac, backends) = ran("e2e-westmere", "aes-128-cbc-hmac-sha256").await;
+    assert_eq!(hmac, "partial", "AES-NI with SHA-256 in software: {backends}");
+    let (chacha, backends) = ran("e2e-soft", "chacha20-poly1305").await;
+    assert_eq!(chacha, "software", "{backends}");
+    for primitive in ["aes", "ghash", "chacha20", "poly1305", "sha256"] {
+        assert_eq!(
+            backends[primitive], "soft",
+            "the software build's {primitive}: {backends}"
+        );
+    }
 
     // The campaign's end triggers a fleet pass; wait for what it should find.
     let open = wait_for(
@@ -243,23 +310,49 @@ async fn native_software_build_and_emulated_hosts_get_their_findings() {
             async move {
                 let open = findings::list_open(&pool).await.ok()?;
                 let done = of_host(&open, "e2e-soft").contains(&"software-build")
-                    && of_host(&open, "e2e-nehalem").contains(&"cpu-lacks");
+                    && of_host(&open, "e2e-nehalem").contains(&"cpu-lacks")
+                    && of_host(&open, "e2e-westmere").contains(&"cpu-lacks");
                 done.then_some(open)
             }
         },
     )
     .await;
     assert_eq!(of_host(&open, "e2e-soft"), ["software-build"], "{open:#?}");
-    assert_eq!(of_host(&open, "e2e-nehalem"), ["cpu-lacks"], "{open:#?}");
+    // One finding per missing flag: AES, and GHASH's PCLMULQDQ and AVX.
+    assert_eq!(
+        subjects(&open, "e2e-nehalem", "cpu-lacks"),
+        ["aes", "avx", "pclmulqdq"],
+        "{open:#?}"
+    );
+    assert_eq!(
+        subjects(&open, "e2e-westmere", "cpu-lacks"),
+        ["avx", "pclmulqdq"],
+        "{open:#?}"
+    );
+    assert!(
+        of_host(&open, "e2e-westmere").iter().all(|r| *r == "cpu-lacks"),
+        "{open:#?}"
+    );
     let native = of_host(&open, "e2e-native");
     assert!(
         !native.contains(&"software-build") && !native.contains(&"cpu-lacks"),
         "the native host runs AES in hardware: {open:#?}"
     );
-    let nehalem = open.iter().find(|f| f.host_name == "e2e-nehalem").unwrap();
-    assert_eq!(nehalem.subject, "aes");
+    let nehalem = open
+        .iter()
+        .find(|f| f.host_name == "e2e-nehalem" && f.subject == "aes")
+        .unwrap();
     assert_eq!(nehalem.evidence["emulated"], true, "emulated timings are marked");
     assert!(nehalem.summary.contains("emulated"), "{}", nehalem.summary);
+    let clmul = open
+        .iter()
+        .find(|f| f.host_name == "e2e-westmere" && f.subject == "pclmulqdq")
+        .unwrap();
+    assert_eq!(
+        clmul.evidence["emulated"], true,
+        "no label: the facts show the emulator"
+    );
+    assert!(clmul.summary.contains("GHASH"), "{}", clmul.summary);
     let worst = open.iter().map(|f| f.severity).max().unwrap();
     assert_eq!(worst, Severity::Warning, "{open:#?}");
 
@@ -293,20 +386,21 @@ async fn native_software_build_and_emulated_hosts_get_their_findings() {
     let metrics = app.get("/metrics").await;
     assert_eq!(metrics.status, 200, "{}", metrics.body);
     let m = &metrics.body;
-    assert_eq!(sample(m, "cipherfleet_hosts"), 3.0);
-    assert_eq!(sample(m, "cipherfleet_hosts_online"), 3.0);
+    assert_eq!(sample(m, "cipherfleet_hosts"), 4.0);
+    assert_eq!(sample(m, "cipherfleet_hosts_online"), 4.0);
     assert_eq!(sample(m, "cipherfleet_hosts_by_acceleration{status=\"software\"}"), 2.0);
+    assert_eq!(sample(m, "cipherfleet_hosts_by_acceleration{status=\"partial\"}"), 1.0);
     assert_eq!(
         sample(m, "cipherfleet_hosts_with_findings{reason=\"software-build\"}"),
         1.0
     );
-    assert_eq!(sample(m, "cipherfleet_hosts_with_findings{reason=\"cpu-lacks\"}"), 1.0);
+    assert_eq!(sample(m, "cipherfleet_hosts_with_findings{reason=\"cpu-lacks\"}"), 2.0);
     assert_eq!(
         sample(
             m,
             "cipherfleet_findings_open{reason=\"cpu-lacks\",severity=\"warning\"}"
         ),
-        1.0
+        5.0
     );
     assert_eq!(
         sample(
@@ -322,7 +416,17 @@ async fn native_software_build_and_emulated_hosts_get_their_findings() {
         ),
         0.0
     );
-    assert_eq!(sample(m, "cipherfleet_jobs{status=\"done\"}"), 3.0);
+    assert_eq!(sample(m, "cipherfleet_jobs{status=\"done\"}"), 12.0);
     assert_eq!(sample(m, "cipherfleet_jobs{status=\"queued\"}"), 0.0);
-    assert_eq!(sample(m, "cipherfleet_results_ingested_total"), 3.0);
+    assert_eq!(sample(m, "cipherfleet_results_ingested_total"), 12.0);
+
+    // The fallback page names the partial path and the flag that explains it.
+    let page = app.get("/fallback?size=1024").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("status-partial\">partial</span>"), "{}", page.body);
+    assert!(
+        page.body.contains("the accelerated request ran partly in software"),
+        "{}",
+        page.body
+    );
 }

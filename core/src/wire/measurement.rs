@@ -6,9 +6,9 @@ use std::collections::HashMap;
 
 use cipherfleet_proto::v1;
 
-use super::spec::{path_from_wire, path_to_wire};
 use super::{MAX_FIELD_LEN, MAX_LIST_LEN, MAX_MEASUREMENT_JSON_LEN, MAX_SAMPLES, WireError, check_text, wire_error};
-use crate::measurement::{Measurement, SCHEMA, Status};
+use crate::measurement::{ACCEPTED_SCHEMAS, Measurement, SCHEMA, Status};
+use crate::path::PathUsed;
 use crate::spec::JobSpec;
 
 impl TryFrom<&Measurement> for v1::Measurement {
@@ -59,22 +59,45 @@ fn typed_fields(m: &Measurement) -> Result<v1::Measurement, WireError> {
         elapsed_seconds: f.elapsed_seconds,
         operations: f.operations,
         bytes_processed: f.bytes_processed,
-        path_used: path_to_wire(path_used) as i32,
+        path_used: path_used_to_wire(path_used) as i32,
         sample_throughputs_mb_s: f.sample_throughputs_mb_s.clone(),
         selftest_passed,
-        backends: HashMap::from([
-            ("aes".to_string(), backends.aes.clone()),
-            ("ghash".to_string(), backends.ghash.clone()),
-            ("chacha20".to_string(), backends.chacha20.clone()),
-            ("sha256".to_string(), backends.sha256.clone()),
-        ]),
+        backends: [
+            ("aes", Some(&backends.aes)),
+            ("ghash", Some(&backends.ghash)),
+            ("chacha20", Some(&backends.chacha20)),
+            ("poly1305", backends.poly1305.as_ref()),
+            ("sha256", Some(&backends.sha256)),
+        ]
+        .into_iter()
+        .filter_map(|(primitive, backend)| Some((primitive.to_string(), backend?.clone())))
+        .collect::<HashMap<_, _>>(),
         measurement_json: String::new(),
     })
 }
 
+fn path_used_to_wire(path: PathUsed) -> v1::PathUsed {
+    match path {
+        PathUsed::Accelerated => v1::PathUsed::Accelerated,
+        PathUsed::Partial => v1::PathUsed::Partial,
+        PathUsed::Software => v1::PathUsed::Software,
+    }
+}
+
+fn path_used_from_wire(field: &str, value: i32) -> Result<PathUsed, WireError> {
+    match v1::PathUsed::try_from(value) {
+        Ok(v1::PathUsed::Accelerated) => Ok(PathUsed::Accelerated),
+        Ok(v1::PathUsed::Partial) => Ok(PathUsed::Partial),
+        Ok(v1::PathUsed::Software) => Ok(PathUsed::Software),
+        Ok(v1::PathUsed::Unspecified) => Err(wire_error(field, "unspecified")),
+        Err(_) => Err(wire_error(field, format!("unknown value {value}"))),
+    }
+}
+
 /// Checks a measurement an agent sent: every number finite and non-negative,
 /// at least one sample, strings bounded, and `measurement_json` a successful
-/// `cipherfleet.measurement/1` object whose figures are the typed ones.
+/// measurement of an [accepted schema](ACCEPTED_SCHEMAS) whose figures are the
+/// typed ones.
 pub fn validate_measurement(m: &v1::Measurement) -> Result<(), WireError> {
     let mut floats = vec![
         ("measurement.throughput_mb_s", m.throughput_mb_s),
@@ -114,7 +137,7 @@ pub fn validate_measurement(m: &v1::Measurement) -> Result<(), WireError> {
             ),
         ));
     }
-    path_from_wire("measurement.path_used", m.path_used)?;
+    path_used_from_wire("measurement.path_used", m.path_used)?;
     if m.backends.len() > MAX_LIST_LEN {
         return Err(wire_error(
             "measurement.backends",
@@ -243,10 +266,14 @@ fn parse_json(m: &v1::Measurement) -> Result<Measurement, WireError> {
     }
     let parsed: Measurement = serde_json::from_str(&m.measurement_json)
         .map_err(|e| wire_error(FIELD, format!("not a {SCHEMA} object: {e}")))?;
-    if parsed.schema != SCHEMA {
+    if !ACCEPTED_SCHEMAS.contains(&parsed.schema.as_str()) {
         return Err(wire_error(
             format!("{FIELD}.schema"),
-            format!("{:?} is not {SCHEMA}", super::truncate(parsed.schema, 64)),
+            format!(
+                "{:?} is not one of {}",
+                super::truncate(parsed.schema, 64),
+                ACCEPTED_SCHEMAS.join(", ")
+            ),
         ));
     }
     Ok(parsed)
@@ -331,7 +358,7 @@ fn agrees(expected: &v1::Measurement, got: &v1::Measurement) -> Result<(), WireE
 pub(crate) mod tests {
     use super::*;
     use crate::measurement::{Figures, Latency, LatencyMethod, Memory, SampleKind, WorkerReport};
-    use crate::path::{Backends, Flavour, Path};
+    use crate::path::{Backends, Flavour, Path, PathUsed};
     use crate::spec::{Direction, KeyMode};
 
     pub(crate) fn spec() -> JobSpec {
@@ -350,11 +377,12 @@ pub(crate) mod tests {
     /// A plausible successful measurement of [`spec`], with figures that do not round-trip trivially.
     pub(crate) fn measurement() -> Measurement {
         let report = WorkerReport {
-            path_used: Path::Accelerated,
+            path_used: PathUsed::Accelerated,
             backends: Backends {
                 aes: "aes-ni".into(),
                 ghash: "clmul".into(),
                 chacha20: "avx2".into(),
+                poly1305: Some("avx2".into()),
                 sha256: "soft".into(),
             },
             build_flavour: Flavour::Accelerated,
@@ -408,8 +436,8 @@ pub(crate) mod tests {
         let wire = v1::Measurement::try_from(&m).unwrap();
         assert_eq!(wire.samples, 3);
         assert_eq!(wire.latency_method, "batch-mean");
-        assert_eq!(wire.backends.len(), 4);
-        assert_eq!(wire.path_used, v1::Path::Accelerated as i32);
+        assert_eq!(wire.backends.len(), 5);
+        assert_eq!(wire.path_used, v1::PathUsed::Accelerated as i32);
         let back: Measurement = serde_json::from_str(&wire.measurement_json).unwrap();
         assert_eq!(back, m, "the JSON carries everything, host facts included");
         validate_measurement(&wire).unwrap();
@@ -442,6 +470,32 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_partial_path_travels_as_partial() {
+        let mut m = measurement();
+        m.path_used = Some(PathUsed::Partial);
+        let wire = v1::Measurement::try_from(&m).unwrap();
+        assert_eq!(wire.path_used, v1::PathUsed::Partial as i32);
+        validate_measurement(&wire).unwrap();
+    }
+
+    /// What an agent before schema `/2` sends: `/1`, `Path`'s numbers in
+    /// `path_used`, and no Poly1305 backend. The coordinator still stores it.
+    #[test]
+    fn a_measurement_of_an_older_agent_is_still_accepted() {
+        let mut m = measurement();
+        m.schema = "cipherfleet.measurement/1".into();
+        m.backends.as_mut().unwrap().poly1305 = None;
+        m.host.as_mut().unwrap().crypto.backends.poly1305 = None;
+        m.path_used = Some(PathUsed::Software);
+        let wire = v1::Measurement::try_from(&m).unwrap();
+        assert!(!wire.measurement_json.contains("poly1305"));
+        assert_eq!(wire.backends.len(), 4);
+        assert_eq!(wire.path_used, v1::Path::Software as i32, "the numbers agree");
+        validate_measurement(&wire).unwrap();
+        check_measurement_matches(&spec(), &wire).unwrap();
+    }
+
+    #[test]
     fn a_failed_measurement_is_not_a_result() {
         let failed = Measurement::failed(&spec(), "worker killed by signal 9".into(), None);
         assert_eq!(v1::Measurement::try_from(&failed).unwrap_err().field, "measurement");
@@ -467,6 +521,8 @@ pub(crate) mod tests {
             ),
             (|m| m.latency_method = "guess".into(), "measurement.latency_method"),
             (|m| m.path_used = 0, "measurement.path_used"),
+            (|m| m.path_used = 4, "measurement.path_used"),
+            (|m| m.path_used = v1::PathUsed::Partial as i32, "measurement.path_used"),
             (
                 |m| {
                     m.backends.insert("aes".into(), String::new());
@@ -489,7 +545,7 @@ pub(crate) mod tests {
                 "measurement.measurement_json",
             ),
             (
-                |m| m.measurement_json = m.measurement_json.replace("cipherfleet.measurement/1", "other/9"),
+                |m| m.measurement_json = m.measurement_json.replace(SCHEMA, "other/9"),
                 "measurement.measurement_json.schema",
             ),
             (|m| m.throughput_mb_s *= 2.0, "measurement.throughput_mb_s"),

@@ -227,7 +227,7 @@ pub(super) mod fixtures {
                 threads,
                 ..spec.point()
             },
-            path_used: Path::Accelerated,
+            path_used: cipherfleet_core::path::PathUsed::Accelerated,
             result_id: host_id * 100 + i64::from(threads),
             measured_at: chrono::Utc::now(),
             throughput_mb_s: mb_s,

@@ -5,6 +5,7 @@
 use askama::Template;
 
 use super::super::format;
+use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec;
 
 use super::super::params::{Choice, choices, enum_choices};
@@ -26,7 +27,9 @@ struct RowView {
     per_core_sort: String,
     spread: String,
     path_used: String,
-    path_fell_back: bool,
+    /// The badge's status class: `accelerated` when it ran as asked, else the
+    /// worst path that ran (`partial`, `software`).
+    path_status: &'static str,
     scaling: String,
     scaling_curve: String,
     linear_assumed: bool,
@@ -38,6 +41,18 @@ struct RowView {
     recommended: String,
     recommended_lead: String,
     warnings: Vec<String>,
+}
+
+/// The badge class for what a row's results ran (`used`, space separated):
+/// `accelerated` (as asked), `partial`, or `software` for a fallback.
+fn path_status(used: &str, asked: Path) -> &'static str {
+    // Best first: the largest is the worst that ran.
+    let worst = used.split_whitespace().filter_map(|p| p.parse::<PathUsed>().ok()).max();
+    match worst {
+        Some(PathUsed::Partial) => "partial",
+        Some(p) if p.differs_from(asked) => "software",
+        _ => "accelerated",
+    }
 }
 
 fn text_or_dash<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
@@ -104,7 +119,7 @@ impl RowView {
             per_core_sort: r.per_core_mb_s.map(|v| v.to_string()).unwrap_or_default(),
             spread,
             path_used: r.path_used.clone(),
-            path_fell_back: measured && r.path_used != r.path.as_str(),
+            path_status: path_status(&r.path_used, r.path),
             scaling,
             scaling_curve,
             linear_assumed: r.scaling_assumed_linear == Some(true),
@@ -215,6 +230,22 @@ mod tests {
         let view = RowView::new(&rows[0], RateUnit::Gbit);
         assert_eq!((view.per_core.as_str(), view.hosts_needed.as_str()), ("–", "–"));
         assert_eq!(view.recommended_lead, "the only authenticated algorithm measured");
+    }
+
+    #[test]
+    fn the_path_badge_names_the_worst_that_ran() {
+        use Path::{Accelerated, Software};
+        let cases = [
+            ("accelerated", Accelerated, "accelerated"),
+            ("accelerated partial", Accelerated, "partial"),
+            ("accelerated partial software", Accelerated, "software"),
+            ("software", Software, "accelerated"),
+            ("accelerated", Software, "software"),
+            ("", Accelerated, "accelerated"),
+        ];
+        for (used, asked, want) in cases {
+            assert_eq!(path_status(used, asked), want, "{used:?} for {asked}");
+        }
     }
 
     #[test]

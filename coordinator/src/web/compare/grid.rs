@@ -7,13 +7,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cipherfleet_core::algorithm::{self, Algorithm};
 
-use super::super::hosts::{SIMULATED_LABEL, is_marked};
 use super::super::paging::with_query;
 use super::params::{CompareParams, Metric, Rows};
 use crate::analysis::cells::{cell_stats, heat};
 use crate::db::matrix::{ClassedHost, Slice, View};
 use crate::db::points::LatestResult;
-use crate::findings::EMULATED_LABEL;
 
 /// What a host or class is, as a row heading shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,8 +36,10 @@ pub struct Cell {
     pub cv: Option<f64>,
     /// The raw result (host rows only).
     pub result_id: Option<i64>,
-    /// Hosts whose worker ran another path than the one asked for (fell back to software).
+    /// Hosts whose worker ran wholly another path than the one asked for (fell back to software).
     pub fell_back: usize,
+    /// Hosts whose worker ran partly in software (`partial`).
+    pub partial: usize,
     pub hosts: usize,
 }
 
@@ -53,12 +53,9 @@ pub struct Grid {
 /// The results that fall in one cell: one host's, or a class's hosts'.
 type CellResults<'a> = Vec<&'a LatestResult>;
 
-/// Whether a host carries the emulated / simulated labels.
+/// Whether a host is emulated / simulated.
 fn marks(h: &ClassedHost) -> (bool, bool) {
-    (
-        is_marked(&h.labels.0, EMULATED_LABEL),
-        is_marked(&h.labels.0, SIMULATED_LABEL),
-    )
+    (h.emulated(), h.simulated())
 }
 
 /// The row a host falls in. Emulated and simulated hosts form classes of
@@ -166,6 +163,7 @@ impl Cell {
             cv: stats.cv,
             result_id: (rows == Rows::Hosts).then(|| results[0].result_id),
             fell_back: stats.fell_back,
+            partial: stats.partial,
             hosts: stats.hosts,
         })
     }
@@ -264,6 +262,8 @@ mod tests {
             cpu_model_name: Some(model.into()),
             features_usable: Some(vec!["aes".into(), "pclmulqdq".into()]),
             build_flavour: Some("accelerated".into()),
+            hypervisor: None,
+            cpuinfo_foreign: None,
         }
     }
 

@@ -4,7 +4,7 @@
 use axum::extract::{Query, State};
 use axum::response::Response;
 use cipherfleet_core::algorithm::Algorithm;
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::spec::{Direction, KeyMode};
 use serde::{Deserialize, Serialize};
 
@@ -27,8 +27,8 @@ struct FallbackApiRow {
     size_bytes: u64,
     /// MB/s (10^6 bytes/s) of the latest accelerated-path result; empty when never measured.
     accelerated_mb_s: Option<f64>,
-    /// What that request ran: `software` when it fell back.
-    accelerated_path_used: Option<Path>,
+    /// What that request ran: `partial` or `software` when it fell back.
+    accelerated_path_used: Option<PathUsed>,
     software_mb_s: Option<f64>,
     /// accelerated / software; empty unless both were measured.
     ratio: Option<f64>,

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use cipherfleet_core::algorithm::Algorithm;
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::PathUsed;
 use serde_json::Value;
 
 use super::evidence::{change_lines, evidence_lines, ratio_text};
@@ -57,7 +57,7 @@ pub(super) struct RowView {
     pub(super) algorithm: Algorithm,
     pub(super) accelerated: Cell,
     /// What ran for the accelerated request; `None` if not measured.
-    pub(super) path_used: Option<Path>,
+    pub(super) path_used: Option<PathUsed>,
     pub(super) software: Cell,
     /// `1.02×`, or a dash; `ratio_sort` is the bare number for report.js.
     pub(super) ratio: String,
@@ -193,6 +193,9 @@ pub(super) fn slow_hosts(rows: &[Judged]) -> Vec<SlowHost<'_>> {
         );
         let why = match speed {
             SoftwareSpeed::RanSoftware => format!("the accelerated request ran the software path ({measured})"),
+            SoftwareSpeed::RanPartial => {
+                format!("the accelerated request ran partly in software, some primitives without hardware ({measured})")
+            }
             SoftwareSpeed::NearSoftware => format!("ran on hardware at software speed ({measured})"),
         };
         let host = &mut hosts[at];

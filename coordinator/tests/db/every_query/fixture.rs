@@ -12,7 +12,7 @@ use cipherfleet_coordinator::db::{campaigns, findings, hosts, jobs, results, ses
 use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::measurement::{Figures, Measurement};
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{Direction, Execution, KeyMode};
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -121,7 +121,7 @@ impl Stored {
         self.measurement.figures.as_ref().expect("a successful measurement")
     }
 
-    pub(super) fn path_used(&self) -> Path {
+    pub(super) fn path_used(&self) -> PathUsed {
         self.measurement.path_used.expect("a successful measurement")
     }
 
@@ -157,6 +157,7 @@ impl Stored {
 
 /// Stores the result of `job` (just claimed) as its agent reports it.
 pub(super) async fn store(pool: &PgPool, job: &Job, path_used: Path, throughput_mb_s: f64) -> Stored {
+    let path_used = PathUsed::from(path_used);
     let m = measurement(&job.point.spec(0.5), path_used, throughput_mb_s);
     let figures = m.figures.as_ref().expect("with figures");
     let sent = serde_json::to_value(&m).expect("a measurement serialises");

@@ -4,7 +4,7 @@ use cipherfleet_coordinator::db::capacity::{ClassHost, PointFilter};
 use cipherfleet_coordinator::db::fallback::{FallbackHost, PathPair, PathPoint};
 use cipherfleet_coordinator::db::matrix::{ClassedHost, Slice, View};
 use cipherfleet_coordinator::db::{capacity, fallback, findings, matrix};
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{Direction, KeyMode};
 use sqlx::types::Json;
 
@@ -30,6 +30,8 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         cpu_model_name: xeon.clone(),
         features_usable: Some(bench_usable.clone()),
         build_flavour: Some("accelerated".into()),
+        hypervisor: Some("kvm".into()),
+        cpuinfo_foreign: None,
     };
     let vm = ClassedHost {
         id: f.vm,
@@ -40,6 +42,8 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         cpu_model_name: Some("Neoverse-N1".into()),
         features_usable: Some(vec![]),
         build_flavour: Some("accelerated".into()),
+        hypervisor: Some("kvm".into()),
+        cpuinfo_foreign: None,
     };
     assert_eq!(classed, [bench.clone(), vm.clone()]);
     assert_ne!(bench.class(), vm.class());
@@ -143,7 +147,7 @@ async fn the_report_reads_the_latest_point_of_every_host() {
             host_id: f.bench,
             algorithm: gcm(),
             accelerated_result_id: Some(acc.result),
-            accelerated_path_used: Some(Path::Accelerated),
+            accelerated_path_used: Some(PathUsed::Accelerated),
             accelerated_mb_s: Some(2000.0),
             accelerated_cv: acc.figures().cv,
             software_result_id: Some(soft.result),
@@ -154,7 +158,7 @@ async fn the_report_reads_the_latest_point_of_every_host() {
             host_id: f.vm,
             algorithm: gcm(),
             accelerated_result_id: Some(vm_acc.result),
-            accelerated_path_used: Some(Path::Software),
+            accelerated_path_used: Some(PathUsed::Software),
             accelerated_mb_s: Some(450.0),
             accelerated_cv: vm_acc.figures().cv,
             software_result_id: None,
@@ -176,6 +180,9 @@ async fn the_report_reads_the_latest_point_of_every_host() {
             labels: Json(bench_labels),
             arch: Some("x86_64".into()),
             cpu_model_name: xeon,
+            hypervisor: Some("kvm".into()),
+            cpuinfo_foreign: None,
+            features_advertised: Some(strings(&["aes", "avx", "pclmulqdq"])),
         },
         FallbackHost {
             id: f.vm,
@@ -183,6 +190,9 @@ async fn the_report_reads_the_latest_point_of_every_host() {
             labels: Json(vm_labels),
             arch: Some("aarch64".into()),
             cpu_model_name: Some("Neoverse-N1".into()),
+            hypervisor: Some("kvm".into()),
+            cpuinfo_foreign: None,
+            features_advertised: Some(strings(&["aes", "pmull"])),
         },
     ];
     assert_eq!(fallback_hosts, expected);
