@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Static musl builds of both agent flavours for x86-64 and ARM64, linked with rust-lld,
-# copied to dist/<triple>/{cipherfleet-agent,cipherfleet-agent-soft}.
-# Needs: rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl,
-# and clang + llvm-ar for ring's C and assembly (deploy/install-deps.sh installs them).
+# Static musl builds of both agent flavours for x86-64 and ARM64, linked with rust-lld, in the
+# release profile that measures (thin LTO, one codegen unit: see the root Cargo.toml), copied
+# stripped to dist/<triple>/{cipherfleet-agent,cipherfleet-agent-soft} (~6 MB each instead of
+# ~30 MB; target/<triple>/release/ keeps the unstripped ones, with symbols for perf).
+# Needs: rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl, clang +
+# llvm-ar for ring's C and assembly, llvm-strip (deploy/install-deps.sh installs them).
 #
 # Usage: deploy/build-static.sh [TRIPLE…]   (default: both triples)
 set -euo pipefail
@@ -27,7 +29,7 @@ export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static"
 # ring (the TLS crypto under rustls) compiles C and assembly through the cc crate, which
 # would look for aarch64-linux-musl-gcc. Debian's clang targets both triples without a musl
 # sysroot (ring passes -nostdlibinc for ARM64 musl); llvm-ar archives objects of either arch.
-for tool in clang llvm-ar; do
+for tool in clang llvm-ar llvm-strip; do
   command -v "$tool" >/dev/null || { echo "build-static: $tool is missing: run deploy/install-deps.sh" >&2; exit 1; }
 done
 for arch in x86_64 aarch64; do
@@ -38,6 +40,9 @@ done
 for t in "${triples[@]}"; do
   deploy/build.sh --release --target "$t"
   mkdir -p "dist/$t"
-  cp "target/$t/release/cipherfleet-agent" "target/$t/release/cipherfleet-agent-soft" "dist/$t/"
-  echo "dist/$t: $(ls "dist/$t" | tr '\n' ' ')"
+  for bin in cipherfleet-agent cipherfleet-agent-soft; do
+    # llvm-strip reads both architectures; the shipped binaries need no symbols or line tables.
+    llvm-strip -o "dist/$t/$bin" "target/$t/release/$bin"
+  done
+  echo "dist/$t: $(cd "dist/$t" && ls -s --block-size=M | tail -n +2 | tr '\n' ' ')"
 done

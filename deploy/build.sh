@@ -4,6 +4,8 @@
 #   target/<profile>/cipherfleet-agent-soft  every crypto crate forced to its portable software backend
 # The RustCrypto crates can only be forced to software at build time, hence two builds.
 # The software build has its own target dir (target-soft/) so the two never invalidate each other.
+# --release is the profile that measures (thin LTO, one codegen unit; root Cargo.toml): about
+# 5 minutes per flavour from cold on 2 cores, under 2 minutes after a change to the agent alone.
 #
 # Usage: deploy/build.sh [--release] [--target TRIPLE]
 #        deploy/build.sh --soft-rustflags   prints the software build's flags, for RUSTFLAGS
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
     --release) profile=release; cargo_args+=(--release) ;;
     --target) target="$2"; cargo_args+=(--target "$2"); shift ;;
     --soft-rustflags) soft_rustflags; echo; exit 0 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "build.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift

@@ -3,7 +3,7 @@
 #   Debian: qemu-user-static (emulated ARM64 and non-AES-NI x86 hosts),
 #           postgresql (the coordinator's tests run a private cluster from its binaries),
 #           clang and llvm (ring, under the agent's TLS, has C and assembly that the static
-#           musl builds cross-compile with clang and archive with llvm-ar),
+#           musl builds cross-compile with clang and archive with llvm-ar; llvm-strip strips them),
 #           openssl (the TLS tests make throwaway certificates with it),
 #           iproute2 (the findings test puts each agent in a network namespace of its own),
 #           chromium (the report's browser and XSS tests drive it headless over the DevTools pipe)
@@ -15,7 +15,7 @@ command -v qemu-aarch64-static >/dev/null || need_apt+=(qemu-user-static)
 command -v python3 >/dev/null || need_apt+=(python3)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresql)
 command -v clang >/dev/null || need_apt+=(clang)
-command -v llvm-ar >/dev/null || need_apt+=(llvm)
+command -v llvm-ar >/dev/null && command -v llvm-strip >/dev/null || need_apt+=(llvm)
 command -v openssl >/dev/null || need_apt+=(openssl)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need_apt+=(chromium)
