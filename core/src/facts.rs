@@ -162,6 +162,50 @@ pub struct Build {
     pub target: String,
     /// Versions of the crypto crates compiled in, by crate name.
     pub crates: BTreeMap<String, String>,
+    /// How the compiler built the agent. Two agents of one version measure the
+    /// same CPU differently when these differ: without LTO and with several
+    /// codegen units the crates' calls do not inline across crates (AES-256-GCM
+    /// at 16 B ran at less than half speed). `None` from agents that predate it.
+    #[serde(default)]
+    pub codegen: Option<Codegen>,
+}
+
+/// The compiler settings of the agent binary: its Cargo profile and the target
+/// features the code may assume without run-time detection.
+///
+/// The agent's build script fills it in (`agent/build.rs`): `opt_level` and
+/// `target_features` come from Cargo itself (`OPT_LEVEL`, `CARGO_CFG_TARGET_FEATURE`);
+/// Cargo does not tell build scripts the LTO mode and codegen units, so these are
+/// resolved from the workspace manifest's `[profile.*]` tables (with `inherits` and
+/// Cargo's defaults), `CARGO_PROFILE_<NAME>_*` variables and `-C` flags in
+/// RUSTFLAGS. Settings given only in `.cargo/config.toml` or with `--config` are
+/// not seen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Codegen {
+    /// Cargo profile name: `release`, `dev`, or a custom one.
+    pub profile: String,
+    /// `-C opt-level`: `0`–`3`, `s` or `z`.
+    pub opt_level: String,
+    /// Cross-crate optimisation at link time: `fat`, `thin`, `thin-local` (Cargo's
+    /// default `lto = false`: only across the crate's own codegen units) or `off`.
+    pub lto: String,
+    /// `-C codegen-units` of the agent crate (1 lets the optimiser see a whole crate at once).
+    pub codegen_units: u32,
+    /// Target features enabled at compile time, sorted (x86-64 baseline:
+    /// `fxsr sse sse2`; more with `-C target-cpu` or `-C target-feature`).
+    pub target_features: Vec<String>,
+}
+
+impl Codegen {
+    /// One line for tables and fact changes, e.g.
+    /// `release, opt-level 3, LTO fat, 1 codegen unit`.
+    pub fn summary(&self) -> String {
+        let units = if self.codegen_units == 1 { "unit" } else { "units" };
+        format!(
+            "{}, opt-level {}, LTO {}, {} codegen {units}",
+            self.profile, self.opt_level, self.lto, self.codegen_units
+        )
+    }
 }
 
 /// Measurement-noise context.
@@ -212,6 +256,7 @@ impl HostFacts {
                 profile: "debug".into(),
                 target: format!("{arch}-linux-gnu"),
                 crates: BTreeMap::new(),
+                codegen: None,
             },
             noise: Noise::default(),
         }
@@ -220,5 +265,33 @@ impl HostFacts {
     /// True if `aes` is in usable features (x86 aes / ARM aes).
     pub fn aes_usable(&self) -> bool {
         self.features.usable.iter().any(|f| f == "aes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codegen_summary_names_every_setting_but_the_features() {
+        let mut c = Codegen {
+            profile: "release".into(),
+            opt_level: "3".into(),
+            lto: "fat".into(),
+            codegen_units: 1,
+            target_features: vec!["sse2".into()],
+        };
+        assert_eq!(c.summary(), "release, opt-level 3, LTO fat, 1 codegen unit");
+        c.codegen_units = 16;
+        c.lto = "thin-local".into();
+        assert_eq!(c.summary(), "release, opt-level 3, LTO thin-local, 16 codegen units");
+    }
+
+    #[test]
+    fn facts_without_codegen_still_parse() {
+        let mut v = serde_json::to_value(HostFacts::unknown("x86_64", Flavour::Accelerated)).unwrap();
+        v["build"].as_object_mut().unwrap().remove("codegen");
+        let facts: HostFacts = serde_json::from_value(v).unwrap();
+        assert_eq!(facts.build.codegen, None);
     }
 }

@@ -16,6 +16,10 @@
 //! - [`table`]: the human-readable `lscpu`-style table.
 
 mod arm;
+/// The build script's resolution of the Cargo profile, compiled here for its tests.
+#[cfg(test)]
+#[path = "../../build/codegen.rs"]
+mod build_codegen;
 mod clock;
 mod linux;
 mod table;
@@ -23,7 +27,9 @@ mod versions;
 mod virt;
 mod x86;
 
-use cipherfleet_core::facts::{ArmId, Build, Cpu, CryptoPaths, Features, HostFacts, SCHEMA_VERSION, Virtualization};
+use cipherfleet_core::facts::{
+    ArmId, Build, Codegen, Cpu, CryptoPaths, Features, HostFacts, SCHEMA_VERSION, Virtualization,
+};
 
 pub use table::write_table;
 
@@ -90,6 +96,22 @@ fn build_info() -> Build {
         profile: if cfg!(debug_assertions) { "debug" } else { "release" }.to_string(),
         target: format!("{}-{}-{}", std::env::consts::ARCH, std::env::consts::OS, env),
         crates: versions::crate_versions(),
+        codegen: Some(codegen()),
+    }
+}
+
+/// The compiler settings `build.rs` recorded (see `agent/build/codegen.rs`).
+fn codegen() -> Codegen {
+    Codegen {
+        profile: env!("CIPHERFLEET_PROFILE").to_string(),
+        opt_level: env!("CIPHERFLEET_OPT_LEVEL").to_string(),
+        lto: env!("CIPHERFLEET_LTO").to_string(),
+        codegen_units: env!("CIPHERFLEET_CODEGEN_UNITS").parse().unwrap_or(0),
+        target_features: env!("CIPHERFLEET_TARGET_FEATURES")
+            .split(',')
+            .filter(|f| !f.is_empty())
+            .map(str::to_string)
+            .collect(),
     }
 }
 
@@ -167,6 +189,22 @@ mod tests {
             !facts.crypto.aes_hardware_accelerated,
             "the software build's aes crate uses hardware: was it built without --cfg aes_backend=\"soft\"?"
         );
+    }
+
+    /// The build facts say how this very test binary was compiled: tests use
+    /// Cargo's `dev` profile (or `release` under `cargo test --release`), and
+    /// x86-64 code always has SSE2.
+    #[test]
+    fn build_facts_carry_the_compiler_settings() {
+        let c = probe().build.codegen.expect("this agent records its codegen settings");
+        let expected = if cfg!(debug_assertions) { "dev" } else { "release" };
+        assert_eq!(c.profile, expected);
+        assert!(["0", "1", "2", "3", "s", "z"].contains(&c.opt_level.as_str()), "{c:?}");
+        assert!(["fat", "thin", "thin-local", "off"].contains(&c.lto.as_str()), "{c:?}");
+        assert!(c.codegen_units >= 1, "{c:?}");
+        if cfg!(target_arch = "x86_64") {
+            assert!(c.target_features.iter().any(|f| f == "sse2"), "{c:?}");
+        }
     }
 
     #[test]

@@ -157,6 +157,10 @@ fn sections(f: &HostFacts) -> Vec<(&'static str, Rows)> {
     row(&mut build, "flavour", flavour.into());
     row(&mut build, "profile", f.build.profile.clone());
     row(&mut build, "target", f.build.target.clone());
+    let codegen = f.build.codegen.as_ref();
+    row(&mut build, "codegen", opt(&codegen.map(|c| c.summary())));
+    let features = codegen.map(|c| c.target_features.join(" "));
+    row(&mut build, "target features", opt(&features));
     let crates: Rows = f.build.crates.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
 
     let n = &f.noise;

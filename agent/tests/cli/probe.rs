@@ -9,6 +9,10 @@ fn probe_json_has_facts_and_paths() {
     assert_eq!(v["build"]["flavour"], "accelerated");
     assert!(v["crypto"]["backends"]["aes"].is_string());
     assert!(v["features"]["checked"].as_array().unwrap().iter().any(|f| f == "aes"));
+    // How this binary was compiled: the profile the tests run under.
+    let profile = if cfg!(debug_assertions) { "dev" } else { "release" };
+    assert_eq!(v["build"]["codegen"]["profile"], profile, "{}", v["build"]);
+    assert!(v["build"]["codegen"]["codegen_units"].as_u64().unwrap() >= 1);
 }
 
 #[test]
