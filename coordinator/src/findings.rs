@@ -27,6 +27,7 @@ use crate::analysis::class::MachineClass;
 use crate::analysis::fallback::HostCrypto;
 use crate::analysis::series::{HostSeries, Observation};
 use crate::analysis::slow::Thresholds;
+use crate::analysis::unexplained::{self, Ran};
 use crate::db;
 use crate::db::findings::{self as store, Finding};
 use crate::db::series::CurrentFacts;
@@ -37,12 +38,15 @@ mod describe;
 use describe::{Anchor, Derived};
 
 /// Every reason, in the spelling `check`, `/metrics` and the database use.
-pub const REASONS: [&str; 5] = [
+/// Adding one here (and to the `findings.reason` check of the schema) is all
+/// the report, `/api/v1`, `check` and `/metrics` need to know it.
+pub const REASONS: [&str; 6] = [
     "cpu-lacks",
     "hypervisor-masks",
     "os-disabled",
     "software-build",
     "slow-accelerated",
+    unexplained::REASON,
 ];
 
 /// The latest results per series (and path) the detectors see.
@@ -221,7 +225,8 @@ impl FinishedCampaigns {
 pub enum Work {
     /// Every host, every algorithm.
     Fleet,
-    /// Every host, fact-based reasons only (no results read).
+    /// Every host: fact-based reasons, and `unexplained-fallback` (which
+    /// judges the facts against the latest result per point; no series read).
     Facts,
     /// These hosts; for each, the algorithms whose slow-path findings to
     /// re-derive (`None`: all). Fact-based reasons are always re-derived.
@@ -283,12 +288,18 @@ pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
     }
     let wanted_hosts: Vec<i64> = wanted_hosts.into_iter().collect();
     let points = db::series::latest_points(pool, &wanted_hosts, wanted_algorithms.as_ref(), HISTORY).await?;
+    // What ran last at each accelerated point: cheap (one row per point), so
+    // every pass judges `unexplained-fallback` for all its targets.
+    let target_ids: Vec<i64> = targets.iter().map(|h| h.host_id()).collect();
+    let mut latest: HashMap<i64, Vec<Ran>> = HashMap::new();
+    for r in db::series::latest_accelerated(pool, &target_ids).await? {
+        latest.entry(r.host_id).or_default().push(r);
+    }
 
     let fleet: Vec<HostCrypto> = hosts
         .iter()
         .map(|h| describe::crypto_of(h.host_id(), &h.snapshot))
         .collect();
-    let target_ids: Vec<i64> = targets.iter().map(|h| h.host_id()).collect();
     let mut tx = pool.begin().await?;
     let open = store::list_open_for_hosts(&mut *tx, &target_ids).await?;
     let mut outcome = Outcome::default();
@@ -303,7 +314,8 @@ pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
         let peers: Vec<&HostSeries> = peers_of(host.host_id()).iter().filter_map(|p| grouped.get(p)).collect();
         let mine = grouped.get(&host.host_id()).unwrap_or(&none);
         let only = algorithms(host.host_id());
-        let derived = describe::for_host(host, &fleet, mine, &peers, only, &t);
+        let ran = latest.get(&host.host_id()).map_or(&[][..], Vec::as_slice);
+        let derived = describe::for_host(host, &fleet, mine, &peers, ran, only, &t);
         // A pass over some algorithms leaves the slow findings of the others alone.
         let in_scope = |f: &Finding| f.reason != "slow-accelerated" || only.is_none_or(|a| a.contains(&f.subject));
         let stored: Vec<&Finding> = open
@@ -330,6 +342,7 @@ pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
                         describe::anchor_facts(host.host_id(), *reason, &finding.subject, history, &fleet)
                     }
                     Anchor::Series(v) => describe::anchor_series(v, history),
+                    Anchor::Results { first, snapshot } => describe::anchor_results(*first, *snapshot, history),
                 };
                 outcome.opened += 1;
             }

@@ -38,7 +38,7 @@ pub async fn render(pool: &PgPool, online_hosts: usize) -> anyhow::Result<String
     m.family(
         "cipherfleet_hosts_by_acceleration",
         "gauge",
-        "Hosts by the acceleration their current facts allow (accelerated, partial, software, unknown).",
+        "Hosts by the acceleration their facts allow and their latest results ran (accelerated, partial, software, unknown).",
     );
     for (status, n) in &acceleration {
         m.sample(

@@ -1,11 +1,11 @@
-//! How much of its crypto a host can run on hardware, from its current facts:
-//! the status the hosts list filters on, the overview counts and `/metrics`
-//! exports, decided here once.
+//! How much of its crypto a host runs on hardware, from its current facts and
+//! what its latest results ran: the status the hosts list filters on, the
+//! overview counts and `/metrics` exports, decided here once.
 
 use cipherfleet_core::path::Flavour;
 use cipherfleet_core::text_enum;
 
-use super::fallback::{Primitive, hardware_features};
+use super::fallback::{Primitive, usable_by_facts};
 
 text_enum! {
     /// A host's acceleration status, best first (the order lists and groups use).
@@ -29,14 +29,18 @@ text_enum! {
 const COUNTED: [Primitive; 2] = [Primitive::Aes, Primitive::Ghash];
 
 /// The status of a host of `arch` whose usable features are `features_usable`
-/// (`None`: no facts) running an agent of `build_flavour`: accelerated when
-/// every counted primitive has its hardware features ([`hardware_features`]:
-/// x86 GHASH needs PCLMULQDQ and the AVX state, ARM PMULL), software when
-/// none has, partial else.
+/// (`None`: no facts) running an agent of `build_flavour`, whose latest
+/// results ran `ran_in_software` in software although its facts allow
+/// hardware (the subjects of its open `unexplained-fallback` findings):
+/// accelerated when every counted primitive has its hardware features
+/// ([`usable_by_facts`]: x86 GHASH needs PCLMULQDQ and the AVX state, ARM
+/// PMULL) and did not fall back, software when none has, partial else. So
+/// the status follows what ran, not only what the facts promise.
 pub fn acceleration(
     arch: Option<&str>,
     features_usable: Option<&[String]>,
     build_flavour: Option<Flavour>,
+    ran_in_software: &[Primitive],
 ) -> Acceleration {
     let Some(features) = features_usable else {
         return Acceleration::Unknown;
@@ -44,16 +48,14 @@ pub fn acceleration(
     if build_flavour == Some(Flavour::Software) {
         return Acceleration::Software;
     }
-    let table = hardware_features(arch);
-    let has = |f: &str| features.iter().any(|x| x == f);
     let (mut present, mut counted) = (0, 0);
     for primitive in COUNTED {
-        let mut needs = table.iter().filter(|(_, p)| *p == primitive).peekable();
-        if needs.peek().is_none() {
-            continue; // no hardware path for it on this arch
-        }
+        // No hardware path for it on this arch: not counted.
+        let Some(usable) = usable_by_facts(arch, features, primitive) else {
+            continue;
+        };
         counted += 1;
-        present += usize::from(needs.all(|(f, _)| has(f)));
+        present += usize::from(usable && !ran_in_software.contains(&primitive));
     }
     match present {
         0 => Acceleration::Software,
@@ -150,7 +152,40 @@ mod tests {
         ];
         for (name, arch, features, flavour, want) in cases {
             let features: Option<Vec<String>> = features.map(|f| f.iter().map(|s| s.to_string()).collect());
-            assert_eq!(acceleration(arch, features.as_deref(), flavour), want, "{name}");
+            assert_eq!(acceleration(arch, features.as_deref(), flavour, &[]), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_primitive_that_ran_in_software_costs_the_status_its_facts_promise() {
+        use Acceleration::*;
+        let full: Vec<String> = ["aes", "pclmulqdq", "avx", "avx2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let westmere: Vec<String> = ["aes"].iter().map(|s| s.to_string()).collect();
+        let fast = Some(Flavour::Accelerated);
+        let x86 = Some("x86_64");
+        let cases: [(&str, &[String], &[Primitive], Acceleration); 6] = [
+            ("nothing fell back", &full, &[], Accelerated),
+            (
+                "AES and GHASH ran in software",
+                &full,
+                &[Primitive::Aes, Primitive::Ghash],
+                Software,
+            ),
+            ("GHASH only", &full, &[Primitive::Ghash], Partial),
+            ("ChaCha20 is not counted", &full, &[Primitive::ChaCha20], Accelerated),
+            ("AES lost where GHASH never was", &westmere, &[Primitive::Aes], Software),
+            (
+                "what the facts lack already counts once",
+                &westmere,
+                &[Primitive::Ghash],
+                Partial,
+            ),
+        ];
+        for (name, features, ran, want) in cases {
+            assert_eq!(acceleration(x86, Some(features), fast, ran), want, "{name}");
         }
     }
 

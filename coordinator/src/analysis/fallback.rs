@@ -11,7 +11,7 @@
 //! disabled, any of them is.
 
 use cipherfleet_core::algorithm::{Algorithm, Cipher, Mode};
-use cipherfleet_core::path::Flavour;
+use cipherfleet_core::path::{Backends, Flavour, is_hardware};
 use cipherfleet_core::spec::KeyMode;
 use serde::Serialize;
 
@@ -103,6 +103,54 @@ impl Primitive {
     pub fn is_major(self) -> bool {
         matches!(self, Primitive::Aes | Primitive::Ghash)
     }
+
+    /// Every primitive, in the order findings list them.
+    pub const ALL: [Primitive; 4] = [Primitive::Aes, Primitive::Ghash, Primitive::ChaCha20, Primitive::Sha256];
+
+    /// The spelling an `unexplained-fallback` finding's subject uses.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Primitive::Aes => "aes",
+            Primitive::Ghash => "ghash",
+            Primitive::ChaCha20 => "chacha20",
+            Primitive::Sha256 => "sha256",
+        }
+    }
+
+    /// The primitive spelled `name` ([`Primitive::as_str`]).
+    pub fn named(name: &str) -> Option<Primitive> {
+        Primitive::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+
+    /// Whether this primitive ran on hardware by a worker's `backends`
+    /// ([`is_hardware`]); ChaCha20 counts Poly1305 too when `with_poly1305`
+    /// and the worker reported it (agents before measurement/2 did not, and
+    /// what is not known to have fallen back is not blamed).
+    pub fn ran_on_hardware(self, backends: &Backends, with_poly1305: bool) -> bool {
+        match self {
+            Primitive::Aes => is_hardware(&backends.aes),
+            Primitive::Ghash => is_hardware(&backends.ghash),
+            Primitive::ChaCha20 => {
+                is_hardware(&backends.chacha20)
+                    && (!with_poly1305 || backends.poly1305.as_deref().is_none_or(is_hardware))
+            }
+            Primitive::Sha256 => is_hardware(&backends.sha256),
+        }
+    }
+}
+
+/// Whether the facts give `primitive` its hardware path on `arch`: every
+/// feature it needs ([`hardware_features`]) is usable. `None` when `arch` has
+/// no hardware path for it (ChaCha20 on ARM: NEON is the baseline). The one
+/// rule behind a host's [`crate::analysis::acceleration`] and what an
+/// `unexplained-fallback` expects of it.
+pub fn usable_by_facts(arch: Option<&str>, usable: &[String], primitive: Primitive) -> Option<bool> {
+    let mut needs = hardware_features(arch)
+        .iter()
+        .filter(|(_, p)| *p == primitive)
+        .peekable();
+    needs.peek()?;
+    Some(needs.all(|(f, _)| has(usable, f)))
 }
 
 /// The CPU features the crates' hardware backends need on `arch`, and the

@@ -2,13 +2,14 @@
 //! with tables. Nothing here reads the database or knows a CPU by name —
 //! findings come from advertised/usable flags and measured numbers only.
 //!
-//! - [`acceleration`]: a host's acceleration status (accelerated, partial, software, unknown) from its facts.
+//! - [`acceleration`]: a host's acceleration status (accelerated, partial, software, unknown) from its facts and what its latest results ran.
 //! - [`robust`]: median and MAD, the statistics the detectors use.
 //! - [`fallback`]: why a host runs a primitive in software (DESIGN.md reasons 1–4) from its facts.
 //! - [`marks`]: emulated and simulated hosts, by label or (emulation) by facts: one rule for every page.
 //! - [`slow`]: accelerated paths that measure too slow (reason 5): near the
 //!   software path, below same-class peers, or dropped against own history.
 //! - [`software_speed`]: the fallback page's rule — an accelerated path that fell back or runs at software speed, and which findings explain it.
+//! - [`unexplained`]: an accelerated request whose worker ran a primitive in software the facts give hardware (`unexplained-fallback`).
 //! - [`series`]: reason 5 over stored results, one verdict per algorithm and kind.
 //! - [`changes`]: what changed in a host's facts between two snapshots.
 //! - [`class`]: machine classes (arch, CPU, usable crypto features, build) — peers, compare rows, capacity.
@@ -30,3 +31,4 @@ pub mod scaling;
 pub mod series;
 pub mod slow;
 pub mod software_speed;
+pub mod unexplained;

@@ -10,6 +10,10 @@
 //! Every detector needs a minimum number of results and both a relative drop
 //! and a robust z-score (median/MAD) past its threshold, so a healthy host
 //! with 10–20 % noise, one bad sample, or a class of one is never flagged.
+//! A drop too large to be noise — the latest result `big_drop_ratio` (3×) or
+//! more below the reference, and `min_z` robust σ below its spread — fires
+//! `below-peers` or `dropped-vs-history` from that one result, so a lost
+//! hardware path is not left waiting for three more nightly runs.
 
 use serde::Serialize;
 
@@ -72,6 +76,10 @@ pub struct Thresholds {
     /// Smallest payload judged by `near-software`: below it, per-call overhead
     /// (key schedule, tag, dispatch) dominates and both paths converge.
     pub near_software_min_size_bytes: u64,
+    /// The latest result alone counts once the reference is this many times it.
+    pub big_drop_ratio: f64,
+    /// Past results the one-result history comparison needs.
+    pub big_drop_min_baseline: usize,
 }
 
 impl Default for Thresholds {
@@ -85,6 +93,8 @@ impl Default for Thresholds {
             min_baseline: 5,
             recent: 3,
             near_software_min_size_bytes: 1024,
+            big_drop_ratio: 3.0,
+            big_drop_min_baseline: 3,
         }
     }
 }
@@ -111,11 +121,28 @@ pub fn near_software(accelerated: &[f64], software: &[f64], t: &Thresholds) -> O
         .then(|| finding(SlowKind::NearSoftware, a, s, None, (accelerated.len(), software.len())))
 }
 
-/// This host's median sits far below the median of its same-class peers' medians.
+/// `values` (their median) sit far below the median of `reference`, by both
+/// the relative drop and the robust z-score.
+fn below(kind: SlowKind, values: &[f64], reference: &[f64], t: &Thresholds) -> Option<SlowFinding> {
+    let (value, middle) = (median(values)?, median(reference)?);
+    let z = robust_z_below(value, reference)?;
+    (value < middle * (1.0 - t.min_drop) && z >= t.min_z)
+        .then(|| finding(kind, value, middle, Some(z), (values.len(), reference.len())))
+}
+
+/// The latest of `values` alone, `big_drop_ratio` times or more below the
+/// median of `reference` and `min_z` robust σ below its spread.
+fn one_big_drop(kind: SlowKind, values: &[f64], reference: &[f64], t: &Thresholds) -> Option<SlowFinding> {
+    let value = *values.last()?;
+    let middle = median(reference)?;
+    let z = robust_z_below(value, reference)?;
+    (value * t.big_drop_ratio <= middle && z >= t.min_z)
+        .then(|| finding(kind, value, middle, Some(z), (1, reference.len())))
+}
+
+/// This host's median sits far below the median of its same-class peers'
+/// medians, or its latest result alone is a drop too large to be noise.
 pub fn below_peers(host: &[f64], peers: &[Vec<f64>], t: &Thresholds) -> Option<SlowFinding> {
-    if host.len() < t.min_results {
-        return None;
-    }
     let peer_medians: Vec<f64> = peers
         .iter()
         .filter(|p| p.len() >= t.min_results)
@@ -124,35 +151,28 @@ pub fn below_peers(host: &[f64], peers: &[Vec<f64>], t: &Thresholds) -> Option<S
     if peer_medians.len() < t.min_peers {
         return None;
     }
-    let (value, reference) = (median(host)?, median(&peer_medians)?);
-    let z = robust_z_below(value, &peer_medians)?;
-    (value < reference * (1.0 - t.min_drop) && z >= t.min_z).then(|| {
-        finding(
-            SlowKind::BelowPeers,
-            value,
-            reference,
-            Some(z),
-            (host.len(), peer_medians.len()),
-        )
-    })
+    let kind = SlowKind::BelowPeers;
+    (host.len() >= t.min_results)
+        .then(|| below(kind, host, &peer_medians, t))
+        .flatten()
+        .or_else(|| one_big_drop(kind, host, &peer_medians, t))
 }
 
-/// The latest `recent` results (chronological order) fell against the ones before.
+/// The latest `recent` results (chronological order) fell against the ones
+/// before, or the latest alone fell too far to be noise.
 pub fn dropped_vs_history(history: &[f64], t: &Thresholds) -> Option<SlowFinding> {
-    if history.len() < t.min_baseline + t.recent || t.recent == 0 {
-        return None;
-    }
-    let (baseline, recent) = history.split_at(history.len() - t.recent);
-    let (value, reference) = (median(recent)?, median(baseline)?);
-    let z = robust_z_below(value, baseline)?;
-    (value < reference * (1.0 - t.min_drop) && z >= t.min_z).then(|| {
-        finding(
-            SlowKind::DroppedVsHistory,
-            value,
-            reference,
-            Some(z),
-            (recent.len(), baseline.len()),
-        )
+    let kind = SlowKind::DroppedVsHistory;
+    let usual = (t.recent > 0 && history.len() >= t.min_baseline + t.recent)
+        .then(|| {
+            let (baseline, recent) = history.split_at(history.len() - t.recent);
+            below(kind, recent, baseline, t)
+        })
+        .flatten();
+    usual.or_else(|| {
+        let (baseline, latest) = history.split_at(history.len().checked_sub(1)?);
+        (baseline.len() >= t.big_drop_min_baseline)
+            .then(|| one_big_drop(kind, latest, baseline, t))
+            .flatten()
     })
 }
 
@@ -253,7 +273,12 @@ mod tests {
                 vec![vec![2000.0], vec![2100.0], vec![1900.0]],
                 false,
             ),
-            ("too few results on the host", vec![650.0, 640.0], peers.clone(), false),
+            (
+                "too few results on the host, half the peers' speed",
+                vec![1000.0, 990.0],
+                peers.clone(),
+                false,
+            ),
         ];
         for (name, host, peers, flagged) in cases {
             let f = below_peers(&host, &peers, &t);
@@ -261,6 +286,79 @@ mod tests {
             if let Some(f) = f {
                 assert_eq!(f.kind, SlowKind::BelowPeers);
                 assert!(f.ratio < 0.4, "{f:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_result_too_far_below_to_be_noise_fires_alone() {
+        let t = Thresholds::default();
+        let peers = vec![noisy(2000.0, 0.15, 5), noisy(2100.0, 0.2, 5), noisy(1900.0, 0.1, 5)];
+        let wide_peers = vec![vec![3000.0; 3], vec![600.0; 3], vec![2000.0; 3]];
+        let with = |history: Vec<f64>, latest: &[f64]| [history, latest.to_vec()].concat();
+        // name, the host's results (latest last), peers, kind expected from them.
+        type Case = (&'static str, Vec<f64>, Vec<Vec<f64>>, Option<SlowKind>);
+        let cases: Vec<Case> = vec![
+            (
+                "one result, 58× below peers",
+                vec![23.0],
+                peers.clone(),
+                Some(SlowKind::BelowPeers),
+            ),
+            (
+                "one result, 3× below peers",
+                vec![660.0],
+                peers.clone(),
+                Some(SlowKind::BelowPeers),
+            ),
+            (
+                "one result, 2.5× below peers: noise until it repeats",
+                vec![800.0],
+                peers.clone(),
+                None,
+            ),
+            (
+                "3× below peers whose spread is that wide",
+                vec![600.0],
+                wide_peers,
+                None,
+            ),
+            (
+                "one result 58× below its own past, no peers",
+                with(noisy(1342.0, 0.15, 3), &[23.0]),
+                vec![],
+                Some(SlowKind::DroppedVsHistory),
+            ),
+            (
+                "2.5× below its own past: waits for the 3-result rule",
+                with(noisy(1342.0, 0.15, 6), &[540.0]),
+                vec![],
+                None,
+            ),
+            (
+                "too little past for one result",
+                vec![1342.0, 1300.0, 23.0],
+                vec![],
+                None,
+            ),
+            (
+                "a past as noisy as the drop",
+                with(vec![3000.0, 900.0, 2000.0, 600.0, 1500.0, 400.0], &[300.0]),
+                vec![],
+                None,
+            ),
+            (
+                "recovered: the latest is normal again",
+                with(noisy(1342.0, 0.15, 5), &[23.0, 1350.0]),
+                vec![],
+                None,
+            ),
+        ];
+        for (name, host, peers, want) in cases {
+            let got = below_peers(&host, &peers, &t).or_else(|| dropped_vs_history(&host, &t));
+            assert_eq!(got.map(|f| f.kind), want, "{name}: {got:?}");
+            if let Some(f) = got {
+                assert!(f.ratio <= 1.0 / t.big_drop_ratio, "{name}: {f:?}");
             }
         }
     }

@@ -124,7 +124,8 @@ pub fn judge(
 /// `key_mode` running slow on its host: a slow-path finding only its own
 /// algorithm; a missing or hidden feature (the subject) what uses its
 /// primitive (AES, GHASH, ChaCha20/Poly1305, SHA-256); disabled AVX state
-/// what uses it (GCM's GHASH, ChaCha20's vector code); a software build
+/// what uses it (GCM's GHASH, ChaCha20's vector code); a primitive that
+/// ran in software against the facts what uses it; a software build
 /// everything with a hardware path.
 pub fn explains(reason: &str, subject: &str, algorithm: Algorithm, key_mode: KeyMode) -> bool {
     if reason == "slow-accelerated" {
@@ -132,6 +133,8 @@ pub fn explains(reason: &str, subject: &str, algorithm: Algorithm, key_mode: Key
     }
     match reason {
         // Findings stored before one per feature list several: any counts.
+        // The primitive that ran in software against the facts.
+        super::unexplained::REASON => Primitive::named(subject).is_some_and(|p| p.used_by(algorithm, key_mode)),
         "cpu-lacks" | "hypervisor-masks" => subject
             .split(',')
             .filter_map(|f| primitive_of(f.trim()))
@@ -399,6 +402,10 @@ mod tests {
             ("os-disabled", "avx-state", "aes-128-cbc", s, false),
             ("slow-accelerated", "aes-128-gcm", "aes-128-gcm", s, true),
             ("slow-accelerated", "aes-128-gcm", "aes-256-gcm", s, false),
+            ("unexplained-fallback", "aes", "aes-128-cbc", s, true),
+            ("unexplained-fallback", "ghash", "aes-128-cbc", s, false),
+            ("unexplained-fallback", "ghash", "aes-256-gcm", s, true),
+            ("unexplained-fallback", "chacha20", "chacha20-poly1305", s, true),
         ];
         for (reason, subject, alg, key_mode, want) in cases {
             assert_eq!(

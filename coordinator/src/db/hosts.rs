@@ -11,7 +11,9 @@ use sqlx::{PgExecutor, PgPool};
 use super::Result;
 use super::snapshots::{self, NormalisedFacts};
 use crate::analysis::acceleration::{Acceleration, acceleration};
+use crate::analysis::fallback::Primitive;
 use crate::analysis::marks::{self, EmulationFacts};
+use crate::analysis::unexplained;
 
 /// Operator labels used by campaign selectors, e.g. `class = storage-gen3`.
 pub type Labels = BTreeMap<String, String>;
@@ -149,6 +151,9 @@ pub struct HostWithFacts {
     pub build_flavour: Option<String>,
     pub hypervisor: Option<String>,
     pub cpuinfo_foreign: Option<bool>,
+    /// Primitives its latest results ran in software against its facts: the
+    /// subjects of its open `unexplained-fallback` findings.
+    pub ran_in_software: Vec<String>,
 }
 
 impl HostWithFacts {
@@ -166,10 +171,16 @@ impl HostWithFacts {
         marks::is_marked(&self.host.labels.0, marks::SIMULATED_LABEL)
     }
 
-    /// The host's [`Acceleration`] by the one rule in [`crate::analysis::acceleration`].
+    /// The host's [`Acceleration`] by the one rule in [`crate::analysis::acceleration`]:
+    /// its facts, and what its latest results ran.
     pub fn acceleration(&self) -> Acceleration {
         let flavour = self.build_flavour.as_deref().and_then(|f| f.parse::<Flavour>().ok());
-        acceleration(self.arch.as_deref(), self.features_usable.as_deref(), flavour)
+        let ran: Vec<Primitive> = self
+            .ran_in_software
+            .iter()
+            .filter_map(|p| Primitive::named(p))
+            .collect();
+        acceleration(self.arch.as_deref(), self.features_usable.as_deref(), flavour, &ran)
     }
 }
 
@@ -178,9 +189,12 @@ pub async fn list_with_facts(db: impl PgExecutor<'_>) -> Result<Vec<HostWithFact
     Ok(sqlx::query_as(
         "SELECT h.id, h.name, h.labels, h.first_seen, h.last_seen, h.current_snapshot_id, \
              s.arch, s.cpu_model_name, s.kernel_release, s.logical_cores, s.features_usable, s.build_flavour, \
-             s.hypervisor, s.cpuinfo_foreign \
+             s.hypervisor, s.cpuinfo_foreign, \
+             ARRAY(SELECT f.subject FROM findings f WHERE f.host_id = h.id AND f.status = 'open' \
+                 AND f.reason = $1 ORDER BY f.subject) AS ran_in_software \
          FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id ORDER BY h.name",
     )
+    .bind(unexplained::REASON)
     .fetch_all(db)
     .await?)
 }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use cipherfleet_core::path::Path;
 use sqlx::PgExecutor;
 use sqlx::types::Json;
 
@@ -11,6 +12,7 @@ use super::Result;
 use super::hosts::Labels;
 use super::snapshots::Snapshot;
 use crate::analysis::series::Observation;
+use crate::analysis::unexplained::Ran;
 
 /// A host's labels and current facts snapshot: what the deriver judges it by.
 #[derive(Debug, sqlx::FromRow)]
@@ -66,6 +68,27 @@ pub async fn latest_points(
     .bind(hosts)
     .bind(algorithms)
     .bind(per_series)
+    .fetch_all(db)
+    .await?)
+}
+
+/// The latest result of every accelerated-path point of `hosts` (from
+/// `result_points`, so hosts × points rows however many results are stored),
+/// with the backends its worker reported: what `unexplained-fallback` and a
+/// host's acceleration status judge.
+pub async fn latest_accelerated(db: impl PgExecutor<'_>, hosts: &[i64]) -> Result<Vec<Ran>> {
+    if hosts.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(sqlx::query_as(
+        "SELECT p.host_id, p.result_id, p.algorithm, p.direction, p.size_bytes, p.threads, p.concurrency, \
+             p.key_mode, p.path, p.path_used, p.throughput_mb_s, p.measured_at AS created_at, r.snapshot_id, \
+             NULLIF(r.measurement->'backends', 'null'::jsonb) AS backends \
+         FROM result_points p JOIN results r ON r.id = p.result_id \
+         WHERE p.host_id = ANY($1) AND p.path = $2 ORDER BY p.host_id, p.measured_at, p.result_id",
+    )
+    .bind(hosts)
+    .bind(Path::Accelerated.as_str())
     .fetch_all(db)
     .await?)
 }

@@ -9,10 +9,11 @@ use serde_json::{Value, json};
 
 use crate::analysis::changes;
 use crate::analysis::class::MachineClass;
-use crate::analysis::fallback::{self, HostCrypto, Reason, primitive_of};
+use crate::analysis::fallback::{self, HostCrypto, Reason, hardware_features, primitive_of};
 use crate::analysis::marks;
 use crate::analysis::series::{self, HostSeries, SeriesVerdict, SlowVerdict};
 use crate::analysis::slow::{SlowKind, Thresholds};
+use crate::analysis::unexplained::{self, Promise, Ran, Unexplained};
 use crate::db::findings::{NewFinding, Severity};
 use crate::db::series::CurrentFacts;
 use crate::db::snapshots::{self, Snapshot};
@@ -32,14 +33,25 @@ pub(super) enum Anchor {
     Facts(Reason),
     /// The flagged series: its last good result.
     Series(Box<SeriesVerdict>),
+    /// The results that ran in software: the oldest dates it, the newest's
+    /// snapshot is compared with the one before it.
+    Results {
+        first: DateTime<Utc>,
+        snapshot: Option<i64>,
+    },
 }
 
-/// The findings that hold for `host` now.
+/// Results listed in an `unexplained-fallback` finding's evidence.
+const EVIDENCE_RESULTS: usize = 10;
+
+/// The findings that hold for `host` now; `latest` is its latest
+/// accelerated result per point (for `unexplained-fallback`).
 pub(super) fn for_host(
     host: &CurrentFacts,
     fleet: &[HostCrypto],
     mine: &HostSeries,
     peers: &[&HostSeries],
+    latest: &[Ran],
     only: Option<&BTreeSet<String>>,
     t: &Thresholds,
 ) -> Vec<Derived> {
@@ -84,6 +96,14 @@ pub(super) fn for_host(
             anchor: Anchor::Facts(f.reason),
         });
     }
+    let promise = Promise {
+        arch: facts.arch.as_deref(),
+        usable: &facts.features_usable,
+        build_flavour: me.build_flavour,
+    };
+    for u in unexplained::unexplained(promise, latest) {
+        out.push(unexplained_finding(host, &u, emulated));
+    }
     let slow = series::slow_verdicts(host.host_id(), mine, peers, t);
     for v in slow
         .into_iter()
@@ -92,6 +112,105 @@ pub(super) fn for_host(
         out.push(slow_finding(v, emulated, t));
     }
     out
+}
+
+fn unexplained_finding(host: &CurrentFacts, u: &Unexplained, emulated: bool) -> Derived {
+    let facts = &host.snapshot.columns;
+    let needs: Vec<&str> = hardware_features(facts.arch.as_deref())
+        .iter()
+        .filter(|(_, p)| *p == u.primitive)
+        .map(|(f, _)| *f)
+        .collect();
+    let result_json = |r: &&Ran| {
+        json!({
+            "result_id": r.result_id,
+            "series": r.point,
+            "path_used": r.path_used,
+            "backends": r.backends.as_ref().map(|b| &b.0),
+            "throughput_mb_s": r.throughput_mb_s,
+            "created_at": r.created_at,
+            "snapshot_id": r.snapshot_id,
+        })
+    };
+    let evidence = json!({
+        "primitive": u.primitive.as_str(),
+        "features_needed": needs,
+        "usable": facts.features_usable,
+        "advertised": facts.features_advertised,
+        "build_flavour": facts.build_flavour,
+        "agent_version": facts.agent_version,
+        "hypervisor": facts.hypervisor,
+        "snapshot_id": host.snapshot.id,
+        "results_in_software": u.in_software.len(),
+        "results_checked": u.checked,
+        "results": u.in_software.iter().take(EVIDENCE_RESULTS).map(result_json).collect::<Vec<_>>(),
+        "emulated": emulated,
+    });
+    let newest = u.in_software[0];
+    let oldest = u.in_software[u.in_software.len() - 1];
+    let s = &newest.point;
+    let backend = newest
+        .backends
+        .as_ref()
+        .map(|b| {
+            format!(
+                "worker backends aes={} ghash={} chacha20={} sha256={}",
+                b.aes, b.ghash, b.chacha20, b.sha256
+            )
+        })
+        .unwrap_or_else(|| format!("path used {}", newest.path_used));
+    let text = format!(
+        "{} ran in software in {} of {} latest accelerated results (e.g. {} {} B {}: {backend}, {:.0} MB/s) \
+         although the facts show {} usable in an accelerated build: something between the probe and the \
+         worker (an emulator, a hypervisor, a library) took the hardware path away.",
+        u.primitive.what(),
+        u.in_software.len(),
+        u.checked,
+        s.algorithm,
+        s.size_bytes,
+        s.direction,
+        newest.throughput_mb_s,
+        needs.join(", "),
+    );
+    Derived {
+        finding: NewFinding {
+            host_id: host.host_id(),
+            reason: unexplained::REASON.into(),
+            kind: None,
+            subject: u.primitive.as_str().into(),
+            severity: Severity::Critical,
+            first_seen: None,
+            evidence,
+            fact_changes: json!({}),
+            summary: if emulated {
+                format!("{text}{EMULATED_NOTE}")
+            } else {
+                text
+            },
+        },
+        anchor: Anchor::Results {
+            first: oldest.created_at,
+            snapshot: newest.snapshot_id,
+        },
+    }
+}
+
+/// First-seen and fact changes of a new `unexplained-fallback`: its oldest
+/// result in software, and the change into the snapshot its newest one ran on
+/// (often none: the facts did not move, which is the point).
+pub(super) fn anchor_results(
+    first: DateTime<Utc>,
+    snapshot: Option<i64>,
+    history: &[Snapshot],
+) -> (Option<DateTime<Utc>>, Value) {
+    let at = snapshot
+        .and_then(|id| history.iter().position(|s| s.id == id))
+        .or(history.len().checked_sub(1));
+    let Some(at) = at else {
+        return (Some(first), json!({}));
+    };
+    let before = at.checked_sub(1).map(|i| &history[i]);
+    (Some(first), fact_changes(before, &history[at]))
 }
 
 fn slow_finding(v: SlowVerdict, emulated: bool, t: &Thresholds) -> Derived {
@@ -127,6 +246,8 @@ fn slow_finding(v: SlowVerdict, emulated: bool, t: &Thresholds) -> Derived {
             "min_z": t.min_z,
             "min_baseline": t.min_baseline,
             "recent": t.recent,
+            "big_drop_ratio": t.big_drop_ratio,
+            "big_drop_min_baseline": t.big_drop_min_baseline,
         },
         "emulated": emulated,
     });
@@ -230,12 +351,21 @@ fn slow_summary(v: &SlowVerdict, emulated: bool) -> String {
     let s = &h.series;
     let point = format!("{} {} B {}", s.algorithm, s.size_bytes, s.direction);
     let (value, reference, ratio) = (h.finding.value_mb_s, h.finding.reference_mb_s, h.finding.ratio);
+    // A drop too large to be noise fires from one result: say so.
+    let one = if h.finding.results == 1 {
+        " in its latest result"
+    } else {
+        ""
+    };
     let comparison = match v.kind {
         SlowKind::NearSoftware => {
             format!("the accelerated path runs at {ratio:.2}× the software path ({value:.0} vs {reference:.0} MB/s)")
         }
         SlowKind::BelowPeers => {
-            format!("{value:.0} MB/s is {ratio:.2}× the median of same-class hosts ({reference:.0} MB/s)")
+            format!("{value:.0} MB/s{one} is {ratio:.2}× the median of same-class hosts ({reference:.0} MB/s)")
+        }
+        SlowKind::DroppedVsHistory if h.finding.results == 1 => {
+            format!("{value:.0} MB/s in its latest result, {ratio:.2}× its own earlier {reference:.0} MB/s")
         }
         SlowKind::DroppedVsHistory => {
             format!("{value:.0} MB/s recently, {ratio:.2}× its own earlier {reference:.0} MB/s")

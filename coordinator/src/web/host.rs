@@ -24,6 +24,7 @@ use super::paging::{Pager, parse_id};
 use super::svg::{LineChart, XAxis, time_x};
 use super::{WebError, WebState, format};
 use crate::analysis::acceleration::Acceleration;
+use crate::analysis::unexplained;
 use crate::db::findings::{self, Finding};
 use crate::db::host_results::{self, HostResult, ThroughputSample};
 use crate::db::hosts::{self, Host, HostWithFacts};
@@ -217,6 +218,7 @@ async fn page(
         .iter()
         .find(|s| Some(s.id) == host.current_snapshot_id)
         .or(history.last());
+    let findings = findings::list_for_host(&state.pool, host.id).await?;
     // The acceleration verdict is the shared one, over the current facts.
     let with_facts = HostWithFacts {
         host: host.clone(),
@@ -228,8 +230,13 @@ async fn page(
         build_flavour: current.and_then(|s| s.columns.build_flavour.clone()),
         hypervisor: current.and_then(|s| s.columns.hypervisor.clone()),
         cpuinfo_foreign: current.and_then(|s| s.columns.cpuinfo_foreign),
+        // What its latest results ran, as the hosts list reads it.
+        ran_in_software: findings
+            .iter()
+            .filter(|f| f.status == "open" && f.reason == unexplained::REASON)
+            .map(|f| f.subject.clone())
+            .collect(),
     };
-    let findings = findings::list_for_host(&state.pool, host.id).await?;
 
     let total = host_results::count(&state.pool, host.id).await?;
     let pager = Pager::new(page, PER_PAGE, total as u64);

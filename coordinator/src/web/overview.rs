@@ -257,6 +257,7 @@ mod tests {
             build_flavour: Some("accelerated".into()),
             hypervisor: None,
             cpuinfo_foreign: None,
+            ran_in_software: Vec::new(),
         }
     }
 

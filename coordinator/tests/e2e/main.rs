@@ -10,6 +10,7 @@ mod chromium;
 #[allow(dead_code)]
 #[path = "../db/helpers.rs"]
 mod db_helpers;
+mod detection;
 mod faults;
 mod findings;
 mod html;

@@ -64,6 +64,7 @@ const COVERED: &[&str] = &[
     "results::record",
     "results::stored",
     "series::current_facts",
+    "series::latest_accelerated",
     "series::latest_points",
     "sessions::close",
     "sessions::close_all_open",

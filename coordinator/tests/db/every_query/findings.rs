@@ -131,4 +131,29 @@ async fn findings_and_the_series_they_come_from_read_back_as_stored() {
     assert!(no_algorithms.is_empty(), "{no_algorithms:?}");
     let no_hosts = series::latest_points(pool, &[], None, 5).await.unwrap();
     assert!(no_hosts.is_empty(), "{no_hosts:?}");
+
+    // What ran last at each accelerated point, with the worker's backends.
+    let ran = series::latest_accelerated(pool, &[f.bench, f.vm]).await.unwrap();
+    let asked_accelerated: Vec<(i64, i64)> = [
+        &f.bench_accelerated,
+        &f.bench_software,
+        &f.bench_chacha,
+        &f.vm_fell_back,
+    ]
+    .into_iter()
+    .filter(|s| s.point.path == cipherfleet_core::path::Path::Accelerated)
+    .map(|s| (s.host_id, s.result))
+    .collect();
+    assert_eq!(
+        ran.iter().map(|r| (r.host_id, r.result_id)).collect::<Vec<_>>(),
+        asked_accelerated
+    );
+    let fell_back = ran.iter().find(|r| r.result_id == f.vm_fell_back.result).unwrap();
+    assert_eq!(fell_back.path_used, f.vm_fell_back.path_used());
+    assert_eq!(fell_back.snapshot_id, Some(f.vm_snapshot));
+    assert_eq!(
+        fell_back.backends.as_ref().map(|b| &b.0),
+        f.vm_fell_back.measurement.backends.as_ref()
+    );
+    assert!(series::latest_accelerated(pool, &[]).await.unwrap().is_empty());
 }

@@ -1,0 +1,226 @@
+//! Detection that does not wait: two identical native agents run a small
+//! campaign; one is restarted with its benchmark workers under an emulated
+//! Nehalem (`CIPHERFLEET_WORKER_PREFIX`), so its facts still show AES-NI
+//! while its workers run AES and GHASH in software. After one more campaign
+//! the coordinator must say so — an `unexplained-fallback` finding that
+//! `check` fails on and `/metrics` counts — and stop counting the host as
+//! accelerated on the overview and `/hosts`.
+//!
+//! Needs x86-64 and `qemu-x86_64-static`; skips loudly without them, or when
+//! this machine's own CPU does not show AES-NI and CLMUL to begin with.
+
+use std::process::Command;
+use std::time::Duration;
+
+use cipherfleet_coordinator::db::findings::{self, Finding};
+use serde_json::Value;
+
+use crate::app::{ADMIN_TOKEN, App, spawn_app, wait_for};
+use crate::html::between;
+
+const NEHALEM: &str = "qemu-x86_64-static -cpu Nehalem";
+const ALGORITHMS: [&str; 2] = ["aes-256-gcm", "aes-128-cbc"];
+
+/// Why the test cannot run here, if it cannot.
+fn unsuitable_machine() -> Option<&'static str> {
+    if std::env::consts::ARCH != "x86_64" {
+        return Some("not x86-64: the emulated CPU is an x86-64 Nehalem");
+    }
+    let qemu = Command::new("qemu-x86_64-static").arg("--version").output();
+    if !qemu.is_ok_and(|o| o.status.success()) {
+        return Some("qemu-x86_64-static is missing: run deploy/install-deps.sh");
+    }
+    None
+}
+
+/// `check --format json` against the app: (exit code, JSON).
+fn check(app: &App) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"))
+        .args(["check", "--coordinator", &app.url(), "--format", "json"])
+        .env("CIPHERFLEET_ADMIN_TOKEN", ADMIN_TOKEN)
+        .output()
+        .expect("running check");
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check printed no JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), json)
+}
+
+/// The value of one sample of a Prometheus text page (0 when absent).
+fn sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .map_or(0.0, |v| v.parse().unwrap())
+}
+
+/// Each host's acceleration status, as `/api/v1/hosts` reports it.
+async fn statuses(app: &App) -> Vec<(String, String)> {
+    let hosts = app.get("/api/v1/hosts").await;
+    assert_eq!(hosts.status, 200, "{}", hosts.body);
+    let rows: Vec<Value> = serde_json::from_str(&hosts.body).unwrap();
+    let mut s: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().into(),
+                r["acceleration"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    s.sort();
+    s
+}
+
+async fn run_campaign(app: &App, name: &str) {
+    let id = app
+        .start_campaign(name, crate::app::matrix(&ALGORITHMS, &[1024], 0.05))
+        .await;
+    let status = app.wait_finished(&id, Duration::from_secs(120)).await;
+    let overall = status.overall.unwrap();
+    assert_eq!((overall.done, overall.failed), (4, 0), "{:?}", status.failures);
+}
+
+fn unexplained<'a>(open: &'a [Finding], host: &str) -> Vec<&'a Finding> {
+    open.iter()
+        .filter(|f| f.host_name == host && f.reason == "unexplained-fallback")
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_losing_aes_ni_under_intact_facts_are_found_after_one_campaign() {
+    if let Some(why) = unsuitable_machine() {
+        eprintln!("\n!!! SKIPPED workers_losing_aes_ni_under_intact_facts_are_found_after_one_campaign: {why}\n");
+        return;
+    }
+    let mut app = spawn_app().await;
+    app.spawn_agent("e2e-steady", &[]);
+    let restarted = app.spawn_agent("e2e-moved", &[]);
+    app.wait_online(2).await;
+    let native = [
+        ("e2e-moved".to_string(), "accelerated".to_string()),
+        ("e2e-steady".to_string(), "accelerated".to_string()),
+    ];
+    if statuses(&app).await != native {
+        eprintln!(
+            "\n!!! SKIPPED workers_losing_aes_ni_under_intact_facts_are_found_after_one_campaign: this CPU is not accelerated by its facts\n"
+        );
+        return;
+    }
+
+    // A healthy run: what ran is what the facts promise.
+    run_campaign(&app, "before").await;
+    let ran: Vec<(String, String)> =
+        sqlx::query_as("SELECT DISTINCT path_used, measurement->'backends'->>'aes' FROM results")
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        ran,
+        [("accelerated".to_string(), "aes-ni".to_string())],
+        "native workers"
+    );
+
+    // Restarted with its workers on an emulated CPU without AES-NI or CLMUL;
+    // the daemon, and so its facts, stay native.
+    app.kill_agent(restarted);
+    let mut moved = app.agent_command("e2e-moved");
+    moved.env("CIPHERFLEET_WORKER_PREFIX", NEHALEM);
+    let child = moved.spawn().expect("restarting the agent");
+    app.track_agent(child);
+    wait_for("the restarted agent's session", Duration::from_secs(30), || async {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM agent_sessions s JOIN hosts h ON h.id = s.host_id \
+             WHERE h.name = 'e2e-moved'",
+        )
+        .fetch_one(&app.pool)
+        .await
+        .ok()?;
+        (n >= 2).then_some(())
+    })
+    .await;
+    app.wait_online(2).await;
+    run_campaign(&app, "after").await;
+
+    // The campaign's end triggers a fleet pass: one finding per lost primitive.
+    let open = wait_for("the unexplained fallback", Duration::from_secs(20), || async {
+        let open = findings::list_open(&app.pool).await.ok()?;
+        (unexplained(&open, "e2e-moved").len() == 2).then_some(open)
+    })
+    .await;
+    let found = unexplained(&open, "e2e-moved");
+    let subjects: Vec<&str> = found.iter().map(|f| f.subject.as_str()).collect();
+    assert_eq!(subjects, ["aes", "ghash"], "{open:#?}");
+    assert!(found.iter().all(|f| f.severity.as_str() == "critical"), "{found:#?}");
+    let aes = found[0];
+    assert_eq!(aes.evidence["results_in_software"], 2, "{}", aes.evidence);
+    let usable: Vec<&str> = aes.evidence["usable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        usable.contains(&"aes"),
+        "the probe's facts show AES-NI: {}",
+        aes.evidence
+    );
+    assert_eq!(
+        aes.evidence["results"][0]["backends"]["aes"], "soft",
+        "{}",
+        aes.evidence
+    );
+    assert!(aes.summary.contains("AES ran in software"), "{}", aes.summary);
+    assert!(unexplained(&open, "e2e-steady").is_empty(), "{open:#?}");
+
+    // `check` fails, naming it.
+    let (code, listed) = check(&app);
+    assert_eq!(code, 1, "{listed}");
+    assert!(
+        listed.as_array().unwrap().iter().any(|f| f["host_name"] == "e2e-moved"
+            && f["reason"] == "unexplained-fallback"
+            && f["subject"] == "aes"
+            && f["severity"] == "critical"),
+        "{listed}"
+    );
+
+    // `/metrics` counts it, and the host is no longer accelerated.
+    let metrics = app.get("/metrics").await;
+    assert_eq!(metrics.status, 200, "{}", metrics.body);
+    let m = &metrics.body;
+    let open_series = "cipherfleet_findings_open{reason=\"unexplained-fallback\",severity=\"critical\"}";
+    assert_eq!(sample(m, open_series), 2.0, "{m}");
+    assert_eq!(
+        sample(m, "cipherfleet_hosts_with_findings{reason=\"unexplained-fallback\"}"),
+        1.0
+    );
+    assert_eq!(
+        sample(m, "cipherfleet_hosts_by_acceleration{status=\"accelerated\"}"),
+        1.0
+    );
+    assert_eq!(sample(m, "cipherfleet_hosts_by_acceleration{status=\"software\"}"), 1.0);
+
+    assert_eq!(
+        statuses(&app).await,
+        [
+            ("e2e-moved".to_string(), "software".to_string()),
+            ("e2e-steady".to_string(), "accelerated".to_string()),
+        ]
+    );
+    let hosts = app.get("/hosts").await;
+    let row = between(&hosts.body, "<tr data-host=\"e2e-moved\">", "</tr>");
+    assert!(row.contains("status-software\">software</span>"), "{row}");
+    let overview = app.get("/").await;
+    let counts = between(&overview.body, "<p id=\"acceleration\">", "</p>");
+    assert!(counts.contains("1 accelerated</span>"), "{counts}");
+    assert!(counts.contains("1 software</span>"), "{counts}");
+
+    // The fallback page names the finding that explains the software run.
+    let page = app.get("/fallback?size=1024").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("unexplained-fallback"), "{}", page.body);
+}
