@@ -11,6 +11,7 @@
 //! - [`software_speed`]: the fallback page's rule — an accelerated path that fell back or runs at software speed, and which findings explain it.
 //! - [`unexplained`]: an accelerated request whose worker ran a primitive in software the facts give hardware (`unexplained-fallback`).
 //! - [`series`]: reason 5 over stored results, one verdict per algorithm and kind.
+//! - [`campaign_change`]: one point's change between two campaigns, with its robust z-score.
 //! - [`changes`]: what changed in a host's facts between two snapshots.
 //! - [`class`]: machine classes (arch, CPU, usable crypto features, build) — peers, compare rows, capacity.
 //! - [`cells`]: what a cell of `/compare` shows over its results, and its colour.
@@ -20,6 +21,7 @@
 //! [`crate::findings`] runs these over the database and stores the findings.
 
 pub mod acceleration;
+pub mod campaign_change;
 pub mod capacity;
 pub mod cells;
 pub mod changes;

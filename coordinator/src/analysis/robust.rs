@@ -10,12 +10,17 @@ pub use cipherfleet_core::stats::{mad, median};
 /// the median stands in for a MAD of zero, so identical references do not
 /// make every small difference infinitely significant.
 pub fn robust_z_below(x: f64, reference: &[f64]) -> Option<f64> {
+    robust_z(x, reference).map(|z| -z)
+}
+
+/// [`robust_z_below`] signed the other way: positive above the median.
+pub fn robust_z(x: f64, reference: &[f64]) -> Option<f64> {
     let m = median(reference)?;
     let sigma = (1.4826 * mad(reference)?).max(0.02 * m.abs());
     if sigma == 0.0 {
         return None;
     }
-    Some((m - x) / sigma)
+    Some((x - m) / sigma)
 }
 
 #[cfg(test)]
@@ -43,6 +48,7 @@ mod tests {
         let z = robust_z_below(99.0, &same).unwrap();
         assert!((z - 0.5).abs() < 1e-9, "{z}");
         assert!(robust_z_below(50.0, &same).unwrap() > 20.0);
+        assert_eq!(robust_z(101.0, &same), Some(-robust_z_below(101.0, &same).unwrap()));
         assert_eq!(robust_z_below(1.0, &[]), None);
     }
 }

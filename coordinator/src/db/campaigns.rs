@@ -272,3 +272,15 @@ pub async fn ended_within(db: impl PgExecutor<'_>, seconds: f64) -> Result<Vec<i
             .await?,
     )
 }
+
+/// The campaign created just before `campaign_id`, if any: what its page
+/// offers to compare with.
+pub async fn previous(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<Option<i64>> {
+    Ok(sqlx::query_scalar(
+        "SELECT p.id FROM campaigns c JOIN campaigns p ON (p.created_at, p.id) < (c.created_at, c.id) \
+         WHERE c.id = $1 ORDER BY p.created_at DESC, p.id DESC LIMIT 1",
+    )
+    .bind(campaign_id)
+    .fetch_optional(db)
+    .await?)
+}

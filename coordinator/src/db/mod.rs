@@ -13,11 +13,13 @@
 //! - [`matrix`]: the compare and modes pages' reads of those points.
 //! - [`capacity`]: per-class measurements at one size, for the capacity planner.
 //! - [`findings`]: derived findings, open and resolved, and their counts.
-//! - [`series`]: what the finding deriver reads — current facts, latest results per series.
+//! - [`series`]: what the finding deriver reads — current facts, latest results per series, what ran last per accelerated point.
+//! - [`campaign_compare`]: two campaigns' results per host and point, side by side.
 //! - [`campaign_summaries`]: campaigns with their job counts, as the report lists them.
 //! - [`host_results`]: a host's results page by page, and its key algorithms over time.
 //! - [`fallback`]: both paths of each host side by side, and findings of any status (the fallback page).
 
+pub mod campaign_compare;
 pub mod campaign_summaries;
 pub mod campaigns;
 pub mod capacity;

@@ -135,6 +135,8 @@ struct CampaignPage {
     matrix: String,
     selector: String,
     refreshing: bool,
+    /// The campaign created before this one: "compare with the previous campaign".
+    previous: Option<i64>,
 }
 
 /// The campaign and its counts, or a 404 naming the id (400 for a non-number).
@@ -181,6 +183,7 @@ async fn page(State(state): State<WebState>, Path(raw_id): Path<String>) -> Resu
         suite: c.suite,
         started_by: c.started_by,
         refreshing,
+        previous: campaigns::previous(&state.pool, c.id).await?,
     };
     let html = Html(view.render()?);
     if refreshing {

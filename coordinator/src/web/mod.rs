@@ -6,7 +6,7 @@
 //! `overview` (`/`), `hosts` and `host` (+ `host_facts`: facts and their change
 //! history), `compare` (the matrix), `modes` (payload-size and thread curves),
 //! `fallback` (accelerated vs software path, findings), `capacity` (the
-//! planner), `campaigns` and `campaign`, `result` (`/api/v1/results/{id}`).
+//! planner), `campaigns`, `campaign` and `campaign_compare` (two campaigns' change per host and point), `result` (`/api/v1/results/{id}`).
 //! Shared by the pages:
 //! - [`error`]: [`WebError`], the one conversion of failures into responses.
 //! - [`api`]: `?format=json|csv` answers for every table.
@@ -25,6 +25,7 @@
 
 pub mod api;
 mod campaign;
+mod campaign_compare;
 mod campaigns;
 mod capacity;
 mod compare;
@@ -77,6 +78,7 @@ pub fn router(state: WebState) -> Router {
         .merge(overview::routes())
         .merge(campaigns::routes())
         .merge(campaign::routes())
+        .merge(campaign_compare::routes())
         .merge(capacity::routes())
         .fallback(not_found)
         .layer(axum::middleware::map_response(security_headers))

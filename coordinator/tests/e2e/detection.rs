@@ -76,13 +76,15 @@ async fn statuses(app: &App) -> Vec<(String, String)> {
     s
 }
 
-async fn run_campaign(app: &App, name: &str) {
+/// Runs the small campaign on both hosts; returns its id.
+async fn run_campaign(app: &App, name: &str) -> String {
     let id = app
         .start_campaign(name, crate::app::matrix(&ALGORITHMS, &[1024], 0.05))
         .await;
     let status = app.wait_finished(&id, Duration::from_secs(120)).await;
     let overall = status.overall.unwrap();
     assert_eq!((overall.done, overall.failed), (4, 0), "{:?}", status.failures);
+    id
 }
 
 fn unexplained<'a>(open: &'a [Finding], host: &str) -> Vec<&'a Finding> {
@@ -113,17 +115,12 @@ async fn workers_losing_aes_ni_under_intact_facts_are_found_after_one_campaign()
     }
 
     // A healthy run: what ran is what the facts promise.
-    run_campaign(&app, "before").await;
-    let ran: Vec<(String, String)> =
-        sqlx::query_as("SELECT DISTINCT path_used, measurement->'backends'->>'aes' FROM results")
-            .fetch_all(&app.pool)
-            .await
-            .unwrap();
-    assert_eq!(
-        ran,
-        [("accelerated".to_string(), "aes-ni".to_string())],
-        "native workers"
-    );
+    let before = run_campaign(&app, "before").await;
+    let ran: Vec<String> = sqlx::query_scalar("SELECT DISTINCT path_used FROM results")
+        .fetch_all(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(ran, ["accelerated"], "native workers");
 
     // Restarted with its workers on an emulated CPU without AES-NI or CLMUL;
     // the daemon, and so its facts, stay native.
@@ -144,12 +141,17 @@ async fn workers_losing_aes_ni_under_intact_facts_are_found_after_one_campaign()
     })
     .await;
     app.wait_online(2).await;
-    run_campaign(&app, "after").await;
+    let after = run_campaign(&app, "after").await;
 
-    // The campaign's end triggers a fleet pass: one finding per lost primitive.
+    // The campaign's end triggers a fleet pass: one finding per lost primitive,
+    // AES's naming both results (the first result alone opens it).
     let open = wait_for("the unexplained fallback", Duration::from_secs(20), || async {
         let open = findings::list_open(&app.pool).await.ok()?;
-        (unexplained(&open, "e2e-moved").len() == 2).then_some(open)
+        let found = unexplained(&open, "e2e-moved");
+        let both = found
+            .iter()
+            .any(|f| f.subject == "aes" && f.evidence["results_in_software"] == 2);
+        (found.len() == 2 && both).then_some(open)
     })
     .await;
     let found = unexplained(&open, "e2e-moved");
@@ -218,6 +220,55 @@ async fn workers_losing_aes_ni_under_intact_facts_are_found_after_one_campaign()
     let counts = between(&overview.body, "<p id=\"acceleration\">", "</p>");
     assert!(counts.contains("1 accelerated</span>"), "{counts}");
     assert!(counts.contains("1 software</span>"), "{counts}");
+
+    // The two campaigns side by side: the moved host's points fell, significantly,
+    // and ran in software; the campaign page links the comparison.
+    let campaign = app.get(&format!("/campaigns/{after}")).await;
+    let link = format!("href=\"/campaigns/{before}/compare/{after}\"");
+    assert!(campaign.body.contains(&link), "{}", campaign.body);
+    let compared = app.get(&format!("/campaigns/{before}/compare/{after}")).await;
+    assert_eq!(compared.status, 200, "{}", compared.body);
+    let moved_rows = compared.body.matches("<tr data-host=\"e2e-moved\"").count();
+    assert_eq!(moved_rows, 2, "{}", compared.body);
+    assert!(compared.body.contains("accelerated → software"), "{}", compared.body);
+    let api = app.get(&format!("/api/v1/campaigns/{before}/compare/{after}")).await;
+    let rows: Vec<Value> = serde_json::from_str(&api.body).unwrap();
+    assert_eq!(rows.len(), 4, "{rows:#?}");
+    for r in rows.iter().filter(|r| r["host"] == "e2e-moved") {
+        assert_eq!(
+            (&r["before_path_used"], &r["after_path_used"]),
+            (&"accelerated".into(), &"software".into())
+        );
+        // Debug builds on a shared machine measure a few ops per sample, so
+        // how significant the fall is depends on the earlier run's spread;
+        // the verdict must follow its z either way (thresholds: unit tests).
+        let z = r["z"].as_f64();
+        let slower = z.is_some_and(|z| z <= -3.0);
+        assert_eq!(r["verdict"] == "slower", slower, "{r}");
+        assert!(z.is_none_or(|z| z < 0.0), "the software run is slower: {r}");
+        if let Some(ratio) = r["ratio"].as_f64() {
+            assert!(ratio < 0.5, "{r}");
+        }
+    }
+    let csv = app
+        .get(&format!("/api/v1/campaigns/{before}/compare/{after}?format=csv"))
+        .await;
+    assert_eq!(csv.header("content-type"), Some("text/csv; charset=utf-8"));
+    assert!(
+        csv.body.starts_with(
+            "host_id,host,algorithm,direction,size_bytes,threads,concurrency,key_mode,path,before_result_id,"
+        ),
+        "{}",
+        csv.body
+    );
+    assert_eq!(csv.body.lines().count(), 5, "{}", csv.body);
+    let missing = app.get(&format!("/campaigns/{before}/compare/999999")).await;
+    assert_eq!(missing.status, 404);
+    assert!(missing.body.contains("no campaign with id 999999"), "{}", missing.body);
+    assert_eq!(
+        app.get(&format!("/api/v1/campaigns/x/compare/{after}")).await.status,
+        400
+    );
 
     // The fallback page names the finding that explains the software run.
     let page = app.get("/fallback?size=1024").await;

@@ -64,6 +64,8 @@ async fn agent_supplied_markup_is_shown_as_text_and_never_runs() {
         ("/capacity".into(), &[]),
         ("/campaigns".into(), &[]),
         (format!("/campaigns/{campaign}"), &both),
+        // A campaign compared with itself: every host and point, unchanged.
+        (format!("/campaigns/{campaign}/compare/{campaign}"), &both),
     ];
     let mut api = std::collections::BTreeSet::new();
     for (i, (path, names)) in pages.iter().enumerate() {
@@ -133,6 +135,7 @@ async fn agent_supplied_markup_is_shown_as_text_and_never_runs() {
         format!("/capacity?algorithm={}", percent_encode(SCRIPT_NAME)),
         format!("/modes?host={}", percent_encode(IMG_NAME)),
         format!("/campaigns/{}", percent_encode(SCRIPT_NAME)),
+        format!("/campaigns/{campaign}/compare/{}", percent_encode(IMG_NAME)),
         format!("/no-such-page/{}", percent_encode(IMG_NAME)),
     ];
     for path in &reflected {

@@ -1,7 +1,7 @@
 //! campaigns, campaign_summaries.
 
 use cipherfleet_coordinator::db::campaigns::{CampaignStatus, JobCounts};
-use cipherfleet_coordinator::db::{campaign_summaries, campaigns};
+use cipherfleet_coordinator::db::{campaign_compare, campaign_summaries, campaigns};
 use serde_json::json;
 
 use super::fixture::*;
@@ -76,6 +76,40 @@ async fn campaigns_and_their_summaries_count_every_job() {
     let mut ended = campaigns::ended_within(pool, 3600.0).await.unwrap();
     ended.sort_unstable();
     assert_eq!(ended, [f.nightly, f.cancelled]);
+
+    // The campaign before each, by creation.
+    assert_eq!(campaigns::previous(pool, f.live).await.unwrap(), Some(f.cancelled));
+    assert_eq!(campaigns::previous(pool, f.nightly).await.unwrap(), None);
+    assert_eq!(campaigns::previous(pool, i64::MAX).await.unwrap(), None);
+
+    // campaign_compare: nightly's results against the live campaign's (none yet).
+    let pairs = campaign_compare::pairs(pool, f.nightly, f.live).await.unwrap();
+    let stored = [
+        &f.bench_accelerated,
+        &f.bench_software,
+        &f.bench_chacha,
+        &f.vm_fell_back,
+    ];
+    assert_eq!(pairs.len(), stored.len(), "{pairs:#?}");
+    for s in stored {
+        let p = pairs
+            .iter()
+            .find(|p| p.before_result_id == Some(s.result))
+            .unwrap_or_else(|| panic!("{} in {pairs:#?}", s.result));
+        assert_eq!((p.host_id, p.point), (s.host_id, s.point));
+        assert_eq!(p.before_mb_s, Some(s.figures().throughput_mb_s));
+        assert_eq!(p.before_path_used.as_deref(), Some(s.path_used().as_str()));
+        assert_eq!((p.after_result_id, p.after_mb_s), (None, None));
+    }
+    assert_eq!(pairs[0].host_name, "bench-01", "by host name");
+    let swapped = campaign_compare::pairs(pool, f.live, f.nightly).await.unwrap();
+    assert!(
+        swapped
+            .iter()
+            .all(|p| p.before_result_id.is_none() && p.after_result_id.is_some())
+    );
+    let same = campaign_compare::pairs(pool, f.nightly, f.nightly).await.unwrap();
+    assert!(same.iter().all(|p| p.before_mb_s == p.after_mb_s), "{same:#?}");
 
     // campaign_summaries, before the live campaign is cancelled below
     let summaries = campaign_summaries::list(pool, 10, 0).await.unwrap();
