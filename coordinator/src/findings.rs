@@ -293,7 +293,7 @@ pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
     let target_ids: Vec<i64> = targets.iter().map(|h| h.host_id()).collect();
     let mut latest: HashMap<i64, Vec<Ran>> = HashMap::new();
     for r in db::series::latest_accelerated(pool, &target_ids).await? {
-        latest.entry(r.host_id).or_default().push(r);
+        latest.entry(r.result.host_id).or_default().push(r);
     }
 
     let fleet: Vec<HostCrypto> = hosts

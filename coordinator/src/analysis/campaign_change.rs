@@ -78,7 +78,9 @@ mod tests {
     fn a_change_is_significant_past_the_findings_z() {
         let t = Thresholds::default();
         let samples = [1000.0, 1010.0, 990.0, 1005.0, 995.0];
-        let cases: [(&str, Option<(f64, &[f64])>, Option<f64>, Verdict); 7] = [
+        // name, before (figure, samples), after, verdict.
+        type Case<'a> = (&'a str, Option<(f64, &'a [f64])>, Option<f64>, Verdict);
+        let cases: [Case; 7] = [
             (
                 "58× slower after the CPU model changed",
                 Some((1000.0, &samples)),

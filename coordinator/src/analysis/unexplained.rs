@@ -9,13 +9,12 @@
 //! results that use it, so the finding resolves as soon as a worker runs it
 //! on hardware again, and a host's acceleration status follows the same rule.
 
-use chrono::{DateTime, Utc};
-use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::Mode;
 use cipherfleet_core::path::{Backends, Flavour, Path, PathUsed};
 use sqlx::types::Json;
 
 use super::fallback::{Primitive, usable_by_facts};
+use super::series::Observation;
 use super::software_speed::has_hardware_path;
 
 /// The reason's spelling in `findings.reason`, `check` and `/metrics`.
@@ -25,16 +24,10 @@ pub const REASON: &str = "unexplained-fallback";
 /// worker reported.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
 pub struct Ran {
-    pub host_id: i64,
     pub result_id: i64,
+    /// The point, what ran, the figure, when and on which facts.
     #[sqlx(flatten)]
-    pub point: Point,
-    #[sqlx(try_from = "String")]
-    pub path_used: PathUsed,
-    pub throughput_mb_s: f64,
-    pub created_at: DateTime<Utc>,
-    /// The host's facts when the result arrived.
-    pub snapshot_id: Option<i64>,
+    pub result: Observation,
     /// `None` when the measurement carries none.
     pub backends: Option<Json<Backends>>,
 }
@@ -44,8 +37,8 @@ impl Ran {
     /// else by what ran as a whole (`None` for a partial path without them:
     /// which primitive fell short is unknown).
     fn on_hardware(&self, primitive: Primitive) -> Option<bool> {
-        let with_poly1305 = matches!(self.point.algorithm.mode, Mode::Poly1305 | Mode::XPoly1305);
-        match (&self.backends, self.path_used) {
+        let with_poly1305 = matches!(self.result.point.algorithm.mode, Mode::Poly1305 | Mode::XPoly1305);
+        match (&self.backends, self.result.path_used) {
             (Some(b), _) => Some(primitive.ran_on_hardware(b, with_poly1305)),
             (None, PathUsed::Accelerated) => Some(true),
             (None, PathUsed::Software) => Some(false),
@@ -80,9 +73,9 @@ pub fn unexplained<'a>(promise: Promise<'_>, latest: &'a [Ran]) -> Vec<Unexplain
     }
     let mut newest_first: Vec<&Ran> = latest
         .iter()
-        .filter(|r| r.point.path == Path::Accelerated && has_hardware_path(r.point.algorithm))
+        .filter(|r| r.result.point.path == Path::Accelerated && has_hardware_path(r.result.point.algorithm))
         .collect();
-    newest_first.sort_by(|a, b| (b.created_at, b.result_id).cmp(&(a.created_at, a.result_id)));
+    newest_first.sort_by_key(|r| std::cmp::Reverse((r.result.created_at, r.result_id)));
     let mut out = Vec::new();
     for primitive in Primitive::ALL {
         if usable_by_facts(promise.arch, promise.usable, primitive) != Some(true) {
@@ -90,7 +83,7 @@ pub fn unexplained<'a>(promise: Promise<'_>, latest: &'a [Ran]) -> Vec<Unexplain
         }
         let using: Vec<(&Ran, bool)> = newest_first
             .iter()
-            .filter(|r| primitive.used_by(r.point.algorithm, r.point.key_mode))
+            .filter(|r| primitive.used_by(r.result.point.algorithm, r.result.point.key_mode))
             .filter_map(|r| r.on_hardware(primitive).map(|hw| (*r, hw)))
             .collect();
         if using.first().is_some_and(|(_, hw)| !hw) {
@@ -106,28 +99,31 @@ pub fn unexplained<'a>(promise: Promise<'_>, latest: &'a [Ran]) -> Vec<Unexplain
 
 #[cfg(test)]
 mod tests {
-    use chrono::TimeZone;
+    use chrono::{TimeZone, Utc};
+    use cipherfleet_core::Point;
     use cipherfleet_core::spec::{Direction, KeyMode};
 
     use super::*;
 
     fn ran(id: i64, algorithm: &str, minute: i64, backends: Option<Backends>, used: PathUsed) -> Ran {
         Ran {
-            host_id: 1,
             result_id: id,
-            point: Point {
-                algorithm: algorithm.parse().unwrap(),
-                direction: Direction::Encrypt,
-                size_bytes: 16384,
-                threads: 1,
-                concurrency: None,
-                key_mode: KeyMode::Static,
-                path: Path::Accelerated,
+            result: Observation {
+                host_id: 1,
+                point: Point {
+                    algorithm: algorithm.parse().unwrap(),
+                    direction: Direction::Encrypt,
+                    size_bytes: 16384,
+                    threads: 1,
+                    concurrency: None,
+                    key_mode: KeyMode::Static,
+                    path: Path::Accelerated,
+                },
+                path_used: used,
+                throughput_mb_s: 100.0,
+                created_at: Utc.timestamp_opt(1_700_000_000 + 60 * minute, 0).unwrap(),
+                snapshot_id: Some(1),
             },
-            path_used: used,
-            throughput_mb_s: 100.0,
-            created_at: Utc.timestamp_opt(1_700_000_000 + 60 * minute, 0).unwrap(),
-            snapshot_id: Some(1),
             backends: backends.map(Json),
         }
     }

@@ -124,12 +124,12 @@ fn unexplained_finding(host: &CurrentFacts, u: &Unexplained, emulated: bool) -> 
     let result_json = |r: &&Ran| {
         json!({
             "result_id": r.result_id,
-            "series": r.point,
-            "path_used": r.path_used,
+            "series": r.result.point,
+            "path_used": r.result.path_used,
             "backends": r.backends.as_ref().map(|b| &b.0),
-            "throughput_mb_s": r.throughput_mb_s,
-            "created_at": r.created_at,
-            "snapshot_id": r.snapshot_id,
+            "throughput_mb_s": r.result.throughput_mb_s,
+            "created_at": r.result.created_at,
+            "snapshot_id": r.result.snapshot_id,
         })
     };
     let evidence = json!({
@@ -146,10 +146,9 @@ fn unexplained_finding(host: &CurrentFacts, u: &Unexplained, emulated: bool) -> 
         "results": u.in_software.iter().take(EVIDENCE_RESULTS).map(result_json).collect::<Vec<_>>(),
         "emulated": emulated,
     });
-    let newest = u.in_software[0];
-    let oldest = u.in_software[u.in_software.len() - 1];
+    let (newest, oldest) = (&u.in_software[0].result, &u.in_software[u.in_software.len() - 1].result);
     let s = &newest.point;
-    let backend = newest
+    let backend = u.in_software[0]
         .backends
         .as_ref()
         .map(|b| {

@@ -15,7 +15,8 @@ use std::time::Duration;
 use cipherfleet_coordinator::db::findings::{self, Finding};
 use serde_json::Value;
 
-use crate::app::{ADMIN_TOKEN, App, spawn_app, wait_for};
+use crate::app::{App, spawn_app, wait_for};
+use crate::findings::{check, sample};
 use crate::html::between;
 
 const NEHALEM: &str = "qemu-x86_64-static -cpu Nehalem";
@@ -31,31 +32,6 @@ fn unsuitable_machine() -> Option<&'static str> {
         return Some("qemu-x86_64-static is missing: run deploy/install-deps.sh");
     }
     None
-}
-
-/// `check --format json` against the app: (exit code, JSON).
-fn check(app: &App) -> (i32, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"))
-        .args(["check", "--coordinator", &app.url(), "--format", "json"])
-        .env("CIPHERFLEET_ADMIN_TOKEN", ADMIN_TOKEN)
-        .output()
-        .expect("running check");
-    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "check printed no JSON ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap_or(-1), json)
-}
-
-/// The value of one sample of a Prometheus text page (0 when absent).
-fn sample(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .map_or(0.0, |v| v.parse().unwrap())
 }
 
 /// Each host's acceleration status, as `/api/v1/hosts` reports it.
@@ -180,7 +156,7 @@ async fn workers_losing_aes_ni_under_intact_facts_are_found_after_one_campaign()
     assert!(unexplained(&open, "e2e-steady").is_empty(), "{open:#?}");
 
     // `check` fails, naming it.
-    let (code, listed) = check(&app);
+    let (code, listed) = check(&app, &[]);
     assert_eq!(code, 1, "{listed}");
     assert!(
         listed.as_array().unwrap().iter().any(|f| f["host_name"] == "e2e-moved"

@@ -154,7 +154,7 @@ fn spawn_in(app: &mut App, ns: &Netns, url: &str, name: &str, program: &[&str], 
 }
 
 /// Runs `cipherfleet-coordinator check` against the app; returns (exit code, JSON).
-fn check(app: &App, extra: &[&str]) -> (i32, serde_json::Value) {
+pub(crate) fn check(app: &App, extra: &[&str]) -> (i32, serde_json::Value) {
     let url = format!("http://127.0.0.1:{}", app.grpc.port());
     let out = Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"))
         .args(["check", "--coordinator", &url, "--format", "json"])
@@ -173,7 +173,7 @@ fn check(app: &App, extra: &[&str]) -> (i32, serde_json::Value) {
 }
 
 /// The value of one sample line of a Prometheus text page.
-fn sample(metrics: &str, series: &str) -> f64 {
+pub(crate) fn sample(metrics: &str, series: &str) -> f64 {
     metrics
         .lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))

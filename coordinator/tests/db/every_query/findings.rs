@@ -145,12 +145,11 @@ async fn findings_and_the_series_they_come_from_read_back_as_stored() {
     .map(|s| (s.host_id, s.result))
     .collect();
     assert_eq!(
-        ran.iter().map(|r| (r.host_id, r.result_id)).collect::<Vec<_>>(),
+        ran.iter().map(|r| (r.result.host_id, r.result_id)).collect::<Vec<_>>(),
         asked_accelerated
     );
     let fell_back = ran.iter().find(|r| r.result_id == f.vm_fell_back.result).unwrap();
-    assert_eq!(fell_back.path_used, f.vm_fell_back.path_used());
-    assert_eq!(fell_back.snapshot_id, Some(f.vm_snapshot));
+    assert_eq!(fell_back.result, f.vm_fell_back.observation(f.vm_snapshot));
     assert_eq!(
         fell_back.backends.as_ref().map(|b| &b.0),
         f.vm_fell_back.measurement.backends.as_ref()
