@@ -25,6 +25,8 @@ pub struct Host {
     pub last_seen: DateTime<Utc>,
     /// The latest facts; `None` only for a host whose snapshots were deleted.
     pub current_snapshot_id: Option<i64>,
+    /// When an operator retired it ([`super::identity::retire`]); retired hosts keep their history.
+    pub retired_at: Option<DateTime<Utc>>,
 }
 
 /// What [`upsert_host_with_facts`] did.
@@ -96,7 +98,7 @@ pub async fn upsert_host_with_facts(
 /// The columns of [`Host`], as a literal for `concat!`.
 macro_rules! host_columns {
     () => {
-        "id, name, labels, first_seen, last_seen, current_snapshot_id"
+        "id, name, labels, first_seen, last_seen, current_snapshot_id, retired_at"
     };
 }
 
@@ -176,7 +178,7 @@ impl HostWithFacts {
 /// Every host with its current facts, by name.
 pub async fn list_with_facts(db: impl PgExecutor<'_>) -> Result<Vec<HostWithFacts>> {
     Ok(sqlx::query_as(
-        "SELECT h.id, h.name, h.labels, h.first_seen, h.last_seen, h.current_snapshot_id, \
+        "SELECT h.id, h.name, h.labels, h.first_seen, h.last_seen, h.current_snapshot_id, h.retired_at, \
              s.arch, s.cpu_model_name, s.kernel_release, s.logical_cores, s.features_usable, s.build_flavour, \
              s.hypervisor, s.cpuinfo_foreign \
          FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id ORDER BY h.name",
