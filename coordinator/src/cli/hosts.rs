@@ -94,3 +94,41 @@ pub async fn run(command: HostsCommand) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+    use super::*;
+
+    fn hosts(args: &[&str]) -> HostsArgs {
+        let cli = Cli::try_parse_from([&["cipherfleet-coordinator", "hosts"], args].concat()).expect("parses");
+        match cli.command {
+            Command::Hosts(h) => h,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn plain_hosts_lists_and_the_identity_commands_take_a_name_and_the_admin_flags() {
+        let list = hosts(&["--format", "json", "--coordinator", "https://c:7443"]);
+        assert!(list.action.is_none());
+        assert_eq!(
+            (list.admin.format, list.admin.coordinator.as_str()),
+            (Format::Json, "https://c:7443")
+        );
+        match hosts(&["reset-credential", "db-1", "--coordinator", "https://c:7443"]).action {
+            Some(HostsCommand::ResetCredential { name, admin }) => {
+                assert_eq!((name.as_str(), admin.coordinator.as_str()), ("db-1", "https://c:7443"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            hosts(&["retire", "db-1"]).action,
+            Some(HostsCommand::Retire { name, .. }) if name == "db-1"
+        ));
+        let missing = Cli::try_parse_from(["cipherfleet-coordinator", "hosts", "retire"]).unwrap_err();
+        assert!(missing.to_string().contains("<NAME>"), "{missing}");
+    }
+}

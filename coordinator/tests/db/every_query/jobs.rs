@@ -176,7 +176,12 @@ async fn the_queue_moves_a_job_through_every_transition() {
     assert_eq!(jobs::expire_overdue(pool).await.unwrap(), [expired]);
     let first_job = jobs::get(pool, first).await.unwrap().unwrap();
     assert_eq!(
-        (first_job.status, first_job.attempts, first_job.deadline, first_job.attempt_id),
+        (
+            first_job.status,
+            first_job.attempts,
+            first_job.deadline,
+            first_job.attempt_id
+        ),
         (JobStatus::Queued, 1, None, None),
         "the overdue attempt is withdrawn"
     );
