@@ -11,9 +11,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // No `connect` constructors: they would force tonic's `channel` feature
         // on every user. Clients are built with `XClient::new(channel)`.
         .build_transport(false)
-        // `Hello` carries the enrollment token; its `Debug` is written by hand
-        // in `redact.rs` so the token never reaches logs.
-        .skip_debug([".cipherfleet.v1.Hello"])
+        // `Hello` carries the enrollment token and the host credential,
+        // `Welcome` a new credential; their `Debug` is written by hand in
+        // `redact.rs` so no secret reaches logs.
+        .skip_debug([".cipherfleet.v1.Hello", ".cipherfleet.v1.Welcome"])
         .compile_fds(fds)?;
     Ok(())
 }

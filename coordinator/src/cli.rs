@@ -1,5 +1,6 @@
 //! Command line: `serve`, and the operator commands (`campaign start|status|cancel`,
-//! `hosts`, `check` in [`check`]) that talk to a running coordinator's admin API.
+//! `hosts`, `hosts reset-credential|retire` in [`hosts`], `check` in [`check`])
+//! that talk to a running coordinator's admin API.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -22,6 +23,7 @@ use crate::server::{self, ServeConfig};
 use crate::tls;
 
 mod check;
+mod hosts;
 
 pub use check::Exit;
 
@@ -43,8 +45,9 @@ enum Command {
     /// Start, watch or cancel a campaign (a suite run on selected hosts).
     #[command(subcommand)]
     Campaign(CampaignCommand),
-    /// List known hosts with their online state and acceleration status.
-    Hosts(AdminArgs),
+    /// List known hosts with their online state and acceleration status; or reset a host's
+    /// credential, or retire a host.
+    Hosts(hosts::HostsArgs),
     /// Print open findings; exit 1 when any is at or above --min-severity (for cron and CI).
     #[command(after_help = check::EXIT_STATUS)]
     Check(check::CheckArgs),
@@ -158,7 +161,10 @@ enum CampaignCommand {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(args).await,
-        Command::Hosts(admin) => hosts(admin).await,
+        Command::Hosts(hosts::HostsArgs { action: None, admin }) => hosts(admin).await,
+        Command::Hosts(hosts::HostsArgs {
+            action: Some(command), ..
+        }) => hosts::run(command).await,
         Command::Campaign(c) => campaign(c).await,
         Command::Check(args) => check::run(args).await,
     }
@@ -276,7 +282,8 @@ async fn hosts(args: AdminArgs) -> anyhow::Result<()> {
             .map(|h| {
                 serde_json::json!({
                     "id": h.id, "name": h.name, "arch": h.arch, "cpu_model_name": h.cpu_model_name,
-                    "kernel_release": h.kernel_release, "online": h.online, "last_seen_unix_ms": h.last_seen_unix_ms,
+                    "kernel_release": h.kernel_release, "online": h.online, "retired": h.retired,
+                    "last_seen_unix_ms": h.last_seen_unix_ms,
                     "acceleration": h.acceleration,
                     "labels": h.labels.iter().map(|l| (l.key.clone(), l.value.clone())).collect::<std::collections::BTreeMap<_, _>>(),
                 })
@@ -294,7 +301,13 @@ async fn hosts(args: AdminArgs) -> anyhow::Result<()> {
             "{:<6} {:<24} {:<8} {:<8} {:<12} {:<24} {}",
             h.id,
             h.name.escape_debug().to_string(),
-            if h.online { "online" } else { "offline" },
+            if h.retired {
+                "retired"
+            } else if h.online {
+                "online"
+            } else {
+                "offline"
+            },
             h.arch.escape_debug().to_string(),
             h.acceleration,
             h.kernel_release.escape_debug().to_string(),

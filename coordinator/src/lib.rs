@@ -12,6 +12,8 @@
 //! - [`scheduler`]: connected hosts and dispatch (one job at a time per host), overdue sweeps.
 //! - [`selector`]: which hosts a campaign runs on.
 //! - [`auth`]: enrollment and admin tokens (constant-time comparison, never logged).
+//! - [`credential`]: per-host credentials — issued at enrollment, stored hashed.
+//! - [`attempt`]: which outcome of a job counts (only its current attempt's).
 //! - [`tls`]: `--tls-cert` / `--tls-key`, read and checked at start.
 //! - [`web`]: the HTML report, its CSV/JSON API, `/metrics` and `/healthz`.
 //! - [`cli`]: `serve`, `campaign start|status|cancel`, `hosts`.
@@ -19,8 +21,10 @@
 //!   campaigns, the job queue and results — over the schema in `migrations/`.
 
 pub mod analysis;
+pub mod attempt;
 pub mod auth;
 pub mod cli;
+pub mod credential;
 pub mod db;
 pub mod findings;
 pub mod grpc;

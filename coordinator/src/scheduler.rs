@@ -1,7 +1,9 @@
 //! Who is connected, and handing them work.
 //!
 //! The queue lives in PostgreSQL (`db::jobs`); this module keeps the live
-//! half: one outbound channel per connected host. Work is dispatched when a
+//! half: one outbound channel per connected host, and at most one session per
+//! host — a second one is refused while the first lives ([`Scheduler::reserve`]),
+//! so two agents claiming one host cannot take turns replacing each other. Work is dispatched when a
 //! host connects, when it finishes a job, and when a campaign is created; a
 //! sweeper re-queues jobs that overran their time limit. One job at a time
 //! per host is enforced by `claim_next_for_host` in the database, so two
@@ -16,6 +18,7 @@ use cipherfleet_core::spec::JobSpec;
 use cipherfleet_proto::v1::{self, CoordinatorMessage, coordinator_message::Body};
 use sqlx::PgPool;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use tonic::Status;
 use uuid::Uuid;
 
@@ -27,6 +30,24 @@ pub type Outbound = mpsc::Sender<Result<CoordinatorMessage, Status>>;
 struct Connected {
     generation: u64,
     tx: Outbound,
+    /// Set once the session's hello is stored: only then is it dispatched to.
+    ready: bool,
+    /// Cancelled to end the session from outside ([`Scheduler::end_session`]).
+    ended: CancellationToken,
+}
+
+/// [`Scheduler::reserve`] found the host's earlier session still alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("another session of this host is alive")]
+pub struct AlreadyConnected;
+
+/// A session's place in the scheduler, from [`Scheduler::reserve`].
+#[derive(Debug, Clone)]
+pub struct Reservation {
+    /// Pass to [`Scheduler::activate`] and [`Scheduler::disconnect`].
+    pub generation: u64,
+    /// Cancelled when an operator ends the session (credential reset, retirement).
+    pub ended: CancellationToken,
 }
 
 /// Connected hosts and dispatch.
@@ -49,19 +70,53 @@ impl Scheduler {
         &self.pool
     }
 
-    /// Registers a host's session; a newer session of the same host replaces
-    /// an older one (whose stream is then closed). Returns the generation to
-    /// pass to [`Scheduler::disconnect`].
-    pub fn connect(&self, host_id: i64, tx: Outbound) -> u64 {
-        let generation = self.generation.fetch_add(1, Ordering::Relaxed);
-        let old = self.lock().insert(host_id, Connected { generation, tx });
-        if let Some(old) = old {
-            // Best effort: the old stream learns it was replaced.
-            let _ = old
-                .tx
-                .try_send(Err(Status::aborted("replaced by a newer session of the same host")));
+    /// Takes the host's one session slot for a session whose hello is being
+    /// stored; nothing is dispatched to it before [`Scheduler::activate`].
+    /// Refused while another session of the host is registered: the first one
+    /// keeps the host until it ends.
+    pub fn reserve(&self, host_id: i64, tx: Outbound) -> Result<Reservation, AlreadyConnected> {
+        let mut map = self.lock();
+        if map.contains_key(&host_id) {
+            return Err(AlreadyConnected);
         }
-        generation
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed);
+        let ended = CancellationToken::new();
+        map.insert(
+            host_id,
+            Connected {
+                generation,
+                tx,
+                ready: false,
+                ended: ended.clone(),
+            },
+        );
+        Ok(Reservation { generation, ended })
+    }
+
+    /// The reserved session is welcomed: it is online and gets work.
+    pub fn activate(&self, host_id: i64, generation: u64) {
+        if let Some(c) = self.lock().get_mut(&host_id).filter(|c| c.generation == generation) {
+            c.ready = true;
+        }
+    }
+
+    /// Registers and activates a session at once (tests); see [`Scheduler::reserve`].
+    pub fn connect(&self, host_id: i64, tx: Outbound) -> Result<Reservation, AlreadyConnected> {
+        let reservation = self.reserve(host_id, tx)?;
+        self.activate(host_id, reservation.generation);
+        Ok(reservation)
+    }
+
+    /// Ends the host's session, if any, telling its agent `why`; the session
+    /// task then winds down as for a lost agent. Returns whether there was one.
+    pub fn end_session(&self, host_id: i64, why: Status) -> bool {
+        let Some(c) = self.lock().remove(&host_id) else {
+            return false;
+        };
+        // Best effort: a full queue means the agent is not reading anyway.
+        let _ = c.tx.try_send(Err(why));
+        c.ended.cancel();
+        true
     }
 
     /// Forgets the session if it is still the current one for the host.
@@ -77,11 +132,11 @@ impl Scheduler {
     }
 
     pub fn is_online(&self, host_id: i64) -> bool {
-        self.lock().contains_key(&host_id)
+        self.lock().get(&host_id).is_some_and(|c| c.ready)
     }
 
     pub fn online_hosts(&self) -> Vec<i64> {
-        self.lock().keys().copied().collect()
+        self.lock().iter().filter(|(_, c)| c.ready).map(|(h, _)| *h).collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Connected>> {
@@ -90,7 +145,10 @@ impl Scheduler {
 
     /// The host's current session: its generation and channel.
     fn sender(&self, host_id: i64) -> Option<(u64, Outbound)> {
-        self.lock().get(&host_id).map(|c| (c.generation, c.tx.clone()))
+        self.lock()
+            .get(&host_id)
+            .filter(|c| c.ready)
+            .map(|c| (c.generation, c.tx.clone()))
     }
 
     /// Sends a message to a connected host; false if it is not connected.
@@ -129,6 +187,7 @@ impl Scheduler {
             job_id: job.id.to_string(),
             spec: Some(v1::JobSpec::from(&spec)),
             time_limit_ms: (job.time_limit_seconds * 1000.0).min(f64::from(u32::MAX)) as u32,
+            attempt_id: job.attempt_id.map(|a| a.to_string()).unwrap_or_default(),
         };
         if let Err(tried) = self.send_to_current(host_id, Body::RunJob(run)).await {
             // The session ended around the claim. Its teardown re-queues only
@@ -160,6 +219,7 @@ impl Scheduler {
             let cancel = v1::CancelJob {
                 job_id: expired.job_id.to_string(),
                 reason: "the job exceeded its time limit".into(),
+                attempt_id: expired.attempt_id.map(|a| a.to_string()).unwrap_or_default(),
             };
             self.send(expired.host_id, Body::CancelJob(cancel)).await;
             self.dispatch(expired.host_id).await?;
@@ -173,6 +233,7 @@ impl Scheduler {
             let cancel = v1::CancelJob {
                 job_id: job_id.to_string(),
                 reason: reason.to_string(),
+                attempt_id: String::new(),
             };
             self.send(*host_id, Body::CancelJob(cancel)).await;
         }

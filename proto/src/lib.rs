@@ -12,8 +12,8 @@
 //!     [`v1::agent_service_client::AgentServiceClient`].
 //!   - `admin.proto`, the operator API: [`v1::admin_service_server`] and
 //!     [`v1::admin_service_client`].
-//! - `redact`: the hand-written `Debug` for [`v1::Hello`], which keeps the
-//!   enrollment token out of logs.
+//! - `redact`: the hand-written `Debug` for [`v1::Hello`] and [`v1::Welcome`],
+//!   which keeps the enrollment token and host credentials out of logs.
 //!
 //! - [`client`] (feature `client`): the coordinator URL check and TLS settings
 //!   that the agent and the operator commands dial with.
@@ -32,8 +32,9 @@ pub mod v1 {
 }
 
 /// The protocol version this build speaks, sent in `Hello.protocol_version`.
-/// Bump it on any change an older peer would misread.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Bump it on any change an older peer would misread. 2: per-host credentials
+/// (`Hello.credential`, `Welcome.credential`) and attempt ids on every job message.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 #[cfg(test)]
 mod tests {

@@ -56,6 +56,7 @@ impl AgentService for TestCoordinator {
         let welcome = coordinator_message::Body::Welcome(Welcome {
             agent_id: format!("agent-{}", hello.name),
             heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS,
+            credential: String::new(),
         });
         outbound
             .send(Ok(CoordinatorMessage { body: Some(welcome) }))
@@ -73,6 +74,7 @@ impl AgentService for TestCoordinator {
                 let ack = coordinator_message::Body::ResultAck(ResultAck {
                     job_id: result.job_id.clone(),
                     rejected: String::new(),
+                    attempt_id: result.attempt_id.clone(),
                 });
                 let _ = results.send(message.clone());
                 let reply = CoordinatorMessage { body: Some(ack) };
@@ -157,6 +159,8 @@ fn hello(name: &str, protocol_version: u32) -> AgentMessage {
         name: name.into(),
         running_job_id: String::new(),
         spooled_job_ids: vec![],
+        credential: String::new(),
+        running_attempt_id: String::new(),
     };
     AgentMessage {
         body: Some(agent_message::Body::Hello(hello)),
@@ -182,6 +186,7 @@ async fn hello_is_welcomed_and_results_are_acknowledged_over_a_real_socket() {
         Some(coordinator_message::Body::Welcome(Welcome {
             agent_id: "agent-host-a".into(),
             heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS,
+            credential: String::new(),
         }))
     );
 
@@ -203,6 +208,7 @@ async fn hello_is_welcomed_and_results_are_acknowledged_over_a_real_socket() {
         body: Some(agent_message::Body::JobResult(cipherfleet_proto::v1::JobResult {
             job_id: "job-1".into(),
             measurement: Some(measurement),
+            attempt_id: "attempt-1".into(),
         })),
     };
     to_coordinator.send(result.clone()).await.unwrap();
@@ -213,6 +219,7 @@ async fn hello_is_welcomed_and_results_are_acknowledged_over_a_real_socket() {
         Some(coordinator_message::Body::ResultAck(ResultAck {
             job_id: "job-1".into(),
             rejected: String::new(),
+            attempt_id: "attempt-1".into(),
         }))
     );
     let received = app.results.recv().await.expect("coordinator saw the result");

@@ -1,5 +1,5 @@
 //! The daemon's configuration: `run` flags, the token, the host's default
-//! name and the spool directory's default place.
+//! name and the default places of the state directory and the spool.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -30,8 +30,13 @@ pub struct RunArgs {
     /// /etc/machine-id (just the hostname when that is unreadable).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// Where outcomes wait until the coordinator has stored them. Default: /var/lib/cipherfleet/spool
-    /// as root, else $XDG_STATE_HOME/cipherfleet/spool (~/.local/state/cipherfleet/spool).
+    /// Where the agent keeps its host credential (`credential`, mode 0600, issued by the
+    /// coordinator when the host enrolls) and, by default, its spool. Default: /var/lib/cipherfleet
+    /// as root, else $XDG_STATE_HOME/cipherfleet (~/.local/state/cipherfleet). Keep it across
+    /// restarts and upgrades; never copy it to another machine (a cloned VM must drop it).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Where outcomes wait until the coordinator has stored them. Default: <state dir>/spool.
     #[arg(long, value_name = "DIR")]
     pub spool_dir: Option<PathBuf>,
     /// CA certificate (PEM) that signed an https:// coordinator's certificate; only it is trusted.
@@ -59,6 +64,8 @@ pub struct DaemonConfig {
     /// Host identity (`Hello.name`).
     pub name: String,
     pub labels: Vec<v1::Label>,
+    /// Holds the host credential (`credential`).
+    pub state_dir: PathBuf,
     pub spool_dir: PathBuf,
     /// How long a running job may finish after shutdown is requested.
     pub grace: Duration,
@@ -117,13 +124,15 @@ impl RunArgs {
             }
         }
         let token = read_token(self.token_file.as_deref(), std::env::var(TOKEN_ENV).ok())?;
+        let state_dir = self.state_dir.unwrap_or_else(default_state_dir);
         Ok(DaemonConfig {
             coordinator: self.coordinator,
             tls,
             token,
             name,
             labels: self.labels,
-            spool_dir: self.spool_dir.unwrap_or_else(default_spool_dir),
+            spool_dir: self.spool_dir.unwrap_or_else(|| state_dir.join("spool")),
+            state_dir,
             grace: Duration::from_secs(self.grace),
         })
     }
@@ -167,18 +176,18 @@ fn name_from(hostname: &str, machine_id: &str) -> String {
     }
 }
 
-/// Root: `/var/lib/cipherfleet/spool`; others: `$XDG_STATE_HOME/cipherfleet/spool`,
-/// falling back to `~/.local/state/cipherfleet/spool`.
-pub fn default_spool_dir() -> PathBuf {
+/// Root: `/var/lib/cipherfleet`; others: `$XDG_STATE_HOME/cipherfleet`,
+/// falling back to `~/.local/state/cipherfleet`.
+pub fn default_state_dir() -> PathBuf {
     // SAFETY: geteuid(2) has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
-        return PathBuf::from("/var/lib/cipherfleet/spool");
+        return PathBuf::from("/var/lib/cipherfleet");
     }
     let absolute = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
     let state = absolute(std::env::var_os("XDG_STATE_HOME"))
         .or_else(|| absolute(std::env::var_os("HOME")).map(|h| h.join(".local/state")))
         .unwrap_or_else(std::env::temp_dir);
-    state.join("cipherfleet/spool")
+    state.join("cipherfleet")
 }
 
 #[cfg(test)]
@@ -235,6 +244,42 @@ mod tests {
         assert_eq!(name_from("db-1", "uninitialized"), "db-1");
         assert!(name_from(&"h".repeat(500), "0123456789abcdef").len() <= wire::MAX_NAME_LEN);
         assert!(!default_name().is_empty());
+    }
+
+    #[test]
+    fn the_spool_lives_in_the_state_dir_unless_given() {
+        let path = std::env::temp_dir().join(format!("cipherfleet-token-state-{}", std::process::id()));
+        std::fs::write(&path, "file-secret-0123456789\n").unwrap();
+        let token = path.to_str().unwrap();
+        let config = parse(&[
+            "--coordinator",
+            "http://c:1",
+            "--token-file",
+            token,
+            "--state-dir",
+            "/srv/cf",
+        ])
+        .unwrap()
+        .into_config()
+        .unwrap();
+        assert_eq!(config.state_dir, PathBuf::from("/srv/cf"));
+        assert_eq!(config.spool_dir, PathBuf::from("/srv/cf/spool"));
+        let config = parse(&[
+            "--coordinator",
+            "http://c:1",
+            "--token-file",
+            token,
+            "--state-dir",
+            "/srv/cf",
+            "--spool-dir",
+            "/var/spool/cf",
+        ])
+        .unwrap()
+        .into_config()
+        .unwrap();
+        assert_eq!(config.spool_dir, PathBuf::from("/var/spool/cf"));
+        assert!(default_state_dir().ends_with("cipherfleet"));
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

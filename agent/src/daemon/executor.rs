@@ -28,6 +28,8 @@ pub enum StartError {
 /// The job in progress.
 struct Running {
     job_id: String,
+    /// Its attempt, from `RunJob`.
+    attempt_id: String,
     cancel: Arc<Cancel>,
 }
 
@@ -61,9 +63,22 @@ impl Executor {
         lock(&self.running).as_ref().map(|r| r.job_id.clone())
     }
 
-    /// Starts `spec` on a blocking thread. `limit` is the coordinator's time
-    /// limit (`None`: the worker's own generous default).
-    pub fn start(&self, job_id: String, spec: JobSpec, limit: Option<Duration>) -> Result<(), StartError> {
+    /// The job in progress and its attempt, if any.
+    pub fn running_attempt(&self) -> Option<(String, String)> {
+        lock(&self.running)
+            .as_ref()
+            .map(|r| (r.job_id.clone(), r.attempt_id.clone()))
+    }
+
+    /// Starts attempt `attempt_id` of `spec` on a blocking thread. `limit` is
+    /// the coordinator's time limit (`None`: the worker's own generous default).
+    pub fn start(
+        &self,
+        job_id: String,
+        attempt_id: String,
+        spec: JobSpec,
+        limit: Option<Duration>,
+    ) -> Result<(), StartError> {
         let mut running = lock(&self.running);
         if let Some(r) = running.as_ref() {
             return Err(StartError::Busy(r.job_id.clone()));
@@ -72,19 +87,24 @@ impl Executor {
         let cancel = Arc::new(Cancel::default());
         *running = Some(Running {
             job_id: job_id.clone(),
+            attempt_id: attempt_id.clone(),
             cancel: cancel.clone(),
         });
         drop(running);
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.execute(job_id, spec, limit, &cancel));
+        tokio::task::spawn_blocking(move || this.execute(job_id, attempt_id, spec, limit, &cancel));
         Ok(())
     }
 
-    /// Kills the job in progress if it is `job_id` (any job when `None`); its
-    /// outcome will be `JobFailed { error }`. Returns whether a job was told to stop.
-    pub fn cancel(&self, job_id: Option<&str>, error: String) -> bool {
+    /// Kills the job in progress if it is `job_id` (any job when `None`) in
+    /// `attempt_id` (any attempt when `None`); its outcome will be
+    /// `JobFailed { error }`. Returns whether a job was told to stop.
+    pub fn cancel(&self, job_id: Option<&str>, attempt_id: Option<&str>, error: String) -> bool {
         let running = lock(&self.running);
-        let Some(r) = running.as_ref().filter(|r| job_id.is_none_or(|id| id == r.job_id)) else {
+        let Some(r) = running
+            .as_ref()
+            .filter(|r| job_id.is_none_or(|id| id == r.job_id) && attempt_id.is_none_or(|a| a == r.attempt_id))
+        else {
             return false;
         };
         lock(&r.cancel.error).get_or_insert(error);
@@ -92,17 +112,21 @@ impl Executor {
         true
     }
 
-    fn execute(&self, job_id: String, spec: JobSpec, limit: Option<Duration>, cancel: &Cancel) {
+    fn execute(&self, job_id: String, attempt_id: String, spec: JobSpec, limit: Option<Duration>, cancel: &Cancel) {
         tracing::info!("job {job_id:?}: measuring {}", spec.label());
         // Facts as of this job (load average, governor) travel with its measurement.
         let host = probe::probe();
         let outcome = match worker::run_point_with(&spec, limit, &cancel.flag) {
-            Ok(report) => Outcome::measured(job_id.clone(), Measurement::ok(&spec, report, Some(host))),
+            Ok(report) => Outcome::measured(job_id.clone(), attempt_id, Measurement::ok(&spec, report, Some(host))),
             Err(WorkerError::Cancelled) => {
                 let error = lock(&cancel.error).clone().unwrap_or_else(|| "cancelled".into());
-                Outcome::failed(job_id.clone(), error)
+                Outcome::failed(job_id.clone(), attempt_id, error)
             }
-            Err(e) => Outcome::failed(job_id.clone(), wire::truncate(e.to_string(), wire::MAX_ERROR_LEN)),
+            Err(e) => Outcome::failed(
+                job_id.clone(),
+                attempt_id,
+                wire::truncate(e.to_string(), wire::MAX_ERROR_LEN),
+            ),
         };
         match &outcome.result {
             super::spool::OutcomeResult::Measured(m) => {

@@ -3,7 +3,8 @@
 //! outcome: each is spooled on disk before it is sent and deleted only when the
 //! coordinator acknowledges it.
 //!
-//! - [`config`]: flags, the enrollment token, default host name and spool place.
+//! - [`config`]: flags, the enrollment token, default host name, state directory and spool place.
+//! - [`credential`]: the host credential in the state directory (issued at enrollment).
 //! - [`session`]: one connected session (handshake, message handling, heartbeats).
 //! - [`executor`]: runs a job in a worker process on a blocking thread; cancellable.
 //! - [`spool`]: outcomes on disk until acknowledged.
@@ -12,15 +13,21 @@
 //! A job outlives the session it came in: when the stream breaks the agent
 //! reconnects (exponential backoff with full jitter) while the job runs on, and
 //! its outcome goes out on the next session. An unknown token or protocol
-//! version ends the agent with [`ExitReason::Rejected`] (exit status 3).
+//! version, or a host name the coordinator will not admit with this agent's
+//! credential, ends the agent with [`ExitReason::Rejected`] (exit status 3).
+//! Another live session of the same host is waited out: the agent retries.
 
 mod backoff;
 mod config;
+mod credential;
 mod executor;
 mod session;
 mod spool;
 
+use std::sync::Mutex;
+
 use anyhow::Context as _;
+use cipherfleet_core::token::Secret;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
@@ -28,6 +35,7 @@ use tracing::{error, info, warn};
 pub use config::{ConfigError, DaemonConfig, RunArgs, TOKEN_ENV, default_name};
 
 use backoff::Backoff;
+use credential::CredentialFile;
 use executor::Executor;
 use session::SessionEnd;
 use spool::{Outcome, Spool};
@@ -37,7 +45,8 @@ use spool::{Outcome, Spool};
 pub enum ExitReason {
     /// Shutdown was requested and is complete.
     Shutdown,
-    /// The coordinator refused the agent (token or protocol version); retrying would not help.
+    /// The coordinator refused the agent (token, protocol version, or the host's
+    /// credential); retrying would not help.
     Rejected(String),
 }
 
@@ -54,6 +63,9 @@ impl ExitReason {
 /// What every session shares.
 struct Context {
     config: DaemonConfig,
+    /// Where the host credential is kept, and the credential itself once issued.
+    credential_file: CredentialFile,
+    credential: Mutex<Option<Secret>>,
     spool: Spool,
     executor: Executor,
     shutdown: CancellationToken,
@@ -63,6 +75,7 @@ struct Context {
 /// finish for up to `config.grace`) or the coordinator refuses the agent.
 /// Errors are local problems at start, such as an unusable spool directory.
 pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::Result<ExitReason> {
+    let (credential_file, credential) = CredentialFile::open(&config.state_dir, &config.name)?;
     let spool = Spool::open(&config.spool_dir)?;
     if let Some(job) = spool
         .recover_interrupted()
@@ -75,11 +88,16 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::R
     let (done_tx, mut done) = mpsc::unbounded_channel();
     let executor = Executor::new(spool.clone(), done_tx);
     info!(
-        "agent {} (name {:?}) for coordinator {}; spool {}",
+        "agent {} (name {:?}) for coordinator {}; spool {}; {}",
         env!("CARGO_PKG_VERSION"),
         config.name,
         config.coordinator,
-        spool.dir().display()
+        spool.dir().display(),
+        if credential.is_some() {
+            format!("host credential {}", credential_file.path().display())
+        } else {
+            "no host credential yet: enrolls with the enrollment token".to_string()
+        }
     );
     // Past the grace period a job still running is killed and reported failed.
     let grace_timer = tokio::spawn({
@@ -89,13 +107,15 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::R
         async move {
             shutdown.cancelled().await;
             tokio::time::sleep(grace).await;
-            if executor.cancel(None, "agent shutting down".into()) {
+            if executor.cancel(None, None, "agent shutting down".into()) {
                 warn!("grace period of {grace:?} over: killing the running job");
             }
         }
     });
     let ctx = Context {
         config,
+        credential_file,
+        credential: Mutex::new(credential),
         spool,
         executor,
         shutdown,
@@ -115,7 +135,7 @@ async fn serve(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcome>) -> Ex
                 error!("{reason}; exiting");
                 // Nothing more will be accepted from this agent: stop the job, keep its outcome.
                 ctx.executor
-                    .cancel(None, "agent exiting: the coordinator refused its session".into());
+                    .cancel(None, None, "agent exiting: the coordinator refused its session".into());
                 wait_idle(ctx, done).await;
                 return ExitReason::Rejected(reason);
             }

@@ -2,14 +2,19 @@
 //! serve the coordinator's messages until the stream ends or shutdown is done.
 //!
 //! Protocol, agent side:
+//! - `Hello` presents the host credential when there is one (and the
+//!   enrollment token, which admits a host that has none); a credential in
+//!   `Welcome` is stored in the state directory before anything else happens;
 //! - after `Welcome`, every spooled outcome is re-sent, oldest first;
+//! - every job message names the job's attempt (`RunJob.attempt_id`);
 //! - `RunJob`: a bad spec is answered `JobFailed` (spooled); when idle the job
-//!   starts and `JobAccepted` goes out; the same job again is re-accepted;
-//!   another job while busy gets `JobFailed "agent busy with job X"` (not
-//!   spooled, `busy` set; so is the refusal while shutting down); a job whose
-//!   outcome is still spooled gets that outcome again;
+//!   starts and `JobAccepted` goes out; the same attempt again is re-accepted;
+//!   another job, or another attempt of the running one, while busy gets
+//!   `JobFailed "agent busy with job X"` (not spooled, `busy` set; so is the
+//!   refusal while shutting down); an attempt whose outcome is still spooled
+//!   gets that outcome again, while a new attempt of a spooled job runs afresh;
 //! - `CancelJob` kills the worker: `JobFailed "cancelled: <reason>"` (spooled);
-//! - `ResultAck` deletes the spooled outcome (a `rejected` one is logged first);
+//! - `ResultAck` deletes the spooled outcome of that attempt (a `rejected` one is logged first);
 //! - `Ping{seq}` is answered `Heartbeat{seq}`; `Heartbeat`s with a counter go
 //!   out every `heartbeat_interval_ms`.
 
@@ -31,6 +36,7 @@ use super::executor::StartError;
 use super::spool::{Outcome, OutcomeResult};
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::JobSpec;
+use cipherfleet_core::token::Secret;
 use cipherfleet_core::wire;
 
 use crate::{probe, worker};
@@ -74,6 +80,16 @@ fn classify(status: &Status, welcomed: bool) -> SessionEnd {
             "coordinator refused the session (this agent speaks protocol version {PROTOCOL_VERSION}): {:?}",
             status.message()
         )),
+        // The host's name is enrolled under another credential, or retired.
+        Code::PermissionDenied => SessionEnd::Rejected(format!("coordinator refused this host: {}", status.message())),
+        // Waited out: after a crash the coordinator may not have noticed the old session end yet.
+        Code::AlreadyExists if !welcomed => lost(
+            format!(
+                "another instance of this host is running (the coordinator has a live session for it): {}",
+                status.message()
+            ),
+            false,
+        ),
         code => lost(format!("{code:?}: {:?}", status.message()), welcomed),
     }
 }
@@ -158,6 +174,9 @@ async fn handshake(ctx: &Context) -> Result<(Session, v1::Welcome, Streaming<v1:
         Some(other) => return Err(lost(format!("expected Welcome, got {other:?}"), false)),
         None => return Err(lost("the coordinator closed the session before Welcome", false)),
     };
+    if !welcome.credential.is_empty() {
+        keep_credential(ctx, &welcome.credential)?;
+    }
     let session = Session {
         tx,
         sent: HashSet::new(),
@@ -165,6 +184,30 @@ async fn handshake(ctx: &Context) -> Result<(Session, v1::Welcome, Streaming<v1:
         draining: false,
     };
     Ok((session, welcome, inbound))
+}
+
+/// Stores the credential the coordinator just issued: without it the host
+/// could not prove who it is next time, so failing to store it ends the agent.
+fn keep_credential(ctx: &Context, credential: &str) -> Result<(), SessionEnd> {
+    if credential.len() > wire::MAX_CREDENTIAL_LEN || !credential.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(lost("the coordinator sent a malformed host credential", false));
+    }
+    if let Err(e) = ctx.credential_file.store(credential) {
+        return Err(SessionEnd::Rejected(format!(
+            "cannot store the host credential in {}: {e}. The coordinator enrolled this host, but \
+             the agent could not prove it next time: fix the state directory (--state-dir), then have \
+             an operator run `cipherfleet-coordinator hosts reset-credential {}`",
+            ctx.credential_file.path().display(),
+            ctx.config.name
+        )));
+    }
+    info!(
+        "enrolled as host {:?}; its credential is in {}",
+        ctx.config.name,
+        ctx.credential_file.path().display()
+    );
+    *ctx.credential.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Secret::new(credential));
+    Ok(())
 }
 
 /// The `Hello` for this session: facts probed now, and what is running or spooled.
@@ -178,9 +221,18 @@ fn hello(ctx: &Context) -> v1::Hello {
         warn!("cannot read the spool: {e}");
         Vec::new()
     });
+    let (running_job_id, running_attempt_id) = ctx.executor.running_attempt().unwrap_or_default();
+    let credential = ctx
+        .credential
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .as_ref()
+        .map(|c| c.expose().to_string())
+        .unwrap_or_default();
     v1::Hello {
         protocol_version: PROTOCOL_VERSION,
         enrollment_token: ctx.config.token.expose().to_string(),
+        credential,
         facts: Some(v1::HostFacts::from(&probe::probe())),
         capabilities: Some(v1::Capabilities {
             paths,
@@ -189,7 +241,8 @@ fn hello(ctx: &Context) -> v1::Hello {
         }),
         labels: ctx.config.labels.clone(),
         name: ctx.config.name.clone(),
-        running_job_id: ctx.executor.running().unwrap_or_default(),
+        running_job_id,
+        running_attempt_id,
         spooled_job_ids: spooled
             .into_iter()
             .take(wire::MAX_SPOOLED_JOB_IDS)
@@ -287,9 +340,10 @@ impl Session {
                     .chars()
                     .map(|c| if c.is_control() { ' ' } else { c })
                     .collect();
+                let attempt = Some(cancel.attempt_id.as_str()).filter(|a| !a.is_empty());
                 if ctx
                     .executor
-                    .cancel(Some(&cancel.job_id), format!("cancelled: {reason}"))
+                    .cancel(Some(&cancel.job_id), attempt, format!("cancelled: {reason}"))
                 {
                     info!("job {:?}: cancelled by the coordinator ({reason:?})", cancel.job_id);
                 } else {
@@ -310,7 +364,7 @@ impl Session {
                         ack.job_id, ack.rejected
                     );
                 }
-                match ctx.spool.remove(&ack.job_id) {
+                match ctx.spool.remove(&ack.job_id, &ack.attempt_id) {
                     Ok(true) => debug!("job {:?}: acknowledged, removed from the spool", ack.job_id),
                     Ok(false) => debug!("ResultAck for job {:?}, which is not spooled", ack.job_id),
                     Err(e) => warn!("job {:?}: cannot remove from the spool: {e}", ack.job_id),
@@ -330,6 +384,7 @@ impl Session {
 
     async fn run_job(&mut self, ctx: &Context, run: v1::RunJob) -> Result<(), Closed> {
         let job_id = run.job_id;
+        let attempt_id = run.attempt_id;
         // Answers that are not outcomes of the job: not spooled. `busy`: not an
         // attempt, the coordinator queues the job again.
         let refuse = |error: String, busy: bool| {
@@ -337,29 +392,39 @@ impl Session {
                 job_id: wire::truncate(job_id.clone(), wire::MAX_JOB_ID_LEN),
                 error,
                 busy,
+                attempt_id: wire::truncate(attempt_id.clone(), wire::MAX_JOB_ID_LEN),
             })
         };
-        if let Err(e) = wire::validate_job_id("run_job.job_id", &job_id) {
+        let valid = wire::validate_job_id("run_job.job_id", &job_id).and_then(|()| {
+            if attempt_id.is_empty() {
+                Ok(())
+            } else {
+                wire::validate_job_id("run_job.attempt_id", &attempt_id)
+            }
+        });
+        if let Err(e) = valid {
             warn!("refusing RunJob: {e}");
             return self.send(refuse(e.to_string(), false)).await;
         }
         if self.draining {
             return self.send(refuse("agent shutting down".into(), true)).await;
         }
-        match ctx.executor.running() {
-            Some(current) if current == job_id => {
+        match ctx.executor.running_attempt() {
+            Some((current, attempt)) if current == job_id && attempt == attempt_id => {
                 return self
-                    .send(agent_message::Body::JobAccepted(v1::JobAccepted { job_id }))
+                    .send(agent_message::Body::JobAccepted(v1::JobAccepted { job_id, attempt_id }))
                     .await;
             }
-            Some(current) => {
-                warn!("RunJob {job_id:?} while busy with {current:?}; refused");
+            // Another attempt of the running job (the coordinator timed it out
+            // and tries again): it runs afresh once the old attempt has ended.
+            Some((current, _)) => {
+                warn!("RunJob {job_id:?} (attempt {attempt_id:?}) while busy with {current:?}; refused");
                 return self.send(refuse(format!("agent busy with job {current}"), true)).await;
             }
             None => {}
         }
-        if let Some(outcome) = ctx.spool.read(&job_id) {
-            info!("job {job_id:?} already finished; re-sending its outcome");
+        if let Some(outcome) = ctx.spool.read(&job_id).filter(|o| o.attempt_id == attempt_id) {
+            info!("job {job_id:?} (attempt {attempt_id:?}) already finished; re-sending its outcome");
             return self.deliver(&outcome).await;
         }
         let spec = run
@@ -374,7 +439,7 @@ impl Session {
             Ok(spec) => spec,
             Err(e) => {
                 warn!("job {job_id:?}: invalid spec: {e}");
-                let outcome = Outcome::failed(job_id, format!("invalid job: {e}"));
+                let outcome = Outcome::failed(job_id, attempt_id, format!("invalid job: {e}"));
                 if let Err(e) = ctx.spool.write(&outcome) {
                     warn!("cannot spool the outcome of job {:?}: {e}", outcome.job_id);
                 }
@@ -382,9 +447,9 @@ impl Session {
             }
         };
         let limit = (run.time_limit_ms > 0).then(|| Duration::from_millis(run.time_limit_ms.into()));
-        match ctx.executor.start(job_id.clone(), spec, limit) {
+        match ctx.executor.start(job_id.clone(), attempt_id.clone(), spec, limit) {
             Ok(()) => {
-                self.send(agent_message::Body::JobAccepted(v1::JobAccepted { job_id }))
+                self.send(agent_message::Body::JobAccepted(v1::JobAccepted { job_id, attempt_id }))
                     .await
             }
             Err(e) => {
@@ -403,17 +468,20 @@ impl Session {
                 Ok(measurement) => agent_message::Body::JobResult(v1::JobResult {
                     job_id: job_id.clone(),
                     measurement: Some(measurement),
+                    attempt_id: outcome.attempt_id.clone(),
                 }),
                 Err(e) => agent_message::Body::JobFailed(v1::JobFailed {
                     job_id: job_id.clone(),
                     error: format!("the measurement cannot be sent: {e}"),
                     busy: false,
+                    attempt_id: outcome.attempt_id.clone(),
                 }),
             },
             OutcomeResult::Failed(error) => agent_message::Body::JobFailed(v1::JobFailed {
                 job_id: job_id.clone(),
                 error: wire::truncate(error.clone(), wire::MAX_ERROR_LEN),
                 busy: false,
+                attempt_id: outcome.attempt_id.clone(),
             }),
         };
         self.send(body).await?;

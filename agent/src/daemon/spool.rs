@@ -30,6 +30,10 @@ const TMP_PREFIX: &str = ".tmp-";
 pub struct Outcome {
     /// The coordinator's id from `RunJob`.
     pub job_id: String,
+    /// The attempt from `RunJob`, named when the outcome is sent. Empty in
+    /// outcomes spooled before attempts existed (the coordinator ignores those).
+    #[serde(default)]
+    pub attempt_id: String,
     /// When the job ended, milliseconds since the Unix epoch; outcomes are re-sent oldest first.
     pub finished_unix_ms: u64,
     pub result: OutcomeResult,
@@ -44,12 +48,12 @@ pub enum OutcomeResult {
 }
 
 impl Outcome {
-    pub fn measured(job_id: String, measurement: Measurement) -> Self {
-        Self::new(job_id, OutcomeResult::Measured(Box::new(measurement)))
+    pub fn measured(job_id: String, attempt_id: String, measurement: Measurement) -> Self {
+        Self::new(job_id, attempt_id, OutcomeResult::Measured(Box::new(measurement)))
     }
 
-    pub fn failed(job_id: String, error: impl Into<String>) -> Self {
-        Self::new(job_id, OutcomeResult::Failed(error.into()))
+    pub fn failed(job_id: String, attempt_id: String, error: impl Into<String>) -> Self {
+        Self::new(job_id, attempt_id, OutcomeResult::Failed(error.into()))
     }
 
     /// Identifies this outcome: its job and when it ended.
@@ -57,13 +61,14 @@ impl Outcome {
         (self.job_id.clone(), self.finished_unix_ms)
     }
 
-    fn new(job_id: String, result: OutcomeResult) -> Self {
+    fn new(job_id: String, attempt_id: String, result: OutcomeResult) -> Self {
         let finished_unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
         Outcome {
             job_id,
+            attempt_id,
             finished_unix_ms,
             result,
         }
@@ -167,8 +172,13 @@ impl Spool {
         Ok(outcomes)
     }
 
-    /// Drops the outcome of `job_id` (the coordinator has stored it). Returns whether there was one.
-    pub fn remove(&self, job_id: &str) -> io::Result<bool> {
+    /// Drops the outcome of attempt `attempt_id` of `job_id` (the coordinator
+    /// is done with it); an outcome of another attempt stays. Returns whether
+    /// one was dropped.
+    pub fn remove(&self, job_id: &str, attempt_id: &str) -> io::Result<bool> {
+        if self.read(job_id).is_some_and(|o| o.attempt_id != attempt_id) {
+            return Ok(false);
+        }
         match fs::remove_file(self.dir.join(outcome_file(job_id))) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
@@ -291,9 +301,9 @@ mod tests {
     fn outcomes_survive_reopening_and_come_back_oldest_first() {
         let tmp = TempDir::new("order");
         let spool = Spool::open(&tmp.0).unwrap();
-        let mut late = Outcome::failed("job-b".into(), "late");
+        let mut late = Outcome::failed("job-b".into(), "a1".into(), "late");
         late.finished_unix_ms = 2_000;
-        let mut early = Outcome::failed("job-a/../../etc".into(), "early");
+        let mut early = Outcome::failed("job-a/../../etc".into(), "a1".into(), "early");
         early.finished_unix_ms = 1_000;
         spool.write(&late).unwrap();
         spool.write(&early).unwrap();
@@ -302,8 +312,9 @@ mod tests {
         let spool = Spool::open(&tmp.0).unwrap();
         assert_eq!(spool.list().unwrap(), vec![early.clone(), late.clone()]);
         assert_eq!(spool.read("job-a/../../etc"), Some(early));
-        assert!(spool.remove("job-a/../../etc").unwrap());
-        assert!(!spool.remove("job-a/../../etc").unwrap());
+        assert!(!spool.remove("job-a/../../etc", "a0").unwrap(), "another attempt's ack");
+        assert!(spool.remove("job-a/../../etc", "a1").unwrap());
+        assert!(!spool.remove("job-a/../../etc", "a1").unwrap());
         assert_eq!(spool.list().unwrap(), vec![late]);
         let names: Vec<String> = fs::read_dir(&tmp.0)
             .unwrap()
@@ -346,7 +357,7 @@ mod tests {
         let tmp = TempDir::new("damaged");
         let spool = Spool::open(&tmp.0).unwrap();
         fs::write(tmp.0.join("outcome-x.json"), b"{trunc").unwrap();
-        spool.write(&Outcome::failed("y".into(), "e")).unwrap();
+        spool.write(&Outcome::failed("y".into(), "a1".into(), "e")).unwrap();
         assert_eq!(spool.list().unwrap().len(), 1);
         assert!(tmp.0.join("outcome-x.unreadable").exists());
     }

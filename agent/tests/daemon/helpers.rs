@@ -148,26 +148,45 @@ impl AgentSession {
     }
 
     pub async fn welcome(&self, heartbeat_interval_ms: u32) {
+        self.welcome_with_credential(heartbeat_interval_ms, "").await;
+    }
+
+    /// `Welcome` issuing `credential` (empty: none), as on enrollment.
+    pub async fn welcome_with_credential(&self, heartbeat_interval_ms: u32, credential: &str) {
         self.send(coordinator_message::Body::Welcome(v1::Welcome {
             agent_id: "agent-1".into(),
             heartbeat_interval_ms,
+            credential: credential.into(),
         }))
         .await;
     }
 
+    /// `RunJob` of attempt [`first_attempt`]`(job_id)`.
     pub async fn run_job(&self, job_id: &str, spec: v1::JobSpec) {
+        self.run_attempt(job_id, &first_attempt(job_id), spec).await;
+    }
+
+    /// `RunJob` of attempt `attempt_id`.
+    pub async fn run_attempt(&self, job_id: &str, attempt_id: &str, spec: v1::JobSpec) {
         self.send(coordinator_message::Body::RunJob(v1::RunJob {
             job_id: job_id.into(),
             spec: Some(spec),
             time_limit_ms: 0,
+            attempt_id: attempt_id.into(),
         }))
         .await;
     }
 
+    /// Acknowledges the outcome of attempt [`first_attempt`]`(job_id)`.
     pub async fn ack(&self, job_id: &str) {
+        self.ack_attempt(job_id, &first_attempt(job_id)).await;
+    }
+
+    pub async fn ack_attempt(&self, job_id: &str, attempt_id: &str) {
         self.send(coordinator_message::Body::ResultAck(v1::ResultAck {
             job_id: job_id.into(),
             rejected: String::new(),
+            attempt_id: attempt_id.into(),
         }))
         .await;
     }
@@ -209,6 +228,11 @@ impl AgentSession {
             }
         }
     }
+}
+
+/// The attempt id [`AgentSession::run_job`] sends for `job_id`.
+pub fn first_attempt(job_id: &str) -> String {
+    format!("{job_id}-attempt-1")
 }
 
 /// A job the debug build measures in well under a second: AES-128-GCM, 1 KiB, 0.05 s.
@@ -255,8 +279,9 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Starts `cipherfleet-agent run` with a token file, a spool in a fresh
-    /// directory named after the test, name `test-host` and label `rack=b7`.
+    /// Starts `cipherfleet-agent run` with a token file, a state directory
+    /// (`state/`, with the credential) and a spool in a fresh directory named
+    /// after the test, name `test-host` and label `rack=b7`.
     pub fn start(test: &str, coordinator: &Coordinator, extra: &[&str]) -> Agent {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("daemon-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -285,6 +310,8 @@ impl Agent {
             .args(["--coordinator", &coordinator.url()])
             .arg("--token-file")
             .arg(&token_file)
+            .arg("--state-dir")
+            .arg(dir.join("state"))
             .arg("--spool-dir")
             .arg(dir.join("spool"))
             .args(["--name", "test-host", "--label", "rack=b7"])
@@ -302,6 +329,11 @@ impl Agent {
     /// Everything the agent logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
+    }
+
+    /// The agent's state directory (its credential file is `credential` in it).
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.join("state")
     }
 
     /// Job ids with an outcome in the spool.

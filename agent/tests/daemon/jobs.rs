@@ -6,7 +6,8 @@ use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::{self, agent_message, coordinator_message};
 
 use crate::helpers::{
-    Admission, Agent, Coordinator, JOB, STEP, TOKEN, job_failed, long_job, require_soft_sibling, short_job,
+    Admission, Agent, Coordinator, JOB, STEP, TOKEN, first_attempt, job_failed, long_job, require_soft_sibling,
+    short_job,
 };
 
 #[tokio::test]
@@ -45,7 +46,10 @@ async fn job_is_accepted_measured_reported_and_unspooled_after_ack() {
     session.run_job("job-1", short_job()).await;
     assert_eq!(
         session.next(STEP, &agent).await,
-        agent_message::Body::JobAccepted(v1::JobAccepted { job_id: "job-1".into() })
+        agent_message::Body::JobAccepted(v1::JobAccepted {
+            job_id: "job-1".into(),
+            attempt_id: first_attempt("job-1"),
+        })
     );
     let measurement = match session.next(JOB, &agent).await {
         agent_message::Body::JobResult(r) if r.job_id == "job-1" => r.measurement.expect("a measurement"),
@@ -116,6 +120,7 @@ async fn cancel_kills_a_long_job_and_a_busy_agent_refuses_another() {
         .send(coordinator_message::Body::CancelJob(v1::CancelJob {
             job_id: "long-1".into(),
             reason: "campaign cancelled".into(),
+            attempt_id: String::new(),
         }))
         .await;
     let cancelled = job_failed(session.next(STEP, &agent).await, "long-1");

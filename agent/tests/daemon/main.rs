@@ -3,6 +3,7 @@
 //! comes from protocol events, never from sleeping.
 
 mod helpers;
+mod identity;
 mod jobs;
 mod lifecycle;
 mod reconnect;

@@ -226,6 +226,8 @@ impl SimHost {
             name: name.into(),
             running_job_id: String::new(),
             spooled_job_ids: vec![],
+            credential: String::new(),
+            running_attempt_id: String::new(),
         };
         let (tx, rx) = mpsc::channel(16);
         tx.send(AgentMessage {
@@ -292,12 +294,14 @@ impl SimHost {
             let measurement = measurement_of(&template, &spec);
             self.send(agent_message::Body::JobAccepted(v1::JobAccepted {
                 job_id: run.job_id.clone(),
+                attempt_id: run.attempt_id.clone(),
             }))
             .await;
             let sent = Instant::now();
             let result = v1::JobResult {
                 job_id: run.job_id.clone(),
                 measurement: Some(measurement),
+                attempt_id: run.attempt_id.clone(),
             };
             self.send(agent_message::Body::JobResult(result)).await;
             match self.next("a ResultAck").await {

@@ -27,6 +27,8 @@ pub struct Host {
     pub last_seen: DateTime<Utc>,
     /// The latest facts; `None` only for a host whose snapshots were deleted.
     pub current_snapshot_id: Option<i64>,
+    /// When an operator retired it ([`super::identity::retire`]); retired hosts keep their history.
+    pub retired_at: Option<DateTime<Utc>>,
 }
 
 /// What [`upsert_host_with_facts`] did.
@@ -98,7 +100,7 @@ pub async fn upsert_host_with_facts(
 /// The columns of [`Host`], as a literal for `concat!`.
 macro_rules! host_columns {
     () => {
-        "id, name, labels, first_seen, last_seen, current_snapshot_id"
+        "id, name, labels, first_seen, last_seen, current_snapshot_id, retired_at"
     };
 }
 
@@ -187,7 +189,7 @@ impl HostWithFacts {
 /// Every host with its current facts, by name.
 pub async fn list_with_facts(db: impl PgExecutor<'_>) -> Result<Vec<HostWithFacts>> {
     Ok(sqlx::query_as(
-        "SELECT h.id, h.name, h.labels, h.first_seen, h.last_seen, h.current_snapshot_id, \
+        "SELECT h.id, h.name, h.labels, h.first_seen, h.last_seen, h.current_snapshot_id, h.retired_at, \
              s.arch, s.cpu_model_name, s.kernel_release, s.logical_cores, s.features_usable, s.build_flavour, \
              s.hypervisor, s.cpuinfo_foreign, \
              ARRAY(SELECT f.subject FROM findings f WHERE f.host_id = h.id AND f.status = 'open' \

@@ -15,7 +15,8 @@ use cipherfleet_core::Point;
 use cipherfleet_core::spec::{Execution, JobSpec};
 
 use super::points::PointColumns;
-use super::{Result, campaigns};
+use super::{Error, Result, campaigns};
+use crate::attempt::{self, Ignored};
 
 /// A job is given to its host at most this many times; losing the agent that
 /// many times fails it (a job that crashes its agent must not loop forever).
@@ -96,6 +97,9 @@ pub struct Job {
     /// When a running job is overdue: assignment plus its time limit.
     pub deadline: Option<DateTime<Utc>>,
     pub error: Option<String>,
+    /// The current attempt: new on every claim, sent in `RunJob`; only its
+    /// outcome counts ([`crate::attempt`]). `None` before the first dispatch.
+    pub attempt_id: Option<Uuid>,
 }
 
 /// The columns of [`Job`], as a literal for `concat!`.
@@ -103,7 +107,7 @@ macro_rules! job_columns {
     () => {
         "id, campaign_id, host_id, position, spec, algorithm, direction, size_bytes, threads, \
          concurrency, key_mode, path, time_limit_seconds, status, attempts, created_at, \
-         assigned_at, started_at, finished_at, deadline, error"
+         assigned_at, started_at, finished_at, deadline, error, attempt_id"
     };
 }
 
@@ -155,7 +159,7 @@ pub async fn insert_for_campaign(conn: &mut PgConnection, campaign_id: i64, jobs
 }
 
 /// Hands `host_id` its next queued job (oldest campaign first, then matrix
-/// order) and marks it running with a deadline — unless the host already
+/// order) and marks it running with a deadline and a new attempt id — unless the host already
 /// has a running job, in which case `None`, as when nothing is queued.
 pub async fn claim_next_for_host(pool: &PgPool, host_id: i64) -> Result<Option<Job>> {
     let mut tx = pool.begin().await?;
@@ -171,7 +175,7 @@ pub async fn claim_next_for_host(pool: &PgPool, host_id: i64) -> Result<Option<J
     }
     let job = sqlx::query_as(concat!(
         "UPDATE jobs SET status = 'running', assigned_at = now(), started_at = NULL, \
-             deadline = now() + time_limit_seconds * interval '1 second' \
+             deadline = now() + time_limit_seconds * interval '1 second', attempt_id = gen_random_uuid() \
          WHERE id = ( \
              SELECT id FROM jobs \
              WHERE host_id = $1 AND status = 'queued' \
@@ -189,23 +193,24 @@ pub async fn claim_next_for_host(pool: &PgPool, host_id: i64) -> Result<Option<J
     Ok(job)
 }
 
-/// Notes that the agent began executing a job it was given. False if the job
-/// is not running on `host_id` (or was already started).
-pub async fn mark_started(db: impl PgExecutor<'_>, job_id: Uuid, host_id: i64) -> Result<bool> {
+/// Notes that the agent began executing attempt `attempt_id` of a job it was
+/// given. False if that attempt is not running on `host_id` (or was already started).
+pub async fn mark_started(db: impl PgExecutor<'_>, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<bool> {
     let done = sqlx::query(
         "UPDATE jobs SET started_at = now() \
-         WHERE id = $1 AND host_id = $2 AND status = 'running' AND started_at IS NULL",
+         WHERE id = $1 AND host_id = $2 AND attempt_id = $3 AND status = 'running' AND started_at IS NULL",
     )
     .bind(job_id)
     .bind(host_id)
+    .bind(attempt_id)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
-/// Fails a job the agent reported as failed (invalid point, self-test failure,
-/// crash, time limit); such failures repeat, so it is not queued again. False
-/// if the job was not queued or running on `host_id`.
+/// Fails a job on the coordinator's own account (a stored spec it cannot
+/// read); not queued again. False if the job was not queued or running on
+/// `host_id`. An agent's report goes through [`fail_attempt`].
 pub async fn fail(pool: &PgPool, job_id: Uuid, host_id: i64, error: &str) -> Result<bool> {
     let mut tx = pool.begin().await?;
     let campaign: Option<i64> = sqlx::query_scalar(
@@ -223,6 +228,44 @@ pub async fn fail(pool: &PgPool, job_id: Uuid, host_id: i64, error: &str) -> Res
     }
     tx.commit().await?;
     Ok(campaign.is_some())
+}
+
+/// Fails a job its agent reported failed in attempt `attempt` (invalid point,
+/// self-test failure, crash, time limit); such failures repeat, so it is not
+/// queued again. Only the job's current attempt can fail it ([`attempt::judge`]):
+/// otherwise the report is `Ignored`. An unknown job or one of another host is an error.
+pub async fn fail_attempt(
+    pool: &PgPool,
+    job_id: Uuid,
+    host_id: i64,
+    attempt: Option<Uuid>,
+    error: &str,
+) -> Result<Result<(), Ignored>> {
+    let mut tx = pool.begin().await?;
+    let job: Option<(i64, i64, String, Option<Uuid>)> =
+        sqlx::query_as("SELECT host_id, campaign_id, status, attempt_id FROM jobs WHERE id = $1 FOR UPDATE")
+            .bind(job_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let (job_host, campaign_id, status, current) = job.ok_or(Error::UnknownJob(job_id))?;
+    if job_host != host_id {
+        return Err(Error::JobOfAnotherHost {
+            job: job_id,
+            host: host_id,
+        });
+    }
+    let status = JobStatus::try_from(status).map_err(|e| Error::Database(sqlx::Error::Decode(e.into())))?;
+    if let Err(ignored) = attempt::judge(status, current, attempt) {
+        return Ok(Err(ignored));
+    }
+    sqlx::query("UPDATE jobs SET status = 'failed', finished_at = now(), error = $2 WHERE id = $1")
+        .bind(job_id)
+        .bind(error)
+        .execute(&mut *tx)
+        .await?;
+    campaigns::close_if_complete(&mut tx, campaign_id).await?;
+    tx.commit().await?;
+    Ok(Ok(()))
 }
 
 /// What [`requeue_lost`] did with the jobs of a lost agent.
@@ -301,12 +344,12 @@ pub async fn for_campaign(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<V
     .await?)
 }
 
-/// A job the agent still holds after a reconnect (running, or its outcome
-/// spooled): it is running on `host_id` again with a fresh deadline, without
-/// counting an attempt. Any other job marked running on the host goes back to
-/// the queue: the agent is not running it. False if the job is not this host's
-/// or already finished.
-pub async fn adopt(pool: &PgPool, job_id: Uuid, host_id: i64) -> Result<bool> {
+/// A job the agent still runs after a reconnect, in attempt `attempt_id`: it
+/// is running on `host_id` again with a fresh deadline, without counting an
+/// attempt. Any other job marked running on the host goes back to the queue:
+/// the agent is not running it. False if the job is not this host's, already
+/// finished, or dispatched again since that attempt.
+pub async fn adopt(pool: &PgPool, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<bool> {
     let mut tx = pool.begin().await?;
     // Takes turns with claims for the host (see `claim_next_for_host`): a claim
     // racing this adoption then finds the host busy instead of tripping the
@@ -323,10 +366,11 @@ pub async fn adopt(pool: &PgPool, job_id: Uuid, host_id: i64) -> Result<bool> {
     let adopted = sqlx::query(
         "UPDATE jobs SET status = 'running', assigned_at = COALESCE(assigned_at, now()), \
              deadline = now() + time_limit_seconds * interval '1 second' \
-         WHERE id = $1 AND host_id = $2 AND status IN ('queued', 'running')",
+         WHERE id = $1 AND host_id = $2 AND attempt_id = $3 AND status IN ('queued', 'running')",
     )
     .bind(job_id)
     .bind(host_id)
+    .bind(attempt_id)
     .execute(&mut *tx)
     .await?
     .rows_affected()
@@ -335,14 +379,16 @@ pub async fn adopt(pool: &PgPool, job_id: Uuid, host_id: i64) -> Result<bool> {
     Ok(adopted)
 }
 
-/// The agent refused a job because it is busy: back to the queue, no attempt counted.
-pub async fn release(pool: &PgPool, job_id: Uuid, host_id: i64) -> Result<bool> {
+/// The agent refused attempt `attempt_id` of a job because it is busy: back to
+/// the queue, no attempt counted. False if that attempt is not running on `host_id`.
+pub async fn release(pool: &PgPool, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<bool> {
     let done = sqlx::query(
         "UPDATE jobs SET status = 'queued', assigned_at = NULL, started_at = NULL, deadline = NULL \
-         WHERE id = $1 AND host_id = $2 AND status = 'running'",
+         WHERE id = $1 AND host_id = $2 AND attempt_id = $3 AND status = 'running'",
     )
     .bind(job_id)
     .bind(host_id)
+    .bind(attempt_id)
     .execute(pool)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -354,11 +400,11 @@ pub async fn release(pool: &PgPool, job_id: Uuid, host_id: i64) -> Result<bool> 
 pub async fn unclaim(pool: &PgPool, claimed: &Job) -> Result<bool> {
     let done = sqlx::query(
         "UPDATE jobs SET status = 'queued', assigned_at = NULL, started_at = NULL, deadline = NULL \
-         WHERE id = $1 AND host_id = $2 AND status = 'running' AND assigned_at = $3",
+         WHERE id = $1 AND host_id = $2 AND status = 'running' AND attempt_id = $3",
     )
     .bind(claimed.id)
     .bind(claimed.host_id)
-    .bind(claimed.assigned_at)
+    .bind(claimed.attempt_id)
     .execute(pool)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -369,30 +415,35 @@ pub async fn unclaim(pool: &PgPool, claimed: &Job) -> Result<bool> {
 pub struct Expired {
     pub job_id: Uuid,
     pub host_id: i64,
+    /// The attempt that overran.
+    pub attempt_id: Option<Uuid>,
     /// Queued again (false: failed after its last attempt).
     pub requeued: bool,
 }
 
 /// Running jobs past their deadline go back to the queue with one more
-/// attempt counted, or fail once [`MAX_ATTEMPTS`] is reached.
+/// attempt counted, or fail once [`MAX_ATTEMPTS`] is reached. The attempt
+/// that overran is withdrawn (`attempt_id` cleared): its outcome, however
+/// late or early, no longer counts, so the job is retried for real.
 pub async fn expire_overdue(pool: &PgPool) -> Result<Vec<Expired>> {
     let mut tx = pool.begin().await?;
-    let rows: Vec<(Uuid, i64, String, i64)> = sqlx::query_as(
-        "UPDATE jobs SET \
-             attempts = attempts + 1, \
-             status = CASE WHEN attempts + 1 >= $1 THEN 'failed' ELSE 'queued' END, \
-             error = CASE WHEN attempts + 1 >= $1 THEN $2::text END, \
-             finished_at = CASE WHEN attempts + 1 >= $1 THEN now() END, \
-             assigned_at = NULL, started_at = NULL, deadline = NULL \
-         WHERE status = 'running' AND deadline < now() \
-         RETURNING id, host_id, status, campaign_id",
+    let rows: Vec<(Uuid, i64, String, i64, Option<Uuid>)> = sqlx::query_as(
+        "UPDATE jobs j SET \
+             attempts = j.attempts + 1, \
+             status = CASE WHEN j.attempts + 1 >= $1 THEN 'failed' ELSE 'queued' END, \
+             error = CASE WHEN j.attempts + 1 >= $1 THEN $2::text END, \
+             finished_at = CASE WHEN j.attempts + 1 >= $1 THEN now() END, \
+             assigned_at = NULL, started_at = NULL, deadline = NULL, attempt_id = NULL \
+         FROM (SELECT id, attempt_id FROM jobs WHERE status = 'running' AND deadline < now() FOR UPDATE) overdue \
+         WHERE j.id = overdue.id \
+         RETURNING j.id, j.host_id, j.status, j.campaign_id, overdue.attempt_id",
     )
     .bind(MAX_ATTEMPTS)
     .bind(format!("exceeded its time limit ({MAX_ATTEMPTS} attempts)"))
     .fetch_all(&mut *tx)
     .await?;
     let mut out = Vec::with_capacity(rows.len());
-    for (job_id, host_id, status, campaign_id) in rows {
+    for (job_id, host_id, status, campaign_id, attempt_id) in rows {
         let requeued = status == JobStatus::Queued.as_str();
         if !requeued {
             campaigns::close_if_complete(&mut tx, campaign_id).await?;
@@ -400,6 +451,7 @@ pub async fn expire_overdue(pool: &PgPool) -> Result<Vec<Expired>> {
         out.push(Expired {
             job_id,
             host_id,
+            attempt_id,
             requeued,
         });
     }

@@ -4,6 +4,7 @@
 //! time; values always travel as bind parameters.
 //!
 //! - [`hosts`]: machines and their hello (`upsert_host_with_facts`).
+//! - [`identity`]: who a host is — enrollment, its credential, reset and retirement.
 //! - [`snapshots`]: the history of each host's facts.
 //! - [`sessions`]: agent connections.
 //! - [`campaigns`]: suites run on a set of hosts, and their progress.
@@ -27,6 +28,7 @@ pub mod fallback;
 pub mod findings;
 pub mod host_results;
 pub mod hosts;
+pub mod identity;
 pub mod jobs;
 pub mod matrix;
 pub mod points;

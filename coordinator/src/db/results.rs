@@ -11,18 +11,25 @@ use serde_json::Value;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
+use super::jobs::JobStatus;
 use super::{Error, Result, campaigns, points};
+use crate::attempt::{self, Ignored};
 
-/// Whether [`record`] stored the result or had it already.
+/// Whether [`record`] stored the result, had it already, or let it pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordOutcome {
     Inserted,
-    /// The job already had a result; nothing changed.
+    /// The job already had a result of this attempt; nothing changed.
     Duplicate,
+    /// Not the job's current attempt, or the job ended otherwise
+    /// ([`attempt::judge`]); nothing changed.
+    Ignored(Ignored),
 }
 
-/// Stores the result of `job_id` as reported by `host_id`'s agent and marks
-/// the job done (a cancelled job stays cancelled; its result is kept). The
+/// Stores the result of attempt `attempt` of `job_id` as reported by
+/// `host_id`'s agent and marks the job done. Only the current attempt of a
+/// job not yet finished counts: a failed or cancelled job stays so, and a
+/// result of an earlier attempt is [`RecordOutcome::Ignored`]. The
 /// result is tied to the host's current facts snapshot. `path_used` and
 /// `figures` (of the parsed [`cipherfleet_core::measurement::Measurement`])
 /// fill the typed columns, stored as given: the database rejects negative
@@ -31,22 +38,31 @@ pub async fn record(
     pool: &PgPool,
     job_id: Uuid,
     host_id: i64,
+    attempt: Option<Uuid>,
     path_used: PathUsed,
     figures: &Figures,
     measurement: &Value,
 ) -> Result<RecordOutcome> {
     let mut tx = pool.begin().await?;
     // Locking the job orders concurrent copies of the same result.
-    let job: Option<(i64, i64)> = sqlx::query_as("SELECT host_id, campaign_id FROM jobs WHERE id = $1 FOR UPDATE")
-        .bind(job_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let (job_host, campaign_id) = job.ok_or(Error::UnknownJob(job_id))?;
+    let job: Option<(i64, i64, String, Option<Uuid>)> =
+        sqlx::query_as("SELECT host_id, campaign_id, status, attempt_id FROM jobs WHERE id = $1 FOR UPDATE")
+            .bind(job_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let (job_host, campaign_id, status, current) = job.ok_or(Error::UnknownJob(job_id))?;
     if job_host != host_id {
         return Err(Error::JobOfAnotherHost {
             job: job_id,
             host: host_id,
         });
+    }
+    let status = JobStatus::try_from(status).map_err(|e| Error::Database(sqlx::Error::Decode(e.into())))?;
+    match attempt::judge(status, current, attempt) {
+        Ok(()) => {}
+        // The same attempt's result again (a re-send after a lost ack).
+        Err(Ignored::Finished(JobStatus::Done)) => return Ok(RecordOutcome::Duplicate),
+        Err(ignored) => return Ok(RecordOutcome::Ignored(ignored)),
     }
 
     let inserted: Option<i64> = sqlx::query_scalar(
@@ -91,7 +107,7 @@ pub async fn record(
 
     sqlx::query(
         "UPDATE jobs SET status = 'done', finished_at = now(), error = NULL \
-         WHERE id = $1 AND status <> 'cancelled'",
+         WHERE id = $1 AND status IN ('queued', 'running')",
     )
     .bind(job_id)
     .execute(&mut *tx)

@@ -67,6 +67,13 @@ fn selector_from(s: Option<&v1::HostSelector>) -> Selector {
     }
 }
 
+fn unknown_host(name: &str) -> Status {
+    let shown: String = name.chars().take(128).collect();
+    Status::not_found(format!(
+        "no host is named {shown:?} (see `cipherfleet-coordinator hosts`)"
+    ))
+}
+
 fn parse_campaign_id(s: &str) -> Result<i64, Status> {
     s.trim()
         .parse()
@@ -111,7 +118,8 @@ impl AdminService for AdminSvc {
         let hosts = db::hosts::list_with_facts(pool).await.map_err(db_status)?;
         let mut jobs = Vec::new();
         let mut chosen = 0;
-        for h in &hosts {
+        // Retired hosts keep their history but are never selected again.
+        for h in hosts.iter().filter(|h| h.host.retired_at.is_none()) {
             let candidate = Candidate {
                 name: &h.host.name,
                 labels: &h.host.labels.0,
@@ -297,6 +305,7 @@ impl AdminService for AdminSvc {
                 cpu_model_name: h.cpu_model_name.unwrap_or_default(),
                 kernel_release: h.kernel_release.unwrap_or_default(),
                 last_seen_unix_ms: h.host.last_seen.timestamp_millis(),
+                retired: h.host.retired_at.is_some(),
                 labels: h
                     .host
                     .labels
@@ -307,6 +316,54 @@ impl AdminService for AdminSvc {
             })
             .collect();
         Ok(Response::new(v1::ListHostsResponse { hosts }))
+    }
+
+    async fn reset_host_credential(
+        &self,
+        request: Request<v1::ResetHostCredentialRequest>,
+    ) -> Result<Response<v1::ResetHostCredentialResponse>, Status> {
+        self.authorize(&request)?;
+        let name = &request.get_ref().name;
+        let host_id = db::identity::reset_credential(self.scheduler.pool(), name)
+            .await
+            .map_err(db_status)?
+            .ok_or_else(|| unknown_host(name))?;
+        // Aborted, not refused: the agent reconnects, and with the enrollment
+        // token it may enroll again — as may any agent that has the token.
+        let session_ended = self.scheduler.end_session(
+            host_id,
+            Status::aborted("the host's credential was reset by an operator; enroll again with the enrollment token"),
+        );
+        tracing::warn!(host = host_id, name = ?name, session_ended, "host credential reset by an operator");
+        Ok(Response::new(v1::ResetHostCredentialResponse {
+            host_id: host_id.to_string(),
+            session_ended,
+        }))
+    }
+
+    async fn retire_host(
+        &self,
+        request: Request<v1::RetireHostRequest>,
+    ) -> Result<Response<v1::RetireHostResponse>, Status> {
+        self.authorize(&request)?;
+        let name = &request.get_ref().name;
+        let retired = db::identity::retire(self.scheduler.pool(), name)
+            .await
+            .map_err(db_status)?
+            .ok_or_else(|| unknown_host(name))?;
+        let session_ended = self.scheduler.end_session(
+            retired.host_id,
+            Status::permission_denied(format!(
+                "host {name:?} was retired by an operator and is not admitted again; \
+                 to enroll this machine as a new host, give its agent another --name"
+            )),
+        );
+        tracing::warn!(host = retired.host_id, name = ?name, jobs_failed = retired.failed_jobs.len(), session_ended, "host retired by an operator");
+        Ok(Response::new(v1::RetireHostResponse {
+            host_id: retired.host_id.to_string(),
+            jobs_failed: retired.failed_jobs.len() as u32,
+            session_ended,
+        }))
     }
 
     async fn list_findings(

@@ -1,11 +1,16 @@
 //! `AgentService.Session`: one bidirectional stream per agent.
 //!
-//! The first message must be `Hello` (protocol version, token, facts); the
-//! reply is `Welcome`, then `RunJob`s one at a time. Every later message is
-//! validated; outcomes are stored idempotently and acknowledged with
-//! `ResultAck` (or refused for good, with the reason, in the same message).
-//! A session that sends nothing for three heartbeat intervals is lost: its
-//! running job goes back to the queue.
+//! The first message must be `Hello` (protocol version, credential or token,
+//! facts). A host is who holds its credential ([`db::identity`]): a `Hello` for
+//! an enrolled name without it is refused with `PERMISSION_DENIED` before
+//! anything of the host is touched, and a host has at most one live session
+//! (a second one is refused with `ALREADY_EXISTS`). The reply is `Welcome`
+//! (with a new credential when the host was just enrolled), then `RunJob`s one
+//! at a time, each a new attempt. Every later message is validated; only the
+//! current attempt's outcome counts ([`crate::attempt`]); outcomes are
+//! acknowledged with `ResultAck` (refused or ignored ones with the reason in
+//! the same message). A session that sends nothing for three heartbeat
+//! intervals is lost: its running job goes back to the queue.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,9 +32,12 @@ use tonic::{Request, Response, Status, Streaming};
 use uuid::Uuid;
 
 use super::db_status;
+use crate::attempt;
 use crate::auth::Token;
+use crate::credential::IssuedCredential;
 use crate::db;
 use crate::db::hosts::Labels;
+use crate::db::identity::{Admission, Refusal};
 use crate::findings::Deriver;
 use crate::scheduler::Scheduler;
 
@@ -70,37 +78,86 @@ impl AgentService for AgentSvc {
                 hello.protocol_version
             )));
         }
-        if !self.token.matches(hello.enrollment_token.as_bytes()) {
-            tracing::warn!(peer = ?peer, name = ?hello.name, "hello with a wrong enrollment token");
+        // The token matters only to enroll; a host with a credential need not send it.
+        let token_ok = self.token.matches(hello.enrollment_token.as_bytes());
+        if !token_ok && hello.credential.is_empty() {
+            tracing::warn!(peer = ?peer, name = ?truncate(&hello.name, 64), "hello with a wrong enrollment token");
             return Err(Status::unauthenticated("invalid enrollment token"));
         }
         wire::validate_hello(&hello).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let accepted = self.welcome(&hello, peer).await?;
+        let issued = IssuedCredential::generate()
+            .map_err(|e| Status::internal(format!("cannot draw a host credential from the OS: {e}")))?;
+        let admission = db::identity::admit(self.scheduler.pool(), &hello.name, &hello.credential, token_ok, &issued)
+            .await
+            .map_err(db_status)?
+            .map_err(|refusal| refused(refusal, &hello.name, peer))?;
+        let host_id = admission.host_id();
+        match admission {
+            Admission::Enrolled { claimed: true, .. } => tracing::warn!(
+                host = host_id, name = ?hello.name, peer = ?peer,
+                "host had no credential (enrolled before credentials existed, or reset by an operator): \
+                 claimed by this agent with the enrollment token and issued a new credential"
+            ),
+            Admission::Enrolled { claimed: false, .. } => {
+                tracing::info!(host = host_id, name = ?hello.name, peer = ?peer, "new host enrolled")
+            }
+            Admission::Known { .. } => {}
+        }
 
+        // The host's one session slot, before anything of it changes: a second
+        // session must not re-queue the first one's job or overwrite its labels.
         let (tx, rx) = mpsc::channel(64);
-        let welcome = v1::Welcome {
-            agent_id: accepted.host_id.to_string(),
-            heartbeat_interval_ms: self.heartbeat.as_millis() as u32,
+        let reservation = self.scheduler.reserve(host_id, tx.clone()).map_err(|_| {
+            tracing::warn!(host = host_id, name = ?hello.name, peer = ?peer, "second session of a host refused");
+            Status::already_exists(format!(
+                "host {:?} already has a live session: another instance of this agent is running for it. \
+                 A cloned machine must run with its own --name and without the credential file copied \
+                 into its state directory",
+                hello.name
+            ))
+        })?;
+        let accepted = match self.welcome(&hello, host_id, peer).await {
+            Ok(accepted) => accepted,
+            Err(status) => {
+                self.scheduler.disconnect(host_id, reservation.generation);
+                return Err(status);
+            }
         };
-        tx.send(Ok(CoordinatorMessage {
-            body: Some(Body::Welcome(welcome)),
-        }))
-        .await
-        .map_err(|_| Status::cancelled("agent went away"))?;
-        let generation = self.scheduler.connect(accepted.host_id, tx.clone());
+        let welcome = v1::Welcome {
+            agent_id: host_id.to_string(),
+            heartbeat_interval_ms: self.heartbeat.as_millis() as u32,
+            credential: match admission {
+                Admission::Enrolled { .. } => issued.secret().to_string(),
+                Admission::Known { .. } => String::new(),
+            },
+        };
+        // Queued before the session is activated, so no `RunJob` can precede it.
+        if tx
+            .send(Ok(CoordinatorMessage {
+                body: Some(Body::Welcome(welcome)),
+            }))
+            .await
+            .is_err()
+        {
+            self.scheduler.disconnect(host_id, reservation.generation);
+            return Err(Status::cancelled("agent went away"));
+        }
+        self.scheduler.activate(host_id, reservation.generation);
+        let generation = reservation.generation;
         if accepted.facts_changed {
             self.findings.facts_changed();
         }
-        tracing::info!(host = accepted.host_id, name = ?hello.name, peer = ?peer, facts_changed = accepted.facts_changed, "agent connected");
+        tracing::info!(host = host_id, name = ?hello.name, peer = ?peer, facts_changed = accepted.facts_changed, "agent connected");
 
         let session = Session {
             scheduler: self.scheduler.clone(),
-            host_id: accepted.host_id,
+            host_id,
             session_id: accepted.session_id,
             generation,
             tx,
             silence: self.heartbeat * MISSED_HEARTBEATS,
             shutdown: self.shutdown.clone(),
+            ended: reservation.ended,
             dispatch_on_connect: !accepted.holds_jobs,
             findings: self.findings.clone(),
         };
@@ -109,8 +166,26 @@ impl AgentService for AgentSvc {
     }
 }
 
+/// The answer to a refused `Hello`: names the host and what to do. Logged
+/// with the name cut short, since it comes from whoever connected.
+fn refused(refusal: Refusal, name: &str, peer: Option<SocketAddr>) -> Status {
+    tracing::warn!(peer = ?peer, name = ?truncate(name, 64), ?refusal, "hello refused");
+    match refusal {
+        Refusal::BadToken => Status::unauthenticated("invalid enrollment token"),
+        Refusal::WrongCredential => Status::permission_denied(format!(
+            "host {name:?} is enrolled with its own credential and this agent did not present it. \
+             If this is that host, run the agent with its state directory (the credential file in it); \
+             if the credential is lost, an operator runs `cipherfleet-coordinator hosts reset-credential {name}`. \
+             If this is another machine, give its agent its own --name"
+        )),
+        Refusal::Retired => Status::permission_denied(format!(
+            "host {name:?} was retired by an operator and is not admitted again; \
+             to enroll this machine as a new host, give its agent another --name"
+        )),
+    }
+}
+
 struct Accepted {
-    host_id: i64,
     session_id: i64,
     facts_changed: bool,
     /// The agent runs a job or has spooled outcomes: dispatch waits for its
@@ -119,8 +194,8 @@ struct Accepted {
 }
 
 impl AgentSvc {
-    /// Stores the host, its facts and the session; adopts jobs the agent still holds.
-    async fn welcome(&self, hello: &v1::Hello, peer: Option<SocketAddr>) -> Result<Accepted, Status> {
+    /// Stores the admitted host's labels, facts and session; adopts the job the agent still runs.
+    async fn welcome(&self, hello: &v1::Hello, host_id: i64, peer: Option<SocketAddr>) -> Result<Accepted, Status> {
         let pool = self.scheduler.pool();
         let facts_json = hello.facts.as_ref().map(|f| f.facts_json.as_str()).unwrap_or("");
         let facts: serde_json::Value = serde_json::from_str(facts_json)
@@ -131,6 +206,7 @@ impl AgentSvc {
         let up = db::hosts::upsert_host_with_facts(pool, &hello.name, Some(&labels), &facts)
             .await
             .map_err(db_status)?;
+        debug_assert_eq!(up.host_id, host_id, "the admitted host");
         let agent_version = hello.capabilities.as_ref().map(|c| c.agent_version.as_str());
         let session_id = db::sessions::open(
             pool,
@@ -145,8 +221,13 @@ impl AgentSvc {
         // would run a benchmark twice, or two at once. An agent running nothing
         // lost whatever this host had running (it restarted, or this coordinator
         // did and never saw the session end): back to the queue.
-        if let Ok(job_id) = Uuid::parse_str(&hello.running_job_id) {
-            db::jobs::adopt(pool, job_id, up.host_id).await.map_err(db_status)?;
+        let running = Uuid::parse_str(&hello.running_job_id)
+            .ok()
+            .zip(Uuid::parse_str(&hello.running_attempt_id).ok());
+        if let Some((job_id, attempt_id)) = running {
+            db::jobs::adopt(pool, job_id, up.host_id, attempt_id)
+                .await
+                .map_err(db_status)?;
         } else {
             let lost = db::jobs::requeue_lost(pool, up.host_id).await.map_err(db_status)?;
             if !lost.requeued.is_empty() || !lost.failed.is_empty() {
@@ -154,7 +235,6 @@ impl AgentSvc {
             }
         }
         Ok(Accepted {
-            host_id: up.host_id,
             session_id,
             facts_changed: up.facts_changed,
             holds_jobs: !hello.running_job_id.is_empty() || !hello.spooled_job_ids.is_empty(),
@@ -171,6 +251,8 @@ struct Session {
     tx: mpsc::Sender<Result<CoordinatorMessage, Status>>,
     silence: Duration,
     shutdown: CancellationToken,
+    /// Cancelled by [`Scheduler::end_session`] (credential reset, retirement).
+    ended: CancellationToken,
     dispatch_on_connect: bool,
     findings: Arc<Deriver>,
 }
@@ -180,6 +262,8 @@ enum End {
     Closed,
     Lost(&'static str),
     Refused(Status),
+    /// Ended by an operator's command; the agent was told why.
+    Ended,
     Shutdown,
 }
 
@@ -194,6 +278,7 @@ impl Session {
         let end = loop {
             let next = tokio::select! {
                 _ = self.shutdown.cancelled() => break End::Shutdown,
+                _ = self.ended.cancelled() => break End::Ended,
                 next = tokio::time::timeout(self.silence, inbound.next()) => next,
             };
             let message = match next {
@@ -223,8 +308,11 @@ impl Session {
             }
             End::Lost(why) => tracing::warn!(host = self.host_id, why, "agent lost"),
             End::Closed => tracing::info!(host = self.host_id, "agent disconnected"),
+            End::Ended => tracing::info!(host = self.host_id, "session ended by an operator"),
             End::Shutdown => {}
         }
+        // After `End::Ended` the session is no longer the host's: a job it ran
+        // is adopted by the agent's next session or retried at its deadline.
         let current = self.scheduler.disconnect(self.host_id, self.generation);
         // On shutdown the agent keeps running its job and reports it to the next
         // coordinator; otherwise the job goes back to the queue (or fails after
@@ -252,10 +340,11 @@ impl Session {
             .map_err(|_| Status::cancelled("agent went away"))
     }
 
-    async fn ack(&self, job_id: &str, rejected: Option<String>) -> Result<(), Status> {
+    async fn ack(&self, job_id: &str, attempt_id: &str, rejected: Option<String>) -> Result<(), Status> {
         self.send(Body::ResultAck(v1::ResultAck {
             job_id: job_id.to_string(),
             rejected: rejected.unwrap_or_default(),
+            attempt_id: attempt_id.to_string(),
         }))
         .await
     }
@@ -269,9 +358,11 @@ impl Session {
             Some(In::Heartbeat(_)) => db::hosts::touch(pool, self.host_id).await.map_err(super::db_status),
             Some(In::JobAccepted(a)) => {
                 let job_id = parse_job_id(&a.job_id)?;
-                db::jobs::mark_started(pool, job_id, self.host_id)
-                    .await
-                    .map_err(super::db_status)?;
+                if let Some(attempt) = parse_attempt("job_accepted.attempt_id", &a.attempt_id)? {
+                    db::jobs::mark_started(pool, job_id, self.host_id, attempt)
+                        .await
+                        .map_err(super::db_status)?;
+                }
                 Ok(())
             }
             Some(In::JobProgress(p)) => {
@@ -286,51 +377,73 @@ impl Session {
                         wire::MAX_ERROR_LEN
                     )));
                 }
+                let attempt = parse_attempt("job_failed.attempt_id", &f.attempt_id)?;
                 if f.busy {
                     // Not an attempt; the agent's outstanding outcome will trigger the next dispatch.
-                    db::jobs::release(pool, job_id, self.host_id)
-                        .await
-                        .map_err(super::db_status)?;
+                    if let Some(attempt) = attempt {
+                        db::jobs::release(pool, job_id, self.host_id, attempt)
+                            .await
+                            .map_err(super::db_status)?;
+                    }
                     return Ok(());
                 }
-                match db::jobs::fail(pool, job_id, self.host_id, &f.error).await {
-                    Ok(_) => {}
-                    Err(db::Error::UnknownJob(_) | db::Error::JobOfAnotherHost { .. }) => {
-                        return self
-                            .ack(&f.job_id, Some(format!("job {job_id} is not assigned to this host")))
-                            .await;
+                let rejected = match db::jobs::fail_attempt(pool, job_id, self.host_id, attempt, &f.error).await {
+                    Ok(Ok(())) => None,
+                    Ok(Err(ignored)) => {
+                        tracing::info!(host = self.host_id, job = %job_id, attempt = %f.attempt_id, %ignored, "failure report ignored");
+                        Some(ignored.to_string())
+                    }
+                    Err(db::Error::UnknownJob(_)) => Some(format!("job {job_id} does not exist")),
+                    Err(db::Error::JobOfAnotherHost { .. }) => {
+                        Some(format!("job {job_id} is not assigned to this host"))
                     }
                     Err(e) => return Err(super::db_status(e)),
-                }
-                self.ack(&f.job_id, None).await?;
+                };
+                self.ack(&f.job_id, &f.attempt_id, rejected).await?;
                 self.scheduler.dispatch(self.host_id).await.map_err(super::db_status)
             }
             Some(In::JobResult(r)) => {
                 let job_id = parse_job_id(&r.job_id)?;
+                let attempt = parse_attempt("job_result.attempt_id", &r.attempt_id)?;
                 let Some(m) = r.measurement else {
                     return Err(Status::invalid_argument("job_result.measurement: missing"));
                 };
-                match self.record(job_id, &m).await? {
-                    Ok(()) => self.ack(&r.job_id, None).await?,
-                    Err(reason) => {
-                        tracing::warn!(host = self.host_id, job = %job_id, reason = ?reason, "result refused");
-                        self.ack(&r.job_id, Some(reason)).await?
-                    }
+                match self.record(job_id, attempt, &m).await? {
+                    Ok(()) => self.ack(&r.job_id, &r.attempt_id, None).await?,
+                    Err(reason) => self.ack(&r.job_id, &r.attempt_id, Some(reason)).await?,
                 }
                 self.scheduler.dispatch(self.host_id).await.map_err(super::db_status)
             }
         }
     }
 
-    /// Stores a result. The outer error ends the session (database away: the
-    /// agent keeps its spooled copy and re-sends it); the inner one refuses
-    /// this result for good, with the reason.
-    async fn record(&self, job_id: Uuid, m: &v1::Measurement) -> Result<Result<(), String>, Status> {
+    /// Stores the result of attempt `attempt`. The outer error ends the
+    /// session (database away: the agent keeps its spooled copy and re-sends
+    /// it); the inner one refuses or ignores this result for good, with the reason.
+    async fn record(
+        &self,
+        job_id: Uuid,
+        attempt: Option<Uuid>,
+        m: &v1::Measurement,
+    ) -> Result<Result<(), String>, Status> {
         let pool = self.scheduler.pool();
         let job = match db::jobs::get(pool, job_id).await.map_err(super::db_status)? {
             Some(job) if job.host_id == self.host_id => job,
-            _ => return Ok(Err(format!("job {job_id} is not assigned to this host"))),
+            _ => {
+                tracing::warn!(host = self.host_id, job = %job_id, "result for a job not assigned to this host refused");
+                return Ok(Err(format!("job {job_id} is not assigned to this host")));
+            }
         };
+        // Checked again under the job's lock when stored; this spares an
+        // earlier attempt's invalid measurement from failing the current one.
+        match attempt::judge(job.status, job.attempt_id, attempt) {
+            Ok(()) => {}
+            Err(attempt::Ignored::Finished(db::jobs::JobStatus::Done)) => return Ok(Ok(())),
+            Err(ignored) => {
+                tracing::info!(host = self.host_id, job = %job_id, attempt = ?attempt, %ignored, "result ignored");
+                return Ok(Err(ignored.to_string()));
+            }
+        }
         let checked = serde_json::from_value::<JobSpec>(job.spec.clone())
             .map_err(|e| format!("stored spec unreadable: {e}"))
             .and_then(|spec| {
@@ -347,13 +460,25 @@ impl Session {
             Ok(ok) => ok,
             Err(reason) => {
                 // The job cannot succeed with this result; fail it with the reason so the campaign moves on.
-                db::jobs::fail(pool, job_id, self.host_id, &format!("invalid measurement: {reason}"))
-                    .await
-                    .map_err(super::db_status)?;
+                tracing::warn!(host = self.host_id, job = %job_id, reason = ?reason, "result refused");
+                db::jobs::fail_attempt(
+                    pool,
+                    job_id,
+                    self.host_id,
+                    attempt,
+                    &format!("invalid measurement: {reason}"),
+                )
+                .await
+                .map_err(super::db_status)?
+                .ok();
                 return Ok(Err(format!("invalid measurement: {reason}")));
             }
         };
-        match db::results::record(pool, job_id, self.host_id, path_used, &figures, &json).await {
+        match db::results::record(pool, job_id, self.host_id, attempt, path_used, &figures, &json).await {
+            Ok(db::results::RecordOutcome::Ignored(ignored)) => {
+                tracing::info!(host = self.host_id, job = %job_id, attempt = ?attempt, %ignored, "result ignored");
+                Ok(Err(ignored.to_string()))
+            }
             Ok(outcome) => {
                 tracing::debug!(host = self.host_id, job = %job_id, ?outcome, "result");
                 if outcome == db::results::RecordOutcome::Inserted {
@@ -381,6 +506,10 @@ fn what_ran(json: &serde_json::Value) -> Result<(PathUsed, Figures), String> {
 
 fn parse_job_id(s: &str) -> Result<Uuid, Status> {
     Uuid::parse_str(s).map_err(|_| Status::invalid_argument(format!("job_id: {:?} is not a job id", truncate(s, 64))))
+}
+
+fn parse_attempt(field: &str, s: &str) -> Result<Option<Uuid>, Status> {
+    attempt::parse(field, s).map_err(Status::invalid_argument)
 }
 
 fn truncate(s: &str, max: usize) -> &str {
@@ -421,16 +550,21 @@ mod tests {
         pool.close().await;
         let scheduler = Arc::new(Scheduler::new(pool));
         let (tx, mut outbound) = mpsc::channel(8);
-        let generation = scheduler.connect(HOST, tx.clone());
+        let reservation = scheduler.connect(HOST, tx.clone()).unwrap();
+        assert!(
+            scheduler.reserve(HOST, tx.clone()).is_err(),
+            "a second session of the host is refused while the first lives"
+        );
         let (agent, inbound) = mpsc::channel(8);
         let session = Session {
             scheduler: scheduler.clone(),
             host_id: HOST,
             session_id: 1,
-            generation,
+            generation: reservation.generation,
             tx,
             silence: HEARTBEAT * MISSED_HEARTBEATS,
             shutdown: CancellationToken::new(),
+            ended: reservation.ended,
             dispatch_on_connect: false,
             findings: Deriver::new(),
         };

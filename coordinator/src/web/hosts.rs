@@ -150,6 +150,8 @@ pub struct HostRow {
     pub acceleration: Acceleration,
     /// Connected now, per the scheduler.
     pub online: bool,
+    /// Retired by an operator (`hosts retire`): shown with its history, badged.
+    pub retired: bool,
     /// Labelled emulated or simulated: badged, since the numbers are not real performance.
     pub emulated: bool,
     pub simulated: bool,
@@ -171,6 +173,7 @@ impl HostRow {
             kernel: text(&h.kernel_release),
             acceleration: h.acceleration(),
             online,
+            retired: h.host.retired_at.is_some(),
             emulated: h.emulated(),
             simulated: h.simulated(),
             last_seen: format::timestamp(h.host.last_seen),
@@ -309,6 +312,7 @@ mod tests {
                 first_seen: Utc::now(),
                 last_seen: Utc::now(),
                 current_snapshot_id: Some(1),
+                retired_at: None,
             },
             arch: Some(arch.into()),
             cpu_model_name: Some("Xeon".into()),

@@ -248,6 +248,7 @@ mod tests {
                 first_seen: Utc::now(),
                 last_seen: Utc::now(),
                 current_snapshot_id: Some(id),
+                retired_at: None,
             },
             arch: Some("x86_64".into()),
             cpu_model_name: Some("Xeon".into()),

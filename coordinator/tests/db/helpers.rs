@@ -201,7 +201,20 @@ pub async fn record(
 ) -> cipherfleet_coordinator::db::Result<RecordOutcome> {
     let json = serde_json::to_value(m).expect("a measurement serialises");
     let (path_used, figures) = (m.path_used.expect("a successful measurement"), m.figures.as_ref());
-    results::record(pool, job_id, host_id, path_used, figures.expect("with figures"), &json).await
+    // The attempt the job was last dispatched in, as its agent would name it.
+    let attempt = cipherfleet_coordinator::db::jobs::get(pool, job_id)
+        .await?
+        .and_then(|j| j.attempt_id);
+    results::record(
+        pool,
+        job_id,
+        host_id,
+        attempt,
+        path_used,
+        figures.expect("with figures"),
+        &json,
+    )
+    .await
 }
 
 /// A campaign with the given jobs; returns its id.

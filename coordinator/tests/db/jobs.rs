@@ -53,7 +53,8 @@ async fn a_host_never_gets_two_running_jobs() {
     // The database itself refuses a second running job on a host.
     jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
     let sneak = sqlx::query(
-        "UPDATE jobs SET status = 'running', assigned_at = now(), deadline = now() \
+        "UPDATE jobs SET status = 'running', assigned_at = now(), deadline = now(), \
+             attempt_id = gen_random_uuid() \
          WHERE host_id = $1 AND status = 'queued'",
     )
     .bind(bench)
@@ -88,7 +89,11 @@ async fn lost_agent_job_is_requeued_once_then_failed() {
     let campaign_id = campaign(&pool, &[job(bench, 16)]).await;
 
     let claimed = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
-    assert!(jobs::mark_started(&pool, claimed.id, bench).await.unwrap());
+    assert!(
+        jobs::mark_started(&pool, claimed.id, bench, claimed.attempt_id.unwrap())
+            .await
+            .unwrap()
+    );
     let lost = jobs::requeue_lost(&pool, bench).await.unwrap();
     assert_eq!(lost.requeued, [claimed.id]);
     let requeued = jobs::get(&pool, claimed.id).await.unwrap().unwrap();
@@ -225,15 +230,23 @@ async fn make_overdue(pool: &PgPool, job_id: Uuid) {
 }
 
 /// Claims `host_id`'s next job, starts it, lets its deadline pass and sweeps;
-/// returns the job and what the sweep did.
-async fn overrun(pool: &PgPool, host_id: i64) -> (Uuid, Vec<jobs::Expired>) {
+/// returns the job, the attempt that overran and what the sweep did.
+async fn overrun(pool: &PgPool, host_id: i64) -> (Uuid, Option<Uuid>, Vec<jobs::Expired>) {
     let claimed = jobs::claim_next_for_host(pool, host_id)
         .await
         .unwrap()
         .expect("a queued job");
-    assert!(jobs::mark_started(pool, claimed.id, host_id).await.unwrap());
+    assert!(
+        jobs::mark_started(pool, claimed.id, host_id, claimed.attempt_id.unwrap())
+            .await
+            .unwrap()
+    );
     make_overdue(pool, claimed.id).await;
-    (claimed.id, jobs::expire_overdue(pool).await.unwrap())
+    (
+        claimed.id,
+        claimed.attempt_id,
+        jobs::expire_overdue(pool).await.unwrap(),
+    )
 }
 
 #[tokio::test]
@@ -245,20 +258,22 @@ async fn an_overdue_job_is_requeued_then_failed_at_its_last_attempt_and_its_camp
     // On time: its deadline is 30 s away and stays put through every sweep.
     let on_time = campaign(&pool, &[job(other, 16)]).await;
     let punctual = jobs::claim_next_for_host(&pool, other).await.unwrap().unwrap();
-    let requeued = |job_id| jobs::Expired {
+    let requeued = |job_id, attempt_id| jobs::Expired {
         job_id,
         host_id: bench,
+        attempt_id,
         requeued: true,
     };
-    let failed = |job_id| jobs::Expired {
+    let failed = |job_id, attempt_id| jobs::Expired {
         job_id,
         host_id: bench,
+        attempt_id,
         requeued: false,
     };
 
     // First overrun: back in the queue, one attempt counted, the claim undone.
-    let (first, swept) = overrun(&pool, bench).await;
-    assert_eq!(swept, [requeued(first)]);
+    let (first, attempt, swept) = overrun(&pool, bench).await;
+    assert_eq!(swept, [requeued(first, attempt)]);
     let j = jobs::get(&pool, first).await.unwrap().unwrap();
     assert_eq!((j.status, j.attempts), (JobStatus::Queued, 1));
     assert_eq!(
@@ -270,9 +285,10 @@ async fn an_overdue_job_is_requeued_then_failed_at_its_last_attempt_and_its_camp
 
     // Its last attempt overruns too: failed with the reason. The campaign
     // still has a queued job, so it runs on.
-    let (again, swept) = overrun(&pool, bench).await;
+    let (again, retry, swept) = overrun(&pool, bench).await;
     assert_eq!(again, first, "the requeued job runs again first");
-    assert_eq!(swept, [failed(first)]);
+    assert_ne!(retry, attempt, "a retry is a new attempt");
+    assert_eq!(swept, [failed(first, retry)]);
     let j = jobs::get(&pool, first).await.unwrap().unwrap();
     assert_eq!((j.status, j.attempts), (JobStatus::Failed, MAX_ATTEMPTS));
     assert!(j.finished_at.is_some());
@@ -283,11 +299,11 @@ async fn an_overdue_job_is_requeued_then_failed_at_its_last_attempt_and_its_camp
     assert_eq!((progress.jobs.queued, progress.jobs.failed), (1, 1));
 
     // The campaign's last job fails the same way: now the campaign is over.
-    let (last, swept) = overrun(&pool, bench).await;
+    let (last, attempt, swept) = overrun(&pool, bench).await;
     assert_ne!(last, first);
-    assert_eq!(swept, [requeued(last)]);
-    let (_, swept) = overrun(&pool, bench).await;
-    assert_eq!(swept, [failed(last)]);
+    assert_eq!(swept, [requeued(last, attempt)]);
+    let (_, attempt, swept) = overrun(&pool, bench).await;
+    assert_eq!(swept, [failed(last, attempt)]);
     let progress = campaigns::status(&pool, overrunning).await.unwrap().unwrap();
     assert_eq!(progress.campaign.status, CampaignStatus::Finished);
     assert!(progress.campaign.finished_at.is_some());
@@ -298,4 +314,18 @@ async fn an_overdue_job_is_requeued_then_failed_at_its_last_attempt_and_its_camp
     let progress = campaigns::status(&pool, on_time).await.unwrap().unwrap();
     assert_eq!(progress.campaign.status, CampaignStatus::Running);
     assert_eq!(progress.jobs.running, 1);
+}
+
+#[tokio::test]
+async fn a_running_job_always_names_its_attempt() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    campaign(&pool, &[job(bench, 16)]).await;
+    let sneak =
+        sqlx::query("UPDATE jobs SET status = 'running', assigned_at = now(), deadline = now() WHERE host_id = $1")
+            .bind(bench)
+            .execute(&pool)
+            .await;
+    let err = sneak.expect_err("a running job without an attempt was accepted");
+    assert!(err.to_string().contains("jobs_running_has_attempt"), "{err}");
 }

@@ -136,3 +136,93 @@ async fn a_path_used_outside_the_schema_is_refused_by_the_database() {
         .unwrap_err();
     assert!(err.to_string().contains("results_path_used_check"), "{err}");
 }
+
+/// Stores `m` as the result of attempt `attempt` of `job_id`, as the session does.
+async fn record_attempt(
+    pool: &sqlx::PgPool,
+    job_id: uuid::Uuid,
+    host_id: i64,
+    attempt: Option<uuid::Uuid>,
+    m: &Measurement,
+) -> RecordOutcome {
+    let json = serde_json::to_value(m).unwrap();
+    results::record(
+        pool,
+        job_id,
+        host_id,
+        attempt,
+        m.path_used.unwrap(),
+        m.figures.as_ref().unwrap(),
+        &json,
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn only_the_current_attempt_of_an_unfinished_job_stores_a_result() {
+    use cipherfleet_coordinator::attempt::Ignored;
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    let campaign_id = campaign(&pool, &[job(bench, 16), job(bench, 64)]).await;
+    let m = measurement(200.0);
+
+    // Attempt 1 overruns and the job is dispatched again: attempt 1's late result is ignored.
+    let first = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    sqlx::query("UPDATE jobs SET deadline = now() - interval '1 second' WHERE id = $1")
+        .bind(first.id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    jobs::expire_overdue(&pool).await.unwrap();
+    let retry = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    assert_eq!(retry.id, first.id);
+    assert_ne!(retry.attempt_id, first.attempt_id);
+    assert_eq!(
+        record_attempt(&pool, first.id, bench, first.attempt_id, &m).await,
+        RecordOutcome::Ignored(Ignored::EarlierAttempt)
+    );
+    assert_eq!(
+        record_attempt(&pool, first.id, bench, None, &m).await,
+        RecordOutcome::Ignored(Ignored::EarlierAttempt),
+        "an outcome naming no attempt"
+    );
+    assert_eq!(results::count_for_job(&pool, first.id).await.unwrap(), 0);
+    let job = jobs::get(&pool, first.id).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Running, "attempt 2 still runs");
+
+    // Attempt 2 fails; its result arriving afterwards does not flip it to done.
+    assert_eq!(
+        jobs::fail_attempt(&pool, first.id, bench, retry.attempt_id, "self-test failed")
+            .await
+            .unwrap(),
+        Ok(())
+    );
+    assert_eq!(
+        record_attempt(&pool, first.id, bench, retry.attempt_id, &m).await,
+        RecordOutcome::Ignored(Ignored::Finished(JobStatus::Failed))
+    );
+    assert_eq!(
+        jobs::get(&pool, first.id).await.unwrap().unwrap().status,
+        JobStatus::Failed
+    );
+
+    // A cancelled job stays cancelled, without a result: dispatched, refused
+    // by a busy agent (back in the queue), then its campaign cancelled.
+    let second = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    assert!(
+        jobs::release(&pool, second.id, bench, second.attempt_id.unwrap())
+            .await
+            .unwrap()
+    );
+    campaigns::cancel(&pool, campaign_id).await.unwrap();
+    assert_eq!(
+        record_attempt(&pool, second.id, bench, second.attempt_id, &m).await,
+        RecordOutcome::Ignored(Ignored::Finished(JobStatus::Cancelled))
+    );
+    assert_eq!(
+        jobs::get(&pool, second.id).await.unwrap().unwrap().status,
+        JobStatus::Cancelled
+    );
+    assert_eq!(results::count(&pool).await.unwrap(), 0);
+}

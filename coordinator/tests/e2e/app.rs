@@ -192,14 +192,15 @@ impl App {
         self.tls.as_ref().map(|t| t.ca.as_path())
     }
 
-    /// Starts an agent process named `name` with its own spool directory.
+    /// Starts an agent process named `name` with its own state and spool directories.
     pub fn spawn_agent(&mut self, name: &str, extra: &[&str]) -> usize {
         let child = self.agent_command(name).args(extra).spawn().expect("starting an agent");
         self.track_agent(child)
     }
 
     /// `cipherfleet-agent run` for this coordinator, named `name`, with its own
-    /// spool directory; add flags, environment or pipes, spawn, then [`App::track_agent`].
+    /// state directory (its host credential, kept across restarts of the agent)
+    /// and spool directory; add flags, environment or pipes, spawn, then [`App::track_agent`].
     pub fn agent_command(&self, name: &str) -> Command {
         self.agent_command_with(&agent_binary(), name)
     }
@@ -207,6 +208,13 @@ impl App {
     /// The spool directory of the agent named `name` (see the agent's `daemon/spool.rs`).
     pub fn spool_dir(&self, name: &str) -> PathBuf {
         self.dir.path().join(format!("spool-{name}"))
+    }
+
+    /// The state directory of the agent named `name`: its host credential is
+    /// `credential` in it. The same for every start of that agent, so a
+    /// restarted agent is the same host.
+    pub fn state_dir(&self, name: &str) -> PathBuf {
+        self.dir.path().join(format!("state-{name}"))
     }
 
     /// [`App::agent_command`] running the agent build at `binary` instead.
@@ -225,6 +233,8 @@ impl App {
             ])
             .arg("--token-file")
             .arg(self.dir.path().join("agent.token"))
+            .arg("--state-dir")
+            .arg(self.state_dir(name))
             .arg("--spool-dir")
             .arg(&spool)
             .env("CIPHERFLEET_LOG", "error")

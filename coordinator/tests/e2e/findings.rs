@@ -139,6 +139,8 @@ fn spawn_in(app: &mut App, ns: &Netns, url: &str, name: &str, program: &[&str], 
         .args(["run", "--coordinator", url, "--name", name, "--label", "suite=e2e"])
         .arg("--token-file")
         .arg(dir.join("agent.token"))
+        .arg("--state-dir")
+        .arg(app.state_dir(name))
         .arg("--spool-dir")
         .arg(dir.join(format!("spool-{name}")))
         .env("CIPHERFLEET_LOG", "error")

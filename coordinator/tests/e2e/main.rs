@@ -15,6 +15,7 @@ mod faults;
 mod findings;
 mod html;
 mod http;
+mod identity;
 mod rejections;
 mod report_capacity;
 mod report_compare;

@@ -16,9 +16,9 @@ use tonic::Code;
 use crate::app::{AGENT_TOKEN, App, admin_with_token, connect, spawn_app};
 
 /// A hand-driven agent session.
-struct RawAgent {
-    tx: mpsc::Sender<AgentMessage>,
-    rx: tonic::Streaming<CoordinatorMessage>,
+pub(crate) struct RawAgent {
+    pub(crate) tx: mpsc::Sender<AgentMessage>,
+    pub(crate) rx: tonic::Streaming<CoordinatorMessage>,
 }
 
 fn facts_json(name: &str) -> String {
@@ -31,7 +31,7 @@ fn facts_json(name: &str) -> String {
     .to_string()
 }
 
-fn hello(name: &str, token: &str, version: u32) -> AgentMessage {
+pub(crate) fn hello(name: &str, token: &str, version: u32) -> AgentMessage {
     AgentMessage {
         body: Some(agent_message::Body::Hello(v1::Hello {
             protocol_version: version,
@@ -52,12 +52,14 @@ fn hello(name: &str, token: &str, version: u32) -> AgentMessage {
             name: name.into(),
             running_job_id: String::new(),
             spooled_job_ids: vec![],
+            credential: String::new(),
+            running_attempt_id: String::new(),
         })),
     }
 }
 
 /// A matrix of one valid point: aes-128-gcm, 16 B, encrypt, 0.1 s.
-fn one_point() -> v1::Matrix {
+pub(crate) fn one_point() -> v1::Matrix {
     v1::Matrix {
         algorithms: vec!["aes-128-gcm".into()],
         sizes: vec![16],
@@ -70,7 +72,7 @@ fn one_point() -> v1::Matrix {
     }
 }
 
-async fn open(app: &App, first: AgentMessage) -> Result<RawAgent, tonic::Status> {
+pub(crate) async fn open(app: &App, first: AgentMessage) -> Result<RawAgent, tonic::Status> {
     let mut client = AgentServiceClient::new(connect(&app.url()).await);
     let (tx, rx) = mpsc::channel(16);
     tx.send(first).await.unwrap();
@@ -82,7 +84,7 @@ async fn open(app: &App, first: AgentMessage) -> Result<RawAgent, tonic::Status>
 }
 
 impl RawAgent {
-    async fn next(&mut self) -> coordinator_message::Body {
+    pub(crate) async fn next(&mut self) -> coordinator_message::Body {
         let m = tokio::time::timeout(Duration::from_secs(20), self.rx.message())
             .await
             .expect("a coordinator message in time")
@@ -91,7 +93,7 @@ impl RawAgent {
         m.body.expect("a body")
     }
 
-    async fn send(&self, body: agent_message::Body) {
+    pub(crate) async fn send(&self, body: agent_message::Body) {
         self.tx.send(AgentMessage { body: Some(body) }).await.unwrap();
     }
 }
@@ -111,6 +113,8 @@ async fn a_wrong_enrollment_token_is_unauthenticated_and_the_agent_stops_retryin
         .args(["run", "--coordinator", &app.url(), "--name", "raw-wrong"])
         .arg("--token-file")
         .arg(app.dir.path().join("wrong.token"))
+        .arg("--state-dir")
+        .arg(app.state_dir("raw-wrong"))
         .arg("--spool-dir")
         .arg(app.dir.path().join("spool-wrong"))
         .output()
@@ -181,6 +185,7 @@ async fn a_foreign_jobs_result_and_an_invalid_measurement_are_refused_by_name() 
     b.send(agent_message::Body::JobResult(v1::JobResult {
         job_id: job_a.job_id.clone(),
         measurement: Some(measurement),
+        attempt_id: job_a.attempt_id.clone(),
     }))
     .await;
     let coordinator_message::Body::ResultAck(ack) = b.next().await else {
@@ -198,6 +203,7 @@ async fn a_foreign_jobs_result_and_an_invalid_measurement_are_refused_by_name() 
     b.send(agent_message::Body::JobResult(v1::JobResult {
         job_id: job_b.job_id.clone(),
         measurement: Some(bad),
+        attempt_id: job_b.attempt_id.clone(),
     }))
     .await;
     let coordinator_message::Body::ResultAck(ack) = b.next().await else {
@@ -224,6 +230,7 @@ async fn a_foreign_jobs_result_and_an_invalid_measurement_are_refused_by_name() 
     // A malformed job id ends the session with INVALID_ARGUMENT.
     a.send(agent_message::Body::JobAccepted(v1::JobAccepted {
         job_id: "<script>".into(),
+        attempt_id: job_a.attempt_id.clone(),
     }))
     .await;
     let end = tokio::time::timeout(Duration::from_secs(10), a.rx.message())

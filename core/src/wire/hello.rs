@@ -5,8 +5,9 @@ use std::collections::HashSet;
 use cipherfleet_proto::v1;
 
 use super::{
-    MAX_FACTS_JSON_LEN, MAX_FIELD_LEN, MAX_LABEL_KEY_LEN, MAX_LABEL_VALUE_LEN, MAX_LABELS, MAX_LIST_LEN, MAX_NAME_LEN,
-    MAX_SPOOLED_JOB_IDS, MAX_TOKEN_LEN, WireError, check_text, truncate, validate_job_id, wire_error,
+    MAX_CREDENTIAL_LEN, MAX_FACTS_JSON_LEN, MAX_FIELD_LEN, MAX_LABEL_KEY_LEN, MAX_LABEL_VALUE_LEN, MAX_LABELS,
+    MAX_LIST_LEN, MAX_NAME_LEN, MAX_SPOOLED_JOB_IDS, MAX_TOKEN_LEN, WireError, check_text, truncate, validate_job_id,
+    wire_error,
 };
 use crate::facts::HostFacts;
 
@@ -121,10 +122,20 @@ pub fn validate_facts(field: &str, facts: &v1::HostFacts) -> Result<(), WireErro
 
 /// Checks everything in a `Hello` except `protocol_version` (a version the
 /// coordinator does not speak is `failed_precondition`, not a malformed message)
-/// and whether the token is right. Error messages never include the token.
+/// and whether the token or credential is right. The token may be empty only
+/// when a credential is given. Error messages never include either secret.
 pub fn validate_hello(h: &v1::Hello) -> Result<(), WireError> {
-    if h.enrollment_token.is_empty() {
-        return Err(wire_error("hello.enrollment_token", "must not be empty"));
+    if h.enrollment_token.is_empty() && h.credential.is_empty() {
+        return Err(wire_error(
+            "hello.enrollment_token",
+            "must not be empty without a host credential",
+        ));
+    }
+    if h.credential.len() > MAX_CREDENTIAL_LEN || h.credential.bytes().any(|b| !b.is_ascii_graphic()) {
+        return Err(wire_error(
+            "hello.credential",
+            format!("must be at most {MAX_CREDENTIAL_LEN} printable ASCII bytes"),
+        ));
     }
     if h.enrollment_token.len() > MAX_TOKEN_LEN {
         return Err(wire_error(
@@ -183,6 +194,9 @@ pub fn validate_hello(h: &v1::Hello) -> Result<(), WireError> {
     if !h.running_job_id.is_empty() {
         validate_job_id("hello.running_job_id", &h.running_job_id)?;
     }
+    if !h.running_attempt_id.is_empty() {
+        validate_job_id("hello.running_attempt_id", &h.running_attempt_id)?;
+    }
     if h.spooled_job_ids.len() > MAX_SPOOLED_JOB_IDS {
         return Err(wire_error(
             "hello.spooled_job_ids",
@@ -217,6 +231,8 @@ pub(crate) mod tests {
             name: "host-a".into(),
             running_job_id: String::new(),
             spooled_job_ids: vec!["job-1".into()],
+            credential: String::new(),
+            running_attempt_id: String::new(),
         }
     }
 
@@ -241,6 +257,13 @@ pub(crate) mod tests {
         assert_eq!(back, facts);
         validate_facts("facts", &wire).unwrap();
         validate_hello(&hello()).unwrap();
+        // A host with its credential needs no enrollment token.
+        let with_credential = v1::Hello {
+            enrollment_token: String::new(),
+            credential: "ab".repeat(32),
+            ..hello()
+        };
+        validate_hello(&with_credential).unwrap();
     }
 
     #[test]
@@ -258,6 +281,12 @@ pub(crate) mod tests {
         type Edit = fn(&mut v1::Hello);
         let cases: Vec<(Edit, &str)> = vec![
             (|h| h.enrollment_token.clear(), "hello.enrollment_token"),
+            (|h| h.credential = "s3cret\n".into(), "hello.credential"),
+            (
+                |h| h.credential = "c".repeat(MAX_CREDENTIAL_LEN + 1),
+                "hello.credential",
+            ),
+            (|h| h.running_attempt_id = "a\tb".into(), "hello.running_attempt_id"),
             (
                 |h| h.enrollment_token = "t".repeat(MAX_TOKEN_LEN + 1),
                 "hello.enrollment_token",

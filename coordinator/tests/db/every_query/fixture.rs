@@ -161,7 +161,7 @@ pub(super) async fn store(pool: &PgPool, job: &Job, path_used: Path, throughput_
     let m = measurement(&job.point.spec(0.5), path_used, throughput_mb_s);
     let figures = m.figures.as_ref().expect("with figures");
     let sent = serde_json::to_value(&m).expect("a measurement serialises");
-    let outcome = results::record(pool, job.id, job.host_id, path_used, figures, &sent)
+    let outcome = results::record(pool, job.id, job.host_id, job.attempt_id, path_used, figures, &sent)
         .await
         .expect("recording a result");
     assert_eq!(outcome, RecordOutcome::Inserted);

@@ -1,5 +1,6 @@
 //! jobs: every transition of the queue.
 
+use cipherfleet_coordinator::attempt::Ignored;
 use cipherfleet_coordinator::db::campaigns::CampaignStatus;
 use cipherfleet_coordinator::db::jobs::{Expired, JobStatus, Requeued};
 use cipherfleet_coordinator::db::{campaigns, jobs};
@@ -51,13 +52,18 @@ async fn the_queue_moves_a_job_through_every_transition() {
     let none_running = jobs::running_for_campaign(pool, f.nightly).await.unwrap();
     assert!(none_running.is_empty(), "{none_running:?}");
 
-    assert!(jobs::mark_started(pool, first, f.bench).await.unwrap());
+    let attempt = running.attempt_id.expect("a claimed job has an attempt");
     assert!(
-        !jobs::mark_started(pool, first, f.bench).await.unwrap(),
+        !jobs::mark_started(pool, first, f.bench, Uuid::new_v4()).await.unwrap(),
+        "another attempt"
+    );
+    assert!(jobs::mark_started(pool, first, f.bench, attempt).await.unwrap());
+    assert!(
+        !jobs::mark_started(pool, first, f.bench, attempt).await.unwrap(),
         "started twice"
     );
     assert!(
-        !jobs::mark_started(pool, first, f.vm).await.unwrap(),
+        !jobs::mark_started(pool, first, f.vm, attempt).await.unwrap(),
         "another host's job"
     );
     assert!(jobs::get(pool, first).await.unwrap().unwrap().started_at.is_some());
@@ -104,19 +110,38 @@ async fn the_queue_moves_a_job_through_every_transition() {
 
     // The agent is busy: back to the queue; claimed again (matrix order); the
     // RunJob reached no agent: unclaimed.
-    assert!(jobs::release(pool, first, f.bench).await.unwrap());
+    assert!(
+        !jobs::release(pool, first, f.bench, Uuid::new_v4()).await.unwrap(),
+        "another attempt"
+    );
+    assert!(jobs::release(pool, first, f.bench, attempt).await.unwrap());
     assert_eq!(jobs::running_for_host(pool, f.bench).await.unwrap(), None);
     let claimed = claim(pool, f.bench).await;
     assert_eq!((claimed.id, claimed.started_at), (first, None));
+    assert_ne!(claimed.attempt_id, Some(attempt), "every dispatch is a new attempt");
     assert!(jobs::unclaim(pool, &claimed).await.unwrap());
     assert!(!jobs::unclaim(pool, &claimed).await.unwrap(), "no longer that claim");
     assert_eq!(status(first).await, JobStatus::Queued);
 
-    // After a reconnect the agent still holds the second job: adopted, the
-    // first one goes back to the queue.
+    // After a reconnect the agent still holds the second job, in the attempt
+    // an earlier session gave it: adopted, the first one goes back to the queue.
+    let held = Uuid::new_v4();
+    sqlx::query("UPDATE jobs SET attempt_id = $2 WHERE id = $1")
+        .bind(second)
+        .bind(held)
+        .execute(pool)
+        .await
+        .unwrap();
     assert_eq!(claim(pool, f.bench).await.id, first);
-    assert!(jobs::adopt(pool, second, f.bench).await.unwrap());
-    assert!(!jobs::adopt(pool, f.failed_job, f.vm).await.unwrap(), "a finished job");
+    assert!(jobs::adopt(pool, second, f.bench, held).await.unwrap());
+    assert!(
+        !jobs::adopt(pool, second, f.bench, Uuid::new_v4()).await.unwrap(),
+        "an attempt it was not given"
+    );
+    assert!(
+        !jobs::adopt(pool, f.failed_job, f.vm, Uuid::new_v4()).await.unwrap(),
+        "a finished job"
+    );
     assert_eq!(
         jobs::running_for_host(pool, f.bench).await.unwrap().map(|j| j.id),
         Some(second)
@@ -133,7 +158,8 @@ async fn the_queue_moves_a_job_through_every_transition() {
     assert_eq!(jobs::get(pool, second).await.unwrap().unwrap().attempts, 1);
 
     // Overdue: requeued with an attempt counted.
-    assert_eq!(claim(pool, f.bench).await.id, first);
+    let overdue = claim(pool, f.bench).await;
+    assert_eq!(overdue.id, first);
     let not_due = jobs::expire_overdue(pool).await.unwrap();
     assert!(not_due.is_empty(), "not due yet: {not_due:?}");
     sqlx::query("UPDATE jobs SET deadline = now() - interval '1 second' WHERE id = $1")
@@ -144,22 +170,57 @@ async fn the_queue_moves_a_job_through_every_transition() {
     let expired = Expired {
         job_id: first,
         host_id: f.bench,
+        attempt_id: overdue.attempt_id,
         requeued: true,
     };
     assert_eq!(jobs::expire_overdue(pool).await.unwrap(), [expired]);
     let first_job = jobs::get(pool, first).await.unwrap().unwrap();
     assert_eq!(
-        (first_job.status, first_job.attempts, first_job.deadline),
-        (JobStatus::Queued, 1, None)
+        (
+            first_job.status,
+            first_job.attempts,
+            first_job.deadline,
+            first_job.attempt_id
+        ),
+        (JobStatus::Queued, 1, None, None),
+        "the overdue attempt is withdrawn"
     );
 
-    // The agent fails a queued job; then loses the last one a second time,
-    // which fails it and ends the campaign.
-    assert!(jobs::fail(pool, first, f.bench, "unsupported point").await.unwrap());
+    // The overdue attempt's report no longer counts; the retry's does. Then
+    // the agent loses the last job a second time, which fails it and ends the campaign.
+    assert_eq!(
+        jobs::fail_attempt(pool, first, f.bench, overdue.attempt_id, "late")
+            .await
+            .unwrap(),
+        Err(Ignored::EarlierAttempt)
+    );
+    let retry = claim(pool, f.bench).await;
+    assert_eq!(retry.id, first);
+    assert_eq!(
+        jobs::fail_attempt(pool, first, f.bench, retry.attempt_id, "unsupported point")
+            .await
+            .unwrap(),
+        Ok(())
+    );
+    assert_eq!(
+        jobs::fail_attempt(pool, first, f.bench, retry.attempt_id, "again")
+            .await
+            .unwrap(),
+        Err(Ignored::Finished(JobStatus::Failed)),
+        "already failed"
+    );
     assert!(
         !jobs::fail(pool, first, f.bench, "again").await.unwrap(),
         "already failed"
     );
+    assert!(matches!(
+        jobs::fail_attempt(pool, first, f.vm, retry.attempt_id, "intruder").await,
+        Err(cipherfleet_coordinator::db::Error::JobOfAnotherHost { .. })
+    ));
+    assert!(matches!(
+        jobs::fail_attempt(pool, Uuid::new_v4(), f.bench, None, "unknown").await,
+        Err(cipherfleet_coordinator::db::Error::UnknownJob(_))
+    ));
     let failures = jobs::failures(pool, f.live, 10).await.unwrap();
     let failed: Vec<(Uuid, &str)> = failures.iter().map(|(j, h)| (j.id, h.as_str())).collect();
     assert_eq!(failed, [(first, "bench-01")]);

@@ -15,6 +15,7 @@ mod connect;
 mod findings;
 mod fixture;
 mod hosts;
+mod identity;
 mod jobs;
 mod report;
 mod results;

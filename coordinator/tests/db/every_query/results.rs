@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use cipherfleet_coordinator::db::results::RecordOutcome;
-use cipherfleet_coordinator::db::{host_results, matrix, points, results};
+use cipherfleet_coordinator::db::{host_results, jobs, matrix, points, results};
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::Direction;
@@ -37,7 +37,8 @@ async fn results_and_their_points_read_back_with_their_figures() {
     assert_eq!(row.measurement, serde_json::to_value(&s.measurement).unwrap());
     assert_eq!(results::stored(pool, i64::MAX).await.unwrap(), None);
     let sent = serde_json::to_value(&s.measurement).unwrap();
-    let again = results::record(pool, s.job, f.vm, s.path_used(), s.figures(), &sent)
+    let attempt = jobs::get(pool, s.job).await.unwrap().unwrap().attempt_id;
+    let again = results::record(pool, s.job, f.vm, attempt, s.path_used(), s.figures(), &sent)
         .await
         .unwrap();
     assert_eq!(again, RecordOutcome::Duplicate);

@@ -1,0 +1,134 @@
+//! `hosts reset-credential NAME` and `hosts retire NAME`: the operator's say
+//! over who a host is. Plain `hosts` (the list) stays in the parent module.
+
+use clap::{Args, Subcommand};
+
+use super::{AdminArgs, Format, admin_client, status_error};
+use cipherfleet_proto::v1;
+
+/// `hosts`: the list, or one of the identity commands.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct HostsArgs {
+    #[command(subcommand)]
+    pub action: Option<HostsCommand>,
+    #[command(flatten)]
+    pub admin: AdminArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HostsCommand {
+    /// Forget a host's credential: its live session ends, its old credential stops working,
+    /// and the next agent that presents the enrollment token may enroll under NAME again
+    /// (a reinstalled machine, or one whose state directory was lost).
+    ResetCredential {
+        /// The host's name, as `hosts` lists it.
+        name: String,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Retire a host: its session ends and its agent is refused from then on, no campaign
+    /// selects it, its queued and running jobs fail. Its results and history stay in the report.
+    Retire {
+        /// The host's name, as `hosts` lists it.
+        name: String,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+}
+
+/// Runs an identity command.
+pub async fn run(command: HostsCommand) -> anyhow::Result<()> {
+    match command {
+        HostsCommand::ResetCredential { name, admin } => {
+            let mut client = admin_client(&admin).await?;
+            let done = client
+                .reset_host_credential(v1::ResetHostCredentialRequest { name: name.clone() })
+                .await
+                .map_err(|s| status_error("resetting the host credential", s))?
+                .into_inner();
+            if admin.format == Format::Json {
+                let row =
+                    serde_json::json!({"host_id": done.host_id, "name": name, "session_ended": done.session_ended});
+                println!("{}", serde_json::to_string_pretty(&row)?);
+            } else {
+                println!(
+                    "host {} (id {}): credential reset{}; the next agent with the enrollment token may enroll under this name",
+                    name.escape_debug(),
+                    done.host_id,
+                    if done.session_ended {
+                        ", its live session ended"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+        HostsCommand::Retire { name, admin } => {
+            let mut client = admin_client(&admin).await?;
+            let done = client
+                .retire_host(v1::RetireHostRequest { name: name.clone() })
+                .await
+                .map_err(|s| status_error("retiring the host", s))?
+                .into_inner();
+            if admin.format == Format::Json {
+                let row = serde_json::json!({
+                    "host_id": done.host_id, "name": name, "jobs_failed": done.jobs_failed,
+                    "session_ended": done.session_ended,
+                });
+                println!("{}", serde_json::to_string_pretty(&row)?);
+            } else {
+                println!(
+                    "host {} (id {}): retired; {} unfinished job(s) failed{}",
+                    name.escape_debug(),
+                    done.host_id,
+                    done.jobs_failed,
+                    if done.session_ended {
+                        ", its live session ended"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+    use super::*;
+
+    fn hosts(args: &[&str]) -> HostsArgs {
+        let cli = Cli::try_parse_from([&["cipherfleet-coordinator", "hosts"], args].concat()).expect("parses");
+        match cli.command {
+            Command::Hosts(h) => h,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn plain_hosts_lists_and_the_identity_commands_take_a_name_and_the_admin_flags() {
+        let list = hosts(&["--format", "json", "--coordinator", "https://c:7443"]);
+        assert!(list.action.is_none());
+        assert_eq!(
+            (list.admin.format, list.admin.coordinator.as_str()),
+            (Format::Json, "https://c:7443")
+        );
+        match hosts(&["reset-credential", "db-1", "--coordinator", "https://c:7443"]).action {
+            Some(HostsCommand::ResetCredential { name, admin }) => {
+                assert_eq!((name.as_str(), admin.coordinator.as_str()), ("db-1", "https://c:7443"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            hosts(&["retire", "db-1"]).action,
+            Some(HostsCommand::Retire { name, .. }) if name == "db-1"
+        ));
+        let missing = Cli::try_parse_from(["cipherfleet-coordinator", "hosts", "retire"]).unwrap_err();
+        assert!(missing.to_string().contains("<NAME>"), "{missing}");
+    }
+}

@@ -1,0 +1,158 @@
+//! Who a host is: its credential (stored as a SHA-256, see
+//! [`crate::credential`]) and whether it is retired. The enrollment token
+//! admits only a host without a credential — a new name, a host enrolled
+//! before credentials existed, or one whose credential an operator reset —
+//! and that host is issued one in the same transaction. Anyone else must
+//! present the credential of the name they claim. Nothing about a host is
+//! changed by a refused `Hello`.
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{Result, campaigns};
+use crate::credential::{self, IssuedCredential};
+
+/// A `Hello` that was let in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// A known host with its credential.
+    Known { host_id: i64 },
+    /// The host was issued the credential just given to [`admit`]: a new host,
+    /// or (`claimed`) an existing one that had none.
+    Enrolled { host_id: i64, claimed: bool },
+}
+
+impl Admission {
+    pub fn host_id(self) -> i64 {
+        match self {
+            Admission::Known { host_id } | Admission::Enrolled { host_id, .. } => host_id,
+        }
+    }
+}
+
+/// Why a `Hello` was turned away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The name belongs to an enrolled host and the credential presented is not its own.
+    WrongCredential,
+    /// Enrolling needs the enrollment token, and it was wrong.
+    BadToken,
+    /// An operator retired the host.
+    Retired,
+}
+
+/// Admits the `Hello` of host `name` that presented `presented` (empty: no
+/// credential) and an enrollment token that was right (`token_ok`) or not.
+/// When it enrolls the host, `issue` becomes the host's credential.
+pub async fn admit(
+    pool: &PgPool,
+    name: &str,
+    presented: &str,
+    token_ok: bool,
+    issue: &IssuedCredential,
+) -> Result<Result<Admission, Refusal>> {
+    let mut tx = pool.begin().await?;
+    // Locked: two enrollments of one name take turns, and the second finds a credential.
+    let row: Option<(i64, Option<Vec<u8>>, bool)> = sqlx::query_as(
+        "SELECT id, credential_hash, retired_at IS NOT NULL FROM hosts WHERE name = $1 FOR NO KEY UPDATE",
+    )
+    .bind(name)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let admission = match row {
+        Some((_, _, true)) => Err(Refusal::Retired),
+        Some((host_id, Some(hash), false)) => {
+            if credential::matches(&hash, presented) {
+                Ok(Admission::Known { host_id })
+            } else {
+                Err(Refusal::WrongCredential)
+            }
+        }
+        _ if !token_ok => Err(Refusal::BadToken),
+        Some((host_id, None, false)) => {
+            sqlx::query("UPDATE hosts SET credential_hash = $2, credential_issued_at = now() WHERE id = $1")
+                .bind(host_id)
+                .bind(&issue.hash()[..])
+                .execute(&mut *tx)
+                .await?;
+            Ok(Admission::Enrolled { host_id, claimed: true })
+        }
+        None => {
+            let inserted: Option<i64> = sqlx::query_scalar(
+                "INSERT INTO hosts (name, credential_hash, credential_issued_at) VALUES ($1, $2, now()) \
+                 ON CONFLICT (name) DO NOTHING RETURNING id",
+            )
+            .bind(name)
+            .bind(&issue.hash()[..])
+            .fetch_optional(&mut *tx)
+            .await?;
+            match inserted {
+                Some(host_id) => Ok(Admission::Enrolled {
+                    host_id,
+                    claimed: false,
+                }),
+                // Enrolled by another agent between the lookup and the insert.
+                None => Err(Refusal::WrongCredential),
+            }
+        }
+    };
+    tx.commit().await?;
+    Ok(admission)
+}
+
+/// Forgets host `name`'s credential: the next `Hello` with the enrollment
+/// token enrolls it anew. Returns the host's id, `None` if there is no such host.
+pub async fn reset_credential(pool: &PgPool, name: &str) -> Result<Option<i64>> {
+    Ok(sqlx::query_scalar(
+        "UPDATE hosts SET credential_hash = NULL, credential_issued_at = NULL WHERE name = $1 RETURNING id",
+    )
+    .bind(name)
+    .fetch_optional(pool)
+    .await?)
+}
+
+/// What [`retire`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retired {
+    pub host_id: i64,
+    /// Its queued and running jobs, failed with the host (none when it was retired already).
+    pub failed_jobs: Vec<Uuid>,
+}
+
+/// Retires host `name`: no campaign selects it again and its `Hello` is
+/// refused; its credential goes, and its unfinished jobs fail saying why, so
+/// no campaign waits for it. Its facts, sessions and results stay. Retiring
+/// twice keeps the first time. `None` if there is no such host.
+pub async fn retire(pool: &PgPool, name: &str) -> Result<Option<Retired>> {
+    let mut tx = pool.begin().await?;
+    let host_id: Option<i64> = sqlx::query_scalar(
+        "UPDATE hosts SET retired_at = COALESCE(retired_at, now()), credential_hash = NULL, \
+             credential_issued_at = NULL \
+         WHERE name = $1 RETURNING id",
+    )
+    .bind(name)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(host_id) = host_id else {
+        return Ok(None);
+    };
+    let failed: Vec<(Uuid, i64)> = sqlx::query_as(
+        "UPDATE jobs SET status = 'failed', finished_at = now(), error = $2 \
+         WHERE host_id = $1 AND status IN ('queued', 'running') RETURNING id, campaign_id",
+    )
+    .bind(host_id)
+    .bind(format!("host {name} was retired by an operator"))
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut campaign_ids: Vec<i64> = failed.iter().map(|(_, c)| *c).collect();
+    campaign_ids.sort_unstable();
+    campaign_ids.dedup();
+    for campaign_id in campaign_ids {
+        campaigns::close_if_complete(&mut tx, campaign_id).await?;
+    }
+    tx.commit().await?;
+    Ok(Some(Retired {
+        host_id,
+        failed_jobs: failed.into_iter().map(|(id, _)| id).collect(),
+    }))
+}
