@@ -10,6 +10,8 @@
 //! - [`server`]: `serve` — wires storage, scheduler and services; `run(listeners, shutdown)`.
 //! - [`grpc`]: the agents' session stream and the operators' admin API.
 //! - [`scheduler`]: connected hosts and dispatch (one job at a time per host), overdue sweeps.
+//! - [`launch`]: points × host selector → a campaign and its jobs (admin API, schedules, verification).
+//! - [`watch`]: schedules, verification campaigns on fact changes, the findings webhook.
 //! - [`selector`]: which hosts a campaign runs on.
 //! - [`auth`]: enrollment and admin tokens (constant-time comparison, never logged).
 //! - [`tls`]: `--tls-cert` / `--tls-key`, read and checked at start.
@@ -24,12 +26,14 @@ pub mod cli;
 pub mod db;
 pub mod findings;
 pub mod grpc;
+pub mod launch;
 pub mod metrics;
 pub mod pg;
 pub mod scheduler;
 pub mod selector;
 pub mod server;
 pub mod tls;
+pub mod watch;
 pub mod web;
 
 /// The schema, embedded from `migrations/` and applied at start ([`db::connect`]).

@@ -18,3 +18,4 @@ mod hosts;
 mod jobs;
 mod report;
 mod results;
+mod watch;
