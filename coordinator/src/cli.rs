@@ -395,16 +395,7 @@ async fn campaign(command: CampaignCommand) -> anyhow::Result<()> {
 
 /// The admin API's form of `--select` terms.
 fn proto_selector(selector: Selector) -> v1::HostSelector {
-    v1::HostSelector {
-        labels: selector
-            .labels
-            .into_iter()
-            .map(|(key, value)| v1::Label { key, value })
-            .collect(),
-        arch: selector.arch,
-        cpu_model: selector.cpu_model,
-        host_names: selector.host_names,
-    }
+    crate::grpc::admin::selector_to(&selector)
 }
 
 fn counts_json(c: Option<&v1::JobCounts>) -> serde_json::Value {

@@ -79,8 +79,8 @@ fn selector_from(s: Option<&v1::HostSelector>) -> Selector {
     }
 }
 
-/// The proto form of a stored selector.
-fn selector_to(s: &Selector) -> v1::HostSelector {
+/// The proto form of a selector (the CLI sends `--select` terms in it).
+pub fn selector_to(s: &Selector) -> v1::HostSelector {
     v1::HostSelector {
         labels: s
             .labels
