@@ -122,15 +122,15 @@ pub async fn campaign_running(db: impl PgExecutor<'_>, id: i64) -> Result<bool> 
 
 /// What a locked due schedule did.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Firing<'a> {
+pub enum Firing {
     /// It started `campaign_id` (whose `schedule_id` is set here).
     Fired { campaign_id: i64 },
     /// It skipped this due time (`outcome` says why).
     Skipped,
     /// It stays due and fires later (delayed while its campaign runs).
     Waiting,
-    /// Something that is not the database failed (no host matched).
-    Failed { error: &'a str },
+    /// Something that is not the database failed (no host matched; `outcome` says what).
+    Failed,
 }
 
 /// Records a firing of a locked schedule: its next due and fire times, the
@@ -138,7 +138,7 @@ pub enum Firing<'a> {
 pub async fn record_firing(
     tx: &mut PgConnection,
     id: i64,
-    firing: &Firing<'_>,
+    firing: &Firing,
     outcome: &str,
     next: Option<(DateTime<Utc>, DateTime<Utc>)>,
 ) -> Result<()> {
@@ -151,7 +151,7 @@ pub async fn record_firing(
                 .await?;
             (Some(*campaign_id), 1, 0)
         }
-        Firing::Skipped | Firing::Failed { .. } => (None, 0, 1),
+        Firing::Skipped | Firing::Failed => (None, 0, 1),
         Firing::Waiting => (None, 0, 0),
     };
     sqlx::query(

@@ -125,8 +125,7 @@ pub async fn fire_due(pool: &PgPool) -> db::Result<Vec<i64>> {
                 Err(error) => {
                     let why = format!("failed at {at}: {error}");
                     tracing::warn!(schedule = s.id, "{why}");
-                    let failed = Firing::Failed { error: &error };
-                    db::schedules::record_firing(&mut tx, s.id, &failed, &why, next).await?;
+                    db::schedules::record_firing(&mut tx, s.id, &Firing::Failed, &why, next).await?;
                 }
             },
         }

@@ -115,7 +115,7 @@ async fn while_its_campaign_runs_a_schedule_skips_or_waits_as_it_was_told() {
 
     // A firing that matches no host says so and starts nothing.
     let mut tx = pool.begin().await.unwrap();
-    schedules::record_firing(&mut tx, skip, &Firing::Failed { error: "none" }, "failed: none", None)
+    schedules::record_firing(&mut tx, skip, &Firing::Failed, "failed: none", None)
         .await
         .unwrap();
     tx.commit().await.unwrap();
