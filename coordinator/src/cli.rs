@@ -185,7 +185,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         admin_token,
         heartbeat: Duration::from_secs_f64(args.heartbeat_seconds),
         tls,
-        watch: args.watch.load(args.http_listen)?,
+        watch: args.watch.load()?,
     };
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();

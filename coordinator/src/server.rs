@@ -112,12 +112,16 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         private_cluster = cluster.is_some(),
         "coordinator listening"
     );
+    let mut watch = config.watch;
+    if let (Some(webhook), Some(addr)) = (watch.webhook.as_mut(), http_addr) {
+        webhook.default_report_url(&format!("http://{addr}"));
+    }
     let app = App {
         pool,
         agent_token: config.agent_token,
         admin_token: config.admin_token,
         heartbeat: config.heartbeat,
-        watch: config.watch,
+        watch,
     };
     let result = run_with_tls(app, grpc, config.tls, http, shutdown).await;
     if let Some(cluster) = cluster

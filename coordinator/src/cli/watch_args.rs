@@ -1,7 +1,6 @@
 //! `serve`'s flags for watching without a person: verification on change
 //! and the findings webhook ([`crate::watch`]).
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,8 +32,12 @@ pub struct WatchArgs {
     /// File holding the webhook's shared secret (else CIPHERFLEET_WEBHOOK_SECRET).
     #[arg(long, value_name = "FILE")]
     webhook_secret_file: Option<PathBuf>,
+    /// CA certificate (PEM) that signed an https:// --webhook's certificate (a private CA).
+    /// Without it the system's CA store is used.
+    #[arg(long, value_name = "PEM")]
+    webhook_ca_cert: Option<PathBuf>,
     /// The report's address as webhook receivers reach it, for each event's report_url
-    /// (default: http:// and --http-listen).
+    /// (default: http:// and the address --http-listen bound).
     #[arg(long, value_name = "URL")]
     report_url: Option<String>,
 }
@@ -45,7 +48,7 @@ fn interval(s: &str) -> Result<i64, String> {
 
 impl WatchArgs {
     /// Reads the webhook's secret and checks its URL.
-    pub fn load(&self, http_listen: SocketAddr) -> anyhow::Result<Watch> {
+    pub fn load(&self) -> anyhow::Result<Watch> {
         let verify = VerifyOnChange {
             enabled: self.verify_on_change,
             min_interval: Duration::from_secs(self.verify_interval.max(0) as u64),
@@ -59,11 +62,9 @@ impl WatchArgs {
                     "--webhook-secret-file",
                     "CIPHERFLEET_WEBHOOK_SECRET",
                 )?;
-                let report = self
-                    .report_url
-                    .clone()
-                    .unwrap_or_else(|| format!("http://{http_listen}"));
-                Some(Webhook::new(url, Secret::new(secret.expose()), &report)?)
+                let ca = self.webhook_ca_cert.as_deref();
+                let report = self.report_url.as_deref();
+                Some(Webhook::new(url, Secret::new(secret.expose()), report, ca)?)
             }
         };
         Ok(Watch { verify, webhook })

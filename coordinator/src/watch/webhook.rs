@@ -8,6 +8,7 @@
 //! of the exact body bytes under the secret; `X-Cipherfleet-Delivery` is the
 //! event's id, the same on every retry, so a receiver can drop duplicates.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,12 +18,14 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use sqlx::PgPool;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
-use tokio_rustls::rustls::{self, pki_types::ServerName};
+use tokio_rustls::rustls;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::{self, outbox::Event};
@@ -52,7 +55,8 @@ const KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
 pub struct Webhook {
     url: Uri,
     secret: Secret,
-    /// The report's base URL, for each event's `report_url`.
+    /// The report's base URL, for each event's `report_url`; empty until
+    /// [`Webhook::default_report_url`] when `--report-url` was not given.
     report_url: String,
     tls: Option<TlsConnector>,
 }
@@ -64,6 +68,8 @@ pub enum WebhookError {
     Url(String, String),
     #[error("--webhook: reading the system's CA certificates for https://: {0}")]
     Roots(String),
+    #[error("--webhook-ca-cert {0}: {1}")]
+    Ca(String, String),
 }
 
 impl std::fmt::Debug for Webhook {
@@ -77,8 +83,8 @@ impl std::fmt::Debug for Webhook {
 
 impl Webhook {
     /// Checks the URL (http:// or https://, a host, no user info) and, for
-    /// https://, loads the system's CA certificates.
-    pub fn new(url: &str, secret: Secret, report_url: &str) -> Result<Self, WebhookError> {
+    /// https://, loads the CA certificates it trusts: `ca` (PEM), else the system's.
+    pub fn new(url: &str, secret: Secret, report_url: Option<&str>, ca: Option<&Path>) -> Result<Self, WebhookError> {
         let bad = |why: &str| WebhookError::Url(url.to_string(), why.to_string());
         let uri: Uri = url.parse().map_err(|_| bad("not a URL"))?;
         let https = match uri.scheme_str() {
@@ -93,14 +99,10 @@ impl Webhook {
             ));
         }
         let tls = if https {
-            let mut roots = rustls::RootCertStore::empty();
-            let found = rustls_native_certs::load_native_certs();
-            for cert in found.certs {
-                let _ = roots.add(cert);
-            }
-            if roots.is_empty() {
-                return Err(WebhookError::Roots(format!("none found ({:?})", found.errors)));
-            }
+            let roots = match ca {
+                Some(path) => roots_from(path)?,
+                None => system_roots()?,
+            };
             let provider = Arc::new(rustls::crypto::ring::default_provider());
             let config = rustls::ClientConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()
@@ -114,9 +116,16 @@ impl Webhook {
         Ok(Webhook {
             url: uri,
             secret,
-            report_url: report_url.trim_end_matches('/').to_string(),
+            report_url: report_url.unwrap_or_default().trim_end_matches('/').to_string(),
             tls,
         })
+    }
+
+    /// Sets the report's base URL unless `--report-url` gave one (the bound HTTP address).
+    pub fn default_report_url(&mut self, base: &str) {
+        if self.report_url.is_empty() {
+            self.report_url = base.trim_end_matches('/').to_string();
+        }
     }
 
     /// The JSON body of `event`.
@@ -184,6 +193,36 @@ impl Webhook {
             Err(format!("the receiver answered HTTP {}", status.as_u16()))
         }
     }
+}
+
+/// The certificates of a PEM file, for a webhook behind a private CA.
+fn roots_from(path: &Path) -> Result<rustls::RootCertStore, WebhookError> {
+    let bad = |why: String| WebhookError::Ca(path.display().to_string(), why);
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(path).map_err(|e| bad(e.to_string()))? {
+        roots
+            .add(cert.map_err(|e| bad(e.to_string()))?)
+            .map_err(|e| bad(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(bad(
+            "holds no certificate (expected PEM: -----BEGIN CERTIFICATE-----)".into()
+        ));
+    }
+    Ok(roots)
+}
+
+/// The system's CA store.
+fn system_roots() -> Result<rustls::RootCertStore, WebhookError> {
+    let mut roots = rustls::RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    for cert in found.certs {
+        let _ = roots.add(cert);
+    }
+    if roots.is_empty() {
+        return Err(WebhookError::Roots(format!("none found ({:?})", found.errors)));
+    }
+    Ok(roots)
 }
 
 /// One HTTP/1.1 request on `io`; the answer's status (its body is read and dropped).
@@ -296,17 +335,22 @@ mod tests {
     #[test]
     fn only_http_and_https_urls_with_a_host_are_taken() {
         let secret = || Secret::new("s3cret");
-        assert!(Webhook::new("http://127.0.0.1:9000/hook", secret(), "http://report").is_ok());
+        assert!(Webhook::new("http://127.0.0.1:9000/hook", secret(), Some("http://report"), None).is_ok());
         for bad in [
             "ftp://example/hook",
             "example.com/hook",
             "http://user:pw@example/hook",
             "not a url",
         ] {
-            let e = Webhook::new(bad, secret(), "http://report").unwrap_err().to_string();
+            let e = Webhook::new(bad, secret(), Some("http://report"), None)
+                .unwrap_err()
+                .to_string();
             assert!(e.starts_with("--webhook"), "{bad}: {e}");
         }
-        let shown = format!("{:?}", Webhook::new("http://h/x", secret(), "http://r").unwrap());
+        let shown = format!(
+            "{:?}",
+            Webhook::new("http://h/x", secret(), Some("http://r"), None).unwrap()
+        );
         assert!(!shown.contains("s3cret"), "{shown}");
     }
 }

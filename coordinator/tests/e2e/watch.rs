@@ -13,6 +13,7 @@ use sha2::Sha256;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
 
 use crate::app::{App, agent_binary, matrix, spawn_app_with, wait_for};
 
@@ -281,54 +282,75 @@ impl Received {
 }
 
 /// A webhook receiver on port 0: answers the first `failures` requests with
-/// HTTP 500, then 200; reports every request.
-async fn receiver(failures: usize) -> (String, mpsc::UnboundedReceiver<(u16, Received)>) {
+/// HTTP 500, then 200; reports every request. With `tls`, it speaks HTTPS.
+async fn receiver(failures: usize, tls: Option<TlsAcceptor>) -> (String, mpsc::UnboundedReceiver<(u16, Received)>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hooks/cipherfleet", listener.local_addr().unwrap());
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}/hooks/cipherfleet", listener.local_addr().unwrap());
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut served = 0;
         loop {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            let mut data = Vec::new();
-            let mut buf = [0u8; 4096];
-            let request = loop {
-                let n = stream.read(&mut buf).await.unwrap_or(0);
-                if n == 0 {
-                    break None;
-                }
-                data.extend_from_slice(&buf[..n]);
-                let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") else {
-                    continue;
-                };
-                let head = String::from_utf8_lossy(&data[..end]).into_owned();
-                let headers: Vec<(String, String)> = head
-                    .lines()
-                    .skip(1)
-                    .filter_map(|l| l.split_once(':'))
-                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                    .collect();
-                let length: usize = headers
-                    .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-                    .and_then(|(_, v)| v.parse().ok())
-                    .unwrap_or(0);
-                if data.len() >= end + 4 + length {
-                    break Some(Received {
-                        headers,
-                        body: data[end + 4..end + 4 + length].to_vec(),
-                    });
+            let (tcp, _) = listener.accept().await.unwrap();
+            let request = match &tls {
+                Some(acceptor) => match acceptor.accept(tcp).await {
+                    Ok(mut stream) => answer(&mut stream, &mut served, failures).await,
+                    Err(_) => None,
+                },
+                None => {
+                    let mut stream = tcp;
+                    answer(&mut stream, &mut served, failures).await
                 }
             };
-            let Some(request) = request else { continue };
-            served += 1;
-            let status: u16 = if served <= failures { 500 } else { 200 };
-            let answer = format!("HTTP/1.1 {status} X\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
-            let _ = stream.write_all(answer.as_bytes()).await;
-            let _ = tx.send((status, request));
+            if let Some(request) = request {
+                let _ = tx.send(request);
+            }
         }
     });
     (url, rx)
+}
+
+/// Reads one request from `stream` and answers it (500 for the first `failures`).
+async fn answer<S>(stream: &mut S, served: &mut usize, failures: usize) -> Option<(u16, Received)>
+where
+    S: AsyncReadExt + AsyncWriteExt + Unpin,
+{
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    let request = loop {
+        let n = stream.read(&mut buf).await.unwrap_or(0);
+        if n == 0 {
+            return None;
+        }
+        data.extend_from_slice(&buf[..n]);
+        let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&data[..end]).into_owned();
+        let headers: Vec<(String, String)> = head
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        let length: usize = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
+        if data.len() >= end + 4 + length {
+            break Received {
+                headers,
+                body: data[end + 4..end + 4 + length].to_vec(),
+            };
+        }
+    };
+    *served += 1;
+    let status: u16 = if *served <= failures { 500 } else { 200 };
+    let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+    let _ = stream.write_all(reply.as_bytes()).await;
+    let _ = stream.shutdown().await;
+    Some((status, request))
 }
 
 const SECRET: &str = "webhook-secret-for-the-e2e-test";
@@ -350,7 +372,7 @@ async fn next(rx: &mut mpsc::UnboundedReceiver<(u16, Received)>, limit: Duration
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhook_delivers_signed_open_and_resolve_events_and_retries_while_the_receiver_fails() {
-    let (url, mut requests) = receiver(2).await;
+    let (url, mut requests) = receiver(2, None).await;
     let secret_dir = crate::app::TempDir::new("e2e-webhook");
     let secret_file = secret_dir.path().join("webhook.secret");
     std::fs::write(&secret_file, SECRET).unwrap();
@@ -427,4 +449,55 @@ async fn the_webhook_delivers_signed_open_and_resolve_events_and_retries_while_t
     );
     assert_eq!(body["event"], "finding.resolved");
     assert!(body["finding"]["resolved_at"].is_string(), "{body}");
+}
+
+/// A TLS acceptor for the test PKI's server certificate (CN localhost, IP 127.0.0.1).
+fn acceptor(pki: &crate::app::TlsFiles) -> TlsAcceptor {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&pki.cert)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(&pki.key).unwrap();
+    let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    TlsAcceptor::from(std::sync::Arc::new(config))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_webhook_behind_a_private_ca_gets_its_events() {
+    let dir = crate::app::TempDir::new("e2e-webhook-tls");
+    let pki = crate::tls::make_pki(dir.path(), "hook");
+    let (url, mut requests) = receiver(0, Some(acceptor(&pki))).await;
+    let secret_file = dir.path().join("webhook.secret");
+    std::fs::write(&secret_file, SECRET).unwrap();
+    std::fs::set_permissions(&secret_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let mut app = spawn_app_with(&[
+        "--verify-on-change=false",
+        "--webhook",
+        &url,
+        "--webhook-secret-file",
+        secret_file.to_str().unwrap(),
+        "--webhook-ca-cert",
+        pki.ca.to_str().unwrap(),
+    ])
+    .await;
+    app.spawn_soft_agent("hook-tls", &[]);
+    let (status, r) = next(&mut requests, Duration::from_secs(30)).await;
+    assert_eq!(status, 200);
+    assert_eq!(r.header("x-cipherfleet-signature"), Some(signed(&r.body).as_str()));
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(
+        (body["event"].as_str(), body["host"]["name"].as_str()),
+        (Some("finding.opened"), Some("hook-tls"))
+    );
+    // Without --report-url, the report's bound address.
+    let host_id = body["host"]["id"].as_i64().unwrap();
+    assert_eq!(body["report_url"], format!("http://{}/hosts/{host_id}", app.http));
 }
