@@ -70,3 +70,68 @@ impl WatchArgs {
         Ok(Watch { verify, webhook })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+    use super::*;
+
+    fn watch(extra: &[&str]) -> Result<WatchArgs, clap::Error> {
+        let mut argv = vec!["cipherfleet-coordinator", "serve"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Serve(args) => Ok(args.watch),
+            _ => unreachable!("serve was asked for"),
+        }
+    }
+
+    #[test]
+    fn verification_is_on_by_default_and_turned_off_by_name() {
+        let on = watch(&[]).unwrap().load().unwrap();
+        assert_eq!(on.verify, VerifyOnChange::default());
+        assert!(on.webhook.is_none());
+        let off = watch(&["--verify-on-change=false", "--verify-interval", "30m"])
+            .unwrap()
+            .load()
+            .unwrap();
+        assert!(!off.verify.enabled);
+        assert_eq!(off.verify.min_interval, Duration::from_secs(1800));
+        let e = watch(&["--verify-interval", "2x"]).unwrap_err().to_string();
+        assert!(e.contains("--verify-interval") && e.contains("not a duration"), "{e}");
+    }
+
+    #[test]
+    fn a_webhook_needs_its_secret_and_a_usable_url() {
+        let dir = std::env::temp_dir().join(format!("cf-webhook-args-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let secret = dir.join("secret");
+        std::fs::write(&secret, "webhook-secret-0123456789").unwrap();
+        std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        let secret = secret.to_str().unwrap();
+        let ok = watch(&["--webhook", "http://127.0.0.1:9/hook", "--webhook-secret-file", secret]).unwrap();
+        assert!(ok.load().unwrap().webhook.is_some());
+        let e = watch(&["--webhook", "ftp://example/hook", "--webhook-secret-file", secret])
+            .unwrap()
+            .load()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--webhook") && e.contains("http:// or https://"), "{e}");
+        let missing = dir.join("missing-ca.pem");
+        let e = watch(&[
+            "--webhook",
+            "https://example/hook",
+            "--webhook-secret-file",
+            secret,
+            "--webhook-ca-cert",
+            missing.to_str().unwrap(),
+        ])
+        .unwrap()
+        .load()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--webhook-ca-cert"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
