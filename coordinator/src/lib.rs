@@ -16,7 +16,7 @@
 //! - [`auth`]: enrollment and admin tokens (constant-time comparison, never logged).
 //! - [`tls`]: `--tls-cert` / `--tls-key`, read and checked at start.
 //! - [`web`]: the HTML report, its CSV/JSON API, `/metrics` and `/healthz`.
-//! - [`cli`]: `serve`, `campaign start|status|cancel`, `hosts`.
+//! - [`cli`]: `serve`, `campaign start|status|cancel`, `hosts`, `check`, `schedule add|list|remove`.
 //! - [`db`]: the storage layer — hosts and their fact history, agent sessions,
 //!   campaigns, the job queue and results — over the schema in `migrations/`.
 

@@ -1,5 +1,5 @@
 //! `AdminService`: what operators do — start, watch and cancel campaigns, list
-//! hosts and open findings. Every call carries `authorization: Bearer <admin token>`.
+//! hosts and open findings, add, list and remove schedules. Every call carries `authorization: Bearer <admin token>`.
 
 use std::sync::Arc;
 
