@@ -362,6 +362,22 @@ fn signed(body: &[u8]) -> String {
     format!("sha256={hex}")
 }
 
+/// A coordinator POSTing to `url`, its secret ([`SECRET`]) in a file under `dir`.
+async fn spawn_with_webhook(dir: &std::path::Path, url: &str, extra: &[&str]) -> App {
+    let secret_file = dir.join("webhook.secret");
+    std::fs::write(&secret_file, SECRET).unwrap();
+    std::fs::set_permissions(&secret_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let mut args = vec![
+        "--verify-on-change=false",
+        "--webhook",
+        url,
+        "--webhook-secret-file",
+        secret_file.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    spawn_app_with(&args).await
+}
+
 /// The next request, within `limit`.
 async fn next(rx: &mut mpsc::UnboundedReceiver<(u16, Received)>, limit: Duration) -> (u16, Received) {
     tokio::time::timeout(limit, rx.recv())
@@ -374,19 +390,7 @@ async fn next(rx: &mut mpsc::UnboundedReceiver<(u16, Received)>, limit: Duration
 async fn the_webhook_delivers_signed_open_and_resolve_events_and_retries_while_the_receiver_fails() {
     let (url, mut requests) = receiver(2, None).await;
     let secret_dir = crate::app::TempDir::new("e2e-webhook");
-    let secret_file = secret_dir.path().join("webhook.secret");
-    std::fs::write(&secret_file, SECRET).unwrap();
-    std::fs::set_permissions(&secret_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let mut app = spawn_app_with(&[
-        "--verify-on-change=false",
-        "--webhook",
-        &url,
-        "--webhook-secret-file",
-        secret_file.to_str().unwrap(),
-        "--report-url",
-        "https://report.example/",
-    ])
-    .await;
+    let mut app = spawn_with_webhook(secret_dir.path(), &url, &["--report-url", "https://report.example/"]).await;
 
     // The software build: its hello opens a software-build finding.
     let soft = app.spawn_soft_agent("hook-01", &[]);
@@ -475,19 +479,7 @@ async fn an_https_webhook_behind_a_private_ca_gets_its_events() {
     let dir = crate::app::TempDir::new("e2e-webhook-tls");
     let pki = crate::tls::make_pki(dir.path(), "hook");
     let (url, mut requests) = receiver(0, Some(acceptor(&pki))).await;
-    let secret_file = dir.path().join("webhook.secret");
-    std::fs::write(&secret_file, SECRET).unwrap();
-    std::fs::set_permissions(&secret_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let mut app = spawn_app_with(&[
-        "--verify-on-change=false",
-        "--webhook",
-        &url,
-        "--webhook-secret-file",
-        secret_file.to_str().unwrap(),
-        "--webhook-ca-cert",
-        pki.ca.to_str().unwrap(),
-    ])
-    .await;
+    let mut app = spawn_with_webhook(dir.path(), &url, &["--webhook-ca-cert", pki.ca.to_str().unwrap()]).await;
     app.spawn_soft_agent("hook-tls", &[]);
     let (status, r) = next(&mut requests, Duration::from_secs(30)).await;
     assert_eq!(status, 200);
