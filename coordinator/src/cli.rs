@@ -1,6 +1,6 @@
 //! Command line: `serve`, and the operator commands (`campaign start|status|cancel`,
-//! `hosts`, `hosts reset-credential|retire` in [`hosts`], `check` in [`check`])
-//! that talk to a running coordinator's admin API.
+//! `hosts`, `hosts reset-credential|retire` in [`hosts`], `check` in [`check`],
+//! `schedule` in [`schedule`]) that talk to a running coordinator's admin API.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -24,6 +24,8 @@ use crate::tls;
 
 mod check;
 mod hosts;
+mod schedule;
+mod watch_args;
 
 pub use check::Exit;
 
@@ -51,6 +53,9 @@ enum Command {
     /// Print open findings; exit 1 when any is at or above --min-severity (for cron and CI).
     #[command(after_help = check::EXIT_STATUS)]
     Check(check::CheckArgs),
+    /// Start a suite on selected hosts every period: schedule add|list|remove.
+    #[command(subcommand, after_help = schedule::ABOUT)]
+    Schedule(schedule::ScheduleCommand),
 }
 
 #[derive(Args, Debug)]
@@ -84,6 +89,8 @@ struct ServeArgs {
     /// Private key of --tls-cert (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC).
     #[arg(long, value_name = "PEM")]
     tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    watch: watch_args::WatchArgs,
 }
 
 /// The URL as given; held as a [`Secret`] because it usually carries a password.
@@ -167,6 +174,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }) => hosts::run(command).await,
         Command::Campaign(c) => campaign(c).await,
         Command::Check(args) => check::run(args).await,
+        Command::Schedule(c) => schedule::run(c).await,
     }
 }
 
@@ -182,6 +190,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         admin_token,
         heartbeat: Duration::from_secs_f64(args.heartbeat_seconds),
         tls,
+        watch: args.watch.load()?,
     };
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();
@@ -331,16 +340,7 @@ async fn campaign(command: CampaignCommand) -> anyhow::Result<()> {
             }
             let request = v1::StartCampaignRequest {
                 points: Some(Points::Suite(suite)),
-                hosts: Some(v1::HostSelector {
-                    labels: selector
-                        .labels
-                        .into_iter()
-                        .map(|(key, value)| v1::Label { key, value })
-                        .collect(),
-                    arch: selector.arch,
-                    cpu_model: selector.cpu_model,
-                    host_names: selector.host_names,
-                }),
+                hosts: Some(proto_selector(selector)),
                 started_by: std::env::var("USER").unwrap_or_else(|_| "operator".into()),
                 name: name.unwrap_or_default(),
             };
@@ -403,6 +403,11 @@ async fn campaign(command: CampaignCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// The admin API's form of `--select` terms.
+fn proto_selector(selector: Selector) -> v1::HostSelector {
+    crate::grpc::admin::selector_to(&selector)
 }
 
 fn counts_json(c: Option<&v1::JobCounts>) -> serde_json::Value {

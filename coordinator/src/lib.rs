@@ -10,13 +10,15 @@
 //! - [`server`]: `serve` — wires storage, scheduler and services; `run(listeners, shutdown)`.
 //! - [`grpc`]: the agents' session stream and the operators' admin API.
 //! - [`scheduler`]: connected hosts and dispatch (one job at a time per host), overdue sweeps.
+//! - [`launch`]: points × host selector → a campaign and its jobs (admin API, schedules, verification).
+//! - [`watch`]: schedules, verification campaigns on fact changes, the findings webhook.
 //! - [`selector`]: which hosts a campaign runs on.
 //! - [`auth`]: enrollment and admin tokens (constant-time comparison, never logged).
 //! - [`credential`]: per-host credentials — issued at enrollment, stored hashed.
 //! - [`attempt`]: which outcome of a job counts (only its current attempt's).
 //! - [`tls`]: `--tls-cert` / `--tls-key`, read and checked at start.
 //! - [`web`]: the HTML report, its CSV/JSON API, `/metrics` and `/healthz`.
-//! - [`cli`]: `serve`, `campaign start|status|cancel`, `hosts`.
+//! - [`cli`]: `serve`, `campaign start|status|cancel`, `hosts`, `check`, `schedule add|list|remove`.
 //! - [`db`]: the storage layer — hosts and their fact history, agent sessions,
 //!   campaigns, the job queue and results — over the schema in `migrations/`.
 
@@ -28,12 +30,14 @@ pub mod credential;
 pub mod db;
 pub mod findings;
 pub mod grpc;
+pub mod launch;
 pub mod metrics;
 pub mod pg;
 pub mod scheduler;
 pub mod selector;
 pub mod server;
 pub mod tls;
+pub mod watch;
 pub mod web;
 
 /// The schema, embedded from `migrations/` and applied at start ([`db::connect`]).

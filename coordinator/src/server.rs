@@ -25,6 +25,9 @@ use crate::auth::Token;
 use crate::findings;
 use crate::grpc::{self, admin::AdminSvc, agent::AgentSvc};
 use crate::scheduler::{self, Scheduler};
+use crate::watch::schedule;
+use crate::watch::verify::VerifyOnChange;
+use crate::watch::webhook::{self, Webhook};
 use crate::{db, pg, web};
 
 /// Everything `serve` needs.
@@ -41,6 +44,16 @@ pub struct ServeConfig {
     pub heartbeat: Duration,
     /// gRPC over TLS with this identity ([`crate::tls::server_tls`]); `None`: plain gRPC.
     pub tls: Option<ServerTlsConfig>,
+    pub watch: Watch,
+}
+
+/// Watching without a person ([`crate::watch`]): verification on fact changes and the webhook.
+/// (Schedules need no setting: they are rows in the database.)
+#[derive(Debug, Default)]
+pub struct Watch {
+    pub verify: VerifyOnChange,
+    /// `--webhook`: where findings opening and resolving are POSTed.
+    pub webhook: Option<Webhook>,
 }
 
 /// The running parts `run` needs.
@@ -49,6 +62,7 @@ pub struct App {
     pub agent_token: Token,
     pub admin_token: Token,
     pub heartbeat: Duration,
+    pub watch: Watch,
 }
 
 /// Starts the database (private cluster or URL), binds, prints the bound
@@ -98,11 +112,16 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         private_cluster = cluster.is_some(),
         "coordinator listening"
     );
+    let mut watch = config.watch;
+    if let (Some(webhook), Some(addr)) = (watch.webhook.as_mut(), http_addr) {
+        webhook.default_report_url(&format!("http://{addr}"));
+    }
     let app = App {
         pool,
         agent_token: config.agent_token,
         admin_token: config.admin_token,
         heartbeat: config.heartbeat,
+        watch,
     };
     let result = run_with_tls(app, grpc, config.tls, http, shutdown).await;
     if let Some(cluster) = cluster
@@ -146,6 +165,7 @@ pub async fn run_with_tls(
         heartbeat: app.heartbeat,
         shutdown: shutdown.clone(),
         findings: deriver,
+        verify: app.watch.verify,
     };
     let admin = AdminSvc {
         scheduler: scheduler.clone(),
@@ -156,6 +176,8 @@ pub async fn run_with_tls(
         builder = builder.tls_config(tls).context("setting up TLS")?;
     }
     let sweeper = tokio::spawn(sweep(scheduler.clone(), shutdown.clone()));
+    let schedules = tokio::spawn(schedule::run(scheduler.clone(), shutdown.clone()));
+    let webhook = tokio::spawn(webhook::run(app.pool.clone(), app.watch.webhook, shutdown.clone()));
     let http_task = http.map(|l| {
         let state = web::WebState {
             pool: app.pool.clone(),
@@ -181,6 +203,8 @@ pub async fn run_with_tls(
         .await;
     shutdown.cancel();
     let _ = sweeper.await;
+    let _ = schedules.await;
+    let _ = webhook.await;
     let _ = deriver_task.await;
     if let Some(t) = http_task {
         let _ = t.await;

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use cipherfleet_coordinator::auth::Token;
 use cipherfleet_coordinator::db;
 use cipherfleet_coordinator::server::{self, App};
+use cipherfleet_coordinator::watch::verify::VerifyOnChange;
 use cipherfleet_proto::v1::admin_service_client::AdminServiceClient;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
@@ -82,6 +83,14 @@ async fn bench(db_url: &str, dir: &Path, agent: &Path) {
         agent_token: Token::from_secret(AGENT_TOKEN),
         admin_token: Token::from_secret(ADMIN_TOKEN),
         heartbeat: HEARTBEAT,
+        // The bench times its own campaign: no verification campaigns beside it.
+        watch: server::Watch {
+            verify: VerifyOnChange {
+                enabled: false,
+                ..VerifyOnChange::default()
+            },
+            webhook: None,
+        },
     };
     let shutdown = CancellationToken::new();
     let coordinator = tokio::spawn(server::run(app, listener, None, shutdown.clone()));

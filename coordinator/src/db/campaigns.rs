@@ -88,6 +88,14 @@ pub struct NewCampaign<'a> {
 /// A campaign without jobs (the selector matched no host) is finished at once.
 pub async fn create_with_jobs(pool: &PgPool, new: &NewCampaign<'_>, jobs: &[NewJob]) -> Result<i64> {
     let mut tx = pool.begin().await?;
+    let id = insert_with_jobs(&mut tx, new, jobs).await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+/// [`create_with_jobs`] in the caller's transaction (a schedule firing
+/// creates its campaign and advances in one).
+pub async fn insert_with_jobs(tx: &mut PgConnection, new: &NewCampaign<'_>, jobs: &[NewJob]) -> Result<i64> {
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO campaigns (name, suite, matrix, selector, started_by) \
          VALUES ($1, $2, $3, $4, $5) RETURNING id",
@@ -99,9 +107,8 @@ pub async fn create_with_jobs(pool: &PgPool, new: &NewCampaign<'_>, jobs: &[NewJ
     .bind(new.started_by)
     .fetch_one(&mut *tx)
     .await?;
-    jobs::insert_for_campaign(&mut tx, id, jobs).await?;
-    close_if_complete(&mut tx, id).await?;
-    tx.commit().await?;
+    jobs::insert_for_campaign(tx, id, jobs).await?;
+    close_if_complete(tx, id).await?;
     Ok(id)
 }
 

@@ -18,6 +18,9 @@
 //! - [`campaign_compare`]: two campaigns' results per host and point, side by side.
 //! - [`campaign_summaries`]: campaigns with their job counts, as the report lists them.
 //! - [`host_results`]: a host's results page by page, and its key algorithms over time.
+//! - [`schedules`]: schedules, their due times and firings.
+//! - [`verifications`]: the last verification campaign per host, and the points it ran before.
+//! - [`outbox`]: findings events waiting for the webhook.
 //! - [`fallback`]: both paths of each host side by side, and findings of any status (the fallback page).
 
 pub mod campaign_compare;
@@ -31,11 +34,14 @@ pub mod hosts;
 pub mod identity;
 pub mod jobs;
 pub mod matrix;
+pub mod outbox;
 pub mod points;
 pub mod results;
+pub mod schedules;
 pub mod series;
 pub mod sessions;
 pub mod snapshots;
+pub mod verifications;
 
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;

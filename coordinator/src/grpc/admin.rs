@@ -1,19 +1,23 @@
 //! `AdminService`: what operators do — start, watch and cancel campaigns, list
-//! hosts and open findings. Every call carries `authorization: Bearer <admin token>`.
+//! hosts and open findings, add, list and remove schedules. Every call carries `authorization: Bearer <admin token>`.
 
 use std::sync::Arc;
 
-use cipherfleet_core::spec::{Execution, InvalidSpec, JobSpec, Matrix, Suite};
+use cipherfleet_core::spec::{InvalidSpec, JobSpec, Matrix, Suite};
 use cipherfleet_proto::v1::admin_service_server::AdminService;
-use cipherfleet_proto::v1::{self, start_campaign_request::Points};
+use cipherfleet_proto::v1::{self, start_campaign_request::Points as Requested};
 use tonic::{Request, Response, Status};
 
 use super::db_status;
 use crate::auth::Token;
 use crate::db::findings::Severity;
-use crate::db::{self, campaigns::CampaignStatus, jobs::NewJob};
+use crate::db::schedules::Schedule;
+use crate::db::{self, campaigns::CampaignStatus};
+use crate::launch::{self, Launch, LaunchError, Points};
 use crate::scheduler::Scheduler;
 use crate::selector::{Candidate, Selector};
+use crate::watch::schedule::{self, IfRunning, NewSchedule};
+use crate::watch::timing::Timing;
 
 pub struct AdminSvc {
     pub scheduler: Arc<Scheduler>,
@@ -53,9 +57,17 @@ fn field_error(prefix: &str, e: InvalidSpec) -> Status {
     Status::invalid_argument(format!("{prefix}{field}: {}", e.message))
 }
 
-/// Most jobs one campaign may queue (points × selected hosts), checked
-/// before any job is built.
-pub const MAX_CAMPAIGN_JOBS: u64 = 1_000_000;
+/// Most jobs one campaign may queue; the rule is in [`crate::launch`].
+pub use crate::launch::MAX_CAMPAIGN_JOBS;
+
+/// The one conversion point from launch errors to gRPC status.
+fn launch_status(e: LaunchError) -> Status {
+    match e {
+        e @ LaunchError::NoHost { .. } => Status::invalid_argument(format!("hosts: {e}")),
+        e @ LaunchError::TooManyJobs { .. } => Status::invalid_argument(format!("points: {e}")),
+        LaunchError::Db(e) => db_status(e),
+    }
+}
 
 fn selector_from(s: Option<&v1::HostSelector>) -> Selector {
     let Some(s) = s else { return Selector::default() };
@@ -72,6 +84,43 @@ fn unknown_host(name: &str) -> Status {
     Status::not_found(format!(
         "no host is named {shown:?} (see `cipherfleet-coordinator hosts`)"
     ))
+}
+
+/// The proto form of a selector (the CLI sends `--select` terms in it).
+pub fn selector_to(s: &Selector) -> v1::HostSelector {
+    v1::HostSelector {
+        labels: s
+            .labels
+            .iter()
+            .map(|(key, value)| v1::Label {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect(),
+        arch: s.arch.clone(),
+        cpu_model: s.cpu_model.clone(),
+        host_names: s.host_names.clone(),
+    }
+}
+
+fn schedule_info(s: Schedule) -> v1::ScheduleInfo {
+    let selector: Selector = serde_json::from_value(s.selector).unwrap_or_default();
+    v1::ScheduleInfo {
+        id: s.id.to_string(),
+        suite: s.suite,
+        hosts: Some(selector_to(&selector)),
+        every_seconds: s.every_seconds,
+        at_minute: s.at_minute,
+        jitter_seconds: s.jitter_seconds,
+        if_running: s.if_running,
+        created_by: s.created_by,
+        next_due_unix_ms: s.due_at.timestamp_millis(),
+        next_fire_unix_ms: s.fire_at.timestamp_millis(),
+        last_campaign_id: s.last_campaign_id.map(|id| id.to_string()).unwrap_or_default(),
+        last_outcome: s.last_outcome.unwrap_or_default(),
+        runs: s.runs,
+        skips: s.skips,
+    }
 }
 
 fn parse_campaign_id(s: &str) -> Result<i64, Status> {
@@ -100,104 +149,35 @@ impl AdminService for AdminSvc {
         self.authorize(&request)?;
         let req = request.into_inner();
         let pool = self.scheduler.pool();
-        let (suite_name, matrix) = match &req.points {
-            Some(Points::Suite(name)) => {
-                let suite: Suite = name.parse().map_err(|e| field_error("", e))?;
-                (suite.to_string(), None)
+        let points = match &req.points {
+            Some(Requested::Suite(name)) => Points::Suite(name.parse::<Suite>().map_err(|e| field_error("", e))?),
+            Some(Requested::Matrix(m)) => {
+                Points::Matrix(Matrix::try_from(m).map_err(|e| Status::invalid_argument(e.to_string()))?)
             }
-            Some(Points::Matrix(m)) => (
-                "matrix".to_string(),
-                Some(Matrix::try_from(m).map_err(|e| Status::invalid_argument(e.to_string()))?),
-            ),
             None => return Err(Status::invalid_argument("points: give a suite name or a matrix")),
         };
         if req.name.len() > 200 || req.started_by.len() > 200 {
             return Err(Status::invalid_argument("name, started_by: at most 200 bytes"));
         }
         let selector = selector_from(req.hosts.as_ref());
-        let hosts = db::hosts::list_with_facts(pool).await.map_err(db_status)?;
-        let mut jobs = Vec::new();
-        let mut chosen = 0;
-        // Retired hosts keep their history but are never selected again.
-        for h in hosts.iter().filter(|h| h.host.retired_at.is_none()) {
-            let candidate = Candidate {
-                name: &h.host.name,
-                labels: &h.host.labels.0,
-                arch: h.arch.as_deref(),
-                cpu_model_name: h.cpu_model_name.as_deref(),
-            };
-            if !selector.matches(&candidate) {
-                continue;
-            }
-            chosen += 1;
-            let points = match &matrix {
-                // At most MAX_POINTS, checked when the matrix was read.
-                Some(m) => m.expand(),
-                None => suite_name
-                    .parse::<Suite>()
-                    .map_err(|e| field_error("", e))?
-                    .expand(h.logical_cores.unwrap_or(1).max(1) as u32),
-            };
-            if (jobs.len() + points.len()) as u64 > MAX_CAMPAIGN_JOBS {
-                return Err(Status::invalid_argument(format!(
-                    "points: {} points on each selected host make more than {MAX_CAMPAIGN_JOBS} jobs per \
-                     campaign; select fewer hosts or ask for fewer points",
-                    points.len()
-                )));
-            }
-            // Emulated hosts (by label or by facts) get the emulated budget: their
-            // workers run many times slower.
-            let execution = if h.emulated() {
-                Execution::Emulated
-            } else {
-                Execution::Native
-            };
-            jobs.extend(points.iter().map(|p| NewJob {
-                host_id: h.host.id,
-                spec: p.clone(),
-                execution,
-            }));
-        }
-        if chosen == 0 {
-            return Err(Status::invalid_argument(format!(
-                "hosts: the selector matches none of the {} known hosts",
-                hosts.len()
-            )));
-        }
-        let matrix_json = matrix
-            .as_ref()
-            .map(|m| serde_json::to_value(m).expect("serialises"))
-            .unwrap_or(serde_json::Value::Null);
-        let selector_json = serde_json::to_value(&selector).expect("serialises");
-        let name = if req.name.is_empty() {
-            format!("{suite_name} on {chosen} host(s)")
-        } else {
-            req.name.clone()
-        };
-        let new = db::campaigns::NewCampaign {
-            name: &name,
-            suite: &suite_name,
-            matrix: &matrix_json,
-            selector: &selector_json,
+        let launch = Launch {
+            points: &points,
+            selector: &selector,
+            name: &req.name,
             started_by: if req.started_by.is_empty() {
                 "admin"
             } else {
                 &req.started_by
             },
         };
-        let campaign_id = db::campaigns::create_with_jobs(pool, &new, &jobs)
-            .await
-            .map_err(db_status)?;
-        tracing::info!(
-            campaign = campaign_id,
-            jobs = jobs.len(),
-            hosts = chosen,
-            "campaign started"
-        );
+        let mut tx = pool.begin().await.map_err(|e| db_status(e.into()))?;
+        let launched = launch::insert(&mut tx, &launch).await.map_err(launch_status)?;
+        tx.commit().await.map_err(|e| db_status(e.into()))?;
+        let (campaign_id, jobs) = (launched.campaign_id, launched.jobs);
         self.scheduler.dispatch_all().await.map_err(db_status)?;
         Ok(Response::new(v1::StartCampaignResponse {
             campaign_id: campaign_id.to_string(),
-            jobs_created: jobs.len() as u32,
+            jobs_created: jobs as u32,
         }))
     }
 
@@ -398,5 +378,86 @@ impl AdminService for AdminSvc {
             })
             .collect();
         Ok(Response::new(v1::ListFindingsResponse { findings }))
+    }
+
+    async fn add_schedule(
+        &self,
+        request: Request<v1::AddScheduleRequest>,
+    ) -> Result<Response<v1::ScheduleInfo>, Status> {
+        self.authorize(&request)?;
+        let req = request.into_inner();
+        let suite: Suite = req.suite.parse().map_err(|e| field_error("", e))?;
+        let timing = Timing {
+            every_seconds: req.every_seconds,
+            at_minute: req.at_minute,
+            jitter_seconds: req.jitter_seconds,
+        };
+        timing.validate().map_err(|e| {
+            let field = match e.flag {
+                "--every" => "every_seconds",
+                "--at" => "at_minute",
+                _ => "jitter_seconds",
+            };
+            Status::invalid_argument(format!("{field}: {}", e.message))
+        })?;
+        let if_running = match req.if_running.as_str() {
+            "" => IfRunning::Skip,
+            other => other
+                .parse()
+                .map_err(|e: String| Status::invalid_argument(format!("if_running: {e}")))?,
+        };
+        if req.created_by.len() > 200 {
+            return Err(Status::invalid_argument("created_by: at most 200 bytes"));
+        }
+        let new = NewSchedule {
+            suite,
+            selector: selector_from(req.hosts.as_ref()),
+            timing,
+            if_running,
+            created_by: if req.created_by.is_empty() {
+                "admin".into()
+            } else {
+                req.created_by
+            },
+        };
+        let stored = schedule::add(self.scheduler.pool(), &new, chrono::Utc::now())
+            .await
+            .map_err(db_status)?;
+        tracing::info!(schedule = stored.id, suite = %stored.suite, every = stored.every_seconds, "schedule added");
+        Ok(Response::new(schedule_info(stored)))
+    }
+
+    async fn list_schedules(
+        &self,
+        request: Request<v1::ListSchedulesRequest>,
+    ) -> Result<Response<v1::ListSchedulesResponse>, Status> {
+        self.authorize(&request)?;
+        let schedules = db::schedules::list(self.scheduler.pool())
+            .await
+            .map_err(db_status)?
+            .into_iter()
+            .map(schedule_info)
+            .collect();
+        Ok(Response::new(v1::ListSchedulesResponse { schedules }))
+    }
+
+    async fn remove_schedule(
+        &self,
+        request: Request<v1::RemoveScheduleRequest>,
+    ) -> Result<Response<v1::RemoveScheduleResponse>, Status> {
+        self.authorize(&request)?;
+        let raw = &request.get_ref().id;
+        let id: i64 = raw
+            .trim()
+            .parse()
+            .map_err(|_| Status::invalid_argument(format!("id: {raw:?} is not a schedule id")))?;
+        if !db::schedules::remove(self.scheduler.pool(), id)
+            .await
+            .map_err(db_status)?
+        {
+            return Err(Status::not_found(format!("schedule {id} does not exist")));
+        }
+        tracing::info!(schedule = id, "schedule removed");
+        Ok(Response::new(v1::RemoveScheduleResponse {}))
     }
 }

@@ -40,6 +40,7 @@ use crate::db::hosts::Labels;
 use crate::db::identity::{Admission, Refusal};
 use crate::findings::Deriver;
 use crate::scheduler::Scheduler;
+use crate::watch::verify::{self, VerifyOnChange};
 
 /// How long a new stream may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -53,6 +54,8 @@ pub struct AgentSvc {
     pub shutdown: CancellationToken,
     /// Told about every stored result; derives findings off this path.
     pub findings: Arc<Deriver>,
+    /// Verification campaigns when a host's facts change ([`crate::watch::verify`]).
+    pub verify: VerifyOnChange,
 }
 
 #[tonic::async_trait]
@@ -146,6 +149,10 @@ impl AgentService for AgentSvc {
         let generation = reservation.generation;
         if accepted.facts_changed {
             self.findings.facts_changed();
+            // Queued before the session's first dispatch, which then hands it out.
+            if let Err(e) = verify::on_hello(self.scheduler.pool(), &self.verify, host_id).await {
+                tracing::warn!(host = host_id, error = %e, "queueing a verification campaign");
+            }
         }
         tracing::info!(host = host_id, name = ?hello.name, peer = ?peer, facts_changed = accepted.facts_changed, "agent connected");
 

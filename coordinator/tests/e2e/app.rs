@@ -64,6 +64,9 @@ pub struct App {
     pub http: SocketAddr,
     /// Set: the coordinator serves TLS with these files and clients use `https://`.
     tls: Option<TlsFiles>,
+    /// Extra `serve` flags, kept across restarts. By default verification on change is
+    /// off, so a test's campaigns are the only work its agents get.
+    pub serve_args: Vec<String>,
     coordinator: Option<Child>,
     agents: Vec<Child>,
 }
@@ -79,9 +82,14 @@ pub struct TlsFiles {
 
 /// Starts a coordinator on a fresh database.
 pub async fn spawn_app() -> App {
+    spawn_app_with(&["--verify-on-change=false"]).await
+}
+
+/// [`spawn_app`] with these `serve` flags instead of the default ones.
+pub async fn spawn_app_with(serve_args: &[&str]) -> App {
     let pool = crate::db_helpers::fresh_db().await;
     let db_url = url_of(&pool).await;
-    App::with_database(pool, db_url).await
+    App::start(pool, db_url, None, serve_args)
 }
 
 /// Starts a coordinator serving gRPC over TLS (`--tls-cert`, `--tls-key`) on a
@@ -89,7 +97,7 @@ pub async fn spawn_app() -> App {
 pub async fn spawn_tls_app(tls: TlsFiles) -> App {
     let pool = crate::db_helpers::fresh_db().await;
     let db_url = url_of(&pool).await;
-    App::start(pool, db_url, Some(tls))
+    App::start(pool, db_url, Some(tls), &["--verify-on-change=false"])
 }
 
 /// A connection URL for the pool's database (socket directory and all).
@@ -101,10 +109,10 @@ async fn url_of(pool: &PgPool) -> String {
 impl App {
     /// Starts a coordinator on the database behind `pool` / `db_url`.
     pub async fn with_database(pool: PgPool, db_url: String) -> App {
-        App::start(pool, db_url, None)
+        App::start(pool, db_url, None, &["--verify-on-change=false"])
     }
 
-    fn start(pool: PgPool, db_url: String, tls: Option<TlsFiles>) -> App {
+    fn start(pool: PgPool, db_url: String, tls: Option<TlsFiles>, serve_args: &[&str]) -> App {
         let dir = TempDir::new("e2e");
         for (file, token) in [("agent.token", AGENT_TOKEN), ("admin.token", ADMIN_TOKEN)] {
             let path = dir.path().join(file);
@@ -118,6 +126,7 @@ impl App {
             grpc: "127.0.0.1:0".parse().unwrap(),
             http: "127.0.0.1:0".parse().unwrap(),
             tls,
+            serve_args: serve_args.iter().map(|a| a.to_string()).collect(),
             coordinator: None,
             agents: vec![],
         };
@@ -140,6 +149,7 @@ impl App {
         if let Some(tls) = &self.tls {
             command.arg("--tls-cert").arg(&tls.cert).arg("--tls-key").arg(&tls.key);
         }
+        command.args(&self.serve_args);
         let mut child = command
             .arg("--database-url")
             .arg(&self.db_url)

@@ -22,4 +22,5 @@ mod report_compare;
 mod report_fallback;
 mod report_fleet;
 mod tls;
+mod watch;
 mod xss;

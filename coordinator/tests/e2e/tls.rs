@@ -27,7 +27,7 @@ fn openssl(dir: &Path, args: &[&str]) {
 
 /// A throwaway CA `<name>-ca.pem` and a server certificate it signed for
 /// 127.0.0.1 and localhost, in `dir`.
-fn make_pki(dir: &Path, name: &str) -> TlsFiles {
+pub(crate) fn make_pki(dir: &Path, name: &str) -> TlsFiles {
     let (ca_key, ca, key, csr, cert, ext) = (
         format!("{name}-ca.key"),
         format!("{name}-ca.pem"),

@@ -19,3 +19,4 @@ mod identity;
 mod jobs;
 mod report;
 mod results;
+mod watch;

@@ -1,0 +1,159 @@
+//! Turning points and a host selector into a campaign: what `StartCampaign`,
+//! a firing schedule and a verification after a fact change all do, so the
+//! rules (which hosts, how many jobs, the emulated time budget) live once.
+
+use cipherfleet_core::spec::{Execution, JobSpec, Matrix, Suite};
+use sqlx::PgConnection;
+
+use crate::db::{self, hosts::HostWithFacts, jobs::NewJob};
+use crate::selector::{Candidate, Selector};
+
+/// Most jobs one campaign may queue (points × selected hosts), checked
+/// before any job is built.
+pub const MAX_CAMPAIGN_JOBS: u64 = 1_000_000;
+
+/// What a campaign measures on each host.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Points {
+    /// A named suite, expanded per host (its thread counts follow the cores).
+    Suite(Suite),
+    /// An explicit matrix, the same on every host.
+    Matrix(Matrix),
+}
+
+impl Points {
+    /// The campaign's `suite` column: the suite's name, or `matrix`.
+    pub fn label(&self) -> String {
+        match self {
+            Points::Suite(s) => s.to_string(),
+            Points::Matrix(_) => "matrix".into(),
+        }
+    }
+
+    fn for_host(&self, host: &HostWithFacts) -> Vec<JobSpec> {
+        match self {
+            Points::Suite(s) => s.expand(host.logical_cores.unwrap_or(1).max(1) as u32),
+            Points::Matrix(m) => m.expand(),
+        }
+    }
+}
+
+/// Why no campaign was created.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("the selector matches none of the {known} known hosts")]
+    NoHost { known: usize },
+    #[error(
+        "{points} points on each selected host make more than {MAX_CAMPAIGN_JOBS} jobs per campaign; \
+         select fewer hosts or ask for fewer points"
+    )]
+    TooManyJobs { points: usize },
+    #[error(transparent)]
+    Db(#[from] db::Error),
+}
+
+/// A job of `spec` on `host`, with the emulated time budget when the host
+/// (by label or by facts) runs its workers under an emulator.
+pub fn job_for(host: &HostWithFacts, spec: JobSpec) -> NewJob {
+    let execution = if host.emulated() {
+        Execution::Emulated
+    } else {
+        Execution::Native
+    };
+    NewJob {
+        host_id: host.host.id,
+        spec,
+        execution,
+    }
+}
+
+/// Whether `selector` picks `host`. Retired hosts keep their history but are
+/// never selected again.
+pub fn selects(selector: &Selector, host: &HostWithFacts) -> bool {
+    host.host.retired_at.is_none()
+        && selector.matches(&Candidate {
+            name: &host.host.name,
+            labels: &host.host.labels.0,
+            arch: host.arch.as_deref(),
+            cpu_model_name: host.cpu_model_name.as_deref(),
+        })
+}
+
+/// The jobs of `points` on the hosts `selector` picks; returns them with the
+/// number of hosts chosen.
+pub fn plan(
+    points: &Points,
+    selector: &Selector,
+    hosts: &[HostWithFacts],
+) -> Result<(Vec<NewJob>, usize), LaunchError> {
+    let mut jobs = Vec::new();
+    let mut chosen = 0;
+    for h in hosts.iter().filter(|h| selects(selector, h)) {
+        chosen += 1;
+        let specs = points.for_host(h);
+        if (jobs.len() + specs.len()) as u64 > MAX_CAMPAIGN_JOBS {
+            return Err(LaunchError::TooManyJobs { points: specs.len() });
+        }
+        jobs.extend(specs.into_iter().map(|spec| job_for(h, spec)));
+    }
+    if chosen == 0 {
+        return Err(LaunchError::NoHost { known: hosts.len() });
+    }
+    Ok((jobs, chosen))
+}
+
+/// A campaign to start.
+#[derive(Debug, Clone)]
+pub struct Launch<'a> {
+    pub points: &'a Points,
+    pub selector: &'a Selector,
+    /// Empty: "<suite> on <n> host(s)".
+    pub name: &'a str,
+    pub started_by: &'a str,
+}
+
+/// The campaign that was created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Launched {
+    pub campaign_id: i64,
+    pub jobs: usize,
+    pub hosts: usize,
+}
+
+/// Creates the campaign and its jobs in the caller's transaction. The caller
+/// dispatches after commit ([`crate::scheduler::Scheduler::dispatch_all`]).
+pub async fn insert(tx: &mut PgConnection, launch: &Launch<'_>) -> Result<Launched, LaunchError> {
+    let hosts = db::hosts::list_with_facts(&mut *tx).await?;
+    let (jobs, chosen) = plan(launch.points, launch.selector, &hosts)?;
+    let suite = launch.points.label();
+    let matrix = match launch.points {
+        Points::Matrix(m) => serde_json::to_value(m).expect("serialises"),
+        Points::Suite(_) => serde_json::Value::Null,
+    };
+    let selector = serde_json::to_value(launch.selector).expect("serialises");
+    let name = if launch.name.is_empty() {
+        format!("{suite} on {chosen} host(s)")
+    } else {
+        launch.name.to_string()
+    };
+    let new = db::campaigns::NewCampaign {
+        name: &name,
+        suite: &suite,
+        matrix: &matrix,
+        selector: &selector,
+        started_by: launch.started_by,
+    };
+    let campaign_id = db::campaigns::insert_with_jobs(tx, &new, &jobs).await?;
+    tracing::info!(
+        campaign = campaign_id,
+        jobs = jobs.len(),
+        hosts = chosen,
+        started_by = launch.started_by,
+        "campaign started"
+    );
+    Ok(Launched {
+        campaign_id,
+        jobs: jobs.len(),
+        hosts: chosen,
+    })
+}
