@@ -6,6 +6,7 @@
 //! - [`config`]: flags, the enrollment token, default host name and spool place.
 //! - [`session`]: one connected session (handshake, message handling, heartbeats).
 //! - [`executor`]: runs a job in a worker process on a blocking thread; cancellable.
+//! - [`ceilings`]: what a pushed job may use at most (threads, seconds, memory, time, priority).
 //! - [`spool`]: outcomes on disk until acknowledged.
 //! - [`backoff`]: reconnect delays.
 //!
@@ -15,6 +16,7 @@
 //! version ends the agent with [`ExitReason::Rejected`] (exit status 3).
 
 mod backoff;
+mod ceilings;
 mod config;
 mod executor;
 mod session;
@@ -73,7 +75,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::R
         );
     }
     let (done_tx, mut done) = mpsc::unbounded_channel();
-    let executor = Executor::new(spool.clone(), done_tx);
+    let executor = Executor::new(spool.clone(), done_tx, config.ceilings.nice);
     info!(
         "agent {} (name {:?}) for coordinator {}; spool {}",
         env!("CARGO_PKG_VERSION"),
