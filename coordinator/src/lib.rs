@@ -10,6 +10,7 @@
 //! - [`server`]: `serve` — wires storage, scheduler and services; `run(listeners, shutdown)`.
 //! - [`grpc`]: the agents' session stream and the operators' admin API.
 //! - [`scheduler`]: connected hosts and dispatch (one job at a time per host), overdue sweeps.
+//! - [`seen`]: hosts' `last_seen`, coalesced in memory and written in batches.
 //! - [`selector`]: which hosts a campaign runs on.
 //! - [`auth`]: enrollment and admin tokens (constant-time comparison, never logged).
 //! - [`tls`]: `--tls-cert` / `--tls-key`, read and checked at start.
@@ -27,6 +28,7 @@ pub mod grpc;
 pub mod metrics;
 pub mod pg;
 pub mod scheduler;
+pub mod seen;
 pub mod selector;
 pub mod server;
 pub mod tls;

@@ -6,6 +6,10 @@
 //! sweeper re-queues jobs that overran their time limit. One job at a time
 //! per host is enforced by `claim_next_for_host` in the database, so two
 //! coordinator tasks racing cannot double-book a host.
+//!
+//! Nothing here waits on an agent: every message goes out with
+//! [`Outbound::try_send`], and an agent whose queue is full has its session
+//! ended instead (see [`crate::grpc::outbound`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -13,16 +17,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cipherfleet_core::spec::JobSpec;
-use cipherfleet_proto::v1::{self, CoordinatorMessage, coordinator_message::Body};
+use cipherfleet_proto::v1::{self, coordinator_message::Body};
 use sqlx::PgPool;
-use tokio::sync::mpsc;
 use tonic::Status;
 use uuid::Uuid;
 
 use crate::db;
-
-/// What a session task reads its outbound messages from.
-pub type Outbound = mpsc::Sender<Result<CoordinatorMessage, Status>>;
+use crate::grpc::outbound::NotSent;
+pub use crate::grpc::outbound::Outbound;
+use crate::seen::LastSeen;
 
 struct Connected {
     generation: u64,
@@ -34,6 +37,7 @@ pub struct Scheduler {
     pool: PgPool,
     connected: Mutex<HashMap<i64, Connected>>,
     generation: AtomicU64,
+    last_seen: LastSeen,
 }
 
 impl Scheduler {
@@ -42,11 +46,17 @@ impl Scheduler {
             pool,
             connected: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(1),
+            last_seen: LastSeen::default(),
         }
     }
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// Hosts heard from, written to the database in batches.
+    pub fn last_seen(&self) -> &LastSeen {
+        &self.last_seen
     }
 
     /// Registers a host's session; a newer session of the same host replaces
@@ -57,9 +67,8 @@ impl Scheduler {
         let old = self.lock().insert(host_id, Connected { generation, tx });
         if let Some(old) = old {
             // Best effort: the old stream learns it was replaced.
-            let _ = old
-                .tx
-                .try_send(Err(Status::aborted("replaced by a newer session of the same host")));
+            old.tx
+                .try_close_with(Status::aborted("replaced by a newer session of the same host"));
         }
         generation
     }
@@ -93,20 +102,24 @@ impl Scheduler {
         self.lock().get(&host_id).map(|c| (c.generation, c.tx.clone()))
     }
 
-    /// Sends a message to a connected host; false if it is not connected.
-    pub async fn send(&self, host_id: i64, body: Body) -> bool {
-        self.send_to_current(host_id, body).await.is_ok()
+    /// Queues a message for a connected host without waiting; false if it is
+    /// not connected or its queue is full (which ends its session).
+    pub fn send(&self, host_id: i64, body: Body) -> bool {
+        self.send_to_current(host_id, body).is_ok()
     }
 
-    /// Sends to the host's current session; on failure says which session was
+    /// Queues for the host's current session; on failure says which session was
     /// tried (`None`: the host was not connected).
-    async fn send_to_current(&self, host_id: i64, body: Body) -> Result<(), Option<u64>> {
+    fn send_to_current(&self, host_id: i64, body: Body) -> Result<(), Option<u64>> {
         let Some((generation, tx)) = self.sender(host_id) else {
             return Err(None);
         };
-        tx.send(Ok(CoordinatorMessage { body: Some(body) }))
-            .await
-            .map_err(|_| Some(generation))
+        tx.try_send(body).map_err(|e| {
+            if e == NotSent::Full {
+                tracing::warn!(host = host_id, "{e}: ending its session");
+            }
+            Some(generation)
+        })
     }
 
     /// Gives `host_id` its next job if it is connected and idle.
@@ -130,7 +143,7 @@ impl Scheduler {
             spec: Some(v1::JobSpec::from(&spec)),
             time_limit_ms: (job.time_limit_seconds * 1000.0).min(f64::from(u32::MAX)) as u32,
         };
-        if let Err(tried) = self.send_to_current(host_id, Body::RunJob(run)).await {
+        if let Err(tried) = self.send_to_current(host_id, Body::RunJob(run)) {
             // The session ended around the claim. Its teardown re-queues only
             // what was running when it ran, which may have been before this
             // claim: give the job back (no agent saw it, so no attempt counts).
@@ -161,20 +174,20 @@ impl Scheduler {
                 job_id: expired.job_id.to_string(),
                 reason: "the job exceeded its time limit".into(),
             };
-            self.send(expired.host_id, Body::CancelJob(cancel)).await;
+            self.send(expired.host_id, Body::CancelJob(cancel));
             self.dispatch(expired.host_id).await?;
         }
         Ok(())
     }
 
     /// Tells agents to abort the given running jobs (campaign cancelled).
-    pub async fn cancel_running(&self, running: &[(Uuid, i64)], reason: &str) {
+    pub fn cancel_running(&self, running: &[(Uuid, i64)], reason: &str) {
         for (job_id, host_id) in running {
             let cancel = v1::CancelJob {
                 job_id: job_id.to_string(),
                 reason: reason.to_string(),
             };
-            self.send(*host_id, Body::CancelJob(cancel)).await;
+            self.send(*host_id, Body::CancelJob(cancel));
         }
     }
 }

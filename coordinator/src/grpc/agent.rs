@@ -17,16 +17,17 @@ use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::wire;
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::agent_service_server::AgentService;
-use cipherfleet_proto::v1::{self, AgentMessage, CoordinatorMessage, agent_message, coordinator_message::Body};
+use cipherfleet_proto::v1::{self, AgentMessage, agent_message, coordinator_message::Body};
 use serde::Deserialize;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use uuid::Uuid;
 
 use super::db_status;
+use super::outbound::{Outbound, OutboundStream};
+use super::rate::{self, Bucket, FailedAuth};
 use crate::auth::Token;
 use crate::db;
 use crate::db::hosts::Labels;
@@ -37,6 +38,8 @@ use crate::scheduler::Scheduler;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Heartbeat intervals without any message after which an agent is lost.
 const MISSED_HEARTBEATS: u32 = 3;
+/// How much of an unauthenticated name reaches the log.
+const LOGGED_NAME_LEN: usize = 64;
 
 pub struct AgentSvc {
     pub scheduler: Arc<Scheduler>,
@@ -45,17 +48,22 @@ pub struct AgentSvc {
     pub shutdown: CancellationToken,
     /// Told about every stored result; derives findings off this path.
     pub findings: Arc<Deriver>,
+    /// Sessions open or waiting for their hello ([`super::limits::MAX_SESSIONS`]).
+    pub sessions: Arc<Semaphore>,
+    /// Failed token attempts per peer address, shared with the admin API.
+    pub failed_auth: Arc<FailedAuth>,
 }
 
 #[tonic::async_trait]
 impl AgentService for AgentSvc {
-    type SessionStream = ReceiverStream<Result<CoordinatorMessage, Status>>;
+    type SessionStream = OutboundStream;
 
     async fn session(
         &self,
         request: Request<Streaming<AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         let peer = request.remote_addr();
+        let permit = self.pre_auth(peer)?;
         let mut inbound = request.into_inner();
         let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message())
             .await
@@ -71,22 +79,20 @@ impl AgentService for AgentSvc {
             )));
         }
         if !self.token.matches(hello.enrollment_token.as_bytes()) {
-            tracing::warn!(peer = ?peer, name = ?hello.name, "hello with a wrong enrollment token");
+            self.failed_auth.failed(peer.map(|p| p.ip()));
+            let name = truncate(&hello.name, LOGGED_NAME_LEN);
+            tracing::warn!(peer = ?peer, name = ?name, "hello with a wrong enrollment token");
             return Err(Status::unauthenticated("invalid enrollment token"));
         }
         wire::validate_hello(&hello).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let accepted = self.welcome(&hello, peer).await?;
 
-        let (tx, rx) = mpsc::channel(64);
+        let (tx, rx) = Outbound::channel();
         let welcome = v1::Welcome {
             agent_id: accepted.host_id.to_string(),
             heartbeat_interval_ms: self.heartbeat.as_millis() as u32,
         };
-        tx.send(Ok(CoordinatorMessage {
-            body: Some(Body::Welcome(welcome)),
-        }))
-        .await
-        .map_err(|_| Status::cancelled("agent went away"))?;
+        tx.try_send(Body::Welcome(welcome)).map_err(|e| e.status())?;
         let generation = self.scheduler.connect(accepted.host_id, tx.clone());
         if accepted.facts_changed {
             self.findings.facts_changed();
@@ -104,8 +110,11 @@ impl AgentService for AgentSvc {
             dispatch_on_connect: !accepted.holds_jobs,
             findings: self.findings.clone(),
         };
-        tokio::spawn(session.run(inbound));
-        Ok(Response::new(ReceiverStream::new(rx)))
+        tokio::spawn(async move {
+            let _slot = permit;
+            session.run(inbound).await
+        });
+        Ok(Response::new(rx))
     }
 }
 
@@ -119,6 +128,21 @@ struct Accepted {
 }
 
 impl AgentSvc {
+    /// What holds before a stream is read: a free session slot (kept for the
+    /// session's life), and a peer that has not failed its token too often.
+    fn pre_auth(&self, peer: Option<SocketAddr>) -> Result<OwnedSemaphorePermit, Status> {
+        let slot = self.sessions.clone().try_acquire_owned().map_err(|_| {
+            Status::resource_exhausted(format!(
+                "the coordinator serves {} agent sessions already; retry later",
+                super::limits::MAX_SESSIONS
+            ))
+        })?;
+        if !self.failed_auth.allowed(peer.map(|p| p.ip())) {
+            return Err(rate::too_many_failures());
+        }
+        Ok(slot)
+    }
+
     /// Stores the host, its facts and the session; adopts jobs the agent still holds.
     async fn welcome(&self, hello: &v1::Hello, peer: Option<SocketAddr>) -> Result<Accepted, Status> {
         let pool = self.scheduler.pool();
@@ -168,7 +192,7 @@ struct Session {
     host_id: i64,
     session_id: i64,
     generation: u64,
-    tx: mpsc::Sender<Result<CoordinatorMessage, Status>>,
+    tx: Outbound,
     silence: Duration,
     shutdown: CancellationToken,
     dispatch_on_connect: bool,
@@ -183,6 +207,27 @@ enum End {
     Shutdown,
 }
 
+impl End {
+    /// The agent keeps its running job: the coordinator stops, or its own
+    /// database failed (`db_status`'s codes), which is no attempt of the job.
+    fn keeps_jobs(&self) -> bool {
+        match self {
+            End::Shutdown => true,
+            End::Refused(status) => matches!(status.code(), tonic::Code::Unavailable | tonic::Code::Internal),
+            End::Closed | End::Lost(_) => false,
+        }
+    }
+}
+
+/// The refusal of an agent that sends faster than [`rate::SESSION_PER_SECOND`].
+fn too_many_messages() -> Status {
+    Status::resource_exhausted(format!(
+        "more than {} messages a second (bursts of {}): the session is closed",
+        rate::SESSION_PER_SECOND,
+        rate::SESSION_BURST
+    ))
+}
+
 impl Session {
     /// `inbound` is the session's `Streaming`, or in tests any stream of messages.
     async fn run(self, mut inbound: impl Stream<Item = Result<AgentMessage, Status>> + Unpin) {
@@ -191,9 +236,12 @@ impl Session {
         {
             tracing::warn!(host = self.host_id, error = %e, "dispatch on connect failed");
         }
+        let mut allowance = Bucket::for_session();
         let end = loop {
             let next = tokio::select! {
                 _ = self.shutdown.cancelled() => break End::Shutdown,
+                // The agent does not read what we send: end it rather than wait on it.
+                _ = self.tx.ended() => break End::Refused(super::outbound::NotSent::Full.status()),
                 next = tokio::time::timeout(self.silence, inbound.next()) => next,
             };
             let message = match next {
@@ -207,6 +255,10 @@ impl Session {
                 Ok(None) => break End::Closed,
                 Ok(Some(Ok(m))) => m,
             };
+            if !allowance.take() {
+                break End::Refused(too_many_messages());
+            }
+            self.scheduler.last_seen().mark(self.host_id);
             if let Err(status) = self.handle(message).await {
                 break End::Refused(status);
             }
@@ -219,7 +271,7 @@ impl Session {
         match &end {
             End::Refused(status) => {
                 tracing::warn!(host = self.host_id, status = ?status, "session ended by the coordinator");
-                let _ = self.tx.send(Err(status.clone())).await;
+                self.tx.try_close_with(status.clone());
             }
             End::Lost(why) => tracing::warn!(host = self.host_id, why, "agent lost"),
             End::Closed => tracing::info!(host = self.host_id, "agent disconnected"),
@@ -227,9 +279,10 @@ impl Session {
         }
         let current = self.scheduler.disconnect(self.host_id, self.generation);
         // On shutdown the agent keeps running its job and reports it to the next
-        // coordinator; otherwise the job goes back to the queue (or fails after
-        // its last attempt).
-        if current && !matches!(end, End::Shutdown) {
+        // coordinator, and so it does when our database failed (not the agent's
+        // fault, so no attempt of its job); otherwise the job goes back to the
+        // queue (or fails after its last attempt).
+        if current && !end.keeps_jobs() {
             match db::jobs::requeue_lost(pool, self.host_id).await {
                 Ok(r) if !r.requeued.is_empty() || !r.failed.is_empty() => {
                     tracing::info!(host = self.host_id, requeued = ?r.requeued, failed = ?r.failed, "jobs of a lost agent")
@@ -245,11 +298,9 @@ impl Session {
         }
     }
 
+    /// Queues a message for the agent without waiting; a full queue ends the session.
     async fn send(&self, body: Body) -> Result<(), Status> {
-        self.tx
-            .send(Ok(CoordinatorMessage { body: Some(body) }))
-            .await
-            .map_err(|_| Status::cancelled("agent went away"))
+        self.tx.try_send(body).map_err(|e| e.status())
     }
 
     async fn ack(&self, job_id: &str, rejected: Option<String>) -> Result<(), Status> {
@@ -266,7 +317,8 @@ impl Session {
         match message.body {
             None => Err(Status::invalid_argument("empty message (no known body)")),
             Some(In::Hello(_)) => Err(Status::invalid_argument("hello may only open a session")),
-            Some(In::Heartbeat(_)) => db::hosts::touch(pool, self.host_id).await.map_err(super::db_status),
+            // Seen already (`run` marks every message); nothing else to do.
+            Some(In::Heartbeat(_)) => Ok(()),
             Some(In::JobAccepted(a)) => {
                 let job_id = parse_job_id(&a.job_id)?;
                 db::jobs::mark_started(pool, job_id, self.host_id)
@@ -396,7 +448,9 @@ mod tests {
     use cipherfleet_core::path::{Backends, Flavour};
     use cipherfleet_core::spec::Suite;
     use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+    use tokio::sync::mpsc;
     use tokio::time::Instant;
+    use tokio_stream::wrappers::ReceiverStream;
 
     use super::*;
 
@@ -417,23 +471,7 @@ mod tests {
     async fn a_silent_agent_is_lost_after_three_heartbeats_and_any_message_restarts_the_count() {
         // Nothing on this path needs the database: a closed pool makes sure
         // (re-queueing the lost host's jobs then fails, and is only logged).
-        let pool = PgPoolOptions::new().connect_lazy_with(PgConnectOptions::new());
-        pool.close().await;
-        let scheduler = Arc::new(Scheduler::new(pool));
-        let (tx, mut outbound) = mpsc::channel(8);
-        let generation = scheduler.connect(HOST, tx.clone());
-        let (agent, inbound) = mpsc::channel(8);
-        let session = Session {
-            scheduler: scheduler.clone(),
-            host_id: HOST,
-            session_id: 1,
-            generation,
-            tx,
-            silence: HEARTBEAT * MISSED_HEARTBEATS,
-            shutdown: CancellationToken::new(),
-            dispatch_on_connect: false,
-            findings: Deriver::new(),
-        };
+        let (scheduler, session, mut outbound, agent, inbound) = session_without_database().await;
         let start = Instant::now();
         let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
 
@@ -448,7 +486,78 @@ mod tests {
         ended.await.unwrap();
         assert_eq!(start.elapsed(), almost + HEARTBEAT * 3);
         assert!(!scheduler.is_online(HOST));
-        assert!(outbound.recv().await.is_none(), "the agent's stream is closed");
+        assert!(outbound.next().await.is_none(), "the agent's stream is closed");
+    }
+
+    /// A session of [`HOST`] on a closed pool, its outbound stream and the agent's sending end.
+    async fn session_without_database() -> (
+        Arc<Scheduler>,
+        Session,
+        OutboundStream,
+        mpsc::Sender<Result<AgentMessage, Status>>,
+        mpsc::Receiver<Result<AgentMessage, Status>>,
+    ) {
+        let pool = PgPoolOptions::new().connect_lazy_with(PgConnectOptions::new());
+        pool.close().await;
+        let scheduler = Arc::new(Scheduler::new(pool));
+        let (tx, outbound) = Outbound::channel();
+        let generation = scheduler.connect(HOST, tx.clone());
+        let (agent, inbound) = mpsc::channel(8);
+        let session = Session {
+            scheduler: scheduler.clone(),
+            host_id: HOST,
+            session_id: 1,
+            generation,
+            tx,
+            silence: HEARTBEAT * MISSED_HEARTBEATS,
+            shutdown: CancellationToken::new(),
+            dispatch_on_connect: false,
+            findings: Deriver::new(),
+        };
+        (scheduler, session, outbound, agent, inbound)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_agent_that_floods_the_coordinator_is_cut_off_with_the_reason() {
+        let (scheduler, session, mut outbound, agent, inbound) = session_without_database().await;
+        let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
+        // Its whole burst is served (the clock stands still: nothing refills) …
+        for _ in 0..rate::SESSION_BURST {
+            agent.send(progress()).await.unwrap();
+        }
+        tokio::task::yield_now().await;
+        assert!(scheduler.is_online(HOST), "cut off within its burst");
+        // … and the next message ends the session.
+        let _ = agent.send(progress()).await;
+        ended.await.unwrap();
+        assert!(!scheduler.is_online(HOST));
+        let status = outbound.next().await.unwrap().unwrap_err();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert!(status.message().contains("messages a second"), "{status:?}");
+        assert_eq!(scheduler.last_seen().pending(), 1, "its messages marked it seen, once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_agent_that_does_not_read_is_disconnected_and_nobody_waits_on_it() {
+        let (scheduler, session, mut outbound, _agent, inbound) = session_without_database().await;
+        let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
+        let running: Vec<(Uuid, i64)> = (0..super::super::outbound::OUTBOUND_QUEUE + 1)
+            .map(|_| (Uuid::new_v4(), HOST))
+            .collect();
+        // One cancel per message: more than its queue holds. Returns at once.
+        scheduler.cancel_running(&running, "campaign cancelled");
+        tokio::time::timeout(Duration::from_secs(1), ended)
+            .await
+            .expect("the session ends as soon as its queue overflows")
+            .unwrap();
+        assert!(!scheduler.is_online(HOST));
+        assert!(
+            !scheduler.send(HOST, Body::Ping(v1::Ping { seq: 1 })),
+            "nothing more is queued"
+        );
+        let status = outbound.next().await.unwrap().unwrap_err();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+        assert!(outbound.next().await.is_none(), "what was queued is dropped");
     }
 
     fn figures() -> Figures {

@@ -30,6 +30,7 @@ async fn an_agent_registers_and_a_quick_campaign_completes_with_real_results() {
         }),
         started_by: "e2e".into(),
         name: String::new(),
+        ..Default::default()
     };
     let started = admin.start_campaign(request).await.unwrap().into_inner();
     assert_eq!(started.jobs_created, 18, "the quick suite has 18 points");

@@ -31,7 +31,7 @@ fn facts_json(name: &str) -> String {
     .to_string()
 }
 
-fn hello(name: &str, token: &str, version: u32) -> AgentMessage {
+pub(crate) fn hello(name: &str, token: &str, version: u32) -> AgentMessage {
     AgentMessage {
         body: Some(agent_message::Body::Hello(v1::Hello {
             protocol_version: version,
@@ -163,6 +163,7 @@ async fn a_foreign_jobs_result_and_an_invalid_measurement_are_refused_by_name() 
         hosts: None,
         started_by: "e2e".into(),
         name: String::new(),
+        ..Default::default()
     };
     app.admin().await.start_campaign(request).await.unwrap();
     let coordinator_message::Body::RunJob(job_a) = a.next().await else {
@@ -247,6 +248,7 @@ async fn invalid_campaigns_are_rejected_before_any_job_exists() {
             hosts: None,
             started_by: "e2e".into(),
             name: String::new(),
+            ..Default::default()
         }
     };
     let cases: Vec<(v1::StartCampaignRequest, &str)> = vec![
