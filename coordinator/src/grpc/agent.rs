@@ -6,6 +6,12 @@
 //! `ResultAck` (or refused for good, with the reason, in the same message).
 //! A session that sends nothing for three heartbeat intervals is lost: its
 //! running job goes back to the queue.
+//!
+//! Bounds: a session slot and a peer address that has not failed its token
+//! too often come before the hello is read ([`super::limits`],
+//! [`super::rate`]); what the coordinator sends goes through a bounded queue
+//! that nobody waits on ([`super::outbound`]); what the agent sends is
+//! rate-limited per session.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -558,6 +564,33 @@ mod tests {
         let status = outbound.next().await.unwrap().unwrap_err();
         assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
         assert!(outbound.next().await.is_none(), "what was queued is dropped");
+    }
+
+    #[tokio::test]
+    async fn no_session_slot_or_a_peer_that_keeps_failing_is_refused_before_hello() {
+        let pool = PgPoolOptions::new().connect_lazy_with(PgConnectOptions::new());
+        let svc = AgentSvc {
+            scheduler: Arc::new(Scheduler::new(pool)),
+            token: Token::from_secret("agent-token-0123456789"),
+            heartbeat: HEARTBEAT,
+            shutdown: CancellationToken::new(),
+            findings: Deriver::new(),
+            sessions: Arc::new(Semaphore::new(1)),
+            failed_auth: Arc::new(FailedAuth::default()),
+        };
+        let peer: SocketAddr = "192.0.2.9:4000".parse().unwrap();
+        let slot = svc.pre_auth(Some(peer)).expect("a free slot");
+        let full = svc.pre_auth(Some(peer)).unwrap_err();
+        assert_eq!(full.code(), tonic::Code::ResourceExhausted);
+        assert!(full.message().contains("agent sessions"), "{full:?}");
+        drop(slot);
+        for _ in 0..rate::FAILED_AUTH_BURST {
+            svc.failed_auth.failed(Some(peer.ip()));
+        }
+        let refused = svc.pre_auth(Some(peer)).unwrap_err();
+        assert!(refused.message().contains("failed token attempts"), "{refused:?}");
+        let other: SocketAddr = "192.0.2.10:4000".parse().unwrap();
+        assert!(svc.pre_auth(Some(other)).is_ok(), "another address is not held back");
     }
 
     fn figures() -> Figures {

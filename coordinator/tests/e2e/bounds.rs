@@ -170,3 +170,46 @@ async fn failed_token_attempts_are_rate_limited_per_peer_address() {
     let err = client.session(ReceiverStream::new(rx)).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_lists_come_in_pages_and_the_cli_follows_them() {
+    let app = spawn_app().await;
+    sqlx::query(
+        "INSERT INTO hosts (name) SELECT format('page-%s', lpad(i::text, 4, '0')) FROM generate_series(1, 1203) i",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let mut admin = app.admin().await;
+    let page = |page_size, page_token: &str| v1::ListHostsRequest {
+        page_size,
+        page_token: page_token.into(),
+        ..Default::default()
+    };
+    let first = admin.list_hosts(page(1000, "")).await.unwrap().into_inner();
+    assert_eq!(first.hosts.len(), 1000);
+    assert_eq!(first.next_page_token, "page-1000");
+    let last = admin
+        .list_hosts(page(1000, &first.next_page_token))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(last.hosts.len(), 203);
+    assert_eq!(last.hosts[0].name, "page-1001");
+    assert!(last.next_page_token.is_empty(), "the last page says so");
+    let default = admin.list_hosts(page(0, "")).await.unwrap().into_inner();
+    assert_eq!(default.hosts.len(), 500, "500 a page unless asked");
+    let err = admin.list_hosts(page(1001, "")).await.unwrap_err();
+    assert!(err.message().starts_with("page_size:"), "{err:?}");
+
+    let (code, hosts, err) = crate::campaigns::operator(&app, &["hosts"]);
+    assert_eq!(code, 0, "{err}");
+    let names: Vec<&str> = hosts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 1203, "every page");
+    assert!(names.windows(2).all(|w| w[0] < w[1]), "in order, none twice");
+}
