@@ -4,8 +4,12 @@
 # `cipherfleet-agent bench --suite quick` run directly (the coordinator's overhead,
 # target under 10 %). The coordinator runs inside the bench, on a private PostgreSQL
 # cluster in a temporary directory (needs PostgreSQL's server binaries, as `serve` does).
-# Builds the release binaries first; the bench itself takes about two minutes.
+# First it checks that an oversized matrix (10^7 points, or ~10^6 with every list
+# within its cap) is refused in milliseconds and leaves the coordinator's RSS where
+# it was. Builds the release binaries first; the bench itself takes about two minutes.
 # Usage: deploy/bench-coordinator.sh
+# Only the refusal figures, on the debug build and without an agent:
+#   cargo bench -p cipherfleet-coordinator --bench coordinator --profile dev -- refusal
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/build.sh --release

@@ -173,23 +173,25 @@ pub fn run_point(spec: &JobSpec, arrival_rate_per_s: Option<f64>) -> Result<Work
         spec: spec.clone(),
         arrival_rate_per_s,
     };
-    run_in(&binary_for(spec.path)?, &job, None, &AtomicBool::new(false))
+    run_in(&binary_for(spec.path)?, &job, None, &AtomicBool::new(false), None)
 }
 
 /// Like [`run_point`], with the time limit given by the caller (`None`: [`time_limit`])
 /// and a flag that, once raised, kills the worker within a few tens of milliseconds
 /// and returns [`WorkerError::Cancelled`]. The daemon uses it for `CancelJob` and shutdown;
-/// the binary is [`daemon_binary_for`] the job's path.
+/// the binary is [`daemon_binary_for`] the job's path. With `nice`, the worker runs at
+/// that niceness (or its parent's, if higher), so the host's own services come first.
 pub fn run_point_with(
     spec: &JobSpec,
     limit: Option<Duration>,
     cancel: &AtomicBool,
+    nice: Option<i32>,
 ) -> Result<WorkerReport, WorkerError> {
     let job = WorkerJob {
         spec: spec.clone(),
         arrival_rate_per_s: None,
     };
-    run_in(&daemon_binary_for(spec.path)?, &job, limit, cancel)
+    run_in(&daemon_binary_for(spec.path)?, &job, limit, cancel, nice)
 }
 
 fn run_in(
@@ -197,6 +199,7 @@ fn run_in(
     job: &WorkerJob,
     limit: Option<Duration>,
     cancel: &AtomicBool,
+    nice: Option<i32>,
 ) -> Result<WorkerReport, WorkerError> {
     let spec = &job.spec;
     let mut command = match worker_prefix() {
@@ -208,6 +211,9 @@ fn run_in(
         None => Command::new(binary),
     };
     die_with_parent(&mut command);
+    if let Some(nice) = nice {
+        lower_priority(&mut command, nice);
+    }
     let limit = limit.unwrap_or_else(|| time_limit(spec));
     let mut child = command
         .env(TIME_LIMIT_ENV, format!("{:.3}", limit.as_secs_f64()))
@@ -278,6 +284,29 @@ fn die_with_parent(command: &mut Command) {
 
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_command: &mut Command) {}
+
+/// Starts the worker at niceness `nice`, unless its parent already runs nicer
+/// (an unprivileged process could not go back). Raising one's own niceness
+/// needs no privilege, so a failure is a real error and the job says so.
+fn lower_priority(command: &mut Command, nice: i32) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs between fork and exec and only calls
+    // getpriority(2), setpriority(2) and reads errno, all async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            // getpriority may return -1 legitimately: tell it from an error by errno.
+            *libc::__errno_location() = 0;
+            let current = libc::getpriority(libc::PRIO_PROCESS, 0);
+            if current == -1 && *libc::__errno_location() != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if current < nice && libc::setpriority(libc::PRIO_PROCESS, 0, nice) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
 
 fn drain<R: Read + Send + 'static>(mut r: R) -> std::thread::JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {

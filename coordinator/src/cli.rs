@@ -142,6 +142,14 @@ enum CampaignCommand {
         /// A name for the campaign.
         #[arg(long)]
         name: Option<String>,
+        /// Also queue jobs for selected hosts that are offline now; they run when
+        /// the host comes back. By default only online hosts are selected.
+        #[arg(long)]
+        include_offline: bool,
+        /// Seconds a job may stay queued (its host offline or busy) before it fails
+        /// with the reason; at most 30 days. Default: a day.
+        #[arg(long, value_name = "SECONDS")]
+        queued_ttl: Option<f64>,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -279,12 +287,24 @@ fn status_error(what: &str, s: tonic::Status) -> anyhow::Error {
 
 async fn hosts(args: AdminArgs) -> anyhow::Result<()> {
     let mut client = admin_client(&args).await?;
-    let hosts = client
-        .list_hosts(v1::ListHostsRequest::default())
-        .await
-        .map_err(|s| status_error("listing hosts", s))?
-        .into_inner()
-        .hosts;
+    // Every page, in order.
+    let mut hosts = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = client
+            .list_hosts(v1::ListHostsRequest {
+                page_token,
+                ..Default::default()
+            })
+            .await
+            .map_err(|s| status_error("listing hosts", s))?
+            .into_inner();
+        hosts.extend(page.hosts);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        page_token = page.next_page_token;
+    }
     if args.format == Format::Json {
         let rows: Vec<_> = hosts
             .iter()
@@ -332,6 +352,8 @@ async fn campaign(command: CampaignCommand) -> anyhow::Result<()> {
             suite,
             select,
             name,
+            include_offline,
+            queued_ttl,
             admin,
         } => {
             let mut selector = Selector::default();
@@ -343,6 +365,8 @@ async fn campaign(command: CampaignCommand) -> anyhow::Result<()> {
                 hosts: Some(proto_selector(selector)),
                 started_by: std::env::var("USER").unwrap_or_else(|_| "operator".into()),
                 name: name.unwrap_or_default(),
+                include_offline,
+                queued_ttl_seconds: queued_ttl.unwrap_or(0.0),
             };
             let mut client = admin_client(&admin).await?;
             let r = client

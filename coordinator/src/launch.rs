@@ -2,6 +2,9 @@
 //! a firing schedule and a verification after a fact change all do, so the
 //! rules (which hosts, how many jobs, the emulated time budget) live once.
 
+use std::collections::HashSet;
+use std::time::Duration;
+
 use cipherfleet_core::spec::{Execution, JobSpec, Matrix, Suite};
 use sqlx::PgConnection;
 
@@ -44,6 +47,11 @@ pub enum LaunchError {
     #[error("the selector matches none of the {known} known hosts")]
     NoHost { known: usize },
     #[error(
+        "the selector matches {offline} host(s), none of them online; set include_offline \
+         (--include-offline) to queue jobs for them until they come back"
+    )]
+    AllOffline { offline: usize },
+    #[error(
         "{points} points on each selected host make more than {MAX_CAMPAIGN_JOBS} jobs per campaign; \
          select fewer hosts or ask for fewer points"
     )]
@@ -80,21 +88,31 @@ pub fn selects(selector: &Selector, host: &HostWithFacts) -> bool {
 }
 
 /// The jobs of `points` on the hosts `selector` picks; returns them with the
-/// number of hosts chosen.
+/// number of hosts chosen. With `online`, a selected host outside it is
+/// skipped: a host that is gone would keep the campaign waiting.
 pub fn plan(
     points: &Points,
     selector: &Selector,
     hosts: &[HostWithFacts],
+    online: Option<&HashSet<i64>>,
 ) -> Result<(Vec<NewJob>, usize), LaunchError> {
     let mut jobs = Vec::new();
     let mut chosen = 0;
+    let mut offline = 0;
     for h in hosts.iter().filter(|h| selects(selector, h)) {
+        if online.is_some_and(|online| !online.contains(&h.host.id)) {
+            offline += 1;
+            continue;
+        }
         chosen += 1;
         let specs = points.for_host(h);
         if (jobs.len() + specs.len()) as u64 > MAX_CAMPAIGN_JOBS {
             return Err(LaunchError::TooManyJobs { points: specs.len() });
         }
         jobs.extend(specs.into_iter().map(|spec| job_for(h, spec)));
+    }
+    if chosen == 0 && offline > 0 {
+        return Err(LaunchError::AllOffline { offline });
     }
     if chosen == 0 {
         return Err(LaunchError::NoHost { known: hosts.len() });
@@ -110,6 +128,11 @@ pub struct Launch<'a> {
     /// Empty: "<suite> on <n> host(s)".
     pub name: &'a str,
     pub started_by: &'a str,
+    /// The hosts online now: only they are selected. `None` also queues for
+    /// offline hosts (`--include-offline`), which run the jobs when they return.
+    pub online: Option<&'a HashSet<i64>>,
+    /// How long a job may wait in the queue before it fails.
+    pub queued_ttl: Duration,
 }
 
 /// The campaign that was created.
@@ -124,7 +147,7 @@ pub struct Launched {
 /// dispatches after commit ([`crate::scheduler::Scheduler::dispatch_all`]).
 pub async fn insert(tx: &mut PgConnection, launch: &Launch<'_>) -> Result<Launched, LaunchError> {
     let hosts = db::hosts::list_with_facts(&mut *tx).await?;
-    let (jobs, chosen) = plan(launch.points, launch.selector, &hosts)?;
+    let (jobs, chosen) = plan(launch.points, launch.selector, &hosts, launch.online)?;
     let suite = launch.points.label();
     let matrix = match launch.points {
         Points::Matrix(m) => serde_json::to_value(m).expect("serialises"),
@@ -142,6 +165,7 @@ pub async fn insert(tx: &mut PgConnection, launch: &Launch<'_>) -> Result<Launch
         matrix: &matrix,
         selector: &selector,
         started_by: launch.started_by,
+        queued_ttl: launch.queued_ttl,
     };
     let campaign_id = db::campaigns::insert_with_jobs(tx, &new, &jobs).await?;
     tracing::info!(

@@ -12,6 +12,7 @@
 //! - [`scheduler`]: connected hosts and dispatch (one job at a time per host), overdue sweeps.
 //! - [`launch`]: points × host selector → a campaign and its jobs (admin API, schedules, verification).
 //! - [`watch`]: schedules, verification campaigns on fact changes, the findings webhook.
+//! - [`seen`]: hosts' `last_seen`, coalesced in memory and written in batches.
 //! - [`selector`]: which hosts a campaign runs on.
 //! - [`auth`]: enrollment and admin tokens (constant-time comparison, never logged).
 //! - [`credential`]: per-host credentials — issued at enrollment, stored hashed.
@@ -34,6 +35,7 @@ pub mod launch;
 pub mod metrics;
 pub mod pg;
 pub mod scheduler;
+pub mod seen;
 pub mod selector;
 pub mod server;
 pub mod tls;

@@ -8,6 +8,10 @@
 //! sweeper re-queues jobs that overran their time limit. One job at a time
 //! per host is enforced by `claim_next_for_host` in the database, so two
 //! coordinator tasks racing cannot double-book a host.
+//!
+//! Nothing here waits on an agent: every message goes out with
+//! [`Outbound::try_send`], and an agent whose queue is full has its session
+//! ended instead (see [`crate::grpc::outbound`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -15,17 +19,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cipherfleet_core::spec::JobSpec;
-use cipherfleet_proto::v1::{self, CoordinatorMessage, coordinator_message::Body};
+use cipherfleet_proto::v1::{self, coordinator_message::Body};
 use sqlx::PgPool;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 use uuid::Uuid;
 
 use crate::db;
-
-/// What a session task reads its outbound messages from.
-pub type Outbound = mpsc::Sender<Result<CoordinatorMessage, Status>>;
+use crate::grpc::outbound::NotSent;
+pub use crate::grpc::outbound::Outbound;
+use crate::seen::LastSeen;
 
 struct Connected {
     generation: u64,
@@ -55,6 +58,7 @@ pub struct Scheduler {
     pool: PgPool,
     connected: Mutex<HashMap<i64, Connected>>,
     generation: AtomicU64,
+    last_seen: LastSeen,
 }
 
 impl Scheduler {
@@ -63,11 +67,17 @@ impl Scheduler {
             pool,
             connected: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(1),
+            last_seen: LastSeen::default(),
         }
     }
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// Hosts heard from, written to the database in batches.
+    pub fn last_seen(&self) -> &LastSeen {
+        &self.last_seen
     }
 
     /// Takes the host's one session slot for a session whose hello is being
@@ -114,7 +124,7 @@ impl Scheduler {
             return false;
         };
         // Best effort: a full queue means the agent is not reading anyway.
-        let _ = c.tx.try_send(Err(why));
+        c.tx.try_close_with(why);
         c.ended.cancel();
         true
     }
@@ -151,20 +161,24 @@ impl Scheduler {
             .map(|c| (c.generation, c.tx.clone()))
     }
 
-    /// Sends a message to a connected host; false if it is not connected.
-    pub async fn send(&self, host_id: i64, body: Body) -> bool {
-        self.send_to_current(host_id, body).await.is_ok()
+    /// Queues a message for a connected host without waiting; false if it is
+    /// not connected or its queue is full (which ends its session).
+    pub fn send(&self, host_id: i64, body: Body) -> bool {
+        self.send_to_current(host_id, body).is_ok()
     }
 
-    /// Sends to the host's current session; on failure says which session was
+    /// Queues for the host's current session; on failure says which session was
     /// tried (`None`: the host was not connected).
-    async fn send_to_current(&self, host_id: i64, body: Body) -> Result<(), Option<u64>> {
+    fn send_to_current(&self, host_id: i64, body: Body) -> Result<(), Option<u64>> {
         let Some((generation, tx)) = self.sender(host_id) else {
             return Err(None);
         };
-        tx.send(Ok(CoordinatorMessage { body: Some(body) }))
-            .await
-            .map_err(|_| Some(generation))
+        tx.try_send(body).map_err(|e| {
+            if e == NotSent::Full {
+                tracing::warn!(host = host_id, "{e}: ending its session");
+            }
+            Some(generation)
+        })
     }
 
     /// Gives `host_id` its next job if it is connected and idle.
@@ -189,7 +203,7 @@ impl Scheduler {
             time_limit_ms: (job.time_limit_seconds * 1000.0).min(f64::from(u32::MAX)) as u32,
             attempt_id: job.attempt_id.map(|a| a.to_string()).unwrap_or_default(),
         };
-        if let Err(tried) = self.send_to_current(host_id, Body::RunJob(run)).await {
+        if let Err(tried) = self.send_to_current(host_id, Body::RunJob(run)) {
             // The session ended around the claim. Its teardown re-queues only
             // what was running when it ran, which may have been before this
             // claim: give the job back (no agent saw it, so no attempt counts).
@@ -221,21 +235,21 @@ impl Scheduler {
                 reason: "the job exceeded its time limit".into(),
                 attempt_id: expired.attempt_id.map(|a| a.to_string()).unwrap_or_default(),
             };
-            self.send(expired.host_id, Body::CancelJob(cancel)).await;
+            self.send(expired.host_id, Body::CancelJob(cancel));
             self.dispatch(expired.host_id).await?;
         }
         Ok(())
     }
 
     /// Tells agents to abort the given running jobs (campaign cancelled).
-    pub async fn cancel_running(&self, running: &[(Uuid, i64)], reason: &str) {
+    pub fn cancel_running(&self, running: &[(Uuid, i64)], reason: &str) {
         for (job_id, host_id) in running {
             let cancel = v1::CancelJob {
                 job_id: job_id.to_string(),
                 reason: reason.to_string(),
                 attempt_id: String::new(),
             };
-            self.send(*host_id, Body::CancelJob(cancel)).await;
+            self.send(*host_id, Body::CancelJob(cancel));
         }
     }
 }

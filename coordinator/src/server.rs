@@ -23,12 +23,13 @@ use cipherfleet_core::token::Secret;
 
 use crate::auth::Token;
 use crate::findings;
-use crate::grpc::{self, admin::AdminSvc, agent::AgentSvc};
+use crate::grpc::rate::FailedAuth;
+use crate::grpc::{self, admin::AdminSvc, agent::AgentSvc, limits};
 use crate::scheduler::{self, Scheduler};
 use crate::watch::schedule;
 use crate::watch::verify::VerifyOnChange;
 use crate::watch::webhook::{self, Webhook};
-use crate::{db, pg, web};
+use crate::{db, pg, seen, web};
 
 /// Everything `serve` needs.
 #[derive(Debug)]
@@ -159,6 +160,7 @@ pub async fn run_with_tls(
     // Findings are derived in the background, once now and after results and campaigns.
     let deriver = findings::Deriver::new();
     let deriver_task = tokio::spawn(findings::run(deriver.clone(), app.pool.clone(), shutdown.clone()));
+    let failed_auth = Arc::new(FailedAuth::default());
     let agent = AgentSvc {
         scheduler: scheduler.clone(),
         token: app.agent_token,
@@ -166,10 +168,13 @@ pub async fn run_with_tls(
         shutdown: shutdown.clone(),
         findings: deriver,
         verify: app.watch.verify,
+        sessions: limits::session_permits(),
+        failed_auth: failed_auth.clone(),
     };
     let admin = AdminSvc {
         scheduler: scheduler.clone(),
         token: app.admin_token,
+        failed_auth,
     };
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = tls {
@@ -178,6 +183,7 @@ pub async fn run_with_tls(
     let sweeper = tokio::spawn(sweep(scheduler.clone(), shutdown.clone()));
     let schedules = tokio::spawn(schedule::run(scheduler.clone(), shutdown.clone()));
     let webhook = tokio::spawn(webhook::run(app.pool.clone(), app.watch.webhook, shutdown.clone()));
+    let seen = tokio::spawn(flush_seen(scheduler.clone(), shutdown.clone()));
     let http_task = http.map(|l| {
         let state = web::WebState {
             pool: app.pool.clone(),
@@ -186,8 +192,9 @@ pub async fn run_with_tls(
         tokio::spawn(web::serve(l, state, shutdown.clone()))
     });
 
-    let grpc_result = builder
+    let serving = builder
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .max_concurrent_streams(Some(limits::MAX_STREAMS_PER_CONNECTION))
         .add_service(
             AgentServiceServer::new(agent)
                 .max_decoding_message_size(grpc::MAX_MESSAGE_BYTES)
@@ -197,14 +204,29 @@ pub async fn run_with_tls(
         // Nagle off: a ResultAck followed at once by the next RunJob would otherwise
         // wait for the agent's delayed ACK (~40 ms per job; deploy/bench-coordinator.sh).
         .serve_with_incoming_shutdown(
-            TcpIncoming::from(grpc).with_nodelay(Some(true)),
+            limits::limit_connections(
+                TcpIncoming::from(grpc).with_nodelay(Some(true)),
+                limits::MAX_CONNECTIONS,
+            ),
             shutdown.clone().cancelled_owned(),
-        )
-        .await;
+        );
+    // A graceful stop waits for every stream to finish, and the stream of an
+    // agent that reads nothing never does: past the grace it is dropped.
+    let grpc_result = tokio::select! {
+        result = serving => result,
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => {
+            tracing::warn!("agent streams still open {SHUTDOWN_GRACE:?} after shutdown; dropping them");
+            Ok(())
+        }
+    };
     shutdown.cancel();
     let _ = sweeper.await;
     let _ = schedules.await;
     let _ = webhook.await;
+    let _ = seen.await;
     let _ = deriver_task.await;
     if let Some(t) = http_task {
         let _ = t.await;
@@ -212,7 +234,28 @@ pub async fn run_with_tls(
     grpc_result.context("serving gRPC")
 }
 
-/// Re-queues jobs past their deadline every few seconds.
+/// How long a shutdown waits for gRPC streams to close.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Writes the coalesced `last_seen` marks every few seconds, and once more at shutdown.
+async fn flush_seen(scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(seen::FLUSH_INTERVAL);
+    loop {
+        let stopping = tokio::select! {
+            _ = shutdown.cancelled() => true,
+            _ = tick.tick() => false,
+        };
+        if let Err(e) = scheduler.last_seen().flush(scheduler.pool()).await {
+            tracing::warn!(error = %e, "writing hosts' last_seen");
+        }
+        if stopping {
+            return;
+        }
+    }
+}
+
+/// Re-queues jobs past their deadline, and fails queued jobs past their time
+/// to live, every few seconds.
 async fn sweep(scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(scheduler::SWEEP_INTERVAL);
     loop {
@@ -222,6 +265,16 @@ async fn sweep(scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
         }
         if let Err(e) = scheduler.expire_overdue().await {
             tracing::warn!(error = %e, "sweeping overdue jobs");
+        }
+        match db::jobs::expire_queued(scheduler.pool()).await {
+            Ok(expired) if !expired.is_empty() => {
+                tracing::info!(
+                    jobs = expired.len(),
+                    "queued jobs past their campaign's time to live failed"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "sweeping queued jobs past their time to live"),
         }
     }
 }

@@ -11,6 +11,8 @@ use cipherfleet_proto::v1;
 use clap::Args;
 use tonic::transport::ClientTlsConfig;
 
+use super::ceilings::{CeilingArgs, Ceilings};
+
 /// Environment variable holding the enrollment token when `--token-file` is not given.
 pub const TOKEN_ENV: &str = "CIPHERFLEET_TOKEN";
 
@@ -46,6 +48,8 @@ pub struct RunArgs {
     /// Seconds a running job may finish after SIGTERM/SIGINT before it is killed.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub grace: u64,
+    #[command(flatten)]
+    pub ceilings: CeilingArgs,
 }
 
 fn parse_label(s: &str) -> Result<v1::Label, String> {
@@ -69,6 +73,8 @@ pub struct DaemonConfig {
     pub spool_dir: PathBuf,
     /// How long a running job may finish after shutdown is requested.
     pub grace: Duration,
+    /// What a pushed job may use at most.
+    pub ceilings: Ceilings,
 }
 
 /// A bad flag: exit status 2, naming the flag.
@@ -134,6 +140,10 @@ impl RunArgs {
             spool_dir: self.spool_dir.unwrap_or_else(|| state_dir.join("spool")),
             state_dir,
             grace: Duration::from_secs(self.grace),
+            ceilings: self
+                .ceilings
+                .into_ceilings(crate::probe::probe().memory_total_bytes)
+                .map_err(|(flag, message)| config_error(flag, message))?,
         })
     }
 }

@@ -47,14 +47,17 @@ pub struct Executor {
     spool: Spool,
     /// Every finished job's outcome, after it is spooled.
     done: mpsc::UnboundedSender<Outcome>,
+    /// Niceness of the workers.
+    nice: i32,
 }
 
 impl Executor {
-    pub fn new(spool: Spool, done: mpsc::UnboundedSender<Outcome>) -> Self {
+    pub fn new(spool: Spool, done: mpsc::UnboundedSender<Outcome>, nice: i32) -> Self {
         Executor {
             running: Arc::default(),
             spool,
             done,
+            nice,
         }
     }
 
@@ -116,7 +119,7 @@ impl Executor {
         tracing::info!("job {job_id:?}: measuring {}", spec.label());
         // Facts as of this job (load average, governor) travel with its measurement.
         let host = probe::probe();
-        let outcome = match worker::run_point_with(&spec, limit, &cancel.flag) {
+        let outcome = match worker::run_point_with(&spec, limit, &cancel.flag, Some(self.nice)) {
             Ok(report) => Outcome::measured(job_id.clone(), attempt_id, Measurement::ok(&spec, report, Some(host))),
             Err(WorkerError::Cancelled) => {
                 let error = lock(&cancel.error).clone().unwrap_or_else(|| "cancelled".into());

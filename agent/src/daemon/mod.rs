@@ -7,6 +7,7 @@
 //! - [`credential`]: the host credential in the state directory (issued at enrollment).
 //! - [`session`]: one connected session (handshake, message handling, heartbeats).
 //! - [`executor`]: runs a job in a worker process on a blocking thread; cancellable.
+//! - [`ceilings`]: what a pushed job may use at most (threads, seconds, memory, time, priority).
 //! - [`spool`]: outcomes on disk until acknowledged.
 //! - [`backoff`]: reconnect delays.
 //!
@@ -18,6 +19,7 @@
 //! Another live session of the same host is waited out: the agent retries.
 
 mod backoff;
+mod ceilings;
 mod config;
 mod credential;
 mod executor;
@@ -86,7 +88,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::R
         );
     }
     let (done_tx, mut done) = mpsc::unbounded_channel();
-    let executor = Executor::new(spool.clone(), done_tx);
+    let executor = Executor::new(spool.clone(), done_tx, config.ceilings.nice);
     info!(
         "agent {} (name {:?}) for coordinator {}; spool {}; {}",
         env!("CARGO_PKG_VERSION"),

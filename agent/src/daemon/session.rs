@@ -236,7 +236,7 @@ fn hello(ctx: &Context) -> v1::Hello {
         facts: Some(v1::HostFacts::from(&probe::probe())),
         capabilities: Some(v1::Capabilities {
             paths,
-            max_threads: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            max_threads: ctx.config.ceilings.max_threads,
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
         }),
         labels: ctx.config.labels.clone(),
@@ -439,14 +439,19 @@ impl Session {
             Ok(spec) => spec,
             Err(e) => {
                 warn!("job {job_id:?}: invalid spec: {e}");
-                let outcome = Outcome::failed(job_id, attempt_id, format!("invalid job: {e}"));
-                if let Err(e) = ctx.spool.write(&outcome) {
-                    warn!("cannot spool the outcome of job {:?}: {e}", outcome.job_id);
-                }
-                return self.deliver(&outcome).await;
+                return self
+                    .fail_unstarted(ctx, job_id, attempt_id, format!("invalid job: {e}"))
+                    .await;
             }
         };
-        let limit = (run.time_limit_ms > 0).then(|| Duration::from_millis(run.time_limit_ms.into()));
+        if let Some(why) = ctx.config.ceilings.refusal(&spec) {
+            warn!("job {job_id:?}: refused: {why}");
+            return self
+                .fail_unstarted(ctx, job_id, attempt_id, format!("refused by this agent: {why}"))
+                .await;
+        }
+        let requested = (run.time_limit_ms > 0).then(|| Duration::from_millis(run.time_limit_ms.into()));
+        let limit = Some(ctx.config.ceilings.time_limit(&spec, requested));
         match ctx.executor.start(job_id.clone(), attempt_id.clone(), spec, limit) {
             Ok(()) => {
                 self.send(agent_message::Body::JobAccepted(v1::JobAccepted { job_id, attempt_id }))
@@ -458,6 +463,22 @@ impl Session {
                 self.send(refuse(e.to_string(), busy)).await
             }
         }
+    }
+
+    /// A job that cannot start (an invalid spec, past a ceiling) fails for good:
+    /// the outcome is spooled and sent like any other.
+    async fn fail_unstarted(
+        &mut self,
+        ctx: &Context,
+        job_id: String,
+        attempt_id: String,
+        error: String,
+    ) -> Result<(), Closed> {
+        let outcome = Outcome::failed(job_id, attempt_id, error);
+        if let Err(e) = ctx.spool.write(&outcome) {
+            warn!("cannot spool the outcome of job {:?}: {e}", outcome.job_id);
+        }
+        self.deliver(&outcome).await
     }
 
     /// Sends an outcome as `JobResult` or `JobFailed`.

@@ -7,13 +7,21 @@
 //! the job in progress, so an agent that was killed mid-job reports that job as
 //! failed on its next start instead of leaving the coordinator waiting. A lock
 //! on `.lock` keeps two agents off one spool.
+//!
+//! Bounded: at most [`MAX_OUTCOMES`] outcomes and [`MAX_BYTES`] on disk.
+//! Making room drops unreadable files first, oldest first, then the oldest
+//! outcomes (their jobs are re-run when the coordinator misses them). Files
+//! moved aside as `*.unreadable` are deleted after [`UNREADABLE_KEPT`]. A job
+//! id too long for a file name is hashed into one. The directory must belong
+//! to this user and be closed to others (mode 0700).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
@@ -24,6 +32,16 @@ use cipherfleet_core::spec::JobSpec;
 const OUTCOME_PREFIX: &str = "outcome-";
 const RUNNING: &str = "running.json";
 const TMP_PREFIX: &str = ".tmp-";
+const UNREADABLE: &str = "unreadable";
+
+/// Most files kept (outcomes and unreadable ones): what one `Hello` can list as spooled.
+pub const MAX_OUTCOMES: usize = cipherfleet_core::wire::MAX_SPOOLED_JOB_IDS;
+/// Most bytes the spool's files may take.
+pub const MAX_BYTES: u64 = 64 << 20;
+/// How long a file moved aside as unreadable is kept for a look.
+pub const UNREADABLE_KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Longest encoded job id kept in a file name; longer ones are hashed.
+const MAX_NAME_ID_LEN: usize = 96;
 
 /// How one job ended, as spooled and as sent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -99,6 +117,7 @@ impl Spool {
             .mode(0o700)
             .create(dir)
             .with_context(|| format!("creating the spool directory {}", dir.display()))?;
+        check_owner_and_mode(dir)?;
         let lock_path = dir.join(".lock");
         let lock = OpenOptions::new()
             .create(true)
@@ -127,6 +146,7 @@ impl Spool {
                 let _ = fs::remove_file(entry.path());
             }
         }
+        spool.prune_unreadable(SystemTime::now());
         Ok(spool)
     }
 
@@ -134,10 +154,63 @@ impl Spool {
         &self.dir
     }
 
-    /// Stores an outcome durably, replacing any earlier one for the same job.
+    /// Stores an outcome durably, replacing any earlier one for the same job;
+    /// first makes room within [`MAX_OUTCOMES`] and [`MAX_BYTES`].
     pub fn write(&self, outcome: &Outcome) -> io::Result<()> {
         let bytes = serde_json::to_vec(outcome).map_err(io::Error::other)?;
-        self.write_atomically(&outcome_file(&outcome.job_id), &bytes)
+        let name = outcome_file(&outcome.job_id);
+        self.make_room(&name, bytes.len() as u64, MAX_OUTCOMES, MAX_BYTES)?;
+        self.write_atomically(&name, &bytes)
+    }
+
+    /// Deletes files until one more of `size` bytes fits within `max_files`
+    /// (outcomes and unreadable files) and `max_bytes`: unreadable files first,
+    /// then outcomes, each oldest first. `name` (being replaced) does not count.
+    fn make_room(&self, name: &str, size: u64, max_files: usize, max_bytes: u64) -> io::Result<()> {
+        let mut files: Vec<(bool, SystemTime, PathBuf, u64)> = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let file_name = entry.file_name().to_string_lossy().into_owned();
+            let outcome = file_name.starts_with(OUTCOME_PREFIX) && file_name.ends_with(".json");
+            let unreadable = file_name.ends_with(&format!(".{UNREADABLE}"));
+            if file_name == name || !(outcome || unreadable) {
+                continue;
+            }
+            let meta = entry.metadata()?;
+            files.push((outcome, meta.modified().unwrap_or(UNIX_EPOCH), entry.path(), meta.len()));
+        }
+        // Unreadable (false) before outcomes (true), each oldest first.
+        files.sort();
+        // Unreadable files count too: a spool full of junk is still bounded.
+        let mut count = files.len();
+        let mut bytes: u64 = files.iter().map(|f| f.3).sum();
+        for (outcome, _, path, len) in files {
+            if count < max_files && bytes + size <= max_bytes {
+                break;
+            }
+            if outcome {
+                tracing::warn!("spool full: dropping the oldest outcome {}", path.display());
+            }
+            fs::remove_file(&path)?;
+            bytes -= len;
+            count -= 1;
+        }
+        Ok(())
+    }
+
+    /// Deletes `*.unreadable` files older than [`UNREADABLE_KEPT`] at `now`.
+    fn prune_unreadable(&self, now: SystemTime) {
+        let Ok(entries) = fs::read_dir(&self.dir) else { return };
+        for entry in entries.flatten() {
+            let stale = entry.file_name().to_string_lossy().ends_with(&format!(".{UNREADABLE}"))
+                && entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| now.duration_since(t).unwrap_or_default() > UNREADABLE_KEPT);
+            if stale {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
     }
 
     /// The stored outcome of `job_id`, if any.
@@ -164,7 +237,7 @@ impl Spool {
                 Ok(outcome) => outcomes.push(outcome),
                 Err(e) => {
                     tracing::warn!("spool file {} is unreadable ({e}); moved aside", entry.path().display());
-                    let _ = fs::rename(entry.path(), entry.path().with_extension("unreadable"));
+                    let _ = fs::rename(entry.path(), entry.path().with_extension(UNREADABLE));
                 }
             }
         }
@@ -247,18 +320,55 @@ impl Spool {
 
 /// `outcome-<id>.json` with every byte outside `[A-Za-z0-9_-]` written as `%XX`:
 /// distinct ids give distinct names, and no id can contain a path separator.
+/// An id whose encoding is longer than [`MAX_NAME_ID_LEN`] is named by its
+/// SHA-256 instead, `outcome-~<hex>.json` (`~` is never left unencoded, so the
+/// two kinds of name cannot meet).
 fn outcome_file(job_id: &str) -> String {
-    let mut name = String::with_capacity(OUTCOME_PREFIX.len() + job_id.len() + 5);
-    name.push_str(OUTCOME_PREFIX);
+    use sha2::{Digest, Sha256};
+    let mut encoded = String::with_capacity(job_id.len());
     for b in job_id.bytes() {
         if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
-            name.push(b as char);
+            encoded.push(b as char);
         } else {
-            name.push_str(&format!("%{b:02X}"));
+            encoded.push_str(&format!("%{b:02X}"));
         }
     }
-    name.push_str(".json");
-    name
+    if encoded.len() > MAX_NAME_ID_LEN {
+        let digest = Sha256::digest(job_id.as_bytes());
+        encoded = std::iter::once("~".to_string())
+            .chain(digest.iter().map(|b| format!("{b:02x}")))
+            .collect();
+    }
+    format!("{OUTCOME_PREFIX}{encoded}.json")
+}
+
+/// The spool holds results and decides what is re-sent: it must be this
+/// user's own directory, closed to everyone else.
+fn check_owner_and_mode(dir: &Path) -> anyhow::Result<()> {
+    let meta = fs::symlink_metadata(dir).with_context(|| format!("reading {}", dir.display()))?;
+    if !meta.is_dir() {
+        bail!(
+            "the spool directory {} is not a directory (a symbolic link?)",
+            dir.display()
+        );
+    }
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        bail!(
+            "the spool directory {} belongs to user {}, not to this agent's user {me}; chown it or choose another --spool-dir",
+            dir.display(),
+            meta.uid()
+        );
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        bail!(
+            "the spool directory {} has mode {mode:04o}, open to other users; chmod 700 it",
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -350,6 +460,77 @@ mod tests {
         assert!(spool.read("job-7").is_none(), "no outcome: nothing was measured");
         assert!(spool.list().unwrap().is_empty());
         assert_eq!(spool.recover_interrupted().unwrap(), None, "the marker is gone");
+    }
+
+    #[test]
+    fn a_full_spool_drops_unreadable_files_first_then_the_oldest_outcomes() {
+        let tmp = TempDir::new("full");
+        let spool = Spool::open(&tmp.0).unwrap();
+        let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+        fs::write(tmp.0.join("outcome-bad.unreadable"), b"{trunc").unwrap();
+        File::options()
+            .write(true)
+            .open(tmp.0.join("outcome-bad.unreadable"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        for id in ["a", "b", "c"] {
+            spool.write(&Outcome::failed(id.into(), String::new(), "e")).unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Room for one more of three outcomes: the unreadable file goes first …
+        spool.make_room("outcome-d.json", 10, 4, MAX_BYTES).unwrap();
+        assert!(!tmp.0.join("outcome-bad.unreadable").exists());
+        assert_eq!(spool.list().unwrap().len(), 3);
+        // … then the oldest outcome.
+        spool.make_room("outcome-d.json", 10, 3, MAX_BYTES).unwrap();
+        let left: Vec<String> = spool.list().unwrap().into_iter().map(|o| o.job_id).collect();
+        assert_eq!(left, ["b", "c"]);
+        // By size as by count; replacing an outcome does not count it twice.
+        spool.make_room("outcome-c.json", 10, 3, 60).unwrap();
+        let left: Vec<String> = spool.list().unwrap().into_iter().map(|o| o.job_id).collect();
+        assert_eq!(left, ["c"], "b dropped to fit 60 bytes");
+    }
+
+    #[test]
+    fn unreadable_files_are_deleted_after_a_while() {
+        let tmp = TempDir::new("prune");
+        let spool = Spool::open(&tmp.0).unwrap();
+        let aside = tmp.0.join("outcome-x.unreadable");
+        fs::write(&aside, b"{trunc").unwrap();
+        let now = std::time::SystemTime::now();
+        spool.prune_unreadable(now);
+        assert!(aside.exists(), "kept for a look");
+        spool.prune_unreadable(now + UNREADABLE_KEPT + Duration::from_secs(60));
+        assert!(!aside.exists());
+    }
+
+    #[test]
+    fn a_long_job_id_is_hashed_into_a_short_name_and_still_found() {
+        let tmp = TempDir::new("long");
+        let spool = Spool::open(&tmp.0).unwrap();
+        let long = "j/".repeat(200);
+        let name = outcome_file(&long);
+        assert!(name.len() < 80 && name.starts_with("outcome-~"), "{name}");
+        assert_ne!(outcome_file(&"j/".repeat(201)), name);
+        spool.write(&Outcome::failed(long.clone(), String::new(), "e")).unwrap();
+        assert_eq!(spool.read(&long).unwrap().job_id, long);
+        assert_eq!(spool.list().unwrap()[0].job_id, long);
+        assert_eq!(
+            outcome_file("a-uuid-stays-readable"),
+            "outcome-a-uuid-stays-readable.json"
+        );
+    }
+
+    #[test]
+    fn a_spool_directory_open_to_others_is_refused() {
+        let tmp = TempDir::new("mode");
+        fs::create_dir_all(&tmp.0).unwrap();
+        fs::set_permissions(&tmp.0, fs::Permissions::from_mode(0o755)).unwrap();
+        let err = Spool::open(&tmp.0).unwrap_err().to_string();
+        assert!(err.contains("mode 0755") && err.contains("chmod 700"), "{err}");
+        fs::set_permissions(&tmp.0, fs::Permissions::from_mode(0o700)).unwrap();
+        Spool::open(&tmp.0).unwrap();
     }
 
     #[test]

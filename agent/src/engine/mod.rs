@@ -394,13 +394,22 @@ fn peak_rss_bytes() -> u64 {
     u64::try_from(rusage().ru_maxrss).unwrap_or(0) * 1024
 }
 
-/// Refuses points whose buffers would not fit in available memory.
-fn check_memory(spec: &JobSpec) -> Result<(), EngineError> {
+/// The bytes of buffers a point needs: per thread, a plaintext and a
+/// ciphertext (and for decryption its pool of sealed messages), each with
+/// room for a tag. The daemon's `--max-memory` and the check below both use it.
+pub fn working_set_bytes(spec: &JobSpec) -> u64 {
     let messages = match spec.direction {
         cipherfleet_core::spec::Direction::Encrypt => 2,
         cipherfleet_core::spec::Direction::Decrypt => 2 + kernel::pool_slots(spec.size_bytes) as u64,
     };
-    let needed = messages * (spec.size_bytes + 64) * u64::from(spec.threads);
+    messages
+        .saturating_mul(spec.size_bytes.saturating_add(64))
+        .saturating_mul(u64::from(spec.threads))
+}
+
+/// Refuses points whose buffers would not fit in available memory.
+fn check_memory(spec: &JobSpec) -> Result<(), EngineError> {
+    let needed = working_set_bytes(spec);
     let available = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| {

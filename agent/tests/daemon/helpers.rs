@@ -276,6 +276,8 @@ pub fn long_job() -> v1::JobSpec {
 pub struct Agent {
     child: tokio::process::Child,
     dir: PathBuf,
+    /// Extra environment, kept across restarts.
+    env: Vec<(String, String)>,
 }
 
 impl Agent {
@@ -283,22 +285,33 @@ impl Agent {
     /// (`state/`, with the credential) and a spool in a fresh directory named
     /// after the test, name `test-host` and label `rack=b7`.
     pub fn start(test: &str, coordinator: &Coordinator, extra: &[&str]) -> Agent {
+        Agent::start_with_env(test, coordinator, extra, &[])
+    }
+
+    /// [`Agent::start`] with extra environment variables.
+    pub fn start_with_env(test: &str, coordinator: &Coordinator, extra: &[&str], env: &[(&str, &str)]) -> Agent {
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("daemon-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("test directory");
         let token_file = dir.join("token");
         std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token file");
-        let child = Self::spawn(&dir, coordinator, extra);
-        Agent { child, dir }
+        let child = Self::spawn(&dir, coordinator, extra, &env);
+        Agent { child, dir, env }
     }
 
     /// Kills the agent with SIGKILL (no chance to clean up) and starts it again on the same spool.
     pub async fn kill_and_restart(&mut self, coordinator: &Coordinator) {
         self.child.kill().await.expect("kill the agent");
-        self.child = Self::spawn(&self.dir, coordinator, &[]);
+        self.child = Self::spawn(&self.dir, coordinator, &[], &self.env);
     }
 
-    fn spawn(dir: &std::path::Path, coordinator: &Coordinator, extra: &[&str]) -> tokio::process::Child {
+    fn spawn(
+        dir: &std::path::Path,
+        coordinator: &Coordinator,
+        extra: &[&str],
+        env: &[(String, String)],
+    ) -> tokio::process::Child {
         let token_file = dir.join("token");
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -315,9 +328,17 @@ impl Agent {
             .arg("--spool-dir")
             .arg(dir.join("spool"))
             .args(["--name", "test-host", "--label", "rack=b7"])
+            // Workers at the default niceness on a machine busy with builds get
+            // too little CPU to measure: these tests are not about priority.
+            .args(if extra.contains(&"--nice") {
+                &[][..]
+            } else {
+                &["--nice", "0"][..]
+            })
             .args(extra)
             .env_remove("CIPHERFLEET_TOKEN")
             .env("CIPHERFLEET_LOG", "debug")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

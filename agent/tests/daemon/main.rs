@@ -2,6 +2,7 @@
 //! a scripted coordinator on a real socket. Every wait is bounded; readiness
 //! comes from protocol events, never from sleeping.
 
+mod ceilings;
 mod helpers;
 mod identity;
 mod jobs;

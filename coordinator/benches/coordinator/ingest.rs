@@ -118,6 +118,7 @@ pub async fn ingest(url: &str, pool: &PgPool, template: &Measurement) {
         }),
         started_by: "bench".into(),
         name: "ingest benchmark".into(),
+        ..Default::default()
     };
     let creating = Instant::now();
     let started = admin

@@ -15,12 +15,16 @@
 //!    agent against `cipherfleet-agent bench --suite quick` run directly,
 //!    alternating. Target: the coordinator adds under 10 %. The jobs' timestamps
 //!    then show where a campaign's time goes per point.
+//! 3. Refusal (`refusal.rs`): a 10^7-point matrix is refused in milliseconds and
+//!    the coordinator's resident set does not grow. Alone, without the release
+//!    agent: `cargo bench -p cipherfleet-coordinator --bench coordinator -- refusal`.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod ingest;
 mod overhead;
+mod refusal;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -38,6 +42,7 @@ use tonic::transport::Channel;
 
 use crate::ingest::{ingest, real_measurement};
 use crate::overhead::overhead;
+use crate::refusal::refusal;
 
 const AGENT_TOKEN: &str = "bench-agent-token-0123456789abcdef";
 const ADMIN_TOKEN: &str = "bench-admin-token-0123456789abcdef";
@@ -50,8 +55,11 @@ fn main() {
         .with_max_level(tracing::Level::WARN)
         .with_writer(std::io::stderr)
         .init();
-    let agent = agent_binary();
-    support::with_private_cluster("bench", async |cluster, dir| bench(cluster.url(), dir, &agent).await);
+    // `-- refusal`: only the refusal figures, which need no agent.
+    let agent = (!std::env::args().any(|a| a == "refusal")).then(agent_binary);
+    support::with_private_cluster("bench", async |cluster, dir| {
+        bench(cluster.url(), dir, agent.as_deref()).await
+    });
 }
 
 /// The agent built by `deploy/build.sh --release`, next to this bench's deps dir.
@@ -70,7 +78,7 @@ fn agent_binary() -> PathBuf {
     bin
 }
 
-async fn bench(db_url: &str, dir: &Path, agent: &Path) {
+async fn bench(db_url: &str, dir: &Path, agent: Option<&Path>) {
     let pool = db::connect(db_url)
         .await
         .expect("connecting to the private cluster and migrating");
@@ -99,9 +107,12 @@ async fn bench(db_url: &str, dir: &Path, agent: &Path) {
     println!(
         "cipherfleet coordinator benchmark: {cores} cores, shared with other work and noisy; every figure is from one run"
     );
-    let template = real_measurement(agent).await;
-    ingest(&url, &pool, &template).await;
-    overhead(&url, &pool, dir, agent).await;
+    refusal(&url).await;
+    if let Some(agent) = agent {
+        let template = real_measurement(agent).await;
+        ingest(&url, &pool, &template).await;
+        overhead(&url, &pool, dir, agent).await;
+    }
 
     shutdown.cancel();
     match tokio::time::timeout(Duration::from_secs(10), coordinator).await {

@@ -71,6 +71,7 @@ pub async fn overhead(url: &str, pool: &PgPool, dir: &Path, agent_bin: &Path) {
                 let hosts = admin
                     .list_hosts(v1::ListHostsRequest {
                         selector: Some(selector),
+                        ..Default::default()
                     })
                     .await
                     .ok()?
@@ -125,6 +126,7 @@ async fn campaign_time(admin: &mut Admin, selector: &v1::HostSelector, expected_
         hosts: Some(selector.clone()),
         started_by: "bench".into(),
         name: "overhead benchmark".into(),
+        ..Default::default()
     };
     let start = Instant::now();
     let started = admin

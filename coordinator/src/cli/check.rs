@@ -83,14 +83,25 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<()> {
         error: Some(e),
     };
     let mut client = admin_client(&args.admin).await.map_err(unreachable)?;
-    let findings = client
-        .list_findings(v1::ListFindingsRequest {
-            min_severity: min.as_str().to_string(),
-        })
-        .await
-        .map_err(|s| unreachable(status_error("listing findings", s)))?
-        .into_inner()
-        .findings;
+    // Every page, in order.
+    let mut findings = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = client
+            .list_findings(v1::ListFindingsRequest {
+                min_severity: min.as_str().to_string(),
+                page_size: 0,
+                page_token,
+            })
+            .await
+            .map_err(|s| unreachable(status_error("listing findings", s)))?
+            .into_inner();
+        findings.extend(page.findings);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        page_token = page.next_page_token;
+    }
     match args.admin.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&to_json(&findings))?),
         Format::Table => print_text(&findings),

@@ -3,6 +3,7 @@
 //! `finished`; or `cancelled` by an operator.
 
 use std::fmt;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -62,14 +63,21 @@ pub struct Campaign {
     pub status: CampaignStatus,
     pub created_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// How long a job may stay queued before it fails ([`super::jobs::expire_queued`]).
+    pub queued_ttl_seconds: f64,
 }
 
 /// The columns of [`Campaign`], as a literal for `concat!`.
 macro_rules! campaign_columns {
     () => {
-        "id, name, suite, matrix, selector, started_by, status, created_at, finished_at"
+        "id, name, suite, matrix, selector, started_by, status, created_at, finished_at, queued_ttl_seconds"
     };
 }
+
+/// How long a job may stay queued unless the campaign says otherwise.
+pub const DEFAULT_QUEUED_TTL: Duration = Duration::from_secs(24 * 3600);
+/// The longest time to live a campaign may give its queued jobs.
+pub const MAX_QUEUED_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// A campaign to create.
 #[derive(Debug, Clone, Copy)]
@@ -82,6 +90,8 @@ pub struct NewCampaign<'a> {
     pub selector: &'a Value,
     /// Who started it (operator name or token id), for the campaign page.
     pub started_by: &'a str,
+    /// How long its jobs may wait in the queue (at most [`MAX_QUEUED_TTL`]).
+    pub queued_ttl: Duration,
 }
 
 /// Creates a campaign and queues its jobs in one transaction; returns its id.
@@ -97,14 +107,15 @@ pub async fn create_with_jobs(pool: &PgPool, new: &NewCampaign<'_>, jobs: &[NewJ
 /// creates its campaign and advances in one).
 pub async fn insert_with_jobs(tx: &mut PgConnection, new: &NewCampaign<'_>, jobs: &[NewJob]) -> Result<i64> {
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO campaigns (name, suite, matrix, selector, started_by) \
-         VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        "INSERT INTO campaigns (name, suite, matrix, selector, started_by, queued_ttl_seconds) \
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
     )
     .bind(new.name)
     .bind(new.suite)
     .bind(new.matrix)
     .bind(new.selector)
     .bind(new.started_by)
+    .bind(new.queued_ttl.as_secs_f64())
     .fetch_one(&mut *tx)
     .await?;
     jobs::insert_for_campaign(tx, id, jobs).await?;
@@ -191,8 +202,15 @@ pub async fn list(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Campaign>> 
 
 /// Cancels a running campaign: its queued jobs are cancelled; running jobs
 /// are left to finish or fail (the scheduler tells their agents to stop).
-/// False if the campaign does not exist or is no longer running.
-pub async fn cancel(pool: &PgPool, campaign_id: i64) -> Result<bool> {
+/// Returns those running jobs (job, host), read in the same transaction after
+/// the queued ones were cancelled, so a job claimed while this runs is among
+/// them: the claim either committed first (then it is read here) or waits on
+/// the job's row and finds it cancelled. `None` if the campaign does not exist
+/// or is no longer running.
+///
+/// Lock order, as in every transaction that ends a job: the campaign's row,
+/// then its jobs' rows.
+pub async fn cancel(pool: &PgPool, campaign_id: i64) -> Result<Option<Vec<(uuid::Uuid, i64)>>> {
     let mut tx = pool.begin().await?;
     let cancelled = sqlx::query(
         "UPDATE campaigns SET status = 'cancelled', finished_at = now() \
@@ -203,17 +221,19 @@ pub async fn cancel(pool: &PgPool, campaign_id: i64) -> Result<bool> {
     .await?
     .rows_affected()
         == 1;
-    if cancelled {
-        sqlx::query(
-            "UPDATE jobs SET status = 'cancelled', finished_at = now() \
-             WHERE campaign_id = $1 AND status = 'queued'",
-        )
-        .bind(campaign_id)
-        .execute(&mut *tx)
-        .await?;
+    if !cancelled {
+        return Ok(None);
     }
+    sqlx::query(
+        "UPDATE jobs SET status = 'cancelled', finished_at = now() \
+         WHERE campaign_id = $1 AND status = 'queued'",
+    )
+    .bind(campaign_id)
+    .execute(&mut *tx)
+    .await?;
+    let running = jobs::running_for_campaign(&mut *tx, campaign_id).await?;
     tx.commit().await?;
-    Ok(cancelled)
+    Ok(Some(running))
 }
 
 /// Marks a running campaign finished if none of its jobs is queued or

@@ -131,10 +131,11 @@ pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<Host>> {
     )
 }
 
-/// Refreshes `last_seen` (heartbeats).
-pub async fn touch(db: impl PgExecutor<'_>, host_id: i64) -> Result<()> {
-    sqlx::query("UPDATE hosts SET last_seen = now() WHERE id = $1")
-        .bind(host_id)
+/// Refreshes `last_seen` of `host_ids` in one statement (the coalesced
+/// marks of [`crate::seen::LastSeen`]).
+pub async fn touch_all(db: impl PgExecutor<'_>, host_ids: &[i64]) -> Result<()> {
+    sqlx::query("UPDATE hosts SET last_seen = now() WHERE id = ANY($1)")
+        .bind(host_ids)
         .execute(db)
         .await?;
     Ok(())

@@ -180,6 +180,7 @@ pub async fn claim_next_for_host(pool: &PgPool, host_id: i64) -> Result<Option<J
              SELECT id FROM jobs \
              WHERE host_id = $1 AND status = 'queued' \
                AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.host_id = $1 AND r.status = 'running') \
+               AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = jobs.campaign_id AND c.status = 'running') \
              ORDER BY campaign_id, position \
              LIMIT 1 \
              FOR UPDATE SKIP LOCKED) \
@@ -213,6 +214,16 @@ pub async fn mark_started(db: impl PgExecutor<'_>, job_id: Uuid, host_id: i64, a
 /// `host_id`. An agent's report goes through [`fail_attempt`].
 pub async fn fail(pool: &PgPool, job_id: Uuid, host_id: i64, error: &str) -> Result<bool> {
     let mut tx = pool.begin().await?;
+    // The campaign's row first, as `campaigns::cancel` takes it: the other
+    // order (the job, then the campaign in `close_if_complete`) deadlocks with a
+    // cancel that holds the campaign and waits for this queued job.
+    sqlx::query(
+        "SELECT 1 FROM campaigns c JOIN jobs j ON j.campaign_id = c.id \
+         WHERE j.id = $1 FOR NO KEY UPDATE OF c",
+    )
+    .bind(job_id)
+    .execute(&mut *tx)
+    .await?;
     let campaign: Option<i64> = sqlx::query_scalar(
         "UPDATE jobs SET status = 'failed', finished_at = now(), error = $3 \
          WHERE id = $1 AND host_id = $2 AND status IN ('queued', 'running') \
@@ -457,6 +468,32 @@ pub async fn expire_overdue(pool: &PgPool) -> Result<Vec<Expired>> {
     }
     tx.commit().await?;
     Ok(out)
+}
+
+/// Queued jobs older than their campaign's time to live fail with the reason
+/// (their host is gone, or has not come back); their campaigns close when that
+/// was their last work. Returns the failed jobs with their hosts.
+pub async fn expire_queued(pool: &PgPool) -> Result<Vec<(Uuid, i64)>> {
+    let mut tx = pool.begin().await?;
+    let rows: Vec<(Uuid, i64, i64)> = sqlx::query_as(
+        "UPDATE jobs j SET status = 'failed', finished_at = now(), \
+             error = format('still queued after the campaign''s time to live of %s s: its host did not \
+                 take it (offline, retired, or busy with other work)', c.queued_ttl_seconds) \
+         FROM campaigns c \
+         WHERE c.id = j.campaign_id AND j.status = 'queued' \
+           AND j.created_at + c.queued_ttl_seconds * interval '1 second' < now() \
+         RETURNING j.id, j.host_id, j.campaign_id",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut campaign_ids: Vec<i64> = rows.iter().map(|r| r.2).collect();
+    campaign_ids.sort_unstable();
+    campaign_ids.dedup();
+    for campaign_id in campaign_ids {
+        campaigns::close_if_complete(&mut tx, campaign_id).await?;
+    }
+    tx.commit().await?;
+    Ok(rows.into_iter().map(|(job, host, _)| (job, host)).collect())
 }
 
 /// Failed jobs of a campaign with their host's name, newest first.

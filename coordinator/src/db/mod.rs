@@ -43,8 +43,10 @@ pub mod sessions;
 pub mod snapshots;
 pub mod verifications;
 
-use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgPool};
 use uuid::Uuid;
 
 /// Errors of the storage layer. Callers branch on the job variants (an agent
@@ -91,10 +93,26 @@ impl Error {
     }
 }
 
-/// Connects to `url` and brings the schema up to date.
+/// Longest wait for a connection from the pool: past it a query fails
+/// (`UNAVAILABLE` to the agent, which retries) instead of queueing for ever.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a statement may run before PostgreSQL cancels it.
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Connects to `url` and brings the schema up to date. The pool has
+/// [`ACQUIRE_TIMEOUT`] and [`STATEMENT_TIMEOUT`]; migrations run before, on a
+/// connection of their own without the statement timeout.
 pub async fn connect(url: &str) -> Result<PgPool> {
-    let pool = PgPoolOptions::new().max_connections(10).connect(url).await?;
-    crate::MIGRATOR.run(&pool).await?;
+    let options: PgConnectOptions = url.parse()?;
+    let mut migrating = options.connect().await?;
+    crate::MIGRATOR.run(&mut migrating).await?;
+    migrating.close().await?;
+    let options = options.options([("statement_timeout", STATEMENT_TIMEOUT.as_millis())]);
+    let pool = PgPoolOptions::new()
+        .max_connections(10)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .connect_with(options)
+        .await?;
     Ok(pool)
 }
 

@@ -1,18 +1,22 @@
 //! `AdminService`: what operators do — start, watch and cancel campaigns, list
 //! hosts and open findings, add, list and remove schedules. Every call carries `authorization: Bearer <admin token>`.
 
+use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cipherfleet_core::spec::{InvalidSpec, JobSpec, Matrix, Suite};
 use cipherfleet_proto::v1::admin_service_server::AdminService;
 use cipherfleet_proto::v1::{self, start_campaign_request::Points as Requested};
 use tonic::{Request, Response, Status};
 
-use super::db_status;
+use super::rate::{self, FailedAuth};
+use super::{db_status, paging};
 use crate::auth::Token;
+use crate::db;
+use crate::db::campaigns::{CampaignStatus, DEFAULT_QUEUED_TTL, MAX_QUEUED_TTL};
 use crate::db::findings::Severity;
 use crate::db::schedules::Schedule;
-use crate::db::{self, campaigns::CampaignStatus};
 use crate::launch::{self, Launch, LaunchError, Points};
 use crate::scheduler::Scheduler;
 use crate::selector::{Candidate, Selector};
@@ -22,10 +26,16 @@ use crate::watch::timing::Timing;
 pub struct AdminSvc {
     pub scheduler: Arc<Scheduler>,
     pub token: Token,
+    /// Failed token attempts per peer address, shared with the agent service.
+    pub failed_auth: Arc<FailedAuth>,
 }
 
 impl AdminSvc {
     fn authorize<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let peer = request.remote_addr().map(|p| p.ip());
+        if !self.failed_auth.allowed(peer) {
+            return Err(rate::too_many_failures());
+        }
         let presented = request
             .metadata()
             .get("authorization")
@@ -35,6 +45,7 @@ impl AdminSvc {
         if self.token.matches(presented.as_bytes()) {
             Ok(())
         } else {
+            self.failed_auth.failed(peer);
             Err(Status::unauthenticated("invalid admin token"))
         }
     }
@@ -64,6 +75,7 @@ pub use crate::launch::MAX_CAMPAIGN_JOBS;
 fn launch_status(e: LaunchError) -> Status {
     match e {
         e @ LaunchError::NoHost { .. } => Status::invalid_argument(format!("hosts: {e}")),
+        e @ LaunchError::AllOffline { .. } => Status::failed_precondition(format!("hosts: {e}")),
         e @ LaunchError::TooManyJobs { .. } => Status::invalid_argument(format!("points: {e}")),
         LaunchError::Db(e) => db_status(e),
     }
@@ -123,6 +135,20 @@ fn schedule_info(s: Schedule) -> v1::ScheduleInfo {
     }
 }
 
+/// The request's time to live for queued jobs: 0 is the default.
+fn queued_ttl(seconds: f64) -> Result<Duration, Status> {
+    if seconds == 0.0 {
+        return Ok(DEFAULT_QUEUED_TTL);
+    }
+    if !(seconds.is_finite() && seconds >= 1.0 && seconds <= MAX_QUEUED_TTL.as_secs_f64()) {
+        return Err(Status::invalid_argument(format!(
+            "queued_ttl_seconds: {seconds} is outside 1 ..= {} (30 days); 0 means a day",
+            MAX_QUEUED_TTL.as_secs()
+        )));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
 fn parse_campaign_id(s: &str) -> Result<i64, Status> {
     s.trim()
         .parse()
@@ -159,7 +185,10 @@ impl AdminService for AdminSvc {
         if req.name.len() > 200 || req.started_by.len() > 200 {
             return Err(Status::invalid_argument("name, started_by: at most 200 bytes"));
         }
+        let queued_ttl = queued_ttl(req.queued_ttl_seconds)?;
         let selector = selector_from(req.hosts.as_ref());
+        let online =
+            (!req.include_offline).then(|| self.scheduler.online_hosts().into_iter().collect::<HashSet<i64>>());
         let launch = Launch {
             points: &points,
             selector: &selector,
@@ -169,6 +198,8 @@ impl AdminService for AdminSvc {
             } else {
                 &req.started_by
             },
+            online: online.as_ref(),
+            queued_ttl,
         };
         let mut tx = pool.begin().await.map_err(|e| db_status(e.into()))?;
         let launched = launch::insert(&mut tx, &launch).await.map_err(launch_status)?;
@@ -235,13 +266,12 @@ impl AdminService for AdminSvc {
         let req = request.into_inner();
         let id = parse_campaign_id(&req.campaign_id)?;
         let pool = self.scheduler.pool();
-        let running = db::jobs::running_for_campaign(pool, id).await.map_err(db_status)?;
-        if !db::campaigns::cancel(pool, id).await.map_err(db_status)? {
+        let Some(running) = db::campaigns::cancel(pool, id).await.map_err(db_status)? else {
             return Err(match db::campaigns::get(pool, id).await.map_err(db_status)? {
                 None => Status::not_found(format!("campaign {id} does not exist")),
                 Some(c) => Status::failed_precondition(format!("campaign {id} is already {}", c.status.as_str())),
             });
-        }
+        };
         let jobs_cancelled = db::campaigns::status(pool, id)
             .await
             .map_err(db_status)?
@@ -251,7 +281,7 @@ impl AdminService for AdminSvc {
         } else {
             format!("campaign cancelled: {}", req.reason)
         };
-        self.scheduler.cancel_running(&running, &reason).await;
+        self.scheduler.cancel_running(&running, &reason);
         Ok(Response::new(v1::CancelCampaignResponse {
             jobs_cancelled: jobs_cancelled as u32,
         }))
@@ -262,20 +292,23 @@ impl AdminService for AdminSvc {
         request: Request<v1::ListHostsRequest>,
     ) -> Result<Response<v1::ListHostsResponse>, Status> {
         self.authorize(&request)?;
-        let selector = selector_from(request.get_ref().selector.as_ref());
+        let req = request.get_ref();
+        let selector = selector_from(req.selector.as_ref());
+        let size = paging::page_size(req.page_size)?;
         let hosts = db::hosts::list_with_facts(self.scheduler.pool())
             .await
             .map_err(db_status)?;
-        let hosts = hosts
-            .into_iter()
-            .filter(|h| {
-                selector.matches(&Candidate {
-                    name: &h.host.name,
-                    labels: &h.host.labels.0,
-                    arch: h.arch.as_deref(),
-                    cpu_model_name: h.cpu_model_name.as_deref(),
-                })
+        let matching = hosts.into_iter().filter(|h| {
+            selector.matches(&Candidate {
+                name: &h.host.name,
+                labels: &h.host.labels.0,
+                arch: h.arch.as_deref(),
+                cpu_model_name: h.cpu_model_name.as_deref(),
             })
+        });
+        let (page, next_page_token) = paging::by_key(matching, |h| h.host.name.as_str(), &req.page_token, size);
+        let hosts = page
+            .into_iter()
             .map(|h| v1::Host {
                 id: h.host.id.to_string(),
                 online: self.scheduler.is_online(h.host.id),
@@ -295,7 +328,7 @@ impl AdminService for AdminSvc {
                     .collect(),
             })
             .collect();
-        Ok(Response::new(v1::ListHostsResponse { hosts }))
+        Ok(Response::new(v1::ListHostsResponse { hosts, next_page_token }))
     }
 
     async fn reset_host_credential(
@@ -351,17 +384,22 @@ impl AdminService for AdminSvc {
         request: Request<v1::ListFindingsRequest>,
     ) -> Result<Response<v1::ListFindingsResponse>, Status> {
         self.authorize(&request)?;
-        let min = match request.get_ref().min_severity.as_str() {
+        let req = request.get_ref();
+        let min = match req.min_severity.as_str() {
             "" => Severity::Info,
             s => s
                 .parse::<Severity>()
                 .map_err(|e| Status::invalid_argument(format!("min_severity: {e}")))?,
         };
-        let findings = db::findings::list_open(self.scheduler.pool())
+        let size = paging::page_size(req.page_size)?;
+        let open = db::findings::list_open(self.scheduler.pool())
             .await
             .map_err(db_status)?
             .into_iter()
-            .filter(|f| f.severity >= min)
+            .filter(|f| f.severity >= min);
+        let (page, next_page_token) = paging::by_position(open, &req.page_token, size)?;
+        let findings = page
+            .into_iter()
             .map(|f| v1::Finding {
                 id: f.id.to_string(),
                 host_id: f.host_id.to_string(),
@@ -377,7 +415,10 @@ impl AdminService for AdminSvc {
                 fact_changes_json: f.fact_changes.to_string(),
             })
             .collect();
-        Ok(Response::new(v1::ListFindingsResponse { findings }))
+        Ok(Response::new(v1::ListFindingsResponse {
+            findings,
+            next_page_token,
+        }))
     }
 
     async fn add_schedule(

@@ -11,6 +11,12 @@
 //! acknowledged with `ResultAck` (refused or ignored ones with the reason in
 //! the same message). A session that sends nothing for three heartbeat
 //! intervals is lost: its running job goes back to the queue.
+//!
+//! Bounds: a session slot and a peer address that has not failed its token
+//! too often come before the hello is read ([`super::limits`],
+//! [`super::rate`]); what the coordinator sends goes through a bounded queue
+//! that nobody waits on ([`super::outbound`]); what the agent sends is
+//! rate-limited per session.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,16 +28,17 @@ use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::wire;
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::agent_service_server::AgentService;
-use cipherfleet_proto::v1::{self, AgentMessage, CoordinatorMessage, agent_message, coordinator_message::Body};
+use cipherfleet_proto::v1::{self, AgentMessage, agent_message, coordinator_message::Body};
 use serde::Deserialize;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use uuid::Uuid;
 
 use super::db_status;
+use super::outbound::{Outbound, OutboundStream};
+use super::rate::{self, Bucket, FailedAuth};
 use crate::attempt;
 use crate::auth::Token;
 use crate::credential::IssuedCredential;
@@ -46,6 +53,8 @@ use crate::watch::verify::{self, VerifyOnChange};
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Heartbeat intervals without any message after which an agent is lost.
 const MISSED_HEARTBEATS: u32 = 3;
+/// How much of an unauthenticated name reaches the log.
+const LOGGED_NAME_LEN: usize = 64;
 
 pub struct AgentSvc {
     pub scheduler: Arc<Scheduler>,
@@ -56,17 +65,22 @@ pub struct AgentSvc {
     pub findings: Arc<Deriver>,
     /// Verification campaigns when a host's facts change ([`crate::watch::verify`]).
     pub verify: VerifyOnChange,
+    /// Sessions open or waiting for their hello ([`super::limits::MAX_SESSIONS`]).
+    pub sessions: Arc<Semaphore>,
+    /// Failed token attempts per peer address, shared with the admin API.
+    pub failed_auth: Arc<FailedAuth>,
 }
 
 #[tonic::async_trait]
 impl AgentService for AgentSvc {
-    type SessionStream = ReceiverStream<Result<CoordinatorMessage, Status>>;
+    type SessionStream = OutboundStream;
 
     async fn session(
         &self,
         request: Request<Streaming<AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         let peer = request.remote_addr();
+        let permit = self.pre_auth(peer)?;
         let mut inbound = request.into_inner();
         let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message())
             .await
@@ -84,7 +98,9 @@ impl AgentService for AgentSvc {
         // The token matters only to enroll; a host with a credential need not send it.
         let token_ok = self.token.matches(hello.enrollment_token.as_bytes());
         if !token_ok && hello.credential.is_empty() {
-            tracing::warn!(peer = ?peer, name = ?truncate(&hello.name, 64), "hello with a wrong enrollment token");
+            self.failed_auth.failed(peer.map(|p| p.ip()));
+            let name = truncate(&hello.name, LOGGED_NAME_LEN);
+            tracing::warn!(peer = ?peer, name = ?name, "hello with a wrong enrollment token");
             return Err(Status::unauthenticated("invalid enrollment token"));
         }
         wire::validate_hello(&hello).map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -109,7 +125,7 @@ impl AgentService for AgentSvc {
 
         // The host's one session slot, before anything of it changes: a second
         // session must not re-queue the first one's job or overwrite its labels.
-        let (tx, rx) = mpsc::channel(64);
+        let (tx, rx) = Outbound::channel();
         let reservation = self.scheduler.reserve(host_id, tx.clone()).map_err(|_| {
             tracing::warn!(host = host_id, name = ?hello.name, peer = ?peer, "second session of a host refused");
             Status::already_exists(format!(
@@ -135,15 +151,9 @@ impl AgentService for AgentSvc {
             },
         };
         // Queued before the session is activated, so no `RunJob` can precede it.
-        if tx
-            .send(Ok(CoordinatorMessage {
-                body: Some(Body::Welcome(welcome)),
-            }))
-            .await
-            .is_err()
-        {
+        if let Err(e) = tx.try_send(Body::Welcome(welcome)) {
             self.scheduler.disconnect(host_id, reservation.generation);
-            return Err(Status::cancelled("agent went away"));
+            return Err(e.status());
         }
         self.scheduler.activate(host_id, reservation.generation);
         let generation = reservation.generation;
@@ -168,8 +178,11 @@ impl AgentService for AgentSvc {
             dispatch_on_connect: !accepted.holds_jobs,
             findings: self.findings.clone(),
         };
-        tokio::spawn(session.run(inbound));
-        Ok(Response::new(ReceiverStream::new(rx)))
+        tokio::spawn(async move {
+            let _slot = permit;
+            session.run(inbound).await
+        });
+        Ok(Response::new(rx))
     }
 }
 
@@ -201,6 +214,21 @@ struct Accepted {
 }
 
 impl AgentSvc {
+    /// What holds before a stream is read: a free session slot (kept for the
+    /// session's life), and a peer that has not failed its token too often.
+    fn pre_auth(&self, peer: Option<SocketAddr>) -> Result<OwnedSemaphorePermit, Status> {
+        let slot = self.sessions.clone().try_acquire_owned().map_err(|_| {
+            Status::resource_exhausted(format!(
+                "the coordinator serves {} agent sessions already; retry later",
+                super::limits::MAX_SESSIONS
+            ))
+        })?;
+        if !self.failed_auth.allowed(peer.map(|p| p.ip())) {
+            return Err(rate::too_many_failures());
+        }
+        Ok(slot)
+    }
+
     /// Stores the admitted host's labels, facts and session; adopts the job the agent still runs.
     async fn welcome(&self, hello: &v1::Hello, host_id: i64, peer: Option<SocketAddr>) -> Result<Accepted, Status> {
         let pool = self.scheduler.pool();
@@ -255,7 +283,7 @@ struct Session {
     host_id: i64,
     session_id: i64,
     generation: u64,
-    tx: mpsc::Sender<Result<CoordinatorMessage, Status>>,
+    tx: Outbound,
     silence: Duration,
     shutdown: CancellationToken,
     /// Cancelled by [`Scheduler::end_session`] (credential reset, retirement).
@@ -274,6 +302,29 @@ enum End {
     Shutdown,
 }
 
+impl End {
+    /// The agent keeps its running job: the coordinator stops, or its own
+    /// database failed (`db_status`'s codes), which is no attempt of the job.
+    fn keeps_jobs(&self) -> bool {
+        match self {
+            // The session is no longer the host's: its job is adopted by the
+            // agent's next session or retried at its deadline.
+            End::Shutdown | End::Ended => true,
+            End::Refused(status) => matches!(status.code(), tonic::Code::Unavailable | tonic::Code::Internal),
+            End::Closed | End::Lost(_) => false,
+        }
+    }
+}
+
+/// The refusal of an agent that sends faster than [`rate::SESSION_PER_SECOND`].
+fn too_many_messages() -> Status {
+    Status::resource_exhausted(format!(
+        "more than {} messages a second (bursts of {}): the session is closed",
+        rate::SESSION_PER_SECOND,
+        rate::SESSION_BURST
+    ))
+}
+
 impl Session {
     /// `inbound` is the session's `Streaming`, or in tests any stream of messages.
     async fn run(self, mut inbound: impl Stream<Item = Result<AgentMessage, Status>> + Unpin) {
@@ -282,10 +333,13 @@ impl Session {
         {
             tracing::warn!(host = self.host_id, error = %e, "dispatch on connect failed");
         }
+        let mut allowance = Bucket::for_session();
         let end = loop {
             let next = tokio::select! {
                 _ = self.shutdown.cancelled() => break End::Shutdown,
                 _ = self.ended.cancelled() => break End::Ended,
+                // The agent does not read what we send: end it rather than wait on it.
+                _ = self.tx.ended() => break End::Refused(super::outbound::NotSent::Full.status()),
                 next = tokio::time::timeout(self.silence, inbound.next()) => next,
             };
             let message = match next {
@@ -299,6 +353,10 @@ impl Session {
                 Ok(None) => break End::Closed,
                 Ok(Some(Ok(m))) => m,
             };
+            if !allowance.take() {
+                break End::Refused(too_many_messages());
+            }
+            self.scheduler.last_seen().mark(self.host_id);
             if let Err(status) = self.handle(message).await {
                 break End::Refused(status);
             }
@@ -311,7 +369,7 @@ impl Session {
         match &end {
             End::Refused(status) => {
                 tracing::warn!(host = self.host_id, status = ?status, "session ended by the coordinator");
-                let _ = self.tx.send(Err(status.clone())).await;
+                self.tx.try_close_with(status.clone());
             }
             End::Lost(why) => tracing::warn!(host = self.host_id, why, "agent lost"),
             End::Closed => tracing::info!(host = self.host_id, "agent disconnected"),
@@ -322,9 +380,10 @@ impl Session {
         // is adopted by the agent's next session or retried at its deadline.
         let current = self.scheduler.disconnect(self.host_id, self.generation);
         // On shutdown the agent keeps running its job and reports it to the next
-        // coordinator; otherwise the job goes back to the queue (or fails after
-        // its last attempt).
-        if current && !matches!(end, End::Shutdown) {
+        // coordinator, and so it does when our database failed (not the agent's
+        // fault, so no attempt of its job); otherwise the job goes back to the
+        // queue (or fails after its last attempt).
+        if current && !end.keeps_jobs() {
             match db::jobs::requeue_lost(pool, self.host_id).await {
                 Ok(r) if !r.requeued.is_empty() || !r.failed.is_empty() => {
                     tracing::info!(host = self.host_id, requeued = ?r.requeued, failed = ?r.failed, "jobs of a lost agent")
@@ -340,11 +399,9 @@ impl Session {
         }
     }
 
+    /// Queues a message for the agent without waiting; a full queue ends the session.
     async fn send(&self, body: Body) -> Result<(), Status> {
-        self.tx
-            .send(Ok(CoordinatorMessage { body: Some(body) }))
-            .await
-            .map_err(|_| Status::cancelled("agent went away"))
+        self.tx.try_send(body).map_err(|e| e.status())
     }
 
     async fn ack(&self, job_id: &str, attempt_id: &str, rejected: Option<String>) -> Result<(), Status> {
@@ -362,7 +419,8 @@ impl Session {
         match message.body {
             None => Err(Status::invalid_argument("empty message (no known body)")),
             Some(In::Hello(_)) => Err(Status::invalid_argument("hello may only open a session")),
-            Some(In::Heartbeat(_)) => db::hosts::touch(pool, self.host_id).await.map_err(super::db_status),
+            // Seen already (`run` marks every message); nothing else to do.
+            Some(In::Heartbeat(_)) => Ok(()),
             Some(In::JobAccepted(a)) => {
                 let job_id = parse_job_id(&a.job_id)?;
                 if let Some(attempt) = parse_attempt("job_accepted.attempt_id", &a.attempt_id)? {
@@ -532,7 +590,9 @@ mod tests {
     use cipherfleet_core::path::{Backends, Flavour};
     use cipherfleet_core::spec::Suite;
     use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+    use tokio::sync::mpsc;
     use tokio::time::Instant;
+    use tokio_stream::wrappers::ReceiverStream;
 
     use super::*;
 
@@ -553,10 +613,36 @@ mod tests {
     async fn a_silent_agent_is_lost_after_three_heartbeats_and_any_message_restarts_the_count() {
         // Nothing on this path needs the database: a closed pool makes sure
         // (re-queueing the lost host's jobs then fails, and is only logged).
+        let (scheduler, session, mut outbound, agent, inbound) = session_without_database().await;
+        let start = Instant::now();
+        let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
+
+        let almost = HEARTBEAT * 3 - Duration::from_millis(1);
+        tokio::time::sleep(almost).await;
+        assert!(scheduler.is_online(HOST), "lost before three intervals");
+        agent.send(progress()).await.unwrap();
+        tokio::time::sleep(almost).await;
+        assert!(scheduler.is_online(HOST), "the message did not restart the count");
+
+        // Silent since: lost three intervals after its last message.
+        ended.await.unwrap();
+        assert_eq!(start.elapsed(), almost + HEARTBEAT * 3);
+        assert!(!scheduler.is_online(HOST));
+        assert!(outbound.next().await.is_none(), "the agent's stream is closed");
+    }
+
+    /// A session of [`HOST`] on a closed pool, its outbound stream and the agent's sending end.
+    async fn session_without_database() -> (
+        Arc<Scheduler>,
+        Session,
+        OutboundStream,
+        mpsc::Sender<Result<AgentMessage, Status>>,
+        mpsc::Receiver<Result<AgentMessage, Status>>,
+    ) {
         let pool = PgPoolOptions::new().connect_lazy_with(PgConnectOptions::new());
         pool.close().await;
         let scheduler = Arc::new(Scheduler::new(pool));
-        let (tx, mut outbound) = mpsc::channel(8);
+        let (tx, outbound) = Outbound::channel();
         let reservation = scheduler.connect(HOST, tx.clone()).unwrap();
         assert!(
             scheduler.reserve(HOST, tx.clone()).is_err(),
@@ -575,21 +661,78 @@ mod tests {
             dispatch_on_connect: false,
             findings: Deriver::new(),
         };
-        let start = Instant::now();
+        (scheduler, session, outbound, agent, inbound)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_agent_that_floods_the_coordinator_is_cut_off_with_the_reason() {
+        let (scheduler, session, mut outbound, agent, inbound) = session_without_database().await;
         let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
-
-        let almost = HEARTBEAT * 3 - Duration::from_millis(1);
-        tokio::time::sleep(almost).await;
-        assert!(scheduler.is_online(HOST), "lost before three intervals");
-        agent.send(progress()).await.unwrap();
-        tokio::time::sleep(almost).await;
-        assert!(scheduler.is_online(HOST), "the message did not restart the count");
-
-        // Silent since: lost three intervals after its last message.
+        // Its whole burst is served (the clock stands still: nothing refills) …
+        for _ in 0..rate::SESSION_BURST {
+            agent.send(progress()).await.unwrap();
+        }
+        tokio::task::yield_now().await;
+        assert!(scheduler.is_online(HOST), "cut off within its burst");
+        // … and the next message ends the session.
+        let _ = agent.send(progress()).await;
         ended.await.unwrap();
-        assert_eq!(start.elapsed(), almost + HEARTBEAT * 3);
         assert!(!scheduler.is_online(HOST));
-        assert!(outbound.recv().await.is_none(), "the agent's stream is closed");
+        let status = outbound.next().await.unwrap().unwrap_err();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert!(status.message().contains("messages a second"), "{status:?}");
+        assert_eq!(scheduler.last_seen().pending(), 1, "its messages marked it seen, once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_agent_that_does_not_read_is_disconnected_and_nobody_waits_on_it() {
+        let (scheduler, session, mut outbound, _agent, inbound) = session_without_database().await;
+        let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
+        let running: Vec<(Uuid, i64)> = (0..super::super::outbound::OUTBOUND_QUEUE + 1)
+            .map(|_| (Uuid::new_v4(), HOST))
+            .collect();
+        // One cancel per message: more than its queue holds. Returns at once.
+        scheduler.cancel_running(&running, "campaign cancelled");
+        tokio::time::timeout(Duration::from_secs(1), ended)
+            .await
+            .expect("the session ends as soon as its queue overflows")
+            .unwrap();
+        assert!(!scheduler.is_online(HOST));
+        assert!(
+            !scheduler.send(HOST, Body::Ping(v1::Ping { seq: 1 })),
+            "nothing more is queued"
+        );
+        let status = outbound.next().await.unwrap().unwrap_err();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+        assert!(outbound.next().await.is_none(), "what was queued is dropped");
+    }
+
+    #[tokio::test]
+    async fn no_session_slot_or_a_peer_that_keeps_failing_is_refused_before_hello() {
+        let pool = PgPoolOptions::new().connect_lazy_with(PgConnectOptions::new());
+        let svc = AgentSvc {
+            scheduler: Arc::new(Scheduler::new(pool)),
+            token: Token::from_secret("agent-token-0123456789"),
+            heartbeat: HEARTBEAT,
+            shutdown: CancellationToken::new(),
+            findings: Deriver::new(),
+            verify: VerifyOnChange::default(),
+            sessions: Arc::new(Semaphore::new(1)),
+            failed_auth: Arc::new(FailedAuth::default()),
+        };
+        let peer: SocketAddr = "192.0.2.9:4000".parse().unwrap();
+        let slot = svc.pre_auth(Some(peer)).expect("a free slot");
+        let full = svc.pre_auth(Some(peer)).unwrap_err();
+        assert_eq!(full.code(), tonic::Code::ResourceExhausted);
+        assert!(full.message().contains("agent sessions"), "{full:?}");
+        drop(slot);
+        for _ in 0..rate::FAILED_AUTH_BURST {
+            svc.failed_auth.failed(Some(peer.ip()));
+        }
+        let refused = svc.pre_auth(Some(peer)).unwrap_err();
+        assert!(refused.message().contains("failed token attempts"), "{refused:?}");
+        let other: SocketAddr = "192.0.2.10:4000".parse().unwrap();
+        assert!(svc.pre_auth(Some(other)).is_ok(), "another address is not held back");
     }
 
     fn figures() -> Figures {

@@ -1,8 +1,16 @@
 //! The gRPC side of the coordinator: the agents' session stream
-//! ([`agent::AgentSvc`]) and the operators' admin API ([`admin::AdminSvc`]).
+//! ([`agent::AgentSvc`]) and the operators' admin API ([`admin::AdminSvc`]);
+//! each session's bounded queue to its agent ([`outbound`]), the rate
+//! limits of agents' messages and failed token attempts ([`rate`]), and the
+//! caps on connections, streams and sessions ([`limits`]), and pages of the
+//! admin API's lists ([`paging`]).
 
 pub mod admin;
 pub mod agent;
+pub mod limits;
+pub mod outbound;
+pub mod paging;
+pub mod rate;
 
 use tonic::Status;
 

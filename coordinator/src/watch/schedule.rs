@@ -153,6 +153,10 @@ async fn start(tx: &mut sqlx::PgConnection, s: &Schedule) -> db::Result<Result<i
         selector: &selector,
         name: &name,
         started_by: &format!("schedule {}", s.id),
+        // A schedule queues for every selected host; a host that stays away
+        // fails its jobs when their time to live runs out.
+        online: None,
+        queued_ttl: db::campaigns::DEFAULT_QUEUED_TTL,
     };
     match launch::insert(tx, &launch).await {
         Ok(launched) => Ok(Ok(launched.campaign_id)),

@@ -129,6 +129,7 @@ pub async fn on_hello(pool: &PgPool, config: &VerifyOnChange, host_id: i64) -> d
         matrix: &serde_json::to_value(matrix()).expect("serialises"),
         selector: &serde_json::to_value(&selector).expect("serialises"),
         started_by: "verify-on-change",
+        queued_ttl: db::campaigns::DEFAULT_QUEUED_TTL,
     };
     let campaign_id = db::campaigns::insert_with_jobs(&mut tx, &new, &jobs).await?;
     db::verifications::set_campaign(&mut tx, host_id, campaign_id).await?;

@@ -227,6 +227,7 @@ pub async fn campaign(pool: &PgPool, jobs: &[NewJob]) -> i64 {
         matrix: &matrix,
         selector: &selector,
         started_by: "tests",
+        queued_ttl: campaigns::DEFAULT_QUEUED_TTL,
     };
     campaigns::create_with_jobs(pool, &new, jobs)
         .await

@@ -126,8 +126,13 @@ async fn cancelling_a_campaign_cancels_its_queued_jobs() {
     let campaign_id = campaign(&pool, &[job(bench, 16), job(bench, 64), job(bench, 256)]).await;
     let running = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
 
-    assert!(campaigns::cancel(&pool, campaign_id).await.unwrap());
-    assert!(!campaigns::cancel(&pool, campaign_id).await.unwrap());
+    let told = campaigns::cancel(&pool, campaign_id).await.unwrap();
+    assert_eq!(
+        told,
+        Some(vec![(running.id, bench)]),
+        "the running job, for its agent to be told"
+    );
+    assert!(campaigns::cancel(&pool, campaign_id).await.unwrap().is_none());
     let progress = campaigns::status(&pool, campaign_id).await.unwrap().unwrap();
     assert_eq!(progress.campaign.status, CampaignStatus::Cancelled);
     assert_eq!((progress.jobs.running, progress.jobs.cancelled), (1, 2));
@@ -328,4 +333,156 @@ async fn a_running_job_always_names_its_attempt() {
             .await;
     let err = sneak.expect_err("a running job without an attempt was accepted");
     assert!(err.to_string().contains("jobs_running_has_attempt"), "{err}");
+}
+
+#[tokio::test]
+async fn queued_jobs_past_their_campaigns_time_to_live_fail_with_the_reason_and_the_campaign_closes() {
+    let pool = fresh_db().await;
+    let gone = host(&pool, "gone-01").await;
+    let busy = host(&pool, "busy-01").await;
+    let old = campaign(&pool, &[job(gone, 16), job(busy, 16)]).await;
+    let fresh = campaign(&pool, &[job(gone, 64)]).await;
+    // The busy host is running its job; the gone one never took its own.
+    let running = jobs::claim_next_for_host(&pool, busy).await.unwrap().unwrap();
+    // The old campaign's jobs are two days old: past the default day.
+    sqlx::query("UPDATE jobs SET created_at = now() - interval '2 days' WHERE campaign_id = $1")
+        .bind(old)
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let expired = jobs::expire_queued(&pool).await.unwrap();
+    let old_jobs = jobs::for_campaign(&pool, old).await.unwrap();
+    let queued_old = old_jobs.iter().find(|j| j.host_id == gone).unwrap();
+    assert_eq!(expired, [(queued_old.id, gone)], "only the stale queued job");
+    assert_eq!(queued_old.status, JobStatus::Failed);
+    let error = queued_old.error.as_deref().unwrap();
+    assert!(
+        error.contains("time to live of 86400 s") && error.contains("did not take it"),
+        "{error}"
+    );
+    let still = jobs::get(&pool, running.id).await.unwrap().unwrap();
+    assert_eq!(still.status, JobStatus::Running, "a running job is no queued job");
+    assert_eq!(
+        jobs::for_campaign(&pool, fresh).await.unwrap()[0].status,
+        JobStatus::Queued,
+        "within its time to live"
+    );
+
+    // Once the running job ends, the old campaign has nothing left: finished.
+    assert!(jobs::fail(&pool, running.id, busy, "unsupported").await.unwrap());
+    let progress = campaigns::status(&pool, old).await.unwrap().unwrap();
+    assert_eq!(progress.campaign.status, CampaignStatus::Finished);
+    assert_eq!(progress.jobs.failed, 2);
+
+    // A campaign whose only job expires closes in the same sweep.
+    sqlx::query("UPDATE jobs SET created_at = now() - interval '2 days' WHERE campaign_id = $1")
+        .bind(fresh)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs::expire_queued(&pool).await.unwrap().len(), 1);
+    let progress = campaigns::status(&pool, fresh).await.unwrap().unwrap();
+    assert_eq!(progress.campaign.status, CampaignStatus::Finished);
+}
+
+/// Waits until some other session of this database waits on a lock.
+async fn wait_for_a_lock_wait(pool: &PgPool) {
+    for _ in 0..600 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("nothing ever waited on a lock");
+}
+
+#[tokio::test]
+async fn a_cancel_misses_no_job_claimed_while_it_runs() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    let campaign_id = campaign(&pool, &[job(bench, 16), job(bench, 64)]).await;
+    let first = jobs::for_campaign(&pool, campaign_id).await.unwrap()[0].id;
+    // A claim in flight: the job is running in its uncommitted transaction.
+    let mut claim = pool.begin().await.unwrap();
+    sqlx::query(
+        "UPDATE jobs SET status = 'running', assigned_at = now(), deadline = now() + interval '1 minute' WHERE id = $1",
+    )
+    .bind(first)
+    .execute(&mut *claim)
+    .await
+    .unwrap();
+    let cancel = tokio::spawn({
+        let pool = pool.clone();
+        async move { campaigns::cancel(&pool, campaign_id).await }
+    });
+    // The cancel waits for the claimed job's row; then the claim commits.
+    wait_for_a_lock_wait(&pool).await;
+    claim.commit().await.unwrap();
+    let told = cancel.await.unwrap().unwrap();
+    assert_eq!(
+        told,
+        Some(vec![(first, bench)]),
+        "the job claimed meanwhile is told to stop"
+    );
+    let progress = campaigns::status(&pool, campaign_id).await.unwrap().unwrap();
+    assert_eq!((progress.jobs.running, progress.jobs.cancelled), (1, 1));
+}
+
+#[tokio::test]
+async fn failing_a_queued_job_while_its_campaign_is_cancelled_does_not_deadlock() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    let campaign_id = campaign(&pool, &[job(bench, 16)]).await;
+    let queued = jobs::for_campaign(&pool, campaign_id).await.unwrap()[0].id;
+    // `campaigns::cancel`'s first statement, in a transaction held open: it owns the campaign's row.
+    let mut cancel = pool.begin().await.unwrap();
+    sqlx::query("UPDATE campaigns SET status = 'cancelled', finished_at = now() WHERE id = $1")
+        .bind(campaign_id)
+        .execute(&mut *cancel)
+        .await
+        .unwrap();
+    let fail = tokio::spawn({
+        let pool = pool.clone();
+        async move { jobs::fail(&pool, queued, bench, "unsupported").await }
+    });
+    wait_for_a_lock_wait(&pool).await;
+    // Its second statement: with the job's row taken by the failure first, this
+    // would be a deadlock, and PostgreSQL would abort one of the two.
+    sqlx::query(
+        "UPDATE jobs SET status = 'cancelled', finished_at = now() WHERE campaign_id = $1 AND status = 'queued'",
+    )
+    .bind(campaign_id)
+    .execute(&mut *cancel)
+    .await
+    .expect("the cancel is not chosen as a deadlock victim");
+    cancel.commit().await.unwrap();
+    let failed = fail
+        .await
+        .unwrap()
+        .expect("the failure is not chosen as a deadlock victim");
+    assert!(!failed, "the job was cancelled first: nothing to fail");
+    assert_eq!(
+        jobs::get(&pool, queued).await.unwrap().unwrap().status,
+        JobStatus::Cancelled
+    );
+}
+
+#[tokio::test]
+async fn a_job_queued_again_after_its_campaign_was_cancelled_is_never_handed_out() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    let campaign_id = campaign(&pool, &[job(bench, 16)]).await;
+    let running = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    assert!(campaigns::cancel(&pool, campaign_id).await.unwrap().is_some());
+    // The agent is lost after the cancel: its job goes back to the queue …
+    assert_eq!(jobs::requeue_lost(&pool, bench).await.unwrap().requeued, [running.id]);
+    // … but a cancelled campaign hands out nothing.
+    assert!(jobs::claim_next_for_host(&pool, bench).await.unwrap().is_none());
 }

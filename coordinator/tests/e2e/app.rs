@@ -187,6 +187,23 @@ impl App {
         }
     }
 
+    /// SIGTERM, then waits up to `limit` for the coordinator to exit; its
+    /// status, or `None` if it was still running (it is then killed).
+    pub fn stop_coordinator(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let mut c = self.coordinator.take()?;
+        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(status)) = c.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        None
+    }
+
     /// `GET path` on the report's HTTP side.
     pub async fn get(&self, path: &str) -> HttpResponse {
         http_get(self.http, path).await
@@ -240,6 +257,10 @@ impl App {
                 name,
                 "--label",
                 "suite=e2e",
+                // Workers at the default niceness on a machine busy with builds
+                // get too little CPU to measure: these tests are not about priority.
+                "--nice",
+                "0",
             ])
             .arg("--token-file")
             .arg(self.dir.path().join("agent.token"))
@@ -289,21 +310,35 @@ impl App {
 
     /// Waits until `n` hosts are online.
     pub async fn wait_online(&self, n: usize) {
-        let mut admin = self.admin().await;
-        wait_for("hosts online", Duration::from_secs(30), || {
+        self.wait_hosts("hosts online", |hosts| hosts.iter().filter(|h| h.online).count() >= n)
+            .await
+    }
+
+    /// Waits until the host named `name` is known and `online` (or not).
+    pub async fn wait_host(&self, name: &str, online: bool) {
+        let what = format!("host {name} online: {online}");
+        self.wait_hosts(&what, |hosts| {
+            hosts.iter().any(|h| h.name == name && h.online == online)
+        })
+        .await
+    }
+
+    /// Waits up to 30 s until `check` holds for the hosts the coordinator lists.
+    async fn wait_hosts(&self, what: &str, check: impl Fn(&[v1::Host]) -> bool) {
+        let admin = self.admin().await;
+        let check = &check;
+        wait_for(what, Duration::from_secs(30), || {
             let mut admin = admin.clone();
             async move {
                 let hosts = admin
                     .list_hosts(v1::ListHostsRequest::default())
                     .await
                     .ok()?
-                    .into_inner()
-                    .hosts;
-                (hosts.iter().filter(|h| h.online).count() >= n).then_some(())
+                    .into_inner();
+                check(&hosts.hosts).then_some(())
             }
         })
         .await;
-        let _ = &mut admin;
     }
 
     /// Starts a campaign over [`matrix`] on every host.
@@ -318,6 +353,7 @@ impl App {
             hosts: None,
             started_by: "e2e".into(),
             name: name.into(),
+            ..Default::default()
         };
         self.admin()
             .await

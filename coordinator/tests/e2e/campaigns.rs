@@ -30,6 +30,7 @@ async fn an_agent_registers_and_a_quick_campaign_completes_with_real_results() {
         }),
         started_by: "e2e".into(),
         name: String::new(),
+        ..Default::default()
     };
     let started = admin.start_campaign(request).await.unwrap().into_inner();
     assert_eq!(started.jobs_created, 18, "the quick suite has 18 points");
@@ -86,7 +87,7 @@ async fn jobs_of_one_host_never_overlap_and_two_hosts_share_a_campaign() {
 }
 
 /// Runs an operator command of the coordinator binary against `app`.
-fn operator(app: &crate::app::App, args: &[&str]) -> (i32, serde_json::Value, String) {
+pub(crate) fn operator(app: &crate::app::App, args: &[&str]) -> (i32, serde_json::Value, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"))
         .args(args)
         .args(["--coordinator", &app.url(), "--format", "json"])

@@ -4,6 +4,7 @@
 //! (the test command does).
 
 mod app;
+mod bounds;
 mod browser;
 mod campaigns;
 mod chromium;

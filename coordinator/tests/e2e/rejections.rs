@@ -167,6 +167,7 @@ async fn a_foreign_jobs_result_and_an_invalid_measurement_are_refused_by_name() 
         hosts: None,
         started_by: "e2e".into(),
         name: String::new(),
+        ..Default::default()
     };
     app.admin().await.start_campaign(request).await.unwrap();
     let coordinator_message::Body::RunJob(job_a) = a.next().await else {
@@ -254,6 +255,7 @@ async fn invalid_campaigns_are_rejected_before_any_job_exists() {
             hosts: None,
             started_by: "e2e".into(),
             name: String::new(),
+            ..Default::default()
         }
     };
     let cases: Vec<(v1::StartCampaignRequest, &str)> = vec![

@@ -131,8 +131,11 @@ async fn campaigns_and_their_summaries_count_every_job() {
     assert_eq!(campaign_summaries::count(pool).await.unwrap(), (3, 1));
 
     // Cancelling: the queued job is cancelled, the running one left to finish.
-    assert!(campaigns::cancel(pool, f.live).await.unwrap());
-    assert!(!campaigns::cancel(pool, f.live).await.unwrap(), "already cancelled");
+    assert!(campaigns::cancel(pool, f.live).await.unwrap().is_some());
+    assert!(
+        campaigns::cancel(pool, f.live).await.unwrap().is_none(),
+        "already cancelled"
+    );
     let live = campaigns::status(pool, f.live).await.unwrap().expect("adhoc");
     assert_eq!(live.campaign.status, CampaignStatus::Cancelled);
     let live_jobs = JobCounts {

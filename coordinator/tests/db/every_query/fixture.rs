@@ -102,6 +102,7 @@ pub(super) fn new_campaign<'a>(name: &'a str, matrix: &'a Value, selector: &'a V
         matrix,
         selector,
         started_by: "tests",
+        queued_ttl: cipherfleet_coordinator::db::campaigns::DEFAULT_QUEUED_TTL,
     }
 }
 
@@ -273,7 +274,7 @@ pub(super) async fn populate() -> Fleet {
     )
     .await
     .unwrap();
-    assert!(campaigns::cancel(&pool, cancelled).await.unwrap());
+    assert!(campaigns::cancel(&pool, cancelled).await.unwrap().is_some());
 
     let live = campaigns::create_with_jobs(
         &pool,

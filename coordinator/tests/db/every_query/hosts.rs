@@ -30,7 +30,7 @@ async fn hosts_their_snapshots_and_sessions_read_back_as_stored() {
         .await
         .unwrap();
     let before = hosts::get(pool, f.bench).await.unwrap().unwrap().last_seen;
-    hosts::touch(pool, f.bench).await.unwrap();
+    hosts::touch_all(pool, &[f.bench]).await.unwrap();
     let bench = hosts::get(pool, f.bench).await.unwrap().unwrap();
     assert!(bench.last_seen > before, "touch left last_seen at {before}");
 

@@ -162,6 +162,8 @@ async fn the_queue_moves_a_job_through_every_transition() {
     assert_eq!(overdue.id, first);
     let not_due = jobs::expire_overdue(pool).await.unwrap();
     assert!(not_due.is_empty(), "not due yet: {not_due:?}");
+    // Queued within the campaign's time to live: nothing expires.
+    assert_eq!(jobs::expire_queued(pool).await.unwrap(), []);
     sqlx::query("UPDATE jobs SET deadline = now() - interval '1 second' WHERE id = $1")
         .bind(first)
         .execute(pool)
