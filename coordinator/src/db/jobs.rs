@@ -267,6 +267,9 @@ pub async fn fail_attempt(
     }
     let status = JobStatus::try_from(status).map_err(|e| Error::Database(sqlx::Error::Decode(e.into())))?;
     if let Err(ignored) = attempt::judge(status, current, attempt) {
+        // At once, not when the pool next uses the connection: until then the
+        // row stays locked and a claim (SKIP LOCKED) would pass the job over.
+        tx.rollback().await?;
         return Ok(Err(ignored));
     }
     sqlx::query("UPDATE jobs SET status = 'failed', finished_at = now(), error = $2 WHERE id = $1")

@@ -58,11 +58,17 @@ pub async fn record(
         });
     }
     let status = JobStatus::try_from(status).map_err(|e| Error::Database(sqlx::Error::Decode(e.into())))?;
-    match attempt::judge(status, current, attempt) {
-        Ok(()) => {}
+    let ignored = match attempt::judge(status, current, attempt) {
+        Ok(()) => None,
         // The same attempt's result again (a re-send after a lost ack).
-        Err(Ignored::Finished(JobStatus::Done)) => return Ok(RecordOutcome::Duplicate),
-        Err(ignored) => return Ok(RecordOutcome::Ignored(ignored)),
+        Err(Ignored::Finished(JobStatus::Done)) => Some(RecordOutcome::Duplicate),
+        Err(ignored) => Some(RecordOutcome::Ignored(ignored)),
+    };
+    if let Some(outcome) = ignored {
+        // At once, not when the pool next uses the connection: until then the
+        // job's row stays locked and a claim (SKIP LOCKED) would pass it over.
+        tx.rollback().await?;
+        return Ok(outcome);
     }
 
     let inserted: Option<i64> = sqlx::query_scalar(

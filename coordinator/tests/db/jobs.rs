@@ -412,7 +412,8 @@ async fn a_cancel_misses_no_job_claimed_while_it_runs() {
     // A claim in flight: the job is running in its uncommitted transaction.
     let mut claim = pool.begin().await.unwrap();
     sqlx::query(
-        "UPDATE jobs SET status = 'running', assigned_at = now(), deadline = now() + interval '1 minute' WHERE id = $1",
+        "UPDATE jobs SET status = 'running', assigned_at = now(), deadline = now() + interval '1 minute', \
+         attempt_id = gen_random_uuid() WHERE id = $1",
     )
     .bind(first)
     .execute(&mut *claim)
