@@ -2,7 +2,7 @@
 //! every result in PostgreSQL.
 //!
 //! - [`pg`]: a private PostgreSQL cluster run from the system's binaries, for
-//!   a coordinator started without `--database-url`.
+//!   a coordinator started without `--database-url` (one per `--data-dir`, locked).
 //! - [`analysis`]: fallback and slow-path findings as pure functions.
 //! - [`findings`]: the deriver — runs the analysis over stored facts and results after
 //!   results and campaigns, and keeps the `findings` table (open → resolved) in step.
@@ -12,7 +12,8 @@
 //! - [`scheduler`]: connected hosts and dispatch (one job at a time per host), overdue sweeps.
 //! - [`selector`]: which hosts a campaign runs on.
 //! - [`auth`]: enrollment and admin tokens (constant-time comparison, never logged).
-//! - [`tls`]: `--tls-cert` / `--tls-key`, read and checked at start.
+//! - [`tls`]: `--tls-cert` / `--tls-key`, read and checked at start; `--self-signed`;
+//!   plain gRPC only on loopback unless `--insecure-plaintext`.
 //! - [`web`]: the HTML report, its CSV/JSON API, `/metrics` and `/healthz`.
 //! - [`cli`]: `serve`, `campaign start|status|cancel`, `hosts`.
 //! - [`db`]: the storage layer — hosts and their fact history, agent sessions,

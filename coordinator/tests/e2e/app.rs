@@ -64,6 +64,10 @@ pub struct App {
     pub http: SocketAddr,
     /// Set: the coordinator serves TLS with these files and clients use `https://`.
     tls: Option<TlsFiles>,
+    /// Set: the coordinator serves TLS with `--self-signed DIR` and these `--tls-name`s.
+    self_signed: Option<(PathBuf, Vec<String>)>,
+    /// More `serve` flags, from [`App::set_serve_args`].
+    serve_args: Vec<String>,
     coordinator: Option<Child>,
     agents: Vec<Child>,
 }
@@ -93,7 +97,7 @@ pub async fn spawn_tls_app(tls: TlsFiles) -> App {
 }
 
 /// A connection URL for the pool's database (socket directory and all).
-async fn url_of(pool: &PgPool) -> String {
+pub async fn url_of(pool: &PgPool) -> String {
     let options = pool.connect_options();
     options.to_url_lossy().to_string()
 }
@@ -118,6 +122,8 @@ impl App {
             grpc: "127.0.0.1:0".parse().unwrap(),
             http: "127.0.0.1:0".parse().unwrap(),
             tls,
+            self_signed: None,
+            serve_args: vec![],
             coordinator: None,
             agents: vec![],
         };
@@ -139,6 +145,13 @@ impl App {
         ]);
         if let Some(tls) = &self.tls {
             command.arg("--tls-cert").arg(&tls.cert).arg("--tls-key").arg(&tls.key);
+        }
+        command.args(&self.serve_args);
+        if let Some((dir, names)) = &self.self_signed {
+            command.arg("--self-signed").arg(dir);
+            for name in names {
+                command.args(["--tls-name", name]);
+            }
         }
         let mut child = command
             .arg("--database-url")
@@ -182,14 +195,41 @@ impl App {
         http_get(self.http, path).await
     }
 
+    /// The coordinator's gRPC URL as this machine dials it (loopback for a wildcard listener).
     pub fn url(&self) -> String {
-        let scheme = if self.tls.is_some() { "https" } else { "http" };
-        format!("{scheme}://{}", self.grpc)
+        let tls = self.tls.is_some() || self.self_signed.is_some();
+        let scheme = if tls { "https" } else { "http" };
+        let mut addr = self.grpc;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        format!("{scheme}://{addr}")
     }
 
     /// The CA clients trust when the coordinator serves TLS.
-    pub fn ca(&self) -> Option<&Path> {
-        self.tls.as_ref().map(|t| t.ca.as_path())
+    pub fn ca(&self) -> Option<PathBuf> {
+        match (&self.tls, &self.self_signed) {
+            (Some(t), _) => Some(t.ca.clone()),
+            (None, Some((dir, _))) => Some(dir.join("ca.pem")),
+            (None, None) => None,
+        }
+    }
+
+    /// From the next [`App::start_coordinator`] on: these `serve` flags too.
+    pub fn set_serve_args(&mut self, args: &[&str]) {
+        self.serve_args = args.iter().map(|a| a.to_string()).collect();
+    }
+
+    /// `GET path` on the report with this `Host` header and these extra headers.
+    pub async fn get_as(&self, path: &str, host: &str, headers: &[(&str, &str)]) -> HttpResponse {
+        crate::http::http_get_as(self.http, path, host, headers).await
+    }
+
+    /// From the next [`App::start_coordinator`] on: TLS with `--self-signed` in a
+    /// directory of the app's, naming `names` too (`--tls-name`).
+    pub fn use_self_signed(&mut self, names: &[String]) {
+        self.tls = None;
+        self.self_signed = Some((self.dir.path().join("tls"), names.to_vec()));
     }
 
     /// Starts an agent process named `name` with its own spool directory.
@@ -264,7 +304,7 @@ impl App {
     }
 
     pub async fn admin(&self) -> AdminServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>> {
-        admin_over(&self.url(), self.ca(), ADMIN_TOKEN).await
+        admin_over(&self.url(), self.ca().as_deref(), ADMIN_TOKEN).await
     }
 
     /// Waits until `n` hosts are online.
@@ -335,7 +375,7 @@ impl App {
     /// Waits for a campaign to leave the running state.
     pub async fn wait_finished(&self, id: &str, limit: Duration) -> v1::CampaignStatusResponse {
         let url = self.url();
-        let ca = self.ca().map(Path::to_path_buf);
+        let ca = self.ca();
         let id = id.to_string();
         let finished = wait_for("campaign to finish", limit * 2, || {
             let (url, ca, id) = (url.clone(), ca.clone(), id.clone());
