@@ -309,21 +309,7 @@ impl App {
 
     /// Waits until `n` hosts are online.
     pub async fn wait_online(&self, n: usize) {
-        let mut admin = self.admin().await;
-        wait_for("hosts online", Duration::from_secs(30), || {
-            let mut admin = admin.clone();
-            async move {
-                let hosts = admin
-                    .list_hosts(v1::ListHostsRequest::default())
-                    .await
-                    .ok()?
-                    .into_inner()
-                    .hosts;
-                (hosts.iter().filter(|h| h.online).count() >= n).then_some(())
-            }
-        })
-        .await;
-        let _ = &mut admin;
+        wait_online_at(&self.url(), self.ca().as_deref(), n).await;
     }
 
     /// Starts a campaign over [`matrix`] on every host.
@@ -454,6 +440,24 @@ impl tonic::service::Interceptor for Bearer {
         r.metadata_mut().insert("authorization", self.0.clone());
         Ok(r)
     }
+}
+
+/// Waits until the coordinator at `url` (over TLS trusting `ca` when given) has `n` hosts online.
+pub async fn wait_online_at(url: &str, ca: Option<&Path>, n: usize) {
+    let admin = admin_over(url, ca, ADMIN_TOKEN).await;
+    wait_for("hosts online", Duration::from_secs(30), || {
+        let mut admin = admin.clone();
+        async move {
+            let hosts = admin
+                .list_hosts(v1::ListHostsRequest::default())
+                .await
+                .ok()?
+                .into_inner()
+                .hosts;
+            (hosts.iter().filter(|h| h.online).count() >= n).then_some(())
+        }
+    })
+    .await;
 }
 
 pub async fn admin_with_token(

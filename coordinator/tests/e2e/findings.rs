@@ -377,11 +377,9 @@ async fn native_software_build_and_emulated_hosts_get_their_findings() {
     assert_eq!((code, listed), (0, serde_json::json!([])));
     // Not asked at all (a wrong token): 2, so cron tells it from "findings open".
     let refused = Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"))
-        .args([
-            "check",
-            "--coordinator",
-            &format!("http://127.0.0.1:{}", app.grpc.port()),
-        ])
+        .args(["check", "--coordinator", &app.url()])
+        .arg("--ca-cert")
+        .arg(app.ca().expect("the coordinator serves TLS"))
         .env("CIPHERFLEET_ADMIN_TOKEN", "wrong-admin-token-0123")
         .output()
         .unwrap();

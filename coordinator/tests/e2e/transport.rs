@@ -8,9 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use cipherfleet_proto::v1;
-
-use crate::app::{ADMIN_TOKEN, AGENT_TOKEN, TempDir, agent_binary, spawn_app, url_of, wait_for};
+use crate::app::{ADMIN_TOKEN, AGENT_TOKEN, TempDir, agent_binary, spawn_app, url_of, wait_online_at};
 use crate::tls::{stderr_lines, wait_for_line};
 
 /// `cipherfleet-coordinator serve` with token files in `dir` and `args`, its
@@ -121,20 +119,7 @@ async fn plain_grpc_off_loopback_is_refused_unless_insisted_on_and_then_warned_a
         assert!(seen.contains("WARN"), "{seen}");
     }
     // And they work: both hosts come online over plain gRPC.
-    let admin = crate::app::admin_with_token(&url, ADMIN_TOKEN).await;
-    wait_for("both agents online over plain gRPC", Duration::from_secs(30), || {
-        let mut admin = admin.clone();
-        async move {
-            let hosts = admin
-                .list_hosts(v1::ListHostsRequest::default())
-                .await
-                .ok()?
-                .into_inner()
-                .hosts;
-            (hosts.iter().filter(|h| h.online).count() == 2).then_some(())
-        }
-    })
-    .await;
+    wait_online_at(&url, None, 2).await;
     for mut agent in agents {
         let _ = agent.kill();
         let _ = agent.wait();
