@@ -122,11 +122,11 @@ fn parse_interval(s: &str) -> Result<f64, String> {
 struct AdminArgs {
     /// The coordinator's gRPC address: https://… when it serves TLS (http:// only to this
     /// machine's loopback, or with --insecure-plaintext).
-    #[arg(long, default_value = "http://127.0.0.1:7443")]
+    #[arg(long, env = "CIPHERFLEET_COORDINATOR", default_value = "http://127.0.0.1:7443")]
     coordinator: String,
     /// CA certificate (PEM) that signed an https:// coordinator's certificate. Without it the
     /// system's CA store is used.
-    #[arg(long, value_name = "PEM")]
+    #[arg(long, env = "CIPHERFLEET_CA_CERT", value_name = "PEM")]
     ca_cert: Option<PathBuf>,
     /// Allow an http:// coordinator on another machine: the admin token then crosses the network
     /// in clear. Only for a network you trust; prefer https://.
@@ -195,6 +195,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let self_signed = match &args.self_signed {
         Some(dir) => {
+            if args.grpc_listen.ip().is_unspecified() && args.tls_names.is_empty() {
+                tracing::warn!(
+                    "--self-signed: the certificate names only localhost, 127.0.0.1 and ::1; agents on other \
+                     machines need the name or address they dial in it: add --tls-name (repeatable)"
+                );
+            }
             let names = tls::self_signed::server_names(args.grpc_listen, &args.tls_names);
             Some(tls::self_signed::ensure(dir, &names)?)
         }
