@@ -108,7 +108,12 @@ async fn while_its_campaign_runs_a_schedule_skips_or_waits_as_it_was_told() {
     assert!(d.fire_at <= Utc::now(), "a delayed schedule stays due");
 
     // The delayed schedule's campaign ends: it fires at the next look.
-    assert!(campaigns::cancel(&pool, d.last_campaign_id.unwrap()).await.unwrap().is_some());
+    assert!(
+        campaigns::cancel(&pool, d.last_campaign_id.unwrap())
+            .await
+            .unwrap()
+            .is_some()
+    );
     let next = schedule::fire_due(&pool).await.unwrap();
     assert_eq!(next.len(), 1);
     assert_eq!(schedules::campaigns_of(&pool, delay).await.unwrap().len(), 2);
