@@ -7,6 +7,10 @@
 #           openssl (the TLS tests make throwaway certificates with it),
 #           iproute2 (the findings test puts each agent in a network namespace of its own),
 #           chromium (the report's browser and XSS tests drive it headless over the DevTools pipe)
+#   Debian, for deploy/check-deploy.sh (without recommended packages, and without starting the
+#   Prometheus server the package ships): systemd (systemd-analyze, systemd-sysusers),
+#           prometheus (promtool), kubernetes-client (kubectl kustomize), python3-yaml,
+#           buildah (the FROM-scratch images)
 #   rustup: musl targets for the static builds, rustfmt and clippy
 set -euo pipefail
 
@@ -28,6 +32,36 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+need_deploy=()
+command -v systemd-analyze >/dev/null && command -v systemd-sysusers >/dev/null || need_deploy+=(systemd)
+command -v promtool >/dev/null || need_deploy+=(prometheus)
+command -v kubectl >/dev/null || need_deploy+=(kubernetes-client)
+python3 -c 'import yaml' 2>/dev/null || need_deploy+=(python3-yaml)
+command -v buildah >/dev/null || need_deploy+=(buildah)
+if [ ${#need_deploy[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: please install as root: apt-get install --no-install-recommends ${need_deploy[*]}" >&2
+    exit 1
+  fi
+  echo "install-deps: apt-get install --no-install-recommends ${need_deploy[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # Only promtool is wanted from the prometheus package: keep its server from being started
+  # (policy-rc.d answers 101, "action forbidden"), unless a policy is already in place.
+  policy=/usr/sbin/policy-rc.d
+  own_policy=false
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && own_policy=true
+  fi
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_deploy[@]}" >/dev/null || status=$?
+  if $own_policy; then rm -f "$policy"; fi
+  # …nor started at the next boot.
+  if [[ " ${need_deploy[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
+  [ "${status:-0}" -eq 0 ] || exit "$status"
 fi
 
 installed=$(rustup target list --installed)
