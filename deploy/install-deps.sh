@@ -14,6 +14,21 @@
 #   rustup: musl targets for the static builds, rustfmt and clippy
 set -euo pipefail
 
+# apt_install [APT-OPTION…] -- PACKAGE…: as root, or says what to run.
+apt_install() {
+  local opts=()
+  while [ "$1" != -- ]; do opts+=("$1"); shift; done
+  shift
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: please install as root: apt-get install ${opts[*]}${opts[*]:+ }$*" >&2
+    exit 1
+  fi
+  echo "install-deps: apt-get install ${opts[*]}${opts[*]:+ }$*"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${opts[@]}" "$@" >/dev/null
+}
+
 need_apt=()
 command -v qemu-aarch64-static >/dev/null || need_apt+=(qemu-user-static)
 command -v python3 >/dev/null || need_apt+=(python3)
@@ -23,16 +38,7 @@ command -v llvm-ar >/dev/null && command -v llvm-strip >/dev/null || need_apt+=(
 command -v openssl >/dev/null || need_apt+=(openssl)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need_apt+=(chromium)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "install-deps: please install as root: apt-get install ${need_apt[*]}" >&2
-    exit 1
-  fi
-  echo "install-deps: apt-get install ${need_apt[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
+[ ${#need_apt[@]} -eq 0 ] || apt_install -- "${need_apt[@]}"
 
 need_deploy=()
 command -v systemd-analyze >/dev/null && command -v systemd-sysusers >/dev/null || need_deploy+=(systemd)
@@ -41,27 +47,21 @@ command -v kubectl >/dev/null || need_deploy+=(kubernetes-client)
 python3 -c 'import yaml' 2>/dev/null || need_deploy+=(python3-yaml)
 command -v buildah >/dev/null || need_deploy+=(buildah)
 if [ ${#need_deploy[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "install-deps: please install as root: apt-get install --no-install-recommends ${need_deploy[*]}" >&2
-    exit 1
-  fi
-  echo "install-deps: apt-get install --no-install-recommends ${need_deploy[*]}"
-  export DEBIAN_FRONTEND=noninteractive
   # Only promtool is wanted from the prometheus package: keep its server from being started
-  # (policy-rc.d answers 101, "action forbidden"), unless a policy is already in place.
+  # (policy-rc.d answers 101, "action forbidden"), unless a policy is already in place…
   policy=/usr/sbin/policy-rc.d
   own_policy=false
-  if [ ! -e "$policy" ]; then
+  if [ "$(id -u)" -eq 0 ] && [ ! -e "$policy" ]; then
     printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && own_policy=true
   fi
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need_deploy[@]}" >/dev/null || status=$?
+  status=0
+  (apt_install --no-install-recommends -- "${need_deploy[@]}") || status=$?
   if $own_policy; then rm -f "$policy"; fi
   # …nor started at the next boot.
   if [[ " ${need_deploy[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
     systemctl disable --now prometheus.service >/dev/null 2>&1 || true
   fi
-  [ "${status:-0}" -eq 0 ] || exit "$status"
+  [ "$status" -eq 0 ] || exit "$status"
 fi
 
 installed=$(rustup target list --installed)
