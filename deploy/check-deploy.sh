@@ -101,7 +101,8 @@ refused "unknown argument" --coordinator https://c.example:7443 --token-file "$w
 deploy/install-agent.sh --dry-run "${install_args[@]/#$root/$fresh}" >"$work/dry.log" 2>&1 || { cat "$work/dry.log"; fail "--dry-run"; }
 grep -q '^+ write .*agent.env' "$work/dry.log" || fail "--dry-run did not show what it would write"
 [ -z "$(ls -A "$fresh")" ] || fail "--dry-run changed $fresh"
-ok "bad flags refused with the reason before any change; --dry-run changes nothing"
+deploy/install-agent.sh --help | grep -q -- '--uninstall' || fail "install-agent.sh --help does not describe --uninstall"
+ok "bad flags refused with the reason before any change; --dry-run changes nothing; --help"
 
 step "systemd-analyze verify, security"
 # verify needs the units it refers to (sysinit.target…) and the ExecStart binaries under --root.

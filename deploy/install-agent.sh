@@ -15,6 +15,8 @@
 #        deploy/install-agent.sh --uninstall [--purge] [--root DIR] [--dry-run]
 #   --binaries DIR  where cipherfleet-agent and cipherfleet-agent-soft are; default: dist/<triple>/
 #                   of deploy/build-static.sh for this machine's architecture
+#   --insecure-plaintext  passed on to the agent: lets it send its token over http:// to a coordinator
+#                   that is not on loopback (trusted networks only)
 #   --root DIR      install under DIR instead of /, without systemctl (for tests and images)
 #   --dry-run       print what would be done, change nothing
 #   --uninstall     stop and remove everything above except the state directory and the user
@@ -22,7 +24,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "install-agent: $*" >&2; exit 2; }
 
 coordinator="" token_file="" ca_cert="" name="" binaries="" root="" labels=()
