@@ -3,7 +3,7 @@
 # with buildah, then checks each one: the binaries are where the entry point says, the image's
 # architecture and user are right, and it runs `--version` (amd64 in the image through `buildah run
 # --isolation chroot`, which needs no OCI runtime or cgroups; arm64 from the image's own file under
-# qemu-aarch64-static).
+# qemu-aarch64-static); the amd64 agent also measures a point on both paths inside its image.
 #   localhost/cipherfleet-agent:VERSION-{amd64,arm64}        deploy/containers/agent.<arch>.Containerfile
 #   localhost/cipherfleet-coordinator:VERSION-{amd64,arm64}  …/coordinator.<arch>.Containerfile, when
 #                                                  dist/<triple>/cipherfleet-coordinator exists
@@ -50,7 +50,7 @@ for program in agent coordinator; do
     triple=${triple_of[$arch]}
     missing=""
     for bin in ${binaries_of[$program]}; do
-      [ -x "dist/$triple/$bin" ] || missing=$bin
+      [ -x "dist/$triple/$bin" ] || missing=${missing:-$bin}
     done
     if [ -n "$missing" ]; then
       hint="deploy/build-static.sh $triple"
@@ -99,6 +99,12 @@ for image in "${built[@]}"; do
   if [ "$arch" = amd64 ]; then
     out=$(b run --isolation chroot "$ctr" -- "/usr/local/bin/cipherfleet-$program" --version 2>&1) || out="failed: $out"
     how="buildah run"
+    # A point on each path: the worker processes, and the -soft sibling found beside the agent.
+    if [ "$program" = agent ] && ! bench=$(b run --isolation chroot "$ctr" -- /usr/local/bin/cipherfleet-agent \
+      bench -a aes-128-gcm -s 1k --seconds 0.1 --path both --format csv 2>&1); then
+      echo "build-images: $image: a bench point on both paths failed: $bench" >&2
+      failed=1
+    fi
   else
     out=$(qemu-aarch64-static "$mnt/usr/local/bin/cipherfleet-$program" --version 2>&1) || out="failed: $out"
     how="qemu-aarch64-static on the image's file"

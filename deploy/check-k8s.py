@@ -157,6 +157,9 @@ if ds:
     vols = {v["name"]: v for v in pod["spec"].get("volumes", [])}
     state = vols.get(mounts.get(arg(c, "--state-dir") or ""), {})
     need(state.get("hostPath", {}).get("path"), "agent: --state-dir is not kept on the node (the host credential would be lost with the pod)")
+    for m in c.get("volumeMounts", []):
+        if "hostPath" in vols.get(m["name"], {}) and m["mountPath"] != arg(c, "--state-dir"):
+            need(m.get("readOnly") is True, f"agent: the node's {vols[m['name']]['hostPath']['path']} is mounted writable")
     ca = (arg(c, "--ca-cert") or "").rsplit("/", 1)[0]
     need(vols.get(mounts.get(ca), {}).get("secret", {}).get("secretName") == "cipherfleet-agent", "agent: --ca-cert is not from the agent Secret")
 
