@@ -21,6 +21,9 @@ deploy/build.sh
 
 step "static builds for x86-64 and ARM64"
 deploy/build-static.sh
+# …and the static x86-64 coordinator, for its FROM-scratch image (the ARM64 one only on request:
+# one more release build each).
+deploy/build-static.sh --coordinator x86_64-unknown-linux-musl
 
 step "deployment files: systemd units, install-agent.sh, Kubernetes, alerting, images of dist/"
 deploy/check-deploy.sh
