@@ -97,7 +97,12 @@ for image in "${built[@]}"; do
     [ -x "$mnt/usr/local/bin/$bin" ] || { echo "build-images: $image has no /usr/local/bin/$bin" >&2; failed=1; }
   done
   if [ "$arch" = amd64 ]; then
-    out=$(b run --isolation chroot "$ctr" -- "/usr/local/bin/cipherfleet-$program" --version 2>&1) || out="failed: $out"
+    # buildah 1.28 now and then loses the output of a process this short (exit 0, nothing printed
+    # once in some dozen runs here): ask again, up to three times, while it prints nothing.
+    for _ in 1 2 3; do
+      out=$(b run --isolation chroot "$ctr" -- "/usr/local/bin/cipherfleet-$program" --version 2>&1) || out="failed: $out"
+      [ -z "$out" ] || break
+    done
     how="buildah run"
     # A point on each path: the worker processes, and the -soft sibling found beside the agent.
     if [ "$program" = agent ] && ! bench=$(b run --isolation chroot "$ctr" -- /usr/local/bin/cipherfleet-agent \
