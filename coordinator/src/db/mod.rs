@@ -18,6 +18,7 @@
 //! - [`campaign_summaries`]: campaigns with their job counts, as the report lists them.
 //! - [`host_results`]: a host's results page by page, and its key algorithms over time.
 //! - [`fallback`]: both paths of each host side by side, and findings of any status (the fallback page).
+//! - [`scenarios`]: the latest results of a scenario's algorithms, for the scenario views.
 
 pub mod campaign_compare;
 pub mod campaign_summaries;
@@ -31,6 +32,7 @@ pub mod jobs;
 pub mod matrix;
 pub mod points;
 pub mod results;
+pub mod scenarios;
 pub mod series;
 pub mod sessions;
 pub mod snapshots;

@@ -6,7 +6,7 @@
 //! `overview` (`/`), `hosts` and `host` (+ `host_facts`: facts and their change
 //! history), `compare` (the matrix), `modes` (payload-size and thread curves),
 //! `fallback` (accelerated vs software path, findings), `capacity` (the
-//! planner), `campaigns`, `campaign` and `campaign_compare` (two campaigns' change per host and point), `result` (`/api/v1/results/{id}`).
+//! planner), `campaigns`, `campaign` and `campaign_compare` (two campaigns' change per host and point), `scenarios` (the scenario suites' answers per class), `result` (`/api/v1/results/{id}`).
 //! Shared by the pages:
 //! - [`error`]: [`WebError`], the one conversion of failures into responses.
 //! - [`api`]: `?format=json|csv` answers for every table.
@@ -40,6 +40,7 @@ mod overview;
 mod paging;
 mod params;
 mod result;
+mod scenarios;
 pub mod svg;
 
 use std::sync::Arc;
@@ -80,6 +81,7 @@ pub fn router(state: WebState) -> Router {
         .merge(campaign::routes())
         .merge(campaign_compare::routes())
         .merge(capacity::routes())
+        .merge(scenarios::routes())
         .fallback(not_found)
         .layer(axum::middleware::map_response(security_headers))
         .with_state(state)

@@ -20,5 +20,6 @@ mod report_capacity;
 mod report_compare;
 mod report_fallback;
 mod report_fleet;
+mod scenarios;
 mod tls;
 mod xss;

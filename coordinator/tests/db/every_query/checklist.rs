@@ -65,6 +65,7 @@ const COVERED: &[&str] = &[
     "results::count_for_job",
     "results::record",
     "results::stored",
+    "scenarios::points",
     "series::current_facts",
     "series::latest_accelerated",
     "series::latest_points",
