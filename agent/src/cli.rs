@@ -106,7 +106,7 @@ struct BenchArgs {
     /// Measured seconds per point, after a warm-up (more than 0, at most 600).
     #[arg(long, value_name = "F", value_parser = parse_seconds, allow_negative_numbers = true)]
     seconds: Option<f64>,
-    /// Named matrix: quick (under a minute), standard (about an hour), full (hours), or a scenario
+    /// Named matrix: quick (under a minute), standard (10 minutes or more), full (hours), or a scenario
     /// suite: object-storage (about 20 s: AES-256-GCM, AES-128-CBC-HMAC-SHA256, ChaCha20-Poly1305
     /// on 10 MiB objects, 32 in flight, threads = cores up to 32), legacy-migration (about 20 s:
     /// DES, 3DES, AES-128/256-CBC at 16 B and 16 KiB, per-op and static keys), modes (about 30 s:
