@@ -161,7 +161,9 @@ enum Format {
 enum CampaignCommand {
     /// Start a campaign; prints its id.
     Start {
-        /// Named suite: quick, standard or full.
+        /// Named suite: quick, standard, full, or a scenario suite (object-storage, legacy-migration,
+        /// modes, fallback, field-level; each about 15-30 s a host, see `cipherfleet-agent bench --help`).
+        /// Thread counts of "all cores" follow each host's logical cores.
         #[arg(long, default_value = "quick")]
         suite: String,
         /// Host selector terms, all must hold: arch=aarch64, cpu-model=EPYC, host=NAME, or LABEL=VALUE. Repeatable.

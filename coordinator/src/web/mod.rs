@@ -6,7 +6,7 @@
 //! `overview` (`/`), `hosts` and `host` (+ `host_facts`: facts and their change
 //! history), `compare` (the matrix), `modes` (payload-size and thread curves),
 //! `fallback` (accelerated vs software path, findings), `capacity` (the
-//! planner), `campaigns`, `campaign` and `campaign_compare` (two campaigns' change per host and point), `result` (`/api/v1/results/{id}`).
+//! planner), `campaigns`, `campaign` and `campaign_compare` (two campaigns' change per host and point), `scenarios` (the scenario suites' answers per class), `result` (`/api/v1/results/{id}`).
 //! Shared by the pages:
 //! - [`access`]: the `Host` check (DNS rebinding) and the optional token.
 //! - [`error`]: [`WebError`], the one conversion of failures into responses.
@@ -42,6 +42,7 @@ mod overview;
 mod paging;
 mod params;
 mod result;
+mod scenarios;
 pub mod shell;
 pub mod svg;
 
@@ -84,6 +85,7 @@ pub fn router(state: WebState) -> Router {
         .merge(campaign::routes())
         .merge(campaign_compare::routes())
         .merge(capacity::routes())
+        .merge(scenarios::routes())
         .fallback(not_found)
         .layer(axum::middleware::map_response(security_headers))
         .with_state(state)
