@@ -3,14 +3,26 @@
 # release profile that measures (thin LTO, one codegen unit: see the root Cargo.toml), copied
 # stripped to dist/<triple>/{cipherfleet-agent,cipherfleet-agent-soft} (~6 MB each instead of
 # ~30 MB; target/<triple>/release/ keeps the unstripped ones, with symbols for perf).
+# --coordinator also builds the coordinator statically into dist/<triple>/cipherfleet-coordinator,
+# for the FROM-scratch container image (deploy/build-images.sh); it needs an external PostgreSQL
+# (--database-url) there, since the image holds no PostgreSQL binaries for a private cluster.
 # Needs: rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl, clang +
 # llvm-ar for ring's C and assembly, llvm-strip (deploy/install-deps.sh installs them).
 #
-# Usage: deploy/build-static.sh [TRIPLE…]   (default: both triples)
+# Usage: deploy/build-static.sh [--coordinator] [TRIPLE…]   (default: both triples)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-triples=("$@")
+coordinator=false
+triples=()
+for arg in "$@"; do
+  case "$arg" in
+    --coordinator) coordinator=true ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -*) echo "build-static.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    *) triples+=("$arg") ;;
+  esac
+done
 [ ${#triples[@]} -gt 0 ] || triples=(x86_64-unknown-linux-musl aarch64-unknown-linux-musl)
 
 installed=$(rustup target list --installed 2>/dev/null || true)
@@ -44,5 +56,9 @@ for t in "${triples[@]}"; do
     # llvm-strip reads both architectures; the shipped binaries need no symbols or line tables.
     llvm-strip -o "dist/$t/$bin" "target/$t/release/$bin"
   done
+  if $coordinator; then
+    cargo build --release --target "$t" -p cipherfleet-coordinator --bin cipherfleet-coordinator
+    llvm-strip -o "dist/$t/cipherfleet-coordinator" "target/$t/release/cipherfleet-coordinator"
+  fi
   echo "dist/$t: $(cd "dist/$t" && ls -s --block-size=M | tail -n +2 | tr '\n' ' ')"
 done

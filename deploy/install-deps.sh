@@ -7,8 +7,27 @@
 #           openssl (the TLS tests make throwaway certificates with it),
 #           iproute2 (the findings test puts each agent in a network namespace of its own),
 #           chromium (the report's browser and XSS tests drive it headless over the DevTools pipe)
+#   Debian, for deploy/check-deploy.sh (without recommended packages, and without starting the
+#   Prometheus server the package ships): systemd (systemd-analyze, systemd-sysusers),
+#           prometheus (promtool), kubernetes-client (kubectl kustomize), python3-yaml,
+#           buildah (the FROM-scratch images)
 #   rustup: musl targets for the static builds, rustfmt and clippy
 set -euo pipefail
+
+# apt_install [APT-OPTION…] -- PACKAGE…: as root, or says what to run.
+apt_install() {
+  local opts=()
+  while [ "$1" != -- ]; do opts+=("$1"); shift; done
+  shift
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: please install as root: apt-get install ${opts[*]}${opts[*]:+ }$*" >&2
+    exit 1
+  fi
+  echo "install-deps: apt-get install ${opts[*]}${opts[*]:+ }$*"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${opts[@]}" "$@" >/dev/null
+}
 
 need_apt=()
 command -v qemu-aarch64-static >/dev/null || need_apt+=(qemu-user-static)
@@ -19,15 +38,30 @@ command -v llvm-ar >/dev/null && command -v llvm-strip >/dev/null || need_apt+=(
 command -v openssl >/dev/null || need_apt+=(openssl)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need_apt+=(chromium)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "install-deps: please install as root: apt-get install ${need_apt[*]}" >&2
-    exit 1
+[ ${#need_apt[@]} -eq 0 ] || apt_install -- "${need_apt[@]}"
+
+need_deploy=()
+command -v systemd-analyze >/dev/null && command -v systemd-sysusers >/dev/null || need_deploy+=(systemd)
+command -v promtool >/dev/null || need_deploy+=(prometheus)
+command -v kubectl >/dev/null || need_deploy+=(kubernetes-client)
+python3 -c 'import yaml' 2>/dev/null || need_deploy+=(python3-yaml)
+command -v buildah >/dev/null || need_deploy+=(buildah)
+if [ ${#need_deploy[@]} -gt 0 ]; then
+  # Only promtool is wanted from the prometheus package: keep its server from being started
+  # (policy-rc.d answers 101, "action forbidden"), unless a policy is already in place…
+  policy=/usr/sbin/policy-rc.d
+  own_policy=false
+  if [ "$(id -u)" -eq 0 ] && [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && own_policy=true
   fi
-  echo "install-deps: apt-get install ${need_apt[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  status=0
+  (apt_install --no-install-recommends -- "${need_deploy[@]}") || status=$?
+  if $own_policy; then rm -f "$policy"; fi
+  # …nor started at the next boot.
+  if [[ " ${need_deploy[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
+  [ "$status" -eq 0 ] || exit "$status"
 fi
 
 installed=$(rustup target list --installed)

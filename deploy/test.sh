@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README; CI runs exactly this): installs what the tests need,
 # checks formatting and lints, builds both agent flavours natively and statically
-# for x86-64 and ARM64, checks them on emulated hosts, then runs every test.
+# for x86-64 and ARM64, checks the deployment files (deploy/check-deploy.sh) and the
+# static builds on emulated hosts, then runs every test.
 # About 10–15 minutes on 2 cores from a clean clone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,12 @@ deploy/build.sh
 
 step "static builds for x86-64 and ARM64"
 deploy/build-static.sh
+# …and the static x86-64 coordinator, for its FROM-scratch image (the ARM64 one only on request:
+# one more release build each).
+deploy/build-static.sh --coordinator x86_64-unknown-linux-musl
+
+step "deployment files: systemd units, install-agent.sh, Kubernetes, alerting, images of dist/"
+deploy/check-deploy.sh
 
 step "emulated hosts: ARM64, x86-64 without AES-NI, old kernel"
 deploy/qemu-check.sh

@@ -15,6 +15,7 @@ use cipherfleet_core::path::{Flavour, Path};
 
 use crate::backend;
 use crate::daemon::{self, RunArgs};
+use crate::kernel::Nonces;
 use crate::report::{self, Format};
 use crate::{probe, selftest, worker};
 use cipherfleet_core::measurement::{Measurement, Status};
@@ -74,6 +75,21 @@ enum PathChoice {
     Both,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum NonceChoice {
+    Counter,
+    Random,
+}
+
+impl From<NonceChoice> for Nonces {
+    fn from(c: NonceChoice) -> Self {
+        match c {
+            NonceChoice::Counter => Nonces::Counter,
+            NonceChoice::Random => Nonces::Random,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 struct BenchArgs {
     /// Algorithms, comma separated (OpenSSL names, e.g. aes-256-gcm,chacha20-poly1305). `--list` shows them all.
@@ -93,6 +109,12 @@ struct BenchArgs {
     /// and latency counts from each object's intended arrival (needs --concurrency). Default: closed loop.
     #[arg(long, value_name = "R", value_parser = parse_arrival_rate, allow_negative_numbers = true)]
     arrival_rate: Option<f64>,
+    /// Encryption nonces: counter (thread and operation number, free) or random (the AEAD's 12 or
+    /// 24 bytes from the OS for every message, drawn inside the measured loop since that is their
+    /// cost). Random applies to the nonce-based AEADs and --direction encrypt only. Local bench only:
+    /// campaigns and jobs use counters, and the JSON/CSV rows do not record it (the table does).
+    #[arg(long, value_enum, default_value_t = NonceChoice::Counter)]
+    nonce: NonceChoice,
     #[arg(long, value_enum)]
     /// Encrypt, decrypt (AEAD tags verified), or both. Default: encrypt.
     direction: Option<Choice3>,
@@ -106,7 +128,14 @@ struct BenchArgs {
     /// Measured seconds per point, after a warm-up (more than 0, at most 600).
     #[arg(long, value_name = "F", value_parser = parse_seconds, allow_negative_numbers = true)]
     seconds: Option<f64>,
-    /// Named matrix: quick (under a minute), standard, full. Flags given with it replace its lists.
+    /// Named matrix: quick (under a minute), standard (10 minutes or more), full (hours), or a scenario
+    /// suite: object-storage (about 20 s: AES-256-GCM, AES-128-CBC-HMAC-SHA256, ChaCha20-Poly1305
+    /// on 10 MiB objects, 32 in flight, threads = cores up to 32), legacy-migration (about 20 s:
+    /// DES, 3DES, AES-128/256-CBC at 16 B and 16 KiB, per-op and static keys), modes (about 30 s:
+    /// AES-256 ECB/CBC/CTR/GCM/CCM/OCB at 16 KiB, both directions, 1 thread and all cores),
+    /// fallback (about 15 s: AES-256-GCM, AES-256-CTR, ChaCha20-Poly1305 at 16 B and 16 KiB on
+    /// both paths), field-level (about 25 s: 11 B and 18 B under static, per-op and hkdf-per-user
+    /// keys, counter nonces). Flags given with it replace its lists.
     /// Default: quick, unless --algorithm is given (then 16 B to 16 KiB, encrypt, 1 thread, 1 s a point).
     #[arg(long, value_parser = parse_suite)]
     suite: Option<Suite>,
@@ -342,6 +371,7 @@ fn matrices(args: &BenchArgs, cores: u32) -> Result<Vec<Matrix>, InvalidSpec> {
         }
         m.validate()?;
         spec::validate_arrival_rate(args.arrival_rate, m.concurrency)?;
+        m.points().try_for_each(|p| Nonces::from(args.nonce).check(&p))?;
     }
     Ok(base)
 }
@@ -354,7 +384,7 @@ fn usage_error(message: impl std::fmt::Display) -> i32 {
 fn bench(args: BenchArgs) -> i32 {
     if args.list {
         println!("algorithms: {}", algorithm::valid_names());
-        println!("suites: quick, standard, full");
+        println!("suites: {}", spec::suite_names());
         return 0;
     }
     let cores = std::thread::available_parallelism()
@@ -394,7 +424,7 @@ fn bench(args: BenchArgs) -> i32 {
                 started.elapsed().as_secs_f64()
             );
         }
-        let m = match worker::run_point(point, args.arrival_rate) {
+        let m = match worker::run_point(point, args.arrival_rate, args.nonce.into()) {
             Ok(report) => Measurement::ok(point, report, Some(host.clone())),
             Err(e) => Measurement::failed(point, e.to_string(), Some(host.clone())),
         };
@@ -416,8 +446,16 @@ fn bench(args: BenchArgs) -> i32 {
             started.elapsed().as_secs_f64()
         );
     }
-    if args.format == Format::Table && report::write_table(&results, &host, &mut stdout).is_err() {
-        return 1;
+    if args.format == Format::Table {
+        if report::write_table(&results, &host, &mut stdout).is_err() {
+            return 1;
+        }
+        if args.nonce == NonceChoice::Random {
+            let _ = writeln!(
+                stdout,
+                "nonces: random, drawn from the OS for every message inside the measured loop"
+            );
+        }
     }
     let failed = results.iter().filter(|m| m.status == Status::Failed).count();
     if failed > 0 {
@@ -431,6 +469,33 @@ fn bench(args: BenchArgs) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn random_nonces_are_refused_outside_aead_encryption_and_counters_are_the_default() {
+        let args = parse(&[
+            "-a",
+            "aes-256-gcm,chacha20-poly1305",
+            "--size",
+            "11",
+            "--nonce",
+            "random",
+        ])
+        .unwrap();
+        assert_eq!(args.nonce, NonceChoice::Random);
+        assert!(matrices(&args, 2).is_ok());
+        for refused in [
+            &["-a", "aes-256-cbc", "--nonce", "random"][..],
+            &["-a", "aes-256-gcm", "--direction", "both", "--nonce", "random"][..],
+            &["--suite", "field-level", "--nonce", "random"][..],
+        ] {
+            let args = parse(refused).unwrap();
+            assert_eq!(matrices(&args, 2).unwrap_err().flag, "--nonce", "{refused:?}");
+        }
+        let field_encrypt = parse(&["--suite", "field-level", "--direction", "encrypt", "--nonce", "random"]).unwrap();
+        assert!(matrices(&field_encrypt, 2).is_ok());
+        assert_eq!(parse(&["-a", "aes-256-gcm"]).unwrap().nonce, NonceChoice::Counter);
+        assert!(parse(&["--nonce", "urandom"]).is_err());
+    }
 
     fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
         let mut full = vec!["cipherfleet-agent", "bench"];

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend;
 use crate::engine::{self, RunOptions};
+use crate::kernel::Nonces;
 use crate::selftest;
 
 /// Name of the accelerated binary.
@@ -164,14 +165,20 @@ pub struct WorkerJob {
     pub spec: JobSpec,
     #[serde(default)]
     pub arrival_rate_per_s: Option<f64>,
+    /// Where encryption nonces come from; a local `bench --nonce` only, jobs use counters.
+    /// Left out when counters, so a worker binary built before the option still reads the job.
+    #[serde(default, skip_serializing_if = "Nonces::is_counter")]
+    pub nonces: Nonces,
 }
 
 /// Measures `spec` in a worker process and returns its report; objects arrive
 /// at `arrival_rate_per_s` when given (open loop).
-pub fn run_point(spec: &JobSpec, arrival_rate_per_s: Option<f64>) -> Result<WorkerReport, WorkerError> {
+/// Encryption nonces come from `nonces`.
+pub fn run_point(spec: &JobSpec, arrival_rate_per_s: Option<f64>, nonces: Nonces) -> Result<WorkerReport, WorkerError> {
     let job = WorkerJob {
         spec: spec.clone(),
         arrival_rate_per_s,
+        nonces,
     };
     run_in(&binary_for(spec.path)?, &job, None, &AtomicBool::new(false), None)
 }
@@ -190,6 +197,7 @@ pub fn run_point_with(
     let job = WorkerJob {
         spec: spec.clone(),
         arrival_rate_per_s: None,
+        nonces: Nonces::Counter,
     };
     run_in(&daemon_binary_for(spec.path)?, &job, limit, cancel, nice)
 }
@@ -350,6 +358,7 @@ pub fn worker_main() -> i32 {
     let WorkerJob {
         spec,
         arrival_rate_per_s,
+        nonces,
     } = match serde_json::from_str(&input) {
         Ok(job) => job,
         Err(e) => {
@@ -360,6 +369,7 @@ pub fn worker_main() -> i32 {
     if let Err(e) = spec
         .validate()
         .and_then(|()| validate_arrival_rate(arrival_rate_per_s, spec.concurrency))
+        .and_then(|()| nonces.check(&spec))
     {
         eprintln!("invalid job: {e}");
         return exit::INVALID;
@@ -382,6 +392,7 @@ pub fn worker_main() -> i32 {
     let options = RunOptions {
         deadline: configured_time_limit().map(|limit| worker_deadline(started, limit)),
         arrival_rate: arrival_rate_per_s,
+        nonces,
         ..RunOptions::for_spec(&spec, execution())
     };
     let figures = match engine::measure_with(&spec, &options) {
@@ -433,6 +444,9 @@ mod tests {
         let json = format!("{{\"spec\":{}}}", serde_json::to_string(&spec).unwrap());
         let job: WorkerJob = serde_json::from_str(&json).unwrap();
         assert_eq!(job.arrival_rate_per_s, None);
+        assert_eq!(job.nonces, Nonces::Counter, "jobs use counter nonces");
+        let sent = serde_json::to_string(&job).unwrap();
+        assert!(!sent.contains("nonces"), "counters are not spelled out: {sent}");
         assert_eq!(job.spec, spec);
     }
 

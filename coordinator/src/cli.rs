@@ -20,7 +20,7 @@ use cipherfleet_core::token::Secret;
 use crate::auth::Token;
 use crate::selector::Selector;
 use crate::server::{self, ServeConfig};
-use crate::tls;
+use crate::{tls, web};
 
 mod check;
 mod hosts;
@@ -60,13 +60,24 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct ServeArgs {
-    /// Address for agents' and operators' gRPC.
+    /// Address for agents' and operators' gRPC. Anything but a loopback address needs TLS
+    /// (--tls-cert and --tls-key, or --self-signed) or --insecure-plaintext.
     #[arg(long, default_value = "0.0.0.0:7443")]
     grpc_listen: SocketAddr,
     /// Address for HTTP: the report, its CSV/JSON API, /metrics and /healthz.
     /// Plain HTTP: keep it on a private network or behind a TLS proxy.
     #[arg(long, default_value = "127.0.0.1:8080")]
     http_listen: SocketAddr,
+    /// File holding a token the report asks for: browsers prompt for it (any user name, the
+    /// token as password), scripts and Prometheus send `Authorization: Bearer TOKEN`.
+    /// /healthz stays open. Without it the report is open to whoever reaches --http-listen.
+    #[arg(long, value_name = "PATH")]
+    http_auth_token_file: Option<PathBuf>,
+    /// A host name the report answers to, as browsers send it in the Host header (e.g. the name
+    /// of a proxy in front of it; repeatable). IP addresses and localhost are always accepted;
+    /// any other name is refused (421), against DNS rebinding.
+    #[arg(long = "http-allowed-host", value_name = "NAME[:PORT]")]
+    http_allowed_hosts: Vec<String>,
     /// PostgreSQL URL. Without it a private cluster runs under --data-dir from
     /// the system's PostgreSQL binaries.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_parser = database_url)]
@@ -89,6 +100,18 @@ struct ServeArgs {
     /// Private key of --tls-cert (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC).
     #[arg(long, value_name = "PEM")]
     tls_key: Option<PathBuf>,
+    /// Serve TLS with a private CA and a server certificate kept in DIR (made on the first start,
+    /// reused later); agents and operators trust DIR/ca.pem with --ca-cert.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["tls_cert", "tls_key"])]
+    self_signed: Option<PathBuf>,
+    /// A name (DNS name or IP address) agents dial this coordinator by, put in the --self-signed
+    /// certificate besides localhost, 127.0.0.1 and a specific --grpc-listen address (repeatable).
+    #[arg(long = "tls-name", value_name = "NAME", requires = "self_signed")]
+    tls_names: Vec<String>,
+    /// Allow plain gRPC on an address other machines can reach: enrollment tokens, the admin token
+    /// and results then cross the network in clear (warned at start and for every agent session).
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "self_signed"])]
+    insecure_plaintext: bool,
     #[command(flatten)]
     watch: watch_args::WatchArgs,
 }
@@ -107,13 +130,18 @@ fn parse_interval(s: &str) -> Result<f64, String> {
 
 #[derive(Args, Debug, Clone)]
 struct AdminArgs {
-    /// The coordinator's gRPC address: https://… when it serves TLS.
-    #[arg(long, default_value = "http://127.0.0.1:7443")]
+    /// The coordinator's gRPC address: https://… when it serves TLS (http:// only to this
+    /// machine's loopback, or with --insecure-plaintext).
+    #[arg(long, env = "CIPHERFLEET_COORDINATOR", default_value = "http://127.0.0.1:7443")]
     coordinator: String,
     /// CA certificate (PEM) that signed an https:// coordinator's certificate. Without it the
     /// system's CA store is used.
-    #[arg(long, value_name = "PEM")]
+    #[arg(long, env = "CIPHERFLEET_CA_CERT", value_name = "PEM")]
     ca_cert: Option<PathBuf>,
+    /// Allow an http:// coordinator on another machine: the admin token then crosses the network
+    /// in clear. Only for a network you trust; prefer https://.
+    #[arg(long)]
+    insecure_plaintext: bool,
     /// File holding the admin token (else CIPHERFLEET_ADMIN_TOKEN).
     #[arg(long)]
     admin_token_file: Option<PathBuf>,
@@ -133,7 +161,9 @@ enum Format {
 enum CampaignCommand {
     /// Start a campaign; prints its id.
     Start {
-        /// Named suite: quick, standard or full.
+        /// Named suite: quick, standard, full, or a scenario suite (object-storage, legacy-migration,
+        /// modes, fallback, field-level; each about 15-30 s a host, see `cipherfleet-agent bench --help`).
+        /// Thread counts of "all cores" follow each host's logical cores.
         #[arg(long, default_value = "quick")]
         suite: String,
         /// Host selector terms, all must hold: arch=aarch64, cpu-model=EPYC, host=NAME, or LABEL=VALUE. Repeatable.
@@ -187,8 +217,37 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let tls = tls::server_tls(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
+    let self_signed = match &args.self_signed {
+        Some(dir) => {
+            if args.grpc_listen.ip().is_unspecified() && args.tls_names.is_empty() {
+                tracing::warn!(
+                    "--self-signed: the certificate names only localhost, 127.0.0.1 and ::1; agents on other \
+                     machines need the name or address they dial in it: add --tls-name (repeatable)"
+                );
+            }
+            let names = tls::self_signed::server_names(args.grpc_listen, &args.tls_names);
+            Some(tls::self_signed::ensure(dir, &names)?)
+        }
+        None => None,
+    };
+    let tls = match &self_signed {
+        Some(files) => tls::server_tls(Some(&files.cert), Some(&files.key))?,
+        None => tls::server_tls(args.tls_cert.as_deref(), args.tls_key.as_deref())?,
+    };
+    if tls.is_none() {
+        tls::check_plaintext(args.grpc_listen, args.insecure_plaintext)?;
+    }
     let (agent_token, admin_token) = serve_tokens(&args)?;
+    let report_token = match &args.http_auth_token_file {
+        Some(path) => Some(Token::load(
+            "report token",
+            Some(path),
+            "--http-auth-token-file",
+            "CIPHERFLEET_REPORT_TOKEN",
+        )?),
+        None => None,
+    };
+    let report = web::Access::new(&args.http_allowed_hosts, report_token).map_err(anyhow::Error::msg)?;
     let config = ServeConfig {
         grpc_listen: args.grpc_listen,
         http_listen: Some(args.http_listen),
@@ -198,6 +257,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         admin_token,
         heartbeat: Duration::from_secs_f64(args.heartbeat_seconds),
         tls,
+        insecure_plaintext: args.insecure_plaintext,
+        self_signed_ca: self_signed.map(|files| files.ca),
+        report,
         watch: args.watch.load()?,
     };
     let shutdown = CancellationToken::new();
@@ -267,7 +329,7 @@ async fn admin_client(args: &AdminArgs) -> anyhow::Result<Admin> {
     let header = format!("Bearer {}", token.expose());
     let value: MetadataValue<_> = header.parse().context("the admin token must be printable ASCII")?;
     // The agent's rules: https:// or http://, --ca-cert only with https://, files checked now.
-    check_coordinator_url(&args.coordinator, args.ca_cert.as_deref())?;
+    check_coordinator_url(&args.coordinator, args.ca_cert.as_deref(), args.insecure_plaintext)?;
     let mut endpoint = Endpoint::from_shared(args.coordinator.clone())
         .with_context(|| format!("--coordinator {:?} is not a URL", args.coordinator))?
         .connect_timeout(Duration::from_secs(5));
@@ -526,6 +588,25 @@ mod tests {
         let e = serve_tokens(&clash).unwrap_err().to_string();
         assert!(e.contains("same token") && e.contains("--admin-token-file"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn tls_flags_that_contradict_each_other_are_refused() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["cipherfleet-coordinator", "serve"];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv).map(drop)
+        };
+        assert!(parse(&["--self-signed", "/tmp/tls", "--tls-name", "c.example"]).is_ok());
+        for contradiction in [
+            &["--self-signed", "/tmp/tls", "--tls-cert", "c.pem", "--tls-key", "k.pem"][..],
+            &["--self-signed", "/tmp/tls", "--insecure-plaintext"],
+            &["--tls-cert", "c.pem", "--tls-key", "k.pem", "--insecure-plaintext"],
+            &["--tls-name", "c.example"],
+        ] {
+            let err = parse(contradiction).unwrap_err().to_string();
+            assert!(err.contains("--"), "{contradiction:?}: {err}");
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! every result in PostgreSQL.
 //!
 //! - [`pg`]: a private PostgreSQL cluster run from the system's binaries, for
-//!   a coordinator started without `--database-url`.
+//!   a coordinator started without `--database-url` (one per `--data-dir`, locked).
 //! - [`analysis`]: fallback and slow-path findings as pure functions.
 //! - [`findings`]: the deriver — runs the analysis over stored facts and results after
 //!   results and campaigns, and keeps the `findings` table (open → resolved) in step.
@@ -17,7 +17,8 @@
 //! - [`auth`]: enrollment and admin tokens (constant-time comparison, never logged).
 //! - [`credential`]: per-host credentials — issued at enrollment, stored hashed.
 //! - [`attempt`]: which outcome of a job counts (only its current attempt's).
-//! - [`tls`]: `--tls-cert` / `--tls-key`, read and checked at start.
+//! - [`tls`]: `--tls-cert` / `--tls-key`, read and checked at start; `--self-signed`;
+//!   plain gRPC only on loopback unless `--insecure-plaintext`.
 //! - [`web`]: the HTML report, its CSV/JSON API, `/metrics` and `/healthz`.
 //! - [`cli`]: `serve`, `campaign start|status|cancel`, `hosts`, `check`, `schedule add|list|remove`.
 //! - [`db`]: the storage layer — hosts and their fact history, agent sessions,

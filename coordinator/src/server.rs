@@ -16,6 +16,7 @@ use cipherfleet_proto::v1::agent_service_server::AgentServiceServer;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::ServerTlsConfig;
 use tonic::transport::server::TcpIncoming;
 
@@ -46,6 +47,12 @@ pub struct ServeConfig {
     /// gRPC over TLS with this identity ([`crate::tls::server_tls`]); `None`: plain gRPC.
     pub tls: Option<ServerTlsConfig>,
     pub watch: Watch,
+    /// Plain gRPC was insisted on (`--insecure-plaintext`): every agent session is warned about.
+    pub insecure_plaintext: bool,
+    /// `--self-signed`: the CA agents trust, printed at start.
+    pub self_signed_ca: Option<PathBuf>,
+    /// Who may read the report ([`web::Access`]).
+    pub report: web::Access,
 }
 
 /// Watching without a person ([`crate::watch`]): verification on fact changes and the webhook.
@@ -55,6 +62,15 @@ pub struct Watch {
     pub verify: VerifyOnChange,
     /// `--webhook`: where findings opening and resolving are POSTed.
     pub webhook: Option<Webhook>,
+}
+
+/// How the listeners are guarded: TLS or not on gRPC, the report's checks on HTTP.
+#[derive(Default)]
+pub struct Guards {
+    pub tls: Option<ServerTlsConfig>,
+    /// Warn on every agent session: it runs over plain gRPC by the operator's choice.
+    pub warn_plaintext: bool,
+    pub report: web::Access,
 }
 
 /// The running parts `run` needs.
@@ -69,6 +85,11 @@ pub struct App {
 /// Starts the database (private cluster or URL), binds, prints the bound
 /// addresses on stdout (`grpc=ADDR http=ADDR`), and runs until `shutdown`.
 pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
+    // Held until the coordinator exits: one coordinator per private cluster.
+    let _data_dir_lock = match &config.database_url {
+        Some(_) => None,
+        None => Some(pg::DataDirLock::acquire(&config.data_dir)?),
+    };
     let cluster = match &config.database_url {
         Some(_) => None,
         None => {
@@ -102,10 +123,22 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
     };
     let grpc_addr = grpc.local_addr()?;
     let http_addr = http.as_ref().map(|l| l.local_addr()).transpose()?;
+    let ca = config
+        .self_signed_ca
+        .as_ref()
+        .map(|ca| format!(" ca={}", ca.display()))
+        .unwrap_or_default();
     println!(
-        "grpc={grpc_addr} http={}",
+        "grpc={grpc_addr} http={}{ca}",
         http_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into())
     );
+    if let Some(ca) = &config.self_signed_ca {
+        eprintln!(
+            "serving gRPC over TLS with a private CA: agents and operators trust it with --ca-cert {} \
+             (copy that file to them) and dial https://",
+            ca.display()
+        );
+    }
     tracing::info!(
         %grpc_addr,
         http = ?http_addr,
@@ -124,7 +157,12 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         heartbeat: config.heartbeat,
         watch,
     };
-    let result = run_with_tls(app, grpc, config.tls, http, shutdown).await;
+    let guards = Guards {
+        warn_plaintext: config.tls.is_none() && config.insecure_plaintext,
+        tls: config.tls,
+        report: config.report,
+    };
+    let result = run_guarded(app, grpc, guards, http, shutdown).await;
     if let Some(cluster) = cluster
         && let Err(e) = cluster.stop().await
     {
@@ -140,18 +178,24 @@ pub async fn run(
     http: Option<TcpListener>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    run_with_tls(app, grpc, None, http, shutdown).await
+    run_guarded(app, grpc, Guards::default(), http, shutdown).await
 }
 
-/// [`run`], with gRPC over TLS when `tls` is given (HTTP stays plain: it is
-/// the report, meant for a TLS-terminating proxy or a private network).
-pub async fn run_with_tls(
+/// [`run`], with gRPC over TLS when `guards.tls` is given (HTTP stays plain: it
+/// is the report, meant for a TLS-terminating proxy or a private network) and
+/// the report's checks of `guards.report`.
+pub async fn run_guarded(
     app: App,
     grpc: TcpListener,
-    tls: Option<ServerTlsConfig>,
+    guards: Guards,
     http: Option<TcpListener>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let Guards {
+        tls,
+        warn_plaintext,
+        report,
+    } = guards;
     // Sessions of a previous run ended with it.
     db::sessions::close_all_open(&app.pool)
         .await
@@ -189,17 +233,23 @@ pub async fn run_with_tls(
             pool: app.pool.clone(),
             scheduler: scheduler.clone(),
         };
-        tokio::spawn(web::serve(l, state, shutdown.clone()))
+        tokio::spawn(web::serve_with(l, state, report, shutdown.clone()))
     });
 
     let serving = builder
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .max_concurrent_streams(Some(limits::MAX_STREAMS_PER_CONNECTION))
-        .add_service(
+        .add_service(InterceptedService::new(
             AgentServiceServer::new(agent)
                 .max_decoding_message_size(grpc::MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(grpc::MAX_MESSAGE_BYTES),
-        )
+            move |request: tonic::Request<()>| {
+                if warn_plaintext {
+                    warn_plaintext_session(&request);
+                }
+                Ok(request)
+            },
+        ))
         .add_service(AdminServiceServer::new(admin).max_decoding_message_size(grpc::MAX_MESSAGE_BYTES))
         // Nagle off: a ResultAck followed at once by the next RunJob would otherwise
         // wait for the agent's delayed ACK (~40 ms per job; deploy/bench-coordinator.sh).
@@ -252,6 +302,14 @@ async fn flush_seen(scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
             return;
         }
     }
+}
+
+/// `--insecure-plaintext`: said again for every agent session, so it stays in the log.
+fn warn_plaintext_session(request: &tonic::Request<()>) {
+    tracing::warn!(
+        peer = ?request.remote_addr(),
+        "agent session over plain gRPC (--insecure-plaintext): its token and results cross the network in clear"
+    );
 }
 
 /// Re-queues jobs past their deadline, and fails queued jobs past their time

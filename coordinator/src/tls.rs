@@ -1,7 +1,12 @@
 //! gRPC over TLS (rustls on ring): the `--tls-cert` / `--tls-key` pair, read
 //! and checked before anything starts, so a bad file stops `serve` with an
-//! error naming it instead of failing every agent's handshake later.
+//! error naming it instead of failing every agent's handshake later; or a pair
+//! made here ([`self_signed`], `--self-signed DIR`). Plain gRPC carries the
+//! tokens in clear, so it is for loopback only unless `--insecure-plaintext`.
 
+pub mod self_signed;
+
+use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
@@ -39,6 +44,28 @@ pub fn server_tls(cert: Option<&Path>, key: Option<&Path>) -> anyhow::Result<Opt
         )
     })?;
     Ok(Some(config))
+}
+
+/// Refuses plain gRPC on `listen` unless it is a loopback address or the
+/// operator passed `--insecure-plaintext` (then warns: once here, and again for
+/// every agent session, see `server`).
+pub fn check_plaintext(listen: SocketAddr, insecure_plaintext: bool) -> anyhow::Result<()> {
+    if insecure_plaintext {
+        tracing::warn!(
+            %listen,
+            "--insecure-plaintext: gRPC is plain text; enrollment tokens, the admin token and results cross \
+             the network in clear"
+        );
+        return Ok(());
+    }
+    if listen.ip().is_loopback() {
+        return Ok(());
+    }
+    bail!(
+        "--grpc-listen {listen} is reachable from other machines but gRPC would be plain text, sending the \
+         agents' and operators' tokens in clear; serve TLS with --tls-cert and --tls-key (or --self-signed DIR \
+         to make a private CA here), listen on 127.0.0.1 only, or pass --insecure-plaintext on a network you trust"
+    )
 }
 
 /// The certificate chain's PEM, once it is known to hold at least one certificate.
@@ -95,6 +122,21 @@ mod tests {
         let path = std::env::temp_dir().join(format!("cipherfleet-server-tls-{}-{name}", std::process::id()));
         std::fs::write(&path, content).unwrap();
         path
+    }
+
+    #[test]
+    fn plain_grpc_is_for_loopback_unless_insisted_on() {
+        for local in ["127.0.0.1:7443", "[::1]:7443", "127.0.0.2:0"] {
+            assert!(check_plaintext(local.parse().unwrap(), false).is_ok(), "{local}");
+        }
+        for remote in ["0.0.0.0:7443", "[::]:7443", "10.0.0.5:7443"] {
+            let err = check_plaintext(remote.parse().unwrap(), false).unwrap_err().to_string();
+            assert!(
+                err.contains("--insecure-plaintext") && err.contains("--tls-cert") && err.contains("--self-signed"),
+                "{err}"
+            );
+            assert!(check_plaintext(remote.parse().unwrap(), true).is_ok(), "{remote}");
+        }
     }
 
     #[test]

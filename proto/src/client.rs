@@ -31,8 +31,10 @@ fn client_error(flag: &'static str, message: impl Into<String>) -> ClientError {
 
 /// Accepts `https://host[:port]` and `http://host[:port]`; `--ca-cert` only with
 /// `https://`, where it means something (given with `http://` the token would
-/// still travel in clear, which is surely not what was meant).
-pub fn check_coordinator_url(url: &str, ca_cert: Option<&Path>) -> Result<(), ClientError> {
+/// still travel in clear, which is surely not what was meant). `http://` to a
+/// host other than this machine's loopback would send the token in clear
+/// across a network, so it needs `insecure_plaintext` (`--insecure-plaintext`).
+pub fn check_coordinator_url(url: &str, ca_cert: Option<&Path>, insecure_plaintext: bool) -> Result<(), ClientError> {
     let Some(rest) = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")) else {
         return Err(client_error(
             "--coordinator",
@@ -48,9 +50,31 @@ pub fn check_coordinator_url(url: &str, ca_cert: Option<&Path>) -> Result<(), Cl
             format!("only used with an https:// coordinator, and {url:?} is plain http://"),
         ));
     }
-    Endpoint::from_shared(url.to_string())
+    let endpoint = Endpoint::from_shared(url.to_string())
         .map_err(|e| client_error("--coordinator", format!("{url:?} is not a valid URL: {e}")))?;
+    if url.starts_with("http://") && !insecure_plaintext {
+        let host = endpoint.uri().host().unwrap_or_default();
+        if !is_loopback_host(host) {
+            return Err(client_error(
+                "--coordinator",
+                format!(
+                    "{url:?} is plain http:// to {host}, which would send the token in clear across the \
+                     network; use an https:// URL (with --ca-cert for a private CA, e.g. the one \
+                     `serve --self-signed` prints), or pass --insecure-plaintext on a network you trust"
+                ),
+            ));
+        }
+    }
     Ok(())
+}
+
+/// `localhost`, `127.0.0.0/8` or `::1`: a connection that never leaves this machine.
+pub fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// TLS settings for a coordinator at `url` (checked by [`check_coordinator_url`]):
@@ -138,6 +162,33 @@ zj0EAwIDSQAwRgIhAIW1DrMoFsGwBIIu4wjHuv31VzlwPio7VHeEgJykFydrAiEA
     }
 
     #[test]
+    fn plain_http_off_this_machine_needs_the_insecure_flag() {
+        for local in [
+            "http://127.0.0.1:7443",
+            "http://127.8.0.1",
+            "http://localhost:7443",
+            "http://[::1]:7443",
+        ] {
+            assert!(check_coordinator_url(local, None, false).is_ok(), "{local}");
+        }
+        for remote in [
+            "http://10.0.0.5:7443",
+            "http://coordinator.example",
+            "http://[2001:db8::1]:7443",
+            "http://0.0.0.0:7443",
+        ] {
+            let err = check_coordinator_url(remote, None, false).unwrap_err();
+            assert_eq!(err.flag, "--coordinator", "{remote}");
+            assert!(
+                err.message.contains("--insecure-plaintext") && err.message.contains("https://"),
+                "{err}"
+            );
+            assert!(check_coordinator_url(remote, None, true).is_ok(), "{remote}");
+        }
+        assert!(check_coordinator_url("https://10.0.0.5:7443", None, false).is_ok());
+    }
+
+    #[test]
     fn plain_http_needs_no_tls() {
         assert!(client_tls("http://c.example:7443", None).unwrap().is_none());
     }
@@ -177,16 +228,16 @@ zj0EAwIDSQAwRgIhAIW1DrMoFsGwBIIu4wjHuv31VzlwPio7VHeEgJykFydrAiEA
 
     #[test]
     fn http_and_https_urls_are_accepted_and_ca_cert_only_with_https() {
-        assert!(check_coordinator_url("http://127.0.0.1:7070", None).is_ok());
-        assert!(check_coordinator_url("http://coordinator.example", None).is_ok());
-        assert!(check_coordinator_url("https://c.example:7443", None).is_ok());
-        assert!(check_coordinator_url("https://c.example:7443", Some(Path::new("ca.pem"))).is_ok());
-        let ca = check_coordinator_url("http://c.example", Some(Path::new("ca.pem"))).unwrap_err();
+        assert!(check_coordinator_url("http://127.0.0.1:7070", None, false).is_ok());
+        assert!(check_coordinator_url("http://coordinator.example", None, true).is_ok());
+        assert!(check_coordinator_url("https://c.example:7443", None, false).is_ok());
+        assert!(check_coordinator_url("https://c.example:7443", Some(Path::new("ca.pem")), false).is_ok());
+        let ca = check_coordinator_url("http://c.example", Some(Path::new("ca.pem")), true).unwrap_err();
         assert_eq!(ca.flag, "--ca-cert");
         assert!(ca.message.contains("https://"), "{ca}");
         for bad in ["c.example:7070", "ftp://c", "http://", "https://", "http://bad host"] {
             assert_eq!(
-                check_coordinator_url(bad, None).unwrap_err().flag,
+                check_coordinator_url(bad, None, true).unwrap_err().flag,
                 "--coordinator",
                 "{bad}"
             );

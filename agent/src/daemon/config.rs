@@ -19,7 +19,8 @@ pub const TOKEN_ENV: &str = "CIPHERFLEET_TOKEN";
 /// Flags of `cipherfleet-agent run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Coordinator URL: https://coordinator.example:7443 (TLS), or http://… on a trusted network.
+    /// Coordinator URL: https://coordinator.example:7443 (TLS); http://… only to this machine's
+    /// loopback, or with --insecure-plaintext.
     #[arg(long, value_name = "URL")]
     pub coordinator: String,
     /// File whose content is the enrollment token. Without it the token is read from CIPHERFLEET_TOKEN.
@@ -45,6 +46,10 @@ pub struct RunArgs {
     /// Without it the system's CA store is used.
     #[arg(long, value_name = "PEM")]
     pub ca_cert: Option<PathBuf>,
+    /// Allow an http:// coordinator on another machine: the token and every result then cross the
+    /// network in clear. Only for a network you trust; prefer https:// (`serve --self-signed`).
+    #[arg(long)]
+    pub insecure_plaintext: bool,
     /// Seconds a running job may finish after SIGTERM/SIGINT before it is killed.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub grace: u64,
@@ -111,7 +116,7 @@ pub(super) fn config_error(flag: &'static str, message: impl Into<String>) -> Co
 impl RunArgs {
     /// Checks the flags and fills in defaults; reads the token.
     pub fn into_config(self) -> Result<DaemonConfig, ConfigError> {
-        client::check_coordinator_url(&self.coordinator, self.ca_cert.as_deref())?;
+        client::check_coordinator_url(&self.coordinator, self.ca_cert.as_deref(), self.insecure_plaintext)?;
         let tls = client::client_tls(&self.coordinator, self.ca_cert.as_deref())?;
         let name = match self.name {
             Some(n) => n,
@@ -293,10 +298,25 @@ mod tests {
     }
 
     #[test]
+    fn plain_http_to_another_machine_needs_insecure_plaintext() {
+        let err = parse(&["--coordinator", "http://192.0.2.7:7443"])
+            .unwrap()
+            .into_config()
+            .unwrap_err();
+        assert_eq!(err.flag, "--coordinator");
+        assert!(err.message.contains("--insecure-plaintext"), "{err}");
+        // With the flag the URL passes (what may fail next is a missing token).
+        let args = parse(&["--coordinator", "http://192.0.2.7:7443", "--insecure-plaintext"]).unwrap();
+        if let Err(next) = args.into_config() {
+            assert_ne!(next.flag, "--coordinator", "{next}");
+        }
+    }
+
+    #[test]
     fn labels_are_checked_as_flags() {
         let args = parse(&[
             "--coordinator",
-            "http://c:1",
+            "http://127.0.0.1:1",
             "--label",
             "rack=b7",
             "--label",
@@ -304,12 +324,20 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(args.labels.len(), 2);
-        let err = parse(&["--coordinator", "http://c:1", "--label", "rack"]).unwrap_err();
+        let err = parse(&["--coordinator", "http://127.0.0.1:1", "--label", "rack"]).unwrap_err();
         assert!(err.to_string().contains("--label"), "{err}");
-        let twice = parse(&["--coordinator", "http://c:1", "--label", "a=1", "--label", "a=2"]).unwrap();
+        let twice = parse(&[
+            "--coordinator",
+            "http://127.0.0.1:1",
+            "--label",
+            "a=1",
+            "--label",
+            "a=2",
+        ])
+        .unwrap();
         assert_eq!(twice.into_config().unwrap_err().flag, "--label");
         let many: Vec<String> = (0..=wire::MAX_LABELS).map(|i| format!("k{i}=v")).collect();
-        let mut args = vec!["--coordinator", "http://c:1"];
+        let mut args = vec!["--coordinator", "http://127.0.0.1:1"];
         for l in &many {
             args.extend(["--label", l.as_str()]);
         }

@@ -27,6 +27,7 @@ pub struct AeadKernel<A: AeadInOut> {
     keys: Keys<A>,
     direction: Direction,
     thread: u32,
+    random_nonces: bool,
     plaintext: Vec<u8>,
     output: Vec<u8>,
     pool: Pool<Sealed<A>>,
@@ -44,6 +45,7 @@ impl<A: AeadInOut + KeyInit> AeadKernel<A> {
             keys: Keys::new(spec.key_mode, input.master_key, A::key_size(), make::<A>),
             direction: spec.direction,
             thread: input.thread,
+            random_nonces: input.nonces == super::Nonces::Random,
             plaintext: super::random_bytes(size),
             output: vec![0; size],
             pool: Pool::empty(),
@@ -64,6 +66,14 @@ impl<A: AeadInOut + KeyInit> AeadKernel<A> {
         let mut nonce = Nonce::<A>::default();
         super::fill_nonce(&mut nonce, self.thread, counter);
         nonce
+    }
+
+    /// A nonce from the OS random source (`--nonce random`).
+    #[inline(always)]
+    fn random_nonce() -> Result<Nonce<A>, KernelError> {
+        let mut nonce = Nonce::<A>::default();
+        getrandom::fill(&mut nonce).map_err(|_| KernelError::Encrypt("the OS random source failed"))?;
+        Ok(nonce)
     }
 
     /// Encrypts the plaintext into `output` under the key for `key_index`.
@@ -88,7 +98,11 @@ where
     fn run(&mut self, op: u64) -> Result<(), KernelError> {
         match self.direction {
             Direction::Encrypt => {
-                let nonce = self.nonce(op);
+                let nonce = if self.random_nonces {
+                    Self::random_nonce()?
+                } else {
+                    self.nonce(op)
+                };
                 let tag = self.seal(op, &nonce)?;
                 black_box(tag);
             }
@@ -139,6 +153,7 @@ mod tests {
             spec: &spec,
             thread: 3,
             master_key: &master,
+            nonces: super::super::Nonces::Counter,
         })
         .unwrap()
     }

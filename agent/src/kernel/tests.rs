@@ -28,6 +28,7 @@ fn every_algorithm_runs_in_both_directions_and_every_key_mode() {
                         spec: &s,
                         thread: 1,
                         master_key: &master,
+                        nonces: Nonces::Counter,
                     })
                     .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
                     // More operations than pool slots or rotating keys, so every slot is reused.
@@ -66,8 +67,41 @@ fn ccm_runs_past_the_13_byte_nonce_limit_in_both_directions() {
             spec: &s,
             thread: 0,
             master_key: &master,
+            nonces: Nonces::Counter,
         })
         .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
         k.run_batch(0, 3).unwrap_or_else(|e| panic!("{}: {e}", s.label()));
     }
+}
+
+#[test]
+fn random_nonces_run_every_aead_encryption_and_are_refused_where_they_measure_nothing() {
+    let master = [5u8; 64];
+    for &alg in ALL {
+        let s = spec(alg, Direction::Encrypt, KeyMode::Static, 18);
+        let checked = Nonces::Random.check(&s);
+        let aead = alg.is_authenticated() && alg.mode != cipherfleet_core::algorithm::Mode::CbcHmacSha256;
+        assert_eq!(checked.is_ok(), aead, "{alg}: {checked:?}");
+        if aead {
+            let mut k = build(&KernelInput {
+                spec: &s,
+                thread: 0,
+                master_key: &master,
+                nonces: Nonces::Random,
+            })
+            .unwrap();
+            k.run_batch(0, 8).unwrap_or_else(|e| panic!("{alg}: {e}"));
+        } else {
+            assert_eq!(checked.unwrap_err().flag, "--nonce");
+        }
+        assert_eq!(Nonces::Counter.check(&s), Ok(()));
+    }
+    let decrypt = spec("aes-256-gcm".parse().unwrap(), Direction::Decrypt, KeyMode::Static, 18);
+    assert!(
+        Nonces::Random
+            .check(&decrypt)
+            .unwrap_err()
+            .message
+            .contains("--direction encrypt")
+    );
 }

@@ -17,6 +17,8 @@
 //! - [`cells`]: what a cell of `/compare` shows over its results, and its colour.
 //! - [`scaling`]: thread-scaling efficiency, one rule for `/modes` and `/capacity`.
 //! - [`capacity`]: per-core throughput, thread scaling, cores and hosts for a target rate, the recommended algorithm.
+//! - [`overhead`]: what a construction stores beside its ciphertext (nonce, IV, tag, MAC, padding).
+//! - [`scenarios`]: the scenario suites' questions answered per class (`/scenarios`).
 //!
 //! [`crate::findings`] runs these over the database and stores the findings.
 
@@ -28,8 +30,10 @@ pub mod changes;
 pub mod class;
 pub mod fallback;
 pub mod marks;
+pub mod overhead;
 pub mod robust;
 pub mod scaling;
+pub mod scenarios;
 pub mod series;
 pub mod slow;
 pub mod software_speed;

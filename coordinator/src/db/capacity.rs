@@ -31,6 +31,19 @@ pub struct ClassHost {
     pub logical_cores: Option<i32>,
 }
 
+impl ClassHost {
+    /// The host's machine class.
+    pub fn class(&self) -> crate::analysis::class::MachineClass {
+        crate::analysis::class::MachineClass::of(
+            self.arch.as_deref(),
+            self.cpu_vendor.as_deref(),
+            self.cpu_model_name.as_deref(),
+            &self.features_usable,
+            self.build_flavour.as_deref(),
+        )
+    }
+}
+
 /// A [`ClassHost`] as stored: labels and facts, before the marks are worked out.
 #[derive(sqlx::FromRow)]
 struct ClassHostRow {

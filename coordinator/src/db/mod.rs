@@ -22,6 +22,7 @@
 //! - [`verifications`]: the last verification campaign per host, and the points it ran before.
 //! - [`outbox`]: findings events waiting for the webhook.
 //! - [`fallback`]: both paths of each host side by side, and findings of any status (the fallback page).
+//! - [`scenarios`]: the latest results of a scenario's algorithms, for the scenario views.
 
 pub mod campaign_compare;
 pub mod campaign_summaries;
@@ -37,6 +38,7 @@ pub mod matrix;
 pub mod outbox;
 pub mod points;
 pub mod results;
+pub mod scenarios;
 pub mod schedules;
 pub mod series;
 pub mod sessions;

@@ -2,19 +2,21 @@
 //!
 //! `initdb`, `pg_ctl` and `postgres` all refuse to run as root. An ordinary user
 //! runs them as itself. Root runs them as the owner of an existing cluster or,
-//! for a new one, as the `postgres` system user that the distribution's
-//! packages create: the child process gets that uid and gid (and no
-//! supplementary groups) before it executes, and the data directory is
-//! chowned to it.
+//! for a new one, as the dedicated system user [`SYSTEM_USER`] (created with
+//! `useradd` when missing), not the distribution's shared `postgres` account,
+//! which would let every other cluster on the host read ours. The child process
+//! gets that uid and gid (and no supplementary groups) before it executes, and
+//! the data directory is chowned to it.
 
 use std::fs::Metadata;
-use std::os::unix::fs::MetadataExt;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use super::PgError;
 
-/// The system user created by Debian's, Red Hat's and Alpine's PostgreSQL packages.
-const SYSTEM_USER: &str = "postgres";
+/// The system user a root coordinator runs its private cluster as.
+pub const SYSTEM_USER: &str = "cipherfleet-pg";
 
 /// The identity the server processes run under.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +34,8 @@ impl Account {
         if unsafe { libc::geteuid() } != 0 {
             return Ok(Account::Current);
         }
-        if let Ok(meta) = std::fs::metadata(data_dir.join("PG_VERSION"))
+        // The link itself, never its target: the cluster's owner controls this directory.
+        if let Ok(meta) = std::fs::symlink_metadata(data_dir.join("PG_VERSION"))
             && meta.uid() != 0
         {
             let name = user_name(meta.uid()).unwrap_or_else(|| meta.uid().to_string());
@@ -42,7 +45,10 @@ impl Account {
                 gid: meta.gid(),
             });
         }
-        let (uid, gid) = lookup_user(SYSTEM_USER).ok_or(PgError::NoUnprivilegedUser)?;
+        let (uid, gid) = match lookup_user(SYSTEM_USER) {
+            Some(ids) => ids,
+            None => create_system_user()?,
+        };
         Ok(Account::Other {
             name: SYSTEM_USER.to_string(),
             uid,
@@ -68,10 +74,25 @@ impl Account {
         }
     }
 
-    /// Gives `path` to this account (no-op for [`Account::Current`]).
+    /// Gives `path` to this account (no-op for [`Account::Current`]). Opened
+    /// with `O_NOFOLLOW` and changed through the descriptor, so a link planted
+    /// at `path` is refused rather than its target handed over.
     pub fn take_ownership(&self, path: &Path) -> Result<(), PgError> {
+        if matches!(self, Account::Other { .. }) {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(path)
+                .map_err(|e| PgError::io(format!("opening {} to give it to {self}", path.display()), e))?;
+            self.take_ownership_of(&file, path)?;
+        }
+        Ok(())
+    }
+
+    /// Gives the open `file` (at `path`, for the message) to this account.
+    pub fn take_ownership_of(&self, file: &impl AsFd, path: &Path) -> Result<(), PgError> {
         if let Account::Other { uid, gid, .. } = self {
-            std::os::unix::fs::chown(path, Some(*uid), Some(*gid))
+            std::os::unix::fs::fchown(file, Some(*uid), Some(*gid))
                 .map_err(|source| PgError::io(format!("giving {} to {self}", path.display()), source))?;
         }
         Ok(())
@@ -123,6 +144,44 @@ fn searchable(meta: &Metadata, uid: u32, gid: u32) -> bool {
     } else {
         mode & 0o001 != 0
     }
+}
+
+/// Creates [`SYSTEM_USER`]: a system account with its own group, no home and no
+/// login shell. Another coordinator starting at the same time may win the race;
+/// the account it made is as good.
+fn create_system_user() -> Result<(u32, u32), PgError> {
+    let shell = ["/usr/sbin/nologin", "/sbin/nologin"]
+        .into_iter()
+        .find(|s| Path::new(s).exists())
+        .unwrap_or("/bin/false");
+    let out = std::process::Command::new("useradd")
+        .args([
+            "--system",
+            "--user-group",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+        ])
+        .args([
+            "--shell",
+            shell,
+            "--comment",
+            "cipherfleet private PostgreSQL",
+            SYSTEM_USER,
+        ])
+        .output();
+    if let Some(ids) = lookup_user(SYSTEM_USER) {
+        tracing::info!(
+            user = SYSTEM_USER,
+            "created the system user that runs the private PostgreSQL"
+        );
+        return Ok(ids);
+    }
+    let why = match out {
+        Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        Err(e) => e.to_string(),
+    };
+    Err(PgError::NoUnprivilegedUser { why })
 }
 
 /// uid and gid of a local user from `/etc/passwd` (system users live there,

@@ -1,8 +1,15 @@
 //! The data directory: recognising a cluster, creating one with `initdb`, and
 //! the settings and log files the coordinator keeps in it.
+//!
+//! The cluster's account owns this directory and can plant links in it. A
+//! coordinator running as root must not follow one (a `cipherfleet.conf`
+//! pointing at `/etc/shadow` would be overwritten, a `server.log` pointing at
+//! it would be printed in an error), so every file here is opened with
+//! `O_NOFOLLOW` ([`read_file`]) or replaced by a new file renamed over it and
+//! handed over with `fchown` ([`replace_file`]).
 
-use std::io;
-use std::os::unix::fs::DirBuilderExt;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
 use tokio::process::Command;
@@ -20,7 +27,7 @@ const LOG_ROTATE_BYTES: u64 = 16 << 20;
 /// (directory missing or empty); an error if the directory holds something else.
 pub(super) fn cluster_major(data_dir: &Path) -> Result<Option<u32>, PgError> {
     let version_file = data_dir.join("PG_VERSION");
-    match std::fs::read_to_string(&version_file) {
+    match read_file(&version_file) {
         Ok(text) => text.trim().parse().map(Some).map_err(|_| PgError::DataDir {
             path: data_dir.to_path_buf(),
             problem: format!("unreadable PG_VERSION {:?}", text.trim()),
@@ -88,17 +95,17 @@ pub(super) async fn init(data_dir: &Path, binaries: &Binaries, account: &Account
 
 /// Makes `postgresql.conf` include [`CONF_FILE`] last, so our settings win
 /// (also for a cluster that some other tool created).
-pub(super) fn ensure_conf_included(data_dir: &Path) -> Result<(), PgError> {
+pub(super) fn ensure_conf_included(data_dir: &Path, account: &Account) -> Result<(), PgError> {
     let include = format!("include_if_exists = '{CONF_FILE}'");
     let conf = data_dir.join("postgresql.conf");
-    let mut text = std::fs::read_to_string(&conf).map_err(|e| PgError::io(format!("reading {}", conf.display()), e))?;
+    let mut text = read_file(&conf).map_err(|e| PgError::io(format!("reading {}", conf.display()), e))?;
     if text.lines().last().is_some_and(|l| l.trim() == include) {
         return Ok(());
     }
     text.push_str(&format!(
         "\n# cipherfleet-coordinator's settings (unix socket only)\n{include}\n"
     ));
-    std::fs::write(&conf, text).map_err(|e| PgError::io(format!("writing {}", conf.display()), e))
+    replace_file(&conf, &text, account)
 }
 
 /// Writes the settings the coordinator relies on (socket only, in
@@ -112,9 +119,51 @@ pub(super) fn write_conf(data_dir: &Path, socket_dir: &Path, account: &Account) 
          unix_socket_permissions = 0700\n",
         conf_quote(&socket_dir.to_string_lossy())
     );
-    let path = data_dir.join(CONF_FILE);
-    std::fs::write(&path, conf).map_err(|e| PgError::io(format!("writing {}", path.display()), e))?;
-    account.take_ownership(&path)
+    replace_file(&data_dir.join(CONF_FILE), &conf, account)
+}
+
+/// A text file of the data directory; a link there is refused (`ELOOP`), not followed.
+pub(super) fn read_file(path: &Path) -> io::Result<String> {
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// Replaces `path` with a new file holding `content`, owned by the cluster's
+/// account: created beside it (`O_EXCL | O_NOFOLLOW`), handed over with
+/// `fchown`, then renamed over `path`, which replaces whatever is there (a
+/// link included) without following it.
+pub(super) fn replace_file(path: &Path, content: &str, account: &Account) -> Result<(), PgError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let temp = path.with_extension(format!("cipherfleet-{}-{nanos:08x}", std::process::id()));
+    let shown = temp.display();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&temp)
+        .map_err(|e| PgError::io(format!("creating {shown}"), e))?;
+    let written = file
+        .write_all(content.as_bytes())
+        .map_err(|e| PgError::io(format!("writing {shown}"), e))
+        .and_then(|()| account.take_ownership_of(&file, &temp))
+        .and_then(|()| {
+            std::fs::rename(&temp, path).map_err(|e| PgError::io(format!("renaming {shown} to {}", path.display()), e))
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
 }
 
 /// Quotes a value for a single-quoted string in `postgresql.conf`.
@@ -124,9 +173,8 @@ fn conf_quote(s: &str) -> String {
 
 /// The last `lines` lines of a log file, or a note that it could not be read.
 pub(super) fn log_tail(path: &Path, lines: usize) -> String {
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
+    match read_file(path) {
+        Ok(text) => {
             let all: Vec<&str> = text.lines().collect();
             all[all.len().saturating_sub(lines)..].join("\n")
         }
@@ -137,7 +185,8 @@ pub(super) fn log_tail(path: &Path, lines: usize) -> String {
 /// Keeps one previous log so the file does not grow without bound.
 pub(super) fn rotate_log(data_dir: &Path) {
     let log = &data_dir.join(LOG_FILE);
-    if std::fs::metadata(log).is_ok_and(|m| m.len() > LOG_ROTATE_BYTES) {
+    // rename moves a link itself; symlink_metadata does not follow one either.
+    if std::fs::symlink_metadata(log).is_ok_and(|m| m.len() > LOG_ROTATE_BYTES) {
         let _ = std::fs::rename(log, log.with_extension("log.1"));
     }
 }
@@ -149,6 +198,26 @@ mod tests {
     #[test]
     fn conf_values_are_quoted() {
         assert_eq!(conf_quote(r"/tmp/it's\here"), r"/tmp/it''s\\here");
+    }
+
+    #[test]
+    fn files_are_replaced_and_read_without_following_links() {
+        let dir = std::env::temp_dir().join(format!("cipherfleet-nofollow-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let planted = dir.join("cipherfleet.conf");
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+
+        let read = read_file(&planted).unwrap_err();
+        assert_eq!(read.raw_os_error(), Some(libc::ELOOP), "{read}");
+        replace_file(&planted, "port = 5432\n", &Account::Current).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(!std::fs::symlink_metadata(&planted).unwrap().is_symlink());
+        assert_eq!(read_file(&planted).unwrap(), "port = 5432\n");
+        // Nothing left beside it.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -8,12 +8,19 @@
 //! The server is stopped when the [`PrivateCluster`] is stopped or dropped.
 //!
 //! - `binaries`: which PostgreSQL installation to run.
-//! - `account`: which OS user runs it (never root).
-//! - `data_dir`: creating the cluster, its settings and log files.
+//! - `account`: which OS user runs it (never root; `cipherfleet-pg` for root).
+//! - `data_dir`: creating the cluster, its settings and log files (links there are never followed).
+//! - `lock`: one coordinator per `--data-dir` ([`DataDirLock`]).
+//! - `postmaster`: what a `postmaster.pid` left in the data directory stands for.
 
 mod account;
 mod binaries;
 mod data_dir;
+mod lock;
+mod postmaster;
+
+pub use account::SYSTEM_USER;
+pub use lock::DataDirLock;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -57,10 +64,11 @@ pub enum PgError {
     )]
     VersionMismatch { cluster: u32, found: String },
     #[error(
-        "PostgreSQL refuses to run as root and there is no `postgres` user to run it as; \
-         create one (`useradd --system postgres`) or run the coordinator as an ordinary user"
+        "PostgreSQL refuses to run as root and the `cipherfleet-pg` user to run it as could not be \
+         created ({why}); create it (`useradd --system --user-group --no-create-home cipherfleet-pg`) \
+         or run the coordinator as an ordinary user"
     )]
-    NoUnprivilegedUser,
+    NoUnprivilegedUser { why: String },
     #[error("data directory {path}: {problem}")]
     DataDir { path: PathBuf, problem: String },
     #[error("{action}: {source}")]
@@ -113,7 +121,9 @@ pub struct PrivateCluster {
 impl PrivateCluster {
     /// Starts the cluster in `data_dir`, creating it first if the directory is
     /// missing or empty, and creates the [`DATABASE`] if missing. A server
-    /// already running there (left by a coordinator that crashed) is adopted.
+    /// already running there that a coordinator started (left by one that
+    /// crashed) is adopted; one started otherwise is refused; the
+    /// `postmaster.pid` of a server that is gone is removed.
     pub async fn start(data_dir: &Path) -> Result<Self, PgError> {
         let data_dir =
             std::path::absolute(data_dir).map_err(|e| PgError::io(format!("resolving {}", data_dir.display()), e))?;
@@ -134,7 +144,7 @@ impl PrivateCluster {
             binaries,
             account,
         };
-        if let Some((socket_dir, port)) = cluster.running_server().await? {
+        if let Some((socket_dir, port)) = postmaster::running_server(&cluster.data_dir)? {
             tracing::warn!(data_dir = %cluster.data_dir.display(), "adopting a PostgreSQL server that was already running");
             // A fallback socket directory of ours is still ours to remove.
             cluster.own_socket_dir = socket_dir != cluster.data_dir
@@ -146,7 +156,7 @@ impl PrivateCluster {
         } else {
             cluster.choose_socket_dir()?;
             data_dir::write_conf(&cluster.data_dir, &cluster.socket_dir, &cluster.account)?;
-            data_dir::ensure_conf_included(&cluster.data_dir)?;
+            data_dir::ensure_conf_included(&cluster.data_dir, &cluster.account)?;
             data_dir::rotate_log(&cluster.data_dir);
             cluster.pg_ctl("starting PostgreSQL", &["start"]).await?;
         }
@@ -199,12 +209,16 @@ impl PrivateCluster {
         Ok(())
     }
 
-    /// Runs `pg_ctl <args> -D <data> -l <log> -w` as the cluster's account.
+    /// Runs `pg_ctl <args> -D <data> -l <log> -w` as the cluster's account; a
+    /// start marks the server as the coordinator's ([`postmaster::MARK`]).
     async fn pg_ctl(&self, action: &str, args: &[&str]) -> Result<Output, PgError> {
         let log = self.data_dir.join(LOG_FILE);
         let mut cmd = Command::new(self.binaries.pg_ctl());
-        cmd.args(args)
-            .arg("-D")
+        cmd.args(args);
+        if args[0] == "start" {
+            cmd.args(["-o", postmaster::MARK]);
+        }
+        cmd.arg("-D")
             .arg(&self.data_dir)
             .arg("-l")
             .arg(&log)
@@ -224,35 +238,6 @@ impl PrivateCluster {
             status: out.status,
             detail,
         })
-    }
-
-    /// The socket directory and port of a server already running on this data
-    /// directory, from its `postmaster.pid`.
-    async fn running_server(&self) -> Result<Option<(PathBuf, u16)>, PgError> {
-        let mut cmd = Command::new(self.binaries.pg_ctl());
-        cmd.arg("status").arg("-D").arg(&self.data_dir);
-        self.account.apply(&mut cmd);
-        let out = run(&mut cmd, "checking for a running PostgreSQL").await?;
-        // Exit status 3 means "not running"; anything else but 0 is no server either.
-        if !out.status.success() {
-            return Ok(None);
-        }
-        let pid_file = self.data_dir.join("postmaster.pid");
-        let text = std::fs::read_to_string(&pid_file)
-            .map_err(|e| PgError::io(format!("reading {}", pid_file.display()), e))?;
-        // Line 4 is the port, line 5 the first socket directory.
-        let mut lines = text.lines().skip(3);
-        let port = lines.next().and_then(|l| l.trim().parse().ok());
-        let socket_dir = lines.next().map(str::trim).filter(|s| !s.is_empty());
-        match (socket_dir, port) {
-            (Some(dir), Some(port)) => Ok(Some((PathBuf::from(dir), port))),
-            _ => Err(PgError::DataDir {
-                path: self.data_dir.clone(),
-                problem: "a server is running here without a unix socket; stop it first \
-                          (pg_ctl stop -D <dir>)"
-                    .to_string(),
-            }),
-        }
     }
 
     /// The socket goes in the data directory unless its path would be too

@@ -96,6 +96,17 @@ fn seed_views() -> Vec<Link> {
     ]
 }
 
+/// The scenario views (`/scenarios/{name}`), where the classic questions are answered per class.
+fn scenario_links() -> Vec<Link> {
+    crate::analysis::scenarios::Scenario::ALL
+        .iter()
+        .map(|s| Link {
+            text: s.name().to_string(),
+            href: format!("/scenarios/{}", s.name()),
+        })
+        .collect()
+}
+
 /// A link with its text; both escaped by the template.
 #[derive(Debug, Clone)]
 pub struct Link {
@@ -180,6 +191,7 @@ struct ComparePage {
     direction_choices: Vec<Choice>,
     path_choices: Vec<Choice>,
     seeds: Vec<Link>,
+    scenario_links: Vec<Link>,
     /// Set when the rows are limited to one class: its label, and the link to all classes.
     class_filter: Option<Link>,
     /// The class key of that filter (hex), kept by the form.
@@ -351,6 +363,7 @@ fn compare_page(
         direction_choices: enum_choices(Some(params.view.direction)),
         path_choices: enum_choices(Some(params.view.path)),
         seeds: seed_views(),
+        scenario_links: scenario_links(),
         class_filter,
         class_key: params.class.clone().unwrap_or_default(),
         switch_rows: Link {

@@ -22,7 +22,7 @@ use super::host_facts::{
 use super::hosts::label_texts;
 use super::paging::{Pager, parse_id};
 use super::svg::{LineChart, XAxis, time_x};
-use super::{WebError, WebState, format};
+use super::{WebError, WebState, format, shell};
 use crate::analysis::acceleration::Acceleration;
 use crate::analysis::unexplained;
 use crate::db::findings::{self, Finding};
@@ -196,6 +196,8 @@ struct HostPage {
     /// Links to newer / older results, when there are any.
     prev: Option<String>,
     next: Option<String>,
+    /// `host=NAME` quoted for the shell, for the copy-paste `campaign start --select`.
+    select_arg: String,
 }
 
 /// The host or a 404 page naming the id.
@@ -263,6 +265,7 @@ async fn page(
         summary: pager.summary(),
         prev: pager.prev_href(&base, &[]),
         next: pager.next_href(&base, &[]),
+        select_arg: shell::quote(&format!("host={}", host.name)),
         host,
     };
     Ok(Html(view.render()?))

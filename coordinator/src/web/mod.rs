@@ -6,8 +6,9 @@
 //! `overview` (`/`), `hosts` and `host` (+ `host_facts`: facts and their change
 //! history), `compare` (the matrix), `modes` (payload-size and thread curves),
 //! `fallback` (accelerated vs software path, findings), `capacity` (the
-//! planner), `campaigns`, `campaign` and `campaign_compare` (two campaigns' change per host and point), `result` (`/api/v1/results/{id}`).
+//! planner), `campaigns`, `campaign` and `campaign_compare` (two campaigns' change per host and point), `scenarios` (the scenario suites' answers per class), `result` (`/api/v1/results/{id}`).
 //! Shared by the pages:
+//! - [`access`]: the `Host` check (DNS rebinding) and the optional token.
 //! - [`error`]: [`WebError`], the one conversion of failures into responses.
 //! - [`api`]: `?format=json|csv` answers for every table.
 //! - [`format`]: numbers, sizes and times as the pages print them (units always stated).
@@ -23,6 +24,7 @@
 //! Content-Security-Policy forbids inline scripts, so even an escaping bug
 //! could not run one.
 
+mod access;
 pub mod api;
 mod campaign;
 mod campaign_compare;
@@ -40,6 +42,8 @@ mod overview;
 mod paging;
 mod params;
 mod result;
+mod scenarios;
+pub mod shell;
 pub mod svg;
 
 use std::sync::Arc;
@@ -54,6 +58,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::scheduler::Scheduler;
+pub use access::Access;
 pub use error::WebError;
 
 /// What every handler can reach.
@@ -80,14 +85,24 @@ pub fn router(state: WebState) -> Router {
         .merge(campaign::routes())
         .merge(campaign_compare::routes())
         .merge(capacity::routes())
+        .merge(scenarios::routes())
         .fallback(not_found)
         .layer(axum::middleware::map_response(security_headers))
         .with_state(state)
 }
 
-/// Serves [`router`] on `listener` until `shutdown`.
+/// Serves [`router`] on `listener` until `shutdown`, open to whoever reaches it.
 pub async fn serve(listener: TcpListener, state: WebState, shutdown: CancellationToken) {
-    if let Err(e) = axum::serve(listener, router(state))
+    serve_with(listener, state, Access::default(), shutdown).await
+}
+
+/// [`serve`], behind `access`: the `Host` check and the token when one is set.
+pub async fn serve_with(listener: TcpListener, state: WebState, access: Access, shutdown: CancellationToken) {
+    // The security headers again outside the guard, for its own 401 and 421 answers.
+    let app = router(state)
+        .layer(axum::middleware::from_fn_with_state(access, access::guard))
+        .layer(axum::middleware::map_response(security_headers));
+    if let Err(e) = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
     {

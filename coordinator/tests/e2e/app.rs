@@ -67,6 +67,8 @@ pub struct App {
     /// Extra `serve` flags, kept across restarts. By default verification on change is
     /// off, so a test's campaigns are the only work its agents get.
     pub serve_args: Vec<String>,
+    /// Set: the coordinator serves TLS with `--self-signed DIR` and these `--tls-name`s.
+    self_signed: Option<(PathBuf, Vec<String>)>,
     coordinator: Option<Child>,
     agents: Vec<Child>,
 }
@@ -101,7 +103,7 @@ pub async fn spawn_tls_app(tls: TlsFiles) -> App {
 }
 
 /// A connection URL for the pool's database (socket directory and all).
-async fn url_of(pool: &PgPool) -> String {
+pub async fn url_of(pool: &PgPool) -> String {
     let options = pool.connect_options();
     options.to_url_lossy().to_string()
 }
@@ -126,6 +128,7 @@ impl App {
             grpc: "127.0.0.1:0".parse().unwrap(),
             http: "127.0.0.1:0".parse().unwrap(),
             tls,
+            self_signed: None,
             serve_args: serve_args.iter().map(|a| a.to_string()).collect(),
             coordinator: None,
             agents: vec![],
@@ -150,6 +153,12 @@ impl App {
             command.arg("--tls-cert").arg(&tls.cert).arg("--tls-key").arg(&tls.key);
         }
         command.args(&self.serve_args);
+        if let Some((dir, names)) = &self.self_signed {
+            command.arg("--self-signed").arg(dir);
+            for name in names {
+                command.args(["--tls-name", name]);
+            }
+        }
         let mut child = command
             .arg("--database-url")
             .arg(&self.db_url)
@@ -209,14 +218,41 @@ impl App {
         http_get(self.http, path).await
     }
 
+    /// The coordinator's gRPC URL as this machine dials it (loopback for a wildcard listener).
     pub fn url(&self) -> String {
-        let scheme = if self.tls.is_some() { "https" } else { "http" };
-        format!("{scheme}://{}", self.grpc)
+        let tls = self.tls.is_some() || self.self_signed.is_some();
+        let scheme = if tls { "https" } else { "http" };
+        let mut addr = self.grpc;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        format!("{scheme}://{addr}")
     }
 
     /// The CA clients trust when the coordinator serves TLS.
-    pub fn ca(&self) -> Option<&Path> {
-        self.tls.as_ref().map(|t| t.ca.as_path())
+    pub fn ca(&self) -> Option<PathBuf> {
+        match (&self.tls, &self.self_signed) {
+            (Some(t), _) => Some(t.ca.clone()),
+            (None, Some((dir, _))) => Some(dir.join("ca.pem")),
+            (None, None) => None,
+        }
+    }
+
+    /// From the next [`App::start_coordinator`] on: these `serve` flags too.
+    pub fn set_serve_args(&mut self, args: &[&str]) {
+        self.serve_args.extend(args.iter().map(|a| a.to_string()));
+    }
+
+    /// `GET path` on the report with this `Host` header and these extra headers.
+    pub async fn get_as(&self, path: &str, host: &str, headers: &[(&str, &str)]) -> HttpResponse {
+        crate::http::http_get_as(self.http, path, host, headers).await
+    }
+
+    /// From the next [`App::start_coordinator`] on: TLS with `--self-signed` in a
+    /// directory of the app's, naming `names` too (`--tls-name`).
+    pub fn use_self_signed(&mut self, names: &[String]) {
+        self.tls = None;
+        self.self_signed = Some((self.dir.path().join("tls"), names.to_vec()));
     }
 
     /// Starts an agent process named `name` with its own state and spool directories.
@@ -305,7 +341,7 @@ impl App {
     }
 
     pub async fn admin(&self) -> AdminServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>> {
-        admin_over(&self.url(), self.ca(), ADMIN_TOKEN).await
+        admin_over(&self.url(), self.ca().as_deref(), ADMIN_TOKEN).await
     }
 
     /// Waits until `n` hosts are online.
@@ -391,7 +427,7 @@ impl App {
     /// Waits for a campaign to leave the running state.
     pub async fn wait_finished(&self, id: &str, limit: Duration) -> v1::CampaignStatusResponse {
         let url = self.url();
-        let ca = self.ca().map(Path::to_path_buf);
+        let ca = self.ca();
         let id = id.to_string();
         let finished = wait_for("campaign to finish", limit * 2, || {
             let (url, ca, id) = (url.clone(), ca.clone(), id.clone());
@@ -470,6 +506,24 @@ impl tonic::service::Interceptor for Bearer {
         r.metadata_mut().insert("authorization", self.0.clone());
         Ok(r)
     }
+}
+
+/// Waits until the coordinator at `url` (over TLS trusting `ca` when given) has `n` hosts online.
+pub async fn wait_online_at(url: &str, ca: Option<&Path>, n: usize) {
+    let admin = admin_over(url, ca, ADMIN_TOKEN).await;
+    wait_for("hosts online", Duration::from_secs(30), || {
+        let mut admin = admin.clone();
+        async move {
+            let hosts = admin
+                .list_hosts(v1::ListHostsRequest::default())
+                .await
+                .ok()?
+                .into_inner()
+                .hosts;
+            (hosts.iter().filter(|h| h.online).count() >= n).then_some(())
+        }
+    })
+    .await;
 }
 
 pub async fn admin_with_token(

@@ -137,6 +137,8 @@ fn spawn_in(app: &mut App, ns: &Netns, url: &str, name: &str, program: &[&str], 
     let mut command = ns.command(program);
     command
         .args(["run", "--coordinator", url, "--name", name, "--label", "suite=e2e"])
+        .arg("--ca-cert")
+        .arg(app.ca().expect("the coordinator serves TLS"))
         .arg("--token-file")
         .arg(dir.join("agent.token"))
         .arg("--state-dir")
@@ -157,9 +159,14 @@ fn spawn_in(app: &mut App, ns: &Netns, url: &str, name: &str, program: &[&str], 
 
 /// Runs `cipherfleet-coordinator check` against the app; returns (exit code, JSON).
 pub(crate) fn check(app: &App, extra: &[&str]) -> (i32, serde_json::Value) {
-    let url = format!("http://127.0.0.1:{}", app.grpc.port());
     let out = Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"))
-        .args(["check", "--coordinator", &url, "--format", "json"])
+        .args(["check", "--coordinator", &app.url(), "--format", "json"])
+        .args(
+            app.ca()
+                .map(|ca| ["--ca-cert".into(), ca.into_os_string()])
+                .into_iter()
+                .flatten(),
+        )
         .args(extra)
         .env("CIPHERFLEET_ADMIN_TOKEN", ADMIN_TOKEN)
         .output()
@@ -222,10 +229,13 @@ async fn native_software_build_and_emulated_hosts_get_their_findings() {
     // Declared before the app: dropped after it, once its agents are killed.
     let namespaces: Vec<Netns> = (0..4).map(Netns::create).collect();
     let mut app = spawn_app().await;
-    // Reachable from the namespaces: every address, on a fresh port.
+    // Reachable from the namespaces: every address, on a fresh port, over TLS
+    // (plain gRPC off loopback is refused) with a certificate naming the
+    // addresses the namespaces dial.
     app.kill_coordinator();
+    app.use_self_signed(&namespaces.iter().map(|ns| ns.root_ip.clone()).collect::<Vec<_>>());
     app.start_coordinator("0.0.0.0:0".parse().unwrap());
-    let url = |ns: &Netns| format!("http://{}:{}", ns.root_ip, app.grpc.port());
+    let url = |ns: &Netns| format!("https://{}:{}", ns.root_ip, app.grpc.port());
     let (native_url, soft_url, nehalem_url, westmere_url) = (
         url(&namespaces[0]),
         url(&namespaces[1]),
@@ -373,11 +383,9 @@ async fn native_software_build_and_emulated_hosts_get_their_findings() {
     assert_eq!((code, listed), (0, serde_json::json!([])));
     // Not asked at all (a wrong token): 2, so cron tells it from "findings open".
     let refused = Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"))
-        .args([
-            "check",
-            "--coordinator",
-            &format!("http://127.0.0.1:{}", app.grpc.port()),
-        ])
+        .args(["check", "--coordinator", &app.url()])
+        .arg("--ca-cert")
+        .arg(app.ca().expect("the coordinator serves TLS"))
         .env("CIPHERFLEET_ADMIN_TOKEN", "wrong-admin-token-0123")
         .output()
         .unwrap();

@@ -22,11 +22,17 @@ impl HttpResponse {
 /// A plain HTTP/1.1 `GET` over a real socket (`Connection: close`, chunked bodies decoded):
 /// enough of a client for the report's tests without one more dependency.
 pub async fn http_get(addr: SocketAddr, path: &str) -> HttpResponse {
+    http_get_as(addr, path, &addr.to_string(), &[]).await
+}
+
+/// [`http_get`] with this `Host` header and these extra headers.
+pub async fn http_get_as(addr: SocketAddr, path: &str, host: &str, headers: &[(&str, &str)]) -> HttpResponse {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
         .expect("connecting to the report");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let extra: String = headers.iter().map(|(n, v)| format!("{n}: {v}\r\n")).collect();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut raw = Vec::new();
     tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut raw))

@@ -356,7 +356,7 @@ async fn an_empty_report_says_how_to_start_and_bad_addresses_get_clear_answers()
     );
     for want in [
         "No agent has connected yet",
-        "cipherfleet-agent run --coordinator http://COORDINATOR:7443 --token-file",
+        "cipherfleet-agent run --coordinator https://COORDINATOR:7443 --ca-cert",
         "cipherfleet-coordinator campaign start --suite quick",
     ] {
         assert!(home.body.contains(want), "{want:?} on the empty overview");

@@ -90,7 +90,7 @@ pub(crate) fn make_pki(dir: &Path, name: &str) -> TlsFiles {
 }
 
 /// The agent's stderr lines, read on a thread so the test can wait with a limit.
-fn stderr_lines(child: &mut std::process::Child) -> mpsc::Receiver<String> {
+pub fn stderr_lines(child: &mut std::process::Child) -> mpsc::Receiver<String> {
     let stderr = child.stderr.take().expect("stderr piped");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -104,7 +104,7 @@ fn stderr_lines(child: &mut std::process::Child) -> mpsc::Receiver<String> {
 }
 
 /// Waits up to `limit` for a line containing `needle`; returns everything read.
-fn wait_for_line(lines: &mpsc::Receiver<String>, needle: &str, limit: Duration) -> Result<String, String> {
+pub fn wait_for_line(lines: &mpsc::Receiver<String>, needle: &str, limit: Duration) -> Result<String, String> {
     let start = Instant::now();
     let mut seen = String::new();
     while let Some(left) = limit.checked_sub(start.elapsed()) {

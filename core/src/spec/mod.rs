@@ -7,7 +7,8 @@
 //! - [`job`]: one point, its validation and warm-up.
 //! - [`budget`]: what a point may cost: its measurement cap and time limit.
 //! - [`matrix`]: the Cartesian product of lists.
-//! - [`suite`]: the named matrices (`quick`, `standard`, `full`).
+//! - [`suite`]: the named matrices (`quick`, `standard`, `full`, and the scenario
+//!   suites `object-storage`, `legacy-migration`, `modes`, `fallback`, `field-level`).
 //! - [`size`]: payload sizes as flags spell them (`16KiB`).
 
 mod budget;
@@ -24,7 +25,7 @@ pub use job::{
 };
 pub use matrix::{MAX_LIST_LEN, MAX_POINTS, Matrix};
 pub use size::{format_size, parse_size};
-pub use suite::Suite;
+pub use suite::{OBJECT_STORAGE_IN_FLIGHT, OBJECT_STORAGE_SIZE, SUITES, Suite, suite_names};
 
 use crate::text_enum;
 

@@ -22,30 +22,61 @@ pub enum Suite {
     /// Every algorithm, size, direction, key mode and path at 1 thread and at all
     /// cores, plus the object-storage scenario (32 × 10 MiB). Takes hours.
     Full,
+    /// Object storage: AES-256-GCM, AES-128-CBC+HMAC-SHA256 and ChaCha20-Poly1305
+    /// on 10 MiB objects, 32 in flight, threads = the host's logical cores (at most
+    /// 32, since 32 objects keep at most 32 threads busy), encrypt and decrypt,
+    /// 2 s a point: about 20 s.
+    ObjectStorage,
+    /// Legacy migration: DES, 3DES, AES-128 and AES-256 in CBC at 16 B and 16 KiB,
+    /// with key setup every operation (per-op) and with a static key for the bulk
+    /// rate, encrypt, one thread, 1 s a point: about 20 s (3DES on a slow core
+    /// extends its points to reach the samples).
+    LegacyMigration,
+    /// AES-256 in ECB, CBC, CTR, GCM, CCM and OCB at 16 KiB, encrypt and decrypt,
+    /// at one thread and at all cores, 1 s a point: about 30 s.
+    Modes,
+    /// The accelerated and software paths of AES-256-GCM, AES-256-CTR and
+    /// ChaCha20-Poly1305 at 16 B and 16 KiB, encrypt, one thread, 1 s a point:
+    /// about 15 s.
+    Fallback,
+    /// Field-level encryption: 11 B and 18 B (a phone number, an ID card number)
+    /// with AES-256-GCM, AES-128-GCM and ChaCha20-Poly1305 under static, per-op and
+    /// hkdf-per-user keys, encrypt and decrypt, one thread, 0.5 s a point: about
+    /// 25 s. Nonces are counters.
+    FieldLevel,
+}
+
+/// Every named suite, in the order `--list` and errors name them.
+pub const SUITES: &[Suite] = &[
+    Suite::Quick,
+    Suite::Standard,
+    Suite::Full,
+    Suite::ObjectStorage,
+    Suite::LegacyMigration,
+    Suite::Modes,
+    Suite::Fallback,
+    Suite::FieldLevel,
+];
+
+/// The suites' names, comma separated, for `--help`, `--list` and errors.
+pub fn suite_names() -> String {
+    SUITES.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
 }
 
 impl FromStr for Suite {
     type Err = InvalidSpec;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "quick" => Ok(Suite::Quick),
-            "standard" => Ok(Suite::Standard),
-            "full" => Ok(Suite::Full),
-            other => Err(invalid(
-                "--suite",
-                format!("unknown suite '{other}'; accepted: quick, standard, full"),
-            )),
-        }
+        SUITES
+            .iter()
+            .copied()
+            .find(|suite| suite.name() == s)
+            .ok_or_else(|| invalid("--suite", format!("unknown suite '{s}'; accepted: {}", suite_names())))
     }
 }
 
 impl fmt::Display for Suite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Suite::Quick => "quick",
-            Suite::Standard => "standard",
-            Suite::Full => "full",
-        })
+        f.write_str(self.name())
     }
 }
 
@@ -59,7 +90,26 @@ pub(crate) fn algs(names: &[&str]) -> Vec<Algorithm> {
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 
+/// Objects in flight in the object-storage scenario.
+pub const OBJECT_STORAGE_IN_FLIGHT: u32 = 32;
+/// The object size of the object-storage scenario.
+pub const OBJECT_STORAGE_SIZE: u64 = 10 * MIB;
+
 impl Suite {
+    /// The name `--suite` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Quick => "quick",
+            Suite::Standard => "standard",
+            Suite::Full => "full",
+            Suite::ObjectStorage => "object-storage",
+            Suite::LegacyMigration => "legacy-migration",
+            Suite::Modes => "modes",
+            Suite::Fallback => "fallback",
+            Suite::FieldLevel => "field-level",
+        }
+    }
+
     /// The suite's matrices; `cores` is the host's logical core count (for thread scaling).
     pub fn matrices(self, cores: u32) -> Vec<Matrix> {
         let both_dirs = vec![Direction::Encrypt, Direction::Decrypt];
@@ -117,16 +167,77 @@ impl Suite {
                             "chacha20-poly1305",
                             "aes-256-cbc-hmac-sha256",
                         ]),
-                        sizes: vec![10 * MIB],
+                        sizes: vec![OBJECT_STORAGE_SIZE],
                         directions: both_dirs,
-                        threads: vec![cores.clamp(1, 32)],
-                        concurrency: Some(32),
+                        threads: vec![cores.clamp(1, OBJECT_STORAGE_IN_FLIGHT)],
+                        concurrency: Some(OBJECT_STORAGE_IN_FLIGHT),
                         key_modes: vec![KeyMode::Static],
                         paths: both_paths,
                         seconds: 3.0,
                     },
                 ]
             }
+            Suite::ObjectStorage => vec![Matrix {
+                algorithms: algs(&["aes-256-gcm", "aes-128-cbc-hmac-sha256", "chacha20-poly1305"]),
+                sizes: vec![OBJECT_STORAGE_SIZE],
+                directions: both_dirs,
+                threads: vec![cores.clamp(1, OBJECT_STORAGE_IN_FLIGHT)],
+                concurrency: Some(OBJECT_STORAGE_IN_FLIGHT),
+                key_modes: vec![KeyMode::Static],
+                paths: vec![Path::Accelerated],
+                seconds: 2.0,
+            }],
+            Suite::LegacyMigration => vec![Matrix {
+                algorithms: algs(&["des-cbc", "des-ede3-cbc", "aes-128-cbc", "aes-256-cbc"]),
+                sizes: vec![16, 16 * KIB],
+                directions: vec![Direction::Encrypt],
+                threads: vec![1],
+                concurrency: None,
+                key_modes: vec![KeyMode::PerOp, KeyMode::Static],
+                paths: vec![Path::Accelerated],
+                seconds: 1.0,
+            }],
+            Suite::Modes => {
+                let mut threads = vec![1, cores.clamp(1, MAX_THREADS)];
+                threads.dedup();
+                vec![Matrix {
+                    algorithms: algs(&[
+                        "aes-256-ecb",
+                        "aes-256-cbc",
+                        "aes-256-ctr",
+                        "aes-256-gcm",
+                        "aes-256-ccm",
+                        "aes-256-ocb",
+                    ]),
+                    sizes: vec![16 * KIB],
+                    directions: both_dirs,
+                    threads,
+                    concurrency: None,
+                    key_modes: vec![KeyMode::Static],
+                    paths: vec![Path::Accelerated],
+                    seconds: 1.0,
+                }]
+            }
+            Suite::Fallback => vec![Matrix {
+                algorithms: algs(&["aes-256-gcm", "aes-256-ctr", "chacha20-poly1305"]),
+                sizes: vec![16, 16 * KIB],
+                directions: vec![Direction::Encrypt],
+                threads: vec![1],
+                concurrency: None,
+                key_modes: vec![KeyMode::Static],
+                paths: both_paths,
+                seconds: 1.0,
+            }],
+            Suite::FieldLevel => vec![Matrix {
+                algorithms: algs(&["aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"]),
+                sizes: vec![11, 18],
+                directions: both_dirs,
+                threads: vec![1],
+                concurrency: None,
+                key_modes: vec![KeyMode::Static, KeyMode::PerOp, KeyMode::HkdfPerUser],
+                paths: vec![Path::Accelerated],
+                seconds: 0.5,
+            }],
         }
     }
 
@@ -142,7 +253,7 @@ mod tests {
 
     #[test]
     fn suites_are_valid_and_quick_is_small() {
-        for suite in [Suite::Quick, Suite::Standard, Suite::Full] {
+        for &suite in SUITES {
             for m in suite.matrices(2) {
                 m.validate().unwrap();
             }
@@ -161,8 +272,72 @@ mod tests {
     }
 
     #[test]
+    fn every_suite_reads_back_from_its_name() {
+        for &suite in SUITES {
+            assert_eq!(suite.name().parse::<Suite>(), Ok(suite));
+            assert_eq!(suite.to_string(), suite.name());
+        }
+        let e = "object_storage".parse::<Suite>().unwrap_err();
+        assert!(
+            e.message.contains("object-storage") && e.message.contains("field-level"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn scenario_suites_measure_for_seconds_per_point_and_under_a_minute() {
+        for suite in [
+            Suite::ObjectStorage,
+            Suite::LegacyMigration,
+            Suite::Modes,
+            Suite::Fallback,
+            Suite::FieldLevel,
+        ] {
+            let points = suite.expand(8);
+            let budget: f64 = points.iter().map(|p| p.seconds + p.warmup_seconds()).sum();
+            assert!(budget < 60.0, "{suite} measures for {budget} s");
+            assert!(points.iter().all(|p| p.seconds <= 2.0), "{suite}");
+        }
+    }
+
+    #[test]
+    fn object_storage_runs_32_objects_of_10_mib_on_as_many_threads_as_cores() {
+        for (cores, threads) in [(1, 1), (8, 8), (64, 32)] {
+            let points = Suite::ObjectStorage.expand(cores);
+            assert_eq!(points.len(), 3 * 2);
+            assert!(
+                points
+                    .iter()
+                    .all(|p| p.concurrency == Some(32) && p.size_bytes == 10 << 20 && p.threads == threads)
+            );
+        }
+    }
+
+    #[test]
+    fn scenario_suites_ask_for_what_their_questions_need() {
+        let modes = Suite::Modes.expand(4);
+        assert_eq!(modes.len(), 6 * 2 * 2);
+        assert!(modes.iter().any(|p| p.threads == 4) && modes.iter().any(|p| p.threads == 1));
+        assert_eq!(Suite::Modes.expand(1).len(), 6 * 2, "one core: one thread count");
+        let legacy = Suite::LegacyMigration.expand(2);
+        assert!(
+            legacy
+                .iter()
+                .any(|p| p.key_mode == KeyMode::PerOp && p.algorithm.name() == "des-ede3-cbc")
+        );
+        let fallback = Suite::Fallback.expand(2);
+        assert_eq!(fallback.iter().filter(|p| p.path == Path::Software).count(), 6);
+        let field = Suite::FieldLevel.expand(2);
+        assert!(field.iter().all(|p| p.size_bytes == 11 || p.size_bytes == 18));
+        assert_eq!(
+            field.iter().filter(|p| p.key_mode == KeyMode::HkdfPerUser).count(),
+            3 * 2 * 2
+        );
+    }
+
+    #[test]
     fn every_suite_point_is_one_that_can_be_measured() {
-        for suite in [Suite::Quick, Suite::Standard, Suite::Full] {
+        for &suite in SUITES {
             for cores in [1, 2, 64] {
                 for p in suite.expand(cores) {
                     assert_eq!(p.validate(), Ok(()), "{suite}: {}", p.label());

@@ -80,14 +80,7 @@ pub fn plan_rows(m: &Measurements, inputs: &Inputs) -> (Vec<CapacityRow>, usize)
     let excluded = m.hosts.iter().filter(|h| !counted(h, inputs)).count();
     let mut groups: BTreeMap<Group, Vec<&ClassHost>> = BTreeMap::new();
     for h in m.hosts.iter().filter(|h| counted(h, inputs)) {
-        let class = MachineClass::of(
-            h.arch.as_deref(),
-            h.cpu_vendor.as_deref(),
-            h.cpu_model_name.as_deref(),
-            &h.features_usable,
-            h.build_flavour.as_deref(),
-        );
-        groups.entry((class, h.emulated, h.simulated)).or_default().push(h);
+        groups.entry((h.class(), h.emulated, h.simulated)).or_default().push(h);
     }
     let mut by_host: BTreeMap<(i64, Algorithm), Vec<ThreadPoint>> = BTreeMap::new();
     for p in &m.points {

@@ -76,6 +76,7 @@ const COVERED: &[&str] = &[
     "results::count_for_job",
     "results::record",
     "results::stored",
+    "scenarios::points",
     "schedules::campaign_running",
     "schedules::campaigns_of",
     "schedules::insert",

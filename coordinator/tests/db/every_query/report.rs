@@ -3,7 +3,7 @@
 use cipherfleet_coordinator::db::capacity::{ClassHost, PointFilter};
 use cipherfleet_coordinator::db::fallback::{FallbackHost, PathPair, PathPoint};
 use cipherfleet_coordinator::db::matrix::{ClassedHost, Slice, View};
-use cipherfleet_coordinator::db::{capacity, fallback, findings, matrix};
+use cipherfleet_coordinator::db::{capacity, fallback, findings, matrix, scenarios};
 use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{Direction, KeyMode};
 use sqlx::types::Json;
@@ -131,6 +131,15 @@ async fn the_report_reads_the_latest_point_of_every_host() {
     };
     let unmeasured = capacity::points(pool, other_size).await.unwrap();
     assert!(unmeasured.is_empty(), "{unmeasured:?}");
+
+    // scenarios: every point of the algorithms, the object-storage scenario included
+    assert_eq!(
+        scenarios::points(pool, &[chacha()]).await.unwrap(),
+        [f.bench_chacha.latest()]
+    );
+    let both = scenarios::points(pool, &[gcm(), chacha()]).await.unwrap();
+    assert!(both.contains(&f.bench_chacha.latest()) && both.contains(&f.bench_software.latest()));
+    assert!(scenarios::points(pool, &[]).await.unwrap().is_empty());
 
     // fallback
     let at = PathPoint {
