@@ -43,7 +43,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the coordinator: gRPC for agents and operators, results in PostgreSQL.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Start, watch or cancel a campaign (a suite run on selected hosts).
     #[command(subcommand)]
     Campaign(CampaignCommand),
@@ -205,7 +205,7 @@ enum CampaignCommand {
 /// Runs the parsed command.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(*args).await,
         Command::Hosts(hosts::HostsArgs { action: None, admin }) => hosts(admin).await,
         Command::Hosts(hosts::HostsArgs {
             action: Some(command), ..
@@ -567,7 +567,7 @@ mod tests {
         let mut argv = vec!["cipherfleet-coordinator", "serve"];
         argv.extend_from_slice(extra);
         match Cli::try_parse_from(argv).expect("serve parses").command {
-            Command::Serve(args) => args,
+            Command::Serve(args) => *args,
             _ => unreachable!("serve was asked for"),
         }
     }
