@@ -16,8 +16,9 @@ use cipherfleet_core::path::{Flavour, Path};
 use crate::backend;
 use crate::daemon::{self, RunArgs};
 use crate::report::{self, Format};
-use crate::{probe, selftest, worker};
-use cipherfleet_core::measurement::{Measurement, Status};
+use crate::worker::{self, WorkerJob};
+use crate::{kernel, probe, selftest};
+use cipherfleet_core::measurement::{Harness, Measurement, Status};
 use cipherfleet_core::spec::{self, Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
 
 const AFTER_HELP: &str = "\
@@ -113,6 +114,12 @@ struct BenchArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// Measure the way `openssl speed -evp` / `-aead` (OpenSSL 3.0) does, to compare with it
+    /// like for like: in place under one fixed key; GCM/CCM/OCB set key and nonce up for
+    /// every message with 13 bytes of AAD; every other mode, ChaCha20-Poly1305 included, is
+    /// one stream with no per-message nonce, IV, padding or tag. Table or JSON output.
+    #[arg(long)]
+    openssl_compat: bool,
     /// List the algorithms and suites, then exit.
     #[arg(long)]
     list: bool,
@@ -346,6 +353,23 @@ fn matrices(args: &BenchArgs, cores: u32) -> Result<Vec<Matrix>, InvalidSpec> {
     Ok(base)
 }
 
+/// The harness the flags ask for; with `--openssl-compat`, every point must
+/// have an `openssl speed` shape, and CSV (the fleet's columns) is refused.
+fn openssl_compat(args: &BenchArgs, points: &[JobSpec]) -> Result<Harness, String> {
+    if !args.openssl_compat {
+        return Ok(Harness::Engine);
+    }
+    if args.format == Format::Csv {
+        return Err("--openssl-compat prints a table or JSON lines (which say `\"harness\":\"openssl-compat\"`); CSV rows could not tell its figures from the engine's".into());
+    }
+    for p in points {
+        if let Some(why) = kernel::compat::unsupported(p.algorithm, p.size_bytes, p.key_mode, p.concurrency) {
+            return Err(why);
+        }
+    }
+    Ok(Harness::OpensslCompat)
+}
+
 fn usage_error(message: impl std::fmt::Display) -> i32 {
     eprintln!("error: {message}");
     2
@@ -362,6 +386,10 @@ fn bench(args: BenchArgs) -> i32 {
         .unwrap_or(1);
     let points: Vec<JobSpec> = match matrices(&args, cores) {
         Ok(ms) => ms.iter().flat_map(Matrix::expand).collect(),
+        Err(e) => return usage_error(e),
+    };
+    let harness = match openssl_compat(&args, &points) {
+        Ok(h) => h,
         Err(e) => return usage_error(e),
     };
     // Refuse up front rather than fail every software point one by one.
@@ -394,7 +422,12 @@ fn bench(args: BenchArgs) -> i32 {
                 started.elapsed().as_secs_f64()
             );
         }
-        let m = match worker::run_point(point, args.arrival_rate) {
+        let job = WorkerJob {
+            spec: point.clone(),
+            arrival_rate_per_s: args.arrival_rate,
+            harness,
+        };
+        let m = match worker::run_point(&job) {
             Ok(report) => Measurement::ok(point, report, Some(host.clone())),
             Err(e) => Measurement::failed(point, e.to_string(), Some(host.clone())),
         };

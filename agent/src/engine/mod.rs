@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use cipherfleet_core::measurement::{Figures, Latency, LatencyMethod, Memory};
+use cipherfleet_core::measurement::{Figures, Harness, Latency, LatencyMethod, Memory};
 use cipherfleet_core::spec::{Execution, InvalidSpec, JobSpec, LOW_SAMPLES, MIN_SAMPLES, validate_arrival_rate};
 use cipherfleet_core::stats;
 
@@ -58,6 +58,8 @@ pub struct RunOptions {
     pub deadline: Option<Instant>,
     /// Object-storage scenario in an open loop: objects arriving per second.
     pub arrival_rate: Option<f64>,
+    /// The shape of each operation (`bench --openssl-compat`: `openssl speed`'s).
+    pub harness: Harness,
 }
 
 impl RunOptions {
@@ -67,6 +69,7 @@ impl RunOptions {
             measure_cap: spec.budget(execution).measure_cap,
             deadline: None,
             arrival_rate: None,
+            harness: Harness::Engine,
         }
     }
 }
@@ -116,6 +119,7 @@ pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, Eng
                         spec,
                         thread,
                         master_key: master,
+                        harness: options.harness,
                     });
                     let warmed = kernel.and_then(|mut k| {
                         let calibration = thread::warm_up(k.as_mut(), warmup, objects)?;

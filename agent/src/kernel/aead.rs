@@ -120,6 +120,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cipherfleet_core::measurement::Harness;
     use cipherfleet_core::path::Path;
     use cipherfleet_core::spec::{JobSpec, KeyMode};
 
@@ -139,6 +140,7 @@ mod tests {
             spec: &spec,
             thread: 3,
             master_key: &master,
+            harness: Harness::Engine,
         })
         .unwrap()
     }

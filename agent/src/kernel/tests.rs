@@ -28,6 +28,7 @@ fn every_algorithm_runs_in_both_directions_and_every_key_mode() {
                         spec: &s,
                         thread: 1,
                         master_key: &master,
+                        harness: Harness::Engine,
                     })
                     .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
                     // More operations than pool slots or rotating keys, so every slot is reused.
@@ -66,6 +67,7 @@ fn ccm_runs_past_the_13_byte_nonce_limit_in_both_directions() {
             spec: &s,
             thread: 0,
             master_key: &master,
+            harness: Harness::Engine,
         })
         .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
         k.run_batch(0, 3).unwrap_or_else(|e| panic!("{}: {e}", s.label()));
