@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use cipherfleet_core::facts::HostFacts;
-use cipherfleet_core::measurement::{Figures, Harness, LatencyMethod, Measurement, Memory, P999_MIN_LATENCY_SAMPLES, Status};
+use cipherfleet_core::measurement::{
+    Figures, Harness, LatencyMethod, Measurement, Memory, P999_MIN_LATENCY_SAMPLES, Status,
+};
 use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{LOW_SAMPLES, format_size};
 
