@@ -90,8 +90,12 @@ struct BenchArgs {
     /// The first N completions are discarded; at least 10 × N are counted.
     #[arg(long, value_name = "N")]
     concurrency: Option<u32>,
-    /// Object-storage scenario as an open loop: R objects arrive per second whatever the completions,
-    /// and latency counts from each object's intended arrival (needs --concurrency). Default: closed loop.
+    /// Open loop for the object-storage scenario: R objects arrive per second (local bench only).
+    ///
+    /// Objects arrive on a fixed schedule whatever the completions, and latency counts from
+    /// each object's intended arrival, so a stall shows in P99 (needs --concurrency).
+    /// Default: the closed loop. Local `bench` only: a coordinator's campaigns cannot ask for
+    /// it (jobs carry no arrival rate), so fleet results are always the closed loop.
     #[arg(long, value_name = "R", value_parser = parse_arrival_rate, allow_negative_numbers = true)]
     arrival_rate: Option<f64>,
     #[arg(long, value_enum)]
