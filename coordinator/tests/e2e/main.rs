@@ -19,5 +19,6 @@ mod report_capacity;
 mod report_compare;
 mod report_fallback;
 mod report_fleet;
+mod report_memory;
 mod tls;
 mod xss;
