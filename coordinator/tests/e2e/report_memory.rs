@@ -13,6 +13,7 @@ use cipherfleet_core::measurement::Memory;
 use serde_json::Value;
 
 use crate::app::{App, spawn_app};
+use crate::html::row;
 
 const NATIVE: &str = "memory-native";
 const SOFT: &str = "memory-soft";
@@ -27,14 +28,6 @@ async fn body(app: &App, path: &str) -> String {
 async fn json(app: &App, path: &str) -> Value {
     let text = body(app, path).await;
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path}: {e}: {text}"))
-}
-
-/// The `<tr …>` element whose opening tag contains `marker`.
-fn row<'a>(html: &'a str, marker: &str) -> &'a str {
-    let at = html.find(marker).unwrap_or_else(|| panic!("no {marker:?} in the page"));
-    let start = html[..at].rfind("<tr").expect("the marker sits in a row");
-    let end = at + html[at..].find("</tr>").expect("the row ends");
-    &html[start..end]
 }
 
 /// What a stored measurement says, by algorithm: (result id, its memory object, low_samples).
