@@ -277,6 +277,9 @@ fn wait_for_samples(
                 let batches = operations / (progress.batch_ops * u64::from(spec.threads)).max(1);
                 let mean_batch = elapsed.as_nanos() as u64 / batches.max(1);
                 let per_sample = summary::windows_for(mean_batch, w.as_nanos() as u64).min(1 << 20) as u32;
+                // Stretched batches mean a busy machine, where samples may double
+                // again for a starved thread (summary::windows): wait for that too.
+                let per_sample = if per_sample > 1 { 2 * per_sample } else { 1 };
                 // The first window began before the threads, and the last sample
                 // may end after one of them stopped: a window and a sample more.
                 elapsed >= w * (per_sample * (MIN_SAMPLES + 1) + 1)

@@ -4,6 +4,8 @@
 //! (which would read high on a thread-scaling curve). A sample spans as many
 //! windows as it takes to hold a few of the batches as they really ran.
 
+use cipherfleet_core::spec::MIN_SAMPLES;
+
 use super::plan::BATCHES_PER_WINDOW;
 
 /// One thread's record, in nanoseconds from the shared start.
@@ -54,21 +56,25 @@ pub fn windows_per_sample(tracks: &[Track<'_>], window_ns: u64) -> u64 {
         .unwrap_or(1)
 }
 
-/// Whether some thread completed nothing in one of the samples of `k`
-/// windows from `first` to `end`: it had no CPU for a whole sample.
-fn starved(tracks: &[Track<'_>], first: usize, end: usize, k: usize) -> bool {
-    (first..end)
-        .step_by(k)
-        .take_while(|w| w + k <= end)
-        .any(|w| tracks.iter().any(|t| t.windows[w..w + k].iter().all(|&n| n == 0)))
+/// Of the samples of `k` windows from `first` to `end`: how many have a
+/// thread that completed nothing (it had no CPU for a whole sample), and how
+/// many there are.
+fn starved(tracks: &[Track<'_>], first: usize, end: usize, k: usize) -> (usize, usize) {
+    let samples: Vec<usize> = (first..end).step_by(k).take_while(|w| w + k <= end).collect();
+    let empty = samples
+        .iter()
+        .filter(|&&w| tracks.iter().any(|t| t.windows[w..w + k].iter().all(|&n| n == 0)))
+        .count();
+    (empty, samples.len())
 }
 
 /// Window sampling: the windows that lie wholly inside the interval in which
 /// every thread was running, [`windows_per_sample`] at a time, and twice as
 /// many while some thread ran nothing in a sample (a machine so busy that it
-/// leaves a thread without CPU for several batches: its empty samples would
-/// drag the median to zero). Each sample's figure is every thread's
-/// operations in its windows.
+/// leaves a thread without CPU for several batches) — as long as
+/// [`MIN_SAMPLES`] samples remain, or regardless while half of them are such
+/// (they would put the median near zero). Each sample's figure is every
+/// thread's operations in its windows.
 pub fn windows(tracks: &[Track<'_>], window_ns: u64, size: u64) -> Sampled {
     let all_start = tracks.iter().map(|t| t.begin_ns).max().unwrap_or(0);
     let all_end = tracks.iter().map(|t| t.end_ns).min().unwrap_or(0);
@@ -77,7 +83,13 @@ pub fn windows(tracks: &[Track<'_>], window_ns: u64, size: u64) -> Sampled {
     // Windows [w, w + 1) that end by `all_end`, and never the overflow slot.
     let end = ((all_end / window_ns) as usize).min(slots.saturating_sub(1));
     let mut per_sample = windows_per_sample(tracks, window_ns);
-    while end >= first + 2 * per_sample as usize && starved(tracks, first, end, per_sample as usize) {
+    while end >= first + 2 * per_sample as usize {
+        let k = per_sample as usize;
+        let (empty, samples) = starved(tracks, first, end, k);
+        let enough_after = (end - first) / (2 * k) >= MIN_SAMPLES as usize;
+        if empty == 0 || !(enough_after || 2 * empty >= samples) {
+            break;
+        }
         per_sample *= 2;
     }
     let sample_s = (window_ns * per_sample) as f64 / 1e9;
@@ -189,12 +201,20 @@ mod tests {
         assert_eq!((s.windows_per_sample, s.all_running_bytes), (8, 800));
         assert!((s.all_running_seconds - 0.08).abs() < 1e-12);
         // A thread left without CPU for 15 ms in a run of 1 ms batches: samples
-        // double until none is empty (the gap then falls inside one of 20 ms).
+        // double while ten remain; one empty sample of ten leaves the median be.
         let mut starved = [10u64; 21];
         starved[5..8].fill(0);
         let s = windows(&[track(0, 105, &starved, &[])], 5 * MS, 1);
-        assert_eq!(s.windows_per_sample, 4);
-        assert_eq!(s.samples, vec![2000.0, 500.0, 2000.0, 2000.0, 2000.0]);
+        assert_eq!(s.windows_per_sample, 2);
+        assert_eq!(s.samples.len(), 10);
+        assert_eq!((s.samples[2], s.samples[3], s.samples[4]), (1000.0, 0.0, 2000.0));
+        // Every other window empty: half the samples would be 0, so they double
+        // even below ten samples.
+        let mut bursts = [10u64; 21];
+        bursts.iter_mut().skip(1).step_by(2).for_each(|n| *n = 0);
+        let s = windows(&[track(0, 105, &bursts, &[])], 5 * MS, 1);
+        assert_eq!(s.windows_per_sample, 2);
+        assert_eq!(s.samples, vec![1000.0; 10]);
         // Batches as planned (1 ms): one window per sample.
         assert_eq!(windows_for(MS, 5 * MS), 1);
         assert_eq!(windows_for(0, 5 * MS), 1);
