@@ -79,7 +79,7 @@ pub fn memory(m: &StoredMemory) -> Option<MemoryText> {
 pub fn heap_per_op(m: &StoredMemory) -> String {
     match (m.allocs_per_op, m.heap_bytes_per_op) {
         (None, _) => "allocations not counted".to_string(),
-        (Some(a), _) if a == 0.0 => "0 allocs/op".to_string(),
+        (Some(0.0), _) => "0 allocs/op".to_string(),
         (Some(a), b) => format!(
             "{} allocs/op ({} B/op)",
             significant(a),

@@ -98,12 +98,11 @@ async fn empty_db() -> PgPool {
         .execute(&mut admin)
         .await
         .expect("creating a test database");
-    let pool = PgPoolOptions::new()
+    PgPoolOptions::new()
         .max_connections(8)
         .connect_with(shared.options.clone().database(&name))
         .await
-        .expect("connecting to the test database");
-    pool
+        .expect("connecting to the test database")
 }
 
 /// Host facts as `cipherfleet-agent probe --format json` prints them.
