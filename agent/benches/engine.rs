@@ -1,194 +1,205 @@
-//! Benchmark of the benchmark engine itself (`cargo bench -p cipherfleet-agent`,
-//! or `deploy/bench-engine.sh`, which also builds the software sibling).
+//! Benchmark of the benchmark engine (`deploy/bench-engine.sh` builds what it
+//! needs, then runs `cargo bench -p cipherfleet-agent --bench engine`).
 //!
-//! 1. Engine overhead: in one run, alternating, the engine's AES-256-GCM and
-//!    ChaCha20-Poly1305 encrypt throughput against a minimal loop over the same
-//!    crate calls, at 16 B and 16 KiB, one thread. Targets: engine ≥ 97 % of the
-//!    minimal loop at 16 KiB and ≥ 90 % at 16 B.
-//! 2. Repeatability: the CV of five repeated engine measurements.
-//! 3. Accelerated/software ratio of AES-256-GCM at 16 KiB, through the real
+//! 1. Engine against a reference loop. The engine is the release agent users
+//!    run (`target/release/cipherfleet-agent bench`); the reference is
+//!    `cipherfleet-reference-loop` (deploy/reference-loop), a crate of its own
+//!    making the kernels' crate calls in the plainest loop, built with the
+//!    release profile a user's service would ship (thin LTO, one codegen unit).
+//!    Built inside this bench instead, the loop would share the agent's profile
+//!    and hide what the profile costs (issue 13). Per cell, [`ROUNDS`] rounds
+//!    alternate which side runs first (ABBA); a ratio is the median over rounds
+//!    of engine / reference within a round, and each side's CV over the rounds
+//!    says how much the machine moved. Two figures per side: MB/s over wall
+//!    time (the median sample, what each reports), and MB/s per CPU second
+//!    (bytes over the CPU time the measuring thread got), which a shared VM's
+//!    steal time does not lower. Targets, checked on the CPU-time ratio: the
+//!    engine reads at least [`TARGET_SMALL`] of the reference at 16 B, where
+//!    harness overhead per operation shows most, and [`TARGET_LARGE`] at 16 KiB.
+//! 2. The other algorithm families (CBC, CTR, CCM, OCB, CBC-HMAC, DES) the same
+//!    way, with fewer rounds: shown against the same targets, not gated (where
+//!    one falls short, perf shows the same hot functions on both sides, compiled
+//!    differently inside the agent: kernel work, not the harness).
+//! 3. Accelerated/software ratio of AES-256-GCM at 16 KiB through the real
 //!    binaries (`target/release/cipherfleet-agent{,-soft}`), alternating.
+//!
+//! Exits 1 when one of the four cells of part 1 misses its target, so the
+//! script's status says whether the engine stayed within its targets.
 
-use std::hint::black_box;
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-use aead::inout::InOutBuf;
-use aead::{AeadInOut, KeyInit, Nonce};
-use cipherfleet_agent::engine;
-use cipherfleet_core::path::Path;
-use cipherfleet_core::spec::{Direction, JobSpec, KeyMode};
 use cipherfleet_core::stats;
 
-const ROUNDS: usize = 10;
-const ROUND_SECONDS: f64 = 0.5;
+/// Rounds per cell of the main comparison, and of the other families.
+const ROUNDS: usize = 8;
+const FAMILY_ROUNDS: usize = 4;
+/// Measured seconds of each run (after its warm-up).
 const SECONDS: f64 = 1.0;
+/// Least engine / reference ratio accepted at 16 B and at 16 KiB.
+const TARGET_SMALL: f64 = 0.90;
+const TARGET_LARGE: f64 = 0.97;
 
-fn spec(alg: &str, size: u64) -> JobSpec {
-    JobSpec {
-        algorithm: alg.parse().unwrap(),
-        direction: Direction::Encrypt,
-        size_bytes: size,
-        threads: 1,
-        concurrency: None,
-        key_mode: KeyMode::Static,
-        path: Path::Accelerated,
-        seconds: SECONDS,
+/// Release binaries this bench runs: next to `target/release/deps/engine-*`.
+struct Binaries {
+    agent: PathBuf,
+    soft: PathBuf,
+    reference: PathBuf,
+}
+
+impl Binaries {
+    fn locate() -> Binaries {
+        let exe = std::env::current_exe().expect("own path");
+        let release = exe.parent().and_then(Path::parent).expect("target/release");
+        let target = release.parent().expect("target dir");
+        let reference = std::env::var_os("CIPHERFLEET_REFERENCE_LOOP").map_or_else(
+            || target.join("reference-loop/release/cipherfleet-reference-loop"),
+            PathBuf::from,
+        );
+        Binaries {
+            agent: release.join("cipherfleet-agent"),
+            soft: release.join("cipherfleet-agent-soft"),
+            reference,
+        }
     }
 }
 
-/// The least a caller can do: one instance, counter nonces, input → output, MB/s.
-fn minimal_loop<A: AeadInOut + KeyInit>(size: usize, seconds: f64) -> f64 {
-    let mut key = vec![0u8; A::key_size()];
-    getrandom::fill(&mut key).unwrap();
-    let cipher = A::new_from_slice(&key).unwrap();
-    let mut plaintext = vec![0u8; size];
-    getrandom::fill(&mut plaintext).unwrap();
-    let mut output = vec![0u8; size];
-    let mut counter = 0u64;
-    let mut run = |until: Duration| -> (u64, Duration) {
-        let start = Instant::now();
-        let mut ops = 0u64;
-        loop {
-            for _ in 0..64 {
-                let mut nonce = Nonce::<A>::default();
-                nonce[4..12].copy_from_slice(&counter.to_be_bytes());
-                counter += 1;
-                let tag = cipher
-                    .encrypt_inout_detached(&nonce, &[], InOutBuf::new(&plaintext, &mut output).unwrap())
-                    .unwrap();
-                black_box(tag);
-                black_box(&mut output);
-            }
-            ops += 64;
-            let elapsed = start.elapsed();
-            if elapsed >= until {
-                return (ops, elapsed);
-            }
-        }
+/// One run's figures, MB/s: the median of its samples (what each side reports)
+/// and the bytes over the CPU time the measurement got.
+#[derive(Clone, Copy)]
+struct Run {
+    median: f64,
+    cpu: f64,
+}
+
+fn json_of(command: &mut Command) -> serde_json::Value {
+    let out = command.output().unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{command:?}: {e}"))
+}
+
+/// One engine run; `path` is the path asked for (DES has none but software, so
+/// what ran is checked where it matters, in [`software_ratio`]).
+fn engine_run(agent: &Path, alg: &str, size: u64, path: &str) -> (Run, String) {
+    let v = json_of(Command::new(agent).args([
+        "bench",
+        "-a",
+        alg,
+        "--size",
+        &size.to_string(),
+        "--seconds",
+        &SECONDS.to_string(),
+        "--format",
+        "json",
+        "--path",
+        path,
+    ]));
+    let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{alg}: no {k} in {v}"));
+    let run = Run {
+        median: f("throughput_mb_s"),
+        cpu: f("bytes_processed") / (f("cpu_user_seconds") + f("cpu_sys_seconds")) / 1e6,
     };
-    run(Duration::from_secs_f64((seconds / 4.0).clamp(0.05, 1.0))); // warm-up, as the engine does
-    let (ops, elapsed) = run(Duration::from_secs_f64(seconds));
-    (ops * size as u64) as f64 / elapsed.as_secs_f64() / 1e6
+    (run, v["path_used"].as_str().unwrap_or("").to_string())
 }
 
-/// (reported median MB/s, mean MB/s = bytes processed / measured wall time).
-fn engine_mb_s(alg: &str, size: u64, seconds: f64) -> (f64, f64) {
-    let f = engine::measure(&JobSpec {
-        seconds,
-        ..spec(alg, size)
-    })
-    .expect("engine measures");
-    (f.throughput_mb_s, f.bytes_processed as f64 / f.elapsed_seconds / 1e6)
+fn reference_run(reference: &Path, alg: &str, size: u64) -> Run {
+    let v = json_of(Command::new(reference).args([alg, &size.to_string(), &SECONDS.to_string()]));
+    Run {
+        median: v["median_mb_s"].as_f64().expect("median"),
+        cpu: v["cpu_mb_s"].as_f64().expect("cpu_mb_s"),
+    }
 }
 
-fn overhead() {
+fn target_for(size: u64) -> f64 {
+    if size <= 64 { TARGET_SMALL } else { TARGET_LARGE }
+}
+
+/// Compares the engine with the reference on each cell; returns how many missed their target.
+fn compare(bins: &Binaries, cells: &[(&str, u64)], rounds: usize) -> usize {
     println!(
-        "== engine vs minimal loop (encrypt, 1 thread, {ROUNDS} rounds of {ROUND_SECONDS} s, order alternating ABBA)"
+        "{:<24} {:>6} | {:>9} {:>9} {:>6} {:>5} {:>5} | {:>9} {:>9} {:>6} {:>5} {:>5} | {:>6}",
+        "", "", "MB/s wall", "", "", "cv", "cv", "MB/s CPU", "", "", "cv", "cv", ""
     );
     println!(
-        "   ratio = median over rounds of engine/minimal within the round; 'mean' uses the engine's bytes/wall time,"
+        "{:<24} {:>6} | {:>9} {:>9} {:>6} {:>5} {:>5} | {:>9} {:>9} {:>6} {:>5} {:>5} | {:>6}",
+        "algorithm",
+        "size",
+        "engine",
+        "reference",
+        "ratio",
+        "eng",
+        "ref",
+        "engine",
+        "reference",
+        "ratio",
+        "eng",
+        "ref",
+        "target"
     );
-    println!(
-        "   'reported' the median-of-samples figure the engine prints (less hurt by interference, so it reads higher)"
-    );
-    println!(
-        "{:<18} {:>6} {:>12} {:>12} {:>12} {:>10} {:>10} {:>7}",
-        "algorithm", "size", "engine MB/s", "(mean)", "minimal", "ratio mean", "reported", "target"
-    );
-    for (alg, size, target) in [
-        ("aes-256-gcm", 16u64, 0.90),
-        ("aes-256-gcm", 16384, 0.97),
-        ("chacha20-poly1305", 16, 0.90),
-        ("chacha20-poly1305", 16384, 0.97),
-    ] {
-        let minimal = || match alg {
-            "aes-256-gcm" => minimal_loop::<aes_gcm::Aes256Gcm>(size as usize, ROUND_SECONDS),
-            _ => minimal_loop::<chacha20poly1305::ChaCha20Poly1305>(size as usize, ROUND_SECONDS),
-        };
-        let (mut reported, mut mean, mut min, mut r_mean, mut r_reported) = (vec![], vec![], vec![], vec![], vec![]);
-        for round in 0..ROUNDS {
-            let ((e_rep, e_mean), m) = if round % 2 == 0 {
-                let e = engine_mb_s(alg, size, ROUND_SECONDS);
-                (e, minimal())
+    let mut missed = 0;
+    for &(alg, size) in cells {
+        let (mut engine, mut reference) = (Vec::new(), Vec::new());
+        for round in 0..rounds {
+            // ABBA: which side goes first alternates, so drift hits both alike.
+            if round % 2 == 0 {
+                engine.push(engine_run(&bins.agent, alg, size, "accelerated").0);
+                reference.push(reference_run(&bins.reference, alg, size));
             } else {
-                let m = minimal();
-                (engine_mb_s(alg, size, ROUND_SECONDS), m)
-            };
-            reported.push(e_rep);
-            mean.push(e_mean);
-            min.push(m);
-            r_mean.push(e_mean / m);
-            r_reported.push(e_rep / m);
+                reference.push(reference_run(&bins.reference, alg, size));
+                engine.push(engine_run(&bins.agent, alg, size, "accelerated").0);
+            }
         }
-        let med = |v: &[f64]| stats::median(v).unwrap();
-        let ratio = med(&r_mean);
-        let verdict = if ratio >= target { "ok" } else { "BELOW" };
+        let med = |v: Vec<f64>| stats::median(&v).expect("rounds > 0");
+        let pct = |v: Vec<f64>| stats::cv(&v).unwrap_or(0.0) * 100.0;
+        let side = |runs: &[Run], f: fn(&Run) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
+        let ratio = |f: fn(&Run) -> f64| med(engine.iter().zip(&reference).map(|(e, r)| f(e) / f(r)).collect());
+        let wall: fn(&Run) -> f64 = |r| r.median;
+        let cpu: fn(&Run) -> f64 = |r| r.cpu;
+        let target = target_for(size);
+        let verdict = if ratio(cpu) >= target {
+            "ok"
+        } else {
+            missed += 1;
+            "BELOW"
+        };
         println!(
-            "{alg:<18} {size:>6} {:>12.2} {:>12.2} {:>12.2} {:>9.1}% {:>9.1}% {:>6.0}% {verdict}",
-            med(&reported),
-            med(&mean),
-            med(&min),
-            ratio * 100.0,
-            med(&r_reported) * 100.0,
-            target * 100.0
+            "{alg:<24} {size:>6} | {:>9.1} {:>9.1} {:>5.1}% {:>4.0}% {:>4.0}% | {:>9.1} {:>9.1} {:>5.1}% {:>4.0}% {:>4.0}% | {:>5.0}% {verdict}",
+            med(side(&engine, wall)),
+            med(side(&reference, wall)),
+            ratio(wall) * 100.0,
+            pct(side(&engine, wall)),
+            pct(side(&reference, wall)),
+            med(side(&engine, cpu)),
+            med(side(&reference, cpu)),
+            ratio(cpu) * 100.0,
+            pct(side(&engine, cpu)),
+            pct(side(&reference, cpu)),
+            target * 100.0,
         );
     }
+    missed
 }
 
-fn repeatability() {
-    println!("\n== repeatability: five engine measurements of aes-256-gcm 16 KiB encrypt");
-    let runs: Vec<f64> = (0..5).map(|_| engine_mb_s("aes-256-gcm", 16384, SECONDS).0).collect();
-    let shown: Vec<String> = runs.iter().map(|r| format!("{r:.1}")).collect();
-    println!(
-        "MB/s: {}  cv = {:.2}%",
-        shown.join(", "),
-        stats::cv(&runs).unwrap() * 100.0
-    );
-}
-
-fn software_ratio() {
-    let dir = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let (agent, soft) = (dir.join("cipherfleet-agent"), dir.join("cipherfleet-agent-soft"));
+fn software_ratio(bins: &Binaries) {
     println!("\n== accelerated / software, aes-256-gcm 16 KiB encrypt, real binaries, 3 alternating rounds");
-    if !agent.is_file() || !soft.is_file() {
+    if !bins.soft.is_file() {
         println!(
-            "skipped: {} and {} are needed (deploy/bench-engine.sh builds them)",
-            agent.display(),
-            soft.display()
+            "skipped: {} is needed (deploy/build.sh --release builds it)",
+            bins.soft.display()
         );
         return;
     }
-    let measure = |path: &str| -> f64 {
-        let args = [
-            "bench",
-            "-a",
-            "aes-256-gcm",
-            "--size",
-            "16k",
-            "--seconds",
-            "1",
-            "--format",
-            "json",
-            "--path",
-            path,
-        ];
-        let out = Command::new(&agent).args(args).output().expect("agent runs");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(v["path_used"], path, "the {path} path ran");
-        v["throughput_mb_s"].as_f64().unwrap()
-    };
     let (mut a, mut s) = (Vec::new(), Vec::new());
     for _ in 0..3 {
-        a.push(measure("accelerated"));
-        s.push(measure("software"));
+        for (path, runs) in [("accelerated", &mut a), ("software", &mut s)] {
+            let (run, used) = engine_run(&bins.agent, "aes-256-gcm", 16384, path);
+            assert_eq!(used, path, "the {path} path ran");
+            runs.push(run.median);
+        }
     }
     let (a, s) = (stats::median(&a).unwrap(), stats::median(&s).unwrap());
     println!("accelerated {a:.1} MB/s, software {s:.1} MB/s, ratio {:.1}x", a / s);
@@ -196,8 +207,61 @@ fn software_ratio() {
 
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not used here.
-    println!("backends: {:?}", cipherfleet_agent::backend::backends());
-    overhead();
-    repeatability();
-    software_ratio();
+    let bins = Binaries::locate();
+    for (what, path) in [("agent", &bins.agent), ("reference loop", &bins.reference)] {
+        if !path.is_file() {
+            eprintln!("{what} {} is missing: run deploy/bench-engine.sh", path.display());
+            std::process::exit(2);
+        }
+    }
+    let probe = json_of(Command::new(&bins.agent).args(["probe", "--format", "json"]));
+    let codegen = &probe["build"]["codegen"];
+    println!(
+        "agent: {} ({}, LTO {}, {} codegen units); backends {}",
+        bins.agent.display(),
+        codegen["profile"],
+        codegen["lto"],
+        codegen["codegen_units"],
+        probe["crypto"]["backends"]
+    );
+    println!("reference: {}", bins.reference.display());
+    println!(
+        "\n== engine vs reference loop (encrypt, 1 thread, {ROUNDS} rounds of {SECONDS} s a side, ABBA)\n   \
+         wall: medians over rounds of each run's median sample; CPU: bytes / CPU seconds of the measuring\n   \
+         thread (steal time left out); ratio = median over rounds of engine/reference in the round;\n   \
+         cv = spread of each side over the rounds; the target applies to the CPU-time ratio"
+    );
+    let missed = compare(
+        &bins,
+        &[
+            ("aes-256-gcm", 16),
+            ("aes-256-gcm", 16384),
+            ("chacha20-poly1305", 16),
+            ("chacha20-poly1305", 16384),
+        ],
+        ROUNDS,
+    );
+    println!("\n== other families, {FAMILY_ROUNDS} rounds a cell (shown against the targets, not gated)");
+    let families: Vec<(&str, u64)> = [
+        "aes-128-cbc",
+        "aes-128-ctr",
+        "aes-128-ccm",
+        "aes-128-ocb",
+        "aes-128-cbc-hmac-sha256",
+        "des-ede3-cbc",
+    ]
+    .into_iter()
+    .flat_map(|alg| [(alg, 16), (alg, 16384)])
+    .collect();
+    let families_below = compare(&bins, &families, FAMILY_ROUNDS);
+    software_ratio(&bins);
+    println!(
+        "\nother families: {families_below} of {} cells below the targets",
+        families.len()
+    );
+    if missed > 0 {
+        println!("engine vs reference: {missed} of 4 cells below target");
+        std::process::exit(1);
+    }
+    println!("engine vs reference: all 4 cells within target");
 }

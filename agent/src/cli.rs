@@ -17,8 +17,9 @@ use crate::backend;
 use crate::daemon::{self, RunArgs};
 use crate::kernel::Nonces;
 use crate::report::{self, Format};
-use crate::{probe, selftest, worker};
-use cipherfleet_core::measurement::{Measurement, Status};
+use crate::worker::{self, WorkerJob};
+use crate::{kernel, probe, selftest};
+use cipherfleet_core::measurement::{Harness, Measurement, Status};
 use cipherfleet_core::spec::{self, Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
 
 const AFTER_HELP: &str = "\
@@ -105,8 +106,12 @@ struct BenchArgs {
     /// The first N completions are discarded; at least 10 × N are counted.
     #[arg(long, value_name = "N")]
     concurrency: Option<u32>,
-    /// Object-storage scenario as an open loop: R objects arrive per second whatever the completions,
-    /// and latency counts from each object's intended arrival (needs --concurrency). Default: closed loop.
+    /// Open loop for the object-storage scenario: R objects arrive per second (local bench only).
+    ///
+    /// Objects arrive on a fixed schedule whatever the completions, and latency counts from
+    /// each object's intended arrival, so a stall shows in P99 (needs --concurrency).
+    /// Default: the closed loop. Local `bench` only: a coordinator's campaigns cannot ask for
+    /// it (jobs carry no arrival rate), so fleet results are always the closed loop.
     #[arg(long, value_name = "R", value_parser = parse_arrival_rate, allow_negative_numbers = true)]
     arrival_rate: Option<f64>,
     /// Encryption nonces: counter (thread and operation number, free) or random (the AEAD's 12 or
@@ -142,6 +147,14 @@ struct BenchArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// Measure the way `openssl speed -evp`/`-aead` does, to compare with it like for like.
+    ///
+    /// As OpenSSL 3.0's speed: in place under one fixed key; GCM, CCM and OCB set key and
+    /// nonce up for every message and authenticate 13 bytes of AAD; every other mode,
+    /// ChaCha20-Poly1305 included, is one stream with no per-message nonce, IV, padding or
+    /// tag. Table or JSON output; the results never go to a coordinator.
+    #[arg(long)]
+    openssl_compat: bool,
     /// List the algorithms and suites, then exit.
     #[arg(long)]
     list: bool,
@@ -376,6 +389,29 @@ fn matrices(args: &BenchArgs, cores: u32) -> Result<Vec<Matrix>, InvalidSpec> {
     Ok(base)
 }
 
+/// The harness the flags ask for; with `--openssl-compat`, every point must
+/// have an `openssl speed` shape, and CSV (the fleet's columns) is refused.
+fn openssl_compat(args: &BenchArgs, points: &[JobSpec]) -> Result<Harness, String> {
+    if !args.openssl_compat {
+        return Ok(Harness::Engine);
+    }
+    if args.format == Format::Csv {
+        return Err("--openssl-compat prints a table or JSON lines (which say `\"harness\":\"openssl-compat\"`); CSV rows could not tell its figures from the engine's".into());
+    }
+    if args.nonce != NonceChoice::Counter {
+        return Err(
+            "--openssl-compat measures openssl speed's per-message shape, nonces included; leave out --nonce random"
+                .into(),
+        );
+    }
+    for p in points {
+        if let Some(why) = kernel::compat::unsupported(p.algorithm, p.size_bytes, p.key_mode, p.concurrency) {
+            return Err(why);
+        }
+    }
+    Ok(Harness::OpensslCompat)
+}
+
 fn usage_error(message: impl std::fmt::Display) -> i32 {
     eprintln!("error: {message}");
     2
@@ -392,6 +428,10 @@ fn bench(args: BenchArgs) -> i32 {
         .unwrap_or(1);
     let points: Vec<JobSpec> = match matrices(&args, cores) {
         Ok(ms) => ms.iter().flat_map(Matrix::expand).collect(),
+        Err(e) => return usage_error(e),
+    };
+    let harness = match openssl_compat(&args, &points) {
+        Ok(h) => h,
         Err(e) => return usage_error(e),
     };
     // Refuse up front rather than fail every software point one by one.
@@ -424,7 +464,13 @@ fn bench(args: BenchArgs) -> i32 {
                 started.elapsed().as_secs_f64()
             );
         }
-        let m = match worker::run_point(point, args.arrival_rate, args.nonce.into()) {
+        let job = WorkerJob {
+            spec: point.clone(),
+            arrival_rate_per_s: args.arrival_rate,
+            nonces: args.nonce.into(),
+            harness,
+        };
+        let m = match worker::run_point(&job) {
             Ok(report) => Measurement::ok(point, report, Some(host.clone())),
             Err(e) => Measurement::failed(point, e.to_string(), Some(host.clone())),
         };

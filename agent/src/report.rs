@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use cipherfleet_core::facts::HostFacts;
-use cipherfleet_core::measurement::{Figures, LatencyMethod, Measurement, Memory, P999_MIN_LATENCY_SAMPLES, Status};
+use cipherfleet_core::measurement::{
+    Figures, Harness, LatencyMethod, Measurement, Memory, P999_MIN_LATENCY_SAMPLES, Status,
+};
 use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{LOW_SAMPLES, format_size};
 
@@ -133,6 +135,12 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
         out,
         "p99.9 only where at least {P999_MIN_LATENCY_SAMPLES} latency values support it; memory = keyed cipher state (size_of + heap), worker peak RSS, heap allocations per operation while measuring"
     )?;
+    if results.iter().any(|m| m.harness == Harness::OpensslCompat) {
+        writeln!(
+            out,
+            "harness: openssl-compat, shaped as `openssl speed -evp`/`-aead` does (in place, one key; GCM/CCM/OCB re-keyed per message with 13 B AAD; other modes one stream): not comparable with the engine's own figures"
+        )?;
+    }
     let mut sizes: Vec<u64> = results.iter().map(|m| m.size_bytes).collect();
     sizes.sort_unstable();
     sizes.dedup();

@@ -2,7 +2,7 @@
 //! path, its `-soft` sibling for the software path.
 //!
 //! The child (`cipherfleet-agent __worker`) reads a [`WorkerJob`] (a
-//! [`JobSpec`] and its load) as JSON on stdin, runs the relevant known-answer
+//! [`JobSpec`], its load and the harness that shapes its operations) as JSON on stdin, runs the relevant known-answer
 //! tests, measures, and writes a [`WorkerReport`] as JSON on stdout. It learns
 //! the time limit it runs under from its environment ([`TIME_LIMIT_ENV`]) and
 //! ends its measurement in time to report. A crash, a failed self-test or a hang
@@ -15,7 +15,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use cipherfleet_core::measurement::WorkerReport;
+use cipherfleet_core::measurement::{Harness, WorkerReport};
 use cipherfleet_core::path::{Flavour, Path};
 use cipherfleet_core::spec::{Execution, JobSpec, KeyMode, validate_arrival_rate};
 use serde::{Deserialize, Serialize};
@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend;
 use crate::engine::{self, RunOptions};
 use crate::kernel::Nonces;
-use crate::selftest;
+use crate::{kernel, selftest};
 
 /// Name of the accelerated binary.
 pub const ACCELERATED_BIN: &str = "cipherfleet-agent";
@@ -156,9 +156,10 @@ pub fn worker_prefix() -> Option<Vec<String>> {
     (!parts.is_empty()).then_some(parts)
 }
 
-/// What a worker is asked to measure: the point, and how its objects arrive
+/// What a worker is asked to measure: the point, how its objects arrive
 /// in the object-storage scenario (the closed loop unless an arrival rate is
-/// given; a local `bench --arrival-rate` only, jobs have none).
+/// given) and the shape of each operation. Local `bench` only sets the last
+/// two (`--arrival-rate`, `--openssl-compat`); jobs have neither.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerJob {
@@ -169,18 +170,25 @@ pub struct WorkerJob {
     /// Left out when counters, so a worker binary built before the option still reads the job.
     #[serde(default, skip_serializing_if = "Nonces::is_counter")]
     pub nonces: Nonces,
+    #[serde(default, skip_serializing_if = "Harness::is_engine")]
+    pub harness: Harness,
 }
 
-/// Measures `spec` in a worker process and returns its report; objects arrive
-/// at `arrival_rate_per_s` when given (open loop).
-/// Encryption nonces come from `nonces`.
-pub fn run_point(spec: &JobSpec, arrival_rate_per_s: Option<f64>, nonces: Nonces) -> Result<WorkerReport, WorkerError> {
-    let job = WorkerJob {
-        spec: spec.clone(),
-        arrival_rate_per_s,
-        nonces,
-    };
-    run_in(&binary_for(spec.path)?, &job, None, &AtomicBool::new(false), None)
+impl WorkerJob {
+    /// `spec` as a job of the fleet: closed loop, counter nonces, the engine's own shape.
+    pub fn engine(spec: &JobSpec) -> Self {
+        WorkerJob {
+            spec: spec.clone(),
+            arrival_rate_per_s: None,
+            nonces: Nonces::Counter,
+            harness: Harness::Engine,
+        }
+    }
+}
+
+/// Measures `job` in a worker process and returns its report.
+pub fn run_point(job: &WorkerJob) -> Result<WorkerReport, WorkerError> {
+    run_in(&binary_for(job.spec.path)?, job, None, &AtomicBool::new(false), None)
 }
 
 /// Like [`run_point`], with the time limit given by the caller (`None`: [`time_limit`])
@@ -194,12 +202,13 @@ pub fn run_point_with(
     cancel: &AtomicBool,
     nice: Option<i32>,
 ) -> Result<WorkerReport, WorkerError> {
-    let job = WorkerJob {
-        spec: spec.clone(),
-        arrival_rate_per_s: None,
-        nonces: Nonces::Counter,
-    };
-    run_in(&daemon_binary_for(spec.path)?, &job, limit, cancel, nice)
+    run_in(
+        &daemon_binary_for(spec.path)?,
+        &WorkerJob::engine(spec),
+        limit,
+        cancel,
+        nice,
+    )
 }
 
 fn run_in(
@@ -346,8 +355,8 @@ fn last_lines(s: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
-/// The worker side: read a spec on stdin, self-test, measure, print the report.
-/// Returns the process exit code.
+/// The worker side: read a job on stdin, self-test, measure the way its
+/// harness says, print the report. Returns the process exit code.
 pub fn worker_main() -> i32 {
     let started = Instant::now();
     let mut input = String::new();
@@ -359,6 +368,7 @@ pub fn worker_main() -> i32 {
         spec,
         arrival_rate_per_s,
         nonces,
+        harness,
     } = match serde_json::from_str(&input) {
         Ok(job) => job,
         Err(e) => {
@@ -372,6 +382,12 @@ pub fn worker_main() -> i32 {
         .and_then(|()| nonces.check(&spec))
     {
         eprintln!("invalid job: {e}");
+        return exit::INVALID;
+    }
+    if harness == Harness::OpensslCompat
+        && let Some(why) = kernel::compat::unsupported(spec.algorithm, spec.size_bytes, spec.key_mode, spec.concurrency)
+    {
+        eprintln!("invalid job: {why}");
         return exit::INVALID;
     }
     #[cfg(debug_assertions)]
@@ -393,6 +409,7 @@ pub fn worker_main() -> i32 {
         deadline: configured_time_limit().map(|limit| worker_deadline(started, limit)),
         arrival_rate: arrival_rate_per_s,
         nonces,
+        harness,
         ..RunOptions::for_spec(&spec, execution())
     };
     let figures = match engine::measure_with(&spec, &options) {
@@ -409,6 +426,7 @@ pub fn worker_main() -> i32 {
         build_flavour: backend::FLAVOUR,
         selftest_passed: outcomes.len() as u32,
         figures,
+        harness,
     };
     println!("{}", serde_json::to_string(&report).expect("a report serialises"));
     0
@@ -445,8 +463,10 @@ mod tests {
         let job: WorkerJob = serde_json::from_str(&json).unwrap();
         assert_eq!(job.arrival_rate_per_s, None);
         assert_eq!(job.nonces, Nonces::Counter, "jobs use counter nonces");
-        let sent = serde_json::to_string(&job).unwrap();
+        assert_eq!(job.harness, Harness::Engine);
+        let sent = serde_json::to_string(&WorkerJob::engine(&spec)).unwrap();
         assert!(!sent.contains("nonces"), "counters are not spelled out: {sent}");
+        assert!(!sent.contains("harness"), "the engine's shape is left out: {sent}");
         assert_eq!(job.spec, spec);
     }
 

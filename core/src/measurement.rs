@@ -68,6 +68,30 @@ pub struct Memory {
     pub allocs_per_op: Option<f64>,
 }
 
+text_enum! {
+    /// The shape of each measured operation.
+    #[derive(Default)]
+    pub enum Harness ("harness") {
+        /// The engine's rules (DESIGN.md): a fresh nonce or IV per operation,
+        /// plaintext in one buffer and ciphertext in another, empty associated data.
+        #[default]
+        Engine = "engine",
+        /// `openssl speed -evp` / `-aead` of OpenSSL 3.0, to compare like for like
+        /// (`bench --openssl-compat`): in place under one fixed key. GCM, CCM and OCB
+        /// set the key and nonce up again for every message and authenticate 13
+        /// bytes of associated data, as `-aead` does; every other mode, ChaCha20-Poly1305
+        /// included, is one continuous stream with no per-message nonce, IV or tag.
+        OpensslCompat = "openssl-compat",
+    }
+}
+
+impl Harness {
+    /// Whether this is the engine's own shape (then JSON leaves the field out).
+    pub fn is_engine(&self) -> bool {
+        *self == Harness::Engine
+    }
+}
+
 /// Latency percentiles in nanoseconds (nearest rank, 3 significant digits).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
@@ -162,6 +186,9 @@ pub struct WorkerReport {
     /// Known-answer tests passed before measuring.
     pub selftest_passed: u32,
     pub figures: Figures,
+    /// The shape the worker measured.
+    #[serde(default, skip_serializing_if = "Harness::is_engine")]
+    pub harness: Harness,
 }
 
 /// One point's outcome.
@@ -177,6 +204,9 @@ pub struct Measurement {
     pub key_mode: KeyMode,
     pub path_requested: Path,
     pub seconds_requested: f64,
+    /// `openssl-compat` for `bench --openssl-compat`; absent for the engine's own shape.
+    #[serde(default, skip_serializing_if = "Harness::is_engine")]
+    pub harness: Harness,
     /// What the worker really ran, from its run-time detection (absent on failure).
     pub path_used: Option<PathUsed>,
     pub backends: Option<Backends>,
@@ -203,6 +233,7 @@ impl Measurement {
             key_mode: spec.key_mode,
             path_requested: spec.path,
             seconds_requested: spec.seconds,
+            harness: Harness::Engine,
             path_used: None,
             backends: None,
             build_flavour: None,
@@ -221,6 +252,7 @@ impl Measurement {
             backends: Some(report.backends),
             build_flavour: Some(report.build_flavour),
             selftest_passed: Some(report.selftest_passed),
+            harness: report.harness,
             figures: Some(report.figures),
             ..Self::from_spec(spec, host)
         }

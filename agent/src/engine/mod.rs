@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use cipherfleet_core::measurement::{Figures, Latency, LatencyMethod, Memory};
+use cipherfleet_core::measurement::{Figures, Harness, Latency, LatencyMethod, Memory};
 use cipherfleet_core::spec::{Execution, InvalidSpec, JobSpec, LOW_SAMPLES, MIN_SAMPLES, validate_arrival_rate};
 use cipherfleet_core::stats;
 
@@ -60,6 +60,8 @@ pub struct RunOptions {
     pub arrival_rate: Option<f64>,
     /// Where encryption nonces come from (`bench --nonce`; jobs use counters).
     pub nonces: kernel::Nonces,
+    /// The shape of each operation (`bench --openssl-compat`: `openssl speed`'s).
+    pub harness: Harness,
 }
 
 impl RunOptions {
@@ -70,6 +72,7 @@ impl RunOptions {
             deadline: None,
             arrival_rate: None,
             nonces: kernel::Nonces::Counter,
+            harness: Harness::Engine,
         }
     }
 }
@@ -121,6 +124,7 @@ pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, Eng
                         thread,
                         master_key: master,
                         nonces: options.nonces,
+                        harness: options.harness,
                     });
                     let warmed = kernel.and_then(|mut k| {
                         let calibration = thread::warm_up(k.as_mut(), warmup, objects)?;
@@ -187,11 +191,17 @@ pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, Eng
             o.begin(start);
         }
         let sampling = plan.sampling;
+        let batch_ops = plan.batches.iter().map(|b| b.throughput).max().unwrap_or(1);
         start_line
             .set(StartLine { plan, start, records })
             .unwrap_or_else(|_| unreachable!("set once"));
         go.wait();
-        wait_for_samples(spec, sampling, cap, start, &progress, objects.as_ref(), &stop);
+        let sampled = Progress {
+            operations: &progress,
+            batch_ops,
+            objects: objects.as_ref(),
+        };
+        wait_for_samples(spec, sampling, cap, start, &sampled, &stop);
         stop.store(true, Ordering::Relaxed);
 
         let results: Vec<_> = handles
@@ -239,15 +249,25 @@ fn effective_cap(options: &RunOptions, plan: &Plan) -> Duration {
     }
 }
 
+/// What the measuring threads have done so far, as the stop decision reads it.
+struct Progress<'a> {
+    /// Operations of all threads.
+    operations: &'a AtomicU64,
+    /// The largest throughput batch of any thread.
+    batch_ops: u64,
+    objects: Option<&'a Objects>,
+}
+
 /// Waits until the requested time is over and the point has its samples (and
-/// objects), or the cap is reached.
+/// objects), or the cap is reached. A sample spans as many windows as the
+/// batches, as they really run, need ([`summary::windows_for`]); counting
+/// every batch as the largest underestimates the batches run, so the wait errs long.
 fn wait_for_samples(
     spec: &JobSpec,
     sampling: Sampling,
     cap: Duration,
     start: Instant,
-    progress: &AtomicU64,
-    objects: Option<&Objects>,
+    progress: &Progress<'_>,
     stop: &AtomicBool,
 ) {
     let requested = Duration::from_secs_f64(spec.seconds);
@@ -256,12 +276,21 @@ fn wait_for_samples(
         if elapsed >= cap || stop.load(Ordering::Relaxed) {
             return;
         }
+        let operations = progress.operations.load(Ordering::Relaxed);
         let enough = match sampling {
-            // The first window began before the threads and the last ends after
-            // one of them stopped: two more than the samples wanted.
-            Sampling::Windows(w) => elapsed >= w * (MIN_SAMPLES + 2),
-            Sampling::Operations => progress.load(Ordering::Relaxed) >= spec.operations_needed(),
-        } && objects.is_none_or(|o| o.completed() >= o.needed());
+            Sampling::Windows(w) => {
+                let batches = operations / (progress.batch_ops * u64::from(spec.threads)).max(1);
+                let mean_batch = elapsed.as_nanos() as u64 / batches.max(1);
+                let per_sample = summary::windows_for(mean_batch, w.as_nanos() as u64).min(1 << 20) as u32;
+                // Stretched batches mean a busy machine, where samples may double
+                // again for a starved thread (summary::windows): wait for that too.
+                let per_sample = if per_sample > 1 { 2 * per_sample } else { 1 };
+                // The first window began before the threads, and the last sample
+                // may end after one of them stopped: a window and a sample more.
+                elapsed >= w * (per_sample * (MIN_SAMPLES + 1) + 1)
+            }
+            Sampling::Operations => operations >= spec.operations_needed(),
+        } && progress.objects.is_none_or(|o| o.completed() >= o.needed());
         if elapsed >= requested && enough {
             return;
         }
@@ -291,15 +320,17 @@ fn summarise(
         .map(|r| summary::Track {
             begin_ns: since_start(r.first_start),
             end_ns: since_start(r.last_end),
+            batches: r.operations / r.batches.throughput.max(1),
             windows: &r.windows,
             timed: &r.timed,
         })
         .collect();
     let (sampled, sample_seconds) = match line.plan.sampling {
-        Sampling::Windows(w) => (
-            summary::windows(&tracks, w.as_nanos() as u64, spec.size_bytes),
-            w.as_secs_f64(),
-        ),
+        Sampling::Windows(w) => {
+            let sampled = summary::windows(&tracks, w.as_nanos() as u64, spec.size_bytes);
+            let seconds = w.as_secs_f64() * sampled.windows_per_sample as f64;
+            (sampled, seconds)
+        }
         Sampling::Operations => (
             summary::operations(&tracks, spec.threads, spec.size_bytes),
             line.plan.nominal_window.as_secs_f64(),

@@ -26,7 +26,7 @@ const MAX_WINDOW: Duration = Duration::from_secs(1);
 /// A window spans at least this many batches of the slowest thread, so that
 /// counting each batch in the window where it ends moves a window's figure by
 /// at most about a quarter.
-const BATCHES_PER_WINDOW: u32 = 4;
+pub const BATCHES_PER_WINDOW: u32 = 4;
 
 /// What one thread's warm-up measured.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -147,6 +147,32 @@ fn every_point_reports_memory_and_no_measured_loop_allocates() {
     }
 }
 
+/// `bench --openssl-compat` goes through the same engine with openssl's
+/// shapes: it reports memory too, and its loops do not allocate either.
+#[test]
+fn openssl_shaped_points_report_memory_and_do_not_allocate() {
+    for alg in ALL {
+        if crate::kernel::compat::unsupported(*alg, 64, KeyMode::Static, None).is_some() {
+            continue;
+        }
+        for direction in [Direction::Encrypt, Direction::Decrypt] {
+            let s = JobSpec {
+                direction,
+                seconds: 0.01,
+                ..spec(alg.name(), 64)
+            };
+            let options = RunOptions {
+                harness: Harness::OpensslCompat,
+                ..RunOptions::for_spec(&s, Execution::Native)
+            };
+            let f = measure_with(&s, &options).unwrap_or_else(|e| panic!("{}: {e}", s.label()));
+            let m = f.memory.unwrap_or_else(|| panic!("{}: no memory figures", s.label()));
+            assert!(m.cipher_state_bytes > 0, "{}: {m:?}", s.label());
+            assert_eq!(m.allocs_per_op, Some(0.0), "{}: the measured loop allocates", s.label());
+        }
+    }
+}
+
 #[test]
 fn key_setup_is_timed_for_every_key_mode() {
     for key_mode in [KeyMode::Static, KeyMode::PerOp, KeyMode::HkdfPerUser] {

@@ -134,6 +134,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cipherfleet_core::measurement::Harness;
     use cipherfleet_core::path::Path;
     use cipherfleet_core::spec::{JobSpec, KeyMode};
 
@@ -154,6 +155,7 @@ mod tests {
             thread: 3,
             master_key: &master,
             nonces: super::super::Nonces::Counter,
+            harness: Harness::Engine,
         })
         .unwrap()
     }

@@ -12,10 +12,14 @@
 //!
 //! [`Batch::run_batch`] is monomorphised per kernel, so the measured loop has
 //! no dynamic dispatch per operation.
+//!
+//! `bench --openssl-compat` swaps in the kernels of [`compat`], shaped as
+//! `openssl speed` shapes its operations ([`KernelInput::harness`]).
 
 mod aead;
 mod block;
 mod cbc_hmac;
+pub mod compat;
 mod keys;
 pub mod pool;
 mod stream;
@@ -25,6 +29,7 @@ pub use keys::Keys;
 pub use pool::{Pool, pool_slots};
 
 use cipherfleet_core::algorithm::{Cipher, Mode};
+use cipherfleet_core::measurement::Harness;
 use cipherfleet_core::spec::{Direction, InvalidSpec, JobSpec};
 
 /// A failure inside the measured loop: always fatal for the point.
@@ -129,10 +134,15 @@ pub struct KernelInput<'a> {
     pub master_key: &'a [u8; 64],
     /// Where encryption nonces come from (the AEAD kernels; checked by [`Nonces::check`]).
     pub nonces: Nonces,
+    /// The shape of each operation: the engine's own, or `openssl speed`'s ([`compat`]).
+    pub harness: Harness,
 }
 
 /// Builds the kernel for `input.spec`, including the decrypt pool.
 pub fn build(input: &KernelInput<'_>) -> Result<Box<dyn Batch>, KernelError> {
+    if input.harness == Harness::OpensslCompat {
+        return compat::build(input);
+    }
     let alg = input.spec.algorithm;
     Ok(match (alg.cipher, alg.mode) {
         (Cipher::Aes128, Mode::Gcm) => Box::new(aead::AeadKernel::<aes_gcm::Aes128Gcm>::new(input)?),

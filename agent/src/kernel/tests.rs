@@ -29,6 +29,7 @@ fn every_algorithm_runs_in_both_directions_and_every_key_mode() {
                         thread: 1,
                         master_key: &master,
                         nonces: Nonces::Counter,
+                        harness: Harness::Engine,
                     })
                     .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
                     // More operations than pool slots or rotating keys, so every slot is reused.
@@ -68,6 +69,7 @@ fn ccm_runs_past_the_13_byte_nonce_limit_in_both_directions() {
             thread: 0,
             master_key: &master,
             nonces: Nonces::Counter,
+            harness: Harness::Engine,
         })
         .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
         k.run_batch(0, 3).unwrap_or_else(|e| panic!("{}: {e}", s.label()));
@@ -88,6 +90,7 @@ fn random_nonces_run_every_aead_encryption_and_are_refused_where_they_measure_no
                 thread: 0,
                 master_key: &master,
                 nonces: Nonces::Random,
+                harness: Harness::Engine,
             })
             .unwrap();
             k.run_batch(0, 8).unwrap_or_else(|e| panic!("{alg}: {e}"));

@@ -6,4 +6,5 @@ mod bench;
 mod emulated;
 mod helpers;
 mod measurement;
+mod openssl_compat;
 mod probe;

@@ -7,6 +7,7 @@ use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::stats::{cv, median};
 
 use crate::db::points::LatestResult;
+use crate::db::results::StoredMemory;
 
 /// A cell's figures.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +24,12 @@ pub struct CellStats {
     /// Results that ran partly in software (`partial`): some primitives had
     /// no hardware path on their host.
     pub partial: usize,
+    /// Results with fewer samples than a figure needs to be trusted.
+    pub low_samples: usize,
+    /// One host: its figures. Several: the median of each over the hosts
+    /// that reported it, except the per-operation heap figures, which are the
+    /// largest (one allocating loop anywhere is the news).
+    pub memory: StoredMemory,
     pub hosts: usize,
 }
 
@@ -33,6 +40,7 @@ pub fn cell_stats(results: &[&LatestResult]) -> Option<CellStats> {
         .iter()
         .filter(|r| r.path_used != PathUsed::Partial && r.path_used.differs_from(r.point.path))
         .count();
+    let low_samples = results.iter().filter(|r| r.low_samples).count();
     if let [only] = results {
         return Some(CellStats {
             throughput_mb_s: only.throughput_mb_s,
@@ -40,6 +48,8 @@ pub fn cell_stats(results: &[&LatestResult]) -> Option<CellStats> {
             cv: only.cv,
             fell_back,
             partial,
+            low_samples,
+            memory: only.memory,
             hosts: 1,
         });
     }
@@ -51,8 +61,22 @@ pub fn cell_stats(results: &[&LatestResult]) -> Option<CellStats> {
         cv: cv(&mb_s),
         fell_back,
         partial,
+        low_samples,
+        memory: merged_memory(results.iter().map(|r| &r.memory)),
         hosts: results.len(),
     })
+}
+
+/// The memory figures of several hosts' results, as [`CellStats::memory`] says.
+fn merged_memory<'a>(memory: impl Iterator<Item = &'a StoredMemory> + Clone) -> StoredMemory {
+    let of = |field: fn(&StoredMemory) -> Option<f64>| memory.clone().filter_map(field).collect::<Vec<f64>>();
+    let largest = |values: Vec<f64>| values.into_iter().reduce(f64::max);
+    StoredMemory {
+        cipher_state_bytes: median(&of(|m| m.cipher_state_bytes.map(|b| b as f64))).map(|b| b.round() as i64),
+        peak_rss_bytes: median(&of(|m| m.peak_rss_bytes.map(|b| b as f64))).map(|b| b.round() as i64),
+        heap_bytes_per_op: largest(of(|m| m.heap_bytes_per_op)),
+        allocs_per_op: largest(of(|m| m.allocs_per_op)),
+    }
 }
 
 /// The colour class (0 = worst … 9 = best in its column) of `value` in a
@@ -96,6 +120,8 @@ pub(crate) mod tests {
             latency_p99_ns: (16384.0 / mb_s * 1e3) as i64,
             cv: Some(0.01),
             samples: 20,
+            low_samples: false,
+            memory: StoredMemory::default(),
         }
     }
 
@@ -139,5 +165,39 @@ pub(crate) mod tests {
         // A partial path is counted as such, not as a fallback to software.
         let mixed = cell_stats(&[&a, &c, &d]).unwrap();
         assert_eq!((mixed.fell_back, mixed.partial), (1, 1));
+    }
+
+    #[test]
+    fn memory_is_one_hosts_own_or_the_median_with_the_worst_heap_use_and_low_samples_are_counted() {
+        let with = |host, state, rss, allocs: Option<f64>, low| LatestResult {
+            low_samples: low,
+            memory: StoredMemory {
+                cipher_state_bytes: state,
+                peak_rss_bytes: rss,
+                heap_bytes_per_op: allocs.map(|a| a * 64.0),
+                allocs_per_op: allocs,
+            },
+            ..result(host, "aes-128-ccm", 1000.0, Path::Accelerated)
+        };
+        let a = with(1, Some(480), Some(3_000_000), Some(0.0), false);
+        let b = with(2, Some(1_200), Some(5_000_000), Some(0.5), true);
+        let c = with(3, Some(1_000), Some(4_000_000), Some(0.0), false);
+        // An agent from before memory was reported: it counts for nothing.
+        let old = with(4, None, None, None, false);
+
+        let one = cell_stats(&[&b]).unwrap();
+        assert_eq!((one.memory, one.low_samples), (b.memory, 1));
+        let all = cell_stats(&[&a, &b, &c, &old]).unwrap();
+        assert_eq!(
+            all.memory,
+            StoredMemory {
+                cipher_state_bytes: Some(1_000),
+                peak_rss_bytes: Some(4_000_000),
+                heap_bytes_per_op: Some(32.0),
+                allocs_per_op: Some(0.5),
+            }
+        );
+        assert_eq!(all.low_samples, 1);
+        assert_eq!(cell_stats(&[&old, &old]).unwrap().memory, StoredMemory::default());
     }
 }

@@ -1,7 +1,8 @@
 //! What changed in a host's facts between two snapshots: the context a finding
 //! carries ("AES went missing when the kernel went from 6.1 to 6.6").
 //! Only the facts an operator would suspect are compared: kernel, OS, CPU
-//! flags (advertised and usable), hypervisor, agent version and build.
+//! flags (advertised and usable), hypervisor, agent version and build (flavour,
+//! compiler settings and compile-time target features).
 
 use serde_json::{Map, Value, json};
 
@@ -36,6 +37,7 @@ pub fn diff(before: &FactColumns, after: &FactColumns) -> Map<String, Value> {
     scalar("hypervisor", json!(before.hypervisor), json!(after.hypervisor));
     scalar("agent_version", json!(before.agent_version), json!(after.agent_version));
     scalar("build_flavour", json!(before.build_flavour), json!(after.build_flavour));
+    scalar("build_codegen", json!(before.build_codegen), json!(after.build_codegen));
     for (name, a, b) in [
         (
             "features_advertised",
@@ -43,6 +45,11 @@ pub fn diff(before: &FactColumns, after: &FactColumns) -> Map<String, Value> {
             &after.features_advertised,
         ),
         ("features_usable", &before.features_usable, &after.features_usable),
+        (
+            "build_target_features",
+            &before.build_target_features,
+            &after.build_target_features,
+        ),
     ] {
         let gained: Vec<&String> = b.iter().filter(|f| !a.contains(f)).collect();
         let lost: Vec<&String> = a.iter().filter(|f| !b.contains(f)).collect();
@@ -64,6 +71,8 @@ mod tests {
             features_usable: usable.iter().map(|s| s.to_string()).collect(),
             agent_version: Some(version.into()),
             build_flavour: Some(flavour.into()),
+            build_codegen: Some("release, opt-level 3, LTO fat, 1 codegen unit".into()),
+            build_target_features: vec!["sse2".into()],
             ..FactColumns::default()
         }
     }
@@ -84,6 +93,23 @@ mod tests {
                 facts("6.1.0", &["aes", "avx"], "0.2.0", "software"),
                 json!({"agent_version": {"from": "0.1.0", "to": "0.2.0"},
                        "build_flavour": {"from": "accelerated", "to": "software"}}),
+            ),
+            (
+                "agent rebuilt without LTO",
+                FactColumns {
+                    build_codegen: Some("release, opt-level 3, LTO thin-local, 4 codegen units".into()),
+                    ..base.clone()
+                },
+                json!({"build_codegen": {"from": "release, opt-level 3, LTO fat, 1 codegen unit",
+                                         "to": "release, opt-level 3, LTO thin-local, 4 codegen units"}}),
+            ),
+            (
+                "agent rebuilt for a newer CPU",
+                FactColumns {
+                    build_target_features: vec!["avx2".into(), "sse2".into()],
+                    ..base.clone()
+                },
+                json!({"build_target_features": {"gained": ["avx2"], "lost": []}}),
             ),
             (
                 "a flag gained",

@@ -8,6 +8,7 @@ use cipherfleet_core::path::PathUsed;
 use sqlx::PgExecutor;
 
 use super::Result;
+use super::results::StoredMemory;
 
 /// One result as a host's results table shows it.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -26,6 +27,10 @@ pub struct HostResult {
     pub latency_p99_ns: i64,
     pub cv: Option<f64>,
     pub samples: i32,
+    /// Fewer samples than a figure needs to be trusted, even after the run was extended.
+    pub low_samples: bool,
+    #[sqlx(flatten)]
+    pub memory: StoredMemory,
 }
 
 impl HostResult {
@@ -41,7 +46,8 @@ pub async fn list(db: impl PgExecutor<'_>, host_id: i64, limit: i64, offset: i64
     Ok(sqlx::query_as(
         "SELECT r.id, (SELECT j.campaign_id FROM jobs j WHERE j.id = r.job_id) AS campaign_id, r.created_at, \
              r.algorithm, r.direction, r.size_bytes, r.threads, r.concurrency, r.key_mode, r.path, r.path_used, \
-             r.throughput_mb_s, r.ops_per_s, r.latency_p99_ns, r.cv, r.samples \
+             r.throughput_mb_s, r.ops_per_s, r.latency_p99_ns, r.cv, r.samples, r.low_samples, \
+             r.cipher_state_bytes, r.peak_rss_bytes, r.heap_bytes_per_op, r.allocs_per_op \
          FROM results r WHERE r.host_id = $1 ORDER BY r.created_at DESC, r.id DESC LIMIT $2 OFFSET $3",
     )
     .bind(host_id)

@@ -10,6 +10,7 @@ use cipherfleet_core::path::PathUsed;
 use sqlx::{PgExecutor, Postgres, Transaction};
 
 use super::Result;
+use super::results::StoredMemory;
 
 /// Points as the column arrays of an `UNNEST` insert, in the column order
 /// `algorithm, direction, size_bytes, threads, concurrency, key_mode, path`.
@@ -62,6 +63,10 @@ pub struct LatestResult {
     /// Coefficient of variation of the samples, as a fraction.
     pub cv: Option<f64>,
     pub samples: i32,
+    /// Fewer samples than a figure needs to be trusted, even after the run was extended.
+    pub low_samples: bool,
+    #[sqlx(flatten)]
+    pub memory: StoredMemory,
 }
 
 /// The columns of [`LatestResult`], as a literal for `concat!`.
@@ -69,7 +74,8 @@ pub struct LatestResult {
 macro_rules! latest_result_columns {
     () => {
         "host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, path_used, \
-         result_id, measured_at, throughput_mb_s, ops_per_s, latency_p99_ns, cv, samples"
+         result_id, measured_at, throughput_mb_s, ops_per_s, latency_p99_ns, cv, samples, low_samples, \
+         cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op"
     };
 }
 
@@ -78,15 +84,20 @@ pub async fn record(tx: &mut Transaction<'_, Postgres>, result_id: i64) -> Resul
     sqlx::query(
         "INSERT INTO result_points AS p (host_id, algorithm, direction, size_bytes, threads, concurrency, \
              key_mode, path, result_id, measured_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, \
-             cv, samples, result_count) \
+             cv, samples, low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, \
+             result_count) \
          SELECT host_id, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), key_mode, path, \
-             id, created_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, cv, samples, 1 \
+             id, created_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, cv, samples, low_samples, \
+             cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, 1 \
          FROM results WHERE id = $1 \
          ON CONFLICT (host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path) \
          DO UPDATE SET result_id = EXCLUDED.result_id, measured_at = EXCLUDED.measured_at, \
              path_used = EXCLUDED.path_used, throughput_mb_s = EXCLUDED.throughput_mb_s, \
              ops_per_s = EXCLUDED.ops_per_s, latency_p99_ns = EXCLUDED.latency_p99_ns, cv = EXCLUDED.cv, \
-             samples = EXCLUDED.samples, result_count = p.result_count + 1",
+             samples = EXCLUDED.samples, low_samples = EXCLUDED.low_samples, \
+             cipher_state_bytes = EXCLUDED.cipher_state_bytes, peak_rss_bytes = EXCLUDED.peak_rss_bytes, \
+             heap_bytes_per_op = EXCLUDED.heap_bytes_per_op, allocs_per_op = EXCLUDED.allocs_per_op, \
+             result_count = p.result_count + 1",
     )
     .bind(result_id)
     .execute(&mut **tx)

@@ -3,10 +3,12 @@
 //! racing, leave one row, and the job is marked done in the same transaction.
 //! Reads of one result (the raw measurement behind a report's figure) and the
 //! total are here too; a host's results pages are [`super::host_results`].
+//! [`StoredMemory`] is how every read of a result carries its memory figures.
 
 use chrono::{DateTime, Utc};
-use cipherfleet_core::measurement::Figures;
+use cipherfleet_core::measurement::{Figures, Memory};
 use cipherfleet_core::path::PathUsed;
+use serde::Serialize;
 use serde_json::Value;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
@@ -51,6 +53,7 @@ pub async fn record(
             .fetch_optional(&mut *tx)
             .await?;
     let (job_host, campaign_id, status, current) = job.ok_or(Error::UnknownJob(job_id))?;
+    let memory = StoredMemory::from(figures.memory.as_ref());
     if job_host != host_id {
         return Err(Error::JobOfAnotherHost {
             job: job_id,
@@ -76,10 +79,11 @@ pub async fn record(
              threads, concurrency, key_mode, path, path_used, throughput_mb_s, ops_per_s, \
              latency_p50_ns, latency_p90_ns, latency_p99_ns, latency_p999_ns, latency_max_ns, \
              latency_method, batch_ops, cv, samples, cpu_user_seconds, cpu_sys_seconds, \
-             cpu_utilization, key_setup_ns, elapsed_seconds, sample_throughputs, measurement) \
+             cpu_utilization, key_setup_ns, elapsed_seconds, sample_throughputs, measurement, \
+             low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op) \
          SELECT j.id, j.host_id, h.current_snapshot_id, j.algorithm, j.direction, j.size_bytes, \
              j.threads, j.concurrency, j.key_mode, j.path, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
-             $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 \
+             $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25 \
          FROM jobs j JOIN hosts h ON h.id = j.host_id WHERE j.id = $1 \
          ON CONFLICT (job_id) DO NOTHING \
          RETURNING id",
@@ -104,6 +108,11 @@ pub async fn record(
     .bind(figures.elapsed_seconds)
     .bind(&figures.sample_throughputs_mb_s)
     .bind(measurement)
+    .bind(figures.low_samples)
+    .bind(memory.cipher_state_bytes)
+    .bind(memory.peak_rss_bytes)
+    .bind(memory.heap_bytes_per_op)
+    .bind(memory.allocs_per_op)
     .fetch_optional(&mut *tx)
     .await?;
     let Some(result_id) = inserted else {
@@ -128,6 +137,33 @@ pub async fn record(
 /// refusing it over a figure nobody could act on.
 fn bigint(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A result's memory figures as its columns hold them (migrations/0005): each
+/// `None` for results of agents that did not report memory (before schema
+/// `/2`), the per-operation ones also where the worker did not count
+/// allocations. Flattened into every row type that shows them, and into their
+/// API rows, so JSON and CSV always carry the four columns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, sqlx::FromRow)]
+pub struct StoredMemory {
+    /// One keyed cipher instance: `size_of` plus the heap it owns.
+    pub cipher_state_bytes: Option<i64>,
+    /// The worker's peak resident set (`ru_maxrss`), buffers included.
+    pub peak_rss_bytes: Option<i64>,
+    /// Heap bytes and allocations per operation in the measured loops (0 expected).
+    pub heap_bytes_per_op: Option<f64>,
+    pub allocs_per_op: Option<f64>,
+}
+
+impl From<Option<&Memory>> for StoredMemory {
+    fn from(m: Option<&Memory>) -> Self {
+        m.map_or_else(StoredMemory::default, |m| StoredMemory {
+            cipher_state_bytes: Some(bigint(m.cipher_state_bytes)),
+            peak_rss_bytes: Some(bigint(m.peak_rss_bytes)),
+            heap_bytes_per_op: m.heap_bytes_per_op,
+            allocs_per_op: m.allocs_per_op,
+        })
+    }
 }
 
 /// Number of stored results for a job: 0 or 1.

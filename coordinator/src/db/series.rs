@@ -36,7 +36,8 @@ pub async fn current_facts(db: impl PgExecutor<'_>) -> Result<Vec<CurrentFacts>>
         "SELECT h.labels, s.id, s.host_id, s.taken_at, '{}'::jsonb AS facts, s.arch, s.cpu_vendor, \
              s.cpu_model_name, s.cpu_family, s.cpu_model, s.cpu_stepping, s.logical_cores, \
              s.memory_total_bytes, s.os_name, s.kernel_release, s.hypervisor_present, s.hypervisor, \
-             s.features_advertised, s.features_usable, s.build_flavour, s.agent_version, s.cpuinfo_foreign \
+             s.features_advertised, s.features_usable, s.build_flavour, s.agent_version, s.cpuinfo_foreign, \
+             s.build_codegen, s.build_target_features \
          FROM hosts h JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id ORDER BY h.id",
     )
     .fetch_all(db)

@@ -6,6 +6,7 @@
 //! facts changed since the host's current snapshot.
 
 use chrono::{DateTime, Utc};
+use cipherfleet_core::facts::Codegen;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, PgExecutor};
@@ -18,7 +19,12 @@ use crate::analysis::marks::EmulationFacts;
 const VOLATILE: &[&str] = &["/noise/load_average", "/noise/clock_read_ns"];
 
 /// Feature lists whose order carries no meaning.
-const UNORDERED: &[&str] = &["/features/checked", "/features/advertised", "/features/usable"];
+const UNORDERED: &[&str] = &[
+    "/features/checked",
+    "/features/advertised",
+    "/features/usable",
+    "/build/codegen/target_features",
+];
 
 /// Facts in comparable form plus their hash.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,10 +75,21 @@ pub struct FactColumns {
     pub agent_version: Option<String>,
     /// `/proc/cpuinfo` describes another CPU than the agent's: emulated (migrations/0004).
     pub cpuinfo_foreign: Option<bool>,
+    /// The agent's compiler settings in one line ([`Codegen::summary`]).
+    pub build_codegen: Option<String>,
+    /// Target features the agent's code was compiled to assume.
+    pub build_target_features: Vec<String>,
 }
 
 impl FactColumns {
     pub fn from_facts(facts: &Value) -> Self {
+        let codegen = facts
+            .pointer("/build/codegen")
+            .and_then(|v| serde_json::from_value::<Codegen>(v.clone()).ok())
+            .map(|mut c| {
+                c.target_features.sort();
+                c
+            });
         let text = |p: &str| facts.pointer(p).and_then(Value::as_str).map(str::to_owned);
         let int = |p: &str| {
             facts
@@ -112,6 +129,8 @@ impl FactColumns {
             cpuinfo_foreign: facts
                 .pointer("/virtualization/cpuinfo_foreign")
                 .and_then(Value::as_bool),
+            build_codegen: codegen.as_ref().map(Codegen::summary),
+            build_target_features: codegen.map(|c| c.target_features).unwrap_or_default(),
         }
     }
 
@@ -144,8 +163,10 @@ pub async fn insert(conn: &mut PgConnection, host_id: i64, facts: &NormalisedFac
         "INSERT INTO host_fact_snapshots (host_id, facts_hash, facts, arch, cpu_vendor, \
          cpu_model_name, cpu_family, cpu_model, cpu_stepping, logical_cores, memory_total_bytes, \
          os_name, kernel_release, hypervisor_present, hypervisor, features_advertised, \
-         features_usable, build_flavour, agent_version, cpuinfo_foreign) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) \
+         features_usable, build_flavour, agent_version, cpuinfo_foreign, build_codegen, \
+         build_target_features) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
+         $20, $21, $22) \
          RETURNING id",
     )
     .bind(host_id)
@@ -168,6 +189,8 @@ pub async fn insert(conn: &mut PgConnection, host_id: i64, facts: &NormalisedFac
     .bind(c.build_flavour)
     .bind(c.agent_version)
     .bind(c.cpuinfo_foreign)
+    .bind(c.build_codegen)
+    .bind(c.build_target_features)
     .fetch_one(conn)
     .await?;
     Ok(id)
@@ -189,7 +212,7 @@ pub async fn history(db: impl PgExecutor<'_>, host_id: i64) -> Result<Vec<Snapsh
         "SELECT id, host_id, taken_at, facts, arch, cpu_vendor, cpu_model_name, cpu_family, \
          cpu_model, cpu_stepping, logical_cores, memory_total_bytes, os_name, kernel_release, \
          hypervisor_present, hypervisor, features_advertised, features_usable, build_flavour, \
-         agent_version, cpuinfo_foreign \
+         agent_version, cpuinfo_foreign, build_codegen, build_target_features \
          FROM host_fact_snapshots WHERE host_id = $1 ORDER BY taken_at, id",
     )
     .bind(host_id)
@@ -239,9 +262,22 @@ mod tests {
                     "stepping": 7, "logical_cores": 8},
             "virtualization": {"hypervisor": true, "kind": "kvm"},
             "features": {"advertised": ["avx", "aes", "pclmulqdq"], "usable": ["aes"]},
-            "build": {"flavour": "accelerated", "agent_version": "0.1.0"},
+            "build": {"flavour": "accelerated", "agent_version": "0.1.0",
+                      "codegen": {"profile": "release", "opt_level": "3", "lto": "fat",
+                                  "codegen_units": 1, "target_features": ["sse2", "fxsr", "sse"]}},
             "noise": {"load_average": [0.5, 0.4, 0.3], "cpufreq_governor": "performance"}
         })
+    }
+
+    #[test]
+    fn a_new_build_profile_changes_the_hash_but_feature_order_does_not() {
+        let base = NormalisedFacts::new(&facts()).hash;
+        let mut thin = facts();
+        thin["build"]["codegen"]["lto"] = json!("thin");
+        let mut reordered = facts();
+        reordered["build"]["codegen"]["target_features"] = json!(["fxsr", "sse", "sse2"]);
+        assert_ne!(base, NormalisedFacts::new(&thin).hash);
+        assert_eq!(base, NormalisedFacts::new(&reordered).hash);
     }
 
     #[test]
@@ -267,6 +303,11 @@ mod tests {
     fn typed_columns_follow_the_probe_layout() {
         let c = FactColumns::from_facts(&facts());
         assert_eq!(c.arch.as_deref(), Some("x86_64"));
+        assert_eq!(
+            c.build_codegen.as_deref(),
+            Some("release, opt-level 3, LTO fat, 1 codegen unit")
+        );
+        assert_eq!(c.build_target_features, ["fxsr", "sse", "sse2"]);
         assert_eq!(c.cpu_family, Some(6));
         assert_eq!(c.cpu_model, Some(85));
         assert_eq!(c.logical_cores, Some(8));

@@ -784,6 +784,7 @@ mod tests {
             build_flavour: Flavour::Software,
             selftest_passed: 4,
             figures: figures(),
+            harness: Default::default(),
         };
         let json = serde_json::to_value(Measurement::ok(&spec, report, None)).unwrap();
         assert_eq!(what_ran(&json), Ok((PathUsed::Partial, figures())));

@@ -4,6 +4,8 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::db::results::StoredMemory;
+
 /// Throughput in MB/s (10^6 bytes per second), three significant figures.
 pub fn mb_s(v: f64) -> String {
     format!("{} MB/s", significant(v))
@@ -47,6 +49,42 @@ pub fn nanos(ns: f64) -> String {
         n if n < 1e6 => format!("{} µs", significant(n / 1e3)),
         n if n < 1e9 => format!("{} ms", significant(n / 1e6)),
         n => format!("{} s", significant(n / 1e9)),
+    }
+}
+
+/// A result's memory figures in one table cell: the keyed cipher state, and
+/// below it the worker's peak RSS and heap use per operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryText {
+    /// `496 B`: what one keyed instance takes.
+    pub state: String,
+    /// `peak RSS 3.05 MiB · 0 allocs/op`.
+    pub detail: String,
+}
+
+/// [`MemoryText`] of `m`; `None` for a result without memory figures (an agent
+/// from before they were reported), which a page shows as unknown, not zero.
+pub fn memory(m: &StoredMemory) -> Option<MemoryText> {
+    let unsigned = |v: Option<i64>| v.map(|b| bytes(b.max(0) as u64));
+    let state = unsigned(m.cipher_state_bytes)?;
+    let rss = unsigned(m.peak_rss_bytes).map_or_else(|| "peak RSS –".into(), |r| format!("peak RSS {r}"));
+    Some(MemoryText {
+        state,
+        detail: format!("{rss} · {}", heap_per_op(m)),
+    })
+}
+
+/// Heap use per operation in the measured loops: `0 allocs/op` (what every
+/// loop should show), the allocations and bytes when one allocates.
+pub fn heap_per_op(m: &StoredMemory) -> String {
+    match (m.allocs_per_op, m.heap_bytes_per_op) {
+        (None, _) => "allocations not counted".to_string(),
+        (Some(0.0), _) => "0 allocs/op".to_string(),
+        (Some(a), b) => format!(
+            "{} allocs/op ({} B/op)",
+            significant(a),
+            b.map_or_else(|| "–".into(), significant)
+        ),
     }
 }
 
@@ -95,6 +133,42 @@ mod tests {
             assert_eq!(significant(v), want, "{v}");
         }
         assert_eq!(mb_s(85.04), "85.0 MB/s");
+    }
+
+    #[test]
+    fn memory_shows_the_state_then_rss_and_heap_use_and_nothing_when_unreported() {
+        let m = StoredMemory {
+            cipher_state_bytes: Some(496),
+            peak_rss_bytes: Some(3_200_000),
+            heap_bytes_per_op: Some(0.0),
+            allocs_per_op: Some(0.0),
+        };
+        assert_eq!(
+            memory(&m),
+            Some(MemoryText {
+                state: "496 B".into(),
+                detail: "peak RSS 3.05 MiB · 0 allocs/op".into()
+            })
+        );
+        let allocating = StoredMemory {
+            heap_bytes_per_op: Some(48.0),
+            allocs_per_op: Some(1.0),
+            ..m
+        };
+        assert_eq!(
+            memory(&allocating).unwrap().detail,
+            "peak RSS 3.05 MiB · 1.00 allocs/op (48.0 B/op)"
+        );
+        let uncounted = StoredMemory {
+            heap_bytes_per_op: None,
+            allocs_per_op: None,
+            ..m
+        };
+        assert_eq!(
+            memory(&uncounted).unwrap().detail,
+            "peak RSS 3.05 MiB · allocations not counted"
+        );
+        assert_eq!(memory(&StoredMemory::default()), None);
     }
 
     #[test]

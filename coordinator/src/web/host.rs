@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::api::{self, ApiError, FindingApiRow, FormatParam};
+use super::format::MemoryText;
 use super::host_facts::{
     Fact, FactChange, FeatureRow, fact_changes, facts_table, feature_rows, features_checked, or_dash,
 };
@@ -28,6 +29,7 @@ use crate::analysis::unexplained;
 use crate::db::findings::{self, Finding};
 use crate::db::host_results::{self, HostResult, ThroughputSample};
 use crate::db::hosts::{self, Host, HostWithFacts};
+use crate::db::results::StoredMemory;
 use crate::db::snapshots;
 
 /// Results per page on the host page, and per request of the API: a busy
@@ -137,6 +139,13 @@ struct ResultView {
     cv: String,
     p99: String,
     p99_sort: i64,
+    samples: i32,
+    /// Too few samples to trust the figures: badged beside the count.
+    low_samples: bool,
+    /// `None`: the agent did not report memory.
+    memory: Option<MemoryText>,
+    /// The cipher state in bytes, for sorting the memory column.
+    memory_sort: String,
 }
 
 impl ResultView {
@@ -159,6 +168,10 @@ impl ResultView {
             cv: r.cv.map(format::percent).map(|p| format!("CV {p}")).unwrap_or_default(),
             p99: format::nanos(r.latency_p99_ns as f64),
             p99_sort: r.latency_p99_ns,
+            samples: r.samples,
+            low_samples: r.low_samples,
+            memory: format::memory(&r.memory),
+            memory_sort: r.memory.cipher_state_bytes.map(|b| b.to_string()).unwrap_or_default(),
         }
     }
 }
@@ -307,6 +320,11 @@ struct ResultApiRow {
     latency_p99_ns: i64,
     cv: Option<f64>,
     samples: i32,
+    /// Fewer samples than the figures need to be trusted, even after the run was extended.
+    low_samples: bool,
+    /// `cipher_state_bytes`, `peak_rss_bytes`, `heap_bytes_per_op`, `allocs_per_op`; null when not reported.
+    #[serde(flatten)]
+    memory: StoredMemory,
     /// The stored measurement, as the agent sent it.
     raw: String,
 }
@@ -337,6 +355,8 @@ async fn api_results(
             latency_p99_ns: r.latency_p99_ns,
             cv: r.cv,
             samples: r.samples,
+            low_samples: r.low_samples,
+            memory: r.memory,
         })
         .collect();
     api::table(&format!("host-{}-results", host.id), &rows, f.format)

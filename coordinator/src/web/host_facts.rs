@@ -85,6 +85,15 @@ pub fn facts_table(s: &Snapshot) -> Vec<Fact> {
         ),
         fact("Agent build", or_dash(&c.build_flavour)),
         fact("Agent version", or_dash(&c.agent_version)),
+        fact("Agent compiled with", or_dash(&c.build_codegen)),
+        fact(
+            "Compile-time target features",
+            if c.build_target_features.is_empty() {
+                "–".into()
+            } else {
+                c.build_target_features.join(" ")
+            },
+        ),
     ]
 }
 
@@ -198,7 +207,7 @@ impl FactChange {
 
 /// What an operator calls the facts [`changes::diff`] compares, in the order
 /// the page lists them.
-const FACT_NAMES: [(&str, &str); 9] = [
+const FACT_NAMES: [(&str, &str); 11] = [
     ("kernel_release", "kernel"),
     ("os_name", "OS"),
     ("cpu_model_name", "CPU model"),
@@ -206,6 +215,8 @@ const FACT_NAMES: [(&str, &str); 9] = [
     ("hypervisor", "hypervisor"),
     ("agent_version", "agent version"),
     ("build_flavour", "agent build"),
+    ("build_codegen", "agent compiler settings"),
+    ("build_target_features", "agent target features"),
     ("features_advertised", "advertised CPU features"),
     ("features_usable", "usable CPU features"),
 ];
@@ -439,6 +450,8 @@ mod tests {
         assert_eq!(get(&s, "Hypervisor"), "yes (kvm)");
         assert_eq!(get(&s, "Family / model / stepping"), "6 / – / –");
         assert_eq!(get(&s, "Kernel"), "–");
+        assert_eq!(get(&s, "Agent compiled with"), "–");
+        assert_eq!(get(&s, "Compile-time target features"), "–");
         assert_eq!(
             (get(&s, "Clock source"), get(&s, "CPU emulation")),
             ("–".into(), "–".into())
@@ -456,5 +469,34 @@ mod tests {
         s.columns.cpuinfo_foreign = Some(false);
         assert_eq!(get(&s, "Clock read"), "31.6 ns");
         assert_eq!(get(&s, "CPU emulation"), "none seen");
+    }
+
+    #[test]
+    fn a_rebuilt_agent_shows_its_new_compiler_settings_as_a_change() {
+        let before = snapshot(1, 0, "6.1.0", &["aes"], "0.1.0");
+        let mut after = snapshot(2, 5, "6.1.0", &["aes"], "0.1.0");
+        after.columns.build_codegen = Some("release, opt-level 3, LTO fat, 1 codegen unit".into());
+        after.columns.build_target_features = vec!["sse2".into()];
+        let shown = facts_table(&after);
+        let get = |n: &str| shown.iter().find(|f| f.name == n).unwrap().value.clone();
+        assert_eq!(
+            get("Agent compiled with"),
+            "release, opt-level 3, LTO fat, 1 codegen unit"
+        );
+        assert_eq!(get("Compile-time target features"), "sse2");
+        let changes: Vec<(&str, String)> = fact_changes(&[before, after])
+            .into_iter()
+            .map(|c| (c.fact, c.change))
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                (
+                    "agent compiler settings",
+                    "none → release, opt-level 3, LTO fat, 1 codegen unit".to_string()
+                ),
+                ("agent target features", "gained: sse2".to_string()),
+            ]
+        );
     }
 }

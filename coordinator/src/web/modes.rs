@@ -31,6 +31,7 @@ use super::svg::{LineChart, XAxis};
 use super::{WebError, WebState, format};
 use crate::db::matrix::{self, ClassedHost};
 use crate::db::points::LatestResult;
+use crate::db::results::StoredMemory;
 use curves::{Merged, by_algorithm, merge, scaling};
 use params::{ModesParams, ModesQuery, Subject};
 
@@ -100,8 +101,32 @@ fn resolve(subject: &Subject, hosts: &[ClassedHost]) -> Result<Resolved, WebErro
 #[derive(Debug, Clone)]
 struct SizeRow {
     algorithm: String,
-    /// Per size column: display text and the number to sort by.
-    cells: Vec<Option<(String, String)>>,
+    /// Per size column; `None` where nothing was measured.
+    cells: Vec<Option<SizeCell>>,
+}
+
+/// One algorithm at one size.
+#[derive(Debug, Clone)]
+struct SizeCell {
+    text: String,
+    /// The number to sort by.
+    sort: String,
+    /// Too few samples behind the figure: marked in the cell.
+    low_samples: bool,
+}
+
+/// A row of the memory table: one algorithm's cipher state, its peak RSS
+/// per payload size, and its heap use per operation while measuring.
+#[derive(Debug, Clone)]
+struct MemoryRow {
+    algorithm: String,
+    /// The keyed cipher state; the same at every size, so one figure.
+    state: String,
+    state_sort: String,
+    /// Peak RSS per size column (the payload buffers grow with the size).
+    rss: Vec<String>,
+    /// The most any size allocated per operation: `0 allocs/op` when none did.
+    heap: String,
 }
 
 #[derive(Debug, Clone)]
@@ -139,15 +164,18 @@ struct ModesPage {
     scaling_chart: String,
     size_columns: Vec<String>,
     size_rows: Vec<SizeRow>,
+    memory_rows: Vec<MemoryRow>,
+    /// Some cell's figure rests on too few samples (the cells say which).
+    any_low_samples: bool,
     scaling_rows: Vec<ScalingView>,
     has_scaling: bool,
     csv_href: String,
     json_href: String,
 }
 
-/// The payload-size chart (one thread, one line per algorithm) and the same
-/// numbers as a table: size columns, one row per algorithm.
-fn size_section(title: String, merged: &[Merged]) -> (String, Vec<String>, Vec<SizeRow>) {
+/// The payload-size chart (one thread, one line per algorithm), the same
+/// numbers as a table (size columns, one row per algorithm) and its memory table.
+fn size_section(title: String, merged: &[Merged]) -> (String, Vec<String>, Vec<SizeRow>, Vec<MemoryRow>) {
     let one_thread = by_algorithm(merged, |m| m.threads == 1);
     let mut chart = LineChart::new(title, XAxis::Bytes);
     for (algorithm, pts) in &one_thread {
@@ -167,15 +195,52 @@ fn size_section(title: String, merged: &[Merged]) -> (String, Vec<String>, Vec<S
             cells: sizes
                 .iter()
                 .map(|s| {
-                    pts.iter()
-                        .find(|m| m.size_bytes == *s)
-                        .map(|m| (format::mb_s(m.throughput_mb_s), m.throughput_mb_s.to_string()))
+                    pts.iter().find(|m| m.size_bytes == *s).map(|m| SizeCell {
+                        text: format::mb_s(m.throughput_mb_s),
+                        sort: m.throughput_mb_s.to_string(),
+                        low_samples: m.low_samples,
+                    })
                 })
                 .collect(),
         })
         .collect();
+    let memory = one_thread
+        .iter()
+        .filter(|(_, pts)| pts.iter().any(|m| m.memory.cipher_state_bytes.is_some()))
+        .map(|(algorithm, pts)| memory_row(algorithm.to_string(), pts, &sizes))
+        .collect();
     let columns = sizes.iter().map(|s| format::bytes(*s)).collect();
-    (chart.render(), columns, rows)
+    (chart.render(), columns, rows, memory)
+}
+
+/// The memory row of one algorithm's points (some of which report memory).
+fn memory_row(algorithm: String, points: &[&Merged], sizes: &BTreeSet<u64>) -> MemoryRow {
+    let state = points.iter().find_map(|m| m.memory.cipher_state_bytes);
+    let rss = sizes
+        .iter()
+        .map(|s| {
+            points
+                .iter()
+                .find(|m| m.size_bytes == *s)
+                .and_then(|m| m.memory.peak_rss_bytes)
+                .map_or_else(|| "–".into(), |b| format::bytes(b.max(0) as u64))
+        })
+        .collect();
+    // The heap part of the point that allocated most (all say 0 allocs/op when none did).
+    let worst = points
+        .iter()
+        .filter(|m| m.memory.cipher_state_bytes.is_some())
+        .max_by(|a, b| {
+            let allocs = |m: &Merged| m.memory.allocs_per_op.unwrap_or(-1.0);
+            allocs(a).total_cmp(&allocs(b))
+        });
+    MemoryRow {
+        algorithm,
+        state: state.map_or_else(|| "–".into(), |b| format::bytes(b.max(0) as u64)),
+        state_sort: state.map(|b| b.to_string()).unwrap_or_default(),
+        rss,
+        heap: worst.map_or_else(|| "–".into(), |m| format::heap_per_op(&m.memory)),
+    }
 }
 
 /// The thread-scaling chart at `size_bytes` and its table with speed-up and efficiency.
@@ -283,6 +348,8 @@ fn modes_page(
         scaling_chart: String::new(),
         size_columns: Vec::new(),
         size_rows: Vec::new(),
+        memory_rows: Vec::new(),
+        any_low_samples: false,
         scaling_rows: Vec::new(),
         has_scaling: false,
         csv_href: String::new(),
@@ -305,9 +372,11 @@ fn modes_page(
         "{}: throughput by payload size, 1 thread, {}{mark}",
         who.label, params.direction
     );
-    let (size_chart, size_columns, size_rows) = size_section(size_title, &merged);
+    let (size_chart, size_columns, size_rows, memory_rows) = size_section(size_title, &merged);
     page.size_columns = size_columns;
+    page.any_low_samples = size_rows.iter().flat_map(|r| &r.cells).flatten().any(|c| c.low_samples);
     page.size_rows = size_rows;
+    page.memory_rows = memory_rows;
     let scaling_title = format!(
         "{}: throughput by threads at {}, {}{mark}",
         who.label,
@@ -385,6 +454,11 @@ struct ModeRow {
     throughput_mb_s: f64,
     latency_p99_ns: f64,
     cv: Option<f64>,
+    /// Some host's result behind the point had too few samples to trust.
+    low_samples: bool,
+    /// One host's memory figures, or the class's by the cells rule.
+    #[serde(flatten)]
+    memory: StoredMemory,
     hosts: usize,
     result_id: Option<i64>,
 }
@@ -420,6 +494,8 @@ async fn api_modes(
             throughput_mb_s: m.throughput_mb_s,
             latency_p99_ns: m.latency_p99_ns,
             cv: m.cv,
+            low_samples: m.low_samples,
+            memory: m.memory,
             hosts: m.hosts,
             result_id: m.result_id,
         })
@@ -497,7 +573,7 @@ mod tests {
         let gcm = &page.size_rows[0];
         assert_eq!(gcm.algorithm, "aes-256-gcm");
         // Medians over the two hosts: 200 at 64 B, 560 at 16 KiB.
-        let cells: Vec<&str> = gcm.cells.iter().map(|c| c.as_ref().unwrap().0.as_str()).collect();
+        let cells: Vec<&str> = gcm.cells.iter().map(|c| c.as_ref().unwrap().text.as_str()).collect();
         assert_eq!(cells, ["200 MB/s", "560 MB/s"]);
         let rows: Vec<(u32, &str, &str)> = page
             .scaling_rows
@@ -508,5 +584,59 @@ mod tests {
         assert!(page.has_scaling);
         assert!(page.size_chart.contains("<svg") && page.scaling_chart.contains("aes-256-gcm"));
         assert!(page.json_href.starts_with("/api/v1/modes?class="), "{}", page.json_href);
+        assert!(page.memory_rows.is_empty(), "no result reported memory");
+    }
+
+    #[test]
+    fn a_host_shows_its_memory_per_algorithm_and_marks_cells_with_few_samples() {
+        let hosts = [host(1, "arm-1", &[])];
+        let p = params(&[("host", "1")]);
+        let subject = p.subject.clone().unwrap();
+        let who = resolve(&subject, &hosts).unwrap();
+        let with_memory = |mut r: LatestResult, state, rss| {
+            r.memory = StoredMemory {
+                cipher_state_bytes: Some(state),
+                peak_rss_bytes: Some(rss),
+                heap_bytes_per_op: Some(0.0),
+                allocs_per_op: Some(0.0),
+            };
+            r
+        };
+        let mut few = with_memory(at(1, "des-ede3-cbc", 16384, 1, 8.0), 400, 3 << 20);
+        few.low_samples = true;
+        let results = vec![
+            with_memory(at(1, "aes-128-gcm", 16, 1, 100.0), 976, 2 << 20),
+            with_memory(at(1, "aes-128-gcm", 16384, 1, 2000.0), 976, 3 << 20),
+            with_memory(at(1, "des-ede3-cbc", 16, 1, 7.0), 400, 2 << 20),
+            few,
+            // An old agent's result: no memory, so no row of its own.
+            at(1, "chacha20-poly1305", 16, 1, 300.0),
+        ];
+        let page = modes_page(&p, &hosts, Some((&subject, who, results)));
+        let rows: Vec<(&str, &str, Vec<&str>, &str)> = page
+            .memory_rows
+            .iter()
+            .map(|r| {
+                (
+                    r.algorithm.as_str(),
+                    r.state.as_str(),
+                    r.rss.iter().map(String::as_str).collect(),
+                    r.heap.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("aes-128-gcm", "976 B", vec!["2 MiB", "3 MiB"], "0 allocs/op"),
+                ("des-ede3-cbc", "400 B", vec!["2 MiB", "3 MiB"], "0 allocs/op"),
+            ]
+        );
+        let des = page.size_rows.iter().find(|r| r.algorithm == "des-ede3-cbc").unwrap();
+        let marks: Vec<bool> = des.cells.iter().map(|c| c.as_ref().unwrap().low_samples).collect();
+        assert_eq!(marks, [false, true]);
+        assert!(page.any_low_samples);
+        let html = page.render().unwrap();
+        assert!(html.contains("few samples") && html.contains("976 B"), "{html}");
     }
 }

@@ -14,7 +14,9 @@ use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::db::jobs::NewJob;
 use cipherfleet_coordinator::db::results::{self, RecordOutcome};
 use cipherfleet_coordinator::pg::PrivateCluster;
-use cipherfleet_core::measurement::{Figures, Latency, LatencyMethod, Measurement, SampleKind, WorkerReport};
+use cipherfleet_core::measurement::{
+    Figures, Harness, Latency, LatencyMethod, Measurement, Memory, SampleKind, WorkerReport,
+};
 use cipherfleet_core::path::{Backends, Flavour, Path, PathUsed};
 use cipherfleet_core::spec::{Direction, Execution, JobSpec, KeyMode};
 use serde_json::{Value, json};
@@ -68,6 +70,26 @@ extern "C" fn stop_shared_cluster() {
 
 /// A fresh database with the schema applied, in the shared cluster.
 pub async fn fresh_db() -> PgPool {
+    let pool = empty_db().await;
+    MIGRATOR.run(&pool).await.expect("migrating the test database");
+    pool
+}
+
+/// A fresh database with the migrations up to `version` only: data stored
+/// there, then the rest applied, shows what a later migration does to it.
+pub async fn db_at_migration(version: i64) -> PgPool {
+    let pool = empty_db().await;
+    let older: Vec<_> = MIGRATOR.iter().filter(|m| m.version <= version).cloned().collect();
+    assert!(older.iter().any(|m| m.version == version), "no migration {version}");
+    sqlx::migrate::Migrator::with_migrations(older)
+        .run(&pool)
+        .await
+        .expect("migrating the test database part way");
+    pool
+}
+
+/// A fresh, empty database in the shared cluster.
+async fn empty_db() -> PgPool {
     let shared = shared();
     let name = format!("test_{}", Uuid::new_v4().simple());
     let mut admin = shared.options.connect().await.expect("connecting to the test cluster");
@@ -76,13 +98,11 @@ pub async fn fresh_db() -> PgPool {
         .execute(&mut admin)
         .await
         .expect("creating a test database");
-    let pool = PgPoolOptions::new()
+    PgPoolOptions::new()
         .max_connections(8)
         .connect_with(shared.options.clone().database(&name))
         .await
-        .expect("connecting to the test database");
-    MIGRATOR.run(&pool).await.expect("migrating the test database");
-    pool
+        .expect("connecting to the test database")
 }
 
 /// Host facts as `cipherfleet-agent probe --format json` prints them.
@@ -185,8 +205,14 @@ pub fn measurement(spec: &JobSpec, path_used: impl Into<PathUsed>, throughput_mb
             all_running_seconds: 0.0,
             objects: None,
             arrival_rate_per_s: None,
-            memory: None,
+            memory: Some(Memory {
+                cipher_state_bytes: 496,
+                peak_rss_bytes: 3 << 20,
+                heap_bytes_per_op: Some(0.0),
+                allocs_per_op: Some(0.0),
+            }),
         },
+        harness: Harness::Engine,
     };
     Measurement::ok(spec, report, None)
 }

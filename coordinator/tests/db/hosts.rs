@@ -48,6 +48,37 @@ async fn changed_kernel_adds_a_second_snapshot() {
 }
 
 #[tokio::test]
+async fn an_agent_rebuilt_with_another_profile_is_a_fact_change() {
+    let pool = fresh_db().await;
+    let codegen = |lto: &str, units: u32| {
+        let mut f = facts("6.1.0-18-amd64");
+        f["build"]["codegen"] = serde_json::json!({"profile": "release", "opt_level": "3", "lto": lto,
+            "codegen_units": units, "target_features": ["sse2", "fxsr", "sse"]});
+        f
+    };
+    let old = hosts::upsert_host_with_facts(&pool, "bench-01", None, &codegen("thin-local", 4))
+        .await
+        .unwrap();
+    let new = hosts::upsert_host_with_facts(&pool, "bench-01", None, &codegen("thin", 1))
+        .await
+        .unwrap();
+
+    assert!(new.facts_changed);
+    let history = snapshots::history(&pool, old.host_id).await.unwrap();
+    let profiles: Vec<_> = history.iter().map(|s| s.columns.build_codegen.as_deref()).collect();
+    assert_eq!(
+        profiles,
+        [
+            Some("release, opt-level 3, LTO thin-local, 4 codegen units"),
+            Some("release, opt-level 3, LTO thin, 1 codegen unit")
+        ]
+    );
+    assert_eq!(history[1].columns.build_target_features, ["fxsr", "sse", "sse2"]);
+    let changes = cipherfleet_coordinator::analysis::changes::diff(&history[0].columns, &history[1].columns);
+    assert_eq!(changes.keys().collect::<Vec<_>>(), ["build_codegen"]);
+}
+
+#[tokio::test]
 async fn labels_are_replaced_only_when_given() {
     let pool = fresh_db().await;
     let labels = Labels::from([("class".to_string(), "storage-gen3".to_string())]);

@@ -9,4 +9,5 @@ mod findings;
 mod helpers;
 mod hosts;
 mod jobs;
+mod migrations;
 mod results;

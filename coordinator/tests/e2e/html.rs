@@ -24,3 +24,11 @@ pub fn text(html: &str) -> String {
     }
     out
 }
+
+/// The `<tr …>` element whose opening tag contains `marker`.
+pub fn row<'a>(html: &'a str, marker: &str) -> &'a str {
+    let at = html.find(marker).unwrap_or_else(|| panic!("no {marker:?} in the page"));
+    let start = html[..at].rfind("<tr").expect("the marker sits in a row");
+    let end = at + html[at..].find("</tr>").expect("the row ends");
+    &html[start..end]
+}

@@ -23,6 +23,7 @@ mod report_capacity;
 mod report_compare;
 mod report_fallback;
 mod report_fleet;
+mod report_memory;
 mod scenarios;
 mod tls;
 mod transport;

@@ -14,6 +14,7 @@ use cipherfleet_coordinator::web::format;
 use serde_json::Value;
 
 use crate::app::{App, HttpResponse, spawn_app, wait_for};
+use crate::html::row;
 
 const NORMAL: &str = "fleet-normal";
 const SOFT: &str = "fleet-soft";
@@ -21,14 +22,6 @@ const CRASHING: &str = "chacha20-poly1305";
 /// A label value is free text from the agent: markup in it must stay text.
 const HOSTILE: &str = "<img src=x onerror=alert(1)>\"'&";
 const HOSTILE_ESCAPED: &str = "&#60;img src=x onerror=alert(1)&#62;&#34;&#39;&#38;";
-
-/// The `<tr …>` element whose opening tag contains `marker`.
-fn row<'a>(html: &'a str, marker: &str) -> &'a str {
-    let at = html.find(marker).unwrap_or_else(|| panic!("no {marker:?} in the page"));
-    let start = html[..at].rfind("<tr").expect("the marker sits in a row");
-    let end = at + html[at..].find("</tr>").expect("the row ends");
-    &html[start..end]
-}
 
 /// The text of each cell of the host page's row for CPU feature `marker`
 /// (as it appears in `data-feature`): name, advertised, usable.

@@ -42,6 +42,15 @@ fn typed_fields(m: &Measurement) -> Result<v1::Measurement, WireError> {
             "only a successful measurement (status ok, with figures) goes in a JobResult",
         ));
     };
+    if !m.harness.is_engine() {
+        return Err(wire_error(
+            "measurement.harness",
+            format!(
+                "'{}' results are for comparing with `openssl speed` locally; the fleet stores the engine's shape only",
+                m.harness
+            ),
+        ));
+    }
     Ok(v1::Measurement {
         throughput_mb_s: f.throughput_mb_s,
         ops_per_s: f.ops_per_s,
@@ -387,6 +396,7 @@ pub(crate) mod tests {
             },
             build_flavour: Flavour::Accelerated,
             selftest_passed: 4,
+            harness: Default::default(),
             figures: Figures {
                 throughput_mb_s: 1_234.567_890_123,
                 ops_per_s: 1_205_632.7,
@@ -466,6 +476,28 @@ pub(crate) mod tests {
         assert_eq!(
             (f.sample_kind, f.low_samples, f.memory),
             (SampleKind::Window, false, None)
+        );
+    }
+
+    #[test]
+    fn an_openssl_compat_measurement_never_reaches_the_fleet() {
+        let compat = Measurement {
+            harness: crate::measurement::Harness::OpensslCompat,
+            ..measurement()
+        };
+        assert_eq!(
+            v1::Measurement::try_from(&compat).unwrap_err().field,
+            "measurement.harness"
+        );
+        // Nor when only the JSON says so.
+        let mut wire = v1::Measurement::try_from(&measurement()).unwrap();
+        wire.measurement_json = serde_json::to_string(&compat).unwrap();
+        assert!(validate_measurement(&wire).is_err());
+        assert!(!wire.measurement_json.is_empty());
+        let engine_json = serde_json::to_string(&measurement()).unwrap();
+        assert!(
+            !engine_json.contains("harness"),
+            "the engine's shape leaves the field out"
         );
     }
 

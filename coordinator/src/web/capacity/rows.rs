@@ -228,6 +228,8 @@ pub(super) mod fixtures {
             latency_p99_ns: (16384.0 / mb_s * 1e3) as i64,
             cv: Some(0.01),
             samples: 20,
+            low_samples: false,
+            memory: Default::default(),
         }
     }
 }

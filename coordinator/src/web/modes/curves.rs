@@ -10,6 +10,7 @@ use cipherfleet_core::algorithm::Algorithm;
 use crate::analysis::cells::cell_stats;
 use crate::analysis::scaling::{HostSeries, ThreadPoint, thread_scaling};
 use crate::db::points::LatestResult;
+use crate::db::results::StoredMemory;
 
 /// One point of one algorithm, merged over the subject's hosts.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +26,10 @@ pub struct Merged {
     pub hosts: usize,
     /// The raw result, for one host.
     pub result_id: Option<i64>,
+    /// Some host's result had too few samples to trust.
+    pub low_samples: bool,
+    /// By the cells rule ([`crate::analysis::cells::CellStats::memory`]).
+    pub memory: StoredMemory,
 }
 
 /// The position of `a` in the agent's table order.
@@ -67,6 +72,8 @@ pub fn merge(results: &[LatestResult], algorithms: &[Algorithm]) -> Vec<Merged> 
                 cv: if single { stats.cv } else { None },
                 hosts: stats.hosts,
                 result_id: single.then(|| rs[0].result_id),
+                low_samples: stats.low_samples > 0,
+                memory: stats.memory,
             })
         })
         .collect()

@@ -7,7 +7,7 @@ use cipherfleet_coordinator::db::findings::{NewFinding, Severity};
 use cipherfleet_coordinator::db::hosts::Labels;
 use cipherfleet_coordinator::db::jobs::{Job, NewJob};
 use cipherfleet_coordinator::db::points::LatestResult;
-use cipherfleet_coordinator::db::results::RecordOutcome;
+use cipherfleet_coordinator::db::results::{RecordOutcome, StoredMemory};
 use cipherfleet_coordinator::db::{campaigns, findings, hosts, jobs, results, sessions};
 use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::Algorithm;
@@ -140,6 +140,8 @@ impl Stored {
             latency_p99_ns: i64::try_from(f.latency_ns.p99).expect("a small latency"),
             cv: f.cv,
             samples: i32::try_from(f.samples).expect("a few samples"),
+            low_samples: f.low_samples,
+            memory: StoredMemory::from(f.memory.as_ref()),
         }
     }
 

@@ -63,6 +63,8 @@ async fn results_and_their_points_read_back_with_their_figures() {
             (row.latency_p99_ns, row.cv, row.samples),
             (latest.latency_p99_ns, latest.cv, latest.samples)
         );
+        assert_eq!((row.low_samples, row.memory), (latest.low_samples, latest.memory));
+        assert!(row.memory.cipher_state_bytes.is_some(), "the fixture reports memory");
         assert!(!row.fell_back());
     }
     let middle = host_results::list(pool, f.bench, 1, 1).await.unwrap();
