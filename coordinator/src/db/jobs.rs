@@ -241,18 +241,17 @@ pub async fn fail(pool: &PgPool, job_id: Uuid, host_id: i64, error: &str) -> Res
     Ok(campaign.is_some())
 }
 
-/// Fails a job its agent reported failed in attempt `attempt` (invalid point,
-/// self-test failure, crash, time limit); such failures repeat, so it is not
-/// queued again. Only the job's current attempt can fail it ([`attempt::judge`]):
-/// otherwise the report is `Ignored`. An unknown job or one of another host is an error.
-pub async fn fail_attempt(
-    pool: &PgPool,
+/// Locks a job's row for an outcome that `host_id` reports for attempt
+/// `attempt`, which orders concurrent copies of the same outcome. Returns the
+/// job's campaign, or why the outcome does not count ([`attempt::judge`]); an
+/// unknown job or one of another host is an error. The caller rolls back on
+/// `Ignored` at once, so the lock is not held until the connection is reused.
+pub(crate) async fn lock_for_outcome(
+    tx: &mut PgConnection,
     job_id: Uuid,
     host_id: i64,
     attempt: Option<Uuid>,
-    error: &str,
-) -> Result<Result<(), Ignored>> {
-    let mut tx = pool.begin().await?;
+) -> Result<std::result::Result<i64, Ignored>> {
     let job: Option<(i64, i64, String, Option<Uuid>)> =
         sqlx::query_as("SELECT host_id, campaign_id, status, attempt_id FROM jobs WHERE id = $1 FOR UPDATE")
             .bind(job_id)
@@ -266,12 +265,30 @@ pub async fn fail_attempt(
         });
     }
     let status = JobStatus::try_from(status).map_err(|e| Error::Database(sqlx::Error::Decode(e.into())))?;
-    if let Err(ignored) = attempt::judge(status, current, attempt) {
-        // At once, not when the pool next uses the connection: until then the
-        // row stays locked and a claim (SKIP LOCKED) would pass the job over.
-        tx.rollback().await?;
-        return Ok(Err(ignored));
-    }
+    Ok(attempt::judge(status, current, attempt).map(|()| campaign_id))
+}
+
+/// Fails a job its agent reported failed in attempt `attempt` (invalid point,
+/// self-test failure, crash, time limit); such failures repeat, so it is not
+/// queued again. Only the job's current attempt can fail it ([`attempt::judge`]):
+/// otherwise the report is `Ignored`. An unknown job or one of another host is an error.
+pub async fn fail_attempt(
+    pool: &PgPool,
+    job_id: Uuid,
+    host_id: i64,
+    attempt: Option<Uuid>,
+    error: &str,
+) -> Result<Result<(), Ignored>> {
+    let mut tx = pool.begin().await?;
+    let campaign_id = match lock_for_outcome(&mut tx, job_id, host_id, attempt).await? {
+        Ok(campaign_id) => campaign_id,
+        Err(ignored) => {
+            // At once, not when the pool next uses the connection: until then the
+            // row stays locked and a claim (SKIP LOCKED) would pass the job over.
+            tx.rollback().await?;
+            return Ok(Err(ignored));
+        }
+    };
     sqlx::query("UPDATE jobs SET status = 'failed', finished_at = now(), error = $2 WHERE id = $1")
         .bind(job_id)
         .bind(error)

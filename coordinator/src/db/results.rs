@@ -13,9 +13,9 @@ use serde_json::Value;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
-use super::jobs::JobStatus;
-use super::{Error, Result, campaigns, points};
-use crate::attempt::{self, Ignored};
+use super::jobs::{self, JobStatus};
+use super::{Result, campaigns, points};
+use crate::attempt::Ignored;
 
 /// Whether [`record`] stored the result, had it already, or let it pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,33 +46,20 @@ pub async fn record(
     measurement: &Value,
 ) -> Result<RecordOutcome> {
     let mut tx = pool.begin().await?;
-    // Locking the job orders concurrent copies of the same result.
-    let job: Option<(i64, i64, String, Option<Uuid>)> =
-        sqlx::query_as("SELECT host_id, campaign_id, status, attempt_id FROM jobs WHERE id = $1 FOR UPDATE")
-            .bind(job_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let (job_host, campaign_id, status, current) = job.ok_or(Error::UnknownJob(job_id))?;
-    let memory = StoredMemory::from(figures.memory.as_ref());
-    if job_host != host_id {
-        return Err(Error::JobOfAnotherHost {
-            job: job_id,
-            host: host_id,
-        });
-    }
-    let status = JobStatus::try_from(status).map_err(|e| Error::Database(sqlx::Error::Decode(e.into())))?;
-    let ignored = match attempt::judge(status, current, attempt) {
-        Ok(()) => None,
-        // The same attempt's result again (a re-send after a lost ack).
-        Err(Ignored::Finished(JobStatus::Done)) => Some(RecordOutcome::Duplicate),
-        Err(ignored) => Some(RecordOutcome::Ignored(ignored)),
+    let campaign_id = match jobs::lock_for_outcome(&mut tx, job_id, host_id, attempt).await? {
+        Ok(campaign_id) => campaign_id,
+        Err(ignored) => {
+            // At once, not when the pool next uses the connection: until then the
+            // job's row stays locked and a claim (SKIP LOCKED) would pass it over.
+            tx.rollback().await?;
+            return Ok(match ignored {
+                // The same attempt's result again (a re-send after a lost ack).
+                Ignored::Finished(JobStatus::Done) => RecordOutcome::Duplicate,
+                ignored => RecordOutcome::Ignored(ignored),
+            });
+        }
     };
-    if let Some(outcome) = ignored {
-        // At once, not when the pool next uses the connection: until then the
-        // job's row stays locked and a claim (SKIP LOCKED) would pass it over.
-        tx.rollback().await?;
-        return Ok(outcome);
-    }
+    let memory = StoredMemory::from(figures.memory.as_ref());
 
     let inserted: Option<i64> = sqlx::query_scalar(
         "INSERT INTO results (job_id, host_id, snapshot_id, algorithm, direction, size_bytes, \
