@@ -268,7 +268,7 @@ mod tests {
         let token = path.to_str().unwrap();
         let config = parse(&[
             "--coordinator",
-            "http://c:1",
+            "http://127.0.0.1:1",
             "--token-file",
             token,
             "--state-dir",
@@ -281,7 +281,7 @@ mod tests {
         assert_eq!(config.spool_dir, PathBuf::from("/srv/cf/spool"));
         let config = parse(&[
             "--coordinator",
-            "http://c:1",
+            "http://127.0.0.1:1",
             "--token-file",
             token,
             "--state-dir",
