@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use cipherfleet_proto::client::{check_coordinator_url, client_tls};
+use cipherfleet_proto::client::{check_coordinator_url, client_identity, client_tls};
 use cipherfleet_proto::v1::{self, admin_service_client::AdminServiceClient, start_campaign_request::Points};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
@@ -108,6 +108,12 @@ struct ServeArgs {
     /// certificate besides localhost, 127.0.0.1 and a specific --grpc-listen address (repeatable).
     #[arg(long = "tls-name", value_name = "NAME", requires = "self_signed")]
     tls_names: Vec<String>,
+    /// Mutual TLS: require of every gRPC client (agents and operator commands) a certificate
+    /// signed by this CA (PEM), and admit an agent only under a host name (--name) that its
+    /// certificate carries as a DNS subjectAltName. Needs --tls-cert/--tls-key or --self-signed.
+    /// The per-host credential and the tokens are still required on top. See deploy/mtls.md.
+    #[arg(long, value_name = "PEM", conflicts_with = "insecure_plaintext")]
+    client_ca: Option<PathBuf>,
     /// Allow plain gRPC on an address other machines can reach: enrollment tokens, the admin token
     /// and results then cross the network in clear (warned at start and for every agent session).
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "self_signed"])]
@@ -138,6 +144,13 @@ struct AdminArgs {
     /// system's CA store is used.
     #[arg(long, env = "CIPHERFLEET_CA_CERT", value_name = "PEM")]
     ca_cert: Option<PathBuf>,
+    /// Client certificate (PEM) for a coordinator that requires one (`serve --client-ca`): any
+    /// certificate that CA signed. Needs --client-key.
+    #[arg(long, env = "CIPHERFLEET_CLIENT_CERT", value_name = "PEM")]
+    client_cert: Option<PathBuf>,
+    /// Private key of --client-cert (PEM).
+    #[arg(long, env = "CIPHERFLEET_CLIENT_KEY", value_name = "PEM")]
+    client_key: Option<PathBuf>,
     /// Allow an http:// coordinator on another machine: the admin token then crosses the network
     /// in clear. Only for a network you trust; prefer https://.
     #[arg(long)]
@@ -234,6 +247,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(files) => tls::server_tls(Some(&files.cert), Some(&files.key))?,
         None => tls::server_tls(args.tls_cert.as_deref(), args.tls_key.as_deref())?,
     };
+    let tls = tls::require_client_certs(tls, args.client_ca.as_deref())?;
     if tls.is_none() {
         tls::check_plaintext(args.grpc_listen, args.insecure_plaintext)?;
     }
@@ -257,6 +271,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         admin_token,
         heartbeat: Duration::from_secs_f64(args.heartbeat_seconds),
         tls,
+        client_certs: args.client_ca.is_some(),
         insecure_plaintext: args.insecure_plaintext,
         self_signed_ca: self_signed.map(|files| files.ca),
         report,
@@ -333,7 +348,15 @@ async fn admin_client(args: &AdminArgs) -> anyhow::Result<Admin> {
     let mut endpoint = Endpoint::from_shared(args.coordinator.clone())
         .with_context(|| format!("--coordinator {:?} is not a URL", args.coordinator))?
         .connect_timeout(Duration::from_secs(5));
-    if let Some(tls) = client_tls(&args.coordinator, args.ca_cert.as_deref())? {
+    let identity = client_identity(
+        &args.coordinator,
+        args.client_cert.as_deref(),
+        args.client_key.as_deref(),
+    )?;
+    if let Some(mut tls) = client_tls(&args.coordinator, args.ca_cert.as_deref())? {
+        if let Some(identity) = identity {
+            tls = tls.identity(identity);
+        }
         endpoint = endpoint.tls_config(tls).context("setting up TLS")?;
     }
     let channel = endpoint
@@ -603,6 +626,7 @@ mod tests {
             &["--self-signed", "/tmp/tls", "--insecure-plaintext"],
             &["--tls-cert", "c.pem", "--tls-key", "k.pem", "--insecure-plaintext"],
             &["--tls-name", "c.example"],
+            &["--client-ca", "clients.pem", "--insecure-plaintext"],
         ] {
             let err = parse(contradiction).unwrap_err().to_string();
             assert!(err.contains("--"), "{contradiction:?}: {err}");

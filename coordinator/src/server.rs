@@ -46,6 +46,8 @@ pub struct ServeConfig {
     pub heartbeat: Duration,
     /// gRPC over TLS with this identity ([`crate::tls::server_tls`]); `None`: plain gRPC.
     pub tls: Option<ServerTlsConfig>,
+    /// `--client-ca`: `tls` requires client certificates, and agents are bound to their names.
+    pub client_certs: bool,
     pub watch: Watch,
     /// Plain gRPC was insisted on (`--insecure-plaintext`): every agent session is warned about.
     pub insecure_plaintext: bool,
@@ -68,6 +70,9 @@ pub struct Watch {
 #[derive(Default)]
 pub struct Guards {
     pub tls: Option<ServerTlsConfig>,
+    /// `tls` requires client certificates (`--client-ca`): an agent's `Hello` name must be
+    /// one of its certificate ([`crate::tls::client_cert`]).
+    pub client_certs: bool,
     /// Warn on every agent session: it runs over plain gRPC by the operator's choice.
     pub warn_plaintext: bool,
     pub report: web::Access,
@@ -143,6 +148,7 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         %grpc_addr,
         http = ?http_addr,
         tls = config.tls.is_some(),
+        client_certs = config.client_certs,
         private_cluster = cluster.is_some(),
         "coordinator listening"
     );
@@ -160,6 +166,7 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
     let guards = Guards {
         warn_plaintext: config.tls.is_none() && config.insecure_plaintext,
         tls: config.tls,
+        client_certs: config.client_certs,
         report: config.report,
     };
     let result = run_guarded(app, grpc, guards, http, shutdown).await;
@@ -193,6 +200,7 @@ pub async fn run_guarded(
 ) -> anyhow::Result<()> {
     let Guards {
         tls,
+        client_certs,
         warn_plaintext,
         report,
     } = guards;
@@ -214,6 +222,7 @@ pub async fn run_guarded(
         verify: app.watch.verify,
         sessions: limits::session_permits(),
         failed_auth: failed_auth.clone(),
+        client_certs,
     };
     let admin = AdminSvc {
         scheduler: scheduler.clone(),

@@ -3,7 +3,11 @@
 //! error naming it instead of failing every agent's handshake later; or a pair
 //! made here ([`self_signed`], `--self-signed DIR`). Plain gRPC carries the
 //! tokens in clear, so it is for loopback only unless `--insecure-plaintext`.
+//! With `--client-ca` ([`require_client_certs`]) every gRPC client must show a
+//! certificate that CA signed, and an agent's host is bound to its name
+//! ([`client_cert`]).
 
+pub mod client_cert;
 pub mod self_signed;
 
 use std::net::SocketAddr;
@@ -14,7 +18,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use rustls_pki_types::pem::{self, PemObject};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tonic::transport::{Identity, Server, ServerTlsConfig};
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 
 /// A client that opened a connection has this long to finish the TLS
 /// handshake; the default is to wait forever, holding a task per stalled socket.
@@ -29,7 +33,7 @@ pub fn server_tls(cert: Option<&Path>, key: Option<&Path>) -> anyhow::Result<Opt
         (Some(_), None) => bail!("--tls-cert needs --tls-key: give both for gRPC over TLS, or neither for plain gRPC"),
         (None, Some(_)) => bail!("--tls-key needs --tls-cert: give both for gRPC over TLS, or neither for plain gRPC"),
     };
-    let cert_pem = read_certificates(cert)?;
+    let cert_pem = read_certificates("--tls-cert", cert)?;
     let key_pem = read_key(key)?;
     let config = ServerTlsConfig::new()
         .identity(Identity::from_pem(cert_pem, key_pem))
@@ -40,6 +44,33 @@ pub fn server_tls(cert: Option<&Path>, key: Option<&Path>) -> anyhow::Result<Opt
             "--tls-cert {} and --tls-key {} do not make a usable TLS identity: {}",
             cert.display(),
             key.display(),
+            chain(&e)
+        )
+    })?;
+    Ok(Some(config))
+}
+
+/// `--client-ca`: every gRPC client (agents and operator commands alike) must
+/// present a certificate signed by the CA in `client_ca`, or the handshake
+/// fails. Needs TLS: refused without `--tls-cert`/`--tls-key` or `--self-signed`.
+pub fn require_client_certs(
+    tls: Option<ServerTlsConfig>,
+    client_ca: Option<&Path>,
+) -> anyhow::Result<Option<ServerTlsConfig>> {
+    let Some(ca) = client_ca else { return Ok(tls) };
+    let Some(tls) = tls else {
+        bail!(
+            "--client-ca {} needs TLS: client certificates are checked in the TLS handshake; give --tls-cert and \
+             --tls-key, or --self-signed DIR",
+            ca.display()
+        )
+    };
+    let pem = read_certificates("--client-ca", ca)?;
+    let config = tls.client_ca_root(Certificate::from_pem(pem));
+    Server::builder().tls_config(config.clone()).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot use --client-ca {} as the CA of client certificates: {}",
+            ca.display(),
             chain(&e)
         )
     })?;
@@ -68,15 +99,15 @@ pub fn check_plaintext(listen: SocketAddr, insecure_plaintext: bool) -> anyhow::
     )
 }
 
-/// The certificate chain's PEM, once it is known to hold at least one certificate.
-fn read_certificates(path: &Path) -> anyhow::Result<Vec<u8>> {
+/// The PEM of `flag`'s file, once it is known to hold at least one certificate.
+fn read_certificates(flag: &str, path: &Path) -> anyhow::Result<Vec<u8>> {
     let shown = path.display();
-    let pem = std::fs::read(path).with_context(|| format!("reading --tls-cert {shown}"))?;
+    let pem = std::fs::read(path).with_context(|| format!("reading {flag} {shown}"))?;
     let count = CertificateDer::pem_slice_iter(&pem)
         .try_fold(0, |n, c| c.map(|_| n + 1))
-        .with_context(|| format!("--tls-cert {shown} is not valid PEM"))?;
+        .with_context(|| format!("{flag} {shown} is not valid PEM"))?;
     if count == 0 {
-        bail!("--tls-cert {shown} holds no certificate (expected PEM: -----BEGIN CERTIFICATE-----)");
+        bail!("{flag} {shown} holds no certificate (expected PEM: -----BEGIN CERTIFICATE-----)");
     }
     Ok(pem)
 }
@@ -137,6 +168,31 @@ mod tests {
             );
             assert!(check_plaintext(remote.parse().unwrap(), true).is_ok(), "{remote}");
         }
+    }
+
+    #[test]
+    fn client_ca_needs_tls_and_a_certificate() {
+        let ca = Path::new("/nonexistent/clients-ca.pem");
+        assert!(require_client_certs(None, None).unwrap().is_none());
+        let plain = require_client_certs(None, Some(ca)).unwrap_err().to_string();
+        assert!(
+            plain.contains("--client-ca") && plain.contains("needs TLS") && plain.contains("--self-signed"),
+            "{plain}"
+        );
+        let missing = require_client_certs(Some(ServerTlsConfig::new()), Some(ca)).unwrap_err();
+        assert!(format!("{missing:#}").contains("reading --client-ca"), "{missing:#}");
+        let key = temp_file(
+            "client-ca-key.pem",
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        );
+        let not_a_ca = require_client_certs(Some(ServerTlsConfig::new()), Some(&key))
+            .unwrap_err()
+            .to_string();
+        std::fs::remove_file(&key).unwrap();
+        assert!(
+            not_a_ca.contains("--client-ca") && not_a_ca.contains("holds no certificate"),
+            "{not_a_ca}"
+        );
     }
 
     #[test]

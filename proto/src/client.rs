@@ -7,12 +7,15 @@
 //! (`/etc/ssl/certs` and the like; `SSL_CERT_FILE` / `SSL_CERT_DIR` override).
 //! The name checked is the URL's host, so an `https://10.0.0.5:7443` coordinator
 //! needs that IP address in its certificate's subjectAltName.
+//!
+//! A coordinator that requires client certificates (`serve --client-ca`) gets
+//! the pair of `--client-cert` / `--client-key` ([`client_identity`]).
 
 use std::path::Path;
 
-use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 /// A coordinator URL or CA file that cannot be used, naming the flag.
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +108,44 @@ pub fn client_tls(url: &str, ca_cert: Option<&Path>) -> Result<Option<ClientTlsC
     Ok(Some(config))
 }
 
+/// The client certificate and key for a coordinator that requires them
+/// (`--client-cert` and `--client-key`: both or neither, only with `https://`),
+/// read and checked now. `tls` gets it with [`ClientTlsConfig::identity`].
+pub fn client_identity(url: &str, cert: Option<&Path>, key: Option<&Path>) -> Result<Option<Identity>, ClientError> {
+    let (cert, key) = match (cert, key) {
+        (None, None) => return Ok(None),
+        (Some(cert), Some(key)) => (cert, key),
+        (Some(_), None) => {
+            return Err(client_error(
+                "--client-cert",
+                "needs --client-key: give both, or neither",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(client_error(
+                "--client-key",
+                "needs --client-cert: give both, or neither",
+            ));
+        }
+    };
+    if !url.starts_with("https://") {
+        return Err(client_error(
+            "--client-cert",
+            format!("only used with an https:// coordinator, and {url:?} is plain http://"),
+        ));
+    }
+    let cert_pem = read_certificates("--client-cert", cert)?;
+    let shown = key.display();
+    let key_pem = std::fs::read(key).map_err(|e| client_error("--client-key", format!("cannot read {shown}: {e}")))?;
+    PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+        client_error(
+            "--client-key",
+            format!("{shown} holds no usable private key (expected PEM: PKCS#8, PKCS#1 RSA or SEC1 EC): {e}"),
+        )
+    })?;
+    Ok(Some(Identity::from_pem(cert_pem, key_pem)))
+}
+
 /// An error and its sources, each said once: `transport error: tcp connect error: …`.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
@@ -123,18 +164,23 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 
 /// The PEM file at `path`, once it is known to hold at least one certificate.
 fn read_ca(path: &Path) -> Result<Certificate, ClientError> {
+    read_certificates("--ca-cert", path).map(Certificate::from_pem)
+}
+
+/// The PEM of `flag`'s file, once it is known to hold at least one certificate.
+fn read_certificates(flag: &'static str, path: &Path) -> Result<Vec<u8>, ClientError> {
     let shown = path.display();
-    let pem = std::fs::read(path).map_err(|e| client_error("--ca-cert", format!("cannot read {shown}: {e}")))?;
+    let pem = std::fs::read(path).map_err(|e| client_error(flag, format!("cannot read {shown}: {e}")))?;
     let certificates = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| client_error("--ca-cert", format!("{shown} is not valid PEM: {e}")))?;
+        .map_err(|e| client_error(flag, format!("{shown} is not valid PEM: {e}")))?;
     if certificates.is_empty() {
         return Err(client_error(
-            "--ca-cert",
+            flag,
             format!("{shown} holds no certificate (expected PEM: -----BEGIN CERTIFICATE-----)"),
         ));
     }
-    Ok(Certificate::from_pem(pem))
+    Ok(pem)
 }
 
 #[cfg(test)]
@@ -186,6 +232,47 @@ zj0EAwIDSQAwRgIhAIW1DrMoFsGwBIIu4wjHuv31VzlwPio7VHeEgJykFydrAiEA
             assert!(check_coordinator_url(remote, None, true).is_ok(), "{remote}");
         }
         assert!(check_coordinator_url("https://10.0.0.5:7443", None, false).is_ok());
+    }
+
+    #[test]
+    fn client_cert_and_key_go_together_and_only_with_https() {
+        let (cert, key) = (Path::new("client.pem"), Path::new("client.key"));
+        let url = "https://c.example:7443";
+        assert!(client_identity(url, None, None).unwrap().is_none());
+        let no_key = client_identity(url, Some(cert), None).unwrap_err();
+        assert_eq!(
+            (no_key.flag, no_key.message.contains("--client-key")),
+            ("--client-cert", true)
+        );
+        let no_cert = client_identity(url, None, Some(key)).unwrap_err();
+        assert_eq!(
+            (no_cert.flag, no_cert.message.contains("--client-cert")),
+            ("--client-key", true)
+        );
+        let plain = client_identity("http://127.0.0.1:7443", Some(cert), Some(key)).unwrap_err();
+        assert!(
+            plain.flag == "--client-cert" && plain.message.contains("https://"),
+            "{plain}"
+        );
+
+        let ca = temp_file("client-cert.pem", CA_PEM);
+        let missing_key = std::env::temp_dir().join("cipherfleet-no-such-client.key");
+        let err = client_identity(url, Some(&ca), Some(&missing_key)).unwrap_err();
+        assert!(
+            err.flag == "--client-key" && err.message.contains("cannot read"),
+            "{err}"
+        );
+        let err = client_identity(url, Some(&ca), Some(&ca)).unwrap_err();
+        assert!(
+            err.flag == "--client-key" && err.message.contains("no usable private key"),
+            "{err}"
+        );
+        let err = client_identity(url, Some(&missing_key), Some(&ca)).unwrap_err();
+        assert!(
+            err.flag == "--client-cert" && err.message.contains("cannot read"),
+            "{err}"
+        );
+        std::fs::remove_file(&ca).unwrap();
     }
 
     #[test]

@@ -46,6 +46,13 @@ pub struct RunArgs {
     /// Without it the system's CA store is used.
     #[arg(long, value_name = "PEM")]
     pub ca_cert: Option<PathBuf>,
+    /// Client certificate (PEM) for a coordinator that requires one (`serve --client-ca`): signed
+    /// by that CA, with this host's --name as a DNS subjectAltName. Needs --client-key.
+    #[arg(long, value_name = "PEM")]
+    pub client_cert: Option<PathBuf>,
+    /// Private key of --client-cert (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC). Needs --client-cert.
+    #[arg(long, value_name = "PEM")]
+    pub client_key: Option<PathBuf>,
     /// Allow an http:// coordinator on another machine: the token and every result then cross the
     /// network in clear. Only for a network you trust; prefer https:// (`serve --self-signed`).
     #[arg(long)]
@@ -118,6 +125,15 @@ impl RunArgs {
     pub fn into_config(self) -> Result<DaemonConfig, ConfigError> {
         client::check_coordinator_url(&self.coordinator, self.ca_cert.as_deref(), self.insecure_plaintext)?;
         let tls = client::client_tls(&self.coordinator, self.ca_cert.as_deref())?;
+        let identity = client::client_identity(
+            &self.coordinator,
+            self.client_cert.as_deref(),
+            self.client_key.as_deref(),
+        )?;
+        let tls = tls.map(|tls| match identity {
+            Some(identity) => tls.identity(identity),
+            None => tls,
+        });
         let name = match self.name {
             Some(n) => n,
             None => default_name(),

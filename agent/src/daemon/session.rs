@@ -90,7 +90,16 @@ fn classify(status: &Status, welcomed: bool) -> SessionEnd {
             ),
             false,
         ),
-        code => lost(format!("{code:?}: {:?}", status.message()), welcomed),
+        code => {
+            let mut reason = format!("{code:?}: {:?}", status.message());
+            // "transport error" alone says nothing of what broke (e.g. the connection, closed by a
+            // coordinator that requires a client certificate this agent has not).
+            if let Some(source) = std::error::Error::source(status) {
+                reason.push_str(": ");
+                reason.push_str(&cipherfleet_proto::client::error_chain(source));
+            }
+            lost(reason, welcomed)
+        }
     }
 }
 

@@ -47,6 +47,7 @@ use crate::db::hosts::Labels;
 use crate::db::identity::{Admission, Refusal};
 use crate::findings::Deriver;
 use crate::scheduler::Scheduler;
+use crate::tls::client_cert;
 use crate::watch::verify::{self, VerifyOnChange};
 
 /// How long a new stream may take to say hello.
@@ -69,6 +70,8 @@ pub struct AgentSvc {
     pub sessions: Arc<Semaphore>,
     /// Failed token attempts per peer address, shared with the admin API.
     pub failed_auth: Arc<FailedAuth>,
+    /// `--client-ca`: a `Hello` name must be a name of the session's client certificate.
+    pub client_certs: bool,
 }
 
 #[tonic::async_trait]
@@ -81,6 +84,7 @@ impl AgentService for AgentSvc {
     ) -> Result<Response<Self::SessionStream>, Status> {
         let peer = request.remote_addr();
         let permit = self.pre_auth(peer)?;
+        let peer_certs = request.peer_certs();
         let mut inbound = request.into_inner();
         let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message())
             .await
@@ -104,6 +108,17 @@ impl AgentService for AgentSvc {
             return Err(Status::unauthenticated("invalid enrollment token"));
         }
         wire::validate_hello(&hello).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        // Under mutual TLS the certificate names the host; the credential is still checked below.
+        if self.client_certs
+            && let Err(mismatch) = client_cert::check_host_name(peer_certs.as_deref().map(Vec::as_slice), &hello.name)
+        {
+            let name = truncate(&hello.name, LOGGED_NAME_LEN);
+            tracing::warn!(
+                peer = ?peer, name = ?name, reason = mismatch.reason(), certificate_names = mismatch.expected(),
+                "hello refused: not the client certificate's host"
+            );
+            return Err(Status::permission_denied(mismatch.to_string()));
+        }
         let issued = IssuedCredential::generate()
             .map_err(|e| Status::internal(format!("cannot draw a host credential from the OS: {e}")))?;
         let admission = db::identity::admit(self.scheduler.pool(), &hello.name, &hello.credential, token_ok, &issued)
@@ -719,6 +734,7 @@ mod tests {
             verify: VerifyOnChange::default(),
             sessions: Arc::new(Semaphore::new(1)),
             failed_auth: Arc::new(FailedAuth::default()),
+            client_certs: false,
         };
         let peer: SocketAddr = "192.0.2.9:4000".parse().unwrap();
         let slot = svc.pre_auth(Some(peer)).expect("a free slot");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use cipherfleet_proto::v1::{self, admin_service_client::AdminServiceClient};
 use sqlx::{ConnectOptions, PgPool};
-use tonic::transport::{Certificate, Channel, ClientTlsConfig};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 
 pub use crate::db_helpers::TempDir;
 pub use crate::http::HttpResponse;
@@ -69,6 +69,8 @@ pub struct App {
     pub serve_args: Vec<String>,
     /// Set: the coordinator serves TLS with `--self-signed DIR` and these `--tls-name`s.
     self_signed: Option<(PathBuf, Vec<String>)>,
+    /// Set: [`App::admin`] presents this client certificate and key (`serve --client-ca`).
+    pub client_identity: Option<(PathBuf, PathBuf)>,
     coordinator: Option<Child>,
     agents: Vec<Child>,
 }
@@ -97,9 +99,14 @@ pub async fn spawn_app_with(serve_args: &[&str]) -> App {
 /// Starts a coordinator serving gRPC over TLS (`--tls-cert`, `--tls-key`) on a
 /// fresh database; `url()` is then `https://…` and `admin()` trusts `tls.ca`.
 pub async fn spawn_tls_app(tls: TlsFiles) -> App {
+    spawn_tls_app_with(tls, &["--verify-on-change=false"]).await
+}
+
+/// [`spawn_tls_app`] with these `serve` flags instead of the default ones.
+pub async fn spawn_tls_app_with(tls: TlsFiles, serve_args: &[&str]) -> App {
     let pool = crate::db_helpers::fresh_db().await;
     let db_url = url_of(&pool).await;
-    App::start(pool, db_url, Some(tls), &["--verify-on-change=false"])
+    App::start(pool, db_url, Some(tls), serve_args)
 }
 
 /// A connection URL for the pool's database (socket directory and all).
@@ -129,6 +136,7 @@ impl App {
             http: "127.0.0.1:0".parse().unwrap(),
             tls,
             self_signed: None,
+            client_identity: None,
             serve_args: serve_args.iter().map(|a| a.to_string()).collect(),
             coordinator: None,
             agents: vec![],
@@ -341,7 +349,7 @@ impl App {
     }
 
     pub async fn admin(&self) -> AdminServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>> {
-        admin_over(&self.url(), self.ca().as_deref(), ADMIN_TOKEN).await
+        admin_presenting(&self.url(), self.ca().as_deref(), self.client_identity.as_ref()).await
     }
 
     /// Waits until `n` hosts are online.
@@ -428,11 +436,12 @@ impl App {
     pub async fn wait_finished(&self, id: &str, limit: Duration) -> v1::CampaignStatusResponse {
         let url = self.url();
         let ca = self.ca();
+        let identity = self.client_identity.clone();
         let id = id.to_string();
         let finished = wait_for("campaign to finish", limit * 2, || {
-            let (url, ca, id) = (url.clone(), ca.clone(), id.clone());
+            let (url, ca, identity, id) = (url.clone(), ca.clone(), identity.clone(), id.clone());
             async move {
-                let mut admin = admin_over(&url, ca.as_deref(), ADMIN_TOKEN).await;
+                let mut admin = admin_presenting(&url, ca.as_deref(), identity.as_ref()).await;
                 let s = admin
                     .campaign_status(v1::CampaignStatusRequest { campaign_id: id })
                     .await
@@ -541,6 +550,30 @@ pub async fn admin_over(
 ) -> AdminServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>> {
     let channel = connect_with(url, ca).await;
     AdminServiceClient::with_interceptor(channel, Bearer(format!("Bearer {token}").parse().unwrap()))
+}
+
+/// [`admin_over`] with the admin token, presenting `identity` (certificate, key) when given.
+pub async fn admin_presenting(
+    url: &str,
+    ca: Option<&Path>,
+    identity: Option<&(PathBuf, PathBuf)>,
+) -> AdminServiceClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>> {
+    let Some((cert, key)) = identity else {
+        return admin_over(url, ca, ADMIN_TOKEN).await;
+    };
+    let ca = std::fs::read(ca.expect("client certificates need TLS")).expect("reading the test CA");
+    let identity = Identity::from_pem(std::fs::read(cert).unwrap(), std::fs::read(key).unwrap());
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca))
+        .identity(identity);
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+        .unwrap()
+        .tls_config(tls)
+        .expect("TLS settings")
+        .connect()
+        .await
+        .expect("connecting to the coordinator with a client certificate");
+    AdminServiceClient::with_interceptor(channel, Bearer(format!("Bearer {ADMIN_TOKEN}").parse().unwrap()))
 }
 
 pub async fn connect(url: &str) -> Channel {

@@ -17,6 +17,7 @@ mod findings;
 mod html;
 mod http;
 mod identity;
+mod mtls;
 mod rejections;
 mod report_access;
 mod report_capacity;

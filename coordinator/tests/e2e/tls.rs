@@ -89,6 +89,64 @@ pub(crate) fn make_pki(dir: &Path, name: &str) -> TlsFiles {
     }
 }
 
+/// A client certificate `<pki>-client-<name>.pem` (and `.key`) for `name` as its DNS
+/// subjectAltName, signed by the CA of [`make_pki`]`(dir, pki)`, for `serve --client-ca`.
+pub(crate) fn make_client_cert(dir: &Path, pki: &str, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (ca_key, ca) = (format!("{pki}-ca.key"), format!("{pki}-ca.pem"));
+    let (key, csr, cert, ext) = (
+        format!("{pki}-client-{name}.key"),
+        format!("{pki}-client-{name}.csr"),
+        format!("{pki}-client-{name}.pem"),
+        format!("{pki}-client-{name}.ext"),
+    );
+    let subject = format!("/CN={name}");
+    openssl(
+        dir,
+        &[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            &subject,
+        ],
+    );
+    std::fs::write(
+        dir.join(&ext),
+        format!("subjectAltName=DNS:{name}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n"),
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca,
+            "-CAkey",
+            &ca_key,
+            "-set_serial",
+            "2",
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+            "-out",
+            &cert,
+        ],
+    );
+    (dir.join(cert), dir.join(key))
+}
+
 /// The agent's stderr lines, read on a thread so the test can wait with a limit.
 pub fn stderr_lines(child: &mut std::process::Child) -> mpsc::Receiver<String> {
     let stderr = child.stderr.take().expect("stderr piped");
