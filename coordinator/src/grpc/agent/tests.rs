@@ -1,0 +1,217 @@
+//! Unit tests of the agent session without a database: outcome decoding, silence, floods, full
+//! queues, refusals before hello.
+
+use cipherfleet_core::measurement::{Latency, LatencyMethod, SampleKind, WorkerReport};
+use cipherfleet_core::path::{Backends, Flavour};
+use cipherfleet_core::spec::Suite;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::*;
+
+const HEARTBEAT: Duration = Duration::from_secs(10);
+const HOST: i64 = 7;
+
+/// A progress report: a message that needs no database.
+fn progress() -> Result<AgentMessage, Status> {
+    Ok(AgentMessage {
+        body: Some(agent_message::Body::JobProgress(v1::JobProgress {
+            job_id: Uuid::nil().to_string(),
+            ..Default::default()
+        })),
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_agent_is_lost_after_three_heartbeats_and_any_message_restarts_the_count() {
+    // Nothing on this path needs the database: a closed pool makes sure
+    // (re-queueing the lost host's jobs then fails, and is only logged).
+    let (scheduler, session, mut outbound, agent, inbound) = session_without_database().await;
+    let start = Instant::now();
+    let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
+
+    let almost = HEARTBEAT * 3 - Duration::from_millis(1);
+    tokio::time::sleep(almost).await;
+    assert!(scheduler.is_online(HOST), "lost before three intervals");
+    agent.send(progress()).await.unwrap();
+    tokio::time::sleep(almost).await;
+    assert!(scheduler.is_online(HOST), "the message did not restart the count");
+
+    // Silent since: lost three intervals after its last message.
+    ended.await.unwrap();
+    assert_eq!(start.elapsed(), almost + HEARTBEAT * 3);
+    assert!(!scheduler.is_online(HOST));
+    assert!(outbound.next().await.is_none(), "the agent's stream is closed");
+}
+
+/// A session of [`HOST`] on a closed pool, its outbound stream and the agent's sending end.
+async fn session_without_database() -> (
+    Arc<Scheduler>,
+    Session,
+    OutboundStream,
+    mpsc::Sender<Result<AgentMessage, Status>>,
+    mpsc::Receiver<Result<AgentMessage, Status>>,
+) {
+    let pool = PgPoolOptions::new().connect_lazy_with(PgConnectOptions::new());
+    pool.close().await;
+    let scheduler = Arc::new(Scheduler::new(pool));
+    let (tx, outbound) = Outbound::channel();
+    let reservation = scheduler.connect(HOST, tx.clone()).unwrap();
+    assert!(
+        scheduler.reserve(HOST, tx.clone()).is_err(),
+        "a second session of the host is refused while the first lives"
+    );
+    let (agent, inbound) = mpsc::channel(8);
+    let session = Session {
+        scheduler: scheduler.clone(),
+        host_id: HOST,
+        session_id: 1,
+        generation: reservation.generation,
+        tx,
+        silence: HEARTBEAT * MISSED_HEARTBEATS,
+        shutdown: CancellationToken::new(),
+        ended: reservation.ended,
+        dispatch_on_connect: false,
+        findings: Deriver::new(),
+    };
+    (scheduler, session, outbound, agent, inbound)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_agent_that_floods_the_coordinator_is_cut_off_with_the_reason() {
+    let (scheduler, session, mut outbound, agent, inbound) = session_without_database().await;
+    let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
+    // Its whole burst is served (the clock stands still: nothing refills) …
+    for _ in 0..rate::SESSION_BURST {
+        agent.send(progress()).await.unwrap();
+    }
+    tokio::task::yield_now().await;
+    assert!(scheduler.is_online(HOST), "cut off within its burst");
+    // … and the next message ends the session.
+    let _ = agent.send(progress()).await;
+    ended.await.unwrap();
+    assert!(!scheduler.is_online(HOST));
+    let status = outbound.next().await.unwrap().unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+    assert!(status.message().contains("messages a second"), "{status:?}");
+    assert_eq!(scheduler.last_seen().pending(), 1, "its messages marked it seen, once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_agent_that_does_not_read_is_disconnected_and_nobody_waits_on_it() {
+    let (scheduler, session, mut outbound, _agent, inbound) = session_without_database().await;
+    let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
+    let running: Vec<(Uuid, i64)> = (0..super::super::outbound::OUTBOUND_QUEUE + 1)
+        .map(|_| (Uuid::new_v4(), HOST))
+        .collect();
+    // One cancel per message: more than its queue holds. Returns at once.
+    scheduler.cancel_running(&running, "campaign cancelled");
+    tokio::time::timeout(Duration::from_secs(1), ended)
+        .await
+        .expect("the session ends as soon as its queue overflows")
+        .unwrap();
+    assert!(!scheduler.is_online(HOST));
+    assert!(
+        !scheduler.send(HOST, Body::Ping(v1::Ping { seq: 1 })),
+        "nothing more is queued"
+    );
+    let status = outbound.next().await.unwrap().unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert!(outbound.next().await.is_none(), "what was queued is dropped");
+}
+
+#[tokio::test]
+async fn no_session_slot_or_a_peer_that_keeps_failing_is_refused_before_hello() {
+    let pool = PgPoolOptions::new().connect_lazy_with(PgConnectOptions::new());
+    let svc = AgentSvc {
+        scheduler: Arc::new(Scheduler::new(pool)),
+        token: Token::from_secret("agent-token-0123456789"),
+        heartbeat: HEARTBEAT,
+        shutdown: CancellationToken::new(),
+        findings: Deriver::new(),
+        verify: VerifyOnChange::default(),
+        sessions: Arc::new(Semaphore::new(1)),
+        failed_auth: Arc::new(FailedAuth::default()),
+        client_certs: false,
+    };
+    let peer: SocketAddr = "192.0.2.9:4000".parse().unwrap();
+    let slot = svc.pre_auth(Some(peer)).expect("a free slot");
+    let full = svc.pre_auth(Some(peer)).unwrap_err();
+    assert_eq!(full.code(), tonic::Code::ResourceExhausted);
+    assert!(full.message().contains("agent sessions"), "{full:?}");
+    drop(slot);
+    for _ in 0..rate::FAILED_AUTH_BURST {
+        svc.failed_auth.failed(Some(peer.ip()));
+    }
+    let refused = svc.pre_auth(Some(peer)).unwrap_err();
+    assert!(refused.message().contains("failed token attempts"), "{refused:?}");
+    let other: SocketAddr = "192.0.2.10:4000".parse().unwrap();
+    assert!(svc.pre_auth(Some(other)).is_ok(), "another address is not held back");
+}
+
+fn figures() -> Figures {
+    Figures {
+        throughput_mb_s: 4012.5,
+        ops_per_s: 244903.0,
+        latency_ns: Latency {
+            p50: 4000,
+            p90: 4100,
+            p99: 5000,
+            p999: 9000,
+            max: 20000,
+        },
+        latency_method: LatencyMethod::PerOp,
+        batch_ops: 1,
+        cv: Some(0.01),
+        samples: 3,
+        sample_seconds: 0.033,
+        warmup_seconds: 0.25,
+        elapsed_seconds: 1.0,
+        operations: 244903,
+        bytes_processed: 4012490752,
+        cpu_user_seconds: 0.99,
+        cpu_sys_seconds: 0.0,
+        cpu_utilization: 0.99,
+        key_setup_ns: 120.5,
+        sample_throughputs_mb_s: vec![4000.0, 4012.5, 4020.0],
+        latency_samples: 3000,
+        throughput_batch_ops: 4096,
+        sample_kind: SampleKind::Window,
+        low_samples: true,
+        all_running_bytes: 0,
+        all_running_seconds: 0.0,
+        objects: None,
+        arrival_rate_per_s: None,
+        memory: None,
+    }
+}
+
+#[test]
+fn a_successful_measurement_gives_what_ran_and_its_figures() {
+    let spec = Suite::Quick.expand(1)[0].clone();
+    let report = WorkerReport {
+        path_used: PathUsed::Partial,
+        backends: Backends {
+            aes: "aes-ni".into(),
+            ..Backends::soft()
+        },
+        build_flavour: Flavour::Software,
+        selftest_passed: 4,
+        figures: figures(),
+        harness: Default::default(),
+    };
+    let json = serde_json::to_value(Measurement::ok(&spec, report, None)).unwrap();
+    assert_eq!(what_ran(&json), Ok((PathUsed::Partial, figures())));
+}
+
+#[test]
+fn a_failed_or_malformed_measurement_has_no_figures_to_store() {
+    let spec = Suite::Quick.expand(1)[0].clone();
+    let failed = serde_json::to_value(Measurement::failed(&spec, "self-test failed".into(), None)).unwrap();
+    let err = what_ran(&failed).unwrap_err();
+    assert!(err.contains("not a successful measurement"), "{err}");
+    let err = what_ran(&serde_json::json!({"schema": "cipherfleet.measurement/1"})).unwrap_err();
+    assert!(err.starts_with("measurement_json: missing field"), "{err}");
+}
