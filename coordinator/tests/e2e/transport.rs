@@ -107,6 +107,8 @@ async fn plain_grpc_off_loopback_is_refused_unless_insisted_on_and_then_warned_a
             .args(["run", "--coordinator", &url, "--name", name])
             .arg("--token-file")
             .arg(dir.path().join("agent.token"))
+            .arg("--state-dir")
+            .arg(dir.path().join(format!("state-{name}")))
             .arg("--spool-dir")
             .arg(dir.path().join(format!("spool-{name}")))
             .env("CIPHERFLEET_LOG", "error")
@@ -141,6 +143,8 @@ fn clients_refuse_to_send_a_token_over_plain_http_to_another_machine() {
         .args(["run", "--coordinator", remote, "--name", "e2e-plain-client"])
         .arg("--token-file")
         .arg(&token)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
         .arg("--spool-dir")
         .arg(dir.path().join("spool"))
         .stdin(Stdio::null());

@@ -235,6 +235,7 @@ async fn a_host_whose_kernel_changes_gets_a_verification_campaign_within_one_hea
 fn app_agent_args(app: &App, name: &str) -> Vec<String> {
     let token = app.dir.path().join("agent.token");
     let spool = app.spool_dir(name);
+    let state = app.state_dir(name);
     [
         "run",
         "--coordinator",
@@ -243,8 +244,13 @@ fn app_agent_args(app: &App, name: &str) -> Vec<String> {
         name,
         "--label",
         "suite=e2e",
+        "--nice",
+        "0",
         "--token-file",
         token.to_str().unwrap(),
+        // The same state directory as the agent's first start: it presents its credential.
+        "--state-dir",
+        state.to_str().unwrap(),
         "--spool-dir",
         spool.to_str().unwrap(),
     ]
