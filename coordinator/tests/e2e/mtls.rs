@@ -106,8 +106,9 @@ async fn an_agent_without_a_client_certificate_is_refused_in_the_handshake() {
     app.track_agent(child);
     let seen = wait_for_line(&lines, "session lost", Duration::from_secs(30))
         .unwrap_or_else(|seen| panic!("the agent did not lose its session; it logged:\n{seen}"));
+    // Whether the agent reads the server's alert before the connection closes is a race.
     assert!(
-        seen.contains("connection closed") || seen.contains("broken pipe"),
+        seen.contains("connection closed") || seen.contains("broken pipe") || seen.contains("CertificateRequired"),
         "{seen}"
     );
     assert_eq!(host_names(&app).await, Vec::<String>::new());
