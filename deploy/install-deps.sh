@@ -6,7 +6,8 @@
 #           musl builds cross-compile with clang and archive with llvm-ar; llvm-strip strips them),
 #           openssl (the TLS tests make throwaway certificates with it),
 #           iproute2 (the findings test puts each agent in a network namespace of its own),
-#           chromium (the report's browser and XSS tests drive it headless over the DevTools pipe)
+#           chromium (the report's browser and XSS tests drive it headless over the DevTools pipe),
+#           python3-seccomp (deploy/enosys/run-under-3.10: the old-kernel host's ENOSYS filter)
 #   Debian, for deploy/check-deploy.sh (without recommended packages, and without starting the
 #   Prometheus server the package ships): systemd (systemd-analyze, systemd-sysusers),
 #           prometheus (promtool), kubernetes-client (kubectl kustomize), python3-yaml,
@@ -38,6 +39,7 @@ command -v llvm-ar >/dev/null && command -v llvm-strip >/dev/null || need_apt+=(
 command -v openssl >/dev/null || need_apt+=(openssl)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need_apt+=(chromium)
+/usr/bin/python3 -c 'import seccomp' 2>/dev/null || need_apt+=(python3-seccomp)
 [ ${#need_apt[@]} -eq 0 ] || apt_install -- "${need_apt[@]}"
 
 need_deploy=()
