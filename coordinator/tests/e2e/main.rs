@@ -18,6 +18,7 @@ mod html;
 mod http;
 mod identity;
 mod mtls;
+mod old_kernel;
 mod rejections;
 mod report_access;
 mod report_capacity;
