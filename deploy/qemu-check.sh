@@ -6,7 +6,9 @@
 #                                            selftest passes (both flavours; the soft one all-soft, Poly1305 included)
 #   x86-64 Nehalem (no AES-NI)             → AES not advertised/usable, soft backend, selftest passes
 #   x86-64 Westmere, old kernel release    → AES-NI usable, AVX absent, kernel 3.10.0-1160.el7.x86_64;
-#                                            a CBC-HMAC point (no SHA-NI) says path_used=partial
+#                                            a CBC-HMAC point (no SHA-NI) says path_used=partial;
+#                                            then the same without the system calls newer than 3.10
+#                                            (deploy/enosys/check.sh: the ENOSYS filter)
 # Usage: deploy/qemu-check.sh   (after deploy/build-static.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,5 +81,8 @@ if out=$(CIPHERFLEET_WORKER_PREFIX="${NEHALEM[*]}" "${NEHALEM[@]}" "$x86/cipherf
 else
   echo "FAIL x86-64 Nehalem: bench"; echo "$out" | head -5; fail=1
 fi
+
+# The old-kernel host as the emulated fleet runs it: also without the system calls added after 3.10.
+deploy/enosys/check.sh || fail=1
 
 exit $fail
