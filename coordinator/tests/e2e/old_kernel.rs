@@ -1,7 +1,7 @@
 //! The emulated fleet's old-kernel host does the daemon's whole job cycle: the static
 //! x86-64 agent under `deploy/enosys/run-under-3.10` (ENOSYS for every system call added
 //! after Linux 3.10) and `qemu-x86_64-static -cpu Westmere -r 3.10.0-1160.el7.x86_64`
-//! enrolls, takes a campaign's jobs on both paths (workers and the software sibling
+//! enrolls over TLS, takes a campaign's jobs on both paths (workers and the software sibling
 //! inherit the filter) and sends their results; the coordinator stores one per job, and
 //! the host's kernel as 3.10. `deploy/enosys/check.sh` checks the rest under the filter.
 //!
@@ -54,9 +54,15 @@ async fn an_agent_on_a_3_10_kernel_without_the_newer_system_calls_completes_its_
             return;
         }
     };
+    // Over TLS, as the fleet runs: rustls and ring need random bytes without getrandom(2).
     let mut app = spawn_app().await;
+    app.kill_coordinator();
+    app.use_self_signed(&[]);
+    app.start_coordinator("127.0.0.1:0".parse().unwrap());
+    let ca = app.ca().unwrap();
     // `agent run …` for this coordinator, started as `helper qemu… agent run …`.
-    let run = app.agent_command_with(&agent, "old-kernel");
+    let mut run = app.agent_command_with(&agent, "old-kernel");
+    run.arg("--ca-cert").arg(&ca);
     let child = Command::new(helper)
         .args(WESTMERE)
         .arg(run.get_program())
