@@ -97,12 +97,18 @@ async fn an_agent_on_a_3_10_kernel_without_the_newer_system_calls_completes_its_
         ["accelerated", "software"],
         "AES-NI on Westmere; the sibling in software"
     );
-    let kernel: String = sqlx::query_scalar(
-        "SELECT s.kernel_release FROM hosts h JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id \
-         WHERE h.name = 'old-kernel'",
-    )
-    .fetch_one(&app.pool)
-    .await
-    .unwrap();
-    assert_eq!(kernel, OLD_KERNEL);
+    // As operators see it (`hosts`).
+    let hosts = app
+        .admin()
+        .await
+        .list_hosts(v1::ListHostsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let kernels: Vec<(&str, &str)> = hosts
+        .hosts
+        .iter()
+        .map(|h| (h.name.as_str(), h.kernel_release.as_str()))
+        .collect();
+    assert_eq!(kernels, [("old-kernel", OLD_KERNEL)]);
 }
