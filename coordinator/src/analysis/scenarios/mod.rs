@@ -3,7 +3,7 @@
 //! median and min–max over the class's hosts.
 //!
 //! A view reads points by what they measure (algorithm, size, direction, key
-//! mode, path, concurrency), never by the suite that asked for them, so a
+//! mode, path, nonce, concurrency), never by the suite that asked for them, so a
 //! campaign with an explicit matrix of the same points answers it too. Thread
 //! counts follow each host: "all cores" is the host's largest measured count.
 //!
@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
-use cipherfleet_core::spec::{KeyMode, Suite};
+use cipherfleet_core::spec::{KeyMode, Nonce, Suite};
 use serde::Serialize;
 
 use super::class::MachineClass;
@@ -87,19 +87,21 @@ impl Scenario {
                 "How do the AES-256 modes compare at 16 KiB, which parallelise, and is CBC decrypt faster than encrypt?"
             }
             Scenario::Fallback => "What does losing hardware acceleration cost?",
-            Scenario::FieldLevel => "How many field encryptions per second per core, and what do per-user keys cost?",
+            Scenario::FieldLevel => {
+                "How many field encryptions per second per core, and what do per-user keys and random nonces cost?"
+            }
         }
     }
 
-    /// The algorithms the view reads (the database query's filter).
+    /// The algorithms the view reads (the database query's filter), each once
+    /// in the suite's order, however many of its matrices name it.
     pub fn algorithms(self) -> Vec<Algorithm> {
-        let mut algorithms: Vec<Algorithm> = self
-            .suite()
-            .matrices(1)
-            .iter()
-            .flat_map(|m| m.algorithms.clone())
-            .collect();
-        algorithms.dedup();
+        let mut algorithms: Vec<Algorithm> = Vec::new();
+        for a in self.suite().matrices(1).iter().flat_map(|m| m.algorithms.clone()) {
+            if !algorithms.contains(&a) {
+                algorithms.push(a);
+            }
+        }
         algorithms
     }
 
@@ -108,6 +110,7 @@ impl Scenario {
         if self == Scenario::ObjectStorage {
             return p.concurrency.is_some()
                 && p.key_mode == KeyMode::Static
+                && p.nonce == Nonce::Counter
                 && p.path == Path::Accelerated
                 && self.algorithms().contains(&p.algorithm);
         }
@@ -118,6 +121,7 @@ impl Scenario {
                 && m.directions.contains(&p.direction)
                 && m.key_modes.contains(&p.key_mode)
                 && m.paths.contains(&p.path)
+                && m.nonces.contains(&p.nonce)
         })
     }
 }
@@ -264,6 +268,7 @@ pub(super) mod tests {
             threads,
             path,
             concurrency: None,
+            nonce: Nonce::Counter,
         }
     }
 
@@ -279,6 +284,8 @@ pub(super) mod tests {
             );
         }
         assert_eq!(Scenario::from_name("modes"), Some(Scenario::Modes));
+        // field-level's random-nonce matrix repeats its algorithms: each is read once.
+        assert_eq!(Scenario::FieldLevel.algorithms().len(), 3);
         assert_eq!(Scenario::from_name("full"), None);
     }
 }
