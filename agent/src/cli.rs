@@ -124,8 +124,9 @@ struct BenchArgs {
     /// DES, 3DES, AES-128/256-CBC at 16 B and 16 KiB, per-op and static keys), modes (about 30 s:
     /// AES-256 ECB/CBC/CTR/GCM/CCM/OCB at 16 KiB, both directions, 1 thread and all cores),
     /// fallback (about 15 s: AES-256-GCM, AES-256-CTR, ChaCha20-Poly1305 at 16 B and 16 KiB on
-    /// both paths), field-level (about 25 s: 11 B and 18 B under static, per-op and hkdf-per-user
-    /// keys, counter nonces). Flags given with it replace its lists.
+    /// both paths), field-level (about 30 s: 11 B and 18 B under static, per-op and hkdf-per-user
+    /// keys with counter nonces, and encrypted under a static key with random nonces). Flags given
+    /// with it replace its lists.
     /// Default: quick, unless --algorithm is given (then 16 B to 16 KiB, encrypt, 1 thread, 1 s a point).
     #[arg(long, value_parser = parse_suite)]
     suite: Option<Suite>,
