@@ -15,12 +15,11 @@ use cipherfleet_core::path::{Flavour, Path};
 
 use crate::backend;
 use crate::daemon::{self, RunArgs};
-use crate::kernel::Nonces;
 use crate::report::{self, Format};
 use crate::worker::{self, WorkerJob};
 use crate::{kernel, probe, selftest};
 use cipherfleet_core::measurement::{Harness, Measurement, Status};
-use cipherfleet_core::spec::{self, Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Suite};
+use cipherfleet_core::spec::{self, Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Nonce, Suite};
 
 const AFTER_HELP: &str = "\
 MB/s is 10^6 bytes of plaintext per second, as `openssl speed` reports it.
@@ -76,21 +75,6 @@ enum PathChoice {
     Both,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum NonceChoice {
-    Counter,
-    Random,
-}
-
-impl From<NonceChoice> for Nonces {
-    fn from(c: NonceChoice) -> Self {
-        match c {
-            NonceChoice::Counter => Nonces::Counter,
-            NonceChoice::Random => Nonces::Random,
-        }
-    }
-}
-
 #[derive(Args, Debug)]
 struct BenchArgs {
     /// Algorithms, comma separated (OpenSSL names, e.g. aes-256-gcm,chacha20-poly1305). `--list` shows them all.
@@ -114,12 +98,13 @@ struct BenchArgs {
     /// it (jobs carry no arrival rate), so fleet results are always the closed loop.
     #[arg(long, value_name = "R", value_parser = parse_arrival_rate, allow_negative_numbers = true)]
     arrival_rate: Option<f64>,
-    /// Encryption nonces: counter (thread and operation number, free) or random (the AEAD's 12 or
-    /// 24 bytes from the OS for every message, drawn inside the measured loop since that is their
-    /// cost). Random applies to the nonce-based AEADs and --direction encrypt only. Local bench only:
-    /// campaigns and jobs use counters, and the JSON/CSV rows do not record it (the table does).
-    #[arg(long, value_enum, default_value_t = NonceChoice::Counter)]
-    nonce: NonceChoice,
+    /// Encryption nonces, comma separated: counter (thread and operation number, free) or random
+    /// (the AEAD's 12 or 24 bytes from the OS for every message, drawn inside the measured loop
+    /// since that is their cost). Random applies to the nonce-based AEADs and --direction encrypt
+    /// only. Default: the suite's (counters; field-level adds random ones), else counter. The
+    /// JSON/CSV rows record it (`nonce`), as campaigns' results do.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_nonce)]
+    nonce: Vec<Nonce>,
     #[arg(long, value_enum)]
     /// Encrypt, decrypt (AEAD tags verified), or both. Default: encrypt.
     direction: Option<Choice3>,
@@ -139,8 +124,9 @@ struct BenchArgs {
     /// DES, 3DES, AES-128/256-CBC at 16 B and 16 KiB, per-op and static keys), modes (about 30 s:
     /// AES-256 ECB/CBC/CTR/GCM/CCM/OCB at 16 KiB, both directions, 1 thread and all cores),
     /// fallback (about 15 s: AES-256-GCM, AES-256-CTR, ChaCha20-Poly1305 at 16 B and 16 KiB on
-    /// both paths), field-level (about 25 s: 11 B and 18 B under static, per-op and hkdf-per-user
-    /// keys, counter nonces). Flags given with it replace its lists.
+    /// both paths), field-level (about 30 s: 11 B and 18 B under static, per-op and hkdf-per-user
+    /// keys with counter nonces, and encrypted under a static key with random nonces). Flags given
+    /// with it replace its lists.
     /// Default: quick, unless --algorithm is given (then 16 B to 16 KiB, encrypt, 1 thread, 1 s a point).
     #[arg(long, value_parser = parse_suite)]
     suite: Option<Suite>,
@@ -200,6 +186,11 @@ fn parse_key_mode(s: &str) -> Result<KeyMode, String> {
             "unknown key mode '{other}'; accepted: static, per-op, hkdf-per-user"
         )),
     }
+}
+fn parse_nonce(s: &str) -> Result<Nonce, String> {
+    s.trim()
+        .parse()
+        .map_err(|e: cipherfleet_core::text::UnknownValue| e.to_string())
 }
 fn parse_suite(s: &str) -> Result<Suite, String> {
     s.parse().map_err(|e: InvalidSpec| e.message)
@@ -343,6 +334,7 @@ fn matrices(args: &BenchArgs, cores: u32) -> Result<Vec<Matrix>, InvalidSpec> {
             concurrency: None,
             key_modes: vec![KeyMode::Static],
             paths: vec![Path::Accelerated],
+            nonces: vec![Nonce::Counter],
             seconds: 1.0,
         }],
     };
@@ -368,6 +360,9 @@ fn matrices(args: &BenchArgs, cores: u32) -> Result<Vec<Matrix>, InvalidSpec> {
         if !args.key_mode.is_empty() {
             m.key_modes = args.key_mode.clone();
         }
+        if !args.nonce.is_empty() {
+            m.nonces = args.nonce.clone();
+        }
         match args.path {
             Some(PathChoice::Accelerated) => m.paths = vec![Path::Accelerated],
             Some(PathChoice::Software) => m.paths = vec![Path::Software],
@@ -384,7 +379,6 @@ fn matrices(args: &BenchArgs, cores: u32) -> Result<Vec<Matrix>, InvalidSpec> {
         }
         m.validate()?;
         spec::validate_arrival_rate(args.arrival_rate, m.concurrency)?;
-        m.points().try_for_each(|p| Nonces::from(args.nonce).check(&p))?;
     }
     Ok(base)
 }
@@ -398,7 +392,7 @@ fn openssl_compat(args: &BenchArgs, points: &[JobSpec]) -> Result<Harness, Strin
     if args.format == Format::Csv {
         return Err("--openssl-compat prints a table or JSON lines (which say `\"harness\":\"openssl-compat\"`); CSV rows could not tell its figures from the engine's".into());
     }
-    if args.nonce != NonceChoice::Counter {
+    if points.iter().any(|p| !p.nonce.is_counter()) {
         return Err(
             "--openssl-compat measures openssl speed's per-message shape, nonces included; leave out --nonce random"
                 .into(),
@@ -467,7 +461,6 @@ fn bench(args: BenchArgs) -> i32 {
         let job = WorkerJob {
             spec: point.clone(),
             arrival_rate_per_s: args.arrival_rate,
-            nonces: args.nonce.into(),
             harness,
         };
         let m = match worker::run_point(&job) {
@@ -496,10 +489,10 @@ fn bench(args: BenchArgs) -> i32 {
         if report::write_table(&results, &host, &mut stdout).is_err() {
             return 1;
         }
-        if args.nonce == NonceChoice::Random {
+        if results.iter().any(|m| !m.nonce.is_counter()) {
             let _ = writeln!(
                 stdout,
-                "nonces: random, drawn from the OS for every message inside the measured loop"
+                "nonce=random: a nonce drawn from the OS for every message inside the measured loop"
             );
         }
     }
@@ -527,8 +520,9 @@ mod tests {
             "random",
         ])
         .unwrap();
-        assert_eq!(args.nonce, NonceChoice::Random);
-        assert!(matrices(&args, 2).is_ok());
+        assert_eq!(args.nonce, [Nonce::Random]);
+        let points: Vec<JobSpec> = matrices(&args, 2).unwrap().iter().flat_map(Matrix::expand).collect();
+        assert!(points.iter().all(|p| p.nonce == Nonce::Random), "{points:?}");
         for refused in [
             &["-a", "aes-256-cbc", "--nonce", "random"][..],
             &["-a", "aes-256-gcm", "--direction", "both", "--nonce", "random"][..],
@@ -539,8 +533,23 @@ mod tests {
         }
         let field_encrypt = parse(&["--suite", "field-level", "--direction", "encrypt", "--nonce", "random"]).unwrap();
         assert!(matrices(&field_encrypt, 2).is_ok());
-        assert_eq!(parse(&["-a", "aes-256-gcm"]).unwrap().nonce, NonceChoice::Counter);
-        assert!(parse(&["--nonce", "urandom"]).is_err());
+        let counters = parse(&["-a", "aes-256-gcm"]).unwrap();
+        assert!(counters.nonce.is_empty());
+        let points: Vec<JobSpec> = matrices(&counters, 2)
+            .unwrap()
+            .iter()
+            .flat_map(Matrix::expand)
+            .collect();
+        assert!(points.iter().all(|p| p.nonce == Nonce::Counter));
+        // The field-level suite sets counters against random nonces by itself.
+        let field = parse(&["--suite", "field-level"]).unwrap();
+        let points: Vec<JobSpec> = matrices(&field, 2).unwrap().iter().flat_map(Matrix::expand).collect();
+        assert!(points.iter().any(|p| p.nonce == Nonce::Random) && points.iter().any(|p| p.nonce == Nonce::Counter));
+        let both = parse(&["-a", "aes-256-gcm", "--size", "11", "--nonce", "counter,random"]).unwrap();
+        assert_eq!(matrices(&both, 2).unwrap()[0].expand().len(), 2);
+        let err = parse(&["--nonce", "urandom"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("counter, random"), "{err}");
     }
 
     fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {

@@ -24,7 +24,7 @@ pub enum Format {
 
 /// CSV header; one column per scalar field of the measurement schema. Columns
 /// added later go at the end, so older readers keep their positions.
-pub const CSV_HEADER: &str = "algorithm,direction,size_bytes,threads,concurrency,key_mode,path_requested,path_used,status,throughput_mb_s,ops_per_s,p50_ns,p90_ns,p99_ns,p999_ns,max_ns,latency_method,batch_ops,cv,samples,cpu_utilization,key_setup_ns,error,low_samples,sample_kind,latency_samples,throughput_batch_ops,all_running_bytes,all_running_seconds,objects,arrival_rate_per_s,cipher_state_bytes,peak_rss_bytes,heap_bytes_per_op,allocs_per_op";
+pub const CSV_HEADER: &str = "algorithm,direction,size_bytes,threads,concurrency,key_mode,path_requested,path_used,status,throughput_mb_s,ops_per_s,p50_ns,p90_ns,p99_ns,p999_ns,max_ns,latency_method,batch_ops,cv,samples,cpu_utilization,key_setup_ns,error,low_samples,sample_kind,latency_samples,throughput_batch_ops,all_running_bytes,all_running_seconds,objects,arrival_rate_per_s,cipher_state_bytes,peak_rss_bytes,heap_bytes_per_op,allocs_per_op,nonce";
 
 /// Writes one measurement as a JSON line.
 pub fn write_json_line(m: &Measurement, out: &mut dyn Write) -> io::Result<()> {
@@ -80,6 +80,7 @@ pub fn write_csv_row(m: &Measurement, out: &mut dyn Write) -> io::Result<()> {
         opt(mem.map(|m| m.peak_rss_bytes.to_string())),
         opt(mem.and_then(|m| m.heap_bytes_per_op).map(|v| v.to_string())),
         opt(mem.and_then(|m| m.allocs_per_op).map(|v| v.to_string())),
+        m.nonce.as_str().to_string(),
     ];
     let line: Vec<String> = cells.iter().map(|c| csv_escape(c)).collect();
     writeln!(out, "{}", line.join(","))?;
@@ -156,6 +157,9 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
         );
         if let Some(c) = m.concurrency {
             label.push_str(&format!(" c={c}"));
+        }
+        if !m.nonce.is_counter() {
+            label.push_str(&format!(" nonce={}", m.nonce));
         }
         let key = rows
             .keys()

@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend;
 use crate::engine::{self, RunOptions};
-use crate::kernel::Nonces;
 use crate::{kernel, selftest};
 
 /// Name of the accelerated binary.
@@ -156,31 +155,26 @@ pub fn worker_prefix() -> Option<Vec<String>> {
     (!parts.is_empty()).then_some(parts)
 }
 
-/// What a worker is asked to measure: the point, how its objects arrive
-/// in the object-storage scenario (the closed loop unless an arrival rate is
-/// given) and the shape of each operation. Local `bench` only sets the last
-/// two (`--arrival-rate`, `--openssl-compat`); jobs have neither.
+/// What a worker is asked to measure: the point (its nonces included), how
+/// its objects arrive in the object-storage scenario (the closed loop unless
+/// an arrival rate is given) and the shape of each operation. Local `bench`
+/// only sets the last two (`--arrival-rate`, `--openssl-compat`); jobs have neither.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerJob {
     pub spec: JobSpec,
     #[serde(default)]
     pub arrival_rate_per_s: Option<f64>,
-    /// Where encryption nonces come from; a local `bench --nonce` only, jobs use counters.
-    /// Left out when counters, so a worker binary built before the option still reads the job.
-    #[serde(default, skip_serializing_if = "Nonces::is_counter")]
-    pub nonces: Nonces,
     #[serde(default, skip_serializing_if = "Harness::is_engine")]
     pub harness: Harness,
 }
 
 impl WorkerJob {
-    /// `spec` as a job of the fleet: closed loop, counter nonces, the engine's own shape.
+    /// `spec` as a job of the fleet: closed loop, the engine's own shape.
     pub fn engine(spec: &JobSpec) -> Self {
         WorkerJob {
             spec: spec.clone(),
             arrival_rate_per_s: None,
-            nonces: Nonces::Counter,
             harness: Harness::Engine,
         }
     }
@@ -367,7 +361,6 @@ pub fn worker_main() -> i32 {
     let WorkerJob {
         spec,
         arrival_rate_per_s,
-        nonces,
         harness,
     } = match serde_json::from_str(&input) {
         Ok(job) => job,
@@ -379,7 +372,6 @@ pub fn worker_main() -> i32 {
     if let Err(e) = spec
         .validate()
         .and_then(|()| validate_arrival_rate(arrival_rate_per_s, spec.concurrency))
-        .and_then(|()| nonces.check(&spec))
     {
         eprintln!("invalid job: {e}");
         return exit::INVALID;
@@ -408,7 +400,6 @@ pub fn worker_main() -> i32 {
     let options = RunOptions {
         deadline: configured_time_limit().map(|limit| worker_deadline(started, limit)),
         arrival_rate: arrival_rate_per_s,
-        nonces,
         harness,
         ..RunOptions::for_spec(&spec, execution())
     };
@@ -435,6 +426,7 @@ pub fn worker_main() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cipherfleet_core::spec::Nonce;
 
     #[test]
     fn the_worker_stops_ahead_of_its_parent() {
@@ -457,15 +449,16 @@ mod tests {
             concurrency: Some(4),
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
+            nonce: Nonce::Counter,
             seconds: 0.1,
         };
         let json = format!("{{\"spec\":{}}}", serde_json::to_string(&spec).unwrap());
         let job: WorkerJob = serde_json::from_str(&json).unwrap();
         assert_eq!(job.arrival_rate_per_s, None);
-        assert_eq!(job.nonces, Nonces::Counter, "jobs use counter nonces");
+        assert_eq!(job.spec.nonce, Nonce::Counter, "a job without a nonce uses counters");
         assert_eq!(job.harness, Harness::Engine);
         let sent = serde_json::to_string(&WorkerJob::engine(&spec)).unwrap();
-        assert!(!sent.contains("nonces"), "counters are not spelled out: {sent}");
+        assert!(!sent.contains("nonce"), "counters are not spelled out: {sent}");
         assert!(!sent.contains("harness"), "the engine's shape is left out: {sent}");
         assert_eq!(job.spec, spec);
     }

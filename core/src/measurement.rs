@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::algorithm::Algorithm;
 use crate::facts::HostFacts;
 use crate::path::{Backends, Flavour, Path, PathUsed};
-use crate::spec::{Direction, JobSpec, KeyMode};
+use crate::spec::{Direction, JobSpec, KeyMode, Nonce};
 use crate::text_enum;
 
 /// Schema identifier; bump the number on any incompatible change.
@@ -202,6 +202,9 @@ pub struct Measurement {
     pub threads: u32,
     pub concurrency: Option<u32>,
     pub key_mode: KeyMode,
+    /// Counter or random nonces; `counter` where an agent predates the field.
+    #[serde(default)]
+    pub nonce: Nonce,
     pub path_requested: Path,
     pub seconds_requested: f64,
     /// `openssl-compat` for `bench --openssl-compat`; absent for the engine's own shape.
@@ -231,6 +234,7 @@ impl Measurement {
             threads: spec.threads,
             concurrency: spec.concurrency,
             key_mode: spec.key_mode,
+            nonce: spec.nonce,
             path_requested: spec.path,
             seconds_requested: spec.seconds,
             harness: Harness::Engine,
@@ -275,6 +279,7 @@ impl Measurement {
             concurrency: self.concurrency,
             key_mode: self.key_mode,
             path: self.path_requested,
+            nonce: self.nonce,
             seconds: self.seconds_requested,
         }
     }

@@ -1,11 +1,11 @@
-//! A benchmark point: the seven fields that say *what* was measured, as one
+//! A benchmark point: the eight fields that say *what* was measured, as one
 //! type from the agent's job to the database row to the CSV cell.
 
 use serde::{Deserialize, Serialize};
 
 use crate::algorithm::Algorithm;
 use crate::path::Path;
-use crate::spec::{Direction, JobSpec, KeyMode};
+use crate::spec::{Direction, JobSpec, KeyMode, Nonce};
 
 /// What one result measures. A [`JobSpec`] is a point plus how long to measure it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -21,6 +21,10 @@ pub struct Point {
     pub key_mode: KeyMode,
     /// The path asked for (what ran is the result's `path_used`).
     pub path: Path,
+    /// Counter or random nonces (random only for AEAD encryption); counter
+    /// where a record predates the field.
+    #[serde(default)]
+    pub nonce: Nonce,
 }
 
 impl Point {
@@ -34,13 +38,14 @@ impl Point {
             concurrency: self.concurrency,
             key_mode: self.key_mode,
             path: self.path,
+            nonce: self.nonce,
             seconds,
         }
     }
 }
 
 /// Reads a point from the columns `algorithm, direction, size_bytes, threads,
-/// concurrency, key_mode, path` of a PostgreSQL row, so a row struct can
+/// concurrency, key_mode, path, nonce` of a PostgreSQL row, so a row struct can
 /// `#[sqlx(flatten)] point: Point`. A stored value that no longer parses is a
 /// decode error naming the column, not a panic. A concurrency of 0 reads as
 /// `None`: `result_points` stores "no concurrency" as 0 so that it can be part
@@ -80,6 +85,7 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for Point {
                 .transpose()?,
             key_mode: text(row, "key_mode")?,
             path: text(row, "path")?,
+            nonce: text(row, "nonce")?,
         })
     }
 }
@@ -98,6 +104,7 @@ mod tests {
             concurrency: Some(4),
             key_mode: KeyMode::Static,
             path: Path::Software,
+            nonce: Nonce::Random,
         };
         let spec = p.spec(0.5);
         assert_eq!(spec.seconds, 0.5);
@@ -105,6 +112,7 @@ mod tests {
         let json = serde_json::to_value(p).unwrap();
         assert_eq!(json["direction"], "decrypt");
         assert_eq!(json["path"], "software");
+        assert_eq!(json["nonce"], "random");
         assert_eq!(serde_json::from_value::<Point>(json).unwrap(), p);
     }
 }

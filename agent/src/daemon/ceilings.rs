@@ -158,6 +158,7 @@ mod tests {
             concurrency: None,
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
+            nonce: cipherfleet_core::spec::Nonce::Counter,
             seconds,
         }
     }

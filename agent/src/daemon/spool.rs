@@ -403,6 +403,7 @@ mod tests {
             concurrency: None,
             key_mode: KeyMode::Static,
             path: CryptoPath::Accelerated,
+            nonce: cipherfleet_core::spec::Nonce::Counter,
             seconds: 0.05,
         }
     }

@@ -58,8 +58,6 @@ pub struct RunOptions {
     pub deadline: Option<Instant>,
     /// Object-storage scenario in an open loop: objects arriving per second.
     pub arrival_rate: Option<f64>,
-    /// Where encryption nonces come from (`bench --nonce`; jobs use counters).
-    pub nonces: kernel::Nonces,
     /// The shape of each operation (`bench --openssl-compat`: `openssl speed`'s).
     pub harness: Harness,
 }
@@ -71,7 +69,6 @@ impl RunOptions {
             measure_cap: spec.budget(execution).measure_cap,
             deadline: None,
             arrival_rate: None,
-            nonces: kernel::Nonces::Counter,
             harness: Harness::Engine,
         }
     }
@@ -100,7 +97,6 @@ struct StartLine {
 pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, EngineError> {
     spec.validate()?;
     validate_arrival_rate(options.arrival_rate, spec.concurrency)?;
-    options.nonces.check(spec)?;
     check_memory(spec)?;
     let master: [u8; 64] = kernel::random_bytes(64).try_into().expect("64 bytes");
     let threads = spec.threads as usize;
@@ -123,7 +119,6 @@ pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, Eng
                         spec,
                         thread,
                         master_key: master,
-                        nonces: options.nonces,
                         harness: options.harness,
                     });
                     let warmed = kernel.and_then(|mut k| {

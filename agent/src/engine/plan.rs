@@ -130,6 +130,7 @@ mod tests {
             concurrency,
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
+            nonce: cipherfleet_core::spec::Nonce::Counter,
             seconds,
         }
     }

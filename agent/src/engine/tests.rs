@@ -16,6 +16,7 @@ fn spec(alg: &str, size: u64) -> JobSpec {
         concurrency: None,
         key_mode: KeyMode::Static,
         path: Path::Accelerated,
+        nonce: cipherfleet_core::spec::Nonce::Counter,
         seconds: 0.05,
     }
 }

@@ -45,7 +45,7 @@ impl<A: AeadInOut + KeyInit> AeadKernel<A> {
             keys: Keys::new(spec.key_mode, input.master_key, A::key_size(), make::<A>),
             direction: spec.direction,
             thread: input.thread,
-            random_nonces: input.nonces == super::Nonces::Random,
+            random_nonces: !spec.nonce.is_counter(),
             plaintext: super::random_bytes(size),
             output: vec![0; size],
             pool: Pool::empty(),
@@ -147,6 +147,7 @@ mod tests {
             concurrency: None,
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
+            nonce: cipherfleet_core::spec::Nonce::Counter,
             seconds: 1.0,
         };
         let master: [u8; 64] = core::array::from_fn(|i| i as u8);
@@ -154,7 +155,6 @@ mod tests {
             spec: &spec,
             thread: 3,
             master_key: &master,
-            nonces: super::super::Nonces::Counter,
             harness: Harness::Engine,
         })
         .unwrap()

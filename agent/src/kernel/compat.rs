@@ -368,6 +368,7 @@ mod tests {
             concurrency: None,
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
+            nonce: cipherfleet_core::spec::Nonce::Counter,
             seconds: 1.0,
         }
     }
@@ -377,7 +378,6 @@ mod tests {
             spec: s,
             thread: 0,
             master_key: &MASTER,
-            nonces: crate::kernel::Nonces::Counter,
             harness: Harness::OpensslCompat,
         })
         .unwrap_or_else(|e| panic!("{}: {e}", s.label()))

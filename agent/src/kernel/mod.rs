@@ -30,7 +30,7 @@ pub use pool::{Pool, pool_slots};
 
 use cipherfleet_core::algorithm::{Cipher, Mode};
 use cipherfleet_core::measurement::Harness;
-use cipherfleet_core::spec::{Direction, InvalidSpec, JobSpec};
+use cipherfleet_core::spec::{Direction, JobSpec};
 
 /// A failure inside the measured loop: always fatal for the point.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -77,53 +77,6 @@ impl<T: Operation> Batch for T {
     }
 }
 
-/// Where each encryption's nonce comes from (`bench --nonce`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Nonces {
-    /// Thread and operation counter ([`fill_nonce`]): no cost beyond the copy.
-    #[default]
-    Counter,
-    /// The AEAD's 12 or 24 bytes drawn from the OS for every message, inside
-    /// the measured loop, since that draw is what random nonces cost.
-    Random,
-}
-
-impl Nonces {
-    pub fn is_counter(&self) -> bool {
-        *self == Nonces::Counter
-    }
-
-    /// Refuses random nonces where they measure nothing: they apply to the
-    /// nonce-based AEADs, and to encryption (decryption reads the nonce
-    /// stored with the message).
-    pub fn check(self, spec: &JobSpec) -> Result<(), InvalidSpec> {
-        if self == Nonces::Counter {
-            return Ok(());
-        }
-        let aead = spec.algorithm.is_authenticated() && spec.algorithm.mode != Mode::CbcHmacSha256;
-        if !aead {
-            return Err(invalid_nonce(format!(
-                "random applies to the nonce-based AEADs (GCM, CCM, OCB, ChaCha20-Poly1305, XChaCha20-Poly1305), not {}",
-                spec.algorithm
-            )));
-        }
-        if spec.direction != Direction::Encrypt {
-            return Err(invalid_nonce(
-                "random measures encryption (decryption reads the nonce stored with the message); use --direction encrypt",
-            ));
-        }
-        Ok(())
-    }
-}
-
-fn invalid_nonce(message: impl Into<String>) -> InvalidSpec {
-    InvalidSpec {
-        flag: "--nonce",
-        message: message.into(),
-    }
-}
-
 /// Everything a kernel is built from, shared by all threads of a point.
 pub struct KernelInput<'a> {
     pub spec: &'a JobSpec,
@@ -132,8 +85,6 @@ pub struct KernelInput<'a> {
     /// Key material for the static and derived key modes (64 bytes: enough for
     /// an encryption key plus a 32-byte MAC key).
     pub master_key: &'a [u8; 64],
-    /// Where encryption nonces come from (the AEAD kernels; checked by [`Nonces::check`]).
-    pub nonces: Nonces,
     /// The shape of each operation: the engine's own, or `openssl speed`'s ([`compat`]).
     pub harness: Harness,
 }

@@ -1,7 +1,7 @@
 use super::*;
 use cipherfleet_core::algorithm::ALL;
 use cipherfleet_core::path::Path;
-use cipherfleet_core::spec::KeyMode;
+use cipherfleet_core::spec::{KeyMode, Nonce};
 
 fn spec(alg: cipherfleet_core::algorithm::Algorithm, direction: Direction, key_mode: KeyMode, size: u64) -> JobSpec {
     JobSpec {
@@ -12,6 +12,7 @@ fn spec(alg: cipherfleet_core::algorithm::Algorithm, direction: Direction, key_m
         concurrency: None,
         key_mode,
         path: Path::Accelerated,
+        nonce: Nonce::Counter,
         seconds: 1.0,
     }
 }
@@ -28,7 +29,6 @@ fn every_algorithm_runs_in_both_directions_and_every_key_mode() {
                         spec: &s,
                         thread: 1,
                         master_key: &master,
-                        nonces: Nonces::Counter,
                         harness: Harness::Engine,
                     })
                     .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
@@ -68,7 +68,6 @@ fn ccm_runs_past_the_13_byte_nonce_limit_in_both_directions() {
             spec: &s,
             thread: 0,
             master_key: &master,
-            nonces: Nonces::Counter,
             harness: Harness::Engine,
         })
         .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
@@ -77,34 +76,24 @@ fn ccm_runs_past_the_13_byte_nonce_limit_in_both_directions() {
 }
 
 #[test]
-fn random_nonces_run_every_aead_encryption_and_are_refused_where_they_measure_nothing() {
+fn random_nonces_run_every_aead_encryption_the_spec_accepts() {
     let master = [5u8; 64];
     for &alg in ALL {
-        let s = spec(alg, Direction::Encrypt, KeyMode::Static, 18);
-        let checked = Nonces::Random.check(&s);
+        let s = JobSpec {
+            nonce: Nonce::Random,
+            ..spec(alg, Direction::Encrypt, KeyMode::Static, 18)
+        };
         let aead = alg.is_authenticated() && alg.mode != cipherfleet_core::algorithm::Mode::CbcHmacSha256;
-        assert_eq!(checked.is_ok(), aead, "{alg}: {checked:?}");
+        assert_eq!(s.validate().is_ok(), aead, "{alg}");
         if aead {
             let mut k = build(&KernelInput {
                 spec: &s,
                 thread: 0,
                 master_key: &master,
-                nonces: Nonces::Random,
                 harness: Harness::Engine,
             })
             .unwrap();
             k.run_batch(0, 8).unwrap_or_else(|e| panic!("{alg}: {e}"));
-        } else {
-            assert_eq!(checked.unwrap_err().flag, "--nonce");
         }
-        assert_eq!(Nonces::Counter.check(&s), Ok(()));
     }
-    let decrypt = spec("aes-256-gcm".parse().unwrap(), Direction::Decrypt, KeyMode::Static, 18);
-    assert!(
-        Nonces::Random
-            .check(&decrypt)
-            .unwrap_err()
-            .message
-            .contains("--direction encrypt")
-    );
 }

@@ -173,3 +173,44 @@ fn object_scenarios_count_ten_objects_per_slot_closed_and_open() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--concurrency"), "{}", stderr(&o));
 }
+
+#[test]
+fn random_nonces_are_measured_beside_counters_and_every_row_says_which() {
+    let args = [
+        "bench",
+        "-a",
+        "aes-256-gcm",
+        "--size",
+        "11",
+        "--nonce",
+        "counter,random",
+        "--seconds",
+        "0.05",
+    ];
+    let rows = bench_json(&args[1..], &[]);
+    let nonces: Vec<&str> = rows.iter().filter_map(|r| r["nonce"].as_str()).collect();
+    assert_eq!(nonces, ["counter", "random"], "{rows:?}");
+    assert!(
+        rows.iter()
+            .all(|r| r["status"] == "ok" && r["ops_per_s"].as_f64().unwrap() > 0.0)
+    );
+
+    let mut csv = args.to_vec();
+    csv.extend(["--format", "csv"]);
+    let o = run(&csv);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split(',').collect()).collect();
+    let column = lines[0].iter().position(|h| *h == "nonce").expect("a nonce column");
+    let cells: Vec<&str> = lines[1..].iter().map(|r| r[column]).collect();
+    assert_eq!(cells, ["counter", "random"], "{out}");
+
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("nonce=random"), "{}", stdout(&o));
+
+    // Random nonces where they measure nothing: a usage error naming the flag.
+    let o = run(&["bench", "-a", "aes-256-ctr", "--nonce", "random"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--nonce"), "{}", stderr(&o));
+}

@@ -105,6 +105,7 @@ pub async fn ingest(url: &str, pool: &PgPool, template: &Measurement) {
         concurrency: None,
         key_modes: vec![v1::KeyMode::Static as i32],
         paths: vec![v1::Path::Accelerated as i32],
+        nonces: vec![],
         seconds: SIM_SECONDS,
     };
     let request = v1::StartCampaignRequest {

@@ -47,6 +47,7 @@ pub async fn refusal(url: &str) {
         concurrency: None,
         key_modes: vec![v1::KeyMode::Static as i32],
         paths: vec![v1::Path::Accelerated as i32],
+        nonces: vec![],
         seconds: 1.0,
     };
     let capped_lists = v1::Matrix {
@@ -62,6 +63,7 @@ pub async fn refusal(url: &str) {
             v1::KeyMode::HkdfPerUser as i32,
         ],
         paths: vec![v1::Path::Accelerated as i32, v1::Path::Software as i32],
+        nonces: vec![],
         seconds: 1.0,
     };
     let mut admin = admin(url).await;

@@ -194,6 +194,7 @@ mod tests {
             concurrency: None,
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
+            nonce: cipherfleet_core::spec::Nonce::Counter,
         }
     }
 

@@ -118,6 +118,7 @@ mod tests {
                     concurrency: None,
                     key_mode: KeyMode::Static,
                     path: Path::Accelerated,
+                    nonce: cipherfleet_core::spec::Nonce::Counter,
                 },
                 path_used: used,
                 throughput_mb_s: 100.0,

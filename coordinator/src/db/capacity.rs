@@ -107,8 +107,9 @@ pub struct PointFilter<'a> {
 
 /// The latest results of `filter.algorithms` at one size, direction and
 /// path, at every measured thread count. Only back-to-back operations with
-/// one static key: the object-storage scenario (concurrency) and per-operation
-/// key setup measure other things and would skew a per-core figure.
+/// one static key and counter nonces: the object-storage scenario
+/// (concurrency), per-operation key setup and random nonces measure other
+/// things and would skew a per-core figure.
 /// Served by the `result_points_view` index (size first).
 pub async fn points(db: impl PgExecutor<'_>, filter: PointFilter<'_>) -> Result<Vec<LatestResult>> {
     let algorithms: Vec<&str> = filter.algorithms.iter().map(|a| a.name()).collect();
@@ -117,7 +118,7 @@ pub async fn points(db: impl PgExecutor<'_>, filter: PointFilter<'_>) -> Result<
         latest_result_columns!(),
         " FROM result_points \
          WHERE size_bytes = $1 AND direction = $2 AND path = $3 AND algorithm = ANY($4) \
-             AND concurrency = 0 AND key_mode = 'static' \
+             AND concurrency = 0 AND key_mode = 'static' AND nonce = 'counter' \
          ORDER BY host_id, algorithm, threads"
     ))
     .bind(i64::try_from(filter.size_bytes).unwrap_or(i64::MAX))

@@ -74,17 +74,18 @@ impl<'r> sqlx::FromRow<'r, PgRow> for PathPair {
 }
 
 /// Both paths of every host and algorithm at `point` (jobs without concurrency
-/// only: the object-storage scenario measures latency, not the path), unordered.
+/// and with counter nonces only: the object-storage scenario measures latency,
+/// random nonces the OS, not the path), unordered.
 pub async fn pairs(db: impl PgExecutor<'_>, point: &PathPoint) -> Result<Vec<PathPair>> {
     Ok(sqlx::query_as(
         "WITH acc AS ( \
              SELECT host_id, algorithm, result_id, path_used, throughput_mb_s, cv FROM result_points \
              WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $5 \
-                 AND key_mode = $4 AND concurrency = 0), \
+                 AND key_mode = $4 AND concurrency = 0 AND nonce = 'counter'), \
          soft AS ( \
              SELECT host_id, algorithm, result_id, throughput_mb_s, cv FROM result_points \
              WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $6 \
-                 AND key_mode = $4 AND concurrency = 0) \
+                 AND key_mode = $4 AND concurrency = 0 AND nonce = 'counter') \
          SELECT COALESCE(acc.host_id, soft.host_id) AS host_id, COALESCE(acc.algorithm, soft.algorithm) AS algorithm, \
              acc.result_id AS accelerated_result_id, acc.path_used AS accelerated_path_used, \
              acc.throughput_mb_s AS accelerated_mb_s, acc.cv AS accelerated_cv, \

@@ -106,7 +106,7 @@ pub struct Job {
 macro_rules! job_columns {
     () => {
         "id, campaign_id, host_id, position, spec, algorithm, direction, size_bytes, threads, \
-         concurrency, key_mode, path, time_limit_seconds, status, attempts, created_at, \
+         concurrency, key_mode, path, nonce, time_limit_seconds, status, attempts, created_at, \
          assigned_at, started_at, finished_at, deadline, error, attempt_id"
     };
 }
@@ -132,10 +132,10 @@ pub async fn insert_for_campaign(conn: &mut PgConnection, campaign_id: i64, jobs
         .collect();
     let done = sqlx::query(
         "INSERT INTO jobs (campaign_id, position, host_id, spec, algorithm, direction, \
-         size_bytes, threads, concurrency, key_mode, path, time_limit_seconds) \
+         size_bytes, threads, concurrency, key_mode, path, nonce, time_limit_seconds) \
          SELECT $1, * FROM UNNEST($2::integer[], $3::bigint[], $4::jsonb[], $5::text[], \
          $6::text[], $7::bigint[], $8::integer[], $9::integer[], $10::text[], $11::text[], \
-         $12::double precision[])",
+         $12::text[], $13::double precision[])",
     )
     .bind(campaign_id)
     .bind((0..).take(jobs.len()).collect::<Vec<i32>>())
@@ -148,6 +148,7 @@ pub async fn insert_for_campaign(conn: &mut PgConnection, campaign_id: i64, jobs
     .bind(points.concurrency)
     .bind(points.key_mode)
     .bind(points.path)
+    .bind(points.nonce)
     .bind(
         jobs.iter()
             .map(|j| j.spec.time_limit(j.execution).as_secs_f64())

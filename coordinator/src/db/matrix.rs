@@ -4,8 +4,9 @@
 //! and the view, never by how many results were ever stored.
 //!
 //! The pages compare the plain benchmark: one static key (`key_mode =
-//! 'static'`) and no object-storage concurrency (`concurrency = 0`). Other key
-//! modes and the concurrency scenario have pages of their own.
+//! 'static'`), counter nonces (`nonce = 'counter'`) and no object-storage
+//! concurrency (`concurrency = 0`). Other key modes, random nonces and the
+//! concurrency scenario have pages of their own (`/scenarios`).
 
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
@@ -91,7 +92,7 @@ pub async fn view_points(db: impl PgExecutor<'_>, view: &View, algorithms: &[Alg
         latest_result_columns!(),
         " FROM result_points \
          WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $4 \
-           AND concurrency = 0 AND key_mode = 'static' \
+           AND concurrency = 0 AND key_mode = 'static' AND nonce = 'counter' \
            AND (cardinality($5::text[]) = 0 OR algorithm = ANY($5)) \
          ORDER BY algorithm, host_id"
     ))
@@ -118,6 +119,7 @@ pub async fn host_points(
         latest_result_columns!(),
         " FROM result_points \
          WHERE host_id = ANY($1) AND direction = $2 AND path = $3 AND concurrency = 0 AND key_mode = 'static' \
+           AND nonce = 'counter' \
          ORDER BY algorithm, size_bytes, threads, host_id"
     ))
     .bind(host_ids)

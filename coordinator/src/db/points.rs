@@ -13,7 +13,7 @@ use super::Result;
 use super::results::StoredMemory;
 
 /// Points as the column arrays of an `UNNEST` insert, in the column order
-/// `algorithm, direction, size_bytes, threads, concurrency, key_mode, path`.
+/// `algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce`.
 #[derive(Debug, Default)]
 pub struct PointColumns {
     pub algorithm: Vec<String>,
@@ -23,6 +23,7 @@ pub struct PointColumns {
     pub concurrency: Vec<Option<i32>>,
     pub key_mode: Vec<String>,
     pub path: Vec<String>,
+    pub nonce: Vec<String>,
 }
 
 impl PointColumns {
@@ -40,6 +41,7 @@ impl PointColumns {
                 .push(p.concurrency.map(|n| i32::try_from(n).unwrap_or(i32::MAX)));
             c.key_mode.push(p.key_mode.to_string());
             c.path.push(p.path.to_string());
+            c.nonce.push(p.nonce.to_string());
         }
         c
     }
@@ -73,7 +75,7 @@ pub struct LatestResult {
 #[macro_export]
 macro_rules! latest_result_columns {
     () => {
-        "host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, path_used, \
+        "host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, path_used, \
          result_id, measured_at, throughput_mb_s, ops_per_s, latency_p99_ns, cv, samples, low_samples, \
          cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op"
     };
@@ -83,14 +85,14 @@ macro_rules! latest_result_columns {
 pub async fn record(tx: &mut Transaction<'_, Postgres>, result_id: i64) -> Result<()> {
     sqlx::query(
         "INSERT INTO result_points AS p (host_id, algorithm, direction, size_bytes, threads, concurrency, \
-             key_mode, path, result_id, measured_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, \
+             key_mode, path, nonce, result_id, measured_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, \
              cv, samples, low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, \
              result_count) \
          SELECT host_id, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), key_mode, path, \
-             id, created_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, cv, samples, low_samples, \
+             nonce, id, created_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, cv, samples, low_samples, \
              cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, 1 \
          FROM results WHERE id = $1 \
-         ON CONFLICT (host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path) \
+         ON CONFLICT (host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce) \
          DO UPDATE SET result_id = EXCLUDED.result_id, measured_at = EXCLUDED.measured_at, \
              path_used = EXCLUDED.path_used, throughput_mb_s = EXCLUDED.throughput_mb_s, \
              ops_per_s = EXCLUDED.ops_per_s, latency_p99_ns = EXCLUDED.latency_p99_ns, cv = EXCLUDED.cv, \

@@ -63,13 +63,13 @@ pub async fn record(
 
     let inserted: Option<i64> = sqlx::query_scalar(
         "INSERT INTO results (job_id, host_id, snapshot_id, algorithm, direction, size_bytes, \
-             threads, concurrency, key_mode, path, path_used, throughput_mb_s, ops_per_s, \
+             threads, concurrency, key_mode, path, nonce, path_used, throughput_mb_s, ops_per_s, \
              latency_p50_ns, latency_p90_ns, latency_p99_ns, latency_p999_ns, latency_max_ns, \
              latency_method, batch_ops, cv, samples, cpu_user_seconds, cpu_sys_seconds, \
              cpu_utilization, key_setup_ns, elapsed_seconds, sample_throughputs, measurement, \
              low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op) \
          SELECT j.id, j.host_id, h.current_snapshot_id, j.algorithm, j.direction, j.size_bytes, \
-             j.threads, j.concurrency, j.key_mode, j.path, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
+             j.threads, j.concurrency, j.key_mode, j.path, j.nonce, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
              $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25 \
          FROM jobs j JOIN hosts h ON h.id = j.host_id WHERE j.id = $1 \
          ON CONFLICT (job_id) DO NOTHING \

@@ -16,7 +16,7 @@ pub async fn points(db: impl PgExecutor<'_>, algorithms: &[Algorithm]) -> Result
         "SELECT ",
         latest_result_columns!(),
         " FROM result_points WHERE algorithm = ANY($1) \
-         ORDER BY host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path"
+         ORDER BY host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce"
     ))
     .bind(algorithms)
     .fetch_all(db)

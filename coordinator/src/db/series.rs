@@ -57,12 +57,12 @@ pub async fn latest_points(
     }
     let algorithms: Option<Vec<&String>> = algorithms.map(|a| a.iter().collect());
     Ok(sqlx::query_as(
-        "SELECT host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, \
+        "SELECT host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, \
              path_used, throughput_mb_s, created_at, snapshot_id \
-         FROM (SELECT host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, \
+         FROM (SELECT host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, \
                    path_used, throughput_mb_s, created_at, snapshot_id, id, \
                    row_number() OVER (PARTITION BY host_id, algorithm, direction, size_bytes, threads, \
-                       concurrency, key_mode, path ORDER BY created_at DESC, id DESC) AS newest \
+                       concurrency, key_mode, path, nonce ORDER BY created_at DESC, id DESC) AS newest \
                FROM results WHERE host_id = ANY($1) AND ($2::text[] IS NULL OR algorithm = ANY($2))) r \
          WHERE newest <= $3 ORDER BY host_id, created_at, id",
     )
@@ -83,7 +83,7 @@ pub async fn latest_accelerated(db: impl PgExecutor<'_>, hosts: &[i64]) -> Resul
     }
     Ok(sqlx::query_as(
         "SELECT p.host_id, p.result_id, p.algorithm, p.direction, p.size_bytes, p.threads, p.concurrency, \
-             p.key_mode, p.path, p.path_used, p.throughput_mb_s, p.measured_at AS created_at, r.snapshot_id, \
+             p.key_mode, p.path, p.nonce, p.path_used, p.throughput_mb_s, p.measured_at AS created_at, r.snapshot_id, \
              NULLIF(r.measurement->'backends', 'null'::jsonb) AS backends \
          FROM result_points p JOIN results r ON r.id = p.result_id \
          WHERE p.host_id = ANY($1) AND p.path = $2 ORDER BY p.host_id, p.measured_at, p.result_id",

@@ -61,6 +61,7 @@ fn field_error(prefix: &str, e: InvalidSpec) -> Status {
         "--concurrency" => "concurrency",
         "--key-mode" => "key_modes",
         "--path" => "paths",
+        "--nonce" => "nonces",
         "--seconds" => "seconds",
         "--suite" => "suite",
         other => other,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
-use cipherfleet_core::spec::{Direction, JobSpec, KeyMode, Matrix};
+use cipherfleet_core::spec::{Direction, JobSpec, KeyMode, Matrix, Nonce};
 use serde_json::{Map, Value, json};
 use sqlx::PgPool;
 
@@ -70,6 +70,7 @@ pub fn matrix() -> Matrix {
         concurrency: None,
         key_modes: vec![KeyMode::Static],
         paths: vec![Path::Accelerated, Path::Software],
+        nonces: vec![Nonce::Counter],
         seconds: 0.5,
     }
 }

@@ -242,8 +242,8 @@ mod tests {
         .unwrap();
         assert_eq!(
             csv,
-            "host,algorithm,direction,size_bytes,threads,concurrency,key_mode,path,mb_s\n\
-             h,aes-128-gcm,encrypt,16,1,,static,accelerated,1.5\n"
+            "host,algorithm,direction,size_bytes,threads,concurrency,key_mode,path,nonce,mb_s\n\
+             h,aes-128-gcm,encrypt,16,1,,static,accelerated,counter,1.5\n"
         );
     }
 

@@ -221,6 +221,7 @@ fn view_point(view: &View, algorithm: cipherfleet_core::algorithm::Algorithm) ->
         concurrency: None,
         key_mode: KeyMode::Static,
         path: view.path,
+        nonce: cipherfleet_core::spec::Nonce::Counter,
     }
 }
 

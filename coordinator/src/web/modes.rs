@@ -490,6 +490,7 @@ async fn api_modes(
                 concurrency: None,
                 key_mode: KeyMode::Static,
                 path: params.path,
+                nonce: cipherfleet_core::spec::Nonce::Counter,
             },
             throughput_mb_s: m.throughput_mb_s,
             latency_p99_ns: m.latency_p99_ns,

@@ -150,6 +150,7 @@ pub fn job_on(host_id: i64, size_bytes: u64, path: Path) -> NewJob {
             concurrency: None,
             key_mode: KeyMode::Static,
             path,
+            nonce: cipherfleet_core::spec::Nonce::Counter,
             seconds: 0.5,
         },
         execution: Execution::Native,

@@ -46,6 +46,7 @@ pub fn matrix(algorithms: &[&str], sizes: &[u64], seconds: f64) -> v1::Matrix {
         concurrency: None,
         key_modes: vec![v1::KeyMode::Static as i32],
         paths: vec![v1::Path::Accelerated as i32],
+        nonces: vec![],
         seconds,
     }
 }

@@ -232,7 +232,7 @@ async fn workers_losing_aes_ni_under_intact_facts_are_found_after_one_campaign()
     assert_eq!(csv.header("content-type"), Some("text/csv; charset=utf-8"));
     assert!(
         csv.body.starts_with(
-            "host_id,host,algorithm,direction,size_bytes,threads,concurrency,key_mode,path,before_result_id,"
+            "host_id,host,algorithm,direction,size_bytes,threads,concurrency,key_mode,path,nonce,before_result_id,"
         ),
         "{}",
         csv.body

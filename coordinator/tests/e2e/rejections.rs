@@ -68,6 +68,7 @@ pub(crate) fn one_point() -> v1::Matrix {
         concurrency: None,
         key_modes: vec![v1::KeyMode::Static as i32],
         paths: vec![v1::Path::Accelerated as i32],
+        nonces: vec![],
         seconds: 0.1,
     }
 }

@@ -5,7 +5,9 @@
 //! the real coordinator. The view reads points by what they measure, so this
 //! explicit matrix answers it as the `object-storage` suite would; its
 //! recommendation must follow the stored numbers, and give the software
-//! build's class ChaCha20-Poly1305.
+//! build's class ChaCha20-Poly1305. A second test measures field-sized
+//! encryptions with counter and random nonces on a real agent: the
+//! field-level view's cost of random nonces is the stored figures' ratio.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -121,4 +123,86 @@ async fn object_storage_view_recommends_the_fastest_aead_per_class_and_chacha_fo
     );
     let compare = app.get("/compare").await;
     assert!(compare.body.contains("href=\"/scenarios/object-storage\""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn field_level_view_shows_what_random_nonces_cost_from_the_measured_numbers() {
+    let mut app = spawn_app().await;
+    app.spawn_agent("field-native", &[]);
+    app.wait_online(1).await;
+    let fields = v1::Matrix {
+        nonces: vec![v1::Nonce::Counter as i32, v1::Nonce::Random as i32],
+        ..matrix(&["aes-256-gcm", "chacha20-poly1305"], &[11], 0.05)
+    };
+    let id = app.start_campaign("field-nonces", fields).await;
+    let status = app.wait_finished(&id, Duration::from_secs(120)).await;
+    assert_eq!(status.overall.unwrap().done, 4, "2 AEADs × 2 nonce sources");
+
+    // Each nonce source keeps its own latest point, its result recording the source.
+    let rows: Vec<(String, String, f64, String)> = sqlx::query_as(
+        "SELECT p.algorithm, p.nonce, p.ops_per_s, r.measurement->>'nonce' FROM result_points p \
+         JOIN results r ON r.id = p.result_id WHERE p.size_bytes = 11",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    let ops = |algorithm: &str, nonce: &str| {
+        let row = rows.iter().find(|r| r.0 == algorithm && r.1 == nonce).unwrap();
+        assert_eq!(row.3, nonce, "the stored measurement says which nonces ran");
+        row.2
+    };
+
+    let api = app.get("/api/v1/scenarios/field-level").await;
+    assert_eq!(api.status, 200, "{}", api.body);
+    let view: Value = serde_json::from_str(&api.body).unwrap();
+    let columns: Vec<&str> = view["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let column = |name: &str| columns.iter().position(|c| *c == name).unwrap();
+    let (random_col, cost_col) = (
+        column("ops/s per core, random nonces"),
+        column("× cost of random nonces"),
+    );
+    let class = &view["classes"][0];
+    let answer = class["answer"].as_str().unwrap();
+    assert!(answer.contains("random nonces cost aes-256-gcm"), "{answer}");
+    for algorithm in ["aes-256-gcm", "chacha20-poly1305"] {
+        let subject = format!("{algorithm} at 11 B");
+        let row = class["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["subject"] == subject.as_str())
+            .unwrap_or_else(|| panic!("{subject}: {class}"));
+        let (counter, random) = (ops(algorithm, "counter"), ops(algorithm, "random"));
+        let cell = |i: usize| row["cells"][i]["median"].as_f64().unwrap();
+        assert_eq!(cell(column("ops/s per core, static key")), counter, "{row}");
+        assert_eq!(cell(random_col), random, "{row}");
+        let cost = cell(cost_col);
+        assert!(
+            (cost - counter / random).abs() <= 1e-9 * cost,
+            "{cost} vs {counter} / {random}"
+        );
+        assert!(
+            answer.contains(&format!("{algorithm} {:.1}×", counter / random)),
+            "{answer}"
+        );
+    }
+
+    let page = app.get("/scenarios/field-level").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("× cost of random nonces"), "{}", page.body);
+    let csv = app.get("/api/v1/scenarios/field-level?format=csv").await;
+    assert!(csv.body.contains("ops/s per core, random nonces"), "{}", csv.body);
+    // The plain comparison leaves random nonces out: one 11 B cell per algorithm.
+    let compare = app.get("/api/v1/compare?size=11").await;
+    assert_eq!(compare.status, 200, "{}", compare.body);
+    let cells: Value = serde_json::from_str(&compare.body).unwrap();
+    let cells = cells.as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{cells:?}");
+    assert!(cells.iter().all(|c| c["nonce"] == "counter"), "{cells:?}");
 }

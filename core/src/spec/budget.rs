@@ -144,7 +144,7 @@ impl JobSpec {
 mod tests {
     use super::*;
     use crate::path::Path;
-    use crate::spec::Direction;
+    use crate::spec::{Direction, Nonce};
 
     fn point(alg: &str, size_bytes: u64) -> JobSpec {
         JobSpec {
@@ -155,6 +155,7 @@ mod tests {
             concurrency: None,
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
+            nonce: Nonce::Counter,
             seconds: 1.0,
         }
     }

@@ -4,9 +4,10 @@ use serde::{Deserialize, Serialize};
 
 use super::size::format_size;
 use super::{
-    Direction, InvalidSpec, KeyMode, MAX_ARRIVAL_RATE, MAX_CONCURRENCY, MAX_SECONDS, MAX_SIZE, MAX_THREADS, invalid,
+    Direction, InvalidSpec, KeyMode, MAX_ARRIVAL_RATE, MAX_CONCURRENCY, MAX_SECONDS, MAX_SIZE, MAX_THREADS, Nonce,
+    invalid,
 };
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, Mode};
 use crate::path::Path;
 use crate::point::Point;
 
@@ -27,6 +28,10 @@ pub struct JobSpec {
     pub key_mode: KeyMode,
     /// The path asked for; the result's `path_used` says what really ran.
     pub path: Path,
+    /// Where encryption nonces come from. Left out of the JSON when counters,
+    /// so a job stored or a worker built before the field still reads it.
+    #[serde(default, skip_serializing_if = "Nonce::is_counter")]
+    pub nonce: Nonce,
     /// Measured time (after warm-up), in seconds.
     pub seconds: f64,
 }
@@ -38,6 +43,7 @@ impl JobSpec {
         validate_message_size(self.algorithm, self.size_bytes)?;
         validate_threads(self.threads)?;
         validate_seconds(self.seconds)?;
+        validate_nonce(self.nonce, self.algorithm, self.direction)?;
         if let Some(c) = self.concurrency {
             validate_concurrency(c, self.threads)?;
             if self.key_mode != KeyMode::Static {
@@ -68,6 +74,7 @@ impl JobSpec {
             concurrency: self.concurrency,
             key_mode: self.key_mode,
             path: self.path,
+            nonce: self.nonce,
         }
     }
 
@@ -84,6 +91,9 @@ impl JobSpec {
         );
         if let Some(c) = self.concurrency {
             s.push_str(&format!(" c={c}"));
+        }
+        if !self.nonce.is_counter() {
+            s.push_str(&format!(" nonce={}", self.nonce));
         }
         s
     }
@@ -129,6 +139,31 @@ pub fn validate_arrival_rate(rate: Option<f64>, concurrency: Option<u32>) -> Res
         return Err(invalid(
             "--arrival-rate",
             format!("{rate} is out of range; accepted: more than 0 and at most {MAX_ARRIVAL_RATE} objects per second"),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses random nonces where they measure nothing: they apply to the
+/// nonce-based AEADs (not CBC-HMAC, whose IV is its own), and to encryption
+/// (decryption reads the nonce stored with the message). The one rule for
+/// the agent's `--nonce`, its worker, and the coordinator's jobs.
+pub fn validate_nonce(nonce: Nonce, algorithm: Algorithm, direction: Direction) -> Result<(), InvalidSpec> {
+    if nonce == Nonce::Counter {
+        return Ok(());
+    }
+    if !algorithm.is_authenticated() || algorithm.mode == Mode::CbcHmacSha256 {
+        return Err(invalid(
+            "--nonce",
+            format!(
+                "random applies to the nonce-based AEADs (GCM, CCM, OCB, ChaCha20-Poly1305, XChaCha20-Poly1305), not {algorithm}"
+            ),
+        ));
+    }
+    if direction != Direction::Encrypt {
+        return Err(invalid(
+            "--nonce",
+            "random measures encryption (decryption reads the nonce stored with the message); use --direction encrypt",
         ));
     }
     Ok(())
@@ -185,6 +220,7 @@ mod tests {
             concurrency: None,
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
+            nonce: Nonce::Counter,
             seconds: 1.0,
         }
     }
@@ -281,6 +317,38 @@ mod tests {
                 },
                 None,
             ),
+            (
+                JobSpec {
+                    nonce: Nonce::Random,
+                    key_mode: KeyMode::HkdfPerUser,
+                    ..point()
+                },
+                None,
+            ),
+            (
+                JobSpec {
+                    nonce: Nonce::Random,
+                    direction: Direction::Decrypt,
+                    ..point()
+                },
+                Some("--nonce"),
+            ),
+            (
+                JobSpec {
+                    nonce: Nonce::Random,
+                    algorithm: "aes-256-cbc-hmac-sha256".parse().unwrap(),
+                    ..point()
+                },
+                Some("--nonce"),
+            ),
+            (
+                JobSpec {
+                    nonce: Nonce::Random,
+                    algorithm: "aes-256-ctr".parse().unwrap(),
+                    ..point()
+                },
+                Some("--nonce"),
+            ),
         ];
         for (spec, want) in cases {
             assert_eq!(spec.validate().err().map(|e| e.flag), want, "{spec:?}");
@@ -346,5 +414,14 @@ mod tests {
         assert_eq!(serde_json::from_str::<JobSpec>(&json).unwrap(), p);
         let extra = json.replace("\"threads\"", "\"bogus\":1,\"threads\"");
         assert!(serde_json::from_str::<JobSpec>(&extra).is_err());
+        // Counters are the default and are not spelled out; random ones are.
+        assert!(!json.contains("nonce"), "{json}");
+        let random = JobSpec {
+            nonce: Nonce::Random,
+            ..p.clone()
+        };
+        let json = serde_json::to_string(&random).unwrap();
+        assert!(json.contains("\"nonce\":\"random\""), "{json}");
+        assert_eq!(serde_json::from_str::<JobSpec>(&json).unwrap(), random);
     }
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Direction, InvalidSpec, JobSpec, KeyMode, invalid};
+use super::{Direction, InvalidSpec, JobSpec, KeyMode, Nonce, invalid};
 use crate::algorithm::Algorithm;
 use crate::path::Path;
 
@@ -19,7 +19,15 @@ pub struct Matrix {
     pub concurrency: Option<u32>,
     pub key_modes: Vec<KeyMode>,
     pub paths: Vec<Path>,
+    /// Counter and/or random nonces; counters alone where a request predates the list.
+    #[serde(default = "counters")]
+    pub nonces: Vec<Nonce>,
     pub seconds: f64,
+}
+
+/// The nonce list of a matrix that names none.
+pub(crate) fn counters() -> Vec<Nonce> {
+    vec![Nonce::Counter]
 }
 
 /// Most values in one list of a matrix (sizes and thread counts; the other
@@ -29,7 +37,7 @@ pub const MAX_LIST_LEN: usize = 64;
 pub const MAX_POINTS: u64 = 100_000;
 
 impl Matrix {
-    /// Every point, in table order (algorithm, then direction, path, key mode, threads, size).
+    /// Every point, in table order (algorithm, then direction, path, key mode, nonce, threads, size).
     pub fn expand(&self) -> Vec<JobSpec> {
         self.points().collect()
     }
@@ -41,16 +49,19 @@ impl Matrix {
             self.directions.iter().flat_map(move |&direction| {
                 self.paths.iter().flat_map(move |&path| {
                     self.key_modes.iter().flat_map(move |&key_mode| {
-                        self.threads.iter().flat_map(move |&threads| {
-                            self.sizes.iter().map(move |&size_bytes| JobSpec {
-                                algorithm,
-                                direction,
-                                size_bytes,
-                                threads,
-                                concurrency: self.concurrency,
-                                key_mode,
-                                path,
-                                seconds: self.seconds,
+                        self.nonces.iter().flat_map(move |&nonce| {
+                            self.threads.iter().flat_map(move |&threads| {
+                                self.sizes.iter().map(move |&size_bytes| JobSpec {
+                                    algorithm,
+                                    direction,
+                                    size_bytes,
+                                    threads,
+                                    concurrency: self.concurrency,
+                                    key_mode,
+                                    path,
+                                    nonce,
+                                    seconds: self.seconds,
+                                })
                             })
                         })
                     })
@@ -67,6 +78,7 @@ impl Matrix {
             self.directions.len(),
             self.paths.len(),
             self.key_modes.len(),
+            self.nonces.len(),
             self.threads.len(),
             self.sizes.len(),
         ]
@@ -93,19 +105,21 @@ impl Matrix {
         keep_first(&mut self.threads);
         keep_first(&mut self.key_modes);
         keep_first(&mut self.paths);
+        keep_first(&mut self.nonces);
     }
 
     /// Validates every list and every point; empty or over-long lists are
     /// errors, and so is a matrix of more than [`MAX_POINTS`] points — refused
     /// from the list lengths alone, before any point is built.
     pub fn validate(&self) -> Result<(), InvalidSpec> {
-        let lists: [(&'static str, usize); 6] = [
+        let lists: [(&'static str, usize); 7] = [
             ("--algorithm", self.algorithms.len()),
             ("--size", self.sizes.len()),
             ("--direction", self.directions.len()),
             ("--threads", self.threads.len()),
             ("--key-mode", self.key_modes.len()),
             ("--path", self.paths.len()),
+            ("--nonce", self.nonces.len()),
         ];
         for (flag, len) in lists {
             if len == 0 {
@@ -126,7 +140,7 @@ impl Matrix {
                     "--algorithm",
                     format!(
                         "the lists multiply to {n} points; at most {MAX_POINTS} per host: ask for fewer \
-                         algorithms, sizes, directions, thread counts, key modes or paths"
+                         algorithms, sizes, directions, thread counts, key modes, paths or nonces"
                     ),
                 ));
             }
@@ -153,6 +167,7 @@ mod tests {
             concurrency: None,
             key_modes: vec![KeyMode::Static, KeyMode::PerOp, KeyMode::HkdfPerUser],
             paths: vec![Path::Accelerated, Path::Software],
+            nonces: counters(),
             seconds: 1.0,
         };
         assert_eq!(m.point_count(), Some(27 * 64 * 2 * 64 * 3 * 2));
@@ -181,6 +196,7 @@ mod tests {
             concurrency: None,
             key_modes: vec![KeyMode::Static, KeyMode::Static],
             paths: vec![Path::Software, Path::Accelerated, Path::Software],
+            nonces: vec![Nonce::Random, Nonce::Random],
             seconds: 0.1,
         };
         m.dedup();
@@ -191,6 +207,7 @@ mod tests {
         );
         assert_eq!((m.directions.len(), m.key_modes.len()), (1, 1));
         assert_eq!(m.paths, [Path::Software, Path::Accelerated]);
+        assert_eq!(m.nonces, [Nonce::Random]);
         assert_eq!(m.point_count(), Some(2 * 2 * 2 * 2));
     }
 
@@ -204,6 +221,7 @@ mod tests {
             concurrency: None,
             key_modes: vec![KeyMode::Static],
             paths: vec![Path::Accelerated],
+            nonces: counters(),
             seconds: 0.1,
         };
         let points = m.expand();
@@ -226,6 +244,24 @@ mod tests {
             .flag,
             "--size"
         );
-        assert_eq!(Matrix { seconds: 0.0, ..m }.validate().unwrap_err().flag, "--seconds");
+        assert_eq!(
+            Matrix {
+                seconds: 0.0,
+                ..m.clone()
+            }
+            .validate()
+            .unwrap_err()
+            .flag,
+            "--seconds"
+        );
+        // Random nonces with decryption in the product: the point's own rule refuses it.
+        let random = Matrix {
+            nonces: vec![Nonce::Counter, Nonce::Random],
+            ..m
+        };
+        assert_eq!(random.point_count(), Some(2 * 3 * 2 * 2 * 2));
+        assert_eq!(random.validate().unwrap_err().flag, "--nonce");
+        let json = r#"{"algorithms":["aes-128-gcm"],"sizes":[16],"directions":["encrypt"],"threads":[1],"key_modes":["static"],"paths":["accelerated"],"seconds":0.1}"#;
+        assert_eq!(serde_json::from_str::<Matrix>(json).unwrap().nonces, counters());
     }
 }

@@ -4,7 +4,7 @@
 //! Validation errors name the flag (or JSON field) and the accepted range, so
 //! the agent's CLI and the coordinator reject bad input before any work.
 //!
-//! - [`job`]: one point, its validation and warm-up.
+//! - [`job`]: one point, its validation (random nonces included) and warm-up.
 //! - [`budget`]: what a point may cost: its measurement cap and time limit.
 //! - [`matrix`]: the Cartesian product of lists.
 //! - [`suite`]: the named matrices (`quick`, `standard`, `full`, and the scenario
@@ -21,7 +21,8 @@ pub use budget::{
     Budget, DECRYPT_POOL_MIN_MESSAGES, EMULATION_SLOWDOWN, Execution, LOW_SAMPLES, MIN_OBJECTS_PER_SLOT, MIN_SAMPLES,
 };
 pub use job::{
-    JobSpec, validate_arrival_rate, validate_message_size, validate_seconds, validate_size, validate_threads,
+    JobSpec, validate_arrival_rate, validate_message_size, validate_nonce, validate_seconds, validate_size,
+    validate_threads,
 };
 pub use matrix::{MAX_LIST_LEN, MAX_POINTS, Matrix};
 pub use size::{format_size, parse_size};
@@ -61,6 +62,27 @@ text_enum! {
         PerOp = "per-op",
         /// Every operation derives its user's key with HKDF-SHA256 from a master key, then expands it.
         HkdfPerUser = "hkdf-per-user",
+    }
+}
+
+text_enum! {
+    /// Where each encryption's nonce comes from.
+    #[derive(Default)]
+    pub enum Nonce ("nonce") {
+        /// Thread and operation number: unique under one key and free to make.
+        #[default]
+        Counter = "counter",
+        /// The AEAD's 12 or 24 bytes drawn from the OS for every message, inside
+        /// the measured loop, since that draw is what random nonces cost. Only
+        /// for the nonce-based AEADs' encryption ([`JobSpec::validate`]).
+        Random = "random",
+    }
+}
+
+impl Nonce {
+    /// Whether these are counters, the default (JSON then leaves the field out).
+    pub fn is_counter(&self) -> bool {
+        *self == Nonce::Counter
     }
 }
 

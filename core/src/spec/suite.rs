@@ -5,7 +5,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Direction, InvalidSpec, JobSpec, KeyMode, MAX_THREADS, Matrix, SIZES, invalid};
+use super::matrix::counters;
+use super::{Direction, InvalidSpec, JobSpec, KeyMode, MAX_THREADS, Matrix, Nonce, SIZES, invalid};
 use crate::algorithm::{self, Algorithm};
 use crate::path::Path;
 
@@ -41,8 +42,9 @@ pub enum Suite {
     Fallback,
     /// Field-level encryption: 11 B and 18 B (a phone number, an ID card number)
     /// with AES-256-GCM, AES-128-GCM and ChaCha20-Poly1305 under static, per-op and
-    /// hkdf-per-user keys, encrypt and decrypt, one thread, 0.5 s a point: about
-    /// 25 s. Nonces are counters.
+    /// hkdf-per-user keys, encrypt and decrypt, one thread, with counter nonces;
+    /// plus each field encrypted under a static key with random nonces (12 or 24
+    /// bytes from the OS per message). 0.5 s a point: about 30 s.
     FieldLevel,
 }
 
@@ -130,6 +132,7 @@ impl Suite {
                 concurrency: None,
                 key_modes: vec![KeyMode::Static],
                 paths: vec![Path::Accelerated],
+                nonces: counters(),
                 seconds: 0.5,
             }],
             Suite::Standard => vec![Matrix {
@@ -144,6 +147,7 @@ impl Suite {
                 concurrency: None,
                 key_modes: vec![KeyMode::Static],
                 paths: both_paths,
+                nonces: counters(),
                 seconds: 1.0,
             }],
             Suite::Full => {
@@ -158,6 +162,7 @@ impl Suite {
                         concurrency: None,
                         key_modes: vec![KeyMode::Static, KeyMode::PerOp, KeyMode::HkdfPerUser],
                         paths: both_paths.clone(),
+                        nonces: counters(),
                         seconds: 1.0,
                     },
                     Matrix {
@@ -173,6 +178,7 @@ impl Suite {
                         concurrency: Some(OBJECT_STORAGE_IN_FLIGHT),
                         key_modes: vec![KeyMode::Static],
                         paths: both_paths,
+                        nonces: counters(),
                         seconds: 3.0,
                     },
                 ]
@@ -185,6 +191,7 @@ impl Suite {
                 concurrency: Some(OBJECT_STORAGE_IN_FLIGHT),
                 key_modes: vec![KeyMode::Static],
                 paths: vec![Path::Accelerated],
+                nonces: counters(),
                 seconds: 2.0,
             }],
             Suite::LegacyMigration => vec![Matrix {
@@ -195,6 +202,7 @@ impl Suite {
                 concurrency: None,
                 key_modes: vec![KeyMode::PerOp, KeyMode::Static],
                 paths: vec![Path::Accelerated],
+                nonces: counters(),
                 seconds: 1.0,
             }],
             Suite::Modes => {
@@ -215,6 +223,7 @@ impl Suite {
                     concurrency: None,
                     key_modes: vec![KeyMode::Static],
                     paths: vec![Path::Accelerated],
+                    nonces: counters(),
                     seconds: 1.0,
                 }]
             }
@@ -226,18 +235,31 @@ impl Suite {
                 concurrency: None,
                 key_modes: vec![KeyMode::Static],
                 paths: both_paths,
+                nonces: counters(),
                 seconds: 1.0,
             }],
-            Suite::FieldLevel => vec![Matrix {
-                algorithms: algs(&["aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"]),
-                sizes: vec![11, 18],
-                directions: both_dirs,
-                threads: vec![1],
-                concurrency: None,
-                key_modes: vec![KeyMode::Static, KeyMode::PerOp, KeyMode::HkdfPerUser],
-                paths: vec![Path::Accelerated],
-                seconds: 0.5,
-            }],
+            Suite::FieldLevel => {
+                let counter = Matrix {
+                    algorithms: algs(&["aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"]),
+                    sizes: vec![11, 18],
+                    directions: both_dirs,
+                    threads: vec![1],
+                    concurrency: None,
+                    key_modes: vec![KeyMode::Static, KeyMode::PerOp, KeyMode::HkdfPerUser],
+                    paths: vec![Path::Accelerated],
+                    nonces: counters(),
+                    seconds: 0.5,
+                };
+                // The same fields under one static key with a nonce from the OS per message:
+                // what random nonces cost, set against the counter points above.
+                let random = Matrix {
+                    directions: vec![Direction::Encrypt],
+                    key_modes: vec![KeyMode::Static],
+                    nonces: vec![Nonce::Random],
+                    ..counter.clone()
+                };
+                vec![counter, random]
+            }
         }
     }
 
@@ -333,6 +355,23 @@ mod tests {
             field.iter().filter(|p| p.key_mode == KeyMode::HkdfPerUser).count(),
             3 * 2 * 2
         );
+        // Counter and random nonces at both sizes, random ones encrypting under a static key.
+        let random: Vec<&JobSpec> = field.iter().filter(|p| p.nonce == Nonce::Random).collect();
+        assert_eq!(random.len(), 3 * 2);
+        assert!(
+            random
+                .iter()
+                .all(|p| p.direction == Direction::Encrypt && p.key_mode == KeyMode::Static)
+        );
+        for size in [11, 18] {
+            for nonce in [Nonce::Counter, Nonce::Random] {
+                assert!(field.iter().any(|p| p.size_bytes == size && p.nonce == nonce));
+            }
+        }
+        // Every other suite uses counters.
+        for &suite in SUITES.iter().filter(|s| **s != Suite::FieldLevel) {
+            assert!(suite.expand(2).iter().all(|p| p.nonce.is_counter()), "{suite}");
+        }
     }
 
     #[test]

@@ -3,10 +3,10 @@
 
 use cipherfleet_proto::v1;
 
-use super::spec::{direction_from_wire, key_mode_from_wire, path_from_wire};
+use super::spec::{direction_from_wire, key_mode_from_wire, nonce_from_wire, path_from_wire};
 use super::{WireError, truncate, wire_error};
 use crate::algorithm::Algorithm;
-use crate::spec::{MAX_LIST_LEN, Matrix};
+use crate::spec::{MAX_LIST_LEN, Matrix, Nonce};
 
 /// Most raw entries in one list of a request, repeats included: beyond this
 /// a request is refused before its values are even parsed.
@@ -24,6 +24,7 @@ impl TryFrom<&v1::Matrix> for Matrix {
             ("threads", m.threads.len()),
             ("key_modes", m.key_modes.len()),
             ("paths", m.paths.len()),
+            ("nonces", m.nonces.len()),
         ];
         for (field, len) in lists {
             if len > MAX_RAW_LIST_LEN {
@@ -64,6 +65,15 @@ impl TryFrom<&v1::Matrix> for Matrix {
             .iter()
             .map(|p| path_from_wire("matrix.paths", *p))
             .collect::<Result<Vec<_>, _>>()?;
+        let mut nonces = m
+            .nonces
+            .iter()
+            .map(|n| nonce_from_wire("matrix.nonces", *n))
+            .collect::<Result<Vec<_>, _>>()?;
+        if nonces.is_empty() {
+            // A request that names no nonces predates the list: counters, as before.
+            nonces.push(Nonce::Counter);
+        }
         let mut matrix = Matrix {
             algorithms,
             sizes: m.sizes.clone(),
@@ -72,6 +82,7 @@ impl TryFrom<&v1::Matrix> for Matrix {
             concurrency: m.concurrency,
             key_modes,
             paths,
+            nonces,
             seconds: m.seconds,
         };
         matrix.dedup();
@@ -85,6 +96,7 @@ impl TryFrom<&v1::Matrix> for Matrix {
                 "--concurrency" => "concurrency",
                 "--key-mode" => "key_modes",
                 "--path" => "paths",
+                "--nonce" => "nonces",
                 "--seconds" => "seconds",
                 other => other,
             };
@@ -107,6 +119,7 @@ mod tests {
             concurrency: None,
             key_modes: vec![v1::KeyMode::Static as i32],
             paths: vec![v1::Path::Accelerated as i32, v1::Path::Software as i32],
+            nonces: vec![],
             seconds: 0.5,
         }
     }
@@ -117,6 +130,7 @@ mod tests {
         assert_eq!(m.algorithms.len(), 2);
         assert_eq!(m.sizes, [16, 16384]);
         assert_eq!(m.point_count(), Some(2 * 2 * 2));
+        assert_eq!(m.nonces, [Nonce::Counter], "no nonces named: counters");
     }
 
     #[test]
@@ -131,6 +145,16 @@ mod tests {
             (|m| m.directions.push(7), "matrix.directions", "unknown value 7"),
             (|m| m.key_modes = vec![0], "matrix.key_modes", "unspecified"),
             (|m| m.paths.clear(), "matrix.paths", "empty"),
+            (|m| m.nonces = vec![3], "matrix.nonces", "unknown value 3"),
+            (
+                // Random nonces for the software path of an AEAD are fine; for decryption not.
+                |m| {
+                    m.nonces = vec![v1::Nonce::Random as i32];
+                    m.directions.push(v1::Direction::Decrypt as i32);
+                },
+                "matrix.nonces",
+                "--direction encrypt",
+            ),
             (|m| m.sizes = vec![0], "matrix.sizes", "out of range"),
             (|m| m.seconds = f64::NAN, "matrix.seconds", "out of range"),
             (|m| m.sizes = vec![16; MAX_RAW_LIST_LEN + 1], "matrix.sizes", "too many"),

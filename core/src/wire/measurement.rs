@@ -205,7 +205,7 @@ fn check_json_only_figures(m: &Measurement) -> Result<(), WireError> {
 }
 
 /// Checks that the measurement is of `spec`: algorithm, direction, size,
-/// threads, concurrency, key mode, requested path and seconds all match.
+/// threads, concurrency, key mode, nonce, requested path and seconds all match.
 pub fn check_measurement_matches(spec: &JobSpec, m: &v1::Measurement) -> Result<(), WireError> {
     let got = parse_json(m)?.spec();
     let mismatch = |what: &str, got: String, want: String| {
@@ -239,6 +239,9 @@ pub fn check_measurement_matches(spec: &JobSpec, m: &v1::Measurement) -> Result<
     }
     if got.key_mode != spec.key_mode {
         return mismatch("key_mode", got.key_mode.as_str().into(), spec.key_mode.as_str().into());
+    }
+    if got.nonce != spec.nonce {
+        return mismatch("nonce", got.nonce.as_str().into(), spec.nonce.as_str().into());
     }
     if got.path != spec.path {
         return mismatch("path_requested", got.path.as_str().into(), spec.path.as_str().into());
@@ -368,7 +371,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::measurement::{Figures, Latency, LatencyMethod, Memory, SampleKind, WorkerReport};
     use crate::path::{Backends, Flavour, Path, PathUsed};
-    use crate::spec::{Direction, KeyMode};
+    use crate::spec::{Direction, KeyMode, Nonce};
 
     pub(crate) fn spec() -> JobSpec {
         JobSpec {
@@ -379,6 +382,7 @@ pub(crate) mod tests {
             concurrency: None,
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
+            nonce: Nonce::Counter,
             seconds: 0.05,
         }
     }
@@ -656,6 +660,13 @@ pub(crate) mod tests {
                     ..spec()
                 },
                 "key_mode",
+            ),
+            (
+                JobSpec {
+                    nonce: Nonce::Random,
+                    ..spec()
+                },
+                "nonce",
             ),
             (
                 JobSpec {

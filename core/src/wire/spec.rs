@@ -5,7 +5,7 @@ use cipherfleet_proto::v1;
 use super::{WireError, wire_error};
 use crate::algorithm::{self, Algorithm};
 use crate::path::Path;
-use crate::spec::{Direction, JobSpec, KeyMode};
+use crate::spec::{Direction, JobSpec, KeyMode, Nonce};
 
 impl From<&JobSpec> for v1::JobSpec {
     fn from(spec: &JobSpec) -> Self {
@@ -24,6 +24,7 @@ impl From<&JobSpec> for v1::JobSpec {
                 KeyMode::HkdfPerUser => v1::KeyMode::HkdfPerUser,
             } as i32,
             path: path_to_wire(spec.path) as i32,
+            nonce: nonce_to_wire(spec.nonce) as i32,
             seconds: spec.seconds,
         }
     }
@@ -47,6 +48,7 @@ impl TryFrom<&v1::JobSpec> for JobSpec {
         let direction = direction_from_wire("spec.direction", spec.direction)?;
         let key_mode = key_mode_from_wire("spec.key_mode", spec.key_mode)?;
         let path = path_from_wire("spec.path", spec.path)?;
+        let nonce = nonce_from_wire("spec.nonce", spec.nonce)?;
         let out = JobSpec {
             algorithm,
             direction,
@@ -55,6 +57,7 @@ impl TryFrom<&v1::JobSpec> for JobSpec {
             concurrency: spec.concurrency,
             key_mode,
             path,
+            nonce,
             seconds: spec.seconds,
         };
         out.validate().map_err(|e| {
@@ -68,6 +71,7 @@ impl TryFrom<&v1::JobSpec> for JobSpec {
                 "--algorithm" => "spec.algorithm",
                 "--direction" => "spec.direction",
                 "--path" => "spec.path",
+                "--nonce" => "spec.nonce",
                 _ => "spec",
             };
             wire_error(field, e.message)
@@ -111,6 +115,22 @@ pub(super) fn key_mode_from_wire(field: &str, value: i32) -> Result<KeyMode, Wir
     }
 }
 
+pub(super) fn nonce_to_wire(nonce: Nonce) -> v1::Nonce {
+    match nonce {
+        Nonce::Counter => v1::Nonce::Counter,
+        Nonce::Random => v1::Nonce::Random,
+    }
+}
+
+/// Unset (0) reads as counters, what every job meant before the field.
+pub(super) fn nonce_from_wire(field: &str, value: i32) -> Result<Nonce, WireError> {
+    match v1::Nonce::try_from(value) {
+        Ok(v1::Nonce::Counter) => Ok(Nonce::Counter),
+        Ok(v1::Nonce::Random) => Ok(Nonce::Random),
+        Err(_) => Err(unknown_enum(field, value)),
+    }
+}
+
 fn unknown_enum(field: &str, value: i32) -> WireError {
     wire_error(field, format!("unknown value {value}"))
 }
@@ -129,13 +149,14 @@ mod tests {
             concurrency: None,
             key_mode: v1::KeyMode::Static as i32,
             path: v1::Path::Accelerated as i32,
+            nonce: v1::Nonce::Counter as i32,
             seconds: 0.5,
         }
     }
 
     #[test]
     fn every_suite_point_round_trips() {
-        for suite in [Suite::Quick, Suite::Standard, Suite::Full] {
+        for suite in [Suite::Quick, Suite::Standard, Suite::Full, Suite::FieldLevel] {
             for point in suite.expand(4) {
                 let wire = v1::JobSpec::from(&point);
                 assert_eq!(JobSpec::try_from(&wire).unwrap(), point);
@@ -235,12 +256,42 @@ mod tests {
                 "spec.key_mode",
                 "static",
             ),
+            (
+                v1::JobSpec {
+                    nonce: 7,
+                    ..wire_point()
+                },
+                "spec.nonce",
+                "unknown value 7",
+            ),
+            (
+                v1::JobSpec {
+                    nonce: v1::Nonce::Random as i32,
+                    algorithm: "aes-256-ctr".into(),
+                    ..wire_point()
+                },
+                "spec.nonce",
+                "nonce-based AEADs",
+            ),
         ];
         for (spec, field, words) in cases {
             let err = JobSpec::try_from(&spec).unwrap_err();
             assert_eq!(err.field, field, "{spec:?}: {err}");
             assert!(err.to_string().contains(words), "{spec:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_job_without_a_nonce_means_counters_and_random_ones_travel() {
+        assert_eq!(v1::JobSpec::default().nonce, v1::Nonce::Counter as i32);
+        assert_eq!(JobSpec::try_from(&wire_point()).unwrap().nonce, Nonce::Counter);
+        let random = v1::JobSpec {
+            nonce: v1::Nonce::Random as i32,
+            ..wire_point()
+        };
+        let spec = JobSpec::try_from(&random).unwrap();
+        assert_eq!(spec.nonce, Nonce::Random);
+        assert_eq!(v1::JobSpec::from(&spec), random);
     }
 
     #[test]

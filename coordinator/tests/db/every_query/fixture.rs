@@ -42,6 +42,7 @@ pub(super) fn gcm_point(size_bytes: u64, threads: u32, path: Path) -> Point {
         concurrency: None,
         key_mode: KeyMode::Static,
         path,
+        nonce: cipherfleet_core::spec::Nonce::Counter,
     }
 }
 
@@ -56,6 +57,7 @@ pub(super) fn chacha_point() -> Point {
         concurrency: Some(8),
         key_mode: KeyMode::PerOp,
         path: Path::Software,
+        nonce: cipherfleet_core::spec::Nonce::Counter,
     }
 }
 
