@@ -32,6 +32,7 @@ use tonic::{Code, Status, Streaming};
 use tracing::{debug, info, warn};
 
 use super::Context;
+use super::config::CoordinatorUrl;
 use super::executor::StartError;
 use super::spool::{Outcome, OutcomeResult};
 use cipherfleet_core::path::Path;
@@ -104,11 +105,15 @@ fn classify(status: &Status, welcomed: bool) -> SessionEnd {
 }
 
 /// Connects, runs one session to its end and says how it ended.
-pub(super) async fn run(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcome>) -> SessionEnd {
+pub(super) async fn run(
+    ctx: &Context,
+    coordinator: &CoordinatorUrl,
+    done: &mut mpsc::UnboundedReceiver<Outcome>,
+) -> SessionEnd {
     // Until `Welcome` nothing is in flight, so shutdown abandons the attempt;
     // after it, `serve` drains instead.
     let handshake = tokio::select! {
-        parts = handshake(ctx) => parts,
+        parts = handshake(ctx, coordinator) => parts,
         _ = ctx.shutdown.cancelled() => return lost("shutdown requested while connecting", false),
     };
     let (session, welcome, inbound) = match handshake {
@@ -117,7 +122,7 @@ pub(super) async fn run(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcom
     };
     info!(
         "connected to {} as agent {:?} (heartbeat every {} ms)",
-        ctx.config.coordinator, welcome.agent_id, welcome.heartbeat_interval_ms
+        coordinator.url, welcome.agent_id, welcome.heartbeat_interval_ms
     );
     session
         .serve(ctx, done, inbound, heartbeat_interval(welcome.heartbeat_interval_ms))
@@ -131,8 +136,11 @@ fn heartbeat_interval(ms: u32) -> Duration {
     }
 }
 
-async fn handshake(ctx: &Context) -> Result<(Session, v1::Welcome, Streaming<v1::CoordinatorMessage>), SessionEnd> {
-    let endpoint = Endpoint::from_shared(ctx.config.coordinator.clone())
+async fn handshake(
+    ctx: &Context,
+    coordinator: &CoordinatorUrl,
+) -> Result<(Session, v1::Welcome, Streaming<v1::CoordinatorMessage>), SessionEnd> {
+    let endpoint = Endpoint::from_shared(coordinator.url.clone())
         .map_err(|e| SessionEnd::Rejected(format!("invalid coordinator URL: {e}")))?
         .connect_timeout(HANDSHAKE_TIMEOUT)
         .tcp_nodelay(true)
@@ -141,7 +149,7 @@ async fn handshake(ctx: &Context) -> Result<(Session, v1::Welcome, Streaming<v1:
         .http2_keep_alive_interval(Duration::from_secs(20))
         .keep_alive_timeout(Duration::from_secs(10))
         .keep_alive_while_idle(true);
-    let endpoint = match &ctx.config.tls {
+    let endpoint = match &coordinator.tls {
         Some(tls) => endpoint
             .tls_config(tls.clone().timeout(HANDSHAKE_TIMEOUT))
             .map_err(|e| {
