@@ -16,6 +16,9 @@ CREATE TABLE host_leases (
     coordinator_name text NOT NULL,
     acquired_at timestamptz NOT NULL DEFAULT now(),
     expires_at timestamptz NOT NULL,
+    -- The session was welcomed (its hello stored): the host is online. A lease is
+    -- taken before the hello is stored, so that a second session changes nothing.
+    welcomed boolean NOT NULL DEFAULT false,
     -- Set by an operator's command on another coordinator (credential reset,
     -- retirement): the owner ends the session at its next renewal, with this reason.
     revoked text

@@ -213,6 +213,14 @@ impl Scheduler {
         db::leases::release_all(&self.pool, &self.holder).await
     }
 
+    /// [`Scheduler::activate`], and the host counts as online in the whole
+    /// cluster ([`Scheduler::online_in_cluster`]).
+    pub async fn welcome(&self, host_id: i64, generation: u64) -> Result<(), db::Error> {
+        self.activate(host_id, generation);
+        db::leases::welcome(&self.pool, host_id, &self.holder, generation).await?;
+        Ok(())
+    }
+
     /// The reserved session is welcomed: it is online and gets work.
     pub fn activate(&self, host_id: i64, generation: u64) {
         if let Some(c) = self.lock().get_mut(&host_id).filter(|c| c.generation == generation) {

@@ -44,7 +44,7 @@ pub async fn acquire(
          VALUES ($1, $2, $3, $4, now() + $5 * interval '1 second') \
          ON CONFLICT (host_id) DO UPDATE SET coordinator = EXCLUDED.coordinator, \
              generation = EXCLUDED.generation, coordinator_name = EXCLUDED.coordinator_name, \
-             acquired_at = now(), expires_at = EXCLUDED.expires_at, revoked = NULL \
+             acquired_at = now(), expires_at = EXCLUDED.expires_at, revoked = NULL, welcomed = false \
          WHERE host_leases.expires_at <= now() OR host_leases.coordinator = EXCLUDED.coordinator \
          RETURNING host_id",
     )
@@ -93,6 +93,20 @@ pub async fn renew(
         .collect())
 }
 
+/// Session `generation` of `holder` was welcomed: from now on its host counts
+/// as online ([`live_hosts`]). False if it no longer holds the lease.
+pub async fn welcome(db: impl PgExecutor<'_>, host_id: i64, holder: &Holder, generation: u64) -> Result<bool> {
+    let done = sqlx::query(
+        "UPDATE host_leases SET welcomed = true WHERE host_id = $1 AND coordinator = $2 AND generation = $3",
+    )
+    .bind(host_id)
+    .bind(holder.id)
+    .bind(generation as i64)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Gives back the lease of session `generation` of `holder`, if it still
 /// holds it; a newer session's lease is left alone.
 pub async fn release(db: impl PgExecutor<'_>, host_id: i64, holder: &Holder, generation: u64) -> Result<bool> {
@@ -135,23 +149,23 @@ pub async fn revoke(db: impl PgExecutor<'_>, host_id: i64, reason: &str) -> Resu
     Ok(done.rows_affected() == 1)
 }
 
-/// Hosts with a live lease anywhere: the hosts online in the cluster.
+/// Hosts with a live lease of a welcomed session anywhere: the hosts online in the cluster.
 pub async fn live_hosts(db: impl PgExecutor<'_>) -> Result<Vec<i64>> {
     Ok(
-        sqlx::query_scalar("SELECT host_id FROM host_leases WHERE expires_at > now() ORDER BY host_id")
+        sqlx::query_scalar("SELECT host_id FROM host_leases WHERE expires_at > now() AND welcomed ORDER BY host_id")
             .fetch_all(db)
             .await?,
     )
 }
 
-/// Whether `host_id` has a live lease anywhere.
+/// Whether `host_id` has a live lease of a welcomed session anywhere.
 pub async fn is_live(db: impl PgExecutor<'_>, host_id: i64) -> Result<bool> {
-    Ok(
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM host_leases WHERE host_id = $1 AND expires_at > now())")
-            .bind(host_id)
-            .fetch_one(db)
-            .await?,
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM host_leases WHERE host_id = $1 AND expires_at > now() AND welcomed)",
     )
+    .bind(host_id)
+    .fetch_one(db)
+    .await?)
 }
 
 /// Live leases per coordinator (name, count), for `/metrics`.

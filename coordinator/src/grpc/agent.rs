@@ -188,8 +188,11 @@ impl AgentService for AgentSvc {
             self.scheduler.leave(host_id, reservation.generation).await;
             return Err(e.status());
         }
-        self.scheduler.activate(host_id, reservation.generation);
         let generation = reservation.generation;
+        if let Err(e) = self.scheduler.welcome(host_id, generation).await {
+            self.scheduler.leave(host_id, generation).await;
+            return Err(db_status(e));
+        }
         if accepted.facts_changed {
             self.findings.facts_changed();
             // Queued before the session's first dispatch, which then hands it out.

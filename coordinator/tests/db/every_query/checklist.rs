@@ -73,6 +73,7 @@ const COVERED: &[&str] = &[
     "leases::release_all",
     "leases::renew",
     "leases::revoke",
+    "leases::welcome",
     "matrix::host_points",
     "matrix::hosts",
     "matrix::slices",

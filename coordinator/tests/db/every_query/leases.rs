@@ -33,6 +33,11 @@ async fn a_host_lease_is_held_by_one_coordinator_until_released_or_expired() {
         leases::acquire(&pool, h1, &a, 2, TTL).await.unwrap(),
         "a's own next session"
     );
+    // Online once welcomed, by the session that holds the lease.
+    assert!(!leases::is_live(&pool, h1).await.unwrap());
+    assert!(leases::live_hosts(&pool).await.unwrap().is_empty());
+    assert!(!leases::welcome(&pool, h1, &a, 1).await.unwrap());
+    assert!(leases::welcome(&pool, h1, &a, 2).await.unwrap());
     assert!(leases::is_live(&pool, h1).await.unwrap());
     assert!(!leases::is_live(&pool, h2).await.unwrap());
     assert_eq!(leases::live_hosts(&pool).await.unwrap(), [h1]);
