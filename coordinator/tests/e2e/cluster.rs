@@ -116,3 +116,45 @@ async fn a_two_coordinator_cluster_survives_losing_the_coordinator_a_campaign_wa
 async fn a_two_coordinator_cluster_survives_losing_the_other_coordinator() {
     serve_one_campaign_losing_a_coordinator(false).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retiring_a_host_through_one_coordinator_ends_its_session_on_the_other() {
+    let first = spawn_app().await;
+    let second = App::with_database(first.pool.clone(), first.db_url.clone()).await;
+    // Connected to the second coordinator only.
+    let mut agent = KillOnDrop(second.agent_command("e2e-cluster-retired").spawn().unwrap());
+    first.wait_host("e2e-cluster-retired", true).await;
+
+    let retired = first
+        .admin()
+        .await
+        .retire_host(cipherfleet_proto::v1::RetireHostRequest {
+            name: "e2e-cluster-retired".into(),
+        })
+        .await
+        .expect("retired")
+        .into_inner();
+    assert!(
+        retired.session_ended,
+        "the live session on the other coordinator was found"
+    );
+    // Its coordinator ends the session at its next renewal; the agent's next hello is
+    // refused as retired, and it exits with the status of a refusal.
+    let status = wait_for("the retired host's agent to exit", Duration::from_secs(30), || {
+        let exited = agent.0.try_wait().unwrap();
+        async move { exited }
+    })
+    .await;
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    first.wait_host("e2e-cluster-retired", false).await;
+}
+
+/// An agent the test waits on itself, killed if the test ends first.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
