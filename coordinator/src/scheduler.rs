@@ -251,13 +251,11 @@ impl Scheduler {
     fn end_generation(&self, host_id: i64, generation: Option<u64>, why: Status) -> bool {
         let c = {
             let mut map = self.lock();
-            if !map
-                .get(&host_id)
-                .is_some_and(|c| generation.is_none_or(|g| g == c.generation))
-            {
-                return false;
+            let this_one = |c: &Connected| generation.is_none_or(|g| g == c.generation);
+            match map.get(&host_id) {
+                Some(c) if this_one(c) => map.remove(&host_id).expect("just seen"),
+                _ => return false,
             }
-            map.remove(&host_id).expect("just seen")
         };
         // Best effort: a full queue means the agent is not reading anyway.
         c.tx.try_close_with(why);
