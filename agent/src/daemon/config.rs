@@ -22,7 +22,8 @@ pub struct RunArgs {
     /// Coordinator URL: https://coordinator.example:7443 (TLS); http://… only to this machine's
     /// loopback, or with --insecure-plaintext. Several coordinators sharing one database: repeat
     /// the flag or separate URLs with commas; the agent starts with the first and moves to the
-    /// next whenever a session fails or ends.
+    /// next whenever a session fails or ends (but stays with one that says the host's session is
+    /// still held elsewhere, until that ends).
     #[arg(long = "coordinator", value_name = "URL", required = true, value_delimiter = ',')]
     pub coordinators: Vec<String>,
     /// File whose content is the enrollment token. Without it the token is read from CIPHERFLEET_TOKEN.

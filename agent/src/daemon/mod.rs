@@ -15,7 +15,8 @@
 //! reconnects (exponential backoff with full jitter) while the job runs on, and
 //! its outcome goes out on the next session. Given several coordinators
 //! (`--coordinator a,b`), each reconnect goes to the next one in the list, so
-//! the agents of a coordinator that died spread over the others. An unknown token or protocol
+//! the agents of a coordinator that died spread over the others (except after
+//! `ALREADY_EXISTS`: that coordinator is up and waits for the host's old lease to end). An unknown token or protocol
 //! version, or a host name the coordinator will not admit with this agent's
 //! credential, ends the agent with [`ExitReason::Rejected`] (exit status 3).
 //! Another live session of the same host is waited out: the agent retries.
@@ -150,12 +151,20 @@ async fn serve(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcome>) -> Ex
                 wait_idle(ctx, done).await;
                 return ExitReason::Rejected(reason);
             }
-            SessionEnd::Lost { reason, welcomed } => {
+            SessionEnd::Lost {
+                reason,
+                welcomed,
+                held_elsewhere,
+            } => {
                 if welcomed {
                     backoff.reset();
                 }
-                // The next coordinator of the list, if there are several.
-                turn = turn.wrapping_add(1);
+                // The next coordinator of the list, if there are several; the same one when it
+                // answered that the host's session is held elsewhere (it is up: it admits the
+                // host once that lease ends).
+                if !held_elsewhere {
+                    turn = turn.wrapping_add(1);
+                }
                 let delay = backoff.next_delay();
                 let running = ctx
                     .executor

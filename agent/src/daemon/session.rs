@@ -58,13 +58,21 @@ pub(super) enum SessionEnd {
     /// The coordinator refused this agent; retrying would not help.
     Rejected(String),
     /// Connecting failed or the session broke; try again. `welcomed`: the handshake had succeeded.
-    Lost { reason: String, welcomed: bool },
+    /// `held_elsewhere`: the coordinator answered, but another session holds the host (`ALREADY_EXISTS`,
+    /// e.g. the lease of a coordinator that died and has not expired yet): retry the same coordinator
+    /// rather than the next, which may be the dead one.
+    Lost {
+        reason: String,
+        welcomed: bool,
+        held_elsewhere: bool,
+    },
 }
 
 fn lost(reason: impl Into<String>, welcomed: bool) -> SessionEnd {
     SessionEnd::Lost {
         reason: reason.into(),
         welcomed,
+        held_elsewhere: false,
     }
 }
 
@@ -84,13 +92,14 @@ fn classify(status: &Status, welcomed: bool) -> SessionEnd {
         // The host's name is enrolled under another credential, or retired.
         Code::PermissionDenied => SessionEnd::Rejected(format!("coordinator refused this host: {}", status.message())),
         // Waited out: after a crash the coordinator may not have noticed the old session end yet.
-        Code::AlreadyExists if !welcomed => lost(
-            format!(
+        Code::AlreadyExists if !welcomed => SessionEnd::Lost {
+            reason: format!(
                 "another instance of this host is running (the coordinator has a live session for it): {}",
                 status.message()
             ),
-            false,
-        ),
+            welcomed: false,
+            held_elsewhere: true,
+        },
         code => {
             let mut reason = format!("{code:?}: {:?}", status.message());
             // "transport error" alone says nothing of what broke (e.g. the connection, closed by a

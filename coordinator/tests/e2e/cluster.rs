@@ -92,6 +92,7 @@ async fn serve_one_campaign_losing_a_coordinator(kill_the_one_it_started_on: boo
     )
     .await;
     let moved = killed.elapsed();
+    eprintln!("every agent on the surviving coordinator {moved:?} after the kill");
     assert!(moved < Duration::from_secs(30), "agents took {moved:?} to move");
 
     let status = survivor.wait_finished(&campaign, Duration::from_secs(120)).await;
