@@ -107,7 +107,13 @@ if tls:
 if dep:
     pod = dep["spec"]["template"]
     need(dep["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items(), "Deployment: selector does not match its pods")
-    need(dep["spec"].get("replicas") == 1, "Deployment: one coordinator per database")
+    # Several coordinators share the database through host leases; two or more for availability,
+    # updated one at a time with the new pod up first.
+    need((dep["spec"].get("replicas") or 1) >= 2, "Deployment: fewer than two coordinator replicas")
+    strategy = dep["spec"].get("strategy", {})
+    need(strategy.get("type") == "RollingUpdate"
+         and strategy.get("rollingUpdate", {}).get("maxUnavailable") in (0, "0", "0%"),
+         f"Deployment: not a RollingUpdate with maxUnavailable 0: {strategy}")
     c = check_pod(pod, "Deployment/cipherfleet-coordinator", "cipherfleet-coordinator")
     ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
     need(ports == {"grpc": 7443, "http": 8080}, f"coordinator ports: {ports}")

@@ -79,7 +79,8 @@ struct ServeArgs {
     #[arg(long = "http-allowed-host", value_name = "NAME[:PORT]")]
     http_allowed_hosts: Vec<String>,
     /// PostgreSQL URL. Without it a private cluster runs under --data-dir from
-    /// the system's PostgreSQL binaries.
+    /// the system's PostgreSQL binaries. Several coordinators may share one database
+    /// (each host's session is leased to one of them; see the README, "Several coordinators").
     #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_parser = database_url)]
     database_url: Option<Secret>,
     /// Where the private PostgreSQL cluster lives.
@@ -91,7 +92,9 @@ struct ServeArgs {
     /// File holding the admin token (else CIPHERFLEET_ADMIN_TOKEN).
     #[arg(long)]
     admin_token_file: Option<PathBuf>,
-    /// Heartbeat interval asked of agents; three missed ones mean the agent is lost.
+    /// Heartbeat interval asked of agents; three missed ones mean the agent is lost. Also how often
+    /// this coordinator renews its hosts' leases, which live three intervals: with several
+    /// coordinators on one database, a dead one's agents are admitted elsewhere that soon.
     #[arg(long, default_value_t = 5.0, value_parser = parse_interval)]
     heartbeat_seconds: f64,
     /// Certificate chain (PEM, the coordinator's own certificate first): gRPC over TLS. Needs --tls-key.

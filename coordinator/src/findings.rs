@@ -9,6 +9,11 @@
 //! whenever a campaign finishes (found by polling: a campaign finishes in
 //! several places — a result, a failure, a sweep — and polling catches all).
 //!
+//! With several coordinators, each derives the hosts whose results it stored;
+//! the whole-fleet passes (at start, after a finished campaign) run on the
+//! cluster's [`Leader`] only, and every pass reconciles under one advisory
+//! lock ([`advisory::Lock::Findings`]), so passes of two coordinators take turns.
+//!
 //! Each pass reconciles in one transaction, so readers never see a finding
 //! resolved before its successor is stored. What a finding says (severity,
 //! evidence, summary, fact changes) is in [`describe`]; what a pass reads is
@@ -28,7 +33,9 @@ use crate::analysis::fallback::HostCrypto;
 use crate::analysis::series::{HostSeries, Observation};
 use crate::analysis::slow::Thresholds;
 use crate::analysis::unexplained::{self, Ran};
+use crate::cluster::leader::Leader;
 use crate::db;
+use crate::db::advisory;
 use crate::db::findings::{self as store, Finding};
 use crate::db::series::CurrentFacts;
 use crate::db::snapshots::{self, Snapshot};
@@ -153,21 +160,32 @@ impl Deriver {
     }
 }
 
-/// The background task: derives once at start, then whatever is marked dirty
-/// and the whole fleet after each finished campaign, until `shutdown`.
-pub async fn run(deriver: Arc<Deriver>, pool: PgPool, shutdown: CancellationToken) {
-    let mut campaigns = FinishedCampaigns::default();
-    // Campaigns finished before this start are covered by the first fleet pass.
-    if let Err(e) = campaigns.poll(&pool).await {
-        tracing::warn!(error = %e, "looking for finished campaigns");
-    }
-    deriver.whole_fleet();
+/// The background task: derives whatever is marked dirty; on the cluster's
+/// leader also the whole fleet once when it starts leading and after each
+/// finished campaign; until `shutdown`.
+pub async fn run(deriver: Arc<Deriver>, pool: PgPool, leader: Arc<Leader>, shutdown: CancellationToken) {
+    // `None` until this coordinator leads: then the campaigns finished before
+    // are covered by its first fleet pass.
+    let mut campaigns: Option<FinishedCampaigns> = None;
     let mut tick = poll_interval();
     while deriver.next_pass(&mut tick, &shutdown).await {
-        match campaigns.poll(&pool).await {
-            Ok(true) => deriver.whole_fleet(),
-            Ok(false) => {}
-            Err(e) => tracing::warn!(error = %e, "looking for finished campaigns"),
+        if !leader.is_leader().await {
+            campaigns = None;
+        } else if let Some(campaigns) = campaigns.as_mut() {
+            match campaigns.poll(&pool).await {
+                Ok(true) => deriver.whole_fleet(),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "looking for finished campaigns"),
+            }
+        } else {
+            let mut seen = FinishedCampaigns::default();
+            match seen.poll(&pool).await {
+                Ok(_) => {
+                    campaigns = Some(seen);
+                    deriver.whole_fleet();
+                }
+                Err(e) => tracing::warn!(error = %e, "looking for finished campaigns"),
+            }
         }
         let pending = deriver.take();
         let mut passes = Vec::new();
@@ -301,6 +319,7 @@ pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
         .map(|h| describe::crypto_of(h.host_id(), &h.snapshot))
         .collect();
     let mut tx = pool.begin().await?;
+    advisory::lock_transaction(&mut *tx, advisory::Lock::Findings).await?;
     let open = store::list_open_for_hosts(&mut *tx, &target_ids).await?;
     let mut outcome = Outcome::default();
     // Grouped once: a host's series serve its own pass and every peer's.

@@ -10,6 +10,7 @@
 //! - [`server`]: `serve` — wires storage, scheduler and services; `run(listeners, shutdown)`.
 //! - [`grpc`]: the agents' session stream and the operators' admin API.
 //! - [`scheduler`]: connected hosts and dispatch (one job at a time per host), overdue sweeps.
+//! - [`cluster`]: several coordinators on one database — host leases, dispatch wake-ups, the leader.
 //! - [`launch`]: points × host selector → a campaign and its jobs (admin API, schedules, verification).
 //! - [`watch`]: schedules, verification campaigns on fact changes, the findings webhook.
 //! - [`seen`]: hosts' `last_seen`, coalesced in memory and written in batches.
@@ -28,6 +29,7 @@ pub mod analysis;
 pub mod attempt;
 pub mod auth;
 pub mod cli;
+pub mod cluster;
 pub mod credential;
 pub mod db;
 pub mod findings;

@@ -17,9 +17,14 @@ use crate::db::findings::Severity;
 use crate::db::jobs::JobStatus;
 use crate::findings::REASONS;
 
-/// Renders the metrics; `online_hosts` comes from the scheduler (sessions live in memory).
-pub async fn render(pool: &PgPool, online_hosts: usize) -> anyhow::Result<String> {
+/// Renders the metrics; `sessions_here` comes from the scheduler (the sessions
+/// this coordinator serves live in its memory; online hosts are the cluster's leases).
+pub async fn render(pool: &PgPool, sessions_here: usize) -> anyhow::Result<String> {
     let hosts = db::hosts::list_with_facts(pool).await.context("listing hosts")?;
+    let online_hosts = db::leases::live_hosts(pool)
+        .await
+        .context("counting live leases")?
+        .len();
     let open = db::findings::count_open_by(pool).await.context("counting findings")?;
     let by_reason = db::findings::hosts_by_reason(pool).await.context("counting findings")?;
     let jobs = db::jobs::count_by_status(pool).await.context("counting jobs")?;
@@ -28,8 +33,26 @@ pub async fn render(pool: &PgPool, online_hosts: usize) -> anyhow::Result<String
     let mut m = Exposition::default();
     m.family("cipherfleet_hosts", "gauge", "Hosts the coordinator knows.");
     m.sample("cipherfleet_hosts", &[], hosts.len() as f64);
-    m.family("cipherfleet_hosts_online", "gauge", "Hosts with an open agent session.");
+    m.family(
+        "cipherfleet_hosts_online",
+        "gauge",
+        "Hosts with an open agent session on any coordinator of the cluster.",
+    );
     m.sample("cipherfleet_hosts_online", &[], online_hosts as f64);
+    m.family(
+        "cipherfleet_coordinator_sessions",
+        "gauge",
+        "Agent sessions this coordinator serves (its share of the cluster's hosts).",
+    );
+    m.sample("cipherfleet_coordinator_sessions", &[], sessions_here as f64);
+    m.family(
+        "cipherfleet_host_leases",
+        "gauge",
+        "Live host leases per coordinator of the cluster (hostname/pid).",
+    );
+    for (coordinator, n) in db::leases::count_by_holder(pool).await.context("counting leases")? {
+        m.sample("cipherfleet_host_leases", &[("coordinator", &coordinator)], n as f64);
+    }
 
     let mut acceleration: BTreeMap<Acceleration, usize> = Acceleration::ALL.iter().map(|a| (*a, 0)).collect();
     for h in &hosts {

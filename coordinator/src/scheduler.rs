@@ -1,11 +1,16 @@
 //! Who is connected, and handing them work.
 //!
 //! The queue lives in PostgreSQL (`db::jobs`); this module keeps the live
-//! half: one outbound channel per connected host, and at most one session per
-//! host — a second one is refused while the first lives ([`Scheduler::reserve`]),
-//! so two agents claiming one host cannot take turns replacing each other. Work is dispatched when a
-//! host connects, when it finishes a job, and when a campaign is created; a
-//! sweeper re-queues jobs that overran their time limit. One job at a time
+//! half: one outbound channel per host connected to this coordinator, and at
+//! most one session per host in the whole cluster. Within this process a
+//! second session is refused while the first lives ([`Scheduler::reserve`]);
+//! across coordinators the host's lease decides ([`Scheduler::take_lease`],
+//! `db::leases`): whoever holds it live serves the host, renewing it every
+//! heartbeat ([`Scheduler::renew_leases`]), so two agents claiming one host
+//! cannot take turns replacing each other. Work is dispatched when a
+//! host connects, when it finishes a job, when a campaign is created, and when
+//! any coordinator queues jobs ([`crate::cluster`]); a sweeper re-queues jobs
+//! that overran their time limit. One job at a time
 //! per host is enforced by `claim_next_for_host` in the database, so two
 //! coordinator tasks racing cannot double-book a host.
 //!
@@ -13,7 +18,7 @@
 //! [`Outbound::try_send`], and an agent whose queue is full has its session
 //! ended instead (see [`crate::grpc::outbound`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -26,6 +31,7 @@ use tonic::Status;
 use uuid::Uuid;
 
 use crate::db;
+use crate::db::leases::Holder;
 use crate::grpc::outbound::NotSent;
 pub use crate::grpc::outbound::Outbound;
 use crate::seen::LastSeen;
@@ -37,6 +43,8 @@ struct Connected {
     ready: bool,
     /// Cancelled to end the session from outside ([`Scheduler::end_session`]).
     ended: CancellationToken,
+    /// Its lease is taken ([`Scheduler::take_lease`]): renewed from then on.
+    leased: bool,
 }
 
 /// [`Scheduler::reserve`] found the host's earlier session still alive.
@@ -59,20 +67,39 @@ pub struct Scheduler {
     connected: Mutex<HashMap<i64, Connected>>,
     generation: AtomicU64,
     last_seen: LastSeen,
+    /// This coordinator, as its leases name it.
+    holder: Holder,
+    /// How long a lease lives unrenewed.
+    lease_ttl: Duration,
 }
 
 impl Scheduler {
+    /// A scheduler with a new coordinator identity ([`crate::cluster::holder`])
+    /// and leases of [`DEFAULT_LEASE_TTL`].
     pub fn new(pool: PgPool) -> Self {
         Scheduler {
             pool,
             connected: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(1),
             last_seen: LastSeen::default(),
+            holder: crate::cluster::holder(),
+            lease_ttl: DEFAULT_LEASE_TTL,
         }
+    }
+
+    /// Leases that live `ttl` unrenewed: how soon a dead coordinator's hosts are free.
+    pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl;
+        self
     }
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// This coordinator, as its leases name it.
+    pub fn holder(&self) -> &Holder {
+        &self.holder
     }
 
     /// Hosts heard from, written to the database in batches.
@@ -98,9 +125,100 @@ impl Scheduler {
                 tx,
                 ready: false,
                 ended: ended.clone(),
+                leased: false,
             },
         );
         Ok(Reservation { generation, ended })
+    }
+
+    /// Takes the host's lease in the cluster for the reserved session `generation`.
+    /// False while another coordinator holds it live: the session must be
+    /// refused as [`AlreadyConnected`] (and [`Scheduler::disconnect`]ed).
+    pub async fn take_lease(&self, host_id: i64, generation: u64) -> Result<bool, db::Error> {
+        if !db::leases::acquire(&self.pool, host_id, &self.holder, generation, self.lease_ttl).await? {
+            return Ok(false);
+        }
+        if let Some(c) = self.lock().get_mut(&host_id).filter(|c| c.generation == generation) {
+            c.leased = true;
+        }
+        Ok(true)
+    }
+
+    /// [`Scheduler::disconnect`], and gives back the session's lease (if it
+    /// still has it) so the host may connect anywhere at once.
+    pub async fn leave(&self, host_id: i64, generation: u64) -> bool {
+        let current = self.disconnect(host_id, generation);
+        self.release_lease(host_id, generation).await;
+        current
+    }
+
+    /// Gives back session `generation`'s lease of the host, if it still has it.
+    pub async fn release_lease(&self, host_id: i64, generation: u64) {
+        if let Err(e) = db::leases::release(&self.pool, host_id, &self.holder, generation).await {
+            // It expires by itself within a few heartbeats.
+            tracing::debug!(host = host_id, error = %e, "releasing a session's lease");
+        }
+    }
+
+    /// Extends the leases of this coordinator's sessions, in one statement,
+    /// and ends the sessions whose lease was lost (taken over after this
+    /// coordinator failed to renew in time) or revoked by an operator's
+    /// command on another coordinator. Returns how many were renewed.
+    pub async fn renew_leases(&self) -> Result<usize, db::Error> {
+        let sessions: Vec<(i64, u64)> = self
+            .lock()
+            .iter()
+            .filter(|(_, c)| c.leased)
+            .map(|(h, c)| (*h, c.generation))
+            .collect();
+        let held = db::leases::renew(&self.pool, &self.holder, &sessions, self.lease_ttl).await?;
+        let generation_of: HashMap<i64, u64> = sessions.iter().copied().collect();
+        let mut kept: HashSet<i64> = HashSet::with_capacity(held.len());
+        for h in held {
+            match h.revoked {
+                None => {
+                    kept.insert(h.host_id);
+                }
+                Some(reason) => {
+                    tracing::info!(
+                        host = h.host_id,
+                        "session ended by an operator's command on another coordinator"
+                    );
+                    self.end_generation(
+                        h.host_id,
+                        generation_of.get(&h.host_id).copied(),
+                        Status::aborted(reason),
+                    );
+                }
+            }
+        }
+        for (host_id, generation) in &sessions {
+            if !kept.contains(host_id) {
+                tracing::warn!(
+                    host = host_id,
+                    "the host's lease was lost (renewed too late, and taken over): ending its session here"
+                );
+                self.end_generation(
+                    *host_id,
+                    Some(*generation),
+                    Status::unavailable("this coordinator lost the host's lease; reconnect"),
+                );
+            }
+        }
+        Ok(kept.len())
+    }
+
+    /// Gives back every lease of this coordinator (at shutdown).
+    pub async fn release_leases(&self) -> Result<u64, db::Error> {
+        db::leases::release_all(&self.pool, &self.holder).await
+    }
+
+    /// [`Scheduler::activate`], and the host counts as online in the whole
+    /// cluster ([`Scheduler::online_in_cluster`]).
+    pub async fn welcome(&self, host_id: i64, generation: u64) -> Result<(), db::Error> {
+        self.activate(host_id, generation);
+        db::leases::welcome(&self.pool, host_id, &self.holder, generation).await?;
+        Ok(())
     }
 
     /// The reserved session is welcomed: it is online and gets work.
@@ -117,11 +235,27 @@ impl Scheduler {
         Ok(reservation)
     }
 
-    /// Ends the host's session, if any, telling its agent `why`; the session
-    /// task then winds down as for a lost agent. Returns whether there was one.
-    pub fn end_session(&self, host_id: i64, why: Status) -> bool {
-        let Some(c) = self.lock().remove(&host_id) else {
-            return false;
+    /// Ends the host's session, wherever in the cluster it is, telling its
+    /// agent `why`; the session task then winds down as for a lost agent.
+    /// A session on another coordinator ends at that one's next lease renewal
+    /// (a heartbeat interval). Returns whether there was one.
+    pub async fn end_session(&self, host_id: i64, why: Status) -> Result<bool, db::Error> {
+        if self.end_generation(host_id, None, why.clone()) {
+            return Ok(true);
+        }
+        db::leases::revoke(&self.pool, host_id, why.message()).await
+    }
+
+    /// Ends the host's session on this coordinator if it is `generation`
+    /// (`None`: whichever it is). Returns whether there was one.
+    fn end_generation(&self, host_id: i64, generation: Option<u64>, why: Status) -> bool {
+        let c = {
+            let mut map = self.lock();
+            let this_one = |c: &Connected| generation.is_none_or(|g| g == c.generation);
+            match map.get(&host_id) {
+                Some(c) if this_one(c) => map.remove(&host_id).expect("just seen"),
+                _ => return false,
+            }
         };
         // Best effort: a full queue means the agent is not reading anyway.
         c.tx.try_close_with(why);
@@ -141,12 +275,28 @@ impl Scheduler {
         }
     }
 
+    /// Whether the host has a welcomed session on this coordinator.
     pub fn is_online(&self, host_id: i64) -> bool {
         self.lock().get(&host_id).is_some_and(|c| c.ready)
     }
 
+    /// Hosts with a welcomed session on this coordinator (the ones it dispatches to).
     pub fn online_hosts(&self) -> Vec<i64> {
         self.lock().iter().filter(|(_, c)| c.ready).map(|(h, _)| *h).collect()
+    }
+
+    /// Hosts online anywhere in the cluster (a live lease): what the report,
+    /// `/metrics` and online-only campaigns mean by online.
+    pub async fn online_in_cluster(&self) -> Result<HashSet<i64>, db::Error> {
+        Ok(db::leases::live_hosts(&self.pool).await?.into_iter().collect())
+    }
+
+    /// Whether `host_id` is online anywhere in the cluster.
+    pub async fn is_online_in_cluster(&self, host_id: i64) -> Result<bool, db::Error> {
+        if self.is_online(host_id) {
+            return Ok(true);
+        }
+        db::leases::is_live(&self.pool, host_id).await
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Connected>> {
@@ -227,9 +377,27 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Re-queues (or fails) jobs past their deadline and tells their agents to stop.
+    /// Dispatches to this coordinator's idle hosts that have queued work (jobs
+    /// were queued somewhere in the cluster, or the periodic safety net).
+    /// Returns how many hosts were given a job.
+    pub async fn dispatch_waiting(&self) -> Result<usize, db::Error> {
+        let here = self.online_hosts();
+        if here.is_empty() {
+            return Ok(0);
+        }
+        let waiting = db::jobs::idle_with_work(&self.pool, &here).await?;
+        for host in &waiting {
+            self.dispatch(*host).await?;
+        }
+        Ok(waiting.len())
+    }
+
+    /// Re-queues (or fails) jobs past their deadline and tells their agents to
+    /// stop: the jobs of this coordinator's hosts and of hosts nobody holds
+    /// (each overdue job is handled by its host's lease holder, who can tell
+    /// the agent; row locks keep two sweeps from handling one twice).
     pub async fn expire_overdue(&self) -> Result<(), db::Error> {
-        for expired in db::jobs::expire_overdue(&self.pool).await? {
+        for expired in db::jobs::expire_overdue(&self.pool, self.holder.id).await? {
             let cancel = v1::CancelJob {
                 job_id: expired.job_id.to_string(),
                 reason: "the job exceeded its time limit".into(),
@@ -256,3 +424,7 @@ impl Scheduler {
 
 /// How often overdue jobs are looked for.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(2);
+
+/// A lease's life unrenewed when [`Scheduler::with_lease_ttl`] is not given:
+/// three of the default 5 s heartbeats.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);

@@ -23,6 +23,7 @@ use tonic::transport::server::TcpIncoming;
 use cipherfleet_core::token::Secret;
 
 use crate::auth::Token;
+use crate::cluster::{self, leader::Leader};
 use crate::findings;
 use crate::grpc::rate::FailedAuth;
 use crate::grpc::{self, admin::AdminSvc, agent::AgentSvc, limits};
@@ -115,6 +116,13 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
     let pool = db::connect(&url)
         .await
         .context("connecting to PostgreSQL and applying migrations")?;
+    if cluster.is_some() {
+        // A private cluster has no other coordinator: leases left in it are of
+        // this coordinator's earlier run, and its agents need not wait them out.
+        db::leases::clear(&pool)
+            .await
+            .context("clearing the leases of an earlier run")?;
+    }
     let grpc = TcpListener::bind(config.grpc_listen)
         .await
         .with_context(|| format!("binding --grpc-listen {}", config.grpc_listen))?;
@@ -204,14 +212,22 @@ pub async fn run_guarded(
         warn_plaintext,
         report,
     } = guards;
-    // Sessions of a previous run ended with it.
-    db::sessions::close_all_open(&app.pool)
+    // Sessions of a coordinator that stopped without closing them, and whose
+    // hosts no live coordinator holds, ended with it.
+    db::sessions::close_orphaned(&app.pool)
         .await
         .context("closing stale sessions")?;
-    let scheduler = Arc::new(Scheduler::new(app.pool.clone()));
-    // Findings are derived in the background, once now and after results and campaigns.
+    let scheduler = Arc::new(Scheduler::new(app.pool.clone()).with_lease_ttl(app.heartbeat * cluster::MISSED_RENEWALS));
+    tracing::info!(coordinator = %scheduler.holder().id, name = %scheduler.holder().name, "coordinator identity for host leases");
+    let leader = Arc::new(Leader::new(&app.pool));
+    // Findings are derived in the background, after results and campaigns.
     let deriver = findings::Deriver::new();
-    let deriver_task = tokio::spawn(findings::run(deriver.clone(), app.pool.clone(), shutdown.clone()));
+    let deriver_task = tokio::spawn(findings::run(
+        deriver.clone(),
+        app.pool.clone(),
+        leader.clone(),
+        shutdown.clone(),
+    ));
     let failed_auth = Arc::new(FailedAuth::default());
     let agent = AgentSvc {
         scheduler: scheduler.clone(),
@@ -233,7 +249,13 @@ pub async fn run_guarded(
     if let Some(tls) = tls {
         builder = builder.tls_config(tls).context("setting up TLS")?;
     }
-    let sweeper = tokio::spawn(sweep(scheduler.clone(), shutdown.clone()));
+    let sweeper = tokio::spawn(sweep(scheduler.clone(), leader, shutdown.clone()));
+    let leases = tokio::spawn(cluster::renew_leases(
+        scheduler.clone(),
+        app.heartbeat,
+        shutdown.clone(),
+    ));
+    let wake = tokio::spawn(cluster::wake::run(scheduler.clone(), shutdown.clone()));
     let schedules = tokio::spawn(schedule::run(scheduler.clone(), shutdown.clone()));
     let webhook = tokio::spawn(webhook::run(app.pool.clone(), app.watch.webhook, shutdown.clone()));
     let seen = tokio::spawn(flush_seen(scheduler.clone(), shutdown.clone()));
@@ -283,6 +305,8 @@ pub async fn run_guarded(
     };
     shutdown.cancel();
     let _ = sweeper.await;
+    let _ = leases.await;
+    let _ = wake.await;
     let _ = schedules.await;
     let _ = webhook.await;
     let _ = seen.await;
@@ -321,9 +345,11 @@ fn warn_plaintext_session(request: &tonic::Request<()>) {
     );
 }
 
-/// Re-queues jobs past their deadline, and fails queued jobs past their time
-/// to live, every few seconds.
-async fn sweep(scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
+/// Every few seconds: re-queues jobs past their deadline (of this
+/// coordinator's hosts and of hosts nobody holds); on the cluster's leader
+/// also fails queued jobs past their time to live and closes sessions left
+/// open by a coordinator that died.
+async fn sweep(scheduler: Arc<Scheduler>, leader: Arc<Leader>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(scheduler::SWEEP_INTERVAL);
     loop {
         tokio::select! {
@@ -332,6 +358,14 @@ async fn sweep(scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
         }
         if let Err(e) = scheduler.expire_overdue().await {
             tracing::warn!(error = %e, "sweeping overdue jobs");
+        }
+        if !leader.is_leader().await {
+            continue;
+        }
+        match db::sessions::close_orphaned(scheduler.pool()).await {
+            Ok(n) if n > 0 => tracing::info!(sessions = n, "sessions of a coordinator that went away closed"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "closing orphaned sessions"),
         }
         match db::jobs::expire_queued(scheduler.pool()).await {
             Ok(expired) if !expired.is_empty() => {

@@ -59,6 +59,28 @@ mod tests {
     }
 
     #[test]
+    fn a_herd_reconnecting_at_once_spreads_over_the_whole_jitter_window() {
+        // A thousand agents lose their coordinator together; each draws its
+        // own first delay (as `Backoff::next_delay` does, from the OS). The
+        // reconnects must cover the window evenly, not bunch at its start or end.
+        const AGENTS: usize = 1_000;
+        const BINS: usize = 10;
+        let window = INITIAL.saturating_mul(1 << 3); // the fourth attempt's ceiling: 2 s
+        let mut bins = [0usize; BINS];
+        for _ in 0..AGENTS {
+            let d = delay(3, getrandom::u64().expect("the OS's random numbers"));
+            assert!(d <= window, "{d:?}");
+            let bin = (d.as_secs_f64() / window.as_secs_f64() * BINS as f64) as usize;
+            bins[bin.min(BINS - 1)] += 1;
+        }
+        // 100 expected per bin (sd ≈ 9.5): outside 50..=150 is a broken spread, not bad luck.
+        assert!(
+            bins.iter().all(|&n| (50..=150).contains(&n)),
+            "reconnects per tenth of the window: {bins:?}"
+        );
+    }
+
+    #[test]
     fn reset_starts_over() {
         let mut b = Backoff::default();
         for _ in 0..20 {

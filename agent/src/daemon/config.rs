@@ -20,9 +20,12 @@ pub const TOKEN_ENV: &str = "CIPHERFLEET_TOKEN";
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Coordinator URL: https://coordinator.example:7443 (TLS); http://… only to this machine's
-    /// loopback, or with --insecure-plaintext.
-    #[arg(long, value_name = "URL")]
-    pub coordinator: String,
+    /// loopback, or with --insecure-plaintext. Several coordinators sharing one database: repeat
+    /// the flag or separate URLs with commas; the agent starts with the first and moves to the
+    /// next whenever a session fails or ends (but stays with one that says the host's session is
+    /// still held elsewhere, until that ends).
+    #[arg(long = "coordinator", value_name = "URL", required = true, value_delimiter = ',')]
+    pub coordinators: Vec<String>,
     /// File whose content is the enrollment token. Without it the token is read from CIPHERFLEET_TOKEN.
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
@@ -68,13 +71,20 @@ fn parse_label(s: &str) -> Result<v1::Label, String> {
     wire::parse_label(s).map_err(|e| e.message)
 }
 
+/// One coordinator the agent may connect to.
+#[derive(Debug, Clone)]
+pub struct CoordinatorUrl {
+    /// `http://host:port` or `https://host:port`.
+    pub url: String,
+    /// How to check an `https://` coordinator's certificate; `None` for `http://`.
+    pub tls: Option<ClientTlsConfig>,
+}
+
 /// Everything [`super::run`] needs.
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
-    /// `http://host:port` or `https://host:port`.
-    pub coordinator: String,
-    /// How to check an `https://` coordinator's certificate; `None` for `http://`.
-    pub tls: Option<ClientTlsConfig>,
+    /// Tried in turn, from the first: the next one after each failed or ended session.
+    pub coordinators: Vec<CoordinatorUrl>,
     /// The enrollment token; `Debug` never shows it.
     pub token: Secret,
     /// Host identity (`Hello.name`).
@@ -123,17 +133,23 @@ pub(super) fn config_error(flag: &'static str, message: impl Into<String>) -> Co
 impl RunArgs {
     /// Checks the flags and fills in defaults; reads the token.
     pub fn into_config(self) -> Result<DaemonConfig, ConfigError> {
-        client::check_coordinator_url(&self.coordinator, self.ca_cert.as_deref(), self.insecure_plaintext)?;
-        let tls = client::client_tls(&self.coordinator, self.ca_cert.as_deref())?;
-        let identity = client::client_identity(
-            &self.coordinator,
-            self.client_cert.as_deref(),
-            self.client_key.as_deref(),
-        )?;
-        let tls = tls.map(|tls| match identity {
-            Some(identity) => tls.identity(identity),
-            None => tls,
-        });
+        let mut coordinators = Vec::with_capacity(self.coordinators.len());
+        for url in self.coordinators.iter().map(|u| u.trim()) {
+            if url.is_empty() {
+                return Err(config_error("--coordinator", "an empty URL in the list"));
+            }
+            client::check_coordinator_url(url, self.ca_cert.as_deref(), self.insecure_plaintext)?;
+            let tls = client::client_tls(url, self.ca_cert.as_deref())?;
+            let identity = client::client_identity(url, self.client_cert.as_deref(), self.client_key.as_deref())?;
+            let tls = tls.map(|tls| match identity {
+                Some(identity) => tls.identity(identity),
+                None => tls,
+            });
+            coordinators.push(CoordinatorUrl {
+                url: url.to_string(),
+                tls,
+            });
+        }
         let name = match self.name {
             Some(n) => n,
             None => default_name(),
@@ -153,8 +169,7 @@ impl RunArgs {
         let token = read_token(self.token_file.as_deref(), std::env::var(TOKEN_ENV).ok())?;
         let state_dir = self.state_dir.unwrap_or_else(default_state_dir);
         Ok(DaemonConfig {
-            coordinator: self.coordinator,
-            tls,
+            coordinators,
             token,
             name,
             labels: self.labels,
@@ -237,6 +252,32 @@ mod tests {
         let mut full = vec!["run"];
         full.extend_from_slice(args);
         Cli::try_parse_from(full).map(|c| c.run)
+    }
+
+    #[test]
+    fn several_coordinators_come_repeated_or_comma_separated_and_each_is_checked() {
+        let args = parse(&[
+            "--coordinator",
+            "http://127.0.0.1:1,http://127.0.0.1:2",
+            "--coordinator",
+            "http://127.0.0.1:3",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.coordinators,
+            ["http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"]
+        );
+        // Each URL is held to the rules of one (plain http only to loopback),
+        // before the token is even read.
+        let refused = |list: &str| parse(&["--coordinator", list]).unwrap().into_config().unwrap_err();
+        let err = refused("http://127.0.0.1:1,http://192.0.2.7:7443");
+        assert_eq!(err.flag, "--coordinator");
+        assert!(err.message.contains("192.0.2.7"), "{err}");
+        let err = refused("http://127.0.0.1:1,");
+        assert_eq!(
+            (err.flag, err.message.as_str()),
+            ("--coordinator", "an empty URL in the list")
+        );
     }
 
     #[test]

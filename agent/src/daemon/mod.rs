@@ -13,7 +13,10 @@
 //!
 //! A job outlives the session it came in: when the stream breaks the agent
 //! reconnects (exponential backoff with full jitter) while the job runs on, and
-//! its outcome goes out on the next session. An unknown token or protocol
+//! its outcome goes out on the next session. Given several coordinators
+//! (`--coordinator a,b`), each reconnect goes to the next one in the list, so
+//! the agents of a coordinator that died spread over the others (except after
+//! `ALREADY_EXISTS`: that coordinator is up and waits for the host's old lease to end). An unknown token or protocol
 //! version, or a host name the coordinator will not admit with this agent's
 //! credential, ends the agent with [`ExitReason::Rejected`] (exit status 3).
 //! Another live session of the same host is waited out: the agent retries.
@@ -34,7 +37,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-pub use config::{ConfigError, DaemonConfig, RunArgs, TOKEN_ENV, default_name};
+pub use config::{ConfigError, CoordinatorUrl, DaemonConfig, RunArgs, TOKEN_ENV, default_name};
 
 use backoff::Backoff;
 use credential::CredentialFile;
@@ -93,7 +96,12 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::R
         "agent {} (name {:?}) for coordinator {}; spool {}; {}",
         env!("CARGO_PKG_VERSION"),
         config.name,
-        config.coordinator,
+        config
+            .coordinators
+            .iter()
+            .map(|c| c.url.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
         spool.dir().display(),
         if credential.is_some() {
             format!("host credential {}", credential_file.path().display())
@@ -130,8 +138,10 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::R
 /// The reconnect loop.
 async fn serve(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcome>) -> ExitReason {
     let mut backoff = Backoff::default();
+    let mut turn = 0;
     while !ctx.shutdown.is_cancelled() {
-        match session::run(ctx, done).await {
+        let coordinator = &ctx.config.coordinators[turn % ctx.config.coordinators.len()];
+        match session::run(ctx, coordinator, done).await {
             SessionEnd::Shutdown => return ExitReason::Shutdown,
             SessionEnd::Rejected(reason) => {
                 error!("{reason}; exiting");
@@ -141,9 +151,19 @@ async fn serve(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcome>) -> Ex
                 wait_idle(ctx, done).await;
                 return ExitReason::Rejected(reason);
             }
-            SessionEnd::Lost { reason, welcomed } => {
+            SessionEnd::Lost {
+                reason,
+                welcomed,
+                held_elsewhere,
+            } => {
                 if welcomed {
                     backoff.reset();
+                }
+                // The next coordinator of the list, if there are several; the same one when it
+                // answered that the host's session is held elsewhere (it is up: it admits the
+                // host once that lease ends).
+                if !held_elsewhere {
+                    turn = turn.wrapping_add(1);
                 }
                 let delay = backoff.next_delay();
                 let running = ctx

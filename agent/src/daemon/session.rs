@@ -32,6 +32,7 @@ use tonic::{Code, Status, Streaming};
 use tracing::{debug, info, warn};
 
 use super::Context;
+use super::config::CoordinatorUrl;
 use super::executor::StartError;
 use super::spool::{Outcome, OutcomeResult};
 use cipherfleet_core::path::Path;
@@ -57,13 +58,21 @@ pub(super) enum SessionEnd {
     /// The coordinator refused this agent; retrying would not help.
     Rejected(String),
     /// Connecting failed or the session broke; try again. `welcomed`: the handshake had succeeded.
-    Lost { reason: String, welcomed: bool },
+    /// `held_elsewhere`: the coordinator answered, but another session holds the host (`ALREADY_EXISTS`,
+    /// e.g. the lease of a coordinator that died and has not expired yet): retry the same coordinator
+    /// rather than the next, which may be the dead one.
+    Lost {
+        reason: String,
+        welcomed: bool,
+        held_elsewhere: bool,
+    },
 }
 
 fn lost(reason: impl Into<String>, welcomed: bool) -> SessionEnd {
     SessionEnd::Lost {
         reason: reason.into(),
         welcomed,
+        held_elsewhere: false,
     }
 }
 
@@ -83,13 +92,14 @@ fn classify(status: &Status, welcomed: bool) -> SessionEnd {
         // The host's name is enrolled under another credential, or retired.
         Code::PermissionDenied => SessionEnd::Rejected(format!("coordinator refused this host: {}", status.message())),
         // Waited out: after a crash the coordinator may not have noticed the old session end yet.
-        Code::AlreadyExists if !welcomed => lost(
-            format!(
+        Code::AlreadyExists if !welcomed => SessionEnd::Lost {
+            reason: format!(
                 "another instance of this host is running (the coordinator has a live session for it): {}",
                 status.message()
             ),
-            false,
-        ),
+            welcomed: false,
+            held_elsewhere: true,
+        },
         code => {
             let mut reason = format!("{code:?}: {:?}", status.message());
             // "transport error" alone says nothing of what broke (e.g. the connection, closed by a
@@ -104,11 +114,15 @@ fn classify(status: &Status, welcomed: bool) -> SessionEnd {
 }
 
 /// Connects, runs one session to its end and says how it ended.
-pub(super) async fn run(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcome>) -> SessionEnd {
+pub(super) async fn run(
+    ctx: &Context,
+    coordinator: &CoordinatorUrl,
+    done: &mut mpsc::UnboundedReceiver<Outcome>,
+) -> SessionEnd {
     // Until `Welcome` nothing is in flight, so shutdown abandons the attempt;
     // after it, `serve` drains instead.
     let handshake = tokio::select! {
-        parts = handshake(ctx) => parts,
+        parts = handshake(ctx, coordinator) => parts,
         _ = ctx.shutdown.cancelled() => return lost("shutdown requested while connecting", false),
     };
     let (session, welcome, inbound) = match handshake {
@@ -117,7 +131,7 @@ pub(super) async fn run(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcom
     };
     info!(
         "connected to {} as agent {:?} (heartbeat every {} ms)",
-        ctx.config.coordinator, welcome.agent_id, welcome.heartbeat_interval_ms
+        coordinator.url, welcome.agent_id, welcome.heartbeat_interval_ms
     );
     session
         .serve(ctx, done, inbound, heartbeat_interval(welcome.heartbeat_interval_ms))
@@ -131,8 +145,11 @@ fn heartbeat_interval(ms: u32) -> Duration {
     }
 }
 
-async fn handshake(ctx: &Context) -> Result<(Session, v1::Welcome, Streaming<v1::CoordinatorMessage>), SessionEnd> {
-    let endpoint = Endpoint::from_shared(ctx.config.coordinator.clone())
+async fn handshake(
+    ctx: &Context,
+    coordinator: &CoordinatorUrl,
+) -> Result<(Session, v1::Welcome, Streaming<v1::CoordinatorMessage>), SessionEnd> {
+    let endpoint = Endpoint::from_shared(coordinator.url.clone())
         .map_err(|e| SessionEnd::Rejected(format!("invalid coordinator URL: {e}")))?
         .connect_timeout(HANDSHAKE_TIMEOUT)
         .tcp_nodelay(true)
@@ -141,7 +158,7 @@ async fn handshake(ctx: &Context) -> Result<(Session, v1::Welcome, Streaming<v1:
         .http2_keep_alive_interval(Duration::from_secs(20))
         .keep_alive_timeout(Duration::from_secs(10))
         .keep_alive_while_idle(true);
-    let endpoint = match &ctx.config.tls {
+    let endpoint = match &coordinator.tls {
         Some(tls) => endpoint
             .tls_config(tls.clone().timeout(HANDSHAKE_TIMEOUT))
             .map_err(|e| {

@@ -457,7 +457,9 @@ pub struct Expired {
 /// attempt counted, or fail once [`MAX_ATTEMPTS`] is reached. The attempt
 /// that overran is withdrawn (`attempt_id` cleared): its outcome, however
 /// late or early, no longer counts, so the job is retried for real.
-pub async fn expire_overdue(pool: &PgPool) -> Result<Vec<Expired>> {
+/// Only jobs of hosts whose live lease is `coordinator`'s, or nobody's: the
+/// host's own coordinator handles its jobs, since only it can tell the agent.
+pub async fn expire_overdue(pool: &PgPool, coordinator: Uuid) -> Result<Vec<Expired>> {
     let mut tx = pool.begin().await?;
     let rows: Vec<(Uuid, i64, String, i64, Option<Uuid>)> = sqlx::query_as(
         "UPDATE jobs j SET \
@@ -466,12 +468,16 @@ pub async fn expire_overdue(pool: &PgPool) -> Result<Vec<Expired>> {
              error = CASE WHEN j.attempts + 1 >= $1 THEN $2::text END, \
              finished_at = CASE WHEN j.attempts + 1 >= $1 THEN now() END, \
              assigned_at = NULL, started_at = NULL, deadline = NULL, attempt_id = NULL \
-         FROM (SELECT id, attempt_id FROM jobs WHERE status = 'running' AND deadline < now() FOR UPDATE) overdue \
+         FROM (SELECT id, attempt_id FROM jobs WHERE status = 'running' AND deadline < now() \
+               AND NOT EXISTS (SELECT 1 FROM host_leases l WHERE l.host_id = jobs.host_id \
+                   AND l.expires_at > now() AND l.coordinator <> $3) \
+               FOR UPDATE OF jobs) overdue \
          WHERE j.id = overdue.id \
          RETURNING j.id, j.host_id, j.status, j.campaign_id, overdue.attempt_id",
     )
     .bind(MAX_ATTEMPTS)
     .bind(format!("exceeded its time limit ({MAX_ATTEMPTS} attempts)"))
+    .bind(coordinator)
     .fetch_all(&mut *tx)
     .await?;
     let mut out = Vec::with_capacity(rows.len());
@@ -489,6 +495,21 @@ pub async fn expire_overdue(pool: &PgPool) -> Result<Vec<Expired>> {
     }
     tx.commit().await?;
     Ok(out)
+}
+
+/// Of `hosts`, those that run nothing and have a queued job of a running
+/// campaign: the ones a dispatch would give work to.
+pub async fn idle_with_work(db: impl PgExecutor<'_>, hosts: &[i64]) -> Result<Vec<i64>> {
+    Ok(sqlx::query_scalar(
+        "SELECT h.id FROM UNNEST($1::bigint[]) AS h(id) \
+         WHERE EXISTS (SELECT 1 FROM jobs j JOIN campaigns c ON c.id = j.campaign_id \
+                 WHERE j.host_id = h.id AND j.status = 'queued' AND c.status = 'running') \
+           AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.host_id = h.id AND r.status = 'running') \
+         ORDER BY h.id",
+    )
+    .bind(hosts)
+    .fetch_all(db)
+    .await?)
 }
 
 /// Queued jobs older than their campaign's time to live fail with the reason

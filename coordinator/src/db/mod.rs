@@ -7,6 +7,8 @@
 //! - [`identity`]: who a host is — enrollment, its credential, reset and retirement.
 //! - [`snapshots`]: the history of each host's facts.
 //! - [`sessions`]: agent connections.
+//! - [`leases`]: which coordinator owns each host's session (several coordinators on one database).
+//! - [`advisory`]: advisory locks, for what runs once across the cluster.
 //! - [`campaigns`]: suites run on a set of hosts, and their progress.
 //! - [`jobs`]: the queue — claim, start, fail, requeue after a lost agent.
 //! - [`results`]: idempotent result writes; one stored result, the total.
@@ -24,6 +26,7 @@
 //! - [`fallback`]: both paths of each host side by side, and findings of any status (the fallback page).
 //! - [`scenarios`]: the latest results of a scenario's algorithms, for the scenario views.
 
+pub mod advisory;
 pub mod campaign_compare;
 pub mod campaign_summaries;
 pub mod campaigns;
@@ -34,6 +37,7 @@ pub mod host_results;
 pub mod hosts;
 pub mod identity;
 pub mod jobs;
+pub mod leases;
 pub mod matrix;
 pub mod outbox;
 pub mod points;

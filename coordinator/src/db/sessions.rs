@@ -18,7 +18,9 @@ pub struct Session {
     pub agent_version: Option<String>,
 }
 
-/// Records a new connection of `host_id`'s agent; returns the session id.
+/// Records a new connection of `host_id`'s agent; returns the session id. The
+/// host's other open sessions end now: its lease allows one live session in
+/// the cluster, so they are of a coordinator that died without closing them.
 pub async fn open(
     db: impl PgExecutor<'_>,
     host_id: i64,
@@ -27,7 +29,9 @@ pub async fn open(
     agent_version: Option<&str>,
 ) -> Result<i64> {
     Ok(sqlx::query_scalar(
-        "INSERT INTO agent_sessions (host_id, snapshot_id, peer_address, agent_version) \
+        "WITH stale AS (UPDATE agent_sessions SET disconnected_at = greatest(now(), connected_at) \
+             WHERE host_id = $1 AND disconnected_at IS NULL) \
+         INSERT INTO agent_sessions (host_id, snapshot_id, peer_address, agent_version) \
          VALUES ($1, $2, $3, $4) RETURNING id",
     )
     .bind(host_id)
@@ -51,11 +55,14 @@ pub async fn close(db: impl PgExecutor<'_>, session_id: i64) -> Result<()> {
 }
 
 /// Closes sessions left open by a coordinator that stopped without closing
-/// them; run at start, before any agent connects. Returns how many there were.
-pub async fn close_all_open(db: impl PgExecutor<'_>) -> Result<u64> {
+/// them: open sessions of hosts with no live lease (`host_leases`), so the
+/// sessions other coordinators serve stay open. Run at start and by the
+/// cluster's sweep. Returns how many there were.
+pub async fn close_orphaned(db: impl PgExecutor<'_>) -> Result<u64> {
     let done = sqlx::query(
-        "UPDATE agent_sessions SET disconnected_at = greatest(now(), connected_at) \
-         WHERE disconnected_at IS NULL",
+        "UPDATE agent_sessions s SET disconnected_at = greatest(now(), s.connected_at) \
+         WHERE s.disconnected_at IS NULL AND NOT EXISTS ( \
+             SELECT 1 FROM host_leases l WHERE l.host_id = s.host_id AND l.expires_at > now())",
     )
     .execute(db)
     .await?;

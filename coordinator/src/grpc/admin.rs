@@ -1,7 +1,6 @@
 //! `AdminService`: what operators do — start, watch and cancel campaigns, list
 //! hosts and open findings, add, list and remove schedules. Every call carries `authorization: Bearer <admin token>`.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -188,8 +187,11 @@ impl AdminService for AdminSvc {
         }
         let queued_ttl = queued_ttl(req.queued_ttl_seconds)?;
         let selector = selector_from(req.hosts.as_ref());
-        let online =
-            (!req.include_offline).then(|| self.scheduler.online_hosts().into_iter().collect::<HashSet<i64>>());
+        // Online anywhere in the cluster: a host on another coordinator runs its jobs too.
+        let online = match req.include_offline {
+            true => None,
+            false => Some(self.scheduler.online_in_cluster().await.map_err(db_status)?),
+        };
         let launch = Launch {
             points: &points,
             selector: &selector,
@@ -308,11 +310,12 @@ impl AdminService for AdminSvc {
             })
         });
         let (page, next_page_token) = paging::by_key(matching, |h| h.host.name.as_str(), &req.page_token, size);
+        let online = self.scheduler.online_in_cluster().await.map_err(db_status)?;
         let hosts = page
             .into_iter()
             .map(|h| v1::Host {
                 id: h.host.id.to_string(),
-                online: self.scheduler.is_online(h.host.id),
+                online: online.contains(&h.host.id),
                 acceleration: h.acceleration().to_string(),
                 name: h.host.name,
                 arch: h.arch.unwrap_or_default(),
@@ -344,10 +347,16 @@ impl AdminService for AdminSvc {
             .ok_or_else(|| unknown_host(name))?;
         // Aborted, not refused: the agent reconnects, and with the enrollment
         // token it may enroll again — as may any agent that has the token.
-        let session_ended = self.scheduler.end_session(
-            host_id,
-            Status::aborted("the host's credential was reset by an operator; enroll again with the enrollment token"),
-        );
+        let session_ended = self
+            .scheduler
+            .end_session(
+                host_id,
+                Status::aborted(
+                    "the host's credential was reset by an operator; enroll again with the enrollment token",
+                ),
+            )
+            .await
+            .map_err(db_status)?;
         tracing::warn!(host = host_id, name = ?name, session_ended, "host credential reset by an operator");
         Ok(Response::new(v1::ResetHostCredentialResponse {
             host_id: host_id.to_string(),
@@ -365,13 +374,17 @@ impl AdminService for AdminSvc {
             .await
             .map_err(db_status)?
             .ok_or_else(|| unknown_host(name))?;
-        let session_ended = self.scheduler.end_session(
-            retired.host_id,
-            Status::permission_denied(format!(
-                "host {name:?} was retired by an operator and is not admitted again; \
-                 to enroll this machine as a new host, give its agent another --name"
-            )),
-        );
+        let session_ended = self
+            .scheduler
+            .end_session(
+                retired.host_id,
+                Status::permission_denied(format!(
+                    "host {name:?} was retired by an operator and is not admitted again; \
+                     to enroll this machine as a new host, give its agent another --name"
+                )),
+            )
+            .await
+            .map_err(db_status)?;
         tracing::warn!(host = retired.host_id, name = ?name, jobs_failed = retired.failed_jobs.len(), session_ended, "host retired by an operator");
         Ok(Response::new(v1::RetireHostResponse {
             host_id: retired.host_id.to_string(),

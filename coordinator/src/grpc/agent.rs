@@ -4,7 +4,8 @@
 //! facts). A host is who holds its credential ([`db::identity`]): a `Hello` for
 //! an enrolled name without it is refused with `PERMISSION_DENIED` before
 //! anything of the host is touched, and a host has at most one live session
-//! (a second one is refused with `ALREADY_EXISTS`). The reply is `Welcome`
+//! in the cluster, held through its lease (a second one, here or on another
+//! coordinator, is refused with `ALREADY_EXISTS`). The reply is `Welcome`
 //! (with a new credential when the host was just enrolled), then `RunJob`s one
 //! at a time, each a new attempt. Every later message is validated; only the
 //! current attempt's outcome counts ([`crate::attempt`]); outcomes are
@@ -141,19 +142,36 @@ impl AgentService for AgentSvc {
         // The host's one session slot, before anything of it changes: a second
         // session must not re-queue the first one's job or overwrite its labels.
         let (tx, rx) = Outbound::channel();
-        let reservation = self.scheduler.reserve(host_id, tx.clone()).map_err(|_| {
+        let second_session = || {
             tracing::warn!(host = host_id, name = ?hello.name, peer = ?peer, "second session of a host refused");
             Status::already_exists(format!(
-                "host {:?} already has a live session: another instance of this agent is running for it. \
+                "host {:?} already has a live session: another instance of this agent is running for it \
+                 (or the coordinator that served it died, and its lease expires within a few heartbeats). \
                  A cloned machine must run with its own --name and without the credential file copied \
                  into its state directory",
                 hello.name
             ))
-        })?;
+        };
+        let reservation = self
+            .scheduler
+            .reserve(host_id, tx.clone())
+            .map_err(|_| second_session())?;
+        // Then the cluster's: a session of the host on another coordinator holds its lease.
+        match self.scheduler.take_lease(host_id, reservation.generation).await {
+            Ok(true) => {}
+            Ok(false) => {
+                self.scheduler.disconnect(host_id, reservation.generation);
+                return Err(second_session());
+            }
+            Err(e) => {
+                self.scheduler.disconnect(host_id, reservation.generation);
+                return Err(db_status(e));
+            }
+        }
         let accepted = match self.welcome(&hello, host_id, peer).await {
             Ok(accepted) => accepted,
             Err(status) => {
-                self.scheduler.disconnect(host_id, reservation.generation);
+                self.scheduler.leave(host_id, reservation.generation).await;
                 return Err(status);
             }
         };
@@ -167,11 +185,14 @@ impl AgentService for AgentSvc {
         };
         // Queued before the session is activated, so no `RunJob` can precede it.
         if let Err(e) = tx.try_send(Body::Welcome(welcome)) {
-            self.scheduler.disconnect(host_id, reservation.generation);
+            self.scheduler.leave(host_id, reservation.generation).await;
             return Err(e.status());
         }
-        self.scheduler.activate(host_id, reservation.generation);
         let generation = reservation.generation;
+        if let Err(e) = self.scheduler.welcome(host_id, generation).await {
+            self.scheduler.leave(host_id, generation).await;
+            return Err(db_status(e));
+        }
         if accepted.facts_changed {
             self.findings.facts_changed();
             // Queued before the session's first dispatch, which then hands it out.
@@ -409,6 +430,9 @@ impl Session {
                 }
             }
         }
+        // After the re-queue: the host's next session, here or elsewhere, then
+        // finds its jobs as this one left them.
+        self.scheduler.release_lease(self.host_id, self.generation).await;
         if let Err(e) = db::sessions::close(pool, self.session_id).await {
             tracing::debug!(error = %e, "closing the session row");
         }

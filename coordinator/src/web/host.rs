@@ -262,7 +262,7 @@ async fn page(
     let view = HostPage {
         labels: label_texts(&host.labels.0),
         acceleration: with_facts.acceleration(),
-        online: state.scheduler.is_online(host.id),
+        online: state.scheduler.is_online_in_cluster(host.id).await?,
         emulated: with_facts.emulated(),
         simulated: with_facts.simulated(),
         first_seen: format::timestamp(host.first_seen),

@@ -121,9 +121,9 @@ impl HostFilter {
     }
 }
 
-/// Every host with whether its agent is connected now, by name.
+/// Every host with whether its agent is connected now (to any coordinator), by name.
 pub async fn load(state: &WebState) -> Result<Vec<(HostWithFacts, bool)>, WebError> {
-    let online: HashSet<i64> = state.scheduler.online_hosts().into_iter().collect();
+    let online: HashSet<i64> = state.scheduler.online_in_cluster().await?;
     Ok(hosts::list_with_facts(&state.pool)
         .await?
         .into_iter()

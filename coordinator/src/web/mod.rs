@@ -169,7 +169,7 @@ async fn metrics(State(state): State<WebState>) -> Response {
     }
 }
 
-/// `ok` when the database answers, with the number of connected agents.
+/// `ok` when the database answers, with the number of agents connected to this coordinator.
 async fn healthz(State(state): State<WebState>) -> (StatusCode, String) {
     match sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&state.pool).await {
         Ok(_) => (

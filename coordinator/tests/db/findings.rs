@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cipherfleet_coordinator::db::findings::{self, Finding, Severity};
 use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::db::jobs::{self, NewJob};
+use cipherfleet_coordinator::db::leases::{self, Holder};
 use cipherfleet_coordinator::findings::{Work, derive, derive_fleet};
 use cipherfleet_coordinator::metrics;
 use cipherfleet_core::path::Path;
@@ -261,11 +262,21 @@ async fn metrics_count_hosts_findings_jobs_and_results() {
     let soft = hello(&pool, "soft", &facts_with("6.1.0", FULL, FULL, "software")).await;
     results_for(&pool, soft, Path::Software, &[80.0]).await;
     derive_fleet(&pool).await.unwrap();
+    // Online: a welcomed session's live lease, here held by another coordinator.
+    let elsewhere = Holder {
+        id: uuid::Uuid::new_v4(),
+        name: "c2/7".into(),
+    };
+    let lease = std::time::Duration::from_secs(60);
+    leases::acquire(&pool, soft, &elsewhere, 1, lease).await.unwrap();
+    leases::welcome(&pool, soft, &elsewhere, 1).await.unwrap();
 
-    let text = metrics::render(&pool, 1).await.unwrap();
+    let text = metrics::render(&pool, 0).await.unwrap();
     let want = [
         "cipherfleet_hosts 2",
         "cipherfleet_hosts_online 1",
+        "cipherfleet_coordinator_sessions 0",
+        "cipherfleet_host_leases{coordinator=\"c2/7\"} 1",
         "cipherfleet_hosts_by_acceleration{status=\"accelerated\"} 1",
         "cipherfleet_hosts_by_acceleration{status=\"software\"} 1",
         "cipherfleet_hosts_with_findings{reason=\"software-build\"} 1",

@@ -96,7 +96,7 @@ async fn labels_are_replaced_only_when_given() {
 }
 
 #[tokio::test]
-async fn sessions_left_open_are_closed_at_start() {
+async fn sessions_left_open_without_a_lease_are_closed_at_start() {
     let pool = fresh_db().await;
     let up = hosts::upsert_host_with_facts(&pool, "bench-01", None, &facts("6.1.0-18-amd64"))
         .await
@@ -115,7 +115,7 @@ async fn sessions_left_open_are_closed_at_start() {
         .await
         .unwrap();
 
-    assert_eq!(sessions::close_all_open(&pool).await.unwrap(), 1);
+    assert_eq!(sessions::close_orphaned(&pool).await.unwrap(), 1);
     let all = sessions::for_host(&pool, up.host_id, 10).await.unwrap();
     assert_eq!(all.len(), 2);
     assert!(all.iter().all(|s| s.disconnected_at.is_some()));

@@ -250,7 +250,7 @@ async fn overrun(pool: &PgPool, host_id: i64) -> (Uuid, Option<Uuid>, Vec<jobs::
     (
         claimed.id,
         claimed.attempt_id,
-        jobs::expire_overdue(pool).await.unwrap(),
+        jobs::expire_overdue(pool, uuid::Uuid::nil()).await.unwrap(),
     )
 }
 
@@ -286,7 +286,7 @@ async fn an_overdue_job_is_requeued_then_failed_at_its_last_attempt_and_its_camp
         (None, None, None, None)
     );
     // Nothing is overdue any more: a second sweep changes nothing.
-    assert!(jobs::expire_overdue(&pool).await.unwrap().is_empty());
+    assert!(jobs::expire_overdue(&pool, uuid::Uuid::nil()).await.unwrap().is_empty());
 
     // Its last attempt overruns too: failed with the reason. The campaign
     // still has a queued job, so it runs on.

@@ -174,7 +174,7 @@ async fn only_the_current_attempt_of_an_unfinished_job_stores_a_result() {
         .execute(&pool)
         .await
         .unwrap();
-    jobs::expire_overdue(&pool).await.unwrap();
+    jobs::expire_overdue(&pool, uuid::Uuid::nil()).await.unwrap();
     let retry = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
     assert_eq!(retry.id, first.id);
     assert_ne!(retry.attempt_id, first.attempt_id);

@@ -8,6 +8,7 @@ mod bounds;
 mod browser;
 mod campaigns;
 mod chromium;
+mod cluster;
 #[allow(dead_code)]
 #[path = "../db/helpers.rs"]
 mod db_helpers;

@@ -160,7 +160,7 @@ async fn the_queue_moves_a_job_through_every_transition() {
     // Overdue: requeued with an attempt counted.
     let overdue = claim(pool, f.bench).await;
     assert_eq!(overdue.id, first);
-    let not_due = jobs::expire_overdue(pool).await.unwrap();
+    let not_due = jobs::expire_overdue(pool, uuid::Uuid::nil()).await.unwrap();
     assert!(not_due.is_empty(), "not due yet: {not_due:?}");
     // Queued within the campaign's time to live: nothing expires.
     assert_eq!(jobs::expire_queued(pool).await.unwrap(), []);
@@ -175,7 +175,7 @@ async fn the_queue_moves_a_job_through_every_transition() {
         attempt_id: overdue.attempt_id,
         requeued: true,
     };
-    assert_eq!(jobs::expire_overdue(pool).await.unwrap(), [expired]);
+    assert_eq!(jobs::expire_overdue(pool, uuid::Uuid::nil()).await.unwrap(), [expired]);
     let first_job = jobs::get(pool, first).await.unwrap().unwrap();
     assert_eq!(
         (

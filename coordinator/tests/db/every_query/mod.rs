@@ -17,6 +17,7 @@ mod fixture;
 mod hosts;
 mod identity;
 mod jobs;
+mod leases;
 mod report;
 mod results;
 mod watch;

@@ -1,0 +1,48 @@
+//! Advisory locks: what runs once across the cluster. Keys are fixed numbers
+//! in one place, so two tasks never share one by accident.
+
+use sqlx::{PgConnection, PgExecutor};
+
+use super::Result;
+
+/// A cluster-wide lock, by what it guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Held for a coordinator's life on a connection of its own: the leader runs
+    /// the cluster's sweeps (queued time to live, orphaned sessions) and the
+    /// whole-fleet findings passes.
+    Leader,
+    /// Taken by every findings pass for its reconciling transaction, so two
+    /// coordinators' passes over the same hosts take turns.
+    Findings,
+}
+
+impl Lock {
+    /// The key: "cfleet" in ASCII, then the lock's number.
+    const fn key(self) -> i64 {
+        const BASE: i64 = 0x6366_6c65_6574 << 8;
+        match self {
+            Lock::Leader => BASE + 1,
+            Lock::Findings => BASE + 2,
+        }
+    }
+}
+
+/// Takes `lock` for the connection's session without waiting; true if taken
+/// (or already held by this session: it is re-entrant, and a dropped
+/// connection releases it).
+pub async fn try_lock_session(conn: &mut PgConnection, lock: Lock) -> Result<bool> {
+    Ok(sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+        .bind(lock.key())
+        .fetch_one(conn)
+        .await?)
+}
+
+/// Takes `lock` until the end of the current transaction, waiting for it.
+pub async fn lock_transaction(tx: impl PgExecutor<'_>, lock: Lock) -> Result<()> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(lock.key())
+        .execute(tx)
+        .await?;
+    Ok(())
+}

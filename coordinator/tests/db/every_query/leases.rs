@@ -1,0 +1,170 @@
+//! `leases`, `advisory`, `jobs::idle_with_work` and `sessions::close_orphaned`:
+//! the storage that lets several coordinators share one database.
+
+use std::time::Duration;
+
+use cipherfleet_coordinator::db::advisory::{self, Lock};
+use cipherfleet_coordinator::db::leases::{self, Held, Holder};
+use cipherfleet_coordinator::db::{jobs, sessions};
+use sqlx::Connection;
+use uuid::Uuid;
+
+use super::fixture::fresh_db;
+use crate::helpers::{campaign, host, job};
+
+const TTL: Duration = Duration::from_secs(60);
+
+fn coordinator(name: &str) -> Holder {
+    Holder {
+        id: Uuid::new_v4(),
+        name: name.into(),
+    }
+}
+
+#[tokio::test]
+async fn a_host_lease_is_held_by_one_coordinator_until_released_or_expired() {
+    let pool = fresh_db().await;
+    let (a, b) = (coordinator("a/1"), coordinator("b/2"));
+    let (h1, h2) = (host(&pool, "lease-1").await, host(&pool, "lease-2").await);
+
+    assert!(leases::acquire(&pool, h1, &a, 1, TTL).await.unwrap());
+    assert!(!leases::acquire(&pool, h1, &b, 1, TTL).await.unwrap(), "held live by a");
+    assert!(
+        leases::acquire(&pool, h1, &a, 2, TTL).await.unwrap(),
+        "a's own next session"
+    );
+    // Online once welcomed, by the session that holds the lease.
+    assert!(!leases::is_live(&pool, h1).await.unwrap());
+    assert!(leases::live_hosts(&pool).await.unwrap().is_empty());
+    assert!(!leases::welcome(&pool, h1, &a, 1).await.unwrap());
+    assert!(leases::welcome(&pool, h1, &a, 2).await.unwrap());
+    assert!(leases::is_live(&pool, h1).await.unwrap());
+    assert!(!leases::is_live(&pool, h2).await.unwrap());
+    assert_eq!(leases::live_hosts(&pool).await.unwrap(), [h1]);
+    assert_eq!(leases::count_by_holder(&pool).await.unwrap(), [("a/1".to_string(), 1)]);
+
+    // An ended session gives back only its own lease.
+    assert!(!leases::release(&pool, h1, &a, 1).await.unwrap());
+    assert!(leases::release(&pool, h1, &a, 2).await.unwrap());
+    assert!(leases::acquire(&pool, h1, &b, 7, TTL).await.unwrap(), "free again");
+
+    // A lease nobody renews expires, and another coordinator takes it over.
+    assert!(
+        leases::acquire(&pool, h2, &a, 3, Duration::from_millis(1))
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!leases::is_live(&pool, h2).await.unwrap());
+    assert!(leases::acquire(&pool, h2, &b, 8, TTL).await.unwrap());
+    // a's renewal finds it lost; b's renews both of b's in one statement.
+    assert_eq!(leases::renew(&pool, &a, &[(h2, 3)], TTL).await.unwrap(), []);
+    let mut held = leases::renew(&pool, &b, &[(h1, 7), (h2, 8)], TTL).await.unwrap();
+    held.sort_by_key(|h| h.host_id);
+    assert_eq!(
+        held,
+        [
+            Held {
+                host_id: h1,
+                revoked: None
+            },
+            Held {
+                host_id: h2,
+                revoked: None
+            }
+        ]
+    );
+    assert!(leases::renew(&pool, &b, &[], TTL).await.unwrap().is_empty());
+
+    // Revoked by an operator elsewhere: the owner's renewal says why, and does not extend it.
+    assert!(leases::revoke(&pool, h1, "credential reset").await.unwrap());
+    let held = leases::renew(&pool, &b, &[(h1, 7)], TTL).await.unwrap();
+    assert_eq!(
+        held,
+        [Held {
+            host_id: h1,
+            revoked: Some("credential reset".into())
+        }]
+    );
+
+    assert_eq!(leases::release_all(&pool, &b).await.unwrap(), 2);
+    assert!(!leases::revoke(&pool, h1, "nobody holds it").await.unwrap());
+    assert!(leases::acquire(&pool, h1, &a, 9, TTL).await.unwrap());
+    assert_eq!(leases::clear(&pool).await.unwrap(), 1);
+    assert!(leases::live_hosts(&pool).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn sessions_without_a_live_lease_are_closed_and_leased_ones_kept() {
+    let pool = fresh_db().await;
+    let a = coordinator("a/1");
+    let (served, orphan) = (host(&pool, "served").await, host(&pool, "orphan").await);
+    let first = sessions::open(&pool, served, None, None, None).await.unwrap();
+    // A new session of the host closes its stale one.
+    let kept = sessions::open(&pool, served, None, None, None).await.unwrap();
+    sessions::open(&pool, orphan, None, None, None).await.unwrap();
+    assert!(leases::acquire(&pool, served, &a, 1, TTL).await.unwrap());
+
+    assert_eq!(sessions::close_orphaned(&pool).await.unwrap(), 1);
+    let open: Vec<i64> = sessions::for_host(&pool, served, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.disconnected_at.is_none())
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(open, [kept]);
+    assert_ne!(first, kept);
+    assert!(
+        sessions::for_host(&pool, orphan, 10).await.unwrap()[0]
+            .disconnected_at
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn idle_hosts_with_queued_work_are_found_and_busy_or_idle_ones_not() {
+    let pool = fresh_db().await;
+    let (busy, waiting, idle) = (
+        host(&pool, "busy").await,
+        host(&pool, "waiting").await,
+        host(&pool, "idle").await,
+    );
+    campaign(&pool, &[job(busy, 64), job(busy, 256), job(waiting, 64)]).await;
+    jobs::claim_next_for_host(&pool, busy).await.unwrap().expect("a job");
+    assert_eq!(
+        jobs::idle_with_work(&pool, &[busy, waiting, idle]).await.unwrap(),
+        [waiting]
+    );
+    assert!(jobs::idle_with_work(&pool, &[]).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_advisory_lock_is_held_by_one_session_at_a_time() {
+    let pool = fresh_db().await;
+    let options = (*pool.connect_options()).clone();
+    let mut first = sqlx::PgConnection::connect_with(&options).await.unwrap();
+    let mut second = sqlx::PgConnection::connect_with(&options).await.unwrap();
+    assert!(advisory::try_lock_session(&mut first, Lock::Leader).await.unwrap());
+    assert!(!advisory::try_lock_session(&mut second, Lock::Leader).await.unwrap());
+    // The leader's connection closing (its coordinator died) frees the lock,
+    // once the server has ended that backend.
+    first.close().await.unwrap();
+    let mut taken = false;
+    for _ in 0..100 {
+        if advisory::try_lock_session(&mut second, Lock::Leader).await.unwrap() {
+            taken = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(taken, "the lock outlived its session");
+
+    // The transaction lock is released at commit.
+    let mut tx = pool.begin().await.unwrap();
+    advisory::lock_transaction(&mut *tx, Lock::Findings).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    advisory::lock_transaction(&mut *tx, Lock::Findings).await.unwrap();
+    tx.rollback().await.unwrap();
+}
