@@ -16,6 +16,7 @@ use crate::db;
 use crate::db::findings::Severity;
 use crate::db::jobs::JobStatus;
 use crate::findings::REASONS;
+use crate::ingest::QueueStats;
 
 /// Renders the metrics; `online_hosts` comes from the scheduler (sessions live in memory).
 pub async fn render(pool: &PgPool, online_hosts: usize) -> anyhow::Result<String> {
@@ -90,6 +91,36 @@ pub async fn render(pool: &PgPool, online_hosts: usize) -> anyhow::Result<String
     m.family("cipherfleet_results_ingested_total", "counter", "Results stored.");
     m.sample("cipherfleet_results_ingested_total", &[], results as f64);
     Ok(m.0)
+}
+
+/// The ingest queue's metrics ([`crate::ingest`]), which live in memory: appended to [`render`]'s.
+pub fn render_ingest(ingest: QueueStats) -> String {
+    let mut m = Exposition::default();
+    m.family(
+        "cipherfleet_ingest_queued",
+        "gauge",
+        "Agent reports (results, job starts) waiting to be stored or being stored in a batch.",
+    );
+    m.sample("cipherfleet_ingest_queued", &[], ingest.queued as f64);
+    m.family(
+        "cipherfleet_ingest_queued_max",
+        "gauge",
+        "The most agent reports ever waiting at once since the coordinator started.",
+    );
+    m.sample("cipherfleet_ingest_queued_max", &[], ingest.high_water as f64);
+    m.family(
+        "cipherfleet_ingest_queue_capacity",
+        "gauge",
+        "Agent reports that may wait (--ingest-queue); when full, sessions stop reading from their agents.",
+    );
+    m.sample("cipherfleet_ingest_queue_capacity", &[], ingest.capacity as f64);
+    m.family(
+        "cipherfleet_ingest_batches_total",
+        "counter",
+        "Result batches stored, one transaction each.",
+    );
+    m.sample("cipherfleet_ingest_batches_total", &[], ingest.batches as f64);
+    m.0
 }
 
 /// The exposition (the Prometheus text) being built.

@@ -28,6 +28,7 @@ use uuid::Uuid;
 use crate::db;
 use crate::grpc::outbound::NotSent;
 pub use crate::grpc::outbound::Outbound;
+use crate::ingest::{self, Ingest};
 use crate::seen::LastSeen;
 
 struct Connected {
@@ -59,16 +60,29 @@ pub struct Scheduler {
     connected: Mutex<HashMap<i64, Connected>>,
     generation: AtomicU64,
     last_seen: LastSeen,
+    ingest: Ingest,
 }
 
 impl Scheduler {
+    /// A scheduler with the default ingest queue (needs a Tokio runtime: it starts the batcher).
     pub fn new(pool: PgPool) -> Self {
+        Self::with_ingest(pool, ingest::Config::default())
+    }
+
+    /// A scheduler whose results go through a batcher configured so.
+    pub fn with_ingest(pool: PgPool, config: ingest::Config) -> Self {
         Scheduler {
+            ingest: Ingest::start(pool.clone(), config),
             pool,
             connected: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(1),
             last_seen: LastSeen::default(),
         }
+    }
+
+    /// Where sessions hand results and job starts over, to be stored in batches.
+    pub fn ingest(&self) -> &Ingest {
+        &self.ingest
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -219,12 +233,26 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Dispatches to every connected host (after a campaign is created).
+    /// Dispatches to every connected host (after a campaign is created),
+    /// four hosts at a time (four workers taking hosts in turn: claims need
+    /// pool connections, which results need too). A host whose dispatch fails
+    /// does not hold up the others; the first error is returned at the end.
     pub async fn dispatch_all(&self) -> Result<(), db::Error> {
-        for host in self.online_hosts() {
-            self.dispatch(host).await?;
-        }
-        Ok(())
+        let hosts = Mutex::new(self.online_hosts().into_iter());
+        let first_error = Mutex::new(None);
+        let worker = || async {
+            loop {
+                let Some(host) = hosts.lock().expect("hosts lock").next() else {
+                    return;
+                };
+                if let Err(e) = self.dispatch(host).await {
+                    tracing::warn!(host, error = %e, "dispatch failed");
+                    first_error.lock().expect("error lock").get_or_insert(e);
+                }
+            }
+        };
+        tokio::join!(worker(), worker(), worker(), worker());
+        first_error.into_inner().expect("error lock").map_or(Ok(()), Err)
     }
 
     /// Re-queues (or fails) jobs past their deadline and tells their agents to stop.

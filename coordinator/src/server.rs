@@ -30,7 +30,7 @@ use crate::scheduler::{self, Scheduler};
 use crate::watch::schedule;
 use crate::watch::verify::VerifyOnChange;
 use crate::watch::webhook::{self, Webhook};
-use crate::{db, pg, seen, web};
+use crate::{db, ingest, pg, seen, web};
 
 /// Everything `serve` needs.
 #[derive(Debug)]
@@ -55,6 +55,8 @@ pub struct ServeConfig {
     pub self_signed_ca: Option<PathBuf>,
     /// Who may read the report ([`web::Access`]).
     pub report: web::Access,
+    /// How results are batched and how many may wait (`--ingest-queue`).
+    pub ingest: ingest::Config,
 }
 
 /// Watching without a person ([`crate::watch`]): verification on fact changes and the webhook.
@@ -85,6 +87,8 @@ pub struct App {
     pub admin_token: Token,
     pub heartbeat: Duration,
     pub watch: Watch,
+    /// How results are batched and how many may wait ([`crate::ingest`]).
+    pub ingest: ingest::Config,
 }
 
 /// Starts the database (private cluster or URL), binds, prints the bound
@@ -162,6 +166,7 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         admin_token: config.admin_token,
         heartbeat: config.heartbeat,
         watch,
+        ingest: config.ingest,
     };
     let guards = Guards {
         warn_plaintext: config.tls.is_none() && config.insecure_plaintext,
@@ -208,7 +213,7 @@ pub async fn run_guarded(
     db::sessions::close_all_open(&app.pool)
         .await
         .context("closing stale sessions")?;
-    let scheduler = Arc::new(Scheduler::new(app.pool.clone()));
+    let scheduler = Arc::new(Scheduler::with_ingest(app.pool.clone(), app.ingest));
     // Findings are derived in the background, once now and after results and campaigns.
     let deriver = findings::Deriver::new();
     let deriver_task = tokio::spawn(findings::run(deriver.clone(), app.pool.clone(), shutdown.clone()));
@@ -332,6 +337,14 @@ async fn sweep(scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
         }
         if let Err(e) = scheduler.expire_overdue().await {
             tracing::warn!(error = %e, "sweeping overdue jobs");
+        }
+        // The completion check after a commit that never ran (see `close_if_complete`).
+        match db::campaigns::close_any_complete(scheduler.pool()).await {
+            Ok(closed) if !closed.is_empty() => {
+                tracing::info!(campaigns = ?closed, "complete campaigns closed by the sweep")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "closing complete campaigns"),
         }
         match db::jobs::expire_queued(scheduler.pool()).await {
             Ok(expired) if !expired.is_empty() => {

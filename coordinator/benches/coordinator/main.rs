@@ -99,6 +99,7 @@ async fn bench(db_url: &str, dir: &Path, agent: Option<&Path>) {
             },
             webhook: None,
         },
+        ingest: Default::default(),
     };
     let shutdown = CancellationToken::new();
     let coordinator = tokio::spawn(server::run(app, listener, None, shutdown.clone()));
