@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tonic::Status;
@@ -113,8 +114,14 @@ fn stopped() -> Status {
 }
 
 impl Ingest {
-    /// Starts the batcher on `pool` (needs a Tokio runtime).
-    pub fn start(pool: PgPool, config: Config) -> Ingest {
+    /// Starts the batcher on connections of its own to `pool`'s database
+    /// (needs a Tokio runtime): results are not stored behind the claims,
+    /// page reads and sweeps queued for the shared pool's connections.
+    pub fn start(pool: &PgPool, config: Config) -> Ingest {
+        let pool = PgPoolOptions::new()
+            .max_connections(config.parallel.max(1) as u32 + 1)
+            .acquire_timeout(db::ACQUIRE_TIMEOUT)
+            .connect_lazy_with(pool.connect_options().as_ref().clone());
         let (tx, rx) = mpsc::unbounded_channel();
         let ingest = Ingest {
             tx,

@@ -72,7 +72,7 @@ impl Scheduler {
     /// A scheduler whose results go through a batcher configured so.
     pub fn with_ingest(pool: PgPool, config: ingest::Config) -> Self {
         Scheduler {
-            ingest: Ingest::start(pool.clone(), config),
+            ingest: Ingest::start(&pool, config),
             pool,
             connected: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(1),

@@ -268,10 +268,20 @@ impl SimHost {
         }
     }
 
+    /// The next message; heartbeats go out while it is awaited, as the agent
+    /// sends them (with many hosts, the first wait long for the campaign).
     async fn next(&mut self, what: &str) -> Body {
-        let message = tokio::time::timeout(Duration::from_secs(60), self.rx.message())
-            .await
-            .unwrap_or_else(|_| panic!("{}: timed out after 60 s waiting for {what}", self.name))
+        let waiting = tokio::time::Instant::now();
+        let received = loop {
+            tokio::select! {
+                received = self.rx.message() => break received,
+                () = tokio::time::sleep(Duration::from_secs(2)) => {
+                    assert!(waiting.elapsed() < Duration::from_secs(60), "{}: timed out after 60 s waiting for {what}", self.name);
+                    self.send(agent_message::Body::Heartbeat(v1::Heartbeat { seq: 0 })).await;
+                }
+            }
+        };
+        let message = received
             .unwrap_or_else(|e| panic!("{}: session failed waiting for {what}: {e}", self.name))
             .unwrap_or_else(|| panic!("{}: session closed waiting for {what}", self.name));
         message
