@@ -68,7 +68,7 @@ pub type Reply = Result<Result<RecordOutcome, db::Error>, Status>;
 
 enum Work {
     Result {
-        item: NewResult,
+        item: Box<NewResult>,
         reply: oneshot::Sender<Reply>,
         _room: OwnedSemaphorePermit,
     },
@@ -140,7 +140,7 @@ impl Ingest {
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(Work::Result {
-                item,
+                item: Box::new(item),
                 reply,
                 _room: room,
             })
@@ -225,7 +225,7 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
                 rooms.push(_room);
             }
             Work::Result { item, reply, _room } => {
-                items.push(item);
+                items.push(*item);
                 replies.push(reply);
                 rooms.push(_room);
             }

@@ -95,31 +95,37 @@ pub async fn render(pool: &PgPool, online_hosts: usize) -> anyhow::Result<String
 
 /// The ingest queue's metrics ([`crate::ingest`]), which live in memory: appended to [`render`]'s.
 pub fn render_ingest(ingest: QueueStats) -> String {
+    let families = [
+        (
+            "cipherfleet_ingest_queued",
+            "gauge",
+            "Agent reports (results, job starts) waiting to be stored or being stored in a batch.",
+            ingest.queued as f64,
+        ),
+        (
+            "cipherfleet_ingest_queued_max",
+            "gauge",
+            "The most agent reports ever waiting at once since the coordinator started.",
+            ingest.high_water as f64,
+        ),
+        (
+            "cipherfleet_ingest_queue_capacity",
+            "gauge",
+            "Agent reports that may wait (--ingest-queue); when full, sessions stop reading from their agents.",
+            ingest.capacity as f64,
+        ),
+        (
+            "cipherfleet_ingest_batches_total",
+            "counter",
+            "Result batches stored, one transaction each.",
+            ingest.batches as f64,
+        ),
+    ];
     let mut m = Exposition::default();
-    m.family(
-        "cipherfleet_ingest_queued",
-        "gauge",
-        "Agent reports (results, job starts) waiting to be stored or being stored in a batch.",
-    );
-    m.sample("cipherfleet_ingest_queued", &[], ingest.queued as f64);
-    m.family(
-        "cipherfleet_ingest_queued_max",
-        "gauge",
-        "The most agent reports ever waiting at once since the coordinator started.",
-    );
-    m.sample("cipherfleet_ingest_queued_max", &[], ingest.high_water as f64);
-    m.family(
-        "cipherfleet_ingest_queue_capacity",
-        "gauge",
-        "Agent reports that may wait (--ingest-queue); when full, sessions stop reading from their agents.",
-    );
-    m.sample("cipherfleet_ingest_queue_capacity", &[], ingest.capacity as f64);
-    m.family(
-        "cipherfleet_ingest_batches_total",
-        "counter",
-        "Result batches stored, one transaction each.",
-    );
-    m.sample("cipherfleet_ingest_batches_total", &[], ingest.batches as f64);
+    for (name, kind, help, value) in families {
+        m.family(name, kind, help);
+        m.sample(name, &[], value);
+    }
     m.0
 }
 

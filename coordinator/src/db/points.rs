@@ -81,7 +81,7 @@ macro_rules! latest_result_columns {
 
 /// Makes result `result_id` the latest of its point; called in the transaction that inserts it.
 pub async fn record(tx: &mut Transaction<'_, Postgres>, result_id: i64) -> Result<()> {
-    record_many(&mut **tx, &[result_id]).await
+    record_many(tx, &[result_id]).await
 }
 
 /// [`record`] for the results of one ingest batch in one statement. Two of
