@@ -20,7 +20,7 @@ use cipherfleet_core::token::Secret;
 use crate::auth::Token;
 use crate::selector::Selector;
 use crate::server::{self, ServeConfig};
-use crate::{tls, web};
+use crate::{ingest, tls, web};
 
 mod check;
 mod hosts;
@@ -121,6 +121,11 @@ struct ServeArgs {
     /// and results then cross the network in clear (warned at start and for every agent session).
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "self_signed"])]
     insecure_plaintext: bool,
+    /// Most agent reports (results, job starts) waiting to be stored, those in the batch being
+    /// written included. When it is full, sessions stop reading from their agents until there
+    /// is room: agents keep their results spooled and get no new job meanwhile.
+    #[arg(long, default_value_t = ingest::DEFAULT_QUEUE, value_parser = ingest_queue)]
+    ingest_queue: usize,
     #[command(flatten)]
     watch: watch_args::WatchArgs,
 }
@@ -128,6 +133,13 @@ struct ServeArgs {
 /// The URL as given; held as a [`Secret`] because it usually carries a password.
 fn database_url(raw: &str) -> Result<Secret, String> {
     Ok(Secret::new(raw))
+}
+
+fn ingest_queue(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?}: accepted 1 to 1000000 reports")),
+    }
 }
 
 fn parse_interval(s: &str) -> Result<f64, String> {
@@ -279,6 +291,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         self_signed_ca: self_signed.map(|files| files.ca),
         report,
         watch: args.watch.load()?,
+        ingest: ingest::Config {
+            queue: args.ingest_queue,
+            ..ingest::Config::default()
+        },
     };
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();

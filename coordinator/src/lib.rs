@@ -13,6 +13,7 @@
 //! - [`cluster`]: several coordinators on one database — host leases, dispatch wake-ups, the leader.
 //! - [`launch`]: points × host selector → a campaign and its jobs (admin API, schedules, verification).
 //! - [`watch`]: schedules, verification campaigns on fact changes, the findings webhook.
+//! - [`ingest`]: agents' results and job starts, queued (bounded) and stored in batches.
 //! - [`seen`]: hosts' `last_seen`, coalesced in memory and written in batches.
 //! - [`selector`]: which hosts a campaign runs on.
 //! - [`auth`]: enrollment and admin tokens (constant-time comparison, never logged).
@@ -34,6 +35,7 @@ pub mod credential;
 pub mod db;
 pub mod findings;
 pub mod grpc;
+pub mod ingest;
 pub mod launch;
 pub mod metrics;
 pub mod pg;

@@ -16,6 +16,7 @@ use crate::db;
 use crate::db::findings::Severity;
 use crate::db::jobs::JobStatus;
 use crate::findings::REASONS;
+use crate::ingest::QueueStats;
 
 /// Renders the metrics; `sessions_here` comes from the scheduler (the sessions
 /// this coordinator serves live in its memory; online hosts are the cluster's leases).
@@ -113,6 +114,42 @@ pub async fn render(pool: &PgPool, sessions_here: usize) -> anyhow::Result<Strin
     m.family("cipherfleet_results_ingested_total", "counter", "Results stored.");
     m.sample("cipherfleet_results_ingested_total", &[], results as f64);
     Ok(m.0)
+}
+
+/// The ingest queue's metrics ([`crate::ingest`]), which live in memory: appended to [`render`]'s.
+pub fn render_ingest(ingest: QueueStats) -> String {
+    let families = [
+        (
+            "cipherfleet_ingest_queued",
+            "gauge",
+            "Agent reports (results, job starts) waiting to be stored or being stored in a batch.",
+            ingest.queued as f64,
+        ),
+        (
+            "cipherfleet_ingest_queued_max",
+            "gauge",
+            "The most agent reports ever waiting at once since the coordinator started.",
+            ingest.high_water as f64,
+        ),
+        (
+            "cipherfleet_ingest_queue_capacity",
+            "gauge",
+            "Agent reports that may wait (--ingest-queue); when full, sessions stop reading from their agents.",
+            ingest.capacity as f64,
+        ),
+        (
+            "cipherfleet_ingest_batches_total",
+            "counter",
+            "Result batches stored, one transaction each.",
+            ingest.batches as f64,
+        ),
+    ];
+    let mut m = Exposition::default();
+    for (name, kind, help, value) in families {
+        m.family(name, kind, help);
+        m.sample(name, &[], value);
+    }
+    m.0
 }
 
 /// The exposition (the Prometheus text) being built.

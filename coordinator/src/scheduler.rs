@@ -34,6 +34,7 @@ use crate::db;
 use crate::db::leases::Holder;
 use crate::grpc::outbound::NotSent;
 pub use crate::grpc::outbound::Outbound;
+use crate::ingest::{self, Ingest};
 use crate::seen::LastSeen;
 
 struct Connected {
@@ -71,13 +72,21 @@ pub struct Scheduler {
     holder: Holder,
     /// How long a lease lives unrenewed.
     lease_ttl: Duration,
+    ingest: Ingest,
 }
 
 impl Scheduler {
-    /// A scheduler with a new coordinator identity ([`crate::cluster::holder`])
-    /// and leases of [`DEFAULT_LEASE_TTL`].
+    /// A scheduler with a new coordinator identity ([`crate::cluster::holder`]),
+    /// leases of [`DEFAULT_LEASE_TTL`] and the default ingest queue (needs a
+    /// Tokio runtime: it starts the batcher).
     pub fn new(pool: PgPool) -> Self {
+        Self::with_ingest(pool, ingest::Config::default())
+    }
+
+    /// A scheduler whose results go through a batcher configured so.
+    pub fn with_ingest(pool: PgPool, config: ingest::Config) -> Self {
         Scheduler {
+            ingest: Ingest::start(&pool, config),
             pool,
             connected: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(1),
@@ -91,6 +100,11 @@ impl Scheduler {
     pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
         self.lease_ttl = ttl;
         self
+    }
+
+    /// Where sessions hand results and job starts over, to be stored in batches.
+    pub fn ingest(&self) -> &Ingest {
+        &self.ingest
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -369,12 +383,31 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Dispatches to every connected host (after a campaign is created).
+    /// Dispatches to every connected host (after a campaign is created),
+    /// four hosts at a time (four workers taking hosts in turn: claims need
+    /// pool connections, which results need too). A host whose dispatch fails
+    /// does not hold up the others; the first error is returned at the end.
     pub async fn dispatch_all(&self) -> Result<(), db::Error> {
-        for host in self.online_hosts() {
-            self.dispatch(host).await?;
-        }
-        Ok(())
+        self.dispatch_each(self.online_hosts()).await
+    }
+
+    /// Dispatches to `hosts`, four at a time (see [`Scheduler::dispatch_all`]).
+    async fn dispatch_each(&self, hosts: Vec<i64>) -> Result<(), db::Error> {
+        let hosts = Mutex::new(hosts.into_iter());
+        let first_error = Mutex::new(None);
+        let worker = || async {
+            loop {
+                let Some(host) = hosts.lock().expect("hosts lock").next() else {
+                    return;
+                };
+                if let Err(e) = self.dispatch(host).await {
+                    tracing::warn!(host, error = %e, "dispatch failed");
+                    first_error.lock().expect("error lock").get_or_insert(e);
+                }
+            }
+        };
+        tokio::join!(worker(), worker(), worker(), worker());
+        first_error.into_inner().expect("error lock").map_or(Ok(()), Err)
     }
 
     /// Dispatches to this coordinator's idle hosts that have queued work (jobs
@@ -386,10 +419,9 @@ impl Scheduler {
             return Ok(0);
         }
         let waiting = db::jobs::idle_with_work(&self.pool, &here).await?;
-        for host in &waiting {
-            self.dispatch(*host).await?;
-        }
-        Ok(waiting.len())
+        let given = waiting.len();
+        self.dispatch_each(waiting).await?;
+        Ok(given)
     }
 
     /// Re-queues (or fails) jobs past their deadline and tells their agents to

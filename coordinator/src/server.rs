@@ -31,7 +31,7 @@ use crate::scheduler::{self, Scheduler};
 use crate::watch::schedule;
 use crate::watch::verify::VerifyOnChange;
 use crate::watch::webhook::{self, Webhook};
-use crate::{db, pg, seen, web};
+use crate::{db, ingest, pg, seen, web};
 
 /// Everything `serve` needs.
 #[derive(Debug)]
@@ -56,6 +56,8 @@ pub struct ServeConfig {
     pub self_signed_ca: Option<PathBuf>,
     /// Who may read the report ([`web::Access`]).
     pub report: web::Access,
+    /// How results are batched and how many may wait (`--ingest-queue`).
+    pub ingest: ingest::Config,
 }
 
 /// Watching without a person ([`crate::watch`]): verification on fact changes and the webhook.
@@ -86,6 +88,8 @@ pub struct App {
     pub admin_token: Token,
     pub heartbeat: Duration,
     pub watch: Watch,
+    /// How results are batched and how many may wait ([`crate::ingest`]).
+    pub ingest: ingest::Config,
 }
 
 /// Starts the database (private cluster or URL), binds, prints the bound
@@ -170,6 +174,7 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         admin_token: config.admin_token,
         heartbeat: config.heartbeat,
         watch,
+        ingest: config.ingest,
     };
     let guards = Guards {
         warn_plaintext: config.tls.is_none() && config.insecure_plaintext,
@@ -217,10 +222,12 @@ pub async fn run_guarded(
     db::sessions::close_orphaned(&app.pool)
         .await
         .context("closing stale sessions")?;
-    let scheduler = Arc::new(Scheduler::new(app.pool.clone()).with_lease_ttl(app.heartbeat * cluster::MISSED_RENEWALS));
+    let scheduler = Arc::new(
+        Scheduler::with_ingest(app.pool.clone(), app.ingest).with_lease_ttl(app.heartbeat * cluster::MISSED_RENEWALS),
+    );
     tracing::info!(coordinator = %scheduler.holder().id, name = %scheduler.holder().name, "coordinator identity for host leases");
     let leader = Arc::new(Leader::new(&app.pool));
-    // Findings are derived in the background, after results and campaigns.
+    // Findings are derived in the background, once now and after results and campaigns.
     let deriver = findings::Deriver::new();
     let deriver_task = tokio::spawn(findings::run(
         deriver.clone(),
@@ -361,6 +368,14 @@ async fn sweep(scheduler: Arc<Scheduler>, leader: Arc<Leader>, shutdown: Cancell
         }
         if !leader.is_leader().await {
             continue;
+        }
+        // The completion check after a commit that never ran (see `close_if_complete`).
+        match db::campaigns::close_any_complete(scheduler.pool()).await {
+            Ok(closed) if !closed.is_empty() => {
+                tracing::info!(campaigns = ?closed, "complete campaigns closed by the sweep")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "closing complete campaigns"),
         }
         match db::sessions::close_orphaned(scheduler.pool()).await {
             Ok(n) if n > 0 => tracing::info!(sessions = n, "sessions of a coordinator that went away closed"),

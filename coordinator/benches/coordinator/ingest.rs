@@ -22,10 +22,24 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::{AGENT_TOKEN, admin, connect, ms, run_with_timeout};
 
-/// Simulated hosts in the ingest part, each with its own session.
+/// Simulated hosts in the ingest part, each with its own session, unless
+/// `CIPHERFLEET_BENCH_HOSTS` says how many.
 const SIM_HOSTS: usize = 8;
 /// Every algorithm at these sizes, both directions: a few hundred jobs per host.
+/// `CIPHERFLEET_BENCH_SIZES=N` takes the first N (fewer jobs per host, for many hosts).
 const SIM_SIZES: [u64; 8] = [11, 18, 16, 64, 256, 1024, 8192, 16384];
+
+/// A count from the environment, or `default`.
+fn from_env(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| panic!("{name}={v:?}: not a positive count")),
+        Err(_) => default,
+    }
+}
 /// Requested seconds of the simulated jobs (answered at once, never measured).
 const SIM_SECONDS: f64 = 0.1;
 
@@ -80,18 +94,20 @@ struct HostReport {
 }
 
 pub async fn ingest(url: &str, pool: &PgPool, template: &Measurement) {
-    let per_host = algorithm::ALL.len() * SIM_SIZES.len() * 2;
+    let sim_hosts = from_env("CIPHERFLEET_BENCH_HOSTS", SIM_HOSTS);
+    let sizes = &SIM_SIZES[..from_env("CIPHERFLEET_BENCH_SIZES", SIM_SIZES.len()).min(SIM_SIZES.len())];
+    let per_host = algorithm::ALL.len() * sizes.len() * 2;
     println!();
     println!(
-        "ingest: {SIM_HOSTS} simulated hosts (in this process), {per_host} jobs each ({} algorithms × {} sizes × 2 directions), \
+        "ingest: {sim_hosts} simulated hosts (in this process), {per_host} jobs each ({} algorithms × {} sizes × 2 directions), \
          every job answered at once with a valid measurement",
         algorithm::ALL.len(),
-        SIM_SIZES.len()
+        sizes.len()
     );
     let facts = template.host.as_ref().expect("checked in real_measurement");
     let template = Arc::new(template.clone());
     let mut hosts = Vec::new();
-    for i in 0..SIM_HOSTS {
+    for i in 0..sim_hosts {
         let host = SimHost::open(url, &format!("sim-{i:02}"), facts, &template.agent_version).await;
         hosts.push(tokio::spawn(host.answer_jobs(per_host, template.clone())));
     }
@@ -99,7 +115,7 @@ pub async fn ingest(url: &str, pool: &PgPool, template: &Measurement) {
     let mut admin = admin(url).await;
     let matrix = v1::Matrix {
         algorithms: algorithm::ALL.iter().map(|a| a.name().to_string()).collect(),
-        sizes: SIM_SIZES.to_vec(),
+        sizes: sizes.to_vec(),
         directions: vec![v1::Direction::Encrypt as i32, v1::Direction::Decrypt as i32],
         threads: vec![1],
         concurrency: None,
@@ -129,17 +145,17 @@ pub async fn ingest(url: &str, pool: &PgPool, template: &Measurement) {
         .into_inner();
     let creation = creating.elapsed();
     let jobs = started.jobs_created as usize;
-    assert_eq!(jobs, per_host * SIM_HOSTS, "jobs created for {SIM_HOSTS} hosts");
+    assert_eq!(jobs, per_host * sim_hosts, "jobs created for {sim_hosts} hosts");
     println!(
-        "  campaign created: {jobs} jobs in {} (StartCampaign, dispatch to every host included)",
+        "  campaign created: {jobs} jobs in {} (StartCampaign's answer)",
         ms(creation)
     );
 
     let mut reports = Vec::new();
     for host in hosts {
-        match tokio::time::timeout(Duration::from_secs(120), host).await {
+        match tokio::time::timeout(Duration::from_secs(600), host).await {
             Ok(report) => reports.push(report.expect("a simulated host panicked")),
-            Err(_) => panic!("timed out after 120 s waiting for the simulated hosts' results to be acknowledged"),
+            Err(_) => panic!("timed out after 600 s waiting for the simulated hosts' results to be acknowledged"),
         }
     }
     let first = reports.iter().map(|r| r.first_job).min().expect("hosts");
@@ -253,10 +269,20 @@ impl SimHost {
         }
     }
 
+    /// The next message; heartbeats go out while it is awaited, as the agent
+    /// sends them (with many hosts, the first wait long for the campaign).
     async fn next(&mut self, what: &str) -> Body {
-        let message = tokio::time::timeout(Duration::from_secs(60), self.rx.message())
-            .await
-            .unwrap_or_else(|_| panic!("{}: timed out after 60 s waiting for {what}", self.name))
+        let waiting = tokio::time::Instant::now();
+        let received = loop {
+            tokio::select! {
+                received = self.rx.message() => break received,
+                () = tokio::time::sleep(Duration::from_secs(2)) => {
+                    assert!(waiting.elapsed() < Duration::from_secs(60), "{}: timed out after 60 s waiting for {what}", self.name);
+                    self.send(agent_message::Body::Heartbeat(v1::Heartbeat { seq: 0 })).await;
+                }
+            }
+        };
+        let message = received
             .unwrap_or_else(|e| panic!("{}: session failed waiting for {what}: {e}", self.name))
             .unwrap_or_else(|| panic!("{}: session closed waiting for {what}", self.name));
         message

@@ -18,6 +18,9 @@
 //! 3. Refusal (`refusal.rs`): a 10^7-point matrix is refused in milliseconds and
 //!    the coordinator's resident set does not grow. Alone, without the release
 //!    agent: `cargo bench -p cipherfleet-coordinator --bench coordinator -- refusal`.
+//!
+//! `-- ingest` runs the ingest part alone; `CIPHERFLEET_BENCH_HOSTS=N` simulates N hosts
+//! instead of 8, and `CIPHERFLEET_BENCH_SIZES=N` gives each the first N of the 8 sizes.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -55,10 +58,17 @@ fn main() {
         .with_max_level(tracing::Level::WARN)
         .with_writer(std::io::stderr)
         .init();
-    // `-- refusal`: only the refusal figures, which need no agent.
-    let agent = (!std::env::args().any(|a| a == "refusal")).then(agent_binary);
+    // `-- refusal`: only the refusal figures, which need no agent; `-- ingest`: only the ingest rate.
+    let part = if std::env::args().any(|a| a == "refusal") {
+        Part::Refusal
+    } else if std::env::args().any(|a| a == "ingest") {
+        Part::Ingest
+    } else {
+        Part::All
+    };
+    let agent = (part != Part::Refusal).then(agent_binary);
     support::with_private_cluster("bench", async |cluster, dir| {
-        bench(cluster.url(), dir, agent.as_deref()).await
+        bench(cluster.url(), dir, part, agent.as_deref()).await
     });
 }
 
@@ -78,7 +88,15 @@ fn agent_binary() -> PathBuf {
     bin
 }
 
-async fn bench(db_url: &str, dir: &Path, agent: Option<&Path>) {
+/// Which parts of the benchmark run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    All,
+    Refusal,
+    Ingest,
+}
+
+async fn bench(db_url: &str, dir: &Path, part: Part, agent: Option<&Path>) {
     let pool = db::connect(db_url)
         .await
         .expect("connecting to the private cluster and migrating");
@@ -99,6 +117,7 @@ async fn bench(db_url: &str, dir: &Path, agent: Option<&Path>) {
             },
             webhook: None,
         },
+        ingest: Default::default(),
     };
     let shutdown = CancellationToken::new();
     let coordinator = tokio::spawn(server::run(app, listener, None, shutdown.clone()));
@@ -107,11 +126,15 @@ async fn bench(db_url: &str, dir: &Path, agent: Option<&Path>) {
     println!(
         "cipherfleet coordinator benchmark: {cores} cores, shared with other work and noisy; every figure is from one run"
     );
-    refusal(&url).await;
+    if part != Part::Ingest {
+        refusal(&url).await;
+    }
     if let Some(agent) = agent {
         let template = real_measurement(agent).await;
         ingest(&url, &pool, &template).await;
-        overhead(&url, &pool, dir, agent).await;
+        if part == Part::All {
+            overhead(&url, &pool, dir, agent).await;
+        }
     }
 
     shutdown.cancel();

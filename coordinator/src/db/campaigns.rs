@@ -119,7 +119,8 @@ pub async fn insert_with_jobs(tx: &mut PgConnection, new: &NewCampaign<'_>, jobs
     .fetch_one(&mut *tx)
     .await?;
     jobs::insert_for_campaign(tx, id, jobs).await?;
-    close_if_complete(tx, id).await?;
+    // Nobody else sees the new campaign yet: checking in this transaction is safe.
+    close_if_complete(&mut *tx, &[id]).await?;
     Ok(id)
 }
 
@@ -208,8 +209,9 @@ pub async fn list(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Campaign>> 
 /// the job's row and finds it cancelled. `None` if the campaign does not exist
 /// or is no longer running.
 ///
-/// Lock order, as in every transaction that ends a job: the campaign's row,
-/// then its jobs' rows.
+/// It holds the campaign's row while it waits for its queued jobs' rows; no
+/// transaction that ends a job locks the campaign (see [`close_if_complete`]),
+/// so none waits the other way round.
 pub async fn cancel(pool: &PgPool, campaign_id: i64) -> Result<Option<Vec<(uuid::Uuid, i64)>>> {
     let mut tx = pool.begin().await?;
     let cancelled = sqlx::query(
@@ -236,29 +238,49 @@ pub async fn cancel(pool: &PgPool, campaign_id: i64) -> Result<Option<Vec<(uuid:
     Ok(Some(running))
 }
 
-/// Marks a running campaign finished if none of its jobs is queued or
-/// running. Called in the transaction that ended one of its jobs, after the
-/// job's update.
-pub(crate) async fn close_if_complete(conn: &mut PgConnection, campaign_id: i64) -> Result<bool> {
-    // Two transactions ending a campaign's last two jobs (two hosts finishing
-    // together) each see the other's job still running until it commits, so
-    // without this lock neither closes the campaign and it runs forever. Held to
-    // commit, it makes the later one's check below (a statement of its own, so
-    // a fresh snapshot) start after the earlier one committed.
-    sqlx::query("SELECT 1 FROM campaigns WHERE id = $1 FOR NO KEY UPDATE")
-        .bind(campaign_id)
-        .execute(&mut *conn)
-        .await?;
-    let done = sqlx::query(
-        "UPDATE campaigns SET status = 'finished', finished_at = now() \
-         WHERE id = $1 AND status = 'running' \
-           AND NOT EXISTS (SELECT 1 FROM jobs \
-                           WHERE campaign_id = $1 AND status IN ('queued', 'running'))",
+/// Marks the running campaigns among `campaign_ids` finished when none of
+/// their jobs is queued or running; returns those it closed. Called *after*
+/// the transaction that ended some of their jobs committed, never inside it,
+/// and takes no lock unless it closes: results of one campaign are stored
+/// side by side instead of one at a time behind the campaign's row.
+///
+/// Why that is enough: two transactions ending a campaign's last two jobs
+/// (two hosts finishing together) each see the other's job still running
+/// while both are open. But each runs this check after its own commit, in a
+/// statement of its own (a fresh snapshot), so the check of whichever
+/// committed last sees both jobs ended and closes the campaign. And it never
+/// closes one too early: no job becomes queued or running again once ended,
+/// and a campaign's jobs are all inserted with it. Should the process die
+/// between the commit and this check, the sweep's [`close_any_complete`]
+/// closes the campaign a few seconds later.
+pub async fn close_if_complete(db: impl PgExecutor<'_>, campaign_ids: &[i64]) -> Result<Vec<i64>> {
+    if campaign_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(sqlx::query_scalar(
+        "UPDATE campaigns c SET status = 'finished', finished_at = now() \
+         WHERE c.id = ANY($1) AND c.status = 'running' \
+           AND NOT EXISTS (SELECT 1 FROM jobs j \
+                           WHERE j.campaign_id = c.id AND j.status IN ('queued', 'running')) \
+         RETURNING c.id",
     )
-    .bind(campaign_id)
-    .execute(conn)
-    .await?;
-    Ok(done.rows_affected() == 1)
+    .bind(campaign_ids)
+    .fetch_all(db)
+    .await?)
+}
+
+/// [`close_if_complete`] for every running campaign: the sweep's safety net
+/// for a check that never ran (the coordinator died just after a commit).
+pub async fn close_any_complete(db: impl PgExecutor<'_>) -> Result<Vec<i64>> {
+    Ok(sqlx::query_scalar(
+        "UPDATE campaigns c SET status = 'finished', finished_at = now() \
+         WHERE c.status = 'running' \
+           AND NOT EXISTS (SELECT 1 FROM jobs j \
+                           WHERE j.campaign_id = c.id AND j.status IN ('queued', 'running')) \
+         RETURNING c.id",
+    )
+    .fetch_all(db)
+    .await?)
 }
 
 /// Job counts per host of a campaign: (host id, host name, counts), by name.

@@ -144,13 +144,11 @@ pub async fn retire(pool: &PgPool, name: &str) -> Result<Option<Retired>> {
     .bind(format!("host {name} was retired by an operator"))
     .fetch_all(&mut *tx)
     .await?;
+    tx.commit().await?;
     let mut campaign_ids: Vec<i64> = failed.iter().map(|(_, c)| *c).collect();
     campaign_ids.sort_unstable();
     campaign_ids.dedup();
-    for campaign_id in campaign_ids {
-        campaigns::close_if_complete(&mut tx, campaign_id).await?;
-    }
-    tx.commit().await?;
+    campaigns::close_if_complete(pool, &campaign_ids).await?;
     Ok(Some(Retired {
         host_id,
         failed_jobs: failed.into_iter().map(|(id, _)| id).collect(),

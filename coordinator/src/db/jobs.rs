@@ -4,6 +4,7 @@
 //! on a machine measure each other. The unique index
 //! `jobs_one_running_per_host` guarantees that whatever the callers do.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use chrono::{DateTime, Utc};
@@ -210,14 +211,36 @@ pub async fn mark_started(db: impl PgExecutor<'_>, job_id: Uuid, host_id: i64, a
     Ok(done.rows_affected() == 1)
 }
 
+/// [`mark_started`] for many (job, host, attempt) at once, in one statement:
+/// the ingest batch's `JobAccepted`s. Returns how many were marked.
+pub async fn mark_started_many(db: impl PgExecutor<'_>, started: &[(Uuid, i64, Uuid)]) -> Result<u64> {
+    if started.is_empty() {
+        return Ok(0);
+    }
+    let jobs: Vec<Uuid> = started.iter().map(|s| s.0).collect();
+    let hosts: Vec<i64> = started.iter().map(|s| s.1).collect();
+    let attempts: Vec<Uuid> = started.iter().map(|s| s.2).collect();
+    let done = sqlx::query(
+        "UPDATE jobs SET started_at = now() \
+         FROM UNNEST($1::uuid[], $2::bigint[], $3::uuid[]) AS s(id, host_id, attempt_id) \
+         WHERE jobs.id = s.id AND jobs.host_id = s.host_id AND jobs.attempt_id = s.attempt_id \
+           AND jobs.status = 'running' AND jobs.started_at IS NULL",
+    )
+    .bind(jobs)
+    .bind(hosts)
+    .bind(attempts)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 /// Fails a job on the coordinator's own account (a stored spec it cannot
 /// read); not queued again. False if the job was not queued or running on
 /// `host_id`. An agent's report goes through [`fail_attempt`].
 pub async fn fail(pool: &PgPool, job_id: Uuid, host_id: i64, error: &str) -> Result<bool> {
     let mut tx = pool.begin().await?;
-    // The campaign's row first, as `campaigns::cancel` takes it: the other
-    // order (the job, then the campaign in `close_if_complete`) deadlocks with a
-    // cancel that holds the campaign and waits for this queued job.
+    // The campaign's row first, as `campaigns::cancel` takes it: a cancel under
+    // way then wins, and this finds the job cancelled.
     sqlx::query(
         "SELECT 1 FROM campaigns c JOIN jobs j ON j.campaign_id = c.id \
          WHERE j.id = $1 FOR NO KEY UPDATE OF c",
@@ -235,38 +258,107 @@ pub async fn fail(pool: &PgPool, job_id: Uuid, host_id: i64, error: &str) -> Res
     .bind(error)
     .fetch_optional(&mut *tx)
     .await?;
-    if let Some(campaign_id) = campaign {
-        campaigns::close_if_complete(&mut tx, campaign_id).await?;
-    }
     tx.commit().await?;
+    if let Some(campaign_id) = campaign {
+        campaigns::close_if_complete(pool, &[campaign_id]).await?;
+    }
     Ok(campaign.is_some())
 }
 
+/// A job's row as an outcome reported for it finds it, locked by
+/// [`lock_for_outcomes`] until the transaction ends.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct Locked {
+    pub host_id: i64,
+    pub campaign_id: i64,
+    #[sqlx(try_from = "String")]
+    pub status: JobStatus,
+    pub attempt_id: Option<Uuid>,
+    /// The job as sent to the agent, for checking a measurement against it.
+    pub spec: Value,
+}
+
+impl Locked {
+    /// Whether an outcome that `host_id` reports for attempt `attempt` of job
+    /// `job_id` (this row) counts ([`attempt::judge`]); one of another host is an error.
+    pub fn judge(&self, job_id: Uuid, host_id: i64, attempt: Option<Uuid>) -> Result<Result<(), Ignored>> {
+        if self.host_id != host_id {
+            return Err(Error::JobOfAnotherHost {
+                job: job_id,
+                host: host_id,
+            });
+        }
+        Ok(attempt::judge(self.status, self.attempt_id, attempt))
+    }
+}
+
+/// Locks the rows of `job_ids` for outcomes reported for them, which orders
+/// concurrent copies of the same outcome, in id order, so two batches never
+/// wait on each other crosswise. Unknown ids are missing from the map.
+pub(crate) async fn lock_for_outcomes(tx: &mut PgConnection, job_ids: &[Uuid]) -> Result<HashMap<Uuid, Locked>> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        id: Uuid,
+        #[sqlx(flatten)]
+        locked: Locked,
+    }
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT id, host_id, campaign_id, status, attempt_id, spec FROM jobs \
+         WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+    )
+    .bind(job_ids)
+    .fetch_all(&mut *tx)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.locked)).collect())
+}
+
 /// Locks a job's row for an outcome that `host_id` reports for attempt
-/// `attempt`, which orders concurrent copies of the same outcome. Returns the
-/// job's campaign, or why the outcome does not count ([`attempt::judge`]); an
-/// unknown job or one of another host is an error. The caller rolls back on
-/// `Ignored` at once, so the lock is not held until the connection is reused.
+/// `attempt` ([`lock_for_outcomes`]). Returns the job's campaign, or why the
+/// outcome does not count ([`attempt::judge`]); an unknown job or one of
+/// another host is an error. The caller rolls back on `Ignored` at once, so
+/// the lock is not held until the connection is reused.
 pub(crate) async fn lock_for_outcome(
     tx: &mut PgConnection,
     job_id: Uuid,
     host_id: i64,
     attempt: Option<Uuid>,
 ) -> Result<std::result::Result<i64, Ignored>> {
-    let job: Option<(i64, i64, String, Option<Uuid>)> =
-        sqlx::query_as("SELECT host_id, campaign_id, status, attempt_id FROM jobs WHERE id = $1 FOR UPDATE")
-            .bind(job_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let (job_host, campaign_id, status, current) = job.ok_or(Error::UnknownJob(job_id))?;
-    if job_host != host_id {
-        return Err(Error::JobOfAnotherHost {
-            job: job_id,
-            host: host_id,
-        });
+    let locked = lock_for_outcomes(tx, &[job_id]).await?;
+    let job = locked.get(&job_id).ok_or(Error::UnknownJob(job_id))?;
+    Ok(job.judge(job_id, host_id, attempt)?.map(|()| job.campaign_id))
+}
+
+/// Fails the given jobs (locked by [`lock_for_outcomes`], their outcomes
+/// judged to count) with their reasons, in the caller's transaction.
+pub(crate) async fn fail_locked(tx: &mut PgConnection, failed: &[(Uuid, String)]) -> Result<()> {
+    if failed.is_empty() {
+        return Ok(());
     }
-    let status = JobStatus::try_from(status).map_err(|e| Error::Database(sqlx::Error::Decode(e.into())))?;
-    Ok(attempt::judge(status, current, attempt).map(|()| campaign_id))
+    let (ids, errors): (Vec<Uuid>, Vec<&str>) = failed.iter().map(|(id, e)| (*id, e.as_str())).unzip();
+    sqlx::query(
+        "UPDATE jobs SET status = 'failed', finished_at = now(), error = f.error \
+         FROM UNNEST($1::uuid[], $2::text[]) AS f(id, error) WHERE jobs.id = f.id",
+    )
+    .bind(ids)
+    .bind(errors)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Marks the given jobs done (their results inserted in the caller's transaction).
+pub(crate) async fn finish_locked(tx: &mut PgConnection, done: &[Uuid]) -> Result<()> {
+    if done.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE jobs SET status = 'done', finished_at = now(), error = NULL \
+         WHERE id = ANY($1) AND status IN ('queued', 'running')",
+    )
+    .bind(done)
+    .execute(tx)
+    .await?;
+    Ok(())
 }
 
 /// Fails a job its agent reported failed in attempt `attempt` (invalid point,
@@ -290,13 +382,9 @@ pub async fn fail_attempt(
             return Ok(Err(ignored));
         }
     };
-    sqlx::query("UPDATE jobs SET status = 'failed', finished_at = now(), error = $2 WHERE id = $1")
-        .bind(job_id)
-        .bind(error)
-        .execute(&mut *tx)
-        .await?;
-    campaigns::close_if_complete(&mut tx, campaign_id).await?;
+    fail_locked(&mut tx, &[(job_id, error.to_string())]).await?;
     tx.commit().await?;
+    campaigns::close_if_complete(pool, &[campaign_id]).await?;
     Ok(Ok(()))
 }
 
@@ -330,16 +418,18 @@ pub async fn requeue_lost(pool: &PgPool, host_id: i64) -> Result<Requeued> {
     .bind(format!("agent lost while running the job ({MAX_ATTEMPTS} attempts)"))
     .fetch_all(&mut *tx)
     .await?;
+    tx.commit().await?;
     let mut outcome = Requeued::default();
+    let mut ended = Vec::new();
     for (id, status, campaign_id) in rows {
         if status == JobStatus::Failed.as_str() {
             outcome.failed.push(id);
-            campaigns::close_if_complete(&mut tx, campaign_id).await?;
+            ended.push(campaign_id);
         } else {
             outcome.requeued.push(id);
         }
     }
-    tx.commit().await?;
+    campaigns::close_if_complete(pool, &ended).await?;
     Ok(outcome)
 }
 
@@ -471,7 +561,7 @@ pub async fn expire_overdue(pool: &PgPool, coordinator: Uuid) -> Result<Vec<Expi
          FROM (SELECT id, attempt_id FROM jobs WHERE status = 'running' AND deadline < now() \
                AND NOT EXISTS (SELECT 1 FROM host_leases l WHERE l.host_id = jobs.host_id \
                    AND l.expires_at > now() AND l.coordinator <> $3) \
-               FOR UPDATE OF jobs) overdue \
+               ORDER BY id FOR UPDATE OF jobs) overdue \
          WHERE j.id = overdue.id \
          RETURNING j.id, j.host_id, j.status, j.campaign_id, overdue.attempt_id",
     )
@@ -480,11 +570,13 @@ pub async fn expire_overdue(pool: &PgPool, coordinator: Uuid) -> Result<Vec<Expi
     .bind(coordinator)
     .fetch_all(&mut *tx)
     .await?;
+    tx.commit().await?;
     let mut out = Vec::with_capacity(rows.len());
+    let mut ended = Vec::new();
     for (job_id, host_id, status, campaign_id, attempt_id) in rows {
         let requeued = status == JobStatus::Queued.as_str();
         if !requeued {
-            campaigns::close_if_complete(&mut tx, campaign_id).await?;
+            ended.push(campaign_id);
         }
         out.push(Expired {
             job_id,
@@ -493,7 +585,7 @@ pub async fn expire_overdue(pool: &PgPool, coordinator: Uuid) -> Result<Vec<Expi
             requeued,
         });
     }
-    tx.commit().await?;
+    campaigns::close_if_complete(pool, &ended).await?;
     Ok(out)
 }
 
@@ -528,13 +620,11 @@ pub async fn expire_queued(pool: &PgPool) -> Result<Vec<(Uuid, i64)>> {
     )
     .fetch_all(&mut *tx)
     .await?;
+    tx.commit().await?;
     let mut campaign_ids: Vec<i64> = rows.iter().map(|r| r.2).collect();
     campaign_ids.sort_unstable();
     campaign_ids.dedup();
-    for campaign_id in campaign_ids {
-        campaigns::close_if_complete(&mut tx, campaign_id).await?;
-    }
-    tx.commit().await?;
+    campaigns::close_if_complete(pool, &campaign_ids).await?;
     Ok(rows.into_iter().map(|(job, host, _)| (job, host)).collect())
 }
 

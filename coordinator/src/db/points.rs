@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use cipherfleet_core::Point;
 use cipherfleet_core::path::PathUsed;
-use sqlx::{PgExecutor, Postgres, Transaction};
+use sqlx::{PgConnection, PgExecutor, Postgres, Transaction};
 
 use super::Result;
 use super::results::StoredMemory;
@@ -83,15 +83,32 @@ macro_rules! latest_result_columns {
 
 /// Makes result `result_id` the latest of its point; called in the transaction that inserts it.
 pub async fn record(tx: &mut Transaction<'_, Postgres>, result_id: i64) -> Result<()> {
+    record_many(tx, &[result_id]).await
+}
+
+/// [`record`] for the results of one ingest batch in one statement. Two of
+/// them of the same point on the same host (rare: re-sent outcomes of two
+/// campaigns) count both, and the newer one becomes the latest; a single
+/// `INSERT … ON CONFLICT` may not touch one row twice, hence the grouping.
+pub async fn record_many(tx: &mut PgConnection, result_ids: &[i64]) -> Result<()> {
+    if result_ids.is_empty() {
+        return Ok(());
+    }
     sqlx::query(
         "INSERT INTO result_points AS p (host_id, algorithm, direction, size_bytes, threads, concurrency, \
              key_mode, path, nonce, result_id, measured_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, \
              cv, samples, low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, \
              result_count) \
-         SELECT host_id, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), key_mode, path, \
+         SELECT DISTINCT ON (host_id, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), \
+                 key_mode, path, nonce) \
+             host_id, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), key_mode, path, \
              nonce, id, created_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, cv, samples, low_samples, \
-             cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, 1 \
-         FROM results WHERE id = $1 \
+             cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, \
+             count(*) OVER (PARTITION BY host_id, algorithm, direction, size_bytes, threads, \
+                 coalesce(concurrency, 0), key_mode, path, nonce) \
+         FROM results WHERE id = ANY($1) \
+         ORDER BY host_id, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), key_mode, path, nonce, \
+             id DESC \
          ON CONFLICT (host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce) \
          DO UPDATE SET result_id = EXCLUDED.result_id, measured_at = EXCLUDED.measured_at, \
              path_used = EXCLUDED.path_used, throughput_mb_s = EXCLUDED.throughput_mb_s, \
@@ -99,10 +116,10 @@ pub async fn record(tx: &mut Transaction<'_, Postgres>, result_id: i64) -> Resul
              samples = EXCLUDED.samples, low_samples = EXCLUDED.low_samples, \
              cipher_state_bytes = EXCLUDED.cipher_state_bytes, peak_rss_bytes = EXCLUDED.peak_rss_bytes, \
              heap_bytes_per_op = EXCLUDED.heap_bytes_per_op, allocs_per_op = EXCLUDED.allocs_per_op, \
-             result_count = p.result_count + 1",
+             result_count = p.result_count + EXCLUDED.result_count",
     )
-    .bind(result_id)
-    .execute(&mut **tx)
+    .bind(result_ids)
+    .execute(tx)
     .await?;
     Ok(())
 }

@@ -1,24 +1,30 @@
-//! `results`: the measurement of each finished job. Writes are idempotent per
-//! job: an agent that reconnects and sends a result again, or two copies
+//! `results`: the measurement of each finished job. Results are stored in
+//! batches, one transaction each ([`record_batch`]); writes are idempotent
+//! per job: an agent that reconnects and sends a result again, or two copies
 //! racing, leave one row, and the job is marked done in the same transaction.
 //! Reads of one result (the raw measurement behind a report's figure) and the
 //! total are here too; a host's results pages are [`super::host_results`].
 //! [`StoredMemory`] is how every read of a result carries its memory figures.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use cipherfleet_core::measurement::{Figures, Memory};
 use cipherfleet_core::path::PathUsed;
-use serde::Serialize;
+use cipherfleet_core::spec::JobSpec;
+use cipherfleet_core::wire;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
 use super::jobs::{self, JobStatus};
 use super::{Result, campaigns, points};
 use crate::attempt::Ignored;
 
-/// Whether [`record`] stored the result, had it already, or let it pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What storing one result did: stored it, had it already, let it pass, or
+/// refused it for good.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordOutcome {
     Inserted,
     /// The job already had a result of this attempt; nothing changed.
@@ -26,16 +32,45 @@ pub enum RecordOutcome {
     /// Not the job's current attempt, or the job ended otherwise
     /// ([`attempt::judge`]); nothing changed.
     Ignored(Ignored),
+    /// The measurement cannot be this job's result (malformed, of another
+    /// point, or refused by the database's checks): the job failed with this
+    /// reason, which the agent is told too. Only [`record_batch`] says this.
+    Invalid(String),
+}
+
+/// A result as its agent reported it, for [`record_batch`].
+#[derive(Debug, Clone)]
+pub struct NewResult {
+    pub job_id: Uuid,
+    /// The host whose session sent it: only the job's own host may.
+    pub host_id: i64,
+    /// The attempt it names ([`crate::attempt`]).
+    pub attempt: Option<Uuid>,
+    /// The measurement as checked without its job, or why it cannot be
+    /// stored (the job then fails with "invalid measurement: …" if the
+    /// attempt counts; an earlier attempt's bad result fails nothing).
+    pub measurement: std::result::Result<Checked, String>,
+}
+
+/// A well-formed successful measurement: what fills a result's row.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// The point it says it measured ([`cipherfleet_core::measurement::Measurement::spec`]), checked against
+    /// the job's stored spec under the job's lock; `None`: the caller vouches for it.
+    pub ran: Option<JobSpec>,
+    /// The path that ran and the figures of the parsed measurement, for
+    /// the typed columns, stored as given: the database rejects negative figures.
+    pub path_used: PathUsed,
+    pub figures: Figures,
+    /// The whole object the agent sent, kept verbatim.
+    pub json: Value,
 }
 
 /// Stores the result of attempt `attempt` of `job_id` as reported by
-/// `host_id`'s agent and marks the job done. Only the current attempt of a
-/// job not yet finished counts: a failed or cancelled job stays so, and a
-/// result of an earlier attempt is [`RecordOutcome::Ignored`]. The
-/// result is tied to the host's current facts snapshot. `path_used` and
-/// `figures` (of the parsed [`cipherfleet_core::measurement::Measurement`])
-/// fill the typed columns, stored as given: the database rejects negative
-/// figures. `measurement` is the whole object the agent sent, kept verbatim.
+/// `host_id`'s agent and marks the job done, with the rules of
+/// [`record_batch`] for a batch of one, except that a measurement the
+/// database refuses (a check violation) is an error and changes nothing.
+/// An unknown job or one of another host is an error.
 pub async fn record(
     pool: &PgPool,
     job_id: Uuid,
@@ -45,23 +80,167 @@ pub async fn record(
     figures: &Figures,
     measurement: &Value,
 ) -> Result<RecordOutcome> {
-    let mut tx = pool.begin().await?;
-    let campaign_id = match jobs::lock_for_outcome(&mut tx, job_id, host_id, attempt).await? {
-        Ok(campaign_id) => campaign_id,
-        Err(ignored) => {
-            // At once, not when the pool next uses the connection: until then the
-            // job's row stays locked and a claim (SKIP LOCKED) would pass it over.
-            tx.rollback().await?;
-            return Ok(match ignored {
-                // The same attempt's result again (a re-send after a lost ack).
-                Ignored::Finished(JobStatus::Done) => RecordOutcome::Duplicate,
-                ignored => RecordOutcome::Ignored(ignored),
-            });
-        }
+    let item = NewResult {
+        job_id,
+        host_id,
+        attempt,
+        measurement: Ok(Checked {
+            ran: None,
+            path_used,
+            figures: figures.clone(),
+            json: measurement.clone(),
+        }),
     };
-    let memory = StoredMemory::from(figures.memory.as_ref());
+    store(pool, std::slice::from_ref(&item)).await?.remove(0)
+}
 
-    let inserted: Option<i64> = sqlx::query_scalar(
+/// Stores a batch of results in one transaction (the ingest batcher's,
+/// [`crate::ingest`]): each result's outcome in order, or an error of the
+/// whole batch (the database is away) that changed nothing.
+///
+/// The rules, for each result: only the job's own host may report it (else
+/// `JobOfAnotherHost`, or `UnknownJob`); only the current attempt of a job
+/// not yet finished counts ([`attempt::judge`]): a failed or cancelled job
+/// stays so, an earlier attempt's result is `Ignored`, the same attempt's
+/// again (a re-send after a lost ack, or two copies in one batch) is a
+/// `Duplicate`; a result that counts is stored tied to the host's current
+/// facts snapshot and its job marked done, unless its measurement is invalid
+/// or not of the job's point, which fails the job (`Invalid`). A result the
+/// database refuses fails alone: the batch is then stored one by one, and
+/// that one's job fails with the database's reason.
+pub async fn record_batch(pool: &PgPool, items: &[NewResult]) -> Result<Vec<Result<RecordOutcome>>> {
+    match store(pool, items).await {
+        Err(e) if check_violation(&e).is_some() => {}
+        other => return other,
+    }
+    let mut outcomes = Vec::with_capacity(items.len());
+    for item in items {
+        let outcome = match store(pool, std::slice::from_ref(item)).await {
+            Ok(mut one) => one.remove(0),
+            Err(e) => match check_violation(&e) {
+                Some(reason) => {
+                    let refused = NewResult {
+                        measurement: Err(reason),
+                        ..item.clone()
+                    };
+                    store(pool, std::slice::from_ref(&refused)).await?.remove(0)
+                }
+                None => return Err(e),
+            },
+        };
+        outcomes.push(outcome);
+    }
+    Ok(outcomes)
+}
+
+/// The database's reason when `e` is a violated check constraint (a negative figure).
+fn check_violation(e: &super::Error) -> Option<String> {
+    match e {
+        super::Error::Database(sqlx::Error::Database(d)) if d.is_check_violation() => Some(d.message().to_string()),
+        _ => None,
+    }
+}
+
+/// One transaction of [`record_batch`]'s rules; a check violation fails it whole.
+async fn store(pool: &PgPool, items: &[NewResult]) -> Result<Vec<Result<RecordOutcome>>> {
+    let mut ids: Vec<Uuid> = items.iter().map(|i| i.job_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut tx = pool.begin().await?;
+    let mut locked = jobs::lock_for_outcomes(&mut tx, &ids).await?;
+    let mut outcomes = Vec::with_capacity(items.len());
+    let mut inserts: Vec<(usize, &Checked)> = Vec::new();
+    let mut failed: Vec<(Uuid, String)> = Vec::new();
+    let mut ended: Vec<i64> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let Some(job) = locked.get_mut(&item.job_id) else {
+            outcomes.push(Err(super::Error::UnknownJob(item.job_id)));
+            continue;
+        };
+        let judged = match job.judge(item.job_id, item.host_id, item.attempt) {
+            Ok(judged) => judged,
+            Err(e) => {
+                outcomes.push(Err(e));
+                continue;
+            }
+        };
+        let outcome = match judged {
+            Err(Ignored::Finished(JobStatus::Done)) => RecordOutcome::Duplicate,
+            Err(ignored) => RecordOutcome::Ignored(ignored),
+            Ok(()) => {
+                ended.push(job.campaign_id);
+                match of_job(&job.spec, &item.measurement) {
+                    Ok(checked) => {
+                        // A second copy later in this batch is then a duplicate.
+                        job.status = JobStatus::Done;
+                        inserts.push((i, checked));
+                        RecordOutcome::Inserted
+                    }
+                    Err(reason) => {
+                        job.status = JobStatus::Failed;
+                        let reason = format!("invalid measurement: {reason}");
+                        failed.push((item.job_id, reason.clone()));
+                        RecordOutcome::Invalid(reason)
+                    }
+                }
+            }
+        };
+        outcomes.push(Ok(outcome));
+    }
+    if inserts.is_empty() && failed.is_empty() {
+        // At once, not when the pool next uses the connection: until then the
+        // jobs' rows stay locked and a claim (SKIP LOCKED) would pass them over.
+        tx.rollback().await?;
+        return Ok(outcomes);
+    }
+    let stored = insert_rows(&mut tx, items, &inserts).await?;
+    let mut done = Vec::with_capacity(stored.len());
+    let mut result_ids = Vec::with_capacity(stored.len());
+    for (i, _) in &inserts {
+        match stored.get(&items[*i].job_id) {
+            Some(result_id) if !done.contains(&items[*i].job_id) => {
+                done.push(items[*i].job_id);
+                result_ids.push(*result_id);
+            }
+            // The job had a result already; nothing changed.
+            _ => outcomes[*i] = Ok(RecordOutcome::Duplicate),
+        }
+    }
+    points::record_many(&mut tx, &result_ids).await?;
+    jobs::finish_locked(&mut tx, &done).await?;
+    jobs::fail_locked(&mut tx, &failed).await?;
+    tx.commit().await?;
+    ended.sort_unstable();
+    ended.dedup();
+    campaigns::close_if_complete(pool, &ended).await?;
+    Ok(outcomes)
+}
+
+/// The measurement, if it is one of the job whose stored spec is `spec`; else why not.
+fn of_job<'a>(
+    spec: &Value,
+    measurement: &'a std::result::Result<Checked, String>,
+) -> std::result::Result<&'a Checked, String> {
+    let checked = measurement.as_ref().map_err(Clone::clone)?;
+    if let Some(ran) = &checked.ran {
+        let spec = JobSpec::deserialize(spec).map_err(|e| format!("stored spec unreadable: {e}"))?;
+        wire::check_spec_matches(&spec, ran).map_err(|e| e.to_string())?;
+    }
+    Ok(checked)
+}
+
+/// Inserts the rows of `inserts` (indices into `items`, each job once) in one
+/// statement; returns the new result id of each job that had none.
+async fn insert_rows(
+    tx: &mut PgConnection,
+    items: &[NewResult],
+    inserts: &[(usize, &Checked)],
+) -> Result<HashMap<Uuid, i64>> {
+    let mut c = Columns::default();
+    for (i, checked) in inserts {
+        c.push(items[*i].job_id, checked);
+    }
+    let rows: Vec<(i64, Uuid)> = sqlx::query_as(
         "INSERT INTO results (job_id, host_id, snapshot_id, algorithm, direction, size_bytes, \
              threads, concurrency, key_mode, path, nonce, path_used, throughput_mb_s, ops_per_s, \
              latency_p50_ns, latency_p90_ns, latency_p99_ns, latency_p999_ns, latency_max_ns, \
@@ -69,54 +248,120 @@ pub async fn record(
              cpu_utilization, key_setup_ns, elapsed_seconds, sample_throughputs, measurement, \
              low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op) \
          SELECT j.id, j.host_id, h.current_snapshot_id, j.algorithm, j.direction, j.size_bytes, \
-             j.threads, j.concurrency, j.key_mode, j.path, j.nonce, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
-             $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25 \
-         FROM jobs j JOIN hosts h ON h.id = j.host_id WHERE j.id = $1 \
+             j.threads, j.concurrency, j.key_mode, j.path, j.nonce, r.path_used, r.throughput_mb_s, r.ops_per_s, \
+             r.p50, r.p90, r.p99, r.p999, r.max, r.latency_method, r.batch_ops, r.cv, r.samples, \
+             r.cpu_user, r.cpu_sys, r.cpu_utilization, r.key_setup_ns, r.elapsed_seconds, \
+             ARRAY(SELECT e.v::double precision \
+                   FROM jsonb_array_elements_text(r.sample_throughputs) WITH ORDINALITY AS e(v, n) \
+                   ORDER BY e.n), \
+             r.measurement, r.low_samples, r.cipher_state_bytes, r.peak_rss_bytes, r.heap_bytes_per_op, \
+             r.allocs_per_op \
+         FROM UNNEST($1::uuid[], $2::text[], $3::double precision[], $4::double precision[], \
+                 $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], \
+                 $11::bigint[], $12::double precision[], $13::integer[], $14::double precision[], \
+                 $15::double precision[], $16::double precision[], $17::double precision[], \
+                 $18::double precision[], $19::jsonb[], $20::jsonb[], $21::boolean[], $22::bigint[], \
+                 $23::bigint[], $24::double precision[], $25::double precision[]) \
+             AS r(job_id, path_used, throughput_mb_s, ops_per_s, p50, p90, p99, p999, max, \
+                  latency_method, batch_ops, cv, samples, cpu_user, cpu_sys, cpu_utilization, \
+                  key_setup_ns, elapsed_seconds, sample_throughputs, measurement, low_samples, \
+                  cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op) \
+         JOIN jobs j ON j.id = r.job_id JOIN hosts h ON h.id = j.host_id \
          ON CONFLICT (job_id) DO NOTHING \
-         RETURNING id",
+         RETURNING id, job_id",
     )
-    .bind(job_id)
-    .bind(path_used.as_str())
-    .bind(figures.throughput_mb_s)
-    .bind(figures.ops_per_s)
-    .bind(bigint(figures.latency_ns.p50))
-    .bind(bigint(figures.latency_ns.p90))
-    .bind(bigint(figures.latency_ns.p99))
-    .bind(bigint(figures.latency_ns.p999))
-    .bind(bigint(figures.latency_ns.max))
-    .bind(figures.latency_method.as_str())
-    .bind(bigint(figures.batch_ops))
-    .bind(figures.cv)
-    .bind(i32::try_from(figures.samples).unwrap_or(i32::MAX))
-    .bind(figures.cpu_user_seconds)
-    .bind(figures.cpu_sys_seconds)
-    .bind(figures.cpu_utilization)
-    .bind(figures.key_setup_ns)
-    .bind(figures.elapsed_seconds)
-    .bind(&figures.sample_throughputs_mb_s)
-    .bind(measurement)
-    .bind(figures.low_samples)
-    .bind(memory.cipher_state_bytes)
-    .bind(memory.peak_rss_bytes)
-    .bind(memory.heap_bytes_per_op)
-    .bind(memory.allocs_per_op)
-    .fetch_optional(&mut *tx)
+    .bind(c.job_id)
+    .bind(c.path_used)
+    .bind(c.throughput_mb_s)
+    .bind(c.ops_per_s)
+    .bind(c.p50)
+    .bind(c.p90)
+    .bind(c.p99)
+    .bind(c.p999)
+    .bind(c.max)
+    .bind(c.latency_method)
+    .bind(c.batch_ops)
+    .bind(c.cv)
+    .bind(c.samples)
+    .bind(c.cpu_user)
+    .bind(c.cpu_sys)
+    .bind(c.cpu_utilization)
+    .bind(c.key_setup_ns)
+    .bind(c.elapsed_seconds)
+    .bind(c.sample_throughputs)
+    .bind(c.measurement)
+    .bind(c.low_samples)
+    .bind(c.cipher_state_bytes)
+    .bind(c.peak_rss_bytes)
+    .bind(c.heap_bytes_per_op)
+    .bind(c.allocs_per_op)
+    .fetch_all(tx)
     .await?;
-    let Some(result_id) = inserted else {
-        return Ok(RecordOutcome::Duplicate);
-    };
-    points::record(&mut tx, result_id).await?;
+    Ok(rows.into_iter().map(|(id, job)| (job, id)).collect())
+}
 
-    sqlx::query(
-        "UPDATE jobs SET status = 'done', finished_at = now(), error = NULL \
-         WHERE id = $1 AND status IN ('queued', 'running')",
-    )
-    .bind(job_id)
-    .execute(&mut *tx)
-    .await?;
-    campaigns::close_if_complete(&mut tx, campaign_id).await?;
-    tx.commit().await?;
-    Ok(RecordOutcome::Inserted)
+/// Results as the column arrays of [`insert_rows`]' `UNNEST`.
+#[derive(Default)]
+struct Columns {
+    job_id: Vec<Uuid>,
+    path_used: Vec<&'static str>,
+    throughput_mb_s: Vec<f64>,
+    ops_per_s: Vec<f64>,
+    p50: Vec<i64>,
+    p90: Vec<i64>,
+    p99: Vec<i64>,
+    p999: Vec<i64>,
+    max: Vec<i64>,
+    latency_method: Vec<&'static str>,
+    batch_ops: Vec<i64>,
+    cv: Vec<Option<f64>>,
+    samples: Vec<i32>,
+    cpu_user: Vec<f64>,
+    cpu_sys: Vec<f64>,
+    cpu_utilization: Vec<f64>,
+    key_setup_ns: Vec<f64>,
+    elapsed_seconds: Vec<f64>,
+    /// Each result's samples as a JSON array: arrays of arrays must be rectangular.
+    sample_throughputs: Vec<Value>,
+    measurement: Vec<Value>,
+    low_samples: Vec<bool>,
+    cipher_state_bytes: Vec<Option<i64>>,
+    peak_rss_bytes: Vec<Option<i64>>,
+    heap_bytes_per_op: Vec<Option<f64>>,
+    allocs_per_op: Vec<Option<f64>>,
+}
+
+impl Columns {
+    fn push(&mut self, job_id: Uuid, r: &Checked) {
+        let f = &r.figures;
+        let memory = StoredMemory::from(f.memory.as_ref());
+        self.job_id.push(job_id);
+        self.path_used.push(r.path_used.as_str());
+        self.throughput_mb_s.push(f.throughput_mb_s);
+        self.ops_per_s.push(f.ops_per_s);
+        self.p50.push(bigint(f.latency_ns.p50));
+        self.p90.push(bigint(f.latency_ns.p90));
+        self.p99.push(bigint(f.latency_ns.p99));
+        self.p999.push(bigint(f.latency_ns.p999));
+        self.max.push(bigint(f.latency_ns.max));
+        self.latency_method.push(f.latency_method.as_str());
+        self.batch_ops.push(bigint(f.batch_ops));
+        self.cv.push(f.cv);
+        self.samples.push(i32::try_from(f.samples).unwrap_or(i32::MAX));
+        self.cpu_user.push(f.cpu_user_seconds);
+        self.cpu_sys.push(f.cpu_sys_seconds);
+        self.cpu_utilization.push(f.cpu_utilization);
+        self.key_setup_ns.push(f.key_setup_ns);
+        self.elapsed_seconds.push(f.elapsed_seconds);
+        self.sample_throughputs
+            .push(Value::from(f.sample_throughputs_mb_s.clone()));
+        self.measurement.push(r.json.clone());
+        self.low_samples.push(f.low_samples);
+        self.cipher_state_bytes.push(memory.cipher_state_bytes);
+        self.peak_rss_bytes.push(memory.peak_rss_bytes);
+        self.heap_bytes_per_op.push(memory.heap_bytes_per_op);
+        self.allocs_per_op.push(memory.allocs_per_op);
+    }
 }
 
 /// A count as PostgreSQL's `bigint`. Nanoseconds and batch sizes past 2^63

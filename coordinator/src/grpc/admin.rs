@@ -208,7 +208,14 @@ impl AdminService for AdminSvc {
         let launched = launch::insert(&mut tx, &launch).await.map_err(launch_status)?;
         tx.commit().await.map_err(|e| db_status(e.into()))?;
         let (campaign_id, jobs) = (launched.campaign_id, launched.jobs);
-        self.scheduler.dispatch_all().await.map_err(db_status)?;
+        // The campaign is committed: answer now and hand out its first jobs in
+        // the background (at a thousand hosts, dispatching in turn took a minute).
+        let scheduler = self.scheduler.clone();
+        tokio::spawn(async move {
+            if let Err(e) = scheduler.dispatch_all().await {
+                tracing::warn!(campaign = campaign_id, error = %e, "dispatching a new campaign's first jobs");
+            }
+        });
         Ok(Response::new(v1::StartCampaignResponse {
             campaign_id: campaign_id.to_string(),
             jobs_created: jobs as u32,

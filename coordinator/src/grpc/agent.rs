@@ -463,9 +463,8 @@ impl Session {
             Some(In::JobAccepted(a)) => {
                 let job_id = parse_job_id(&a.job_id)?;
                 if let Some(attempt) = parse_attempt("job_accepted.attempt_id", &a.attempt_id)? {
-                    db::jobs::mark_started(pool, job_id, self.host_id, attempt)
-                        .await
-                        .map_err(super::db_status)?;
+                    // Stored with the next batch, before this job's result.
+                    self.scheduler.ingest().started(job_id, self.host_id, attempt).await?;
                 }
                 Ok(())
             }
@@ -521,89 +520,80 @@ impl Session {
         }
     }
 
-    /// Stores the result of attempt `attempt`. The outer error ends the
-    /// session (database away: the agent keeps its spooled copy and re-sends
-    /// it); the inner one refuses or ignores this result for good, with the reason.
+    /// Stores the result of attempt `attempt` in the next ingest batch
+    /// ([`crate::ingest`]), which judges it under its job's lock. The outer
+    /// error ends the session (database away: the agent keeps its spooled
+    /// copy and re-sends it); the inner one refuses or ignores this result for
+    /// good, with the reason.
     async fn record(
         &self,
         job_id: Uuid,
         attempt: Option<Uuid>,
         m: &v1::Measurement,
     ) -> Result<Result<(), String>, Status> {
-        let pool = self.scheduler.pool();
-        let job = match db::jobs::get(pool, job_id).await.map_err(super::db_status)? {
-            Some(job) if job.host_id == self.host_id => job,
-            _ => {
-                tracing::warn!(host = self.host_id, job = %job_id, "result for a job not assigned to this host refused");
-                return Ok(Err(format!("job {job_id} is not assigned to this host")));
-            }
+        let item = db::results::NewResult {
+            job_id,
+            host_id: self.host_id,
+            attempt,
+            measurement: checked(m),
         };
-        // Checked again under the job's lock when stored; this spares an
-        // earlier attempt's invalid measurement from failing the current one.
-        match attempt::judge(job.status, job.attempt_id, attempt) {
-            Ok(()) => {}
-            Err(attempt::Ignored::Finished(db::jobs::JobStatus::Done)) => return Ok(Ok(())),
-            Err(ignored) => {
-                tracing::info!(host = self.host_id, job = %job_id, attempt = ?attempt, %ignored, "result ignored");
-                return Ok(Err(ignored.to_string()));
-            }
-        }
-        let checked = serde_json::from_value::<JobSpec>(job.spec.clone())
-            .map_err(|e| format!("stored spec unreadable: {e}"))
-            .and_then(|spec| {
-                wire::validate_measurement(m).map_err(|e| e.to_string())?;
-                wire::check_measurement_matches(&spec, m).map_err(|e| e.to_string())
-            })
-            .and_then(|()| {
-                let json: serde_json::Value =
-                    serde_json::from_str(&m.measurement_json).map_err(|e| format!("measurement_json: {e}"))?;
-                let (path_used, figures) = what_ran(&json)?;
-                Ok((json, path_used, figures))
-            });
-        let (json, path_used, figures) = match checked {
-            Ok(ok) => ok,
-            Err(reason) => {
-                // The job cannot succeed with this result; fail it with the reason so the campaign moves on.
-                tracing::warn!(host = self.host_id, job = %job_id, reason = ?reason, "result refused");
-                db::jobs::fail_attempt(
-                    pool,
-                    job_id,
-                    self.host_id,
-                    attempt,
-                    &format!("invalid measurement: {reason}"),
-                )
-                .await
-                .map_err(super::db_status)?
-                .ok();
-                return Ok(Err(format!("invalid measurement: {reason}")));
-            }
-        };
-        match db::results::record(pool, job_id, self.host_id, attempt, path_used, &figures, &json).await {
+        let algorithm = item
+            .measurement
+            .as_ref()
+            .ok()
+            .and_then(|c| c.ran.as_ref())
+            .map(|r| r.algorithm);
+        match self.scheduler.ingest().record(item).await? {
             Ok(db::results::RecordOutcome::Ignored(ignored)) => {
                 tracing::info!(host = self.host_id, job = %job_id, attempt = ?attempt, %ignored, "result ignored");
                 Ok(Err(ignored.to_string()))
             }
+            Ok(db::results::RecordOutcome::Invalid(reason)) => {
+                // The job cannot succeed with this result: it failed with the reason, so the campaign moves on.
+                tracing::warn!(host = self.host_id, job = %job_id, reason = ?reason, "result refused");
+                Ok(Err(reason))
+            }
             Ok(outcome) => {
                 tracing::debug!(host = self.host_id, job = %job_id, ?outcome, "result");
-                if outcome == db::results::RecordOutcome::Inserted {
-                    self.findings.result_stored(self.host_id, job.point.algorithm.name());
+                if let (db::results::RecordOutcome::Inserted, Some(algorithm)) = (outcome, algorithm) {
+                    self.findings.result_stored(self.host_id, algorithm.name());
                 }
                 Ok(Ok(()))
             }
-            Err(db::Error::Database(sqlx::Error::Database(e))) if e.is_check_violation() => {
-                Ok(Err(format!("invalid measurement: {}", e.message())))
+            Err(db::Error::UnknownJob(_) | db::Error::JobOfAnotherHost { .. }) => {
+                tracing::warn!(host = self.host_id, job = %job_id, "result for a job not assigned to this host refused");
+                Ok(Err(format!("job {job_id} is not assigned to this host")))
             }
             Err(e) => Err(super::db_status(e)),
         }
     }
 }
 
-/// The path that ran and the figures of a successful measurement: what
-/// [`db::results::record`] stores in typed columns beside the raw object.
-fn what_ran(json: &serde_json::Value) -> Result<(PathUsed, Figures), String> {
+/// What can be checked of a result without its job, here in the session
+/// rather than in the batch: well-formed, successful, and what it measured
+/// (checked against the job under its lock, [`db::results::record_batch`]).
+/// Else why it cannot be stored.
+fn checked(m: &v1::Measurement) -> Result<db::results::Checked, String> {
+    wire::validate_measurement(m).map_err(|e| e.to_string())?;
+    let json: serde_json::Value =
+        serde_json::from_str(&m.measurement_json).map_err(|e| format!("measurement_json: {e}"))?;
+    let (ran, path_used, figures) = what_ran(&json)?;
+    Ok(db::results::Checked {
+        ran: Some(ran),
+        path_used,
+        figures,
+        json,
+    })
+}
+
+/// The point a successful measurement says it measured, the path that ran
+/// and its figures: what [`db::results::record_batch`] checks against the job
+/// and stores in typed columns beside the raw object.
+fn what_ran(json: &serde_json::Value) -> Result<(JobSpec, PathUsed, Figures), String> {
     let m = Measurement::deserialize(json).map_err(|e| format!("measurement_json: {e}"))?;
+    let ran = m.spec();
     match (m.status, m.path_used, m.figures) {
-        (measurement::Status::Ok, Some(path_used), Some(figures)) => Ok((path_used, figures)),
+        (measurement::Status::Ok, Some(path_used), Some(figures)) => Ok((ran, path_used, figures)),
         _ => Err("measurement_json: not a successful measurement (status ok, with path_used and figures)".into()),
     }
 }

@@ -152,7 +152,10 @@ async fn not_found(uri: axum::http::Uri) -> WebError {
 
 /// Prometheus text format ([`crate::metrics`]).
 async fn metrics(State(state): State<WebState>) -> Response {
-    match crate::metrics::render(&state.pool, state.scheduler.online_hosts().len()).await {
+    match crate::metrics::render(&state.pool, state.scheduler.online_hosts().len())
+        .await
+        .map(|text| text + &crate::metrics::render_ingest(state.scheduler.ingest().stats()))
+    {
         Ok(text) => (
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
             text,

@@ -8,6 +8,7 @@ mod every_query;
 mod findings;
 mod helpers;
 mod hosts;
+mod ingest;
 mod jobs;
 mod migrations;
 mod results;

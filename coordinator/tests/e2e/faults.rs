@@ -167,3 +167,89 @@ async fn cancel_stops_queued_jobs_and_aborts_the_running_one() {
     let status = app.status(&campaign).await;
     assert_eq!(status.state, v1::CampaignState::Cancelled as i32);
 }
+
+/// A gauge of the coordinator's `/metrics`.
+async fn gauge(app: &App, name: &str) -> f64 {
+    let metrics = app.get("/metrics").await;
+    assert_eq!(metrics.status, 200, "{}", metrics.body);
+    metrics
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{}", metrics.body))
+}
+
+/// Outcomes the agents named `agents` hold in their spools (sent, not yet acknowledged).
+fn spooled(app: &App, agents: &[&str]) -> usize {
+    agents
+        .iter()
+        .filter_map(|a| std::fs::read_dir(app.spool_dir(a)).ok())
+        .flat_map(|dir| dir.filter_map(Result::ok))
+        .filter(|e| e.file_name().to_string_lossy().starts_with("outcome-"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_database_fills_the_bounded_ingest_queue_holds_agents_back_and_loses_nothing() {
+    const QUEUE: usize = 2;
+    let queue = QUEUE.to_string();
+    let mut app = crate::app::spawn_app_with(&["--verify-on-change=false", "--ingest-queue", &queue]).await;
+    let agents = ["e2e-slow-1", "e2e-slow-2", "e2e-slow-3", "e2e-slow-4"];
+    for name in agents {
+        app.spawn_agent(name, &[]);
+    }
+    app.wait_online(agents.len()).await;
+    // Every batch that stores results now takes half a second.
+    sqlx::raw_sql(
+        "CREATE FUNCTION e2e_slow() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$; \
+         CREATE TRIGGER e2e_slow AFTER INSERT ON results FOR EACH STATEMENT EXECUTE FUNCTION e2e_slow();",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let campaign = app
+        .start_matrix(&["aes-128-gcm", "chacha20-poly1305"], &[256, 1024], 0.05)
+        .await;
+
+    // Four agents report faster than the database stores: the queue fills to its
+    // bound and no further, and the agents wait with their outcomes spooled.
+    wait_for("the ingest queue to fill", Duration::from_secs(60), || async {
+        (gauge(&app, "cipherfleet_ingest_queued").await >= QUEUE as f64).then_some(())
+    })
+    .await;
+    wait_for(
+        "agents holding outcomes in their spools",
+        Duration::from_secs(30),
+        || async { (spooled(&app, &agents) >= QUEUE).then_some(()) },
+    )
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < deadline {
+        assert!(gauge(&app, "cipherfleet_ingest_queued").await <= QUEUE as f64);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The database speeds up again: every job ends with exactly one result.
+    sqlx::raw_sql("DROP TRIGGER e2e_slow ON results; DROP FUNCTION e2e_slow();")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let status = app.wait_finished(&campaign, Duration::from_secs(120)).await;
+    let overall = status.overall.unwrap();
+    assert_eq!((overall.done, overall.failed), (16, 0), "{:?}", status.failures);
+    for (job, n) in app.result_counts(&campaign).await {
+        assert_eq!(n, 1, "job {job} has {n} results");
+    }
+    assert_eq!(
+        gauge(&app, "cipherfleet_ingest_queued_max").await,
+        QUEUE as f64,
+        "the queue never held more than its bound"
+    );
+    assert_eq!(gauge(&app, "cipherfleet_ingest_queue_capacity").await, QUEUE as f64);
+    wait_for("the spools to empty", Duration::from_secs(10), || async {
+        (spooled(&app, &agents) == 0).then_some(())
+    })
+    .await;
+    app.stop_coordinator(Duration::from_secs(10));
+}

@@ -207,7 +207,12 @@ fn check_json_only_figures(m: &Measurement) -> Result<(), WireError> {
 /// Checks that the measurement is of `spec`: algorithm, direction, size,
 /// threads, concurrency, key mode, nonce, requested path and seconds all match.
 pub fn check_measurement_matches(spec: &JobSpec, m: &v1::Measurement) -> Result<(), WireError> {
-    let got = parse_json(m)?.spec();
+    check_spec_matches(spec, &parse_json(m)?.spec())
+}
+
+/// [`check_measurement_matches`] for a measurement parsed already: `got` is
+/// the point it says it measured ([`Measurement::spec`]).
+pub fn check_spec_matches(spec: &JobSpec, got: &JobSpec) -> Result<(), WireError> {
     let mismatch = |what: &str, got: String, want: String| {
         Err(wire_error(
             format!("measurement.measurement_json.{what}"),

@@ -203,7 +203,7 @@ fn a_successful_measurement_gives_what_ran_and_its_figures() {
         harness: Default::default(),
     };
     let json = serde_json::to_value(Measurement::ok(&spec, report, None)).unwrap();
-    assert_eq!(what_ran(&json), Ok((PathUsed::Partial, figures())));
+    assert_eq!(what_ran(&json), Ok((spec, PathUsed::Partial, figures())));
 }
 
 #[test]

@@ -25,6 +25,14 @@ async fn campaigns_and_their_summaries_count_every_job() {
     assert_eq!(nightly.status, CampaignStatus::Finished);
     assert!(nightly.finished_at.is_some_and(|t| t >= nightly.created_at));
     assert_eq!(campaigns::get(pool, i64::MAX).await.unwrap(), None);
+    // Finished already, and still running jobs: neither closes.
+    assert!(
+        campaigns::close_if_complete(pool, &[f.nightly, f.live])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(campaigns::close_any_complete(pool).await.unwrap().is_empty());
 
     let listed = campaigns::list(pool, 10).await.unwrap();
     let by_age: Vec<(i64, CampaignStatus)> = listed.iter().map(|c| (c.id, c.status)).collect();

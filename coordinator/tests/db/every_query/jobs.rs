@@ -67,6 +67,13 @@ async fn the_queue_moves_a_job_through_every_transition() {
         "another host's job"
     );
     assert!(jobs::get(pool, first).await.unwrap().unwrap().started_at.is_some());
+    assert_eq!(
+        jobs::mark_started_many(pool, &[(first, f.bench, attempt), (first, f.vm, attempt)])
+            .await
+            .unwrap(),
+        0,
+        "started already, and another host's"
+    );
 
     let live: Vec<(Uuid, i32, JobStatus)> = jobs::for_campaign(pool, f.live)
         .await

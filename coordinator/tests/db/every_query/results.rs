@@ -1,7 +1,7 @@
 //! results, points, host_results.
 
 use chrono::{DateTime, Utc};
-use cipherfleet_coordinator::db::results::RecordOutcome;
+use cipherfleet_coordinator::db::results::{Checked, NewResult, RecordOutcome};
 use cipherfleet_coordinator::db::{host_results, jobs, matrix, points, results};
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
@@ -42,6 +42,20 @@ async fn results_and_their_points_read_back_with_their_figures() {
         .await
         .unwrap();
     assert_eq!(again, RecordOutcome::Duplicate);
+    let resent = NewResult {
+        job_id: s.job,
+        host_id: f.vm,
+        attempt,
+        measurement: Ok(Checked {
+            ran: Some(s.measurement.spec()),
+            path_used: s.path_used(),
+            figures: s.figures().clone(),
+            json: sent.clone(),
+        }),
+    };
+    let batch = results::record_batch(pool, &[resent]).await.unwrap();
+    assert!(matches!(batch[..], [Ok(RecordOutcome::Duplicate)]), "{batch:?}");
+    assert!(results::record_batch(pool, &[]).await.unwrap().is_empty());
     assert_eq!(results::count(pool).await.unwrap(), 4);
 
     // host_results
@@ -109,6 +123,14 @@ async fn results_and_their_points_read_back_with_their_figures() {
     points::record(&mut tx, f.bench_accelerated.result).await.unwrap();
     tx.commit().await.unwrap();
     assert_eq!(result_count(f.bench_accelerated.result).await, 2, "counted again");
+    // Two points of a batch in one statement.
+    let batch = [f.bench_accelerated.result, f.bench_software.result];
+    let mut tx = pool.begin().await.unwrap();
+    points::record_many(&mut tx, &batch).await.unwrap();
+    points::record_many(&mut tx, &[]).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(result_count(f.bench_accelerated.result).await, 3);
+    assert_eq!(result_count(f.bench_software.result).await, 2);
     points::refresh(pool).await.unwrap();
     assert_eq!(
         result_count(f.bench_accelerated.result).await,

@@ -1,0 +1,258 @@
+//! The write path of agents' reports: results and job starts from every
+//! session go through one bounded queue and are stored in batches, one
+//! transaction per batch ([`db::results::record_batch`]).
+//!
+//! A session hands over a result and waits: for room in the queue first
+//! (backpressure — while it waits it reads nothing more from its agent, which
+//! keeps the result spooled and sends no other), then for the batch holding
+//! its result to commit. Only then is the result acknowledged, so
+//! exactly-once holds as with one transaction per result: an agent resends
+//! what was not acknowledged, and the same attempt's result again is a
+//! duplicate. A batch that fails (the database is away) fails each of its
+//! results with `UNAVAILABLE`; the agents keep them spooled and resend.
+//!
+//! A batch closes after [`Config::batch`] items or [`Config::window`] after
+//! its first one, whichever comes first; at most [`Config::parallel`] are
+//! stored at once, and while they are, what arrives waits in the queue and
+//! makes the next batch larger. The queue holds at most [`Config::queue`]
+//! items, those being stored included: memory stays bounded however slow
+//! PostgreSQL is.
+//!
+//! The batcher runs until the last [`Ingest`] handle is dropped.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::task::JoinSet;
+use tonic::Status;
+use uuid::Uuid;
+
+use crate::db;
+use crate::db::results::{NewResult, RecordOutcome};
+use crate::grpc::db_status;
+
+/// How the batcher groups and bounds its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Most items queued or being stored (`--ingest-queue`).
+    pub queue: usize,
+    /// Most items in one batch.
+    pub batch: usize,
+    /// Longest a batch waits for more items after its first.
+    pub window: Duration,
+    /// Batches stored at once, each on a connection of its own.
+    pub parallel: usize,
+}
+
+/// The default `--ingest-queue`.
+pub const DEFAULT_QUEUE: usize = 4096;
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            queue: DEFAULT_QUEUE,
+            batch: 512,
+            window: Duration::from_millis(2),
+            parallel: 2,
+        }
+    }
+}
+
+/// What a session is told about its result: its outcome (or why it was
+/// refused for good), or a status that ends the session (the agent resends).
+pub type Reply = Result<Result<RecordOutcome, db::Error>, Status>;
+
+enum Work {
+    Result {
+        item: Box<NewResult>,
+        reply: oneshot::Sender<Reply>,
+        _room: OwnedSemaphorePermit,
+    },
+    /// A `JobAccepted`: (job, host, attempt). Nobody waits for it.
+    Started {
+        started: (Uuid, i64, Uuid),
+        _room: OwnedSemaphorePermit,
+    },
+}
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+struct Counters {
+    high_water: AtomicUsize,
+    batches: AtomicU64,
+    results: AtomicU64,
+}
+
+/// The handle sessions submit to; cheap to clone.
+#[derive(Clone)]
+pub struct Ingest {
+    tx: mpsc::UnboundedSender<Work>,
+    room: Arc<Semaphore>,
+    capacity: usize,
+    counters: Arc<Counters>,
+}
+
+/// What `/metrics` shows of the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Items queued or being stored now.
+    pub queued: usize,
+    /// The most there ever were at once.
+    pub high_water: usize,
+    pub capacity: usize,
+    /// Batches stored, and the results in them.
+    pub batches: u64,
+    pub results: u64,
+}
+
+fn stopped() -> Status {
+    Status::unavailable("the coordinator is shutting down; retry")
+}
+
+impl Ingest {
+    /// Starts the batcher on connections of its own to `pool`'s database
+    /// (needs a Tokio runtime): results are not stored behind the claims,
+    /// page reads and sweeps queued for the shared pool's connections.
+    pub fn start(pool: &PgPool, config: Config) -> Ingest {
+        let pool = PgPoolOptions::new()
+            .max_connections(config.parallel.max(1) as u32 + 1)
+            .acquire_timeout(db::ACQUIRE_TIMEOUT)
+            .connect_lazy_with(pool.connect_options().as_ref().clone());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let ingest = Ingest {
+            tx,
+            room: Arc::new(Semaphore::new(config.queue.max(1))),
+            capacity: config.queue.max(1),
+            counters: Arc::default(),
+        };
+        tokio::spawn(run(pool, rx, config, ingest.counters.clone()));
+        ingest
+    }
+
+    /// Stores `item` in the next batch and returns its outcome once the batch
+    /// committed. Waits for room in the queue first.
+    pub async fn record(&self, item: NewResult) -> Reply {
+        let room = self.room().await?;
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Work::Result {
+                item: Box::new(item),
+                reply,
+                _room: room,
+            })
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// Notes in the next batch that the agent began attempt `attempt_id` of
+    /// `job_id`; waits only for room in the queue. It is stored before any
+    /// result queued after it.
+    pub async fn started(&self, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<(), Status> {
+        let room = self.room().await?;
+        self.tx
+            .send(Work::Started {
+                started: (job_id, host_id, attempt_id),
+                _room: room,
+            })
+            .map_err(|_| stopped())
+    }
+
+    async fn room(&self) -> Result<OwnedSemaphorePermit, Status> {
+        let permit = self.room.clone().acquire_owned().await.map_err(|_| stopped())?;
+        let queued = self.capacity - self.room.available_permits();
+        self.counters.high_water.fetch_max(queued, Ordering::Relaxed);
+        Ok(permit)
+    }
+
+    pub fn stats(&self) -> QueueStats {
+        QueueStats {
+            queued: self.capacity - self.room.available_permits(),
+            high_water: self.counters.high_water.load(Ordering::Relaxed),
+            capacity: self.capacity,
+            batches: self.counters.batches.load(Ordering::Relaxed),
+            results: self.counters.results.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The batcher: takes batches off the queue and stores up to
+/// `config.parallel` of them at once, until every handle is gone.
+async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Work>, config: Config, counters: Arc<Counters>) {
+    let slots = Arc::new(Semaphore::new(config.parallel.max(1)));
+    let mut storing = JoinSet::new();
+    loop {
+        // A slot first: while every one is busy, arrivals wait in the queue
+        // and make the next batch larger.
+        let slot = slots.clone().acquire_owned().await.expect("never closed");
+        while storing.try_join_next().is_some() {}
+        let Some(first) = rx.recv().await else { break };
+        let mut batch = vec![first];
+        let until = tokio::time::Instant::now() + config.window;
+        while batch.len() < config.batch.max(1) {
+            match rx.try_recv() {
+                Ok(work) => batch.push(work),
+                Err(_) => match tokio::time::timeout_at(until, rx.recv()).await {
+                    Ok(Some(work)) => batch.push(work),
+                    Ok(None) | Err(_) => break,
+                },
+            }
+        }
+        let (pool, counters) = (pool.clone(), counters.clone());
+        storing.spawn(async move {
+            store(&pool, batch, &counters).await;
+            drop(slot);
+        });
+    }
+    while storing.join_next().await.is_some() {}
+}
+
+/// Stores one batch: its job starts, then its results in one transaction;
+/// answers every result's session.
+async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
+    let mut started = Vec::new();
+    let mut items = Vec::new();
+    let mut replies = Vec::new();
+    // Held until the batch is answered: the queue's bound counts it.
+    let mut rooms = Vec::with_capacity(batch.len());
+    for work in batch {
+        match work {
+            Work::Started { started: s, _room } => {
+                started.push(s);
+                rooms.push(_room);
+            }
+            Work::Result { item, reply, _room } => {
+                items.push(*item);
+                replies.push(reply);
+                rooms.push(_room);
+            }
+        }
+    }
+    if let Err(e) = db::jobs::mark_started_many(pool, &started).await {
+        // Only `started_at` is lost (the report's timing of the job); the result still counts.
+        tracing::warn!(error = %e, jobs = started.len(), "noting started jobs");
+    }
+    if items.is_empty() {
+        return;
+    }
+    counters.batches.fetch_add(1, Ordering::Relaxed);
+    counters.results.fetch_add(items.len() as u64, Ordering::Relaxed);
+    match db::results::record_batch(pool, &items).await {
+        Ok(outcomes) => {
+            for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                // A session that went away meanwhile: its agent resends, and gets a duplicate's ack.
+                let _ = reply.send(Ok(outcome));
+            }
+        }
+        Err(e) => {
+            let status = db_status(e);
+            for reply in replies {
+                let _ = reply.send(Err(status.clone()));
+            }
+        }
+    }
+    drop(rooms);
+}

@@ -1,0 +1,238 @@
+//! Results stored in batches (`results::record_batch`, the ingest batcher's
+//! transaction): the per-result rules hold inside a batch, a bad result fails
+//! alone, and a campaign closes exactly when its last job ends.
+
+use cipherfleet_coordinator::attempt::Ignored;
+use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
+use cipherfleet_coordinator::db::jobs::{self, JobStatus};
+use cipherfleet_coordinator::db::results::{self, Checked, NewResult, RecordOutcome};
+use cipherfleet_coordinator::db::{Error, jobs::Job};
+use cipherfleet_core::measurement::Measurement;
+use cipherfleet_core::path::Path;
+use sqlx::PgPool;
+
+use crate::helpers::{campaign, fresh_db, host, job};
+
+/// The result of `job` as its session hands it to the batcher: checked
+/// without the job, naming the job's current attempt.
+fn result_of(job: &Job, throughput_mb_s: f64) -> NewResult {
+    let spec = serde_json::from_value(job.spec.clone()).expect("a stored spec");
+    let m: Measurement = crate::helpers::measurement(&spec, Path::Accelerated, throughput_mb_s);
+    NewResult {
+        job_id: job.id,
+        host_id: job.host_id,
+        attempt: job.attempt_id,
+        measurement: Ok(Checked {
+            ran: Some(m.spec()),
+            path_used: m.path_used.expect("successful"),
+            figures: m.figures.clone().expect("with figures"),
+            json: serde_json::to_value(&m).expect("serialises"),
+        }),
+    }
+}
+
+async fn claim(pool: &PgPool, host_id: i64) -> Job {
+    jobs::claim_next_for_host(pool, host_id)
+        .await
+        .unwrap()
+        .expect("a job to claim")
+}
+
+async fn status_of(pool: &PgPool, campaign_id: i64) -> CampaignStatus {
+    campaigns::get(pool, campaign_id).await.unwrap().unwrap().status
+}
+
+#[tokio::test]
+async fn each_result_of_a_batch_is_judged_alone_and_a_refused_one_fails_only_its_job() {
+    let pool = fresh_db().await;
+    let names = ["bench-01", "bench-02", "bench-03", "bench-04", "bench-05"];
+    let mut hosts = Vec::new();
+    for name in names {
+        hosts.push(host(&pool, name).await);
+    }
+    let campaign_id = campaign(&pool, &hosts.iter().map(|h| job(*h, 16)).collect::<Vec<_>>()).await;
+    let mut claimed = Vec::new();
+    for h in &hosts {
+        claimed.push(claim(&pool, *h).await);
+    }
+    let valid = result_of(&claimed[0], 200.0);
+    // The database refuses a negative figure: the whole statement would fail.
+    let negative = result_of(&claimed[1], -1.0);
+    let stale = NewResult {
+        attempt: Some(uuid::Uuid::new_v4()),
+        ..result_of(&claimed[2], 200.0)
+    };
+    let other_point = {
+        let mut r = result_of(&claimed[3], 200.0);
+        if let Ok(c) = &mut r.measurement {
+            c.ran.as_mut().unwrap().size_bytes = 64;
+        }
+        r
+    };
+    let malformed = NewResult {
+        measurement: Err("measurement_json: missing field `figures`".into()),
+        ..result_of(&claimed[4], 200.0)
+    };
+    let unknown = NewResult {
+        job_id: uuid::Uuid::new_v4(),
+        ..result_of(&claimed[0], 200.0)
+    };
+    let intruder = NewResult {
+        host_id: hosts[1],
+        ..result_of(&claimed[0], 200.0)
+    };
+    let batch = [
+        valid.clone(),
+        negative,
+        stale,
+        other_point,
+        malformed,
+        valid,
+        unknown,
+        intruder,
+    ];
+
+    let outcomes = results::record_batch(&pool, &batch).await.unwrap();
+
+    assert_eq!(outcomes.len(), batch.len());
+    assert!(matches!(outcomes[0], Ok(RecordOutcome::Inserted)), "{:?}", outcomes[0]);
+    assert!(
+        matches!(&outcomes[1], Ok(RecordOutcome::Invalid(r)) if r.starts_with("invalid measurement: ") && r.contains("check constraint")),
+        "{:?}",
+        outcomes[1]
+    );
+    assert!(
+        matches!(outcomes[2], Ok(RecordOutcome::Ignored(Ignored::EarlierAttempt))),
+        "{:?}",
+        outcomes[2]
+    );
+    assert!(
+        matches!(&outcomes[3], Ok(RecordOutcome::Invalid(r)) if r.contains("does not match the job's")),
+        "{:?}",
+        outcomes[3]
+    );
+    assert_eq!(
+        outcomes[4].as_ref().unwrap(),
+        &RecordOutcome::Invalid("invalid measurement: measurement_json: missing field `figures`".into())
+    );
+    assert!(
+        matches!(outcomes[5], Ok(RecordOutcome::Duplicate)),
+        "the same result twice in a batch"
+    );
+    assert!(matches!(outcomes[6], Err(Error::UnknownJob(_))), "{:?}", outcomes[6]);
+    assert!(
+        matches!(outcomes[7], Err(Error::JobOfAnotherHost { .. })),
+        "{:?}",
+        outcomes[7]
+    );
+
+    let after: Vec<(JobStatus, i64)> = {
+        let mut v = Vec::new();
+        for j in &claimed {
+            let status = jobs::get(&pool, j.id).await.unwrap().unwrap().status;
+            v.push((status, results::count_for_job(&pool, j.id).await.unwrap()));
+        }
+        v
+    };
+    assert_eq!(
+        after,
+        [
+            (JobStatus::Done, 1),
+            (JobStatus::Failed, 0),
+            (JobStatus::Running, 0),
+            (JobStatus::Failed, 0),
+            (JobStatus::Failed, 0),
+        ]
+    );
+    let failed = jobs::get(&pool, claimed[1].id).await.unwrap().unwrap();
+    assert!(failed.error.unwrap().starts_with("invalid measurement: "));
+    assert_eq!(
+        status_of(&pool, campaign_id).await,
+        CampaignStatus::Running,
+        "a job still runs"
+    );
+}
+
+#[tokio::test]
+async fn two_hosts_finishing_the_last_two_jobs_together_close_the_campaign() {
+    let pool = fresh_db().await;
+    let (a, b) = (host(&pool, "bench-01").await, host(&pool, "bench-02").await);
+    // Many rounds: the two commits race differently each time.
+    for round in 0..20 {
+        let campaign_id = campaign(&pool, &[job(a, 16), job(b, 16)]).await;
+        let (ja, jb) = (claim(&pool, a).await, claim(&pool, b).await);
+        let (ra, rb) = (result_of(&ja, 100.0), result_of(&jb, 100.0));
+        let (oa, ob) = tokio::join!(
+            results::record_batch(&pool, std::slice::from_ref(&ra)),
+            results::record_batch(&pool, std::slice::from_ref(&rb)),
+        );
+        assert!(matches!(oa.unwrap()[0], Ok(RecordOutcome::Inserted)));
+        assert!(matches!(ob.unwrap()[0], Ok(RecordOutcome::Inserted)));
+        assert_eq!(
+            status_of(&pool, campaign_id).await,
+            CampaignStatus::Finished,
+            "round {round}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_campaign_with_a_queued_or_running_job_is_never_closed() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    let campaign_id = campaign(&pool, &[job(bench, 16), job(bench, 64)]).await;
+    let first = claim(&pool, bench).await;
+    let outcomes = results::record_batch(&pool, &[result_of(&first, 100.0)]).await.unwrap();
+    assert!(matches!(outcomes[0], Ok(RecordOutcome::Inserted)));
+    assert_eq!(
+        status_of(&pool, campaign_id).await,
+        CampaignStatus::Running,
+        "one queued"
+    );
+    assert_eq!(campaigns::close_any_complete(&pool).await.unwrap(), Vec::<i64>::new());
+
+    let second = claim(&pool, bench).await;
+    assert_eq!(
+        campaigns::close_if_complete(&pool, &[campaign_id]).await.unwrap(),
+        Vec::<i64>::new(),
+        "one running"
+    );
+    // The check after the commit never ran (a crash): the sweep's closes it.
+    sqlx::query("UPDATE jobs SET status = 'done', finished_at = now() WHERE id = $1")
+        .bind(second.id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(campaigns::close_any_complete(&pool).await.unwrap(), vec![campaign_id]);
+    assert_eq!(status_of(&pool, campaign_id).await, CampaignStatus::Finished);
+    assert_eq!(
+        campaigns::close_if_complete(&pool, &[campaign_id]).await.unwrap(),
+        Vec::<i64>::new(),
+        "closed once"
+    );
+}
+
+#[tokio::test]
+async fn job_starts_are_noted_in_one_statement_for_the_current_attempt_only() {
+    let pool = fresh_db().await;
+    let (a, b) = (host(&pool, "bench-01").await, host(&pool, "bench-02").await);
+    campaign(&pool, &[job(a, 16), job(b, 16)]).await;
+    let (ja, jb) = (claim(&pool, a).await, claim(&pool, b).await);
+    let (aa, ab) = (ja.attempt_id.unwrap(), jb.attempt_id.unwrap());
+    let started = [
+        (ja.id, a, aa),
+        // Another host's, and an earlier attempt's: neither counts.
+        (jb.id, a, ab),
+        (jb.id, b, uuid::Uuid::new_v4()),
+    ];
+    assert_eq!(jobs::mark_started_many(&pool, &started).await.unwrap(), 1);
+    assert!(jobs::get(&pool, ja.id).await.unwrap().unwrap().started_at.is_some());
+    assert!(jobs::get(&pool, jb.id).await.unwrap().unwrap().started_at.is_none());
+    assert_eq!(
+        jobs::mark_started_many(&pool, &[(jb.id, b, ab), (ja.id, a, aa)])
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(jobs::mark_started_many(&pool, &[]).await.unwrap(), 0);
+}
