@@ -248,7 +248,8 @@ impl Host {
                 }
                 _ = tokio::time::sleep_until(next_heartbeat) => {
                     seq += 1;
-                    next_heartbeat += heartbeat.mul_f64(self.rng.range(0.8, 1.0));
+                    // From now, not from the last deadline: a host held up sends one, not a burst.
+                    next_heartbeat = Instant::now() + heartbeat.mul_f64(self.rng.range(0.8, 1.0));
                     tx.send(session::message(Body::Heartbeat(v1::Heartbeat { seq }))).await
                 }
             };

@@ -26,6 +26,7 @@ mod report_fallback;
 mod report_fleet;
 mod report_memory;
 mod scenarios;
+mod simulate;
 mod tls;
 mod transport;
 mod watch;
