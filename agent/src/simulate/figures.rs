@@ -217,14 +217,9 @@ mod tests {
     use cipherfleet_proto::v1;
 
     use super::*;
-    use crate::simulate::template::{CYCLE, TEMPLATES};
+    use crate::simulate::template::TEMPLATES;
 
-    fn profile(key: &str) -> Profile {
-        (0..u64::from(CYCLE))
-            .map(|i| Profile::of(i, "sim-test"))
-            .find(|p| p.template.key == key && !p.masked)
-            .unwrap()
-    }
+    use crate::simulate::template::tests::profile_of as profile;
 
     fn spec(algorithm: &str, size: u64, path: Path) -> JobSpec {
         JobSpec {

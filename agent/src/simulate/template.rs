@@ -17,6 +17,7 @@ use cipherfleet_core::path::{Backends, Flavour};
 
 use super::rng::Rng;
 use crate::backend::{self, CpuSupport};
+use crate::probe;
 
 /// One machine class.
 #[derive(Debug)]
@@ -51,17 +52,6 @@ pub struct Template {
     pub hypervisor: Option<(&'static str, &'static str)>,
 }
 
-const X86_CHECKED: &[&str] = &[
-    "aes",
-    "pclmulqdq",
-    "avx",
-    "avx2",
-    "vaes",
-    "vpclmulqdq",
-    "avx512f",
-    "sha",
-];
-const ARM_CHECKED: &[&str] = &["aes", "pmull", "sha2", "sha3"];
 /// What a masking hypervisor's CPU model hides.
 const MASKED: &[&str] = &["aes", "pclmulqdq", "vaes", "vpclmulqdq"];
 
@@ -83,7 +73,7 @@ pub const TEMPLATES: &[Template] = &[
         cores: 32,
         memory_gib: 192,
         ghz: 2.8,
-        advertised: &["aes", "pclmulqdq", "avx", "avx2", "avx512f"],
+        advertised: &["aes", "pclmulqdq", "ssse3", "avx", "avx2", "avx512f"],
         os_disabled: &[],
         xcr0: Some("0xe7"),
         kernel: "6.1.0-18-amd64",
@@ -104,7 +94,7 @@ pub const TEMPLATES: &[Template] = &[
         memory_gib: 64,
         ghz: 3.4,
         // VAES without AVX-512: advertised, never usable (the aes crate wants ZMM state).
-        advertised: &["aes", "pclmulqdq", "avx", "avx2", "vaes", "vpclmulqdq", "sha"],
+        advertised: &["aes", "pclmulqdq", "ssse3", "avx", "avx2", "vaes", "vpclmulqdq", "sha"],
         os_disabled: &[],
         xcr0: Some("0x7"),
         kernel: "5.15.0-105-generic",
@@ -124,7 +114,7 @@ pub const TEMPLATES: &[Template] = &[
         cores: 40,
         memory_gib: 128,
         ghz: 3.1,
-        advertised: &["aes", "pclmulqdq", "avx"],
+        advertised: &["aes", "pclmulqdq", "ssse3", "avx"],
         os_disabled: &[],
         xcr0: Some("0x7"),
         kernel: "5.10.0-28-amd64",
@@ -145,7 +135,7 @@ pub const TEMPLATES: &[Template] = &[
         cores: 24,
         memory_gib: 48,
         ghz: 2.93,
-        advertised: &["aes", "pclmulqdq"],
+        advertised: &["aes", "pclmulqdq", "ssse3"],
         os_disabled: &[],
         xcr0: None,
         kernel: "4.19.0-26-amd64",
@@ -166,7 +156,7 @@ pub const TEMPLATES: &[Template] = &[
         cores: 16,
         memory_gib: 24,
         ghz: 2.93,
-        advertised: &[],
+        advertised: &["ssse3"],
         os_disabled: &[],
         xcr0: None,
         kernel: "4.19.0-26-amd64",
@@ -187,7 +177,7 @@ pub const TEMPLATES: &[Template] = &[
         cores: 28,
         memory_gib: 256,
         ghz: 3.2,
-        advertised: &["aes", "pclmulqdq", "avx", "avx2"],
+        advertised: &["aes", "pclmulqdq", "ssse3", "avx", "avx2"],
         os_disabled: &["avx", "avx2"],
         xcr0: Some("0x3"),
         kernel: "2.6.18-419.el5",
@@ -281,8 +271,9 @@ impl Profile {
     pub fn of(index: u64, name: &str) -> Profile {
         let template = template_of(index);
         let mut rng = Rng::seeded(index ^ 0xc1f3_7ee7);
-        let masked =
-            template.arch == "x86_64" && template.advertised.contains(&"aes") && rng.next_u64() % MASKED_ONE_IN == 0;
+        let masked = template.arch == "x86_64"
+            && template.advertised.contains(&"aes")
+            && rng.next_u64().is_multiple_of(MASKED_ONE_IN);
         let speed = rng.range(0.95, 1.05);
         let facts = facts(template, masked, name);
         let cpu = CpuSupport::from_usable(&facts.arch, &facts.features.usable);
@@ -361,7 +352,7 @@ fn facts(t: &Template, masked: bool, name: &str) -> HostFacts {
         .filter(|f| *f != "vaes" || advertised.contains(&"avx512f"))
         .collect();
     facts.features.source = Some(if x86 { "cpuid" } else { "hwcap" }.to_string());
-    facts.features.checked = strings(if x86 { X86_CHECKED } else { ARM_CHECKED });
+    facts.features.checked = strings(&probe::checked_features(t.arch));
     facts.features.advertised = strings(&advertised);
     facts.features.usable = strings(&usable);
     if x86 {
@@ -402,7 +393,7 @@ fn facts(t: &Template, masked: bool, name: &str) -> HostFacts {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use cipherfleet_core::path::PathUsed;
     use cipherfleet_core::spec::KeyMode;
     use cipherfleet_core::wire;
@@ -410,7 +401,8 @@ mod tests {
 
     use super::*;
 
-    fn profile_of(key: &str) -> Profile {
+    /// The first unmasked host of template `key`.
+    pub(crate) fn profile_of(key: &str) -> Profile {
         (0..u64::from(CYCLE))
             .map(|i| Profile::of(i, "sim-test"))
             .find(|p| p.template.key == key && !p.masked)

@@ -40,6 +40,16 @@ fn start_simulator(app: &mut App) -> usize {
     app.track_agent(child)
 }
 
+async fn list_hosts(app: &App) -> Vec<v1::Host> {
+    app.admin()
+        .await
+        .list_hosts(v1::ListHostsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .hosts
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_simulated_hosts_finish_a_quick_campaign_with_one_result_per_job() {
     let mut app = spawn_app().await;
@@ -70,14 +80,7 @@ async fn twenty_simulated_hosts_finish_a_quick_campaign_with_one_result_per_job(
     assert_eq!(counts.len(), 18 * HOSTS);
     assert!(counts.iter().all(|(_, n)| *n == 1), "{counts:?}");
 
-    let hosts = app
-        .admin()
-        .await
-        .list_hosts(v1::ListHostsRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .hosts;
+    let hosts = list_hosts(&app).await;
     assert_eq!(hosts.len(), HOSTS);
     let label = |h: &v1::Host, key: &str| h.labels.iter().find(|l| l.key == key).map(|l| l.value.clone());
     for h in &hosts {
@@ -110,13 +113,6 @@ async fn twenty_simulated_hosts_finish_a_quick_campaign_with_one_result_per_job(
     app.wait_host("e2e-sim-00000", false).await;
     start_simulator(&mut app);
     app.wait_online(HOSTS).await;
-    let again = app
-        .admin()
-        .await
-        .list_hosts(v1::ListHostsRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .hosts;
+    let again = list_hosts(&app).await;
     assert_eq!(again.len(), HOSTS, "no new hosts");
 }
