@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift ;;
     --no-build) build=0 ;;
     --keep) keep=1 ;;
-    -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-scale.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
