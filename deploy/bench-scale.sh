@@ -33,7 +33,7 @@
 #   BENCH_CONNECT_LIMIT, BENCH_INGEST_LIMIT          seconds to wait for a connect / a campaign
 # and BENCH_HEARTBEAT (heartbeat seconds, default 5), BENCH_SUITE (default quick: 18 jobs a
 # host), BENCH_SERVE_ARGS (extra `serve` flags), BENCH_PG_SLEEP (40: seconds a result insert
-# sleeps, default 0.02) may be set by the caller.
+# sleeps, default 0.2) may be set by the caller.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
