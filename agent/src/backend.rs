@@ -94,8 +94,93 @@ mod detect {
     }
 }
 
+/// What the crates' run-time detection asks of the CPU, one answer per
+/// feature set they check (x86: `aes`, `vaes`, `avx`+`pclmulqdq`, `avx2`,
+/// `sse2`, `sha`; aarch64: `aes`, `sha2`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuSupport {
+    pub aes: bool,
+    /// VAES with the ZMM state the aes crate requires.
+    pub vaes: bool,
+    /// PCLMULQDQ and AVX (polyval's x86 backend needs both).
+    pub clmul: bool,
+    pub avx2: bool,
+    pub sse2: bool,
+    /// SHA-NI (x86) or the ARMv8 SHA-256 instructions.
+    pub sha256: bool,
+}
+
+impl CpuSupport {
+    /// The answers for a CPU whose usable features are `usable`, spelled as
+    /// the probe spells them (`features.usable`): how a simulated host gets
+    /// the backends a real one with those facts would run.
+    pub fn from_usable(arch: &str, usable: &[String]) -> CpuSupport {
+        let has = |f: &str| usable.iter().any(|u| u == f);
+        match arch {
+            "x86_64" | "x86" => CpuSupport {
+                aes: has("aes"),
+                vaes: has("vaes") && has("aes"),
+                clmul: has("pclmulqdq") && has("avx"),
+                avx2: has("avx2"),
+                sse2: true,
+                sha256: has("sha"),
+            },
+            "aarch64" => CpuSupport {
+                aes: has("aes"),
+                sha256: has("sha2"),
+                ..CpuSupport::default()
+            },
+            _ => CpuSupport::default(),
+        }
+    }
+
+    /// This CPU, as the crates detect it.
+    fn detected() -> CpuSupport {
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        {
+            CpuSupport {
+                aes: detect::aes(),
+                vaes: detect::vaes(),
+                clmul: detect::clmul(),
+                avx2: detect::avx2(),
+                sse2: detect::sse2(),
+                sha256: detect::shani(),
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            CpuSupport {
+                aes: detect::aes(),
+                sha256: detect::sha2(),
+                ..CpuSupport::default()
+            }
+        }
+        #[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
+        {
+            CpuSupport::default()
+        }
+    }
+}
+
 /// Detects the backends as the crates themselves would choose them.
 pub fn backends() -> Backends {
+    backends_for(std::env::consts::ARCH, CpuSupport::detected(), &FORCED)
+}
+
+/// The backends an accelerated build picks on `arch` with `cpu`: the crates'
+/// dispatch, written once for this binary and for simulated hosts.
+pub fn accelerated_backends(arch: &str, cpu: CpuSupport) -> Backends {
+    const NONE: Forced = Forced {
+        aes: false,
+        ghash: false,
+        chacha20: false,
+        poly1305: false,
+        sha256: false,
+    };
+    backends_for(arch, cpu, &NONE)
+}
+
+fn backends_for(arch: &str, cpu: CpuSupport, forced: &Forced) -> Backends {
     // A crate forced to software runs `soft` whatever the CPU has.
     let pick = |forced: bool, accelerated: Option<&'static str>| -> String {
         match accelerated {
@@ -103,47 +188,40 @@ pub fn backends() -> Backends {
             _ => "soft".to_string(),
         }
     };
-    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-    {
-        let aes = if detect::vaes() && detect::aes() {
-            Some("vaes")
-        } else if detect::aes() {
-            Some("aes-ni")
-        } else {
-            None
-        };
-        let chacha = if detect::avx2() {
-            Some("avx2")
-        } else if detect::sse2() {
-            Some("sse2")
-        } else {
-            None
-        };
-        Backends {
-            aes: pick(FORCED.aes, aes),
-            ghash: pick(FORCED.ghash, detect::clmul().then_some("clmul")),
-            chacha20: pick(FORCED.chacha20, chacha),
-            poly1305: Some(pick(FORCED.poly1305, detect::avx2().then_some("avx2"))),
-            sha256: pick(FORCED.sha256, detect::shani().then_some("sha-ni")),
+    match arch {
+        "x86_64" | "x86" => {
+            let aes = if cpu.vaes && cpu.aes {
+                Some("vaes")
+            } else if cpu.aes {
+                Some("aes-ni")
+            } else {
+                None
+            };
+            let chacha = if cpu.avx2 {
+                Some("avx2")
+            } else if cpu.sse2 {
+                Some("sse2")
+            } else {
+                None
+            };
+            Backends {
+                aes: pick(forced.aes, aes),
+                ghash: pick(forced.ghash, cpu.clmul.then_some("clmul")),
+                chacha20: pick(forced.chacha20, chacha),
+                poly1305: Some(pick(forced.poly1305, cpu.avx2.then_some("avx2"))),
+                sha256: pick(forced.sha256, cpu.sha256.then_some("sha-ni")),
+            }
         }
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        let aes = detect::aes();
-        Backends {
-            aes: pick(FORCED.aes, aes.then_some("armv8-aes")),
+        "aarch64" => Backends {
+            aes: pick(forced.aes, cpu.aes.then_some("armv8-aes")),
             // polyval's PMULL backend is gated on the `aes` HWCAP.
-            ghash: pick(FORCED.ghash, aes.then_some("pmull")),
-            chacha20: pick(FORCED.chacha20, Some("neon")),
+            ghash: pick(forced.ghash, cpu.aes.then_some("pmull")),
+            chacha20: pick(forced.chacha20, Some("neon")),
             // poly1305 has no ARM backend.
-            poly1305: Some(pick(FORCED.poly1305, None)),
-            sha256: pick(FORCED.sha256, detect::sha2().then_some("armv8-sha2")),
-        }
-    }
-    #[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        let _ = (pick, FORCED.aes);
-        Backends::soft()
+            poly1305: Some(pick(forced.poly1305, None)),
+            sha256: pick(forced.sha256, cpu.sha256.then_some("armv8-sha2")),
+        },
+        _ => Backends::soft(),
     }
 }
 

@@ -1,9 +1,10 @@
-//! Command line: `probe`, `bench`, `selftest`, `run` (and the hidden worker mode).
+//! Command line: `probe`, `bench`, `selftest`, `run`, `simulate` (and the hidden worker mode).
 //!
 //! Usage errors exit with status 2 and name the flag; `bench` exits 1 when any
 //! point failed (the others are still reported), 0 otherwise. `run` exits 0
 //! after SIGTERM/SIGINT, 3 when the coordinator refuses the agent, 1 on a
-//! local failure (e.g. an unusable spool directory).
+//! local failure (e.g. an unusable spool directory). `simulate` exits 0 after
+//! SIGTERM/SIGINT or `--duration`, 3 when the coordinator refused every simulated host.
 
 use std::io::{self, IsTerminal, Write};
 use std::time::Instant;
@@ -16,6 +17,7 @@ use cipherfleet_core::path::{Flavour, Path};
 use crate::backend;
 use crate::daemon::{self, RunArgs};
 use crate::report::{self, Format};
+use crate::simulate::{self, SimulateArgs};
 use crate::worker::{self, WorkerJob};
 use crate::{kernel, probe, selftest};
 use cipherfleet_core::measurement::{Harness, Measurement, Status};
@@ -50,6 +52,9 @@ enum Command {
     },
     /// Connect to a coordinator and run the benchmark jobs it sends (the daemon).
     Run(RunArgs),
+    /// Simulate many agents in this process (load tests, demos): each with its own connection,
+    /// name and host credential, labelled simulated=true, answering jobs with synthetic results.
+    Simulate(Box<SimulateArgs>),
     /// Internal: measure one point read as JSON on stdin (started by `bench`).
     #[command(name = worker::WORKER_ARG, hide = true)]
     Worker,
@@ -210,6 +215,7 @@ pub fn main() -> i32 {
         Command::Selftest { format } => run_selftest(format),
         Command::Bench(args) => bench(args),
         Command::Run(args) => run_daemon(args),
+        Command::Simulate(args) => simulate_fleet(*args),
         Command::Worker => worker::worker_main(),
     }
 }
@@ -217,8 +223,49 @@ pub fn main() -> i32 {
 /// `run`: logging to stderr, a two-thread runtime (measurements happen in
 /// worker processes, not here), SIGTERM/SIGINT wired to a clean shutdown.
 fn run_daemon(args: RunArgs) -> i32 {
+    init_logging();
+    let config = match args.into_config() {
+        Ok(config) => config,
+        Err(e) => return usage_error(e),
+    };
+    on_runtime(|shutdown| async move {
+        match daemon::run(config, shutdown).await {
+            Ok(reason) => reason.exit_code(),
+            Err(e) => {
+                tracing::error!("{e:#}");
+                1
+            }
+        }
+    })
+}
+
+/// `simulate`: the same runtime and signals as `run`; every simulated host is a task on it.
+fn simulate_fleet(args: SimulateArgs) -> i32 {
+    init_logging();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let config = match args.into_config(shutdown.clone()) {
+        Ok(config) => config,
+        Err(e) => return usage_error(e),
+    };
+    on_runtime(|signalled| async move {
+        tokio::spawn(async move {
+            signalled.cancelled().await;
+            shutdown.cancel();
+        });
+        match simulate::run(config).await {
+            Ok(last) if last.count > 0 && last.refused == last.count => 3,
+            Ok(_) => 0,
+            Err(e) => {
+                tracing::error!("{e:#}");
+                1
+            }
+        }
+    })
+}
+
+/// Logging to stderr; CIPHERFLEET_LOG=debug (or error, warn, trace) changes the level.
+fn init_logging() {
     use tracing::level_filters::LevelFilter;
-    // CIPHERFLEET_LOG=debug (or error, warn, trace) changes the level.
     let level = std::env::var("CIPHERFLEET_LOG")
         .ok()
         .and_then(|v| v.parse::<LevelFilter>().ok())
@@ -228,10 +275,14 @@ fn run_daemon(args: RunArgs) -> i32 {
         .with_max_level(level)
         .with_target(false)
         .try_init();
-    let config = match args.into_config() {
-        Ok(config) => config,
-        Err(e) => return usage_error(e),
-    };
+}
+
+/// Runs `main` on a two-thread runtime with a token SIGTERM/SIGINT cancel; its exit code.
+fn on_runtime<F, Fut>(main: F) -> i32
+where
+    F: FnOnce(tokio_util::sync::CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = i32>,
+{
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -249,13 +300,7 @@ fn run_daemon(args: RunArgs) -> i32 {
             tracing::error!("cannot install signal handlers: {e}");
             return 1;
         }
-        match daemon::run(config, shutdown).await {
-            Ok(reason) => reason.exit_code(),
-            Err(e) => {
-                tracing::error!("{e:#}");
-                1
-            }
-        }
+        main(shutdown).await
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     code

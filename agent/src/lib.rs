@@ -11,7 +11,8 @@
 //! - [`worker`]: runs each measurement in a child process with a time limit.
 //! - [`report`]: table, JSON and CSV output.
 //! - [`daemon`]: `run`, the coordinator session: jobs pushed over gRPC, outcomes spooled until acknowledged.
-//! - [`cli`]: the `probe | bench | selftest | run` commands.
+//! - [`simulate`]: `simulate`, many simulated agents in one process (load tests, demos).
+//! - [`cli`]: the `probe | bench | selftest | run | simulate` commands.
 
 pub mod backend;
 pub mod cli;
@@ -22,6 +23,7 @@ pub mod kernel;
 pub mod probe;
 pub mod report;
 pub mod selftest;
+pub mod simulate;
 pub mod worker;
 
 // The binary installs the counting allocator in main.rs; the unit tests need it

@@ -16,9 +16,9 @@ use super::ceilings::{CeilingArgs, Ceilings};
 /// Environment variable holding the enrollment token when `--token-file` is not given.
 pub const TOKEN_ENV: &str = "CIPHERFLEET_TOKEN";
 
-/// Flags of `cipherfleet-agent run`.
+/// How to reach the coordinator: the flags `run` and `simulate` share.
 #[derive(Args, Debug)]
-pub struct RunArgs {
+pub struct ConnectArgs {
     /// Coordinator URL: https://coordinator.example:7443 (TLS); http://… only to this machine's
     /// loopback, or with --insecure-plaintext. Several coordinators sharing one database: repeat
     /// the flag or separate URLs with commas; the agent starts with the first and moves to the
@@ -29,6 +29,55 @@ pub struct RunArgs {
     /// File whose content is the enrollment token. Without it the token is read from CIPHERFLEET_TOKEN.
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
+    /// CA certificate (PEM) that signed an https:// coordinator's certificate; only it is trusted.
+    /// Without it the system's CA store is used.
+    #[arg(long, value_name = "PEM")]
+    pub ca_cert: Option<PathBuf>,
+    /// Allow an http:// coordinator on another machine: the token and every result then cross the
+    /// network in clear. Only for a network you trust; prefer https:// (`serve --self-signed`).
+    #[arg(long)]
+    pub insecure_plaintext: bool,
+}
+
+impl ConnectArgs {
+    /// Checks each URL against the TLS flags and loads the CA (and the client
+    /// certificate, if given): the coordinators to try, in order.
+    pub fn coordinators(
+        &self,
+        client_cert: Option<&Path>,
+        client_key: Option<&Path>,
+    ) -> Result<Vec<CoordinatorUrl>, ConfigError> {
+        let mut coordinators = Vec::with_capacity(self.coordinators.len());
+        for url in self.coordinators.iter().map(|u| u.trim()) {
+            if url.is_empty() {
+                return Err(config_error("--coordinator", "an empty URL in the list"));
+            }
+            client::check_coordinator_url(url, self.ca_cert.as_deref(), self.insecure_plaintext)?;
+            let tls = client::client_tls(url, self.ca_cert.as_deref())?;
+            let identity = client::client_identity(url, client_cert, client_key)?;
+            let tls = tls.map(|tls| match identity {
+                Some(identity) => tls.identity(identity),
+                None => tls,
+            });
+            coordinators.push(CoordinatorUrl {
+                url: url.to_string(),
+                tls,
+            });
+        }
+        Ok(coordinators)
+    }
+
+    /// The enrollment token, from --token-file or the environment.
+    pub fn token(&self) -> Result<Secret, ConfigError> {
+        read_token(self.token_file.as_deref(), std::env::var(TOKEN_ENV).ok())
+    }
+}
+
+/// Flags of `cipherfleet-agent run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
     /// Label for host selectors, e.g. --label rack=b7 (repeatable, at most 32; key: [A-Za-z0-9_.-]).
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     pub labels: Vec<v1::Label>,
@@ -45,10 +94,6 @@ pub struct RunArgs {
     /// Where outcomes wait until the coordinator has stored them. Default: <state dir>/spool.
     #[arg(long, value_name = "DIR")]
     pub spool_dir: Option<PathBuf>,
-    /// CA certificate (PEM) that signed an https:// coordinator's certificate; only it is trusted.
-    /// Without it the system's CA store is used.
-    #[arg(long, value_name = "PEM")]
-    pub ca_cert: Option<PathBuf>,
     /// Client certificate (PEM) for a coordinator that requires one (`serve --client-ca`): signed
     /// by that CA, with this host's --name as a DNS subjectAltName. Needs --client-key.
     #[arg(long, value_name = "PEM")]
@@ -56,10 +101,6 @@ pub struct RunArgs {
     /// Private key of --client-cert (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC). Needs --client-cert.
     #[arg(long, value_name = "PEM")]
     pub client_key: Option<PathBuf>,
-    /// Allow an http:// coordinator on another machine: the token and every result then cross the
-    /// network in clear. Only for a network you trust; prefer https:// (`serve --self-signed`).
-    #[arg(long)]
-    pub insecure_plaintext: bool,
     /// Seconds a running job may finish after SIGTERM/SIGINT before it is killed.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub grace: u64,
@@ -67,7 +108,7 @@ pub struct RunArgs {
     pub ceilings: CeilingArgs,
 }
 
-fn parse_label(s: &str) -> Result<v1::Label, String> {
+pub(crate) fn parse_label(s: &str) -> Result<v1::Label, String> {
     wire::parse_label(s).map_err(|e| e.message)
 }
 
@@ -133,40 +174,14 @@ pub(super) fn config_error(flag: &'static str, message: impl Into<String>) -> Co
 impl RunArgs {
     /// Checks the flags and fills in defaults; reads the token.
     pub fn into_config(self) -> Result<DaemonConfig, ConfigError> {
-        let mut coordinators = Vec::with_capacity(self.coordinators.len());
-        for url in self.coordinators.iter().map(|u| u.trim()) {
-            if url.is_empty() {
-                return Err(config_error("--coordinator", "an empty URL in the list"));
-            }
-            client::check_coordinator_url(url, self.ca_cert.as_deref(), self.insecure_plaintext)?;
-            let tls = client::client_tls(url, self.ca_cert.as_deref())?;
-            let identity = client::client_identity(url, self.client_cert.as_deref(), self.client_key.as_deref())?;
-            let tls = tls.map(|tls| match identity {
-                Some(identity) => tls.identity(identity),
-                None => tls,
-            });
-            coordinators.push(CoordinatorUrl {
-                url: url.to_string(),
-                tls,
-            });
-        }
+        let coordinators = self.connect.coordinators(self.client_cert.as_deref(), self.client_key.as_deref())?;
         let name = match self.name {
             Some(n) => n,
             None => default_name(),
         };
         wire::check_text("--name", &name, wire::MAX_NAME_LEN, false).map_err(|e| config_error("--name", e.message))?;
-        if self.labels.len() > wire::MAX_LABELS {
-            return Err(config_error(
-                "--label",
-                format!("{} labels; at most {}", self.labels.len(), wire::MAX_LABELS),
-            ));
-        }
-        for (i, label) in self.labels.iter().enumerate() {
-            if self.labels[..i].iter().any(|l| l.key == label.key) {
-                return Err(config_error("--label", format!("{:?} given twice", label.key)));
-            }
-        }
-        let token = read_token(self.token_file.as_deref(), std::env::var(TOKEN_ENV).ok())?;
+        check_labels(&self.labels)?;
+        let token = self.connect.token()?;
         let state_dir = self.state_dir.unwrap_or_else(default_state_dir);
         Ok(DaemonConfig {
             coordinators,
@@ -182,6 +197,22 @@ impl RunArgs {
                 .map_err(|(flag, message)| config_error(flag, message))?,
         })
     }
+}
+
+/// `--label`s as a whole: at most [`wire::MAX_LABELS`], no key twice.
+pub fn check_labels(labels: &[v1::Label]) -> Result<(), ConfigError> {
+    if labels.len() > wire::MAX_LABELS {
+        return Err(config_error(
+            "--label",
+            format!("{} labels; at most {}", labels.len(), wire::MAX_LABELS),
+        ));
+    }
+    for (i, label) in labels.iter().enumerate() {
+        if labels[..i].iter().any(|l| l.key == label.key) {
+            return Err(config_error("--label", format!("{:?} given twice", label.key)));
+        }
+    }
+    Ok(())
 }
 
 /// The enrollment token from `file`, else from `env` (the value of

@@ -21,12 +21,12 @@
 //! credential, ends the agent with [`ExitReason::Rejected`] (exit status 3).
 //! Another live session of the same host is waited out: the agent retries.
 
-mod backoff;
+pub(crate) mod backoff;
 mod ceilings;
 mod config;
-mod credential;
+pub(crate) mod credential;
 mod executor;
-mod session;
+pub(crate) mod session;
 mod spool;
 
 use std::sync::Mutex;
@@ -37,7 +37,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-pub use config::{ConfigError, CoordinatorUrl, DaemonConfig, RunArgs, TOKEN_ENV, default_name};
+pub(crate) use config::parse_label;
+pub use config::{
+    ConfigError, ConnectArgs, CoordinatorUrl, DaemonConfig, RunArgs, TOKEN_ENV, check_labels, default_name,
+};
 
 use backoff::Backoff;
 use credential::CredentialFile;

@@ -27,7 +27,7 @@ use cipherfleet_proto::v1::{self, agent_message, coordinator_message};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Endpoint;
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Status, Streaming};
 use tracing::{debug, info, warn};
 
@@ -43,7 +43,7 @@ use cipherfleet_core::wire;
 use crate::{probe, worker};
 
 /// Longest wait for the TCP connection, for the TLS handshake, and then for `Welcome`.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(20);
 /// Heartbeat interval when the coordinator sends 0.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
 /// On shutdown, how long to wait for the coordinator to acknowledge what was just sent.
@@ -52,7 +52,7 @@ const ACK_WAIT: Duration = Duration::from_secs(3);
 const OUTBOUND_QUEUE: usize = 64;
 
 /// How a session ended.
-pub(super) enum SessionEnd {
+pub(crate) enum SessionEnd {
     /// Shutdown was requested and finished while connected.
     Shutdown,
     /// The coordinator refused this agent; retrying would not help.
@@ -68,7 +68,7 @@ pub(super) enum SessionEnd {
     },
 }
 
-fn lost(reason: impl Into<String>, welcomed: bool) -> SessionEnd {
+pub(crate) fn lost(reason: impl Into<String>, welcomed: bool) -> SessionEnd {
     SessionEnd::Lost {
         reason: reason.into(),
         welcomed,
@@ -79,7 +79,7 @@ fn lost(reason: impl Into<String>, welcomed: bool) -> SessionEnd {
 /// An error status from the coordinator: a refusal ends the agent, anything
 /// else reconnects. `FAILED_PRECONDITION` is the protocol-version refusal only
 /// before `Welcome`; after it, the version was accepted and it is an ordinary error.
-fn classify(status: &Status, welcomed: bool) -> SessionEnd {
+pub(crate) fn classify(status: &Status, welcomed: bool) -> SessionEnd {
     match status.code() {
         Code::Unauthenticated => SessionEnd::Rejected(format!(
             "coordinator rejected the enrollment token ({:?})",
@@ -138,17 +138,16 @@ pub(super) async fn run(
         .await
 }
 
-fn heartbeat_interval(ms: u32) -> Duration {
+pub(crate) fn heartbeat_interval(ms: u32) -> Duration {
     match ms {
         0 => DEFAULT_HEARTBEAT,
         ms => Duration::from_millis(ms.into()).max(Duration::from_millis(100)),
     }
 }
 
-async fn handshake(
-    ctx: &Context,
-    coordinator: &CoordinatorUrl,
-) -> Result<(Session, v1::Welcome, Streaming<v1::CoordinatorMessage>), SessionEnd> {
+/// Dials the coordinator: one connection of its own, HTTP/2 keep-alive, TLS
+/// when its URL is https://. `run` and every simulated host connect this way.
+pub(crate) async fn open_channel(coordinator: &CoordinatorUrl) -> Result<Channel, SessionEnd> {
     let endpoint = Endpoint::from_shared(coordinator.url.clone())
         .map_err(|e| SessionEnd::Rejected(format!("invalid coordinator URL: {e}")))?
         .connect_timeout(HANDSHAKE_TIMEOUT)
@@ -169,7 +168,7 @@ async fn handshake(
             })?,
         None => endpoint,
     };
-    let channel = endpoint.connect().await.map_err(|e| {
+    endpoint.connect().await.map_err(|e| {
         let mut reason = format!("cannot connect: {}", cipherfleet_proto::client::error_chain(&e));
         if reason.contains("invalid peer certificate") {
             reason.push_str(
@@ -178,7 +177,14 @@ async fn handshake(
             );
         }
         lost(reason, false)
-    })?;
+    })
+}
+
+async fn handshake(
+    ctx: &Context,
+    coordinator: &CoordinatorUrl,
+) -> Result<(Session, v1::Welcome, Streaming<v1::CoordinatorMessage>), SessionEnd> {
+    let channel = open_channel(coordinator).await?;
     let mut client = AgentServiceClient::new(channel);
 
     let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
@@ -215,7 +221,7 @@ async fn handshake(
 /// Stores the credential the coordinator just issued: without it the host
 /// could not prove who it is next time, so failing to store it ends the agent.
 fn keep_credential(ctx: &Context, credential: &str) -> Result<(), SessionEnd> {
-    if credential.len() > wire::MAX_CREDENTIAL_LEN || !credential.bytes().all(|b| b.is_ascii_graphic()) {
+    if !well_formed_credential(credential) {
         return Err(lost("the coordinator sent a malformed host credential", false));
     }
     if let Err(e) = ctx.credential_file.store(credential) {
@@ -234,6 +240,11 @@ fn keep_credential(ctx: &Context, credential: &str) -> Result<(), SessionEnd> {
     );
     *ctx.credential.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Secret::new(credential));
     Ok(())
+}
+
+/// Whether a credential from `Welcome` can be stored and presented again.
+pub(crate) fn well_formed_credential(credential: &str) -> bool {
+    credential.len() <= wire::MAX_CREDENTIAL_LEN && credential.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// The `Hello` for this session: facts probed now, and what is running or spooled.
@@ -277,7 +288,7 @@ fn hello(ctx: &Context) -> v1::Hello {
     }
 }
 
-fn message(body: agent_message::Body) -> v1::AgentMessage {
+pub(crate) fn message(body: agent_message::Body) -> v1::AgentMessage {
     v1::AgentMessage { body: Some(body) }
 }
 

@@ -33,6 +33,15 @@ use cipherfleet_core::facts::{
 
 pub use table::write_table;
 
+/// The crypto features the probe checks on `arch` (`features.checked`), in report order.
+pub fn checked_features(arch: &str) -> Vec<&'static str> {
+    match arch {
+        "x86_64" | "x86" => x86::checked(),
+        "aarch64" => arm::checked(),
+        _ => Vec::new(),
+    }
+}
+
 /// Gathers all host facts. Never fails: unreadable facts are `None`.
 pub fn probe() -> HostFacts {
     let (mut cpu, features, mut virtualization) = probe_cpu();

@@ -115,6 +115,11 @@ const FEATURE_BITS: &[FeatureBit] = &[
     },
 ];
 
+/// Names of all features checked on x86, in report order.
+pub(super) fn checked() -> Vec<&'static str> {
+    FEATURE_BITS.iter().map(|f| f.name).collect()
+}
+
 const ECX1_OSXSAVE: u32 = 1 << 27;
 const ECX1_HYPERVISOR: u32 = 1 << 31;
 /// XCR0 bits 1 (SSE) and 2 (AVX).
@@ -245,7 +250,7 @@ pub(super) fn decode(s: &CpuidSnapshot) -> (Cpu, Features, Virtualization) {
         let osxsave = ecx1 & ECX1_OSXSAVE != 0;
         let adv = advertised(ecx1, s.leaf7);
         let use_ = usable(&adv, osxsave, s.xcr0);
-        features.checked = FEATURE_BITS.iter().map(|f| f.name.to_string()).collect();
+        features.checked = checked().into_iter().map(str::to_string).collect();
         features.advertised = adv.iter().map(|f| f.to_string()).collect();
         features.usable = use_.iter().map(|f| f.to_string()).collect();
         features.osxsave = Some(osxsave);

@@ -28,6 +28,7 @@ mod report_fallback;
 mod report_fleet;
 mod report_memory;
 mod scenarios;
+mod simulate;
 mod tls;
 mod transport;
 mod watch;

@@ -1,0 +1,118 @@
+//! `cipherfleet-agent simulate`: simulated hosts enroll like real agents (one
+//! connection and credential each), run a campaign to the end with exactly
+//! one result per job, report what their templates' hardware would run, carry
+//! the `simulated` label, and come back as the same hosts after a restart.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use cipherfleet_proto::v1;
+
+use crate::app::{App, agent_binary, spawn_app};
+
+const HOSTS: usize = 20;
+
+fn start_simulator(app: &mut App) -> usize {
+    let child = Command::new(agent_binary())
+        .args([
+            "simulate",
+            "--coordinator",
+            &app.url(),
+            "--count",
+            &HOSTS.to_string(),
+            "--name-prefix",
+            "e2e-sim-",
+            "--job-delay",
+            "20ms",
+            "--ramp",
+            "1s",
+            "--progress",
+            "0",
+        ])
+        .arg("--token-file")
+        .arg(app.dir.path().join("agent.token"))
+        .arg("--state-dir")
+        .arg(app.dir.path().join("sim-state"))
+        .env("CIPHERFLEET_LOG", "error")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("starting the simulator");
+    app.track_agent(child)
+}
+
+async fn list_hosts(app: &App) -> Vec<v1::Host> {
+    app.admin()
+        .await
+        .list_hosts(v1::ListHostsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .hosts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_simulated_hosts_finish_a_quick_campaign_with_one_result_per_job() {
+    let mut app = spawn_app().await;
+    let sim = start_simulator(&mut app);
+    app.wait_online(HOSTS).await;
+
+    let request = v1::StartCampaignRequest {
+        points: Some(v1::start_campaign_request::Points::Suite("quick".into())),
+        started_by: "e2e".into(),
+        ..Default::default()
+    };
+    let started = app.admin().await.start_campaign(request).await.unwrap().into_inner();
+    assert_eq!(
+        started.jobs_created as usize,
+        18 * HOSTS,
+        "the quick suite on every host"
+    );
+    let status = app.wait_finished(&started.campaign_id, Duration::from_secs(180)).await;
+    assert_eq!(status.state, v1::CampaignState::Completed as i32, "{status:?}");
+    let overall = status.overall.unwrap();
+    assert_eq!(
+        (overall.done as usize, overall.failed),
+        (18 * HOSTS, 0),
+        "{:?}",
+        status.failures
+    );
+    let counts = app.result_counts(&started.campaign_id).await;
+    assert_eq!(counts.len(), 18 * HOSTS);
+    assert!(counts.iter().all(|(_, n)| *n == 1), "{counts:?}");
+
+    let hosts = list_hosts(&app).await;
+    assert_eq!(hosts.len(), HOSTS);
+    let label = |h: &v1::Host, key: &str| h.labels.iter().find(|l| l.key == key).map(|l| l.value.clone());
+    for h in &hosts {
+        assert_eq!(label(h, "simulated").as_deref(), Some("true"), "{}", h.name);
+        assert!(label(h, "sim-template").is_some(), "{}", h.name);
+    }
+    let archs: std::collections::BTreeSet<&str> = hosts.iter().map(|h| h.arch.as_str()).collect();
+    assert_eq!(archs, ["aarch64", "x86_64"].into(), "x86 and ARM templates");
+
+    // What ran follows each template's hardware: AES in software without AES-NI, GHASH in
+    // software without AVX, everything accelerated on a modern Xeon.
+    let path_of = async |template: &str, algorithm: &str| -> Vec<String> {
+        sqlx::query_scalar(
+            "SELECT DISTINCT r.path_used FROM results r JOIN jobs j ON j.id = r.job_id JOIN hosts h ON h.id = r.host_id \
+             WHERE h.labels->>'sim-template' = $1 AND r.algorithm = $2 AND j.spec->>'path' = 'accelerated'",
+        )
+        .bind(template)
+        .bind(algorithm)
+        .fetch_all(&app.pool)
+        .await
+        .unwrap()
+    };
+    assert_eq!(path_of("xeon-x5570", "aes-256-gcm").await, ["software"]);
+    assert_eq!(path_of("xeon-x5670", "aes-256-gcm").await, ["partial"]);
+    assert_eq!(path_of("cortex-a72", "aes-256-gcm").await, ["software"]);
+    assert_eq!(path_of("xeon-gold-6130", "aes-256-gcm").await, ["accelerated"]);
+
+    // A restarted simulator presents the stored credentials: the same hosts, none refused.
+    app.kill_agent(sim);
+    app.wait_host("e2e-sim-00000", false).await;
+    start_simulator(&mut app);
+    app.wait_online(HOSTS).await;
+    let again = list_hosts(&app).await;
+    assert_eq!(again.len(), HOSTS, "no new hosts");
+}

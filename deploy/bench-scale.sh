@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Scale benchmark of one coordinator on this machine: builds the release binaries, starts a
+# private PostgreSQL cluster in a temporary directory, runs every scenario of
+# deploy/bench-scale/ against simulated agents (`cipherfleet-agent simulate`), each bounded
+# in time, and prints ONE table. Scenarios: 10-connect (connect storm, RSS, idle CPU),
+# 20-ingest (a campaign on every host: dispatch and ingest rates, result→ack p99),
+# 30-restart (coordinator killed and restarted with every agent connected), 40-slow-postgres
+# (a pg_sleep trigger under ingest: memory bounded, nothing lost).
+#
+# Usage: deploy/bench-scale.sh [--count N] [--quick] [--only PATTERN] [--no-build] [--keep]
+#   --count N      simulated agents (default 10000; --quick: 200)
+#   --quick        short waits and a small fleet, to check the scenarios themselves (~3 min)
+#   --only PAT     run the scenarios whose file name matches the shell pattern PAT (e.g. '2*')
+#   --no-build     use target/release as it is
+#   --keep         keep the temporary directory (logs, databases) and print its path
+#
+# A scenario is one executable file deploy/bench-scale/NN-name.sh, run in name order with
+# `timeout` (BENCH_SCENARIO_LIMIT seconds, default 900; --quick 240). It sources
+# deploy/bench-scale/lib.sh (helpers: fresh_db, coord_start/coord_kill/coord_stop, sim_start,
+# sim_stat/wait_stat, rss_mb/peak_rss_mb/cpu_percent, campaign_start/wait_campaign, row) and
+# everything it starts through them is stopped when it exits. It reports on stdout, one line
+# per figure, in this format (tab-separated, the rest of its output goes to the log):
+#
+#   ROW <TAB> scenario <TAB> metric <TAB> value <TAB> unit <TAB> note
+#
+# (`row METRIC VALUE UNIT [NOTE]` prints it, with the scenario's file name). The driver
+# collects every ROW line and prints them as the table at the end; a scenario that fails or
+# runs out of time gets a row saying so. Environment a scenario can rely on:
+#   BENCH_DIR       scratch directory (tokens, logs, simulator state), removed at the end
+#   BENCH_BIN       directory of the binaries (default target/release; may be set with --no-build)
+#   BENCH_COUNT     simulated agents;  BENCH_QUICK  1 in --quick mode, else 0
+#   BENCH_PG_SOCKET, BENCH_PG_PORT, BENCH_PG_USER   the private cluster (psql_db, fresh_db)
+#   BENCH_CONNECT_LIMIT, BENCH_INGEST_LIMIT          seconds to wait for a connect / a campaign
+# and BENCH_HEARTBEAT (heartbeat seconds, default 5), BENCH_SUITE (default quick: 18 jobs a
+# host), BENCH_SERVE_ARGS (extra `serve` flags), BENCH_PG_SLEEP (40: seconds a result insert
+# sleeps, default 0.2) may be set by the caller.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+count="" quick=0 only="*" build=1 keep=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --count) count=$2; shift ;;
+    --quick) quick=1 ;;
+    --only) only=$2; shift ;;
+    --no-build) build=0 ;;
+    --keep) keep=1 ;;
+    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench-scale.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ -z "$count" ]; then count=$([ $quick = 1 ] && echo 200 || echo 10000); fi
+case "$count" in ''|*[!0-9]*) echo "bench-scale.sh: --count needs a whole number, not '$count'" >&2; exit 2 ;; esac
+for tool in jq psql timeout; do
+  command -v "$tool" >/dev/null || { echo "bench-scale.sh: needs $tool" >&2; exit 2; }
+done
+
+if [ $build = 1 ]; then
+  cargo build --release -p cipherfleet-coordinator -p cipherfleet-agent --bin cipherfleet-coordinator --bin cipherfleet-agent
+fi
+export BENCH_BIN=${BENCH_BIN:-$PWD/target/release} BENCH_COUNT=$count BENCH_QUICK=$quick
+export BENCH_DIR; BENCH_DIR=$(mktemp -d -t cipherfleet-bench-scale.XXXXXX)
+export BENCH_CONNECT_LIMIT=${BENCH_CONNECT_LIMIT:-$([ $quick = 1 ] && echo 60 || echo 180)}
+export BENCH_INGEST_LIMIT=${BENCH_INGEST_LIMIT:-$([ $quick = 1 ] && echo 90 || echo 420)}
+limit=${BENCH_SCENARIO_LIMIT:-$([ $quick = 1 ] && echo 240 || echo 900)}
+
+# The private cluster: initdb refuses root, so root runs it as the coordinator's own system user.
+pg_bin=$(dirname "$(command -v pg_ctl 2>/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl | sort -V | tail -1)")
+as_pg=()
+if [ "$(id -u)" = 0 ]; then
+  id cipherfleet-pg >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin cipherfleet-pg
+  chown cipherfleet-pg "$BENCH_DIR"; chmod 0755 "$BENCH_DIR"
+  as_pg=(runuser -u cipherfleet-pg --)
+  export BENCH_PG_USER=cipherfleet-pg
+else
+  export BENCH_PG_USER=$USER
+fi
+export BENCH_PG_SOCKET=$BENCH_DIR BENCH_PG_PORT=5432
+cleanup() {
+  "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$BENCH_DIR/pg" -m immediate stop >/dev/null 2>&1 || true
+  if [ $keep = 1 ]; then echo "kept $BENCH_DIR" >&2; else rm -rf "$BENCH_DIR"; fi
+}
+trap cleanup EXIT
+"${as_pg[@]}" "$pg_bin/initdb" -D "$BENCH_DIR/pg" -U "$BENCH_PG_USER" --auth-local trust --auth-host reject >"$BENCH_DIR/initdb.log"
+cat >>"$BENCH_DIR/pg/postgresql.conf" <<CONF
+listen_addresses = ''
+unix_socket_directories = '$BENCH_DIR'
+max_connections = 200
+shared_buffers = 256MB
+CONF
+"${as_pg[@]}" "$pg_bin/pg_ctl" -D "$BENCH_DIR/pg" -l "$BENCH_DIR/postgres.log" -w start >/dev/null
+umask 077
+printf 'bench-agent-token-%s' "$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')" >"$BENCH_DIR/agent.token"
+printf 'bench-admin-token-%s' "$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')" >"$BENCH_DIR/admin.token"
+chmod 0644 "$BENCH_DIR"/*.token 2>/dev/null || true
+
+rows=$BENCH_DIR/rows.tsv
+: >"$rows"
+for scenario in deploy/bench-scale/[0-9]*.sh; do
+  name=$(basename "$scenario" .sh)
+  # shellcheck disable=SC2254
+  case "$name" in $only) ;; *) continue ;; esac
+  echo "== $name ($count agents, at most $limit s)" >&2
+  set +e
+  timeout --kill-after=10 "$limit" bash "$scenario" >"$BENCH_DIR/$name.out" 2>"$BENCH_DIR/$name.err"
+  status=$?
+  set -e
+  grep $'^ROW\t' "$BENCH_DIR/$name.out" | cut -f2- >>"$rows" || true
+  case $status in
+    0) ;;
+    124|137) printf '%s\t%s\t%s\t\t%s\n' "$name" "scenario" "timed out" "after $limit s" >>"$rows" ;;
+    *) printf '%s\t%s\t%s\t\t%s\n' "$name" "scenario" "failed (exit $status)" \
+         "$(tail -1 "$BENCH_DIR/$name.err" | cut -c1-100)" >>"$rows" ;;
+  esac
+  [ $keep = 1 ] || tail -3 "$BENCH_DIR/$name.err" >&2 || true
+done
+
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+mem=$(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+echo
+echo "bench-scale: $count simulated agents, $(date -u +%Y-%m-%d), $(nproc) × ${cpu:-unknown CPU}, $mem," \
+  "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$([ $quick = 1 ] && echo ', quick mode')"
+# Empty cells as "-", since column(1) merges adjacent separators.
+{ printf 'scenario\tmetric\tvalue\tunit\tnote\n'; cat "$rows"; } |
+  awk -F'\t' -v OFS='\t' '{ for (i = 1; i <= 5; i++) if ($i == "") $i = "-"; print }' | column -t -s $'\t'

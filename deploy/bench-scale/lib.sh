@@ -1,0 +1,139 @@
+# Helpers for the scenarios of deploy/bench-scale.sh (sourced by each scenario; see the
+# format and the environment at the top of bench-scale.sh). Every process a scenario starts
+# through these helpers is stopped when the scenario exits.
+# shellcheck shell=bash
+
+: "${BENCH_DIR:?run the scenarios through deploy/bench-scale.sh}"
+BIN=${BENCH_BIN:?}
+SCENARIO=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
+PIDS=()
+HZ=$(getconf CLK_TCK)
+
+cleanup_scenario() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+}
+trap cleanup_scenario EXIT
+
+# row METRIC VALUE UNIT [NOTE]: one line of the table.
+row() { printf 'ROW\t%s\t%s\t%s\t%s\t%s\n' "$SCENARIO" "$1" "$2" "$3" "${4:-}"; }
+log() { printf '[%s %s] %s\n' "$(date -u +%T)" "$SCENARIO" "$*" >&2; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+
+# psql_db DB SQL: one value (or rows, tab-separated) from the private cluster.
+psql_db() { psql -X -q -At -F $'\t' -h "$BENCH_PG_SOCKET" -p "$BENCH_PG_PORT" -U "$BENCH_PG_USER" -d "$1" -c "$2"; }
+
+# fresh_db NAME: an empty database; echoes its URL (the coordinator migrates it).
+fresh_db() {
+  psql_db postgres "DROP DATABASE IF EXISTS $1" >/dev/null
+  psql_db postgres "CREATE DATABASE $1" >/dev/null
+  echo "postgresql://$BENCH_PG_USER@localhost/$1?host=$BENCH_PG_SOCKET&port=$BENCH_PG_PORT"
+}
+
+# coord_start DB_URL [GRPC_ADDR] [extra serve flags…]: sets COORD_PID, GRPC (host:port), HTTP.
+coord_start() {
+  local url=$1 addr=${2:-127.0.0.1:0}; shift 2 || shift $#
+  local out="$BENCH_DIR/$SCENARIO-coordinator.$$.$RANDOM"
+  mkfifo "$out.fifo"
+  CIPHERFLEET_LOG=${BENCH_COORDINATOR_LOG:-warn} "$BIN/cipherfleet-coordinator" serve \
+    --grpc-listen "$addr" --http-listen 127.0.0.1:0 --database-url "$url" \
+    --agent-token-file "$BENCH_DIR/agent.token" --admin-token-file "$BENCH_DIR/admin.token" \
+    --heartbeat-seconds "${BENCH_HEARTBEAT:-5}" --verify-on-change=false ${BENCH_SERVE_ARGS:-} "$@" \
+    >"$out.fifo" 2>>"$BENCH_DIR/$SCENARIO-coordinator.log" &
+  COORD_PID=$!
+  PIDS+=("$COORD_PID")
+  local line
+  if ! read -r -t 120 line <"$out.fifo"; then
+    log "the coordinator printed no address line (see $BENCH_DIR/$SCENARIO-coordinator.log)"; return 1
+  fi
+  # Keep draining its stdout so it never blocks on a full pipe.
+  cat "$out.fifo" >/dev/null &
+  GRPC=$(tr ' ' '\n' <<<"$line" | sed -n 's/^grpc=//p')
+  HTTP=$(tr ' ' '\n' <<<"$line" | sed -n 's/^http=//p')
+  log "coordinator $COORD_PID: grpc=$GRPC http=$HTTP"
+}
+
+coord_kill() { kill -KILL "$COORD_PID" 2>/dev/null || true; wait "$COORD_PID" 2>/dev/null || true; }
+coord_stop() { kill -TERM "$COORD_PID" 2>/dev/null || true; wait "$COORD_PID" 2>/dev/null || true; }
+
+# sim_start COUNT [simulate flags…]: the simulator against $GRPC; sets SIM_PID and SIM_STATS.
+sim_start() {
+  local count=$1; shift
+  SIM_STATS="$BENCH_DIR/$SCENARIO-sim.stats"
+  rm -f "$SIM_STATS"
+  CIPHERFLEET_LOG=${BENCH_SIMULATOR_LOG:-error} "$BIN/cipherfleet-agent" simulate \
+    --coordinator "http://$GRPC" --token-file "$BENCH_DIR/agent.token" \
+    --count "$count" --state-dir "$BENCH_DIR/$SCENARIO-sim-state" --stats-file "$SIM_STATS" \
+    --progress 10s "$@" 2>>"$BENCH_DIR/$SCENARIO-sim.log" &
+  SIM_PID=$!
+  PIDS+=("$SIM_PID")
+}
+
+# sim_stat KEY: the simulator's latest value of KEY (its --stats-file), 0 before the first.
+sim_stat() {
+  [ -f "$SIM_STATS" ] || { echo 0; return; }
+  tr ' ' '\n' <"$SIM_STATS" | sed -n "s/^$1=//p" | head -1
+}
+
+# wait_stat KEY MIN SECONDS: until the simulator's KEY reaches MIN; 1 on timeout.
+wait_stat() {
+  local deadline=$(( $(date +%s) + $3 ))
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    [ "$(sim_stat "$1" | cut -d. -f1)" -ge "$2" ] 2>/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# rss_mb PID / peak_rss_mb PID: resident set now / its peak, in MB.
+rss_mb() { awk '/^VmRSS:/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
+peak_rss_mb() { awk '/^VmHWM:/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
+# cpu_ticks PID: user + system time so far, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# cpu_percent PID SECONDS: CPU of PID over the next SECONDS, in % of one core.
+cpu_percent() {
+  local a b; a=$(cpu_ticks "$1"); sleep "$2"; b=$(cpu_ticks "$1")
+  awk -v a="$a" -v b="$b" -v s="$2" -v hz="$HZ" 'BEGIN { printf "%.1f", 100 * (b - a) / hz / s }'
+}
+
+# campaign_start SUITE: starts it on every online host; echoes its id.
+campaign_start() {
+  CIPHERFLEET_ADMIN_TOKEN=$(cat "$BENCH_DIR/admin.token") "$BIN/cipherfleet-coordinator" campaign start \
+    --suite "$1" --coordinator "http://$GRPC" --format json | jq -r .campaign_id
+}
+
+# jobs_by_status DB CAMPAIGN: "done failed other" counts.
+jobs_by_status() {
+  psql_db "$1" "SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed'),
+                       count(*) FILTER (WHERE status NOT IN ('done', 'failed', 'cancelled')) FROM jobs WHERE campaign_id = $2" | tr '\t' ' '
+}
+
+# wait_campaign DB CAMPAIGN SECONDS: until no job of it is left to run; 1 on timeout.
+wait_campaign() {
+  local deadline=$(( $(date +%s) + $3 )) left
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    left=$(jobs_by_status "$1" "$2" | awk '{ print $3 }')
+    [ "$left" = 0 ] && return 0
+    sleep 1
+  done
+  return 1
+}
+
+# not_exactly_once DB CAMPAIGN: done jobs without exactly one result, and results of jobs not done.
+not_exactly_once() {
+  psql_db "$1" "SELECT (SELECT count(*) FROM jobs j WHERE j.campaign_id = $2 AND j.status = 'done'
+                          AND (SELECT count(*) FROM results r WHERE r.job_id = j.id) <> 1)
+                     + (SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job_id
+                          WHERE j.campaign_id = $2 AND j.status <> 'done')"
+}
+
+# rate_between DB SQL_TIMESTAMPS: items per second between the first and the last timestamp.
+rate_of() {
+  psql_db "$1" "SELECT CASE WHEN count(*) < 2 THEN 0 ELSE round((count(*) - 1)
+                  / greatest(extract(epoch FROM max(t) - min(t)), 0.001)) END FROM ($2) s(t)"
+}
