@@ -295,7 +295,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            args.coordinators,
+            args.connect.coordinators,
             ["http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"]
         );
         // Each URL is held to the rules of one (plain http only to loopback),

@@ -27,7 +27,7 @@ use cipherfleet_proto::v1::{self, agent_message, coordinator_message};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status, Streaming};
 use tracing::{debug, info, warn};
 

@@ -212,7 +212,7 @@ fn figures(profile: &Profile, spec: &JobSpec, b: &Backends, rng: &mut Rng) -> Fi
 #[cfg(test)]
 mod tests {
     use cipherfleet_core::path::PathUsed;
-    use cipherfleet_core::spec::{Matrix, Suite};
+    use cipherfleet_core::spec::{Matrix, Nonce, Suite};
     use cipherfleet_core::wire;
     use cipherfleet_proto::v1;
 
@@ -230,6 +230,7 @@ mod tests {
             concurrency: None,
             key_mode: KeyMode::Static,
             path,
+            nonce: Nonce::Counter,
             seconds: 0.2,
         }
     }
