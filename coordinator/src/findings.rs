@@ -391,7 +391,7 @@ async fn reconcile(
             };
             outcome.opened += 1;
         }
-        store::upsert_open(&mut **tx, &finding).await?;
+        store::upsert_open(tx, &finding).await?;
     }
     outcome.resolved += store::resolve(&mut **tx, &gone).await? as usize;
     Ok(())
