@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Benchmarks the report: time to render /compare (hosts and classes) and
-# /fallback with 100,000 and with 1,000,000 stored results (target: p95 under
-# 300 ms at 1,000,000), plus the query plans of every page at 1,000,000
-# (EXPLAIN ANALYZE via auto_explain; a sequential scan of results or
-# result_points fails the run). Simulated hosts and bulk-loaded results on a
-# private PostgreSQL cluster in a temporary directory (needs PostgreSQL's
-# server binaries, as `serve` does). About five minutes on 2 cores.
+# Benchmarks the report: p50 and p95 of every page and its /api/v1 table
+# (/, /hosts, /hosts/{id}, /compare, /modes, /fallback, /capacity,
+# /campaigns/{id}, /scenarios) with 100,000 and with 1,000,000 stored results
+# on 10,000 hosts (target: every p95 under 300 ms at 1,000,000), the time of
+# the whole-fleet findings pass at each size, and the query plans of every
+# page at 1,000,000 (EXPLAIN ANALYZE via auto_explain; a sequential scan of
+# results, result_points or jobs fails the run). Prints one table at the end.
+# Simulated hosts and bulk-loaded results on a private PostgreSQL cluster in a
+# temporary directory (needs PostgreSQL's server binaries, as `serve` does).
+# About ten minutes on 2 cores.
 # Usage: deploy/bench-report.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

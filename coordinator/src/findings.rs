@@ -29,8 +29,8 @@ use tokio::time::Interval;
 use tokio_util::sync::CancellationToken;
 
 use crate::analysis::class::MachineClass;
-use crate::analysis::fallback::HostCrypto;
-use crate::analysis::series::{HostSeries, Observation};
+use crate::analysis::fallback::CpuGroups;
+use crate::analysis::series::{HostSeries, Observation, PeerMedians};
 use crate::analysis::slow::Thresholds;
 use crate::analysis::unexplained::{self, Ran};
 use crate::cluster::leader::Leader;
@@ -265,7 +265,20 @@ pub async fn derive_fleet(pool: &PgPool) -> db::Result<Outcome> {
 }
 
 /// Derives one pass and reconciles it with the stored findings in one transaction.
+///
+/// Bounded however large the fleet: results are read [`CHUNK`] hosts at a
+/// time, twice — first the peers' series, reduced to their medians per class
+/// ([`PeerMedians`]), then the targets' own, each chunk judged and
+/// reconciled before the next is read — so memory holds one chunk's results
+/// and the medians, and each host is compared with its class and CPU group
+/// rather than with every other host.
 pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
+    derive_in_chunks(pool, work, CHUNK).await
+}
+
+/// [`derive`], reading `chunk` hosts per query (tests make it small).
+pub async fn derive_in_chunks(pool: &PgPool, work: &Work, chunk: usize) -> db::Result<Outcome> {
+    let chunk = chunk.max(1);
     let t = Thresholds::default();
     let hosts = db::series::current_facts(pool).await?;
     let targets: Vec<&CurrentFacts> = match work {
@@ -280,97 +293,127 @@ pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
             Work::Hosts(h) => h.get(&host_id).and_then(Option::as_ref),
         }
     };
-    let classes: HashMap<i64, (MachineClass, bool)> = hosts.iter().map(|h| (h.host_id(), h.class())).collect();
-    // Same-class hosts; a host whose CPU is unknown has none.
-    let peers_of = |host_id: i64| -> Vec<i64> {
-        match classes.get(&host_id) {
-            Some(c) if c.0.cpu_model_name.is_some() => hosts
-                .iter()
-                .filter(|h| h.host_id() != host_id && classes.get(&h.host_id()) == Some(c))
-                .map(CurrentFacts::host_id)
-                .collect(),
-            _ => Vec::new(),
-        }
+    // Same-class hosts are peers; a host whose CPU is unknown has none.
+    let class_of = |h: &CurrentFacts| -> Option<(MachineClass, bool)> {
+        let c = h.class();
+        c.0.cpu_model_name.is_some().then_some(c)
     };
+    let mut members: HashMap<(MachineClass, bool), Vec<i64>> = HashMap::new();
+    for h in &hosts {
+        if let Some(c) = class_of(h) {
+            members.entry(c).or_default().push(h.host_id());
+        }
+    }
 
-    // Results of the targets and their peers, for the algorithms in question.
-    let mut wanted_hosts: BTreeSet<i64> = BTreeSet::new();
+    // The algorithms in question, and the classes of the targets.
     let mut wanted_algorithms: Option<BTreeSet<String>> = Some(BTreeSet::new());
+    let mut wanted_classes: HashSet<(MachineClass, bool)> = HashSet::new();
     for h in &targets {
-        wanted_hosts.insert(h.host_id());
-        wanted_hosts.extend(peers_of(h.host_id()));
+        wanted_classes.extend(class_of(h));
         match (algorithms(h.host_id()), &mut wanted_algorithms) {
             (Some(a), Some(all)) => all.extend(a.iter().cloned()),
             _ => wanted_algorithms = None,
         }
     }
-    let wanted_hosts: Vec<i64> = wanted_hosts.into_iter().collect();
-    let points = db::series::latest_points(pool, &wanted_hosts, wanted_algorithms.as_ref(), HISTORY).await?;
-    // What ran last at each accelerated point: cheap (one row per point), so
-    // every pass judges `unexplained-fallback` for all its targets.
-    let target_ids: Vec<i64> = targets.iter().map(|h| h.host_id()).collect();
-    let mut latest: HashMap<i64, Vec<Ran>> = HashMap::new();
-    for r in db::series::latest_accelerated(pool, &target_ids).await? {
-        latest.entry(r.result.host_id).or_default().push(r);
+
+    // First read: the medians of every series of the targets' classes.
+    let mut peers: HashMap<(MachineClass, bool), PeerMedians> = HashMap::new();
+    for class in wanted_classes {
+        let mut medians = PeerMedians::default();
+        for part in members[&class].chunks(chunk) {
+            let points = db::series::latest_points(pool, part, wanted_algorithms.as_ref(), HISTORY).await?;
+            for (host, observations) in by_host(&points) {
+                medians.add(host, &HostSeries::new(observations), &t);
+            }
+        }
+        peers.insert(class, medians.finish());
     }
 
-    let fleet: Vec<HostCrypto> = hosts
-        .iter()
-        .map(|h| describe::crypto_of(h.host_id(), &h.snapshot))
-        .collect();
+    let fleet = CpuGroups::new(hosts.iter().map(|h| describe::crypto_of(h.host_id(), &h.snapshot)));
+    let no_peers = PeerMedians::default();
     let mut tx = pool.begin().await?;
     advisory::lock_transaction(&mut *tx, advisory::Lock::Findings).await?;
-    let open = store::list_open_for_hosts(&mut *tx, &target_ids).await?;
     let mut outcome = Outcome::default();
-    // Grouped once: a host's series serve its own pass and every peer's.
-    let mut by_host: BTreeMap<i64, Vec<Observation>> = BTreeMap::new();
-    for p in points {
-        by_host.entry(p.host_id).or_default().push(p);
-    }
-    let grouped: HashMap<i64, HostSeries> = by_host.iter().map(|(h, p)| (*h, HostSeries::new(p))).collect();
-    let none = HostSeries::default();
-    for host in &targets {
-        let peers: Vec<&HostSeries> = peers_of(host.host_id()).iter().filter_map(|p| grouped.get(p)).collect();
-        let mine = grouped.get(&host.host_id()).unwrap_or(&none);
-        let only = algorithms(host.host_id());
-        let ran = latest.get(&host.host_id()).map_or(&[][..], Vec::as_slice);
-        let derived = describe::for_host(host, &fleet, mine, &peers, ran, only, &t);
-        // A pass over some algorithms leaves the slow findings of the others alone.
-        let in_scope = |f: &Finding| f.reason != "slow-accelerated" || only.is_none_or(|a| a.contains(&f.subject));
-        let stored: Vec<&Finding> = open
-            .iter()
-            .filter(|f| f.host_id == host.host_id() && in_scope(f))
+    // Second read: the targets' own results, a chunk at a time.
+    for part in targets.chunks(chunk) {
+        let ids: Vec<i64> = part.iter().map(|h| h.host_id()).collect();
+        let points = db::series::latest_points(pool, &ids, wanted_algorithms.as_ref(), HISTORY).await?;
+        let grouped: HashMap<i64, HostSeries> = by_host(&points)
+            .into_iter()
+            .map(|(h, o)| (h, HostSeries::new(o)))
             .collect();
-        let gone: Vec<i64> = stored
-            .iter()
-            .filter(|f| !derived.iter().any(|d| d.finding.same_as(f)))
-            .map(|f| f.id)
-            .collect();
-        let mut history: Option<Vec<Snapshot>> = None;
-        for Derived { mut finding, anchor } in derived {
-            if stored.iter().any(|f| finding.same_as(f)) {
-                outcome.refreshed += 1;
-            } else {
-                // New: when did it start, and what changed around then.
-                if history.is_none() {
-                    history = Some(snapshots::history(&mut *tx, host.host_id()).await?);
-                }
-                let history = history.as_deref().unwrap_or_default();
-                (finding.first_seen, finding.fact_changes) = match &anchor {
-                    Anchor::Facts(reason) => {
-                        describe::anchor_facts(host.host_id(), *reason, &finding.subject, history, &fleet)
-                    }
-                    Anchor::Series(v) => describe::anchor_series(v, history),
-                    Anchor::Results { first, snapshot } => describe::anchor_results(*first, *snapshot, history),
-                };
-                outcome.opened += 1;
-            }
-            store::upsert_open(&mut tx, &finding).await?;
+        // What ran last at each accelerated point: cheap (one row per point), so
+        // every pass judges `unexplained-fallback` for all its targets.
+        let mut latest: HashMap<i64, Vec<Ran>> = HashMap::new();
+        for r in db::series::latest_accelerated(pool, &ids).await? {
+            latest.entry(r.result.host_id).or_default().push(r);
         }
-        outcome.resolved += store::resolve(&mut *tx, &gone).await? as usize;
+        let open = store::list_open_for_hosts(&mut *tx, &ids).await?;
+        let none = HostSeries::default();
+        for host in part {
+            let peers = class_of(host).and_then(|c| peers.get(&c)).unwrap_or(&no_peers);
+            let mine = grouped.get(&host.host_id()).unwrap_or(&none);
+            let only = algorithms(host.host_id());
+            let ran = latest.get(&host.host_id()).map_or(&[][..], Vec::as_slice);
+            let derived = describe::for_host(host, &fleet, mine, peers, ran, only, &t);
+            reconcile(&mut tx, host.host_id(), derived, &open, only, &fleet, &mut outcome).await?;
+        }
     }
     tx.commit().await?;
     Ok(outcome)
+}
+
+/// Hosts read per query of a pass: a few thousand results each.
+const CHUNK: usize = 200;
+
+/// `points` (ordered by host) split per host.
+fn by_host(points: &[Observation]) -> Vec<(i64, &[Observation])> {
+    points
+        .chunk_by(|a, b| a.host_id == b.host_id)
+        .map(|run| (run[0].host_id, run))
+        .collect()
+}
+
+/// Stores what was `derived` for `host_id` against its `open` findings (of
+/// the pass's hosts): new ones dated, held ones refreshed, the rest resolved.
+async fn reconcile(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    host_id: i64,
+    derived: Vec<Derived>,
+    open: &[Finding],
+    only: Option<&BTreeSet<String>>,
+    fleet: &CpuGroups,
+    outcome: &mut Outcome,
+) -> db::Result<()> {
+    // A pass over some algorithms leaves the slow findings of the others alone.
+    let in_scope = |f: &Finding| f.reason != "slow-accelerated" || only.is_none_or(|a| a.contains(&f.subject));
+    let stored: Vec<&Finding> = open.iter().filter(|f| f.host_id == host_id && in_scope(f)).collect();
+    let gone: Vec<i64> = stored
+        .iter()
+        .filter(|f| !derived.iter().any(|d| d.finding.same_as(f)))
+        .map(|f| f.id)
+        .collect();
+    let mut history: Option<Vec<Snapshot>> = None;
+    for Derived { mut finding, anchor } in derived {
+        if stored.iter().any(|f| finding.same_as(f)) {
+            outcome.refreshed += 1;
+        } else {
+            // New: when did it start, and what changed around then.
+            if history.is_none() {
+                history = Some(snapshots::history(&mut **tx, host_id).await?);
+            }
+            let history = history.as_deref().unwrap_or_default();
+            (finding.first_seen, finding.fact_changes) = match &anchor {
+                Anchor::Facts(reason) => describe::anchor_facts(host_id, *reason, &finding.subject, history, fleet),
+                Anchor::Series(v) => describe::anchor_series(v, history),
+                Anchor::Results { first, snapshot } => describe::anchor_results(*first, *snapshot, history),
+            };
+            outcome.opened += 1;
+        }
+        store::upsert_open(tx, &finding).await?;
+    }
+    outcome.resolved += store::resolve(&mut **tx, &gone).await? as usize;
+    Ok(())
 }
 
 #[cfg(test)]

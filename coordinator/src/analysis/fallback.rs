@@ -201,7 +201,33 @@ fn same_cpu(a: &HostCrypto, b: &HostCrypto) -> bool {
     known(&a.cpu) && a.cpu == b.cpu
 }
 
-/// Findings for `host`, judged against the whole fleet (`fleet` may include `host`).
+/// A CPU identity: (vendor, family, model, stepping).
+type Cpu = (Option<String>, Option<i32>, Option<i32>, Option<i32>);
+
+/// The fleet grouped by CPU identity. [`findings`] compares a host only with
+/// hosts of its own CPU, so handing it the group instead of the fleet gives
+/// the same answer without looking at every host for every host.
+#[derive(Debug, Default)]
+pub struct CpuGroups(std::collections::HashMap<Cpu, Vec<HostCrypto>>);
+
+impl CpuGroups {
+    pub fn new(fleet: impl IntoIterator<Item = HostCrypto>) -> Self {
+        let mut groups: std::collections::HashMap<Cpu, Vec<HostCrypto>> = Default::default();
+        for h in fleet {
+            groups.entry(h.cpu.clone()).or_default().push(h);
+        }
+        CpuGroups(groups)
+    }
+
+    /// The hosts with `cpu` (the host asking among them); every host
+    /// [`findings`] could call a peer.
+    pub fn same_cpu(&self, cpu: &Cpu) -> &[HostCrypto] {
+        self.0.get(cpu).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Findings for `host`, judged against the whole fleet (`fleet` may include
+/// `host`; [`CpuGroups::same_cpu`] is all of it that matters).
 pub fn findings(host: &HostCrypto, fleet: &[HostCrypto]) -> Vec<FactFinding> {
     let mut out = Vec::new();
     let finding = |reason, features: Vec<&str>| FactFinding {

@@ -11,6 +11,7 @@ use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::{Path, PathUsed};
 
+use super::robust::Spread;
 use super::slow::{self, SlowFinding, SlowKind, Thresholds};
 
 /// One stored result, as the detectors need it (read straight from `results`).
@@ -110,9 +111,53 @@ fn values(observations: &[&Observation]) -> Vec<f64> {
     observations.iter().map(|o| o.throughput_mb_s).collect()
 }
 
-/// Reason 5 for `host_id`, whose series are `mine`, against the series of its
-/// same-class `peers` (other hosts).
-pub fn slow_verdicts(host_id: i64, mine: &HostSeries, peers: &[&HostSeries], t: &Thresholds) -> Vec<SlowVerdict> {
+/// An accelerated series: its point, and what ran.
+type SeriesKey = (Point, PathUsed);
+
+/// The medians of same-class hosts' accelerated series ([`slow::peer_median`]),
+/// by series: all that `below-peers` compares a host with. Built one host at
+/// a time, so a pass never holds every peer's results at once, and sorted
+/// once, so each host is compared with the rest of a class of thousands in
+/// linear time ([`Spread::of_sorted_without`]).
+#[derive(Debug, Default)]
+pub struct PeerMedians {
+    /// Per series: the medians ascending, and the host of each.
+    by_series: HashMap<SeriesKey, (Vec<f64>, Vec<i64>)>,
+}
+
+impl PeerMedians {
+    /// Adds the medians of `host_id`'s accelerated series.
+    pub fn add(&mut self, host_id: i64, series: &HostSeries, t: &Thresholds) {
+        for ((point, used), observations) in &series.accelerated {
+            if let Some(m) = slow::peer_median(&values(observations), t) {
+                let (medians, hosts) = self.by_series.entry((**point, *used)).or_default();
+                medians.push(m);
+                hosts.push(host_id);
+            }
+        }
+    }
+
+    /// Sorts every series' medians; call once all hosts are added.
+    pub fn finish(mut self) -> Self {
+        for (medians, hosts) in self.by_series.values_mut() {
+            let mut pairs: Vec<(f64, i64)> = medians.iter().copied().zip(hosts.iter().copied()).collect();
+            pairs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            (*medians, *hosts) = pairs.into_iter().unzip();
+        }
+        self
+    }
+
+    /// The spread of the medians of every host but `host_id` at `key`.
+    fn spread_without(&self, key: &SeriesKey, host_id: i64) -> Option<Spread> {
+        let (medians, hosts) = self.by_series.get(key)?;
+        let own = hosts.iter().position(|h| *h == host_id);
+        Spread::of_sorted_without(medians, own)
+    }
+}
+
+/// Reason 5 for `host_id`, whose series are `mine`, against the medians of
+/// its same-class `peers` (its own, if there, left out).
+pub fn slow_verdicts(host_id: i64, mine: &HostSeries, peers: &PeerMedians, t: &Thresholds) -> Vec<SlowVerdict> {
     let mut by_kind: BTreeMap<(&'static str, &'static str), (Algorithm, SlowKind, Vec<SeriesVerdict>)> =
         BTreeMap::new();
     let mut checked: BTreeMap<&str, usize> = BTreeMap::new();
@@ -134,11 +179,8 @@ pub fn slow_verdicts(host_id: i64, mine: &HostSeries, peers: &[&HostSeries], t: 
             // Normal means clearly faster than software.
             found.push((f, f.reference_mb_s * t.near_software_ratio));
         }
-        let peer_values: Vec<Vec<f64>> = peers
-            .iter()
-            .filter_map(|p| p.accelerated.get(&(key, used)).map(|s| values(s)))
-            .collect();
-        if let Some(f) = slow::below_peers(&accelerated, &peer_values, t) {
+        let peer_spread = peers.spread_without(&(*key, used), host_id);
+        if let Some(f) = slow::below_peer_medians(&accelerated, peer_spread.as_ref(), t) {
             found.push((f, f.reference_mb_s * (1.0 - t.min_drop)));
         }
         if let Some(f) = slow::dropped_vs_history(&accelerated, t) {
@@ -219,10 +261,15 @@ mod tests {
     fn verdicts(points: &[Observation], peers: &[i64]) -> Vec<SlowVerdict> {
         let of = |host: i64| -> Vec<Observation> { points.iter().filter(|p| p.host_id == host).cloned().collect() };
         let peer_points: Vec<Vec<Observation>> = peers.iter().map(|h| of(*h)).collect();
-        let peer_series: Vec<HostSeries> = peer_points.iter().map(|p| HostSeries::new(p)).collect();
+        let t = Thresholds::default();
+        let mut medians = PeerMedians::default();
+        for (host, points) in peers.iter().zip(&peer_points) {
+            medians.add(*host, &HostSeries::new(points), &t);
+        }
         let mine = of(1);
-        let refs: Vec<&HostSeries> = peer_series.iter().collect();
-        slow_verdicts(1, &HostSeries::new(&mine), &refs, &Thresholds::default())
+        // The host itself among the medians, as a pass adds its whole class: left out.
+        medians.add(1, &HostSeries::new(&mine), &t);
+        slow_verdicts(1, &HostSeries::new(&mine), &medians.finish(), &t)
     }
 
     fn kinds(v: &[SlowVerdict]) -> Vec<(String, SlowKind)> {

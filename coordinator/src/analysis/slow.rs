@@ -17,7 +17,7 @@
 
 use serde::Serialize;
 
-use super::robust::{median, robust_z_below};
+use super::robust::{Spread, median};
 
 /// Which comparison found the path slow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -123,39 +123,46 @@ pub fn near_software(accelerated: &[f64], software: &[f64], t: &Thresholds) -> O
 
 /// `values` (their median) sit far below the median of `reference`, by both
 /// the relative drop and the robust z-score.
-fn below(kind: SlowKind, values: &[f64], reference: &[f64], t: &Thresholds) -> Option<SlowFinding> {
-    let (value, middle) = (median(values)?, median(reference)?);
-    let z = robust_z_below(value, reference)?;
+fn below(kind: SlowKind, values: &[f64], reference: &Spread, t: &Thresholds) -> Option<SlowFinding> {
+    let value = median(values)?;
+    let middle = reference.median;
+    let z = reference.z_below(value)?;
     (value < middle * (1.0 - t.min_drop) && z >= t.min_z)
-        .then(|| finding(kind, value, middle, Some(z), (values.len(), reference.len())))
+        .then(|| finding(kind, value, middle, Some(z), (values.len(), reference.len)))
 }
 
 /// The latest of `values` alone, `big_drop_ratio` times or more below the
 /// median of `reference` and `min_z` robust σ below its spread.
-fn one_big_drop(kind: SlowKind, values: &[f64], reference: &[f64], t: &Thresholds) -> Option<SlowFinding> {
+fn one_big_drop(kind: SlowKind, values: &[f64], reference: &Spread, t: &Thresholds) -> Option<SlowFinding> {
     let value = *values.last()?;
-    let middle = median(reference)?;
-    let z = robust_z_below(value, reference)?;
+    let middle = reference.median;
+    let z = reference.z_below(value)?;
     (value * t.big_drop_ratio <= middle && z >= t.min_z)
-        .then(|| finding(kind, value, middle, Some(z), (1, reference.len())))
+        .then(|| finding(kind, value, middle, Some(z), (1, reference.len)))
+}
+
+/// What one peer's series contributes to a peer comparison: its median,
+/// once it has enough results to have one.
+pub fn peer_median(series: &[f64], t: &Thresholds) -> Option<f64> {
+    (series.len() >= t.min_results).then(|| median(series)).flatten()
 }
 
 /// This host's median sits far below the median of its same-class peers'
 /// medians, or its latest result alone is a drop too large to be noise.
 pub fn below_peers(host: &[f64], peers: &[Vec<f64>], t: &Thresholds) -> Option<SlowFinding> {
-    let peer_medians: Vec<f64> = peers
-        .iter()
-        .filter(|p| p.len() >= t.min_results)
-        .filter_map(|p| median(p))
-        .collect();
-    if peer_medians.len() < t.min_peers {
-        return None;
-    }
+    let medians: Vec<f64> = peers.iter().filter_map(|p| peer_median(p, t)).collect();
+    below_peer_medians(host, Spread::of(&medians).as_ref(), t)
+}
+
+/// [`below_peers`] with the spread of the peers' medians ([`peer_median`])
+/// worked out already (`None`: no peer has one).
+pub fn below_peer_medians(host: &[f64], peers: Option<&Spread>, t: &Thresholds) -> Option<SlowFinding> {
+    let peers = peers.filter(|p| p.len >= t.min_peers)?;
     let kind = SlowKind::BelowPeers;
     (host.len() >= t.min_results)
-        .then(|| below(kind, host, &peer_medians, t))
+        .then(|| below(kind, host, peers, t))
         .flatten()
-        .or_else(|| one_big_drop(kind, host, &peer_medians, t))
+        .or_else(|| one_big_drop(kind, host, peers, t))
 }
 
 /// The latest `recent` results (chronological order) fell against the ones
@@ -165,13 +172,13 @@ pub fn dropped_vs_history(history: &[f64], t: &Thresholds) -> Option<SlowFinding
     let usual = (t.recent > 0 && history.len() >= t.min_baseline + t.recent)
         .then(|| {
             let (baseline, recent) = history.split_at(history.len() - t.recent);
-            below(kind, recent, baseline, t)
+            below(kind, recent, &Spread::of(baseline)?, t)
         })
         .flatten();
     usual.or_else(|| {
         let (baseline, latest) = history.split_at(history.len().checked_sub(1)?);
         (baseline.len() >= t.big_drop_min_baseline)
-            .then(|| one_big_drop(kind, latest, baseline, t))
+            .then(|| one_big_drop(kind, latest, &Spread::of(baseline)?, t))
             .flatten()
     })
 }

@@ -184,6 +184,30 @@ pub async fn list_open(db: impl PgExecutor<'_>) -> Result<Vec<Finding>> {
     .await?)
 }
 
+/// The first `limit` open findings in [`list_open`]'s order: what the
+/// overview lists, without reading every open finding of a large fleet.
+pub async fn list_open_first(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Finding>> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        finding_columns!(),
+        " WHERE f.status = 'open' \
+         ORDER BY CASE f.severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, \
+             h.name, f.reason, f.subject, f.id LIMIT $1"
+    ))
+    .bind(limit)
+    .fetch_all(db)
+    .await?)
+}
+
+/// How many findings are open.
+pub async fn count_open(db: impl PgExecutor<'_>) -> Result<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT count(*) FROM findings WHERE status = 'open'")
+            .fetch_one(db)
+            .await?,
+    )
+}
+
 /// The open findings of the given hosts (what the deriver reconciles against).
 pub async fn list_open_for_hosts(db: impl PgExecutor<'_>, host_ids: &[i64]) -> Result<Vec<Finding>> {
     Ok(sqlx::query_as(concat!(

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use crate::analysis::changes;
 use crate::analysis::class::MachineClass;
-use crate::analysis::fallback::{self, HostCrypto, Reason, hardware_features, primitive_of};
+use crate::analysis::fallback::{self, CpuGroups, HostCrypto, Reason, hardware_features, primitive_of};
 use crate::analysis::marks;
-use crate::analysis::series::{self, HostSeries, SeriesVerdict, SlowVerdict};
+use crate::analysis::series::{self, HostSeries, PeerMedians, SeriesVerdict, SlowVerdict};
 use crate::analysis::slow::{SlowKind, Thresholds};
 use crate::analysis::unexplained::{self, Promise, Ran, Unexplained};
 use crate::db::findings::{NewFinding, Severity};
@@ -48,9 +48,9 @@ const EVIDENCE_RESULTS: usize = 10;
 /// accelerated result per point (for `unexplained-fallback`).
 pub(super) fn for_host(
     host: &CurrentFacts,
-    fleet: &[HostCrypto],
+    fleet: &CpuGroups,
     mine: &HostSeries,
-    peers: &[&HostSeries],
+    peers: &PeerMedians,
     latest: &[Ran],
     only: Option<&BTreeSet<String>>,
     t: &Thresholds,
@@ -60,6 +60,7 @@ pub(super) fn for_host(
     let me = crypto_of(host.host_id(), &host.snapshot);
     let cpu_known = me.cpu.0.is_some() && me.cpu.1.is_some() && me.cpu.2.is_some() && me.cpu.3.is_some();
     let mut out = Vec::new();
+    let fleet = fleet.same_cpu(&me.cpu);
     for f in fallback::findings(&me, fleet) {
         // Hosts with the same (known) CPU identity that advertise what this one lacks.
         let peers_with = fleet
@@ -390,10 +391,11 @@ pub(super) fn anchor_facts(
     reason: Reason,
     subject: &str,
     history: &[Snapshot],
-    fleet: &[HostCrypto],
+    fleet: &CpuGroups,
 ) -> (Option<DateTime<Utc>>, Value) {
     let holds = |s: &Snapshot| {
-        fallback::findings(&crypto_of(host_id, s), fleet)
+        let then = crypto_of(host_id, s);
+        fallback::findings(&then, fleet.same_cpu(&then.cpu))
             .iter()
             .any(|f| f.reason == reason && fact_subject(f.reason, &f.features) == subject)
     };

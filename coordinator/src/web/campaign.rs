@@ -1,5 +1,6 @@
-//! `/campaigns/{id}`: one campaign — overall progress, progress per host,
-//! and the failed jobs with the error their agent reported. While it runs the
+//! `/campaigns/{id}`: one campaign — overall progress, progress per host
+//! ([`PER_PAGE`] hosts to a page: a campaign may run on 10,000), and the
+//! failed jobs with the error their agent reported. While it runs the
 //! page asks the browser to reload every few seconds (a `Refresh` header: no
 //! script needed). Tables at `/api/v1/campaigns/{id}/hosts` and `…/failures`.
 
@@ -16,7 +17,7 @@ use cipherfleet_core::Point;
 
 use super::api::{self, ApiError, FormatParam};
 use super::campaigns::progress_percent;
-use super::paging::parse_id;
+use super::paging::{Pager, parse_id};
 use super::{WebError, WebState, format};
 use crate::db::campaigns::{self, CampaignStatus, JobCounts, Progress};
 use crate::db::jobs::{self, Job};
@@ -24,6 +25,8 @@ use crate::db::jobs::{self, Job};
 /// Failed jobs listed; a campaign failing more than this has one cause
 /// worth fixing first, and the API has the same cap.
 const FAILURES_SHOWN: i64 = 500;
+/// Hosts per page of the progress table.
+const PER_PAGE: u64 = 100;
 /// Seconds between reloads of a running campaign's page.
 const REFRESH_SECONDS: &str = "5";
 
@@ -129,7 +132,12 @@ struct CampaignPage {
     finished: String,
     /// The whole campaign's counts, in the shape of a host's.
     overall: HostProgress,
+    /// This page of the per-host progress.
     hosts: Vec<HostProgress>,
+    /// "showing 1–100 of N".
+    hosts_summary: String,
+    prev: Option<String>,
+    next: Option<String>,
     failures: Vec<Failure>,
     /// The matrix and selector as the operator gave them, pretty-printed.
     matrix: String,
@@ -137,6 +145,12 @@ struct CampaignPage {
     refreshing: bool,
     /// The campaign created before this one: "compare with the previous campaign".
     previous: Option<i64>,
+}
+
+/// `?page=` of the per-host progress.
+#[derive(Debug, Default, serde::Deserialize)]
+struct PageQuery {
+    page: Option<String>,
 }
 
 /// The campaign and its counts, or a 404 naming the id (400 for a non-number).
@@ -165,14 +179,29 @@ async fn failure_rows(state: &WebState, campaign_id: i64) -> Result<Vec<Failure>
 
 /// The `Refresh` header (honoured by every browser) reloads a running
 /// campaign without a script or an inline `<meta>`; it stops once finished.
-async fn page(State(state): State<WebState>, Path(raw_id): Path<String>) -> Result<Response, WebError> {
+async fn page(
+    State(state): State<WebState>,
+    Path(raw_id): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> Result<Response, WebError> {
+    let asked = Pager::parse_page(q.page.as_deref())?;
     let Progress { campaign: c, jobs } = progress_or_404(&state, &raw_id).await?;
+    let hosts = host_rows(&state, c.id).await?;
+    let pager = Pager::new(asked, PER_PAGE, hosts.len() as u64);
+    let base = format!("/campaigns/{}", c.id);
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
     let refreshing = c.status == CampaignStatus::Running;
     let view = CampaignPage {
         id: c.id,
         overall: HostProgress::new(0, "all hosts".into(), &jobs),
-        hosts: host_rows(&state, c.id).await?,
+        hosts: hosts
+            .into_iter()
+            .skip(pager.offset() as usize)
+            .take(PER_PAGE as usize)
+            .collect(),
+        hosts_summary: pager.summary(),
+        prev: pager.prev_href(&base, &[]),
+        next: pager.next_href(&base, &[]),
         failures: failure_rows(&state, c.id).await?,
         status: c.status.as_str(),
         created: format::timestamp(c.created_at),

@@ -192,7 +192,10 @@ struct OverviewPage {
 async fn page(State(state): State<WebState>) -> Result<Html<String>, WebError> {
     let all = hosts::load(&state).await?;
     let groups = group_hosts(&all);
-    let open = findings::list_open(&state.pool).await?;
+    let (open, open_count) = tokio::try_join!(
+        findings::list_open_first(&state.pool, FINDINGS_SHOWN as i64),
+        findings::count_open(&state.pool)
+    )?;
     let (campaigns_total, campaigns_running) = campaign_summaries::count(&state.pool).await?;
     let campaigns = campaign_summaries::list(&state.pool, RECENT_CAMPAIGNS, 0).await?;
     let statuses = Acceleration::ALL
@@ -212,8 +215,8 @@ async fn page(State(state): State<WebState>) -> Result<Html<String>, WebError> {
         campaigns_running,
         statuses,
         groups: groups.iter().map(GroupRow::new).collect(),
-        open_findings: open.len(),
-        findings: open.iter().take(FINDINGS_SHOWN).map(FindingRow::new).collect(),
+        open_findings: usize::try_from(open_count).unwrap_or(usize::MAX),
+        findings: open.iter().map(FindingRow::new).collect(),
         campaigns: campaigns.iter().map(CampaignRow::new).collect(),
     };
     Ok(Html(view.render()?))

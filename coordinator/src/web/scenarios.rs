@@ -7,6 +7,8 @@
 //!
 //! Emulated and simulated hosts are left out: their timings are not performance.
 
+use std::collections::HashMap;
+
 use askama::Template;
 use axum::Router;
 use axum::extract::{Path, Query, State};
@@ -16,6 +18,7 @@ use serde::Serialize;
 
 use super::api::{self, ApiError, FormatParam};
 use super::{WebError, WebState, format};
+use crate::analysis::class::MachineClass;
 use crate::analysis::overhead::Overhead;
 use crate::analysis::scenarios::{self, Figure, Sample, Scenario, View};
 use crate::db;
@@ -37,17 +40,29 @@ fn scenario(name: &str) -> Result<Scenario, WebError> {
 
 /// The views of `wanted`, from one read of the hosts and one of the points per scenario.
 async fn load(state: &WebState, wanted: &[Scenario]) -> Result<Vec<View>, WebError> {
-    let hosts = db::capacity::hosts(&state.pool).await?;
+    // Measured hosts only, each with its class worked out once (a fleet is
+    // thousands of hosts, their points hundreds of thousands).
+    let hosts: HashMap<i64, (MachineClass, Option<u32>)> = db::capacity::hosts(&state.pool)
+        .await?
+        .into_iter()
+        .filter(|h| !h.emulated && !h.simulated)
+        .map(|h| {
+            (
+                h.host_id,
+                (h.class(), h.logical_cores.and_then(|c| u32::try_from(c).ok())),
+            )
+        })
+        .collect();
     let mut views = Vec::new();
     for &scenario in wanted {
         let points = db::scenarios::points(&state.pool, &scenario.algorithms()).await?;
         let samples: Vec<Sample> = points
             .into_iter()
             .filter_map(|result| {
-                let h = hosts.iter().find(|h| h.host_id == result.host_id)?;
-                (!h.emulated && !h.simulated).then(|| Sample {
-                    class: h.class(),
-                    logical_cores: h.logical_cores.and_then(|c| u32::try_from(c).ok()),
+                let (class, logical_cores) = hosts.get(&result.host_id)?;
+                Some(Sample {
+                    class: class.clone(),
+                    logical_cores: *logical_cores,
                     result,
                 })
             })

@@ -7,7 +7,7 @@ use cipherfleet_coordinator::db::findings::{self, Finding, Severity};
 use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::db::jobs::{self, NewJob};
 use cipherfleet_coordinator::db::leases::{self, Holder};
-use cipherfleet_coordinator::findings::{Work, derive, derive_fleet};
+use cipherfleet_coordinator::findings::{Work, derive, derive_fleet, derive_in_chunks};
 use cipherfleet_coordinator::metrics;
 use cipherfleet_core::path::Path;
 use serde_json::{Value, json};
@@ -239,6 +239,38 @@ async fn a_slow_finding_resolves_when_accelerated_results_return_to_normal() {
     assert!(findings::list_open(&pool).await.unwrap().is_empty());
     let history = findings::list_for_host(&pool, host).await.unwrap();
     assert_eq!(history[0].status, "resolved");
+}
+
+#[tokio::test]
+async fn a_pass_read_in_chunks_compares_each_host_with_its_whole_class() {
+    let pool = fresh_db().await;
+    let full = facts_with("6.1.0", FULL, FULL, "accelerated");
+    let mut ids = Vec::new();
+    for (i, mb_s) in [2000.0, 2100.0, 1900.0, 2050.0, 600.0].into_iter().enumerate() {
+        let host = hello(&pool, &format!("peer-{i}"), &full).await;
+        results_for(&pool, host, Path::Accelerated, &[mb_s, mb_s * 1.02, mb_s * 0.98]).await;
+        ids.push(host);
+    }
+    // Two hosts a chunk: the slow host's peers are read in other chunks than its own.
+    let o = derive_in_chunks(&pool, &Work::Fleet, 2).await.unwrap();
+    let open = findings::list_open(&pool).await.unwrap();
+    assert_eq!(
+        reasons(&open),
+        [("slow-accelerated".into(), Some("below-peers".into()), "open".into())]
+    );
+    assert_eq!(open[0].host_id, ids[4]);
+    assert_eq!(
+        open[0].evidence["reference_results"], 4,
+        "every other host of the class"
+    );
+    assert_eq!(
+        open[0].evidence["reference_mb_s"], 2025.0,
+        "the median of the peers' medians"
+    );
+    // All in one chunk: the same findings, nothing opened or resolved.
+    let again = derive_fleet(&pool).await.unwrap();
+    assert_eq!((again.opened, again.refreshed, again.resolved), (0, o.opened, 0));
+    assert_eq!(o.opened, 1);
 }
 
 #[tokio::test]

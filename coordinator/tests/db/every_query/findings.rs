@@ -37,6 +37,12 @@ async fn findings_and_the_series_they_come_from_read_back_as_stored() {
     assert_eq!(first.summary, stated.summary);
     assert!(first.last_seen >= first.first_seen);
 
+    // The overview's first open findings, in the same order, and their count.
+    let first_one = findings::list_open_first(pool, 1).await.unwrap();
+    assert_eq!(first_one.iter().map(|finding| finding.id).collect::<Vec<_>>(), [slow]);
+    assert_eq!(findings::list_open_first(pool, 10).await.unwrap().len(), 2);
+    assert_eq!(findings::count_open(pool).await.unwrap(), 2);
+
     let vm_open = findings::list_open_for_hosts(pool, &[f.vm]).await.unwrap();
     assert_eq!(vm_open.iter().map(|finding| finding.id).collect::<Vec<_>>(), [masks]);
     assert_eq!(vm_open[0].kind, None);
