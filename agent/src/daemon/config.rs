@@ -174,7 +174,9 @@ pub(super) fn config_error(flag: &'static str, message: impl Into<String>) -> Co
 impl RunArgs {
     /// Checks the flags and fills in defaults; reads the token.
     pub fn into_config(self) -> Result<DaemonConfig, ConfigError> {
-        let coordinators = self.connect.coordinators(self.client_cert.as_deref(), self.client_key.as_deref())?;
+        let coordinators = self
+            .connect
+            .coordinators(self.client_cert.as_deref(), self.client_key.as_deref())?;
         let name = match self.name {
             Some(n) => n,
             None => default_name(),

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::daemon::CoordinatorUrl;
 use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::token::Secret;
 use cipherfleet_core::wire;
@@ -24,7 +25,6 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::Streaming;
-use crate::daemon::CoordinatorUrl;
 
 use super::figures;
 use super::rng::Rng;

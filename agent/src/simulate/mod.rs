@@ -214,7 +214,12 @@ pub async fn run(config: SimConfig) -> anyhow::Result<stats::Snapshot> {
         config.count,
         config.name_prefix,
         config.first,
-        fleet.coordinators.iter().map(|c| c.url.as_str()).collect::<Vec<_>>().join(", ")
+        fleet
+            .coordinators
+            .iter()
+            .map(|c| c.url.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let mut hosts = tokio::task::JoinSet::new();
     let start = tokio::time::Instant::now();
