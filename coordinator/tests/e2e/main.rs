@@ -14,6 +14,7 @@ mod db_helpers;
 mod detection;
 mod faults;
 mod findings;
+mod fleet;
 mod html;
 mod http;
 mod identity;
