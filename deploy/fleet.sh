@@ -21,7 +21,7 @@
 #                                              the bridge's address before the agents)
 #        deploy/fleet.sh link HOST up|down     take a host's link down or bring it back
 #   up      makes what is missing and starts the agents that are not running (idempotent: a second `up`
-#           restarts only an agent that died). URL default https://BRIDGE-ADDRESS:7443; the CA and the
+#           restarts only an agent that died; a link taken down with `link` stays down). URL default https://BRIDGE-ADDRESS:7443; the CA and the
 #           token file also from CIPHERFLEET_CA_CERT and CIPHERFLEET_TOKEN_FILE (URL: CIPHERFLEET_COORDINATOR).
 #   status  each host: pid, address, whether its agent runs, and whether the coordinator sees it online
 #           (asks `cipherfleet-coordinator hosts` with the admin token: --admin-token-file or
@@ -113,7 +113,8 @@ net_up() {
       ip -n "$ns" link set "$peer" name eth0
     fi
     ip link set "$veth" master "$bridge"
-    ip link set "$veth" up
+    # A link taken down with `link HOST down` stays down until `link HOST up`.
+    [ -e "$dir/run/$h.link-down" ] || ip link set "$veth" up
     has_addr "$(addr_of "$h")" ip -n "$ns" addr show dev eth0 || ip -n "$ns" addr add "$(addr_of "$h")/24" dev eth0
     ip -n "$ns" link set lo up
     ip -n "$ns" link set eth0 up
@@ -242,9 +243,13 @@ cmd_up() {
 
 cmd_net() {
   mkdir -p "$dir"
-  if [ ! -f "$conf" ]; then
-    printf '%s=%s\n' subnet "$subnet" bridge "$bridge" netns "$nsprefix" hosts "${hosts[*]}" >"$conf"
-  fi
+  # The network as made now; what `up` recorded about the coordinator stays.
+  local rest=""
+  [ ! -f "$conf" ] || rest=$(grep -v -E '^(subnet|bridge|netns|hosts)=' "$conf" || true)
+  {
+    [ -z "$rest" ] || printf '%s\n' "$rest"
+    printf '%s=%s\n' subnet "$subnet" bridge "$bridge" netns "$nsprefix" hosts "${hosts[*]}"
+  } >"$conf"
   net_up
   say "bridge $bridge $bridge_ip/24; namespaces: $(for h in "${hosts[@]}"; do printf '%s ' "$(ns_of "$h")"; done)"
 }
@@ -335,6 +340,8 @@ cmd_link() { # HOST up|down
   case "$2" in up|down) ;; *) die "link $1 $2: up or down" ;; esac
   link_exists "$(veth_of "$1")" || die "$1 has no link (fleet not up?)"
   # The root end: the host's eth0 loses its carrier, as when a cable is pulled.
+  mkdir -p "$dir/run"
+  if [ "$2" = down ]; then : >"$dir/run/$1.link-down"; else rm -f "$dir/run/$1.link-down"; fi
   ip link set "$(veth_of "$1")" "$2"
   say "$1: link $2"
 }
