@@ -13,7 +13,23 @@
 #           prometheus (promtool), kubernetes-client (kubectl kustomize), python3-yaml,
 #           buildah (the FROM-scratch images)
 #   rustup: musl targets for the static builds, rustfmt and clippy
+#   Debian: python3-seccomp (deploy/enosys/run-under-3.10, the old-kernel host's ENOSYS filter)
+# --quickstart: only what deploy/quickstart.sh needs (PostgreSQL, clang/llvm, python3, iproute2,
+# qemu-user-static and python3-seccomp, the musl targets); --no-qemu leaves the last two Debian ones out.
+#
+# Usage: deploy/install-deps.sh [--quickstart [--no-qemu]]
 set -euo pipefail
+
+quickstart=false qemu=true
+for arg in "$@"; do
+  case "$arg" in
+    --quickstart) quickstart=true ;;
+    --no-qemu) qemu=false ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "install-deps: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
+  esac
+done
+$qemu || $quickstart || { echo "install-deps: --no-qemu goes with --quickstart" >&2; exit 2; }
 
 # apt_install [APT-OPTION…] -- PACKAGE…: as root, or says what to run.
 apt_install() {
@@ -31,16 +47,27 @@ apt_install() {
 }
 
 need_apt=()
-command -v qemu-aarch64-static >/dev/null || need_apt+=(qemu-user-static)
+! $qemu || command -v qemu-aarch64-static >/dev/null || need_apt+=(qemu-user-static)
 command -v python3 >/dev/null || need_apt+=(python3)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresql)
 command -v clang >/dev/null || need_apt+=(clang)
 command -v llvm-ar >/dev/null && command -v llvm-strip >/dev/null || need_apt+=(llvm)
-command -v openssl >/dev/null || need_apt+=(openssl)
 command -v ip >/dev/null || need_apt+=(iproute2)
-command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need_apt+=(chromium)
-/usr/bin/python3 -c 'import seccomp' 2>/dev/null || need_apt+=(python3-seccomp)
+# deploy/enosys/run-under-3.10 (the old-kernel host's ENOSYS filter) runs Debian's python3.
+! $qemu || /usr/bin/python3 -c 'import seccomp' 2>/dev/null || need_apt+=(python3-seccomp)
+if ! $quickstart; then
+  command -v openssl >/dev/null || need_apt+=(openssl)
+  command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need_apt+=(chromium)
+fi
 [ ${#need_apt[@]} -eq 0 ] || apt_install -- "${need_apt[@]}"
+
+if $quickstart; then
+  installed=$(rustup target list --installed)
+  for t in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
+    grep -qx "$t" <<<"$installed" || rustup target add "$t"
+  done
+  exit 0
+fi
 
 need_deploy=()
 command -v systemd-analyze >/dev/null && command -v systemd-sysusers >/dev/null || need_deploy+=(systemd)

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Regenerates the report's screenshots in docs/screenshots/ (the README shows
-# compare.png and fallback.png): the browser test (coordinator/tests/e2e/browser.rs)
-# with a wider matrix, measured by release-built agents so the figures are real
-# speeds, one PNG per page. The data is whatever this machine measures: two agents
-# (the accelerated build and the software build) on one host, measuring at once.
-# Needs chromium and PostgreSQL (deploy/install-deps.sh). About five minutes.
+# Regenerates the report's screenshots in docs/screenshots/, one PNG per page, from the five-host fleet
+# of deploy/fleet.sh: the e2e fleet test (coordinator/tests/e2e/fleet.rs) with CIPHERFLEET_SCREENSHOTS
+# set, which after its campaign runs a wider matrix on all five hosts and the five scenario suites on
+# the two real ones (x86-aesni, x86-soft-build), then saves overview, hosts, host-<name>, compare,
+# modes, fallback, capacity, campaigns, campaign, scenarios and scenario-<name>.
+# The agents are the release static builds of dist/ (deploy/build-static.sh), so the real hosts'
+# figures are real speeds of this machine; the emulated hosts' are marked as not performance.
+# Needs root (network namespaces), qemu-user, chromium and PostgreSQL (deploy/install-deps.sh).
+# About ten minutes after the builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The e2e harness wants the debug agents beside the test binary; the release ones measure.
-deploy/build.sh
-deploy/build.sh --release
+[ "$(id -u)" -eq 0 ] || { echo "screenshots.sh: run as root (the fleet needs network namespaces)" >&2; exit 2; }
+deploy/build-static.sh
 mkdir -p docs/screenshots
-CIPHERFLEET_AGENT_DIR=target/release CIPHERFLEET_SCREENSHOTS=docs/screenshots \
-  cargo test -p cipherfleet-coordinator --test e2e every_page_shows_real_campaign_results -- --nocapture
+CIPHERFLEET_REQUIRE_NETNS=1 CIPHERFLEET_REQUIRE_STATIC=1 CIPHERFLEET_REQUIRE_CHROMIUM=1 \
+  CIPHERFLEET_SCREENSHOTS=docs/screenshots \
+  cargo test -p cipherfleet-coordinator --test e2e five_hosts_of_the_fleet -- --nocapture
 ls -l docs/screenshots

@@ -43,8 +43,10 @@ set +e
 # prerequisites were installed or built above, so a missing one fails instead:
 #   CIPHERFLEET_REQUIRE_SOFT      the software sibling target/debug/cipherfleet-agent-soft (deploy/build.sh)
 #   CIPHERFLEET_REQUIRE_CHROMIUM  chromium for the report's browser and XSS tests (deploy/install-deps.sh)
-#   CIPHERFLEET_REQUIRE_STATIC    the static x86-64 agent in dist/ for the emulated 10 MiB 3DES point (deploy/build-static.sh)
-CIPHERFLEET_REQUIRE_SOFT=1 CIPHERFLEET_REQUIRE_CHROMIUM=1 CIPHERFLEET_REQUIRE_STATIC=1 \
+#   CIPHERFLEET_REQUIRE_STATIC    the static agents in dist/ for the emulated 10 MiB 3DES point and the
+#                                 five-host fleet of deploy/fleet.sh (deploy/build-static.sh), qemu-user
+#   CIPHERFLEET_REQUIRE_NETNS     root and network namespaces for the five-host fleet (e2e fleet.rs)
+CIPHERFLEET_REQUIRE_SOFT=1 CIPHERFLEET_REQUIRE_CHROMIUM=1 CIPHERFLEET_REQUIRE_STATIC=1 CIPHERFLEET_REQUIRE_NETNS=1 \
   cargo test --workspace --lib --bins --tests 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e

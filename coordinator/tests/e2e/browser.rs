@@ -285,7 +285,7 @@ async fn stored(app: &App, host: i64, algorithm: &str, size: i64, path: &str) ->
 }
 
 /// JS: the text of every element matching `selector`.
-fn texts(selector: &str) -> String {
+pub fn texts(selector: &str) -> String {
     format!(
         "Array.from(document.querySelectorAll({}), e => e.textContent)",
         json!(selector)
@@ -347,7 +347,7 @@ pub struct Screenshots {
 }
 
 impl Screenshots {
-    fn new(app: &App) -> Screenshots {
+    pub fn new(app: &App) -> Screenshots {
         match std::env::var_os("CIPHERFLEET_SCREENSHOTS") {
             Some(dir) => {
                 // Relative to the workspace root, where deploy/screenshots.sh runs.

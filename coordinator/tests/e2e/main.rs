@@ -15,6 +15,7 @@ mod db_helpers;
 mod detection;
 mod faults;
 mod findings;
+mod fleet;
 mod html;
 mod http;
 mod identity;

@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# The whole system on one machine, as root (the README's main command):
+#   1. installs what is missing (deploy/install-deps.sh --quickstart: PostgreSQL, clang/llvm, the musl
+#      targets, qemu-user-static unless --no-fleet);
+#   2. builds the release binaries (deploy/build-static.sh): both agent flavours and the coordinator for
+#      x86-64, the static aarch64 agent for the ARM host;
+#   3. makes the tokens and, through `serve --self-signed`, a private CA (TLS on), in DATA-DIR;
+#   4. starts the coordinator with its private PostgreSQL under DATA-DIR (reused by later runs);
+#   5. starts the emulated five-host fleet (deploy/fleet.sh up) on a bridge, or with --no-fleet one
+#      local agent;
+#   6. runs the `quick` campaign on every host with a progress display;
+#   7. prints the report's URL and a summary (hosts, findings by reason), and stays up until Ctrl-C;
+#   8. then stops everything it started.
+# The emulated hosts measure at emulated speed: quick takes them a few minutes (the native ones under
+# one). Their figures are not performance; the report marks them and keeps them out of capacity.
+#
+# Usage: deploy/quickstart.sh [--no-fleet] [--keep] [--suite NAME] [--data-dir DIR] [--http-listen ADDR]
+#        deploy/quickstart.sh --stop [--data-dir DIR]
+#   --no-fleet        one local agent (this machine's own CPU) instead of the five emulated hosts
+#   --keep            leave everything running and print how to stop it (--stop)
+#   --suite NAME      the campaign's suite instead of quick: e.g. fallback (fewer points), standard
+#   --data-dir DIR    tokens, CA, PostgreSQL, the fleet's run directory (/var/lib/cipherfleet-quickstart)
+#   --http-listen A   the report's address (127.0.0.1:8080)
+#   --no-build        use the binaries already in dist/ (skip steps 1 and 2)
+#   --stop            stop what a --keep run left running
+# The bridge and its subnet are deploy/fleet.sh's (CIPHERFLEET_FLEET_SUBNET, CIPHERFLEET_FLEET_BRIDGE).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+die() { echo "quickstart: $*" >&2; exit 2; }
+say() { printf '\n== %s\n' "$*"; }
+
+fleet=true keep=false stop=false build=true suite=quick http_listen=127.0.0.1:8080
+data=/var/lib/cipherfleet-quickstart
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-fleet) fleet=false ;;
+    --keep) keep=true ;;
+    --stop) stop=true ;;
+    --no-build) build=false ;;
+    --suite|--data-dir|--http-listen)
+      [ $# -ge 2 ] || die "$1 needs a value"
+      case "$1" in
+        --suite) suite=$2 ;;
+        --data-dir) data=$2 ;;
+        --http-listen) http_listen=$2 ;;
+      esac
+      shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+  shift
+done
+[ "$(id -u)" -eq 0 ] || die "run as root: it installs packages, and the fleet needs network namespaces"
+mkdir -p "$data"
+chmod 0755 "$data"
+data=$(cd "$data" && pwd)
+
+export CIPHERFLEET_FLEET_DIR=$data/fleet
+triple=x86_64-unknown-linux-musl
+dist=$repo/dist/$triple
+coordinator_bin=$dist/cipherfleet-coordinator
+tokens=$data/tokens
+pids=$data/pids
+
+# ---- stopping: also what Ctrl-C and any failure run ----
+stop_pid() { # FILE: SIGTERM to the recorded process, SIGKILL after 30 s
+  local file=$1 pid i
+  [ -f "$file" ] || return 0
+  pid=$(cat "$file")
+  if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$file"
+}
+stop_all() {
+  echo "quickstart: stopping"
+  [ ! -d "$CIPHERFLEET_FLEET_DIR" ] || deploy/fleet.sh down | sed 's/^/  /' || true
+  stop_pid "$pids/agent.pid"
+  # SIGTERM: the coordinator stops its private PostgreSQL before it exits.
+  stop_pid "$pids/coordinator.pid"
+  echo "quickstart: everything it started is stopped (data kept in $data)"
+}
+if $stop; then
+  stop_all
+  exit 0
+fi
+
+if [ -f "$pids/coordinator.pid" ] && kill -0 "$(cat "$pids/coordinator.pid")" 2>/dev/null; then
+  die "a quickstart is already running on $data (pid $(cat "$pids/coordinator.pid")): deploy/quickstart.sh --stop first"
+fi
+if $fleet && [ "$(uname -m)" != x86_64 ]; then
+  die "the emulated fleet needs an x86-64 machine (three of its hosts are x86-64); try --no-fleet"
+fi
+[ "$(uname -m)" = x86_64 ] || triple=aarch64-unknown-linux-musl
+dist=$repo/dist/$triple coordinator_bin=$dist/cipherfleet-coordinator
+
+started=false sleeper=""
+cleanup() {
+  local status=$?
+  [ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null || true
+  if $started && ! $keep; then stop_all; fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if $build; then
+  say "dependencies"
+  command -v cargo >/dev/null || die "cargo is missing: install a Rust toolchain with rustup (https://rustup.rs), then run this again"
+  if $fleet; then deploy/install-deps.sh --quickstart; else deploy/install-deps.sh --quickstart --no-qemu; fi
+
+  say "release builds (deploy/build-static.sh; about 25 minutes the first time on 2 cores, seconds later)"
+  t0=$(date +%s)
+  deploy/build-static.sh --coordinator "$triple"
+  $fleet && deploy/build-static.sh aarch64-unknown-linux-musl
+  echo "builds: $(($(date +%s) - t0)) s"
+else
+  for f in "$coordinator_bin" "$dist/cipherfleet-agent" "$dist/cipherfleet-agent-soft"; do
+    [ -x "$f" ] || die "--no-build: $f is missing (run without --no-build)"
+  done
+fi
+
+say "tokens and TLS in $data"
+mkdir -p "$tokens" "$pids"
+chmod 0700 "$tokens"
+for t in agent admin; do
+  if [ ! -s "$tokens/$t.token" ]; then
+    (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tokens/$t.token")
+    echo "made $tokens/$t.token"
+  fi
+done
+
+started=true
+if $fleet; then
+  # The bridge first: the coordinator listens on its address, where the hosts reach it.
+  deploy/fleet.sh net
+  grpc_host=$(sed -n 's/^subnet=//p' "$CIPHERFLEET_FLEET_DIR/fleet.env")
+  grpc_host=${grpc_host%.0/24}.1
+else
+  grpc_host=127.0.0.1
+fi
+
+say "coordinator (private PostgreSQL in $data/coordinator)"
+log=$data/coordinator.log
+# Verification on change is off: on the fleet's first start it would queue one verification campaign
+# per new host ahead of the campaign below.
+"$coordinator_bin" serve --grpc-listen "$grpc_host:7443" --http-listen "$http_listen" \
+  --data-dir "$data/coordinator" --self-signed "$data/tls" --tls-name "$grpc_host" \
+  --agent-token-file "$tokens/agent.token" --admin-token-file "$tokens/admin.token" \
+  --verify-on-change=false </dev/null >"$log" 2>&1 &
+echo $! >"$pids/coordinator.pid"
+for _ in $(seq 600); do
+  grep -q '^grpc=' "$log" && break
+  kill -0 "$(cat "$pids/coordinator.pid")" 2>/dev/null || { tail -n 20 "$log" >&2; die "the coordinator did not start (log: $log)"; }
+  sleep 0.1
+done
+grep -q '^grpc=' "$log" || die "the coordinator did not print its addresses within a minute (log: $log)"
+http=$(sed -n 's/^grpc=[^ ]* http=\([^ ]*\).*/\1/p' "$log" | head -n 1)
+export CIPHERFLEET_COORDINATOR=https://$grpc_host:7443 CIPHERFLEET_CA_CERT=$data/tls/ca.pem
+admin=(--admin-token-file "$tokens/admin.token")
+echo "gRPC $CIPHERFLEET_COORDINATOR (CA $CIPHERFLEET_CA_CERT), report http://$http/, log $log"
+
+if $fleet; then
+  say "the emulated fleet (deploy/fleet.sh up)"
+  deploy/fleet.sh up --coordinator "$CIPHERFLEET_COORDINATOR" --ca-cert "$CIPHERFLEET_CA_CERT" \
+    --token-file "$tokens/agent.token"
+  want=5
+else
+  say "one local agent"
+  mkdir -p "$data/agent"
+  chmod 0700 "$data/agent"
+  "$dist/cipherfleet-agent" run --coordinator "$CIPHERFLEET_COORDINATOR" --ca-cert "$CIPHERFLEET_CA_CERT" \
+    --token-file "$tokens/agent.token" --label fleet=local --state-dir "$data/agent/state" \
+    --spool-dir "$data/agent/spool" </dev/null >"$data/agent.log" 2>&1 &
+  echo $! >"$pids/agent.pid"
+  echo "agent pid $!, log $data/agent.log"
+  want=1
+fi
+
+hosts_json() { "$coordinator_bin" hosts --format json "${admin[@]}" 2>/dev/null; }
+online_count() {
+  hosts_json | python3 -c 'import json,sys; print(sum(1 for h in json.load(sys.stdin) if h["online"]))' 2>/dev/null || echo 0
+}
+printf 'waiting for %s host(s) online…' "$want"
+for _ in $(seq 120); do
+  [ "$(online_count)" -ge "$want" ] && break
+  sleep 1
+done
+n=$(online_count)
+echo " $n online"
+[ "$n" -ge "$want" ] || die "only $n of $want hosts came online in 2 minutes (logs: $CIPHERFLEET_FLEET_DIR/log/, $data/agent.log)"
+
+say "campaign: suite $suite on every online host"
+campaign=$("$coordinator_bin" campaign start --suite "$suite" --name "quickstart $suite" "${admin[@]}")
+echo "campaign $campaign"
+t0=$(date +%s)
+tty=false
+[ -t 1 ] && tty=true
+# The progress display: a bar per host, redrawn in place on a terminal, a line per change otherwise.
+lines=0 last=""
+while :; do
+  status=$("$coordinator_bin" campaign status "$campaign" --format json "${admin[@]}") || { sleep 2; continue; }
+  hosts=$(hosts_json || echo '[]')
+  view=$(python3 - "$status" "$hosts" "$(($(date +%s) - t0))" <<'EOF'
+import json, sys
+s, hosts, elapsed = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
+emulated = {h["name"] for h in hosts if h["labels"].get("emulated", "no").lower() not in ("no", "false", "0")}
+o = s["overall"]
+total = sum(o.values())
+print(f"campaign {s['campaign_id']} ({s['state']}): {o['done']}/{total} jobs done, {o['failed']} failed, {elapsed} s")
+for h in sorted(s["hosts"], key=lambda h: h["host_name"]):
+    c = h["counts"]
+    n = max(1, sum(c.values()))
+    end = c["done"] + c["failed"] + c["cancelled"]
+    bar = "#" * (end * 30 // n) + "." * (30 - end * 30 // n)
+    note = "emulated: slow, figures not real" if h["host_name"] in emulated else ""
+    print(f"  {h['host_name'][:24]:<24} [{bar}] {end:>3}/{n:<3} {note}")
+print("STATE=" + s["state"])
+EOF
+)
+  state=${view##*STATE=}
+  view=${view%STATE=*}
+  if $tty; then
+    [ "$lines" -eq 0 ] || printf '\033[%dA\033[J' "$lines"
+    printf '%s' "$view"
+    lines=$(printf '%s' "$view" | wc -l)
+  elif [ "${view#*$'\n'}" != "$last" ]; then
+    printf '%s' "$view"
+    last=${view#*$'\n'}
+  fi
+  [ "$state" = running ] || break
+  sleep 3
+done
+python3 - "$status" "$(($(date +%s) - t0))" <<'EOF'
+import json, sys
+s = json.loads(sys.argv[1])
+o = s["overall"]
+print(f"campaign {s['campaign_id']} {s['state']} after {sys.argv[2]} s: {o['done']} jobs done, {o['failed']} failed")
+for f in s["failures"][:5]:
+    print(f"  failed on {f['host_name']}: {f['error'][:160]}")
+EOF
+
+say "summary"
+# Findings are derived when the campaign ends; a moment for that pass.
+sleep 3
+set +e
+findings=$("$coordinator_bin" check --format json --min-severity info "${admin[@]}")
+check_status=$?
+set -e
+[ "$check_status" -le 1 ] || echo "quickstart: could not read the findings (check exited $check_status)"
+python3 - "$(hosts_json)" "${findings:-[]}" <<'EOF'
+import json, sys
+from collections import Counter
+hosts, findings = json.loads(sys.argv[1]), json.loads(sys.argv[2] or "[]")
+per_host = Counter(f["host_name"] for f in findings)
+print(f"{len(hosts)} hosts:")
+for h in sorted(hosts, key=lambda h: h["name"]):
+    emulated = " (emulated)" if h["labels"].get("emulated") else ""
+    print(f"  {h['name']:<16} {h['arch']:<8} {h['acceleration']:<12} kernel {h['kernel_release']:<24} "
+          f"{per_host[h['name']]} finding(s){emulated}")
+reasons = Counter(f["reason"] for f in findings)
+print("open findings by reason: " + (", ".join(f"{r} {n}" for r, n in sorted(reasons.items())) or "none"))
+EOF
+echo
+echo "report: http://$http/   (findings: http://$http/fallback, capacity: http://$http/capacity)"
+echo "operator commands: export CIPHERFLEET_COORDINATOR=$CIPHERFLEET_COORDINATOR CIPHERFLEET_CA_CERT=$CIPHERFLEET_CA_CERT"
+echo "                   $coordinator_bin hosts --admin-token-file $tokens/admin.token"
+$fleet && echo "fleet: CIPHERFLEET_FLEET_DIR=$CIPHERFLEET_FLEET_DIR deploy/fleet.sh status --admin-token-file $tokens/admin.token"
+
+if $keep; then
+  echo
+  echo "left running (--keep). Stop it all with: deploy/quickstart.sh --stop${data:+ --data-dir $data}"
+  exit 0
+fi
+echo
+echo "up until Ctrl-C"
+while :; do
+  sleep 3600 &
+  sleeper=$!
+  wait "$sleeper" || true
+done
