@@ -10,6 +10,10 @@
 # temporary directory (needs PostgreSQL's server binaries, as `serve` does).
 # About ten minutes on 2 cores.
 # Usage: deploy/bench-report.sh
+# To look at a part only (the full run is what the README quotes):
+#   CIPHERFLEET_REPORT_DATASETS=1000000   the sizes to load and time (comma-separated)
+#   CIPHERFLEET_REPORT_PAGES=compare,/modes   pages whose name or path contains a part
+#   CIPHERFLEET_REPORT_FINDINGS=0   skip the findings pass;  CIPHERFLEET_REPORT_PLANS=0   skip the plan check
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench -p cipherfleet-coordinator --bench report

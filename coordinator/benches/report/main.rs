@@ -34,7 +34,8 @@ use tokio_util::sync::CancellationToken;
 use crate::fleet::HOSTS;
 use crate::support::http::http_get;
 
-/// Results stored for each measurement, cumulative.
+/// Results stored for each measurement, cumulative (`CIPHERFLEET_REPORT_DATASETS`, a
+/// comma-separated list, overrides them, e.g. `1000000` alone).
 const DATASETS: [i64; 2] = [100_000, 1_000_000];
 /// Timed requests per page and dataset (after [`WARMUP`] untimed ones),
 /// fewer when a page is so slow that they would take over [`PAGE_BUDGET`].
@@ -52,8 +53,52 @@ pub struct Page {
     pub path: String,
 }
 
-/// Every page and API table, `{host}` and `{campaign}` filled in.
+/// The datasets to measure: [`DATASETS`], or `CIPHERFLEET_REPORT_DATASETS`.
+fn datasets() -> Vec<i64> {
+    let Ok(list) = std::env::var("CIPHERFLEET_REPORT_DATASETS") else {
+        return DATASETS.to_vec();
+    };
+    let mut sizes: Vec<i64> = list
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .replace('_', "")
+                .parse()
+                .unwrap_or_else(|_| panic!("CIPHERFLEET_REPORT_DATASETS: '{s}' is not a whole number of results"))
+        })
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    assert!(
+        sizes.first().is_some_and(|&n| n > 0),
+        "CIPHERFLEET_REPORT_DATASETS: needs at least one positive size"
+    );
+    sizes
+}
+
+/// Whether an environment switch is on (unset means `default`; `0`/`false`/`no` mean off).
+fn switch(name: &str, default: bool) -> bool {
+    std::env::var(name).map_or(default, |v| !matches!(v.as_str(), "0" | "false" | "no" | ""))
+}
+
+/// Every page and API table, `{host}` and `{campaign}` filled in; with
+/// `CIPHERFLEET_REPORT_PAGES` set, only the pages whose name or path contains
+/// one of its comma-separated parts (e.g. `compare,/modes`).
 fn pages(host: i64, campaign: i64) -> Vec<Page> {
+    let filter: Option<Vec<String>> = std::env::var("CIPHERFLEET_REPORT_PAGES")
+        .ok()
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect());
+    all_pages(host, campaign)
+        .into_iter()
+        .filter(|p| {
+            filter
+                .as_ref()
+                .is_none_or(|parts| parts.iter().any(|f| p.name.contains(f.as_str()) || p.path.contains(f.as_str())))
+        })
+        .collect()
+}
+
+fn all_pages(host: i64, campaign: i64) -> Vec<Page> {
     let scenario = Scenario::ALL[0].name();
     let aead = "algorithms=aes-256-gcm,aes-128-cbc,aes-128-cbc-hmac-sha256,chacha20-poly1305&metric=p99";
     [
@@ -140,7 +185,8 @@ async fn bench(cluster: &PrivateCluster) -> bool {
     // Per dataset: the timings of every page, by page.
     let mut timings: Vec<Vec<Timing>> = Vec::new();
     let mut pages_timed = Vec::new();
-    for total in DATASETS {
+    let sizes = datasets();
+    for &total in &sizes {
         let started = Instant::now();
         fleet::load_results(&pool, loaded, total).await;
         let load = started.elapsed();
@@ -167,7 +213,11 @@ async fn bench(cluster: &PrivateCluster) -> bool {
             load.as_secs_f64(),
             refresh.as_secs_f64()
         );
-        passed &= time_findings(&pool).await;
+        if switch("CIPHERFLEET_REPORT_FINDINGS", true) {
+            passed &= time_findings(&pool).await;
+        } else {
+            println!("findings pass: skipped (CIPHERFLEET_REPORT_FINDINGS=0)");
+        }
         // The latest campaign: 10 jobs on every host.
         let campaign: i64 = sqlx::query_scalar("SELECT max(id) FROM campaigns")
             .fetch_one(&pool)
@@ -190,15 +240,19 @@ async fn bench(cluster: &PrivateCluster) -> bool {
     }
 
     // Query plans of every page at the last dataset.
-    println!("\nquery plans at {loaded} results (auto_explain, ANALYZE + BUFFERS):");
-    passed &= plans::check(cluster, &pages_timed).await;
+    if switch("CIPHERFLEET_REPORT_PLANS", true) {
+        println!("\nquery plans at {loaded} results (auto_explain, ANALYZE + BUFFERS):");
+        passed &= plans::check(cluster, &pages_timed).await;
+    } else {
+        println!("\nquery plans: skipped (CIPHERFLEET_REPORT_PLANS=0)");
+    }
     shutdown.cancel();
     let _ = server.await;
 
     // One table: every page at every dataset, the target judged at the last.
     println!("\nreport at {HOSTS} hosts (p50 / p95 in ms; KiB at the last dataset):");
     let mut head = format!("{:<22}", "page");
-    for total in DATASETS {
+    for &total in &sizes {
         head.push_str(&format!(" {:>9} {:>9}", format!("p50 {}k", total / 1000), "p95"));
     }
     println!("{head} {:>8}  status", "KiB");
