@@ -217,15 +217,19 @@ pub async fn run_guarded(
         warn_plaintext,
         report,
     } = guards;
+    let scheduler = Arc::new(
+        Scheduler::with_ingest(app.pool.clone(), app.ingest).with_lease_ttl(app.heartbeat * cluster::MISSED_RENEWALS),
+    );
+    tracing::info!(coordinator = %scheduler.holder().id, name = %scheduler.holder().name, "coordinator identity for host leases");
+    // A predecessor that died here (this coordinator restarted) gives up its leases now.
+    cluster::take_over(&scheduler)
+        .await
+        .context("registering this coordinator")?;
     // Sessions of a coordinator that stopped without closing them, and whose
     // hosts no live coordinator holds, ended with it.
     db::sessions::close_orphaned(&app.pool)
         .await
         .context("closing stale sessions")?;
-    let scheduler = Arc::new(
-        Scheduler::with_ingest(app.pool.clone(), app.ingest).with_lease_ttl(app.heartbeat * cluster::MISSED_RENEWALS),
-    );
-    tracing::info!(coordinator = %scheduler.holder().id, name = %scheduler.holder().name, "coordinator identity for host leases");
     let leader = Arc::new(Leader::new(&app.pool));
     // Findings are derived in the background, once now and after results and campaigns.
     let deriver = findings::Deriver::new();

@@ -202,7 +202,8 @@ pub async fn list(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Campaign>> 
 }
 
 /// Cancels a running campaign: its queued jobs are cancelled; running jobs
-/// are left to finish or fail (the scheduler tells their agents to stop).
+/// are left to fail (every coordinator tells its agents to stop them,
+/// `crate::cluster::cancel`).
 /// Returns those running jobs (job, host), read in the same transaction after
 /// the queued ones were cancelled, so a job claimed while this runs is among
 /// them: the claim either committed first (then it is read here) or waits on
@@ -213,12 +214,24 @@ pub async fn list(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Campaign>> 
 /// transaction that ends a job locks the campaign (see [`close_if_complete`]),
 /// so none waits the other way round.
 pub async fn cancel(pool: &PgPool, campaign_id: i64) -> Result<Option<Vec<(uuid::Uuid, i64)>>> {
+    cancel_because(pool, campaign_id, None).await
+}
+
+/// [`cancel`], keeping `reason` for the agents to be told (by every
+/// coordinator, [`running_of_cancelled`]).
+pub async fn cancel_because(
+    pool: &PgPool,
+    campaign_id: i64,
+    reason: Option<&str>,
+) -> Result<Option<Vec<(uuid::Uuid, i64)>>> {
     let mut tx = pool.begin().await?;
+    // The trigger `campaign_cancelled_notify` tells every coordinator at commit.
     let cancelled = sqlx::query(
-        "UPDATE campaigns SET status = 'cancelled', finished_at = now() \
+        "UPDATE campaigns SET status = 'cancelled', finished_at = now(), cancel_reason = $2 \
          WHERE id = $1 AND status = 'running'",
     )
     .bind(campaign_id)
+    .bind(reason)
     .execute(&mut *tx)
     .await?
     .rows_affected()
@@ -236,6 +249,40 @@ pub async fn cancel(pool: &PgPool, campaign_id: i64) -> Result<Option<Vec<(uuid:
     let running = jobs::running_for_campaign(&mut *tx, campaign_id).await?;
     tx.commit().await?;
     Ok(Some(running))
+}
+
+/// A running job of a cancelled campaign, which its agent is to stop.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ToStop {
+    pub job_id: uuid::Uuid,
+    pub host_id: i64,
+    pub attempt_id: Option<uuid::Uuid>,
+    /// What the agent is told: the cancel's reason.
+    pub reason: String,
+}
+
+/// The running jobs of cancelled campaigns (of `campaign` only, when given)
+/// on `hosts`: each coordinator asks for its own hosts' jobs, after a cancel
+/// anywhere in the cluster and now and then as a safety net.
+pub async fn running_of_cancelled(
+    db: impl PgExecutor<'_>,
+    hosts: &[i64],
+    campaign: Option<i64>,
+) -> Result<Vec<ToStop>> {
+    if hosts.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(sqlx::query_as(
+        "SELECT j.id AS job_id, j.host_id, j.attempt_id, \
+             coalesce(c.cancel_reason, 'campaign cancelled') AS reason \
+         FROM campaigns c JOIN jobs j ON j.campaign_id = c.id AND j.status = 'running' \
+         WHERE c.status = 'cancelled' AND ($2::bigint IS NULL OR c.id = $2) AND j.host_id = ANY($1) \
+         ORDER BY j.host_id",
+    )
+    .bind(hosts)
+    .bind(campaign)
+    .fetch_all(db)
+    .await?)
 }
 
 /// Marks the running campaigns among `campaign_ids` finished when none of

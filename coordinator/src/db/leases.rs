@@ -1,8 +1,9 @@
 //! `host_leases`: which coordinator owns each host's session. A lease is live
 //! while `expires_at` is in the future; its owner renews all of its leases in
 //! one statement per tick ([`renew`]), and a coordinator that dies stops
-//! renewing, so its hosts are free again within a few heartbeats. Online
-//! means a live lease anywhere in the cluster ([`live_hosts`]).
+//! renewing, so its hosts are free again within a few heartbeats — or at once,
+//! when a coordinator starting on its machine sees its process gone
+//! ([`end_all_of`]). Online means a live lease anywhere in the cluster ([`live_hosts`]).
 
 use std::time::Duration;
 
@@ -124,6 +125,17 @@ pub async fn release(db: impl PgExecutor<'_>, host_id: i64, holder: &Holder, gen
 pub async fn release_all(db: impl PgExecutor<'_>, holder: &Holder) -> Result<u64> {
     let done = sqlx::query("DELETE FROM host_leases WHERE coordinator = $1")
         .bind(holder.id)
+        .execute(db)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+/// Ends every lease of the coordinators `ids` at once: they are known dead
+/// (`cluster::take_over`), so their hosts need not wait for the leases to
+/// expire. Returns how many there were.
+pub async fn end_all_of(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<u64> {
+    let done = sqlx::query("DELETE FROM host_leases WHERE coordinator = ANY($1)")
+        .bind(ids)
         .execute(db)
         .await?;
     Ok(done.rows_affected())

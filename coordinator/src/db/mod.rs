@@ -8,6 +8,7 @@
 //! - [`snapshots`]: the history of each host's facts.
 //! - [`sessions`]: agent connections.
 //! - [`leases`]: which coordinator owns each host's session (several coordinators on one database).
+//! - [`coordinators`]: the processes behind the leases, so a dead one's leases end at once.
 //! - [`advisory`]: advisory locks, for what runs once across the cluster.
 //! - [`campaigns`]: suites run on a set of hosts, and their progress.
 //! - [`jobs`]: the queue — claim, start, fail, requeue after a lost agent.
@@ -31,6 +32,7 @@ pub mod campaign_compare;
 pub mod campaign_summaries;
 pub mod campaigns;
 pub mod capacity;
+pub mod coordinators;
 pub mod fallback;
 pub mod findings;
 pub mod host_results;

@@ -276,22 +276,27 @@ impl AdminService for AdminSvc {
         let req = request.into_inner();
         let id = parse_campaign_id(&req.campaign_id)?;
         let pool = self.scheduler.pool();
-        let Some(running) = db::campaigns::cancel(pool, id).await.map_err(db_status)? else {
-            return Err(match db::campaigns::get(pool, id).await.map_err(db_status)? {
-                None => Status::not_found(format!("campaign {id} does not exist")),
-                Some(c) => Status::failed_precondition(format!("campaign {id} is already {}", c.status.as_str())),
-            });
-        };
-        let jobs_cancelled = db::campaigns::status(pool, id)
-            .await
-            .map_err(db_status)?
-            .map_or(0, |p| p.jobs.cancelled);
         let reason = if req.reason.is_empty() {
             "campaign cancelled".to_string()
         } else {
             format!("campaign cancelled: {}", req.reason)
         };
-        self.scheduler.cancel_running(&running, &reason);
+        // Every coordinator, this one too, hears of it at commit and tells its
+        // own agents to stop their running jobs of the campaign (`cluster::cancel`).
+        if db::campaigns::cancel_because(pool, id, Some(&reason))
+            .await
+            .map_err(db_status)?
+            .is_none()
+        {
+            return Err(match db::campaigns::get(pool, id).await.map_err(db_status)? {
+                None => Status::not_found(format!("campaign {id} does not exist")),
+                Some(c) => Status::failed_precondition(format!("campaign {id} is already {}", c.status.as_str())),
+            });
+        }
+        let jobs_cancelled = db::campaigns::status(pool, id)
+            .await
+            .map_err(db_status)?
+            .map_or(0, |p| p.jobs.cancelled);
         Ok(Response::new(v1::CancelCampaignResponse {
             jobs_cancelled: jobs_cancelled as u32,
         }))

@@ -153,11 +153,13 @@ impl App {
             "serve",
             "--grpc-listen",
             &addr.to_string(),
-            "--heartbeat-seconds",
-            "0.5",
             "--http-listen",
             "127.0.0.1:0",
         ]);
+        // Short unless the test asks for its own.
+        if !self.serve_args.iter().any(|a| a == "--heartbeat-seconds") {
+            command.args(["--heartbeat-seconds", "0.5"]);
+        }
         if let Some(tls) = &self.tls {
             command.arg("--tls-cert").arg(&tls.cert).arg("--tls-key").arg(&tls.key);
         }

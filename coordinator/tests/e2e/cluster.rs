@@ -1,11 +1,16 @@
 //! Two coordinators on one PostgreSQL (issue 12): any coordinator accepts any
 //! agent, a campaign started through one reaches the agents of the other, and
 //! losing either one (SIGKILL, mid-campaign) loses and duplicates nothing —
-//! its agents move to the survivor, which finishes the campaign.
+//! its agents move to the survivor, which finishes the campaign. A cancel
+//! through one stops the jobs running on the other's agents, and a coordinator
+//! restarted after SIGKILL takes its dead predecessor's leases over at once.
 
 use std::time::{Duration, Instant};
 
-use crate::app::{App, matrix, spawn_app, wait_for};
+use cipherfleet_proto::v1;
+
+use crate::app::{App, matrix, spawn_app, spawn_app_with, wait_for};
+use crate::faults::wait_job_started;
 
 /// Agents per coordinator.
 const AGENTS_EACH: usize = 2;
@@ -148,6 +153,106 @@ async fn retiring_a_host_through_one_coordinator_ends_its_session_on_the_other()
     .await;
     assert_eq!(status.code(), Some(3), "{status:?}");
     first.wait_host("e2e-cluster-retired", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_through_one_coordinator_stops_the_jobs_running_on_the_others_agents() {
+    let first = spawn_app().await;
+    let mut second = App::with_database(first.pool.clone(), first.db_url.clone()).await;
+    // Connected to the second coordinator only.
+    let agent = second.agent_command("e2e-cluster-cancel").spawn().unwrap();
+    second.track_agent(agent);
+    first.wait_host("e2e-cluster-cancel", true).await;
+    // Three points of 20 s each: one runs, two wait.
+    let campaign = first
+        .start_campaign(
+            "cluster-cancel",
+            matrix(&["aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"], &[1024], 20.0),
+        )
+        .await;
+    let job = wait_job_started(&first, &campaign).await;
+    let cancelled = first
+        .admin()
+        .await
+        .cancel_campaign(v1::CancelCampaignRequest {
+            campaign_id: campaign.clone(),
+            reason: "e2e across coordinators".into(),
+        })
+        .await
+        .expect("cancelled")
+        .into_inner();
+    assert_eq!(cancelled.jobs_cancelled, 2, "the two queued jobs");
+    // The second coordinator heard of it and told its agent, which stopped the job
+    // well before its 20 s were up and reported it failed with the operator's reason.
+    let (status, error): (String, Option<String>) =
+        wait_for("the running job to be stopped", Duration::from_secs(12), || async {
+            let row: (String, Option<String>) = sqlx::query_as("SELECT status, error FROM jobs WHERE id = $1")
+                .bind(job)
+                .fetch_one(&first.pool)
+                .await
+                .ok()?;
+            (row.0 != "running").then_some(row)
+        })
+        .await;
+    assert_eq!(status, "failed", "{error:?}");
+    let error = error.unwrap_or_default();
+    assert!(
+        error.contains("cancelled: campaign cancelled: e2e across coordinators"),
+        "{error}"
+    );
+    let results: i64 = sqlx::query_scalar("SELECT count(*) FROM results WHERE job_id = $1")
+        .bind(job)
+        .fetch_one(&first.pool)
+        .await
+        .unwrap();
+    assert_eq!(results, 0, "the stopped job stored nothing");
+}
+
+/// The host's lease: its coordinator and when it was taken.
+async fn lease_of(app: &App, host: &str) -> Option<(uuid::Uuid, chrono::DateTime<chrono::Utc>)> {
+    sqlx::query_as(
+        "SELECT l.coordinator, l.acquired_at FROM host_leases l JOIN hosts h ON h.id = l.host_id \
+         WHERE h.name = $1 AND l.expires_at > now() AND l.welcomed",
+    )
+    .bind(host)
+    .fetch_optional(&app.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_restarted_after_sigkill_takes_over_its_predecessors_leases_at_once() {
+    // Leases live three 10 s heartbeats: waited out, the agent would be back
+    // 20 to 30 s after the kill.
+    let mut app = spawn_app_with(&["--verify-on-change=false", "--heartbeat-seconds", "10"]).await;
+    app.spawn_agent("e2e-cluster-restart", &[]);
+    app.wait_online(1).await;
+    let (before, _) = lease_of(&app, "e2e-cluster-restart").await.expect("a live lease");
+    let addr = app.grpc;
+    app.kill_coordinator();
+    let killed = Instant::now();
+    app.start_coordinator(addr);
+    let (after, taken_at) = wait_for(
+        "the agent back on the restarted coordinator",
+        Duration::from_secs(15),
+        || async { lease_of(&app, "e2e-cluster-restart").await.filter(|l| l.0 != before) },
+    )
+    .await;
+    eprintln!("the agent was back {:?} after the kill", killed.elapsed());
+    let registered: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM coordinators")
+        .fetch_all(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(registered, [after], "the dead predecessor is forgotten");
+
+    // A coordinator starting beside a live one leaves its leases alone.
+    let other = App::with_database(app.pool.clone(), app.db_url.clone()).await;
+    other.wait_online(1).await;
+    assert_eq!(
+        lease_of(&app, "e2e-cluster-restart").await,
+        Some((after, taken_at)),
+        "the live coordinator's lease is untouched"
+    );
 }
 
 /// An agent the test waits on itself, killed if the test ends first.

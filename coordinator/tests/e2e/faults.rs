@@ -8,7 +8,7 @@ use cipherfleet_proto::v1;
 use crate::app::{App, TempDir, spawn_app, wait_for};
 
 /// Waits until some job of the campaign has been accepted by its agent.
-async fn wait_job_started(app: &App, campaign: &str) -> uuid::Uuid {
+pub(crate) async fn wait_job_started(app: &App, campaign: &str) -> uuid::Uuid {
     let id: i64 = campaign.parse().unwrap();
     wait_for("a job to start", Duration::from_secs(60), || async {
         sqlx::query_scalar(

@@ -138,12 +138,44 @@ async fn campaigns_and_their_summaries_count_every_job() {
     assert_eq!(second_page.iter().map(|s| s.id).collect::<Vec<_>>(), [f.cancelled]);
     assert_eq!(campaign_summaries::count(pool).await.unwrap(), (3, 1));
 
-    // Cancelling: the queued job is cancelled, the running one left to finish.
-    assert!(campaigns::cancel(pool, f.live).await.unwrap().is_some());
+    // Cancelling: the queued job is cancelled, the running one left for its agent to stop.
+    assert!(
+        campaigns::running_of_cancelled(pool, &[f.bench, f.vm], None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let running = campaigns::cancel_because(pool, f.live, Some("campaign cancelled: tests"))
+        .await
+        .unwrap();
+    assert_eq!(running, Some(vec![(f.live_jobs[0], f.bench)]));
     assert!(
         campaigns::cancel(pool, f.live).await.unwrap().is_none(),
         "already cancelled"
     );
+    let to_stop = campaigns::running_of_cancelled(pool, &[f.bench, f.vm], None)
+        .await
+        .unwrap();
+    assert_eq!(to_stop.len(), 1, "{to_stop:?}");
+    let stop = &to_stop[0];
+    assert_eq!((stop.job_id, stop.host_id), (f.live_jobs[0], f.bench));
+    assert!(stop.attempt_id.is_some());
+    assert_eq!(stop.reason, "campaign cancelled: tests");
+    assert_eq!(
+        campaigns::running_of_cancelled(pool, &[f.bench], Some(f.live))
+            .await
+            .unwrap(),
+        to_stop
+    );
+    for (hosts, campaign) in [(vec![f.vm], None), (vec![f.bench], Some(f.cancelled)), (vec![], None)] {
+        assert!(
+            campaigns::running_of_cancelled(pool, &hosts, campaign)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{hosts:?} {campaign:?}"
+        );
+    }
     let live = campaigns::status(pool, f.live).await.unwrap().expect("adhoc");
     assert_eq!(live.campaign.status, CampaignStatus::Cancelled);
     let live_jobs = JobCounts {

@@ -1,9 +1,11 @@
-//! `leases`, `advisory`, `jobs::idle_with_work` and `sessions::close_orphaned`:
-//! the storage that lets several coordinators share one database.
+//! `leases`, `coordinators`, `advisory`, `jobs::idle_with_work` and
+//! `sessions::close_orphaned`: the storage that lets several coordinators
+//! share one database.
 
 use std::time::Duration;
 
 use cipherfleet_coordinator::db::advisory::{self, Lock};
+use cipherfleet_coordinator::db::coordinators::{self, Neighbour, Process};
 use cipherfleet_coordinator::db::leases::{self, Held, Holder};
 use cipherfleet_coordinator::db::{jobs, sessions};
 use sqlx::Connection;
@@ -92,6 +94,96 @@ async fn a_host_lease_is_held_by_one_coordinator_until_released_or_expired() {
     assert!(leases::acquire(&pool, h1, &a, 9, TTL).await.unwrap());
     assert_eq!(leases::clear(&pool).await.unwrap(), 1);
     assert!(leases::live_hosts(&pool).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn coordinators_of_one_machine_are_found_and_a_dead_ones_leases_end_at_once() {
+    let pool = fresh_db().await;
+    let here = Process {
+        boot_id: Some(Uuid::new_v4()),
+        pid_namespace: Some(4026531836),
+        uid: Some(1000),
+        pid: 41,
+        pid_start: Some(1234),
+    };
+    let (dead, me) = (coordinator("m/41"), coordinator("m/42"));
+    let (other_boot, unknown_start) = (coordinator("n/41"), coordinator("m/43"));
+    coordinators::register(&pool, &dead, &here).await.unwrap();
+    // Again: marked seen, nothing else changes.
+    coordinators::register(&pool, &dead, &here).await.unwrap();
+    let my_process = Process {
+        pid: 42,
+        ..here.clone()
+    };
+    coordinators::register(&pool, &me, &my_process).await.unwrap();
+    let elsewhere = Process {
+        boot_id: Some(Uuid::new_v4()),
+        ..here.clone()
+    };
+    coordinators::register(&pool, &other_boot, &elsewhere).await.unwrap();
+    let unreadable = Process {
+        pid: 43,
+        pid_start: None,
+        ..here.clone()
+    };
+    coordinators::register(&pool, &unknown_start, &unreadable)
+        .await
+        .unwrap();
+
+    // Only a neighbour on the same boot, PID namespace and user, with a known start.
+    let neighbours = coordinators::on_machine(&pool, &me, &my_process).await.unwrap();
+    let dead_one = Neighbour {
+        id: dead.id,
+        name: "m/41".into(),
+        pid: 41,
+        pid_start: 1234,
+    };
+    assert_eq!(neighbours, [dead_one]);
+    for process in [
+        Process {
+            uid: Some(0),
+            ..my_process.clone()
+        },
+        Process {
+            pid_namespace: None,
+            ..my_process.clone()
+        },
+    ] {
+        assert!(
+            coordinators::on_machine(&pool, &me, &process).await.unwrap().is_empty(),
+            "{process:?}"
+        );
+    }
+
+    // Its leases end at once; others' stay.
+    let (h1, h2) = (host(&pool, "dead-1").await, host(&pool, "mine-1").await);
+    assert!(leases::acquire(&pool, h1, &dead, 1, TTL).await.unwrap());
+    assert!(leases::acquire(&pool, h2, &me, 1, TTL).await.unwrap());
+    assert_eq!(leases::end_all_of(&pool, &[dead.id]).await.unwrap(), 1);
+    assert!(leases::acquire(&pool, h1, &me, 2, TTL).await.unwrap(), "free at once");
+    assert!(!leases::acquire(&pool, h2, &dead, 2, TTL).await.unwrap());
+    assert_eq!(leases::end_all_of(&pool, &[]).await.unwrap(), 0);
+
+    assert_eq!(coordinators::forget(&pool, &[dead.id]).await.unwrap(), 1);
+    assert!(
+        coordinators::on_machine(&pool, &me, &my_process)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // One not seen for an hour is forgotten; the others are seen lately.
+    assert_eq!(coordinators::forget_unseen(&pool).await.unwrap(), 0);
+    sqlx::query("UPDATE coordinators SET seen_at = now() - interval '2 hours' WHERE id = $1")
+        .bind(other_boot.id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(coordinators::forget_unseen(&pool).await.unwrap(), 1);
+    let left: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM coordinators ORDER BY name")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, [me.id, unknown_start.id]);
 }
 
 #[tokio::test]
