@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Scale benchmark of one coordinator on this machine: builds the release binaries, starts a
+# Scale benchmark of the coordinator on this machine: builds the release binaries, starts a
 # private PostgreSQL cluster in a temporary directory, runs every scenario of
 # deploy/bench-scale/ against simulated agents (`cipherfleet-agent simulate`), each bounded
 # in time, and prints ONE table. Scenarios: 10-connect (connect storm, RSS, idle CPU),
 # 20-ingest (a campaign on every host: dispatch and ingest rates, result→ack p99),
 # 30-restart (coordinator killed and restarted with every agent connected), 40-slow-postgres
-# (a pg_sleep trigger under ingest: memory bounded, nothing lost).
+# (a pg_sleep trigger under ingest: memory bounded, nothing lost), 50-two-coordinators (two
+# on one database, one SIGKILLed mid-campaign: time until the other serves every agent, each
+# job run exactly once).
 #
 # Usage: deploy/bench-scale.sh [--count N] [--quick] [--only PATTERN] [--no-build] [--keep]
 #   --count N      simulated agents (default 10000; --quick: 200)
@@ -33,7 +35,8 @@
 #   BENCH_CONNECT_LIMIT, BENCH_INGEST_LIMIT          seconds to wait for a connect / a campaign
 # and BENCH_HEARTBEAT (heartbeat seconds, default 5), BENCH_SUITE (default quick: 18 jobs a
 # host), BENCH_SERVE_ARGS (extra `serve` flags), BENCH_PG_SLEEP (40: seconds a result insert
-# sleeps, default 0.2) may be set by the caller.
+# sleeps, default 0.2), BENCH_JOB_DELAY (50: each simulated job's time, default 0.5s) may be
+# set by the caller.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,7 +48,7 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift ;;
     --no-build) build=0 ;;
     --keep) keep=1 ;;
-    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-scale.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift

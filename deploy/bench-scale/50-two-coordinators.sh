@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Two coordinators sharing one PostgreSQL, BENCH_COUNT simulated agents spread over them (each
+# simulated host dials the first or the second coordinator first, by its index, and knows both),
+# and a campaign (BENCH_SUITE, started through the first) running with jobs of
+# BENCH_JOB_DELAY (default 0.5s). Once a third of its jobs are done the second coordinator is
+# SIGKILLed. Rows: how the agents were spread, the time from the kill until the survivor holds
+# the lease of every agent (target 30 s; the dead one's leases live 3 heartbeats), and that
+# every job ran exactly once: each done job has one result, none is lost (all done, none
+# failed), and how many RunJobs the agents accepted per job (above 1: some were dispatched again).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+db=bench_two
+url=$(fresh_db $db)
+coord_start "$url"
+first_pid=$COORD_PID first=$GRPC
+coord_start "$url"
+second_pid=$COORD_PID second=$GRPC
+GRPC=$first
+sim_start "$BENCH_COUNT" --ramp 0s --job-delay "${BENCH_JOB_DELAY:-0.5s}" --coordinator "http://$second"
+wait_stat connected "$BENCH_COUNT" "$BENCH_CONNECT_LIMIT" || log "only $(sim_stat connected) connected"
+connected=$(sim_stat connected)
+hostname=$(cat /proc/sys/kernel/hostname)
+# leases_of PID: the live leases of welcomed sessions that coordinator holds.
+leases_of() {
+  psql_db $db "SELECT count(*) FROM host_leases
+               WHERE coordinator_name = '$hostname/$1' AND expires_at > now() AND welcomed"
+}
+row "agents on first / second" "$(leases_of "$first_pid") / $(leases_of "$second_pid")" "" \
+  "$connected of $BENCH_COUNT connected"
+
+id=$(campaign_start "${BENCH_SUITE:-quick}")
+jobs=$(psql_db $db "SELECT count(*) FROM jobs WHERE campaign_id = $id")
+deadline=$(( $(date +%s) + BENCH_INGEST_LIMIT ))
+while [ "$(date +%s)" -lt "$deadline" ]; do
+  read -r done _ _ < <(jobs_by_status $db "$id")
+  [ "$done" -ge $(( jobs / 3 )) ] && break
+  sleep 0.5
+done
+read -r done_at_kill _ left_at_kill < <(jobs_by_status $db "$id")
+on_second=$(leases_of "$second_pid")
+COORD_PID=$second_pid
+t0=$(now)
+coord_kill
+log "second coordinator killed with $done_at_kill of $jobs jobs done, $left_at_kill left"
+moved=""
+limit=$(( BENCH_QUICK == 1 ? 60 : 120 ))
+while [ "$(since "$t0" | cut -d. -f1)" -lt "$limit" ]; do
+  if [ "$(leases_of "$first_pid")" -ge "$connected" ]; then moved=$(since "$t0"); break; fi
+  sleep 0.2
+done
+row "all $connected agents on the survivor after" "${moved:-timeout}" s \
+  "target 30; $on_second moved; lease ${BENCH_HEARTBEAT:-5} s × 3; $done_at_kill of $jobs jobs done at the kill"
+
+t1=$(now)
+if wait_campaign $db "$id" "$BENCH_INGEST_LIMIT"; then
+  row "rest of the campaign done in" "$(since "$t1")" s "$jobs jobs"
+else
+  row "rest of the campaign done in" "timeout" s "after $BENCH_INGEST_LIMIT s"
+fi
+read -r done failed left < <(jobs_by_status $db "$id")
+row "jobs done / failed / left" "$done / $failed / $left" "" "of $jobs; must be $jobs / 0 / 0"
+row "done jobs without exactly one result" "$(not_exactly_once $db "$id")" "" "must be 0"
+row "RunJobs accepted per job" "$(awk -v a="$(sim_stat jobs)" -v j="$jobs" 'BEGIN { printf "%.3f", a / j }')" "" \
+  "$(sim_stat jobs) for $jobs jobs"
+row "survivor RSS, now / peak" "$(rss_mb "$first_pid") / $(peak_rss_mb "$first_pid")" MB
