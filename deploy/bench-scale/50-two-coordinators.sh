@@ -38,7 +38,9 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
   sleep 0.5
 done
 read -r done_at_kill _ left_at_kill < <(jobs_by_status $db "$id")
+# Every agent connected at the kill, wherever: what the survivor must end up holding.
 on_second=$(leases_of "$second_pid")
+at_kill=$(( $(leases_of "$first_pid") + on_second ))
 COORD_PID=$second_pid
 t0=$(now)
 coord_kill
@@ -46,10 +48,10 @@ log "second coordinator killed with $done_at_kill of $jobs jobs done, $left_at_k
 moved=""
 limit=$(( BENCH_QUICK == 1 ? 60 : 120 ))
 while [ "$(since "$t0" | cut -d. -f1)" -lt "$limit" ]; do
-  if [ "$(leases_of "$first_pid")" -ge "$connected" ]; then moved=$(since "$t0"); break; fi
+  if [ "$(leases_of "$first_pid")" -ge "$at_kill" ]; then moved=$(since "$t0"); break; fi
   sleep 0.2
 done
-row "all $connected agents on the survivor after" "${moved:-timeout}" s \
+row "all $at_kill agents on the survivor after" "${moved:-timeout}" s \
   "target 30; $on_second moved; lease ${BENCH_HEARTBEAT:-5} s × 3; $done_at_kill of $jobs jobs done at the kill"
 
 t1=$(now)
