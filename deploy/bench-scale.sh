@@ -33,10 +33,12 @@
 #   BENCH_COUNT     simulated agents;  BENCH_QUICK  1 in --quick mode, else 0
 #   BENCH_PG_SOCKET, BENCH_PG_PORT, BENCH_PG_USER   the private cluster (psql_db, fresh_db)
 #   BENCH_CONNECT_LIMIT, BENCH_INGEST_LIMIT          seconds to wait for a connect / a campaign
-# and BENCH_HEARTBEAT (heartbeat seconds, default 5), BENCH_SUITE (default quick: 18 jobs a
-# host), BENCH_SERVE_ARGS (extra `serve` flags), BENCH_PG_SLEEP (40: seconds a result insert
-# sleeps, default 0.2), BENCH_JOB_DELAY (50: each simulated job's time, default 0.5s) may be
-# set by the caller.
+# and BENCH_HEARTBEAT (heartbeat seconds, default 5), BENCH_SUITE (a suite name or a matrix
+# in JSON; default lib.sh's TEN_JOBS: 10 jobs a host), BENCH_SERVE_ARGS (extra `serve` flags),
+# BENCH_PG_SLEEP (40: seconds a result insert sleeps, default 0.2), BENCH_JOB_DELAY (50: each
+# simulated job's time, default 0.5s) and BENCH_PG_CONF (lines added to postgresql.conf, e.g.
+# "shared_preload_libraries = 'pg_stat_statements'", which makes 20-ingest log the statements
+# that took the most time) may be set by the caller.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,7 +50,7 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift ;;
     --no-build) build=0 ;;
     --keep) keep=1 ;;
-    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-scale.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -91,6 +93,7 @@ listen_addresses = ''
 unix_socket_directories = '$BENCH_DIR'
 max_connections = 200
 shared_buffers = 256MB
+${BENCH_PG_CONF:-}
 CONF
 "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$BENCH_DIR/pg" -l "$BENCH_DIR/postgres.log" -w start >/dev/null
 umask 077

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
 
+use cipherfleet_core::spec::Matrix;
 use cipherfleet_core::token::Secret;
 
 use crate::auth::Token;
@@ -142,6 +143,16 @@ fn ingest_queue(s: &str) -> Result<usize, String> {
     }
 }
 
+/// `--matrix`: the JSON of a matrix; the coordinator validates what it holds.
+fn matrix_json(s: &str) -> Result<Box<Matrix>, String> {
+    serde_json::from_str(s).map_err(|e| {
+        format!(
+            "not a matrix ({e}); it takes the lists algorithms, sizes, directions, threads, key_modes and \
+             paths, and seconds (concurrency and nonces optional)"
+        )
+    })
+}
+
 fn parse_interval(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(f) if (0.1..=300.0).contains(&f) => Ok(f),
@@ -194,6 +205,11 @@ enum CampaignCommand {
         /// Thread counts of "all cores" follow each host's logical cores.
         #[arg(long, default_value = "quick")]
         suite: String,
+        /// An explicit matrix instead of a suite, as JSON: the lists of `cipherfleet-agent bench`'s
+        /// flags, e.g. '{"algorithms":["aes-128-gcm"],"sizes":[16,1024],"directions":["encrypt"],
+        /// "threads":[1],"key_modes":["static"],"paths":["accelerated"],"seconds":0.5}'.
+        #[arg(long, value_name = "JSON", value_parser = matrix_json)]
+        matrix: Option<Box<Matrix>>,
         /// Host selector terms, all must hold: arch=aarch64, cpu-model=EPYC, host=NAME, or LABEL=VALUE. Repeatable.
         #[arg(long = "select", value_name = "KEY=VALUE")]
         select: Vec<String>,
@@ -454,6 +470,7 @@ async fn campaign(command: CampaignCommand) -> anyhow::Result<()> {
     match command {
         CampaignCommand::Start {
             suite,
+            matrix,
             select,
             name,
             include_offline,
@@ -465,7 +482,10 @@ async fn campaign(command: CampaignCommand) -> anyhow::Result<()> {
                 selector.add_term(term).map_err(anyhow::Error::msg)?;
             }
             let request = v1::StartCampaignRequest {
-                points: Some(Points::Suite(suite)),
+                points: Some(match matrix {
+                    Some(m) => Points::Matrix(v1::Matrix::from(&*m)),
+                    None => Points::Suite(suite),
+                }),
                 hosts: Some(proto_selector(selector)),
                 started_by: std::env::var("USER").unwrap_or_else(|_| "operator".into()),
                 name: name.unwrap_or_default(),

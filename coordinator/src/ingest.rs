@@ -1,6 +1,10 @@
 //! The write path of agents' reports: results and job starts from every
 //! session go through one bounded queue and are stored in batches, one
-//! transaction per batch ([`db::results::record_batch`]).
+//! transaction per batch ([`db::results::record_batch`]). After it commits,
+//! one more statement claims the next job of every host with a result in the
+//! batch ([`db::jobs::claim_next_for_hosts`]), and each session gets its
+//! host's job with its result's outcome ([`Next`]): per result, there is no
+//! round trip to the database of its own.
 //!
 //! A session hands over a result and waits: for room in the queue first
 //! (backpressure — while it waits it reads nothing more from its agent, which
@@ -20,6 +24,7 @@
 //!
 //! The batcher runs until the last [`Ingest`] handle is dropped.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -32,6 +37,7 @@ use tonic::Status;
 use uuid::Uuid;
 
 use crate::db;
+use crate::db::jobs::Job;
 use crate::db::results::{NewResult, RecordOutcome};
 use crate::grpc::db_status;
 
@@ -63,8 +69,28 @@ impl Default for Config {
 }
 
 /// What a session is told about its result: its outcome (or why it was
-/// refused for good), or a status that ends the session (the agent resends).
-pub type Reply = Result<Result<RecordOutcome, db::Error>, Status>;
+/// refused for good) and the host's next job, or a status that ends the
+/// session (the agent resends).
+pub type Reply = Result<Recorded, Status>;
+
+/// A result's batch committed: what became of it, and what the host runs next.
+#[derive(Debug)]
+pub struct Recorded {
+    pub outcome: Result<RecordOutcome, db::Error>,
+    pub next: Next,
+}
+
+/// The host's next job, claimed for every host of a batch in one statement
+/// after the batch committed ([`db::jobs::claim_next_for_hosts`]).
+#[derive(Debug)]
+pub enum Next {
+    /// Claimed, to be sent to the host ([`crate::scheduler::Scheduler::hand_over`]).
+    Job(Box<Job>),
+    /// Nothing claimed: the host runs a job still, or none is queued for it.
+    Idle,
+    /// The claim failed (the database is away): the session dispatches itself.
+    Unknown,
+}
 
 enum Work {
     Result {
@@ -210,8 +236,9 @@ async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Work>, config: Config
     while storing.join_next().await.is_some() {}
 }
 
-/// Stores one batch: its job starts, then its results in one transaction;
-/// answers every result's session.
+/// Stores one batch: its job starts and results in one transaction, then
+/// claims the next job of every host that sent a result (one statement for
+/// the batch, instead of a claim per result); answers every result's session.
 async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
     let mut started = Vec::new();
     let mut items = Vec::new();
@@ -231,27 +258,54 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
             }
         }
     }
-    if let Err(e) = db::jobs::mark_started_many(pool, &started).await {
-        // Only `started_at` is lost (the report's timing of the job); the result still counts.
-        tracing::warn!(error = %e, jobs = started.len(), "noting started jobs");
-    }
     if items.is_empty() {
+        if let Err(e) = db::jobs::mark_started_many(pool, &started).await {
+            // Only `started_at` is lost (the report's timing of the job); the result still counts.
+            tracing::warn!(error = %e, jobs = started.len(), "noting started jobs");
+        }
         return;
     }
     counters.batches.fetch_add(1, Ordering::Relaxed);
     counters.results.fetch_add(items.len() as u64, Ordering::Relaxed);
-    match db::results::record_batch(pool, &items).await {
-        Ok(outcomes) => {
-            for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                // A session that went away meanwhile: its agent resends, and gets a duplicate's ack.
-                let _ = reply.send(Ok(outcome));
-            }
-        }
+    let outcomes = match db::results::record_batch(pool, &started, &items).await {
+        Ok(outcomes) => outcomes,
         Err(e) => {
             let status = db_status(e);
             for reply in replies {
                 let _ = reply.send(Err(status.clone()));
             }
+            return;
+        }
+    };
+    let hosts: Vec<i64> = items.iter().map(|i| i.host_id).collect();
+    let mut claimed = match db::jobs::claim_next_for_hosts(pool, &hosts).await {
+        Ok(jobs) => Some(jobs.into_iter().map(|j| (j.host_id, j)).collect::<HashMap<_, _>>()),
+        Err(e) => {
+            tracing::warn!(error = %e, hosts = hosts.len(), "claiming the next jobs of a batch's hosts");
+            None
+        }
+    };
+    // A host with two results in the batch gets its job with the last one.
+    let mut last_of_host = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        last_of_host.insert(item.host_id, i);
+    }
+    for (i, (reply, outcome)) in replies.into_iter().zip(outcomes).enumerate() {
+        let host = items[i].host_id;
+        let next = match claimed.as_mut() {
+            None => Next::Unknown,
+            Some(_) if last_of_host[&host] != i => Next::Idle,
+            Some(jobs) => jobs.remove(&host).map_or(Next::Idle, |j| Next::Job(Box::new(j))),
+        };
+        // A session that went away meanwhile: its agent resends, and gets a
+        // duplicate's ack. The job claimed for it reached no agent: back to
+        // the queue, no attempt counted.
+        if let Err(Ok(Recorded {
+            next: Next::Job(job), ..
+        })) = reply.send(Ok(Recorded { outcome, next }))
+            && let Err(e) = db::jobs::unclaim(pool, &job).await
+        {
+            tracing::warn!(job = %job.id, error = %e, "giving back a job claimed for a session that ended");
         }
     }
     drop(rooms);

@@ -11,8 +11,10 @@
 //! host connects, when it finishes a job, when a campaign is created, and when
 //! any coordinator queues jobs ([`crate::cluster`]); a sweeper re-queues jobs
 //! that overran their time limit. One job at a time
-//! per host is enforced by `claim_next_for_host` in the database, so two
-//! coordinator tasks racing cannot double-book a host.
+//! per host is enforced by `claim_next_for_hosts` in the database, so two
+//! coordinator tasks racing cannot double-book a host. Claims are batched:
+//! the ingest batch claims the next job of every host in it, and a dispatch
+//! to many hosts claims [`CLAIM_CHUNK`] at a time.
 //!
 //! Nothing here waits on an agent: every message goes out with
 //! [`Outbound::try_send`], and an agent whose queue is full has its session
@@ -350,9 +352,16 @@ impl Scheduler {
         if self.sender(host_id).is_none() {
             return Ok(());
         }
-        let Some(job) = db::jobs::claim_next_for_host(&self.pool, host_id).await? else {
-            return Ok(());
-        };
+        match db::jobs::claim_next_for_host(&self.pool, host_id).await? {
+            Some(job) => self.hand_over(job).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Sends `job`, just claimed for its host, to the host's current session.
+    /// A job that reached no agent goes back to the queue.
+    pub async fn hand_over(&self, job: db::jobs::Job) -> Result<(), db::Error> {
+        let host_id = job.host_id;
         let spec: JobSpec = match serde_json::from_value(job.spec.clone()) {
             Ok(spec) => spec,
             Err(e) => {
@@ -383,31 +392,45 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Dispatches to every connected host (after a campaign is created),
-    /// four hosts at a time (four workers taking hosts in turn: claims need
-    /// pool connections, which results need too). A host whose dispatch fails
-    /// does not hold up the others; the first error is returned at the end.
+    /// Gives back `job`, claimed for a session that ends before sending it:
+    /// back to the queue, no attempt counted (else it would wait for its deadline).
+    pub async fn hand_back(&self, job: &db::jobs::Job) {
+        if let Err(e) = db::jobs::unclaim(&self.pool, job).await {
+            tracing::warn!(job = %job.id, error = %e, "giving back a job claimed for a session that ended");
+        }
+    }
+
+    /// Dispatches to every connected host (after a campaign is created).
+    /// A host whose dispatch fails does not hold up the others; the first
+    /// error is returned at the end.
     pub async fn dispatch_all(&self) -> Result<(), db::Error> {
         self.dispatch_each(self.online_hosts()).await
     }
 
-    /// Dispatches to `hosts`, four at a time (see [`Scheduler::dispatch_all`]).
-    async fn dispatch_each(&self, hosts: Vec<i64>) -> Result<(), db::Error> {
-        let hosts = Mutex::new(hosts.into_iter());
-        let first_error = Mutex::new(None);
-        let worker = || async {
-            loop {
-                let Some(host) = hosts.lock().expect("hosts lock").next() else {
-                    return;
-                };
-                if let Err(e) = self.dispatch(host).await {
+    /// Dispatches to `hosts`, [`CLAIM_CHUNK`] of them claimed in one statement
+    /// (see [`Scheduler::dispatch_all`]).
+    async fn dispatch_each(&self, mut hosts: Vec<i64>) -> Result<(), db::Error> {
+        hosts.sort_unstable();
+        let mut first_error = None;
+        for chunk in hosts.chunks(CLAIM_CHUNK) {
+            let here: Vec<i64> = chunk.iter().copied().filter(|h| self.sender(*h).is_some()).collect();
+            let claimed = match db::jobs::claim_next_for_hosts(&self.pool, &here).await {
+                Ok(claimed) => claimed,
+                Err(e) => {
+                    tracing::warn!(hosts = here.len(), error = %e, "dispatch failed");
+                    first_error.get_or_insert(e);
+                    continue;
+                }
+            };
+            for job in claimed {
+                let host = job.host_id;
+                if let Err(e) = self.hand_over(job).await {
                     tracing::warn!(host, error = %e, "dispatch failed");
-                    first_error.lock().expect("error lock").get_or_insert(e);
+                    first_error.get_or_insert(e);
                 }
             }
-        };
-        tokio::join!(worker(), worker(), worker(), worker());
-        first_error.into_inner().expect("error lock").map_or(Ok(()), Err)
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Dispatches to this coordinator's idle hosts that have queued work (jobs
@@ -453,6 +476,10 @@ impl Scheduler {
         }
     }
 }
+
+/// Hosts whose next jobs one statement claims when many are dispatched to at
+/// once (a campaign's start): each holds a claim lock until it commits.
+pub const CLAIM_CHUNK: usize = 256;
 
 /// How often overdue jobs are looked for.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(2);

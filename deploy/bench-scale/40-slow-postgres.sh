@@ -17,7 +17,7 @@ psql_db $db "CREATE FUNCTION bench_slow() RETURNS trigger LANGUAGE plpgsql AS
              CREATE TRIGGER bench_slow BEFORE INSERT ON results FOR EACH ROW EXECUTE FUNCTION bench_slow();" >/dev/null
 rss_before=$(rss_mb "$COORD_PID")
 # StartCampaign waits on the slowed database too: started aside, its campaign row is there first.
-campaign_start "${BENCH_SUITE:-quick}" >"$BENCH_DIR/$SCENARIO.campaign" &
+campaign_start "$INGEST_CAMPAIGN" >"$BENCH_DIR/$SCENARIO.campaign" &
 starter=$!
 id=""
 for _ in $(seq 300); do

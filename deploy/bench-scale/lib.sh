@@ -101,10 +101,20 @@ cpu_percent() {
   awk -v a="$a" -v b="$b" -v s="$2" -v hz="$HZ" 'BEGIN { printf "%.1f", 100 * (b - a) / hz / s }'
 }
 
-# campaign_start SUITE: starts it on every online host; echoes its id.
+# The campaign of the ingest scenarios: 10 jobs a host (5 algorithms × 2 sizes, encrypt, one
+# thread, accelerated), the issue's target. BENCH_SUITE, a suite name or a matrix in JSON, replaces it.
+TEN_JOBS='{"algorithms":["aes-128-gcm","aes-256-gcm","chacha20-poly1305","aes-128-cbc","aes-256-ctr"],
+  "sizes":[16,1024],"directions":["encrypt"],"threads":[1],"key_modes":["static"],
+  "paths":["accelerated"],"seconds":0.5}'
+INGEST_CAMPAIGN=${BENCH_SUITE:-$TEN_JOBS}
+
+# campaign_start SUITE|MATRIX: starts a named suite, or a matrix given as JSON (`campaign start
+# --matrix`), on every online host; echoes its id.
 campaign_start() {
+  local points=(--suite "$1")
+  [ "${1:0:1}" = "{" ] && points=(--matrix "$1")
   CIPHERFLEET_ADMIN_TOKEN=$(cat "$BENCH_DIR/admin.token") "$BIN/cipherfleet-coordinator" campaign start \
-    --suite "$1" --coordinator "http://$GRPC" --format json | jq -r .campaign_id
+    "${points[@]}" --coordinator "http://$GRPC" --format json | jq -r .campaign_id
 }
 
 # jobs_by_status DB CAMPAIGN: "done failed other" counts.

@@ -303,15 +303,20 @@ impl SimHost {
         let mut round_trips = Vec::with_capacity(jobs);
         let mut dispatches = Vec::with_capacity(jobs);
         let mut last_ack = None;
+        // The next job may come before the last result's ack: the coordinator
+        // may claim it as soon as the result is stored (a periodic dispatch).
+        let mut early: Option<(v1::RunJob, Instant)> = None;
         while round_trips.len() < jobs {
-            let run = match self.next("a RunJob").await {
-                Body::RunJob(run) => run,
-                other => panic!("{}: expected a RunJob, got {other:?}", self.name),
+            let (run, received) = match early.take() {
+                Some(early) => early,
+                None => match self.next("a RunJob").await {
+                    Body::RunJob(run) => (run, Instant::now()),
+                    other => panic!("{}: expected a RunJob, got {other:?}", self.name),
+                },
             };
-            let received = Instant::now();
             first_job.get_or_insert(received);
             if let Some(acked) = last_ack {
-                dispatches.push(received - acked);
+                dispatches.push(received.saturating_duration_since(acked));
             }
             let wire_spec = run
                 .spec
@@ -332,18 +337,22 @@ impl SimHost {
                 attempt_id: run.attempt_id.clone(),
             };
             self.send(agent_message::Body::JobResult(result)).await;
-            match self.next("a ResultAck").await {
-                Body::ResultAck(ack) if ack.job_id == run.job_id => {
-                    // A refused result means this bench sends something wrong.
-                    assert!(
-                        ack.rejected.is_empty(),
-                        "{}: result of {} refused: {}",
-                        self.name,
-                        spec.label(),
-                        ack.rejected
-                    );
+            loop {
+                match self.next("a ResultAck").await {
+                    Body::ResultAck(ack) if ack.job_id == run.job_id => {
+                        // A refused result means this bench sends something wrong.
+                        assert!(
+                            ack.rejected.is_empty(),
+                            "{}: result of {} refused: {}",
+                            self.name,
+                            spec.label(),
+                            ack.rejected
+                        );
+                        break;
+                    }
+                    Body::RunJob(next) if early.is_none() => early = Some((next, Instant::now())),
+                    other => panic!("{}: expected the ResultAck of {}, got {other:?}", self.name, run.job_id),
                 }
-                other => panic!("{}: expected the ResultAck of {}, got {other:?}", self.name, run.job_id),
             }
             let acked = Instant::now();
             round_trips.push(acked - sent);

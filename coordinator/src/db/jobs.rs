@@ -16,7 +16,7 @@ use cipherfleet_core::Point;
 use cipherfleet_core::spec::{Execution, JobSpec};
 
 use super::points::PointColumns;
-use super::{Error, Result, campaigns};
+use super::{Error, Result, advisory, campaigns};
 use crate::attempt::{self, Ignored};
 
 /// A job is given to its host at most this many times; losing the agent that
@@ -160,40 +160,50 @@ pub async fn insert_for_campaign(conn: &mut PgConnection, campaign_id: i64, jobs
     Ok(done.rows_affected())
 }
 
-/// Hands `host_id` its next queued job (oldest campaign first, then matrix
-/// order) and marks it running with a deadline and a new attempt id — unless the host already
-/// has a running job, in which case `None`, as when nothing is queued.
+/// Hands `host_id` its next queued job, as [`claim_next_for_hosts`] does for many.
 pub async fn claim_next_for_host(pool: &PgPool, host_id: i64) -> Result<Option<Job>> {
-    let mut tx = pool.begin().await?;
-    // Claims for one host take turns on its row, so the "nothing running"
-    // check below sees the other claim's outcome. NO KEY UPDATE does not
-    // block foreign-key checks of concurrent result inserts.
-    let host: Option<i64> = sqlx::query_scalar("SELECT id FROM hosts WHERE id = $1 FOR NO KEY UPDATE")
-        .bind(host_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if host.is_none() {
-        return Ok(None);
+    Ok(claim_next_for_hosts(pool, &[host_id]).await?.pop())
+}
+
+/// Hands each of `hosts` its next queued job (oldest campaign first, then
+/// matrix order) and marks it running with a deadline and a new attempt id,
+/// in one transaction of two statements however many hosts: the dispatch of a
+/// whole ingest batch or of a campaign's start. A host that already runs a
+/// job, or has nothing queued in a running campaign, gets none. Returns the
+/// claimed jobs, at most one per host, in no particular order.
+pub async fn claim_next_for_hosts(pool: &PgPool, hosts: &[i64]) -> Result<Vec<Job>> {
+    let mut hosts = hosts.to_vec();
+    hosts.sort_unstable();
+    hosts.dedup();
+    if hosts.is_empty() {
+        return Ok(Vec::new());
     }
-    let job = sqlx::query_as(concat!(
+    let mut tx = pool.begin().await?;
+    // Claims (and adoptions) of one host take turns, and the claim below is
+    // a statement of its own, with a snapshot taken after the wait: it sees
+    // what the other one left running.
+    advisory::lock_hosts_transaction(&mut tx, &hosts).await?;
+    let jobs = sqlx::query_as(concat!(
         "UPDATE jobs SET status = 'running', assigned_at = now(), started_at = NULL, \
              deadline = now() + time_limit_seconds * interval '1 second', attempt_id = gen_random_uuid() \
-         WHERE id = ( \
-             SELECT id FROM jobs \
-             WHERE host_id = $1 AND status = 'queued' \
-               AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.host_id = $1 AND r.status = 'running') \
-               AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = jobs.campaign_id AND c.status = 'running') \
-             ORDER BY campaign_id, position \
-             LIMIT 1 \
-             FOR UPDATE SKIP LOCKED) \
+         FROM (SELECT n.next_id FROM UNNEST($1::bigint[]) AS h(id) \
+               CROSS JOIN LATERAL ( \
+                   SELECT q.id AS next_id FROM jobs q \
+                   WHERE q.host_id = h.id AND q.status = 'queued' \
+                     AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = q.campaign_id AND c.status = 'running') \
+                   ORDER BY q.campaign_id, q.position \
+                   LIMIT 1 \
+                   FOR UPDATE SKIP LOCKED) n \
+               WHERE NOT EXISTS (SELECT 1 FROM jobs r WHERE r.host_id = h.id AND r.status = 'running')) next \
+         WHERE jobs.id = next.next_id \
          RETURNING ",
         job_columns!()
     ))
-    .bind(host_id)
-    .fetch_optional(&mut *tx)
+    .bind(&hosts)
+    .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(job)
+    Ok(jobs)
 }
 
 /// Notes that the agent began executing attempt `attempt_id` of a job it was
@@ -473,13 +483,10 @@ pub async fn for_campaign(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<V
 /// finished, or dispatched again since that attempt.
 pub async fn adopt(pool: &PgPool, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<bool> {
     let mut tx = pool.begin().await?;
-    // Takes turns with claims for the host (see `claim_next_for_host`): a claim
-    // racing this adoption then finds the host busy instead of tripping the
-    // one-running-job index.
-    sqlx::query("SELECT id FROM hosts WHERE id = $1 FOR NO KEY UPDATE")
-        .bind(host_id)
-        .execute(&mut *tx)
-        .await?;
+    // Takes turns with claims for the host (see `claim_next_for_hosts`): a
+    // claim racing this adoption then finds the host busy instead of tripping
+    // the one-running-job index.
+    advisory::lock_hosts_transaction(&mut tx, &[host_id]).await?;
     sqlx::query("UPDATE jobs SET status = 'queued', assigned_at = NULL, started_at = NULL, deadline = NULL WHERE host_id = $1 AND status = 'running' AND id <> $2")
         .bind(host_id)
         .bind(job_id)

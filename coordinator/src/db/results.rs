@@ -91,12 +91,15 @@ pub async fn record(
             json: measurement.clone(),
         }),
     };
-    store(pool, std::slice::from_ref(&item)).await?.remove(0)
+    store(pool, &[], std::slice::from_ref(&item)).await?.remove(0)
 }
 
 /// Stores a batch of results in one transaction (the ingest batcher's,
 /// [`crate::ingest`]): each result's outcome in order, or an error of the
-/// whole batch (the database is away) that changed nothing.
+/// whole batch (the database is away) that changed nothing. The same
+/// transaction first notes the batch's job starts, (job, host, attempt) as
+/// [`jobs::mark_started_many`] takes them: a start reported before its
+/// job's result is stored before it.
 ///
 /// The rules, for each result: only the job's own host may report it (else
 /// `JobOfAnotherHost`, or `UnknownJob`); only the current attempt of a job
@@ -108,14 +111,19 @@ pub async fn record(
 /// or not of the job's point, which fails the job (`Invalid`). A result the
 /// database refuses fails alone: the batch is then stored one by one, and
 /// that one's job fails with the database's reason.
-pub async fn record_batch(pool: &PgPool, items: &[NewResult]) -> Result<Vec<Result<RecordOutcome>>> {
-    match store(pool, items).await {
+pub async fn record_batch(
+    pool: &PgPool,
+    started: &[(Uuid, i64, Uuid)],
+    items: &[NewResult],
+) -> Result<Vec<Result<RecordOutcome>>> {
+    match store(pool, started, items).await {
         Err(e) if check_violation(&e).is_some() => {}
         other => return other,
     }
+    jobs::mark_started_many(pool, started).await?;
     let mut outcomes = Vec::with_capacity(items.len());
     for item in items {
-        let outcome = match store(pool, std::slice::from_ref(item)).await {
+        let outcome = match store(pool, &[], std::slice::from_ref(item)).await {
             Ok(mut one) => one.remove(0),
             Err(e) => match check_violation(&e) {
                 Some(reason) => {
@@ -123,7 +131,7 @@ pub async fn record_batch(pool: &PgPool, items: &[NewResult]) -> Result<Vec<Resu
                         measurement: Err(reason),
                         ..item.clone()
                     };
-                    store(pool, std::slice::from_ref(&refused)).await?.remove(0)
+                    store(pool, &[], std::slice::from_ref(&refused)).await?.remove(0)
                 }
                 None => return Err(e),
             },
@@ -142,12 +150,23 @@ fn check_violation(e: &super::Error) -> Option<String> {
 }
 
 /// One transaction of [`record_batch`]'s rules; a check violation fails it whole.
-async fn store(pool: &PgPool, items: &[NewResult]) -> Result<Vec<Result<RecordOutcome>>> {
-    let mut ids: Vec<Uuid> = items.iter().map(|i| i.job_id).collect();
+async fn store(
+    pool: &PgPool,
+    started: &[(Uuid, i64, Uuid)],
+    items: &[NewResult],
+) -> Result<Vec<Result<RecordOutcome>>> {
+    // The started jobs' rows too, in the same id-ordered statement: two
+    // batches then never hold each other's rows crosswise.
+    let mut ids: Vec<Uuid> = items
+        .iter()
+        .map(|i| i.job_id)
+        .chain(started.iter().map(|s| s.0))
+        .collect();
     ids.sort_unstable();
     ids.dedup();
     let mut tx = pool.begin().await?;
     let mut locked = jobs::lock_for_outcomes(&mut tx, &ids).await?;
+    jobs::mark_started_many(&mut *tx, started).await?;
     let mut outcomes = Vec::with_capacity(items.len());
     let mut inserts: Vec<(usize, &Checked)> = Vec::new();
     let mut failed: Vec<(Uuid, String)> = Vec::new();
@@ -190,7 +209,11 @@ async fn store(pool: &PgPool, items: &[NewResult]) -> Result<Vec<Result<RecordOu
     if inserts.is_empty() && failed.is_empty() {
         // At once, not when the pool next uses the connection: until then the
         // jobs' rows stay locked and a claim (SKIP LOCKED) would pass them over.
-        tx.rollback().await?;
+        if started.is_empty() {
+            tx.rollback().await?;
+        } else {
+            tx.commit().await?;
+        }
         return Ok(outcomes);
     }
     let stored = insert_rows(&mut tx, items, &inserts).await?;

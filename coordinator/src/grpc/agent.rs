@@ -47,6 +47,7 @@ use crate::db;
 use crate::db::hosts::Labels;
 use crate::db::identity::{Admission, Refusal};
 use crate::findings::Deriver;
+use crate::ingest::{Next, Recorded};
 use crate::scheduler::Scheduler;
 use crate::tls::client_cert;
 use crate::watch::verify::{self, VerifyOnChange};
@@ -511,26 +512,36 @@ impl Session {
                 let Some(m) = r.measurement else {
                     return Err(Status::invalid_argument("job_result.measurement: missing"));
                 };
-                match self.record(job_id, attempt, &m).await? {
-                    Ok(()) => self.ack(&r.job_id, &r.attempt_id, None).await?,
-                    Err(reason) => self.ack(&r.job_id, &r.attempt_id, Some(reason)).await?,
+                let (judged, next) = self.record(job_id, attempt, &m).await?;
+                if let Err(status) = self.ack(&r.job_id, &r.attempt_id, judged.err()).await {
+                    if let Next::Job(job) = next {
+                        self.scheduler.hand_back(&job).await;
+                    }
+                    return Err(status);
                 }
-                self.scheduler.dispatch(self.host_id).await.map_err(super::db_status)
+                // The next job was claimed with the result's batch; only if
+                // that claim failed is it tried again on its own.
+                match next {
+                    Next::Job(job) => self.scheduler.hand_over(*job).await,
+                    Next::Idle => Ok(()),
+                    Next::Unknown => self.scheduler.dispatch(self.host_id).await,
+                }
+                .map_err(super::db_status)
             }
         }
     }
 
     /// Stores the result of attempt `attempt` in the next ingest batch
-    /// ([`crate::ingest`]), which judges it under its job's lock. The outer
-    /// error ends the session (database away: the agent keeps its spooled
-    /// copy and re-sends it); the inner one refuses or ignores this result for
-    /// good, with the reason.
+    /// ([`crate::ingest`]), which judges it under its job's lock and claims
+    /// the host's next job. The outer error ends the session (database away:
+    /// the agent keeps its spooled copy and re-sends it); the inner one
+    /// refuses or ignores this result for good, with the reason.
     async fn record(
         &self,
         job_id: Uuid,
         attempt: Option<Uuid>,
         m: &v1::Measurement,
-    ) -> Result<Result<(), String>, Status> {
+    ) -> Result<(Result<(), String>, Next), Status> {
         let item = db::results::NewResult {
             job_id,
             host_id: self.host_id,
@@ -543,7 +554,8 @@ impl Session {
             .ok()
             .and_then(|c| c.ran.as_ref())
             .map(|r| r.algorithm);
-        match self.scheduler.ingest().record(item).await? {
+        let Recorded { outcome, next } = self.scheduler.ingest().record(item).await?;
+        let judged = match outcome {
             Ok(db::results::RecordOutcome::Ignored(ignored)) => {
                 tracing::info!(host = self.host_id, job = %job_id, attempt = ?attempt, %ignored, "result ignored");
                 Ok(Err(ignored.to_string()))
@@ -565,6 +577,16 @@ impl Session {
                 Ok(Err(format!("job {job_id} is not assigned to this host")))
             }
             Err(e) => Err(super::db_status(e)),
+        };
+        match judged {
+            Ok(judged) => Ok((judged, next)),
+            Err(status) => {
+                if let Next::Job(job) = next {
+                    // The session ends without sending it: back to the queue.
+                    self.scheduler.hand_back(&job).await;
+                }
+                Err(status)
+            }
         }
     }
 }

@@ -92,7 +92,7 @@ async fn each_result_of_a_batch_is_judged_alone_and_a_refused_one_fails_only_its
         intruder,
     ];
 
-    let outcomes = results::record_batch(&pool, &batch).await.unwrap();
+    let outcomes = results::record_batch(&pool, &[], &batch).await.unwrap();
 
     assert_eq!(outcomes.len(), batch.len());
     assert!(matches!(outcomes[0], Ok(RecordOutcome::Inserted)), "{:?}", outcomes[0]);
@@ -163,8 +163,8 @@ async fn two_hosts_finishing_the_last_two_jobs_together_close_the_campaign() {
         let (ja, jb) = (claim(&pool, a).await, claim(&pool, b).await);
         let (ra, rb) = (result_of(&ja, 100.0), result_of(&jb, 100.0));
         let (oa, ob) = tokio::join!(
-            results::record_batch(&pool, std::slice::from_ref(&ra)),
-            results::record_batch(&pool, std::slice::from_ref(&rb)),
+            results::record_batch(&pool, &[], std::slice::from_ref(&ra)),
+            results::record_batch(&pool, &[], std::slice::from_ref(&rb)),
         );
         assert!(matches!(oa.unwrap()[0], Ok(RecordOutcome::Inserted)));
         assert!(matches!(ob.unwrap()[0], Ok(RecordOutcome::Inserted)));
@@ -182,7 +182,9 @@ async fn a_campaign_with_a_queued_or_running_job_is_never_closed() {
     let bench = host(&pool, "bench-01").await;
     let campaign_id = campaign(&pool, &[job(bench, 16), job(bench, 64)]).await;
     let first = claim(&pool, bench).await;
-    let outcomes = results::record_batch(&pool, &[result_of(&first, 100.0)]).await.unwrap();
+    let outcomes = results::record_batch(&pool, &[], &[result_of(&first, 100.0)])
+        .await
+        .unwrap();
     assert!(matches!(outcomes[0], Ok(RecordOutcome::Inserted)));
     assert_eq!(
         status_of(&pool, campaign_id).await,
@@ -235,4 +237,31 @@ async fn job_starts_are_noted_in_one_statement_for_the_current_attempt_only() {
         1
     );
     assert_eq!(jobs::mark_started_many(&pool, &[]).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_start_and_its_result_in_one_batch_are_stored_together() {
+    let pool = fresh_db().await;
+    let (a, b) = (host(&pool, "bench-01").await, host(&pool, "bench-02").await);
+    campaign(&pool, &[job(a, 16), job(b, 16)]).await;
+    let (ja, jb) = (claim(&pool, a).await, claim(&pool, b).await);
+    let started = [(ja.id, a, ja.attempt_id.unwrap()), (jb.id, b, jb.attempt_id.unwrap())];
+    // `ja` starts and finishes in the batch; `jb` only starts.
+    let outcomes = results::record_batch(&pool, &started, &[result_of(&ja, 100.0)])
+        .await
+        .unwrap();
+    assert_eq!(outcomes[0].as_ref().unwrap(), &RecordOutcome::Inserted);
+    let (ja, jb) = (
+        jobs::get(&pool, ja.id).await.unwrap().unwrap(),
+        jobs::get(&pool, jb.id).await.unwrap().unwrap(),
+    );
+    assert_eq!((ja.status, jb.status), (JobStatus::Done, JobStatus::Running));
+    assert!(ja.started_at.is_some() && jb.started_at.is_some());
+    // A batch of starts alone commits them too.
+    campaign(&pool, &[job(a, 64)]).await;
+    let next = claim(&pool, a).await;
+    results::record_batch(&pool, &[(next.id, a, next.attempt_id.unwrap())], &[])
+        .await
+        .unwrap();
+    assert!(jobs::get(&pool, next.id).await.unwrap().unwrap().started_at.is_some());
 }

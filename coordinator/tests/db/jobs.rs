@@ -487,3 +487,90 @@ async fn a_job_queued_again_after_its_campaign_was_cancelled_is_never_handed_out
     // … but a cancelled campaign hands out nothing.
     assert!(jobs::claim_next_for_host(&pool, bench).await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn one_claim_for_many_hosts_gives_each_idle_host_its_next_job_in_queue_order() {
+    let pool = fresh_db().await;
+    let (a, b, busy, idle) = (
+        host(&pool, "bench-01").await,
+        host(&pool, "bench-02").await,
+        host(&pool, "bench-03").await,
+        host(&pool, "bench-04").await,
+    );
+    let first = campaign(
+        &pool,
+        &[job(a, 16), job(a, 64), job(b, 16), job(busy, 16), job(busy, 64)],
+    )
+    .await;
+    let second = campaign(&pool, &[job(b, 1024)]).await;
+    let running = jobs::claim_next_for_host(&pool, busy).await.unwrap().unwrap();
+    // Repeats and a host with nothing queued change nothing.
+    let mut claimed = jobs::claim_next_for_hosts(&pool, &[b, a, busy, idle, a]).await.unwrap();
+    claimed.sort_by_key(|j| j.host_id);
+    let got: Vec<(i64, i64, i32)> = claimed.iter().map(|j| (j.host_id, j.campaign_id, j.position)).collect();
+    assert_eq!(got, vec![(a, first, 0), (b, first, 2)]);
+    for j in &claimed {
+        assert_eq!(j.status, JobStatus::Running);
+        assert!(j.deadline.is_some() && j.attempt_id.is_some());
+    }
+    // Busy hosts get nothing more; once a job ends, the next claim moves on.
+    assert!(
+        jobs::claim_next_for_hosts(&pool, &[a, b, busy])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(jobs::fail(&pool, running.id, busy, "unsupported").await.unwrap());
+    assert!(jobs::fail(&pool, claimed[1].id, b, "unsupported").await.unwrap());
+    let mut next = jobs::claim_next_for_hosts(&pool, &[a, b, busy]).await.unwrap();
+    next.sort_by_key(|j| j.host_id);
+    let got: Vec<(i64, i64)> = next.iter().map(|j| (j.host_id, j.campaign_id)).collect();
+    assert_eq!(got, vec![(b, second), (busy, first)]);
+    assert!(jobs::claim_next_for_hosts(&pool, &[]).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn batched_claims_racing_over_overlapping_hosts_never_give_a_host_two_jobs() {
+    let pool = fresh_db().await;
+    let mut hosts = Vec::new();
+    for i in 0..12 {
+        hosts.push(host(&pool, &format!("bench-{i:02}")).await);
+    }
+    let matrix: Vec<_> = hosts
+        .iter()
+        .flat_map(|h| [job(*h, 16), job(*h, 64), job(*h, 256)])
+        .collect();
+    campaign(&pool, &matrix).await;
+    let mut open = Vec::new();
+    for _ in 0..6 {
+        open.push(pool.acquire().await.unwrap());
+    }
+    drop(open);
+    // Six claims at once, each over a different, overlapping half of the hosts, in both orders.
+    let tasks: Vec<_> = (0..6)
+        .map(|i| {
+            let pool = pool.clone();
+            let mut some: Vec<i64> = hosts
+                .iter()
+                .copied()
+                .skip(i)
+                .step_by(2)
+                .chain(hosts.iter().copied().take(4))
+                .collect();
+            if i % 2 == 1 {
+                some.reverse();
+            }
+            tokio::spawn(async move { jobs::claim_next_for_hosts(&pool, &some).await })
+        })
+        .collect();
+    let mut won = Vec::new();
+    for task in tasks {
+        won.extend(task.await.unwrap().expect("a claim failed"));
+    }
+    let mut per_host: Vec<i64> = won.iter().map(|j| j.host_id).collect();
+    per_host.sort_unstable();
+    let mut distinct = per_host.clone();
+    distinct.dedup();
+    assert_eq!(per_host, distinct, "a host got two jobs");
+    assert_eq!(distinct, hosts, "every host got one");
+}

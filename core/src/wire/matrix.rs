@@ -1,9 +1,13 @@
 //! A campaign's `v1::Matrix` → [`Matrix`]: every list bounded before it is
-//! read, de-duplicated, and the whole validated without expanding it.
+//! read, de-duplicated, and the whole validated without expanding it; and
+//! back, for a client that sends one (`campaign start --matrix`).
 
 use cipherfleet_proto::v1;
 
-use super::spec::{direction_from_wire, key_mode_from_wire, nonce_from_wire, path_from_wire};
+use super::spec::{
+    direction_from_wire, direction_to_wire, key_mode_from_wire, key_mode_to_wire, nonce_from_wire, nonce_to_wire,
+    path_from_wire, path_to_wire,
+};
 use super::{WireError, truncate, wire_error};
 use crate::algorithm::Algorithm;
 use crate::spec::{MAX_LIST_LEN, Matrix, Nonce};
@@ -106,6 +110,22 @@ impl TryFrom<&v1::Matrix> for Matrix {
     }
 }
 
+impl From<&Matrix> for v1::Matrix {
+    fn from(m: &Matrix) -> Self {
+        v1::Matrix {
+            algorithms: m.algorithms.iter().map(|a| a.name().to_string()).collect(),
+            sizes: m.sizes.clone(),
+            directions: m.directions.iter().map(|d| direction_to_wire(*d) as i32).collect(),
+            threads: m.threads.clone(),
+            concurrency: m.concurrency,
+            key_modes: m.key_modes.iter().map(|k| key_mode_to_wire(*k) as i32).collect(),
+            paths: m.paths.iter().map(|p| path_to_wire(*p) as i32).collect(),
+            nonces: m.nonces.iter().map(|n| nonce_to_wire(*n) as i32).collect(),
+            seconds: m.seconds,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +142,12 @@ mod tests {
             nonces: vec![],
             seconds: 0.5,
         }
+    }
+
+    #[test]
+    fn a_matrix_survives_the_round_trip_through_the_wire() {
+        let m = Matrix::try_from(&request()).unwrap();
+        assert_eq!(Matrix::try_from(&v1::Matrix::from(&m)).unwrap(), m);
     }
 
     #[test]

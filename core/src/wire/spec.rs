@@ -11,18 +11,11 @@ impl From<&JobSpec> for v1::JobSpec {
     fn from(spec: &JobSpec) -> Self {
         v1::JobSpec {
             algorithm: spec.algorithm.name().to_string(),
-            direction: match spec.direction {
-                Direction::Encrypt => v1::Direction::Encrypt,
-                Direction::Decrypt => v1::Direction::Decrypt,
-            } as i32,
+            direction: direction_to_wire(spec.direction) as i32,
             size_bytes: spec.size_bytes,
             threads: spec.threads,
             concurrency: spec.concurrency,
-            key_mode: match spec.key_mode {
-                KeyMode::Static => v1::KeyMode::Static,
-                KeyMode::PerOp => v1::KeyMode::PerOp,
-                KeyMode::HkdfPerUser => v1::KeyMode::HkdfPerUser,
-            } as i32,
+            key_mode: key_mode_to_wire(spec.key_mode) as i32,
             path: path_to_wire(spec.path) as i32,
             nonce: nonce_to_wire(spec.nonce) as i32,
             seconds: spec.seconds,
@@ -77,6 +70,21 @@ impl TryFrom<&v1::JobSpec> for JobSpec {
             wire_error(field, e.message)
         })?;
         Ok(out)
+    }
+}
+
+pub(super) fn direction_to_wire(direction: Direction) -> v1::Direction {
+    match direction {
+        Direction::Encrypt => v1::Direction::Encrypt,
+        Direction::Decrypt => v1::Direction::Decrypt,
+    }
+}
+
+pub(super) fn key_mode_to_wire(key_mode: KeyMode) -> v1::KeyMode {
+    match key_mode {
+        KeyMode::Static => v1::KeyMode::Static,
+        KeyMode::PerOp => v1::KeyMode::PerOp,
+        KeyMode::HkdfPerUser => v1::KeyMode::HkdfPerUser,
     }
 }
 

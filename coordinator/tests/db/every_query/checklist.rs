@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 /// Each is called above, and its answer checked.
 const COVERED: &[&str] = &[
     "db::connect",
+    "advisory::lock_hosts_transaction",
     "advisory::lock_transaction",
     "advisory::try_lock_session",
     "campaign_compare::pairs",
@@ -58,6 +59,7 @@ const COVERED: &[&str] = &[
     "identity::retire",
     "jobs::adopt",
     "jobs::claim_next_for_host",
+    "jobs::claim_next_for_hosts",
     "jobs::count_by_status",
     "jobs::expire_overdue",
     "jobs::expire_queued",

@@ -45,6 +45,8 @@ async fn the_queue_moves_a_job_through_every_transition() {
         Some(running.clone())
     );
     assert_eq!(jobs::running_for_host(pool, f.vm).await.unwrap(), None);
+    let busy = jobs::claim_next_for_hosts(pool, &[f.bench, f.bench]).await.unwrap();
+    assert!(busy.is_empty(), "a host runs one job at a time: {busy:?}");
     assert_eq!(
         jobs::running_for_campaign(pool, f.live).await.unwrap(),
         [(first, f.bench)]

@@ -259,4 +259,18 @@ async fn an_advisory_lock_is_held_by_one_session_at_a_time() {
     let mut tx = pool.begin().await.unwrap();
     advisory::lock_transaction(&mut *tx, Lock::Findings).await.unwrap();
     tx.rollback().await.unwrap();
+
+    // Hosts' claim locks: one per distinct host, held until the transaction ends.
+    let held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 \
+                AND pid = pg_backend_pid()";
+    let mut tx = pool.begin().await.unwrap();
+    advisory::lock_hosts_transaction(&mut tx, &[7, 3, 7, 1 << 40])
+        .await
+        .unwrap();
+    let n: i64 = sqlx::query_scalar(held).fetch_one(&mut *tx).await.unwrap();
+    assert_eq!(n, 3);
+    tx.commit().await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    let n: i64 = sqlx::query_scalar(held).fetch_one(&mut *conn).await.unwrap();
+    assert_eq!(n, 0, "released at commit");
 }

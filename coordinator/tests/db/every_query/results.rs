@@ -53,9 +53,9 @@ async fn results_and_their_points_read_back_with_their_figures() {
             json: sent.clone(),
         }),
     };
-    let batch = results::record_batch(pool, &[resent]).await.unwrap();
+    let batch = results::record_batch(pool, &[], &[resent]).await.unwrap();
     assert!(matches!(batch[..], [Ok(RecordOutcome::Duplicate)]), "{batch:?}");
-    assert!(results::record_batch(pool, &[]).await.unwrap().is_empty());
+    assert!(results::record_batch(pool, &[], &[]).await.unwrap().is_empty());
     assert_eq!(results::count(pool).await.unwrap(), 4);
 
     // host_results
