@@ -273,7 +273,7 @@ impl Grid {
                     hosts: 1,
                 };
                 let cells = match by_host.get(id) {
-                    Some(results) => results.iter().map(|r| r.and_then(|r| Cell::of_host(r))).collect(),
+                    Some(results) => results.iter().map(|r| r.and_then(Cell::of_host)).collect(),
                     None => vec![None; frame.columns.len()],
                 };
                 (head, cells)
