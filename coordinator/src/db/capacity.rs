@@ -103,6 +103,8 @@ pub struct PointFilter<'a> {
     /// The path asked for.
     pub path: Path,
     pub algorithms: &'a [Algorithm],
+    /// Only these hosts' points (the planner leaves marked hosts out unless asked).
+    pub hosts: &'a [i64],
 }
 
 /// The latest results of `filter.algorithms` at one size, direction and
@@ -110,14 +112,14 @@ pub struct PointFilter<'a> {
 /// one static key and counter nonces: the object-storage scenario
 /// (concurrency), per-operation key setup and random nonces measure other
 /// things and would skew a per-core figure.
-/// Served by the `result_points_view` index (size first).
+/// Served by the primary key (host first) for each host.
 pub async fn points(db: impl PgExecutor<'_>, filter: PointFilter<'_>) -> Result<Vec<LatestResult>> {
     let algorithms: Vec<&str> = filter.algorithms.iter().map(|a| a.name()).collect();
     Ok(sqlx::query_as(concat!(
         "SELECT ",
         latest_result_columns!(),
         " FROM result_points \
-         WHERE size_bytes = $1 AND direction = $2 AND path = $3 AND algorithm = ANY($4) \
+         WHERE host_id = ANY($5) AND size_bytes = $1 AND direction = $2 AND path = $3 AND algorithm = ANY($4) \
              AND concurrency = 0 AND key_mode = 'static' AND nonce = 'counter' \
          ORDER BY host_id, algorithm, threads"
     ))
@@ -125,6 +127,7 @@ pub async fn points(db: impl PgExecutor<'_>, filter: PointFilter<'_>) -> Result<
     .bind(filter.direction.as_str())
     .bind(filter.path.as_str())
     .bind(algorithms)
+    .bind(filter.hosts)
     .fetch_all(db)
     .await?)
 }

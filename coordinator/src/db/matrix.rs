@@ -12,7 +12,6 @@ use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::Direction;
 use sqlx::PgExecutor;
-use sqlx::types::Json;
 
 use super::Result;
 use super::hosts::Labels;
@@ -21,12 +20,16 @@ use crate::analysis::class::MachineClass;
 use crate::analysis::marks::{self, EmulationFacts};
 use crate::latest_result_columns;
 
-/// A host with the current facts that decide its machine class.
+/// Hosts with the same current facts that decide a machine class, and the
+/// same marks: how the compare and modes pages group the fleet without
+/// reading every host (a handful of groups at 10,000 hosts).
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
-pub struct ClassedHost {
-    pub id: i64,
-    pub name: String,
-    pub labels: Json<Labels>,
+pub struct ClassGroup {
+    /// Ascending.
+    pub host_ids: Vec<i64>,
+    /// The `emulated` and `simulated` labels' values, where set.
+    pub emulated_label: Option<String>,
+    pub simulated_label: Option<String>,
     pub arch: Option<String>,
     pub cpu_vendor: Option<String>,
     pub cpu_model_name: Option<String>,
@@ -36,19 +39,30 @@ pub struct ClassedHost {
     pub cpuinfo_foreign: Option<bool>,
 }
 
-impl ClassedHost {
+impl ClassGroup {
+    /// The labels that mark a host, as [`marks`] reads them.
+    fn labels(&self) -> Labels {
+        [
+            (marks::EMULATED_LABEL, &self.emulated_label),
+            (marks::SIMULATED_LABEL, &self.simulated_label),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
+        .collect()
+    }
+
     /// Emulated, by label or facts ([`marks::is_emulated`]).
     pub fn emulated(&self) -> bool {
         let facts = EmulationFacts {
             cpuinfo_foreign: self.cpuinfo_foreign,
             hypervisor: self.hypervisor.as_deref(),
         };
-        marks::is_emulated(&self.labels.0, facts)
+        marks::is_emulated(&self.labels(), facts)
     }
 
     /// Carries the simulated label.
     pub fn simulated(&self) -> bool {
-        marks::is_marked(&self.labels.0, marks::SIMULATED_LABEL)
+        marks::is_marked(&self.labels(), marks::SIMULATED_LABEL)
     }
 
     pub fn class(&self) -> MachineClass {
@@ -62,15 +76,27 @@ impl ClassedHost {
     }
 }
 
-/// Every host with its current facts, by name (the fleet is thousands of hosts at most).
-pub async fn hosts(db: impl PgExecutor<'_>) -> Result<Vec<ClassedHost>> {
+/// Every host in its [`ClassGroup`], the group of the lowest host id first:
+/// one pass over the hosts and their current snapshots.
+pub async fn class_groups(db: impl PgExecutor<'_>) -> Result<Vec<ClassGroup>> {
     Ok(sqlx::query_as(
-        "SELECT h.id, h.name, h.labels, s.arch, s.cpu_vendor, s.cpu_model_name, s.features_usable, s.build_flavour, \
-             s.hypervisor, s.cpuinfo_foreign \
-         FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id ORDER BY h.name, h.id",
+        "SELECT array_agg(h.id ORDER BY h.id) AS host_ids, h.labels ->> $1 AS emulated_label, \
+             h.labels ->> $2 AS simulated_label, s.arch, s.cpu_vendor, s.cpu_model_name, s.features_usable, \
+             s.build_flavour, s.hypervisor, s.cpuinfo_foreign \
+         FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id \
+         GROUP BY 2, 3, 4, 5, 6, 7, 8, 9, 10 ORDER BY min(h.id)",
     )
+    .bind(marks::EMULATED_LABEL)
+    .bind(marks::SIMULATED_LABEL)
     .fetch_all(db)
     .await?)
+}
+
+/// Every host's id and name, by name (the modes page's chooser).
+pub async fn host_names(db: impl PgExecutor<'_>) -> Result<Vec<(i64, String)>> {
+    Ok(sqlx::query_as("SELECT id, name FROM hosts ORDER BY name, id")
+        .fetch_all(db)
+        .await?)
 }
 
 /// One slice of the matrix: a payload size, a thread count, a direction and a path.
@@ -83,15 +109,21 @@ pub struct View {
     pub path: Path,
 }
 
-/// Every host's latest result of `view`, for `algorithms` (all when empty), by
-/// algorithm then host. Reads the `result_points_view` index range of the view.
-pub async fn view_points(db: impl PgExecutor<'_>, view: &View, algorithms: &[Algorithm]) -> Result<Vec<LatestResult>> {
+/// The latest results of `view` of the hosts `host_ids` (one page of the
+/// matrix), for `algorithms` (all when empty), by algorithm then host.
+/// Reads the primary key, which leads with the host.
+pub async fn view_points(
+    db: impl PgExecutor<'_>,
+    view: &View,
+    algorithms: &[Algorithm],
+    host_ids: &[i64],
+) -> Result<Vec<LatestResult>> {
     let algorithms: Vec<&str> = algorithms.iter().map(|a| a.name()).collect();
     Ok(sqlx::query_as(concat!(
         "SELECT ",
         latest_result_columns!(),
         " FROM result_points \
-         WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $4 \
+         WHERE host_id = ANY($6) AND size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $4 \
            AND concurrency = 0 AND key_mode = 'static' AND nonce = 'counter' \
            AND (cardinality($5::text[]) = 0 OR algorithm = ANY($5)) \
          ORDER BY algorithm, host_id"
@@ -101,6 +133,7 @@ pub async fn view_points(db: impl PgExecutor<'_>, view: &View, algorithms: &[Alg
     .bind(view.direction.as_str())
     .bind(view.path.as_str())
     .bind(algorithms)
+    .bind(host_ids)
     .fetch_all(db)
     .await?)
 }

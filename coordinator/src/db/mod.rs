@@ -15,6 +15,7 @@
 //! - [`results`]: idempotent result writes; one stored result, the total.
 //! - [`points`]: points as bind arrays, and the latest result of each point on each host (what the report reads).
 //! - [`matrix`]: the compare and modes pages' reads of those points.
+//! - [`view_summaries`]: per view of the compare matrix, which hosts have points and the machine-class cells.
 //! - [`capacity`]: per-class measurements at one size, for the capacity planner.
 //! - [`findings`]: derived findings, open and resolved, and their counts.
 //! - [`series`]: what the finding deriver reads — current facts, latest results per series, what ran last per accelerated point.
@@ -50,6 +51,7 @@ pub mod series;
 pub mod sessions;
 pub mod snapshots;
 pub mod verifications;
+pub mod view_summaries;
 
 use std::time::Duration;
 

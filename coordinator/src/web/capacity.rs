@@ -34,6 +34,7 @@ use super::{WebError, WebState};
 use crate::analysis::capacity as model;
 use crate::db::capacity::{self as store, PointFilter};
 pub use inputs::{CapacityQuery, Inputs};
+use rows::counted;
 pub use rows::{CapacityRow, Measurements, plan_rows};
 use view::page_view;
 
@@ -44,7 +45,7 @@ pub fn routes() -> Router<WebState> {
 }
 
 /// Reads what the planner needs: the hosts, and the points of the chosen
-/// algorithm plus every recommendation candidate.
+/// algorithm plus every recommendation candidate on the hosts it counts.
 async fn measure(state: &WebState, inputs: &Inputs) -> Result<Measurements, WebError> {
     let mut algorithms: Vec<Algorithm> = cipherfleet_core::algorithm::ALL
         .iter()
@@ -53,6 +54,7 @@ async fn measure(state: &WebState, inputs: &Inputs) -> Result<Measurements, WebE
         .collect();
     algorithms.push(inputs.algorithm);
     let hosts = store::hosts(&state.pool).await?;
+    let counted: Vec<i64> = hosts.iter().filter(|h| counted(h, inputs)).map(|h| h.host_id).collect();
     let points = store::points(
         &state.pool,
         PointFilter {
@@ -60,6 +62,7 @@ async fn measure(state: &WebState, inputs: &Inputs) -> Result<Measurements, WebE
             direction: inputs.direction,
             path: inputs.path,
             algorithms: &algorithms,
+            hosts: &counted,
         },
     )
     .await?;

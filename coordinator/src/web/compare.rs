@@ -5,10 +5,13 @@
 //! and `/api/v1/compare` answers the same cells as JSON or CSV.
 //!
 //! - [`params`]: the query string, checked, and the link of a view.
-//! - [`grid`]: rows, cells, class medians and colours (pure functions).
+//! - [`grid`]: rows, cells and colours (pure functions).
 //!
-//! Data: [`matrix::view_points`], one index range of `result_points`, plus
-//! the hosts for names, labels and classes.
+//! Data, sized by the page and not by the fleet: the hosts grouped by class
+//! ([`matrix::class_groups`]), the view's class cells and host counts
+//! ([`view_summaries`]), and for host rows one page of hosts by name with
+//! their latest results ([`matrix::view_points`]). The API pages host rows
+//! as the page does (`page=`, with a `Link` header to the next page).
 
 mod grid;
 mod params;
@@ -18,6 +21,7 @@ use std::collections::{BTreeSet, HashMap};
 use askama::Template;
 use axum::Router;
 use axum::extract::{Query, State};
+use axum::http::header;
 use axum::response::{Html, Response};
 use axum::routing::get;
 use serde::Serialize;
@@ -30,9 +34,10 @@ use super::api::{self, ApiError, FormatParam};
 use super::paging::{Pager, with_query};
 use super::params::{Choice, choices, enum_choices};
 use super::{WebError, WebState, format};
-use crate::db::matrix::{self, ClassedHost, Slice, View};
+use crate::db::matrix::{self, Slice, View};
 use crate::db::points::LatestResult;
-use grid::{Cell, Grid, RowHead, heat_map, nearest};
+use crate::db::view_summaries::{self, Assignment};
+use grid::{Cell, ClassRow, Frame, Grid, RowHead, class_rows, heat_map, nearest};
 use params::{CompareParams, CompareQuery, Metric, Rows};
 pub use params::{direction, names, not_valid, parse_algorithms, path, size};
 
@@ -225,42 +230,85 @@ fn view_point(view: &View, algorithm: cipherfleet_core::algorithm::Algorithm) ->
     }
 }
 
-/// Everything a view needs from the database, fetched concurrently.
-async fn load(state: &WebState, params: &CompareParams) -> Result<(Vec<ClassedHost>, Vec<LatestResult>), WebError> {
-    let (hosts, points) = tokio::try_join!(
-        matrix::hosts(&state.pool),
-        matrix::view_points(&state.pool, &params.view, &params.algorithms),
-    )?;
-    Ok((hosts, points))
+/// What a view read: the fleet's class rows, one page of the matrix, and
+/// the latest results behind a page of host rows.
+struct Loaded {
+    classes: Vec<ClassRow>,
+    grid: Grid,
+    points: Vec<LatestResult>,
+    pager: Pager,
+}
+
+/// Reads one page of `params`: the class cells of the view (recomputed
+/// first where results changed), then the page's rows.
+async fn load(state: &WebState, params: &CompareParams) -> Result<Loaded, WebError> {
+    let classes = class_rows(&matrix::class_groups(&state.pool).await?);
+    let assignment = Assignment::new(classes.iter().map(|r| (r.id.as_str(), r.host_ids.as_slice())));
+    let asked: Vec<&str> = if params.algorithms.is_empty() {
+        cipherfleet_core::algorithm::ALL.iter().map(|a| a.name()).collect()
+    } else {
+        params.algorithms.iter().map(|a| a.name()).collect()
+    };
+    let cells = view_summaries::class_cells(&state.pool, &params.view, &asked, &assignment).await?;
+    let frame = Frame::new(params, &classes, &cells);
+    let columns = frame.column_names();
+    let (grid, points, pager) = match params.rows {
+        Rows::Classes => {
+            let hosts: HashMap<String, usize> =
+                view_summaries::row_hosts(&state.pool, &params.view, &columns, &assignment)
+                    .await?
+                    .into_iter()
+                    .map(|(row, n)| (row, usize::try_from(n).unwrap_or_default()))
+                    .collect();
+            let pager = Pager::new(params.page, PER_PAGE, frame.rows.len() as u64);
+            let grid = Grid::classes(params, &frame, &hosts, (pager.offset(), PER_PAGE));
+            (grid, Vec::new(), pager)
+        }
+        Rows::Hosts => {
+            let only = frame.only_hosts(params, &classes);
+            let page = |offset| {
+                view_summaries::host_page(&state.pool, &params.view, &columns, only.as_deref(), offset, PER_PAGE)
+            };
+            let asked = Pager::new(params.page, PER_PAGE, u64::MAX);
+            let (total, mut hosts) = page(asked.offset()).await?;
+            let pager = Pager::new(params.page, PER_PAGE, total);
+            if pager.offset() != asked.offset() {
+                // Past the last page (a stale link): show the last one.
+                hosts = page(pager.offset()).await?.1;
+            }
+            let ids: Vec<i64> = hosts.iter().map(|(id, _)| *id).collect();
+            let points = matrix::view_points(&state.pool, &params.view, &frame.columns, &ids).await?;
+            let grid = Grid::hosts(params, &frame, &classes, &hosts, &points, total);
+            (grid, points, pager)
+        }
+    };
+    Ok(Loaded {
+        classes,
+        grid,
+        points,
+        pager,
+    })
 }
 
 async fn page(State(state): State<WebState>, Query(q): Query<CompareQuery>) -> Result<Html<String>, WebError> {
     let params = CompareParams::parse(&q)?;
-    // Three independent reads on three pool connections: the page waits for
-    // the slowest (the view's points), not for their sum.
-    let ((hosts, points), slices) = tokio::try_join!(load(&state, &params), async {
+    // Independent reads on two pool connections: the page waits for the slower.
+    let (loaded, slices) = tokio::try_join!(load(&state, &params), async {
         Ok::<_, WebError>(matrix::slices(&state.pool).await?)
     })?;
-    Ok(Html(compare_page(&params, &hosts, &points, &slices).render()?))
+    Ok(Html(compare_page(&params, &loaded, &slices).render()?))
 }
 
 /// The page of `params` over what was read: a pure function of the rows.
-fn compare_page(
-    params: &CompareParams,
-    hosts: &[ClassedHost],
-    points: &[LatestResult],
-    slices: &[Slice],
-) -> ComparePage {
-    let m = Grid::build(params, hosts, points);
-    // Colours come from every row, so a cell keeps its colour from page to page.
-    let heat = heat_map(&m, params.metric);
-    let pager = Pager::new(params.page, PER_PAGE, m.rows.len() as u64);
+fn compare_page(params: &CompareParams, loaded: &Loaded, slices: &[Slice]) -> ComparePage {
+    let m = &loaded.grid;
+    let pager = &loaded.pager;
+    // Colours come from every row of the view, so a cell keeps its colour from page to page.
+    let heat = heat_map(m, params.metric);
     let rows: Vec<RowView> = m
         .rows
         .iter()
         .zip(&heat)
-        .skip(pager.offset() as usize)
-        .take(PER_PAGE as usize)
         .map(|((head, cells), heats)| RowView {
             head: head.clone(),
             hosts_note: (params.rows == Rows::Classes)
@@ -275,7 +323,6 @@ fn compare_page(
                 .collect(),
         })
         .collect();
-
     let pairs = params.query_pairs();
     let with = |extra: (&'static str, &str)| {
         let mut p = pairs.clone();
@@ -290,7 +337,7 @@ fn compare_page(
         .chain([params.view.size_bytes])
         .collect();
     let threads: BTreeSet<u32> = slices.iter().map(|s| s.threads).chain([params.view.threads]).collect();
-    let empty = m.rows.is_empty().then(|| {
+    let empty = (m.total == 0).then(|| {
         if slices.is_empty() {
             "No results are stored yet: connect an agent and run a campaign, then every finished job shows up here."
                 .to_string()
@@ -308,7 +355,7 @@ fn compare_page(
             format!("No results for {what}.")
         }
     });
-    let suggestions = if m.rows.is_empty() {
+    let suggestions = if m.total == 0 {
         nearest(slices, &params.view, SUGGESTIONS)
             .into_iter()
             .map(|s| Link {
@@ -333,11 +380,11 @@ fn compare_page(
     };
     other.page = 1;
     let class_filter = params.class.as_ref().map(|key| {
-        let label = hosts
+        let label = loaded
+            .classes
             .iter()
-            .map(ClassedHost::class)
-            .find(|c| c.key() == *key)
-            .map(|c| c.label())
+            .find(|c| c.key == *key)
+            .map(|c| c.label.clone())
             .unwrap_or_else(|| format!("unknown class {key}"));
         let mut all = params.clone();
         all.class = None;
@@ -377,7 +424,7 @@ fn compare_page(
             href: with_query("/compare", &other.query_pairs()),
         },
         columns: m.columns.iter().map(|a| a.name().to_string()).collect(),
-        any_marked: m.rows.iter().any(|(h, _)| h.emulated || h.simulated),
+        any_marked: m.any_marked,
         rows,
         empty,
         suggestions,
@@ -434,28 +481,30 @@ async fn api_compare(
     Query(format): Query<FormatParam>,
 ) -> Result<Response, ApiError> {
     let params = CompareParams::parse(&q)?;
-    let (hosts, points) = load(&state, &params).await?;
-    let m = Grid::build(&params, &hosts, &points);
-    match params.rows {
+    let loaded = load(&state, &params).await?;
+    let m = &loaded.grid;
+    let mut answer = match params.rows {
         Rows::Hosts => {
-            let by_id: HashMap<i64, &ClassedHost> = hosts.iter().map(|h| (h.id, h)).collect();
-            let by_result: HashMap<i64, &LatestResult> = points.iter().map(|p| (p.result_id, p)).collect();
+            let class_of: HashMap<i64, &str> = loaded
+                .classes
+                .iter()
+                .flat_map(|r| r.host_ids.iter().map(|id| (*id, r.key.as_str())))
+                .collect();
+            let by_result: HashMap<i64, &LatestResult> = loaded.points.iter().map(|p| (p.result_id, p)).collect();
             let mut rows = Vec::new();
             for (head, cells) in &m.rows {
-                let Some(host) = head.id.parse().ok().and_then(|id: i64| by_id.get(&id)) else {
-                    continue;
-                };
+                let Ok(host_id) = head.id.parse::<i64>() else { continue };
                 for cell in cells {
                     let Some(c) = cell else { continue };
                     let Some(p) = c.result_id.and_then(|id| by_result.get(&id)) else {
                         continue;
                     };
                     rows.push(HostCellRow {
-                        host_id: host.id,
-                        host: host.name.clone(),
+                        host_id,
+                        host: head.label.clone(),
                         emulated: head.emulated,
                         simulated: head.simulated,
-                        class_key: host.class().key(),
+                        class_key: class_of.get(&host_id).copied().unwrap_or_default().to_string(),
                         point: p.point,
                         path_used: p.path_used,
                         throughput_mb_s: p.throughput_mb_s,
@@ -467,7 +516,7 @@ async fn api_compare(
                     });
                 }
             }
-            api::table("compare", &rows, format.format)
+            api::table("compare", &rows, format.format)?
         }
         Rows::Classes => {
             let mut rows = Vec::new();
@@ -489,33 +538,29 @@ async fn api_compare(
                     });
                 }
             }
-            api::table("compare-classes", &rows, format.format)
+            api::table("compare-classes", &rows, format.format)?
         }
+    };
+    // The rows are paged as the page's are: a link to the next page, as RFC 8288 writes it.
+    let mut pairs = params.query_pairs();
+    if matches!(format.format, api::Format::Csv) {
+        pairs.push(("format", "csv".to_string()));
     }
+    if let Some(next) = loaded.pager.next_href("/api/v1/compare", &pairs)
+        && let Ok(value) = format!("<{next}>; rel=\"next\"").parse()
+    {
+        answer.headers_mut().insert(header::LINK, value);
+    }
+    Ok(answer)
 }
 
 #[cfg(test)]
 mod tests {
     use cipherfleet_core::path::Path;
-    use sqlx::types::Json;
 
+    use super::grid::tests::{cells_of, group};
     use super::*;
     use crate::analysis::cells::tests::result;
-
-    fn host(id: i64, name: &str, model: &str) -> ClassedHost {
-        ClassedHost {
-            id,
-            name: name.into(),
-            labels: Json(Default::default()),
-            arch: Some("x86_64".into()),
-            cpu_vendor: Some("GenuineIntel".into()),
-            cpu_model_name: Some(model.into()),
-            features_usable: Some(vec!["aes".into(), "pclmulqdq".into()]),
-            build_flavour: Some("accelerated".into()),
-            hypervisor: None,
-            cpuinfo_foreign: None,
-        }
-    }
 
     fn params(pairs: &[(&str, &str)]) -> CompareParams {
         CompareParams::parse(&crate::web::params::query_from(pairs)).unwrap()
@@ -525,15 +570,60 @@ mod tests {
         Slice { size_bytes, threads }
     }
 
+    /// What `load` reads for `params` from a fleet of `groups` with `points`, named `h{id}`.
+    fn loaded(params: &CompareParams, groups: &[matrix::ClassGroup], points: &[LatestResult]) -> Loaded {
+        let classes = class_rows(groups);
+        let cells = cells_of(&classes, points);
+        let frame = Frame::new(params, &classes, &cells);
+        let columns = frame.columns.clone();
+        let shown = |p: &&LatestResult| columns.contains(&p.point.algorithm);
+        let (grid, pager) = match params.rows {
+            Rows::Classes => {
+                let mut hosts: HashMap<String, usize> = HashMap::new();
+                for row in &classes {
+                    let with: BTreeSet<i64> = points
+                        .iter()
+                        .filter(shown)
+                        .filter(|p| row.host_ids.contains(&p.host_id))
+                        .map(|p| p.host_id)
+                        .collect();
+                    hosts.insert(row.id.clone(), with.len());
+                }
+                let pager = Pager::new(params.page, PER_PAGE, frame.rows.len() as u64);
+                (Grid::classes(params, &frame, &hosts, (0, PER_PAGE)), pager)
+            }
+            Rows::Hosts => {
+                let only = frame.only_hosts(params, &classes);
+                let ids: BTreeSet<i64> = points
+                    .iter()
+                    .filter(shown)
+                    .map(|p| p.host_id)
+                    .filter(|id| only.as_ref().is_none_or(|o| o.contains(id)))
+                    .collect();
+                let page: Vec<(i64, String)> = ids.iter().map(|id| (*id, format!("h{id}"))).collect();
+                let pager = Pager::new(params.page, PER_PAGE, page.len() as u64);
+                let grid = Grid::hosts(params, &frame, &classes, &page, points, page.len() as u64);
+                (grid, pager)
+            }
+        };
+        Loaded {
+            classes,
+            grid,
+            points: points.to_vec(),
+            pager,
+        }
+    }
+
     #[test]
     fn class_rows_show_the_median_the_spread_and_what_fell_back() {
-        let hosts = [host(1, "a", "Xeon"), host(2, "b", "Xeon"), host(3, "c", "Xeon")];
+        let groups = [group(&[1, 2, 3], "Xeon", false)];
         let points = [
             result(1, "aes-256-gcm", 1000.0, Path::Accelerated),
             result(2, "aes-256-gcm", 3000.0, Path::Accelerated),
             result(3, "aes-256-gcm", 2000.0, Path::Software),
         ];
-        let page = compare_page(&params(&[("rows", "classes")]), &hosts, &points, &[slice(16384, 1)]);
+        let p = params(&[("rows", "classes")]);
+        let page = compare_page(&p, &loaded(&p, &groups, &points), &[slice(16384, 1)]);
         assert!(page.classes_mode);
         assert_eq!(
             page.heading,
@@ -553,9 +643,10 @@ mod tests {
 
     #[test]
     fn host_rows_link_their_result_and_an_empty_view_suggests_stored_ones() {
-        let hosts = [host(1, "a", "Xeon")];
+        let groups = [group(&[1], "Xeon", false)];
         let points = [result(1, "aes-256-gcm", 1500.0, Path::Accelerated)];
-        let page = compare_page(&params(&[]), &hosts, &points, &[slice(16384, 1)]);
+        let p = params(&[]);
+        let page = compare_page(&p, &loaded(&p, &groups, &points), &[slice(16384, 1)]);
         let cell = page.rows[0].cells[0].as_ref().unwrap();
         assert_eq!(cell.note, "CV 1.00 %");
         assert_eq!(
@@ -563,13 +654,10 @@ mod tests {
             Some(format!("/api/v1/results/{}", points[0].result_id).as_str())
         );
         assert_eq!(cell.fell_back, None);
+        assert_eq!(page.summary, "showing 1–1 of 1");
 
-        let empty = compare_page(
-            &params(&[("size", "64"), ("algorithms", "des-cbc")]),
-            &hosts,
-            &[],
-            &[slice(16384, 1), slice(1024, 2)],
-        );
+        let p = params(&[("size", "64"), ("algorithms", "des-cbc")]);
+        let empty = compare_page(&p, &loaded(&p, &groups, &[]), &[slice(16384, 1), slice(1024, 2)]);
         assert_eq!(
             empty.empty.as_deref(),
             Some("No results for 64 B per operation, 1 thread, encrypt, accelerated path, algorithms des-cbc.")
@@ -584,7 +672,8 @@ mod tests {
             empty.suggestions[1].href, "/compare?algorithms=des-cbc",
             "16 KiB is the default"
         );
-        let nothing = compare_page(&params(&[]), &hosts, &[], &[]);
+        let p = params(&[]);
+        let nothing = compare_page(&p, &loaded(&p, &groups, &[]), &[]);
         assert!(nothing.empty.unwrap().starts_with("No results are stored yet"));
     }
 }

@@ -5,8 +5,9 @@
 //! without the picture, printable), and `/api/v1/modes` sends every point.
 //!
 //! Data: [`matrix::host_points`] — the primary-key range of the host(s) in
-//! `result_points`, merged by [`curves`]. Without a host or class the page
-//! is a chooser. [`params`] reads the query string.
+//! `result_points`, merged by [`curves`] — and the fleet as the chooser
+//! lists it (host names, and the hosts grouped by class). Without a host or
+//! class the page is a chooser. [`params`] reads the query string.
 
 mod curves;
 mod params;
@@ -29,7 +30,7 @@ use cipherfleet_core::spec::KeyMode;
 use super::params::{Choice, choices, enum_choices};
 use super::svg::{LineChart, XAxis};
 use super::{WebError, WebState, format};
-use crate::db::matrix::{self, ClassedHost};
+use crate::db::matrix::{self, ClassGroup};
 use crate::db::points::LatestResult;
 use crate::db::results::StoredMemory;
 use curves::{Merged, by_algorithm, merge, scaling};
@@ -53,17 +54,37 @@ struct Resolved {
     left_out: usize,
 }
 
-fn resolve(subject: &Subject, hosts: &[ClassedHost]) -> Result<Resolved, WebError> {
-    let marks = |h: &ClassedHost| (h.emulated(), h.simulated());
+/// The fleet as the page lists and resolves it.
+struct Fleet {
+    /// Every host's id and name, by name.
+    names: Vec<(i64, String)>,
+    groups: Vec<ClassGroup>,
+}
+
+impl Fleet {
+    async fn read(state: &WebState) -> Result<Fleet, WebError> {
+        let (names, groups) = tokio::try_join!(matrix::host_names(&state.pool), matrix::class_groups(&state.pool))?;
+        Ok(Fleet { names, groups })
+    }
+}
+
+fn resolve(subject: &Subject, fleet: &Fleet) -> Result<Resolved, WebError> {
+    let marks = |g: &ClassGroup| (g.emulated(), g.simulated());
     match subject {
         Subject::Host(id) => {
-            let h = hosts
+            let (_, name) = fleet
+                .names
                 .iter()
-                .find(|h| h.id == *id)
+                .find(|(h, _)| h == id)
                 .ok_or_else(|| WebError::NotFound(format!("no host with id {id}")))?;
-            let (emulated, simulated) = marks(h);
+            let (emulated, simulated) = fleet
+                .groups
+                .iter()
+                .find(|g| g.host_ids.binary_search(id).is_ok())
+                .map(marks)
+                .unwrap_or_default();
             Ok(Resolved {
-                label: h.name.clone(),
+                label: name.clone(),
                 href: format!("/hosts/{id}"),
                 host_ids: vec![*id],
                 emulated,
@@ -72,26 +93,29 @@ fn resolve(subject: &Subject, hosts: &[ClassedHost]) -> Result<Resolved, WebErro
             })
         }
         Subject::Class(key) => {
-            let members: Vec<&ClassedHost> = hosts.iter().filter(|h| h.class().key() == *key).collect();
+            let members: Vec<&ClassGroup> = fleet.groups.iter().filter(|g| g.class().key() == *key).collect();
             let first = members
                 .first()
                 .ok_or_else(|| WebError::NotFound(format!("no host is in class {key}")))?;
             // Emulated or simulated hosts would drag a real class's medians;
             // they count only when the class has nothing else.
-            let real: Vec<&ClassedHost> = members.iter().copied().filter(|h| marks(h) == (false, false)).collect();
+            let real: Vec<&ClassGroup> = members.iter().copied().filter(|g| marks(g) == (false, false)).collect();
             let chosen = if real.is_empty() { members.clone() } else { real };
+            let count = |groups: &[&ClassGroup]| groups.iter().map(|g| g.host_ids.len()).sum::<usize>();
+            let mut host_ids: Vec<i64> = chosen.iter().flat_map(|g| g.host_ids.iter().copied()).collect();
+            host_ids.sort_unstable();
             Ok(Resolved {
                 label: format!(
                     "{} ({} host{})",
                     first.class().label(),
-                    chosen.len(),
-                    if chosen.len() == 1 { "" } else { "s" }
+                    count(&chosen),
+                    if count(&chosen) == 1 { "" } else { "s" }
                 ),
                 href: with_query("/compare", &[("class", key.clone())]),
-                host_ids: chosen.iter().map(|h| h.id).collect(),
-                emulated: chosen.iter().any(|h| marks(h).0),
-                simulated: chosen.iter().any(|h| marks(h).1),
-                left_out: members.len() - chosen.len(),
+                host_ids,
+                emulated: chosen.iter().any(|g| marks(g).0),
+                simulated: chosen.iter().any(|g| marks(g).1),
+                left_out: count(&members) - count(&chosen),
             })
         }
     }
@@ -281,37 +305,38 @@ fn scaling_section(
 
 async fn page(State(state): State<WebState>, Query(q): Query<ModesQuery>) -> Result<Html<String>, WebError> {
     let params = ModesParams::parse(&q)?;
-    let hosts = matrix::hosts(&state.pool).await?;
+    let fleet = Fleet::read(&state).await?;
     let chosen = match &params.subject {
         None => None,
         Some(subject) => {
             // Unknown host or class: 404 (a stale link), not an empty page that looks like missing data.
-            let who = resolve(subject, &hosts)?;
+            let who = resolve(subject, &fleet)?;
             let results = matrix::host_points(&state.pool, &who.host_ids, params.direction, params.path).await?;
             Some((subject, who, results))
         }
     };
-    Ok(Html(modes_page(&params, &hosts, chosen).render()?))
+    Ok(Html(modes_page(&params, &fleet, chosen).render()?))
 }
 
 /// The page over what was read (the subject resolved, with its latest
 /// results, or `None` for the chooser): a pure function of the rows.
 fn modes_page(
     params: &ModesParams,
-    hosts: &[ClassedHost],
+    fleet: &Fleet,
     chosen: Option<(&Subject, Resolved, Vec<LatestResult>)>,
 ) -> ModesPage {
     let host_choices = choices(
-        hosts.iter().map(|h| (h.id.to_string(), h.name.clone())),
+        fleet.names.iter().map(|(id, name)| (id.to_string(), name.clone())),
         &match &params.subject {
             Some(Subject::Host(id)) => id.to_string(),
             _ => String::new(),
         },
     );
-    let classes: BTreeMap<String, String> = hosts
+    let classes: BTreeMap<String, String> = fleet
+        .groups
         .iter()
-        .map(|h| {
-            let c = h.class();
+        .map(|g| {
+            let c = g.class();
             (c.key(), c.label())
         })
         .collect();
@@ -473,8 +498,7 @@ async fn api_modes(
         .subject
         .as_ref()
         .ok_or_else(|| WebError::BadRequest("give host=ID or class=KEY".into()))?;
-    let hosts = matrix::hosts(&state.pool).await?;
-    let who = resolve(subject, &hosts)?;
+    let who = resolve(subject, &Fleet::read(&state).await?)?;
     let results = matrix::host_points(&state.pool, &who.host_ids, params.direction, params.path).await?;
     let rows: Vec<ModeRow> = merge(&results, &params.algorithms)
         .into_iter()
@@ -507,23 +531,29 @@ async fn api_modes(
 #[cfg(test)]
 mod tests {
     use cipherfleet_core::path::Path;
-    use sqlx::types::Json;
 
     use super::*;
     use crate::analysis::cells::tests::result;
 
-    fn host(id: i64, name: &str, labels: &[(&str, &str)]) -> ClassedHost {
-        ClassedHost {
-            id,
-            name: name.into(),
-            labels: Json(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
-            arch: Some("aarch64".into()),
-            cpu_vendor: Some("ARM".into()),
-            cpu_model_name: Some("Neoverse-N1".into()),
-            features_usable: Some(vec!["aes".into(), "pmull".into()]),
-            build_flavour: Some("accelerated".into()),
-            hypervisor: None,
-            cpuinfo_foreign: None,
+    /// Neoverse-N1 hosts `(id, name, emulated)`, each in a group of its own.
+    fn fleet(hosts: &[(i64, &str, bool)]) -> Fleet {
+        Fleet {
+            names: hosts.iter().map(|(id, name, _)| (*id, name.to_string())).collect(),
+            groups: hosts
+                .iter()
+                .map(|(id, _, emulated)| ClassGroup {
+                    host_ids: vec![*id],
+                    emulated_label: emulated.then(|| "qemu".to_string()),
+                    simulated_label: None,
+                    arch: Some("aarch64".into()),
+                    cpu_vendor: Some("ARM".into()),
+                    cpu_model_name: Some("Neoverse-N1".into()),
+                    features_usable: Some(vec!["aes".into(), "pmull".into()]),
+                    build_flavour: Some("accelerated".into()),
+                    hypervisor: None,
+                    cpuinfo_foreign: None,
+                })
+                .collect(),
         }
     }
 
@@ -540,7 +570,7 @@ mod tests {
 
     #[test]
     fn without_a_subject_the_page_is_a_chooser() {
-        let hosts = [host(1, "arm-1", &[])];
+        let hosts = fleet(&[(1, "arm-1", false)]);
         let page = modes_page(&params(&[]), &hosts, None);
         assert!(!page.chosen);
         assert_eq!(page.host_choices.len(), 1);
@@ -550,12 +580,8 @@ mod tests {
 
     #[test]
     fn a_class_leaves_emulated_hosts_out_and_scales_each_host_against_itself() {
-        let hosts = [
-            host(1, "arm-1", &[]),
-            host(2, "arm-2", &[]),
-            host(3, "arm-qemu", &[("emulated", "qemu")]),
-        ];
-        let key = hosts[0].class().key();
+        let hosts = fleet(&[(1, "arm-1", false), (2, "arm-2", false), (3, "arm-qemu", true)]);
+        let key = hosts.groups[0].class().key();
         let p = params(&[("class", key.as_str())]);
         let subject = p.subject.clone().unwrap();
         let who = resolve(&subject, &hosts).unwrap();
@@ -590,7 +616,7 @@ mod tests {
 
     #[test]
     fn a_host_shows_its_memory_per_algorithm_and_marks_cells_with_few_samples() {
-        let hosts = [host(1, "arm-1", &[])];
+        let hosts = fleet(&[(1, "arm-1", false)]);
         let p = params(&[("host", "1")]);
         let subject = p.subject.clone().unwrap();
         let who = resolve(&subject, &hosts).unwrap();

@@ -174,8 +174,10 @@ async fn compare_and_modes_show_exactly_what_a_real_campaign_stored() {
     let rows = page.body.matches("<tr data-row=").count();
     assert_eq!(rows, 3, "accelerated class, its emulated twin, the software build");
     // The class of the accelerated host (the one definition, analysis::class), shared by its twin.
-    let fleet = cipherfleet_coordinator::db::matrix::hosts(&app.pool).await.unwrap();
-    let key_of = |id: i64| fleet.iter().find(|h| h.id == id).unwrap().class().key();
+    let fleet = cipherfleet_coordinator::db::matrix::class_groups(&app.pool)
+        .await
+        .unwrap();
+    let key_of = |id: i64| fleet.iter().find(|g| g.host_ids.contains(&id)).unwrap().class().key();
     let class_key = key_of(accel);
     assert_eq!(key_of(emulated), class_key, "same machine, same build");
     assert_ne!(key_of(soft), class_key, "the software build is another class");

@@ -69,7 +69,7 @@ pub struct Measurements {
 }
 
 /// Hosts that count: marked ones only with `include=emulated`.
-fn counted(host: &ClassHost, inputs: &Inputs) -> bool {
+pub(super) fn counted(host: &ClassHost, inputs: &Inputs) -> bool {
     inputs.include_emulated || !(host.emulated || host.simulated)
 }
 

@@ -1,22 +1,78 @@
-//! The matrix of one view, before paging: rows (hosts, or machine classes
-//! with the median of their hosts), algorithm columns, and each cell's colour
-//! scaled within its column. Pure functions over the stored points; the
-//! statistics of a cell and its colour are [`crate::analysis::cells`].
+//! The matrix of one view: rows (hosts, or machine classes with the median
+//! of their hosts), algorithm columns, and each cell's colour scaled within
+//! its column over every row, not only the page's. Pure functions over what
+//! was read: the class rows of the fleet ([`class_rows`]), the class cells
+//! of the view ([`view_summaries::class_cells`]), and for host rows one page
+//! of hosts with their latest results. The statistics of a cell and its
+//! colour are [`crate::analysis::cells`]; the class cells are computed in
+//! SQL to the same definitions.
+//!
+//! [`view_summaries::class_cells`]: crate::db::view_summaries::class_cells
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use cipherfleet_core::algorithm::{self, Algorithm};
 
 use super::super::paging::with_query;
 use super::params::{CompareParams, Metric, Rows};
 use crate::analysis::cells::{cell_stats, heat};
-use crate::db::matrix::{ClassedHost, Slice, View};
+use crate::db::matrix::{ClassGroup, Slice, View};
 use crate::db::points::LatestResult;
+use crate::db::view_summaries::ClassCell;
+
+/// A class row of the fleet: one machine class, its emulated or simulated
+/// hosts apart (their timings are not performance and must not move a real
+/// class's median).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassRow {
+    /// The class key, with `-emulated` / `-simulated` for marked hosts.
+    pub id: String,
+    /// [`crate::analysis::class::MachineClass::key`].
+    pub key: String,
+    /// Class label (agent text: escaped by the template).
+    pub label: String,
+    pub emulated: bool,
+    pub simulated: bool,
+    /// Ascending.
+    pub host_ids: Vec<i64>,
+}
+
+/// The class rows of `groups`, by label then id.
+pub fn class_rows(groups: &[ClassGroup]) -> Vec<ClassRow> {
+    let mut rows: BTreeMap<String, ClassRow> = BTreeMap::new();
+    for g in groups {
+        let class = g.class();
+        let key = class.key();
+        let (emulated, simulated) = (g.emulated(), g.simulated());
+        let id = format!(
+            "{key}{}{}",
+            if emulated { "-emulated" } else { "" },
+            if simulated { "-simulated" } else { "" }
+        );
+        rows.entry(id.clone())
+            .or_insert_with(|| ClassRow {
+                id,
+                key,
+                label: class.label(),
+                emulated,
+                simulated,
+                host_ids: Vec::new(),
+            })
+            .host_ids
+            .extend(&g.host_ids);
+    }
+    let mut rows: Vec<ClassRow> = rows.into_values().collect();
+    for r in &mut rows {
+        r.host_ids.sort_unstable();
+    }
+    rows.sort_by(|a, b| (&a.label, &a.id).cmp(&(&b.label, &b.id)));
+    rows
+}
 
 /// What a host or class is, as a row heading shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowHead {
-    /// Host id, or the class key.
+    /// Host id, or the class row's id.
     pub id: String,
     /// Hostname or class label (agent text: escaped by the template).
     pub label: String,
@@ -43,129 +99,222 @@ pub struct Cell {
     pub hosts: usize,
 }
 
-/// The whole matrix of a view, before paging.
+/// One page of the matrix of a view.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Grid {
     pub columns: Vec<Algorithm>,
+    /// The rows of the page.
     pub rows: Vec<(RowHead, Vec<Option<Cell>>)>,
+    /// Rows of the view in all.
+    pub total: u64,
+    /// Per column, the lowest and highest figure of the metric over every row of the view.
+    pub ranges: Vec<(f64, f64)>,
+    /// Some row of the view is emulated or simulated.
+    pub any_marked: bool,
 }
 
-/// The results that fall in one cell: one host's, or a class's hosts'.
-type CellResults<'a> = Vec<&'a LatestResult>;
-
-/// Whether a host is emulated / simulated.
-fn marks(h: &ClassedHost) -> (bool, bool) {
-    (h.emulated(), h.simulated())
+/// The view's columns and the class rows it shows, read before its rows.
+#[derive(Debug, Clone)]
+pub struct Frame<'a> {
+    pub columns: Vec<Algorithm>,
+    /// The class rows shown (all, or those of `class=`), each with its cells in column order.
+    pub rows: Vec<(&'a ClassRow, Vec<Option<&'a ClassCell>>)>,
 }
 
-/// The row a host falls in. Emulated and simulated hosts form classes of
-/// their own: their timings are not performance and must not move a real
-/// class's median.
-fn row_of(h: &ClassedHost, params: &CompareParams) -> RowHead {
-    let (emulated, simulated) = marks(h);
-    match params.rows {
-        Rows::Hosts => RowHead {
-            id: h.id.to_string(),
-            label: h.name.clone(),
-            href: format!("/hosts/{}", h.id),
-            emulated,
-            simulated,
-            hosts: 1,
-        },
-        Rows::Classes => {
-            let class = h.class();
-            let key = class.key();
-            // The hosts of the class in the same view.
-            let mut hosts = params.clone();
-            hosts.rows = Rows::Hosts;
-            hosts.class = Some(key.clone());
-            hosts.page = 1;
-            RowHead {
-                href: with_query("/compare", &hosts.query_pairs()),
-                id: format!(
-                    "{key}{}{}",
-                    if emulated { "-emulated" } else { "" },
-                    if simulated { "-simulated" } else { "" }
-                ),
-                label: class.label(),
-                emulated,
-                simulated,
-                hosts: 0,
-            }
-        }
-    }
-}
-
-impl Grid {
-    /// Groups `points` (one view) into rows of `params.rows` and algorithm columns.
-    pub fn build(params: &CompareParams, hosts: &[ClassedHost], points: &[LatestResult]) -> Grid {
-        let by_id: HashMap<i64, &ClassedHost> = hosts
+impl<'a> Frame<'a> {
+    /// The columns asked for, or those with data among the rows shown, in
+    /// the agent's table order (AES by key size and mode, then ChaCha20, DES).
+    pub fn new(params: &CompareParams, rows: &'a [ClassRow], cells: &'a [ClassCell]) -> Self {
+        let shown: Vec<&ClassRow> = rows
             .iter()
-            .filter(|h| params.class.as_ref().is_none_or(|k| h.class().key() == *k))
-            .map(|h| (h.id, h))
+            .filter(|r| params.class.as_ref().is_none_or(|k| r.key == *k))
+            .collect();
+        let by_row: HashMap<&str, usize> = shown.iter().enumerate().map(|(i, r)| (r.id.as_str(), i)).collect();
+        let cells: Vec<&ClassCell> = cells
+            .iter()
+            .filter(|c| by_row.contains_key(c.class_row.as_str()))
             .collect();
         let columns: Vec<Algorithm> = if params.algorithms.is_empty() {
-            // The agent's table order: AES by key size and mode, then ChaCha20, DES.
-            let present: BTreeSet<&str> = points
-                .iter()
-                .filter(|p| by_id.contains_key(&p.host_id))
-                .map(|p| p.point.algorithm.name())
-                .collect();
             algorithm::ALL
                 .iter()
                 .copied()
-                .filter(|a| present.contains(a.name()))
+                .filter(|a| cells.iter().any(|c| c.algorithm == a.name()))
                 .collect()
         } else {
             params.algorithms.clone()
         };
-        let column_of: HashMap<Algorithm, usize> = columns.iter().enumerate().map(|(i, c)| (*c, i)).collect();
-
-        // Row heading and, per column, the points that fall in the cell.
-        // Each host's heading once: a class heading hashes the class.
-        let heads: HashMap<i64, RowHead> = by_id.values().map(|h| (h.id, row_of(h, params))).collect();
-        let mut grouped: BTreeMap<(&str, &str), (RowHead, Vec<CellResults>)> = BTreeMap::new();
-        for p in points {
-            let (Some(head), Some(&col)) = (heads.get(&p.host_id), column_of.get(&p.point.algorithm)) else {
-                continue;
-            };
-            let entry = grouped
-                .entry((head.label.as_str(), head.id.as_str()))
-                .or_insert_with(|| (head.clone(), vec![Vec::new(); columns.len()]));
-            entry.1[col].push(p);
-        }
-        if params.rows == Rows::Classes {
-            // A class counts the hosts of the view that fall in it.
-            for (head, cells) in grouped.values_mut() {
-                let ids: BTreeSet<i64> = cells.iter().flatten().map(|p| p.host_id).collect();
-                head.hosts = ids.len();
+        let column_of: HashMap<&str, usize> = columns.iter().enumerate().map(|(i, c)| (c.name(), i)).collect();
+        let mut framed: Vec<(&ClassRow, Vec<Option<&ClassCell>>)> =
+            shown.iter().map(|r| (*r, vec![None; columns.len()])).collect();
+        for c in cells {
+            if let Some(&col) = column_of.get(c.algorithm.as_str()) {
+                framed[by_row[c.class_row.as_str()]].1[col] = Some(c);
             }
         }
-        let rows = grouped
-            .into_values()
-            .map(|(head, cells)| {
-                let cells = cells.into_iter().map(|pts| Cell::of(&pts, params.rows)).collect();
+        framed.retain(|(_, cells)| cells.iter().any(Option::is_some));
+        Frame { columns, rows: framed }
+    }
+
+    /// The column names, as the summaries take them.
+    pub fn column_names(&self) -> Vec<&'static str> {
+        self.columns.iter().map(|a| a.name()).collect()
+    }
+
+    /// Hosts of the rows shown when `class=` limits them (`None`: every host).
+    pub fn only_hosts(&self, params: &CompareParams, rows: &[ClassRow]) -> Option<Vec<i64>> {
+        params.class.as_ref().map(|k| {
+            let mut ids: Vec<i64> = rows
+                .iter()
+                .filter(|r| r.key == *k)
+                .flat_map(|r| r.host_ids.iter().copied())
+                .collect();
+            ids.sort_unstable();
+            ids
+        })
+    }
+
+    fn any_marked(&self) -> bool {
+        self.rows.iter().any(|(r, _)| r.emulated || r.simulated)
+    }
+
+    /// Per column, the metric's range over every host (host rows) or class row.
+    fn ranges(&self, rows: Rows, metric: Metric) -> Vec<(f64, f64)> {
+        (0..self.columns.len())
+            .map(|col| {
+                let cells = self.rows.iter().filter_map(|(_, cells)| cells[col]);
+                cells.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), c| {
+                    let (low, high) = match (rows, metric) {
+                        (Rows::Hosts, Metric::Throughput) => (c.min_mb_s, c.max_mb_s),
+                        (Rows::Hosts, Metric::P99) => (c.min_p99_ns as f64, c.max_p99_ns as f64),
+                        (Rows::Classes, Metric::Throughput) => (c.median_mb_s, c.median_mb_s),
+                        (Rows::Classes, Metric::P99) => (c.median_p99_ns, c.median_p99_ns),
+                    };
+                    (lo.min(low), hi.max(high))
+                })
+            })
+            .collect()
+    }
+}
+
+/// The heading of a class row, linking to its hosts in the same view.
+fn class_head(row: &ClassRow, params: &CompareParams, hosts: usize) -> RowHead {
+    let mut of_class = params.clone();
+    of_class.rows = Rows::Hosts;
+    of_class.class = Some(row.key.clone());
+    of_class.page = 1;
+    RowHead {
+        id: row.id.clone(),
+        label: row.label.clone(),
+        href: with_query("/compare", &of_class.query_pairs()),
+        emulated: row.emulated,
+        simulated: row.simulated,
+        hosts,
+    }
+}
+
+impl Grid {
+    /// The class rows of a view, `page` of them: `hosts` says how many hosts
+    /// of each row have a latest point in the columns.
+    pub fn classes(params: &CompareParams, frame: &Frame, hosts: &HashMap<String, usize>, page: (u64, u64)) -> Grid {
+        let (offset, limit) = page;
+        let rows = frame
+            .rows
+            .iter()
+            .skip(offset as usize)
+            .take(limit as usize)
+            .map(|(row, cells)| {
+                let head = class_head(row, params, hosts.get(&row.id).copied().unwrap_or_default());
+                let cells = cells.iter().map(|c| c.map(Cell::of_class)).collect();
                 (head, cells)
             })
             .collect();
-        Grid { columns, rows }
+        Grid {
+            columns: frame.columns.clone(),
+            rows,
+            total: frame.rows.len() as u64,
+            ranges: frame.ranges(Rows::Classes, params.metric),
+            any_marked: frame.any_marked(),
+        }
+    }
+
+    /// One page of host rows: `page` the hosts (id, name) in order, `points`
+    /// their latest results of the view, `total` the host rows in all.
+    pub fn hosts(
+        params: &CompareParams,
+        frame: &Frame,
+        rows: &[ClassRow],
+        page: &[(i64, String)],
+        points: &[LatestResult],
+        total: u64,
+    ) -> Grid {
+        let marks: HashMap<i64, (bool, bool)> = rows
+            .iter()
+            .flat_map(|r| r.host_ids.iter().map(move |id| (*id, (r.emulated, r.simulated))))
+            .collect();
+        let column_of: HashMap<Algorithm, usize> = frame.columns.iter().enumerate().map(|(i, c)| (*c, i)).collect();
+        let mut by_host: HashMap<i64, Vec<Option<&LatestResult>>> = HashMap::new();
+        for p in points {
+            if let Some(&col) = column_of.get(&p.point.algorithm) {
+                by_host
+                    .entry(p.host_id)
+                    .or_insert_with(|| vec![None; frame.columns.len()])[col] = Some(p);
+            }
+        }
+        let rows = page
+            .iter()
+            .map(|(id, name)| {
+                let (emulated, simulated) = marks.get(id).copied().unwrap_or_default();
+                let head = RowHead {
+                    id: id.to_string(),
+                    label: name.clone(),
+                    href: format!("/hosts/{id}"),
+                    emulated,
+                    simulated,
+                    hosts: 1,
+                };
+                let cells = match by_host.get(id) {
+                    Some(results) => results.iter().map(|r| r.and_then(Cell::of_host)).collect(),
+                    None => vec![None; frame.columns.len()],
+                };
+                (head, cells)
+            })
+            .collect();
+        Grid {
+            columns: frame.columns.clone(),
+            rows,
+            total,
+            ranges: frame.ranges(Rows::Hosts, params.metric),
+            any_marked: frame.any_marked(),
+        }
     }
 }
 
 impl Cell {
-    fn of(results: &[&LatestResult], rows: Rows) -> Option<Cell> {
-        // A host row is its own result, with its CV and raw-result link; a
-        // class row the median over its hosts.
-        let stats = cell_stats(results)?;
+    /// A host row's cell: its own result, with its CV and raw-result link.
+    fn of_host(result: &LatestResult) -> Option<Cell> {
+        let stats = cell_stats(&[result])?;
         Some(Cell {
             throughput_mb_s: stats.throughput_mb_s,
             latency_p99_ns: stats.latency_p99_ns,
             cv: stats.cv,
-            result_id: (rows == Rows::Hosts).then(|| results[0].result_id),
+            result_id: Some(result.result_id),
             fell_back: stats.fell_back,
             partial: stats.partial,
             hosts: stats.hosts,
         })
+    }
+
+    /// A class row's cell: the median over its hosts.
+    fn of_class(c: &ClassCell) -> Cell {
+        Cell {
+            throughput_mb_s: c.median_mb_s,
+            latency_p99_ns: c.median_p99_ns,
+            cv: c.cv,
+            result_id: None,
+            fell_back: c.fell_back,
+            partial: c.partial,
+            hosts: c.hosts,
+        }
     }
 
     /// The figure `metric` colours and sorts by.
@@ -177,24 +326,14 @@ impl Cell {
     }
 }
 
-/// Heat classes of every cell, scaled per column over all rows (not just the page shown).
+/// Heat classes of the page's cells, scaled per column over every row of the view.
 pub fn heat_map(m: &Grid, metric: Metric) -> Vec<Vec<Option<u8>>> {
-    let ranges: Vec<(f64, f64)> = (0..m.columns.len())
-        .map(|c| {
-            let values = m
-                .rows
-                .iter()
-                .filter_map(|(_, cells)| cells[c].as_ref())
-                .map(|x| x.metric(metric));
-            values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
-        })
-        .collect();
     m.rows
         .iter()
         .map(|(_, cells)| {
             cells
                 .iter()
-                .zip(&ranges)
+                .zip(&m.ranges)
                 .map(|(cell, (lo, hi))| {
                     cell.as_ref()
                         .map(|x| heat(x.metric(metric), *lo, *hi, metric == Metric::Throughput))
@@ -222,10 +361,9 @@ pub fn nearest(slices: &[Slice], wanted: &View, n: usize) -> Vec<Slice> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use cipherfleet_core::path::Path;
     use cipherfleet_core::spec::Direction;
-    use sqlx::types::Json;
 
     use super::super::params::{CompareQuery, names};
     use super::*;
@@ -233,6 +371,61 @@ mod tests {
 
     fn query(pairs: &[(&str, &str)]) -> CompareQuery {
         crate::web::params::query_from(pairs)
+    }
+
+    /// A group of hosts of one CPU model, marked emulated by label when asked.
+    pub(crate) fn group(ids: &[i64], model: &str, emulated: bool) -> ClassGroup {
+        ClassGroup {
+            host_ids: ids.to_vec(),
+            emulated_label: emulated.then(|| "qemu".to_string()),
+            simulated_label: None,
+            arch: Some("x86_64".into()),
+            cpu_vendor: Some("GenuineIntel".into()),
+            cpu_model_name: Some(model.into()),
+            features_usable: Some(vec!["aes".into(), "pclmulqdq".into()]),
+            build_flavour: Some("accelerated".into()),
+            hypervisor: None,
+            cpuinfo_foreign: None,
+        }
+    }
+
+    /// The class cells of `points` by [`cell_stats`], as the SQL computes them
+    /// (the db tests check that the SQL agrees on a real database).
+    pub(crate) fn cells_of(rows: &[ClassRow], points: &[LatestResult]) -> Vec<ClassCell> {
+        let mut cells = Vec::new();
+        for row in rows {
+            for a in algorithm::ALL {
+                let results: Vec<&LatestResult> = points
+                    .iter()
+                    .filter(|p| p.point.algorithm == *a && row.host_ids.contains(&p.host_id))
+                    .collect();
+                let Some(stats) = cell_stats(&results) else { continue };
+                let mb_s = results.iter().map(|r| r.throughput_mb_s);
+                let p99 = results.iter().map(|r| r.latency_p99_ns);
+                cells.push(ClassCell {
+                    algorithm: a.name().to_string(),
+                    class_row: row.id.clone(),
+                    hosts: stats.hosts,
+                    median_mb_s: stats.throughput_mb_s,
+                    median_p99_ns: stats.latency_p99_ns,
+                    cv: stats.cv,
+                    fell_back: stats.fell_back,
+                    partial: stats.partial,
+                    min_mb_s: mb_s.clone().fold(f64::INFINITY, f64::min),
+                    max_mb_s: mb_s.fold(f64::NEG_INFINITY, f64::max),
+                    min_p99_ns: p99.clone().min().unwrap_or_default(),
+                    max_p99_ns: p99.max().unwrap_or_default(),
+                });
+            }
+        }
+        cells
+    }
+
+    fn point(host_id: i64, algorithm: &str, mb_s: f64, result_id: i64, path_used: Path) -> LatestResult {
+        LatestResult {
+            result_id,
+            ..result(host_id, algorithm, mb_s, path_used)
+        }
     }
 
     #[test]
@@ -252,36 +445,34 @@ mod tests {
         assert_eq!(got, [(8192, 1), (16384, 4), (1024, 1)]);
     }
 
-    fn host(id: i64, name: &str, model: &str, labels: &[(&str, &str)]) -> ClassedHost {
-        ClassedHost {
-            id,
-            name: name.into(),
-            labels: Json(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
-            arch: Some("x86_64".into()),
-            cpu_vendor: Some("GenuineIntel".into()),
-            cpu_model_name: Some(model.into()),
-            features_usable: Some(vec!["aes".into(), "pclmulqdq".into()]),
-            build_flavour: Some("accelerated".into()),
-            hypervisor: None,
-            cpuinfo_foreign: None,
-        }
-    }
-
-    fn point(host_id: i64, algorithm: &str, mb_s: f64, result_id: i64, path_used: Path) -> LatestResult {
-        LatestResult {
-            result_id,
-            ..result(host_id, algorithm, mb_s, path_used)
-        }
+    #[test]
+    fn groups_of_one_class_make_one_row_and_marked_hosts_their_own() {
+        let rows = class_rows(&[
+            group(&[3, 1], "Xeon Gold", false),
+            // The same class with its model spelled with more spaces: one row.
+            group(&[2], "Xeon  Gold", false),
+            group(&[4], "Xeon Gold", true),
+            group(&[5], "EPYC", false),
+        ]);
+        let summary: Vec<(&str, bool, &[i64])> = rows
+            .iter()
+            .map(|r| (r.label.split(" · ").nth(1).unwrap(), r.emulated, r.host_ids.as_slice()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("EPYC", false, &[5][..]),
+                ("Xeon Gold", false, &[1, 2, 3][..]),
+                ("Xeon Gold", true, &[4][..])
+            ]
+        );
+        assert_eq!(rows[1].key, rows[2].key);
+        assert_eq!(rows[2].id, format!("{}-emulated", rows[2].key));
     }
 
     #[test]
     fn classes_take_the_median_of_their_hosts_and_keep_emulated_hosts_apart() {
-        let hosts = [
-            host(1, "a", "Xeon Gold", &[]),
-            host(2, "b", "Xeon Gold", &[]),
-            host(3, "c", "Xeon Gold", &[]),
-            host(4, "qemu", "Xeon Gold", &[("emulated", "qemu")]),
-        ];
+        let rows = class_rows(&[group(&[1, 2, 3], "Xeon Gold", false), group(&[4], "Xeon Gold", true)]);
         let points = [
             point(1, "aes-128-gcm", 1000.0, 11, Path::Accelerated),
             point(2, "aes-128-gcm", 3000.0, 12, Path::Accelerated),
@@ -289,15 +480,20 @@ mod tests {
             point(4, "aes-128-gcm", 5.0, 14, Path::Software),
             point(1, "des-cbc", 50.0, 15, Path::Software),
         ];
-        let mut params = CompareParams::parse(&query(&[("rows", "classes")])).unwrap();
-        let m = Grid::build(&params, &hosts, &points);
+        let cells = cells_of(&rows, &points);
+        let params = CompareParams::parse(&query(&[("rows", "classes")])).unwrap();
+        let frame = Frame::new(&params, &rows, &cells);
         assert_eq!(
-            names(&m.columns),
+            names(&frame.columns),
             "aes-128-gcm,des-cbc",
             "the agent's order: AES before DES"
         );
-        assert_eq!(m.rows.len(), 2, "{m:#?}");
-        let (real, cells) = m.rows.iter().find(|(h, _)| !h.emulated).unwrap();
+        let hosts: HashMap<String, usize> = [(rows[0].id.clone(), 3), (rows[1].id.clone(), 1)].into();
+        let m = Grid::classes(&params, &frame, &hosts, (0, 50));
+        assert_eq!((m.rows.len(), m.total), (2, 2), "{m:#?}");
+        assert!(m.any_marked);
+        let (real, cells) = &m.rows[0];
+        assert!(!real.emulated);
         assert_eq!(real.hosts, 3);
         let gcm = cells[0].as_ref().unwrap();
         assert_eq!(
@@ -305,40 +501,60 @@ mod tests {
             (2000.0, 3, 1, None)
         );
         assert!((gcm.cv.unwrap() - 0.5).abs() < 1e-9, "stdev 1000 over mean 2000");
-        let (emulated, cells) = m.rows.iter().find(|(h, _)| h.emulated).unwrap();
+        let (emulated, cells) = &m.rows[1];
+        assert!(emulated.emulated);
         assert_eq!((emulated.hosts, cells[0].as_ref().unwrap().throughput_mb_s), (1, 5.0));
         assert!(cells[1].is_none());
-
-        // Host rows: one per host, each cell its own result.
-        params.rows = Rows::Hosts;
-        let m = Grid::build(&params, &hosts, &points);
-        let names: Vec<&str> = m.rows.iter().map(|(h, _)| h.label.as_str()).collect();
-        assert_eq!(names, ["a", "b", "c", "qemu"]);
-        assert_eq!(m.rows[1].1[0].as_ref().unwrap().result_id, Some(12));
-        let heat = heat_map(&m, Metric::Throughput);
-        assert_eq!(heat[0][1], Some(5), "a single value in its column is mid-scale");
-        assert_eq!(
-            (heat[1][0], heat[3][0]),
-            (Some(9), Some(0)),
-            "fastest and slowest of the column"
-        );
+        assert!(real.href.contains(&format!("class={}", rows[0].key)), "{}", real.href);
     }
 
     #[test]
-    fn asked_algorithms_set_the_columns_and_their_order() {
-        let hosts = [host(1, "a", "Xeon", &[]), host(2, "b", "EPYC", &[])];
+    fn host_rows_are_coloured_over_every_host_not_only_the_page() {
+        let rows = class_rows(&[group(&[1, 2, 3], "Xeon Gold", false), group(&[4], "Xeon Gold", true)]);
+        let points = [
+            point(1, "aes-128-gcm", 1000.0, 11, Path::Accelerated),
+            point(2, "aes-128-gcm", 3000.0, 12, Path::Accelerated),
+            point(3, "aes-128-gcm", 2000.0, 13, Path::Software),
+            point(4, "aes-128-gcm", 5.0, 14, Path::Software),
+            point(1, "des-cbc", 50.0, 15, Path::Software),
+        ];
+        let cells = cells_of(&rows, &points);
+        let params = CompareParams::parse(&query(&[])).unwrap();
+        let frame = Frame::new(&params, &rows, &cells);
+        // The second page of one host: b, whose figures are the column's highest.
+        let page = [(2, "b".to_string())];
+        let m = Grid::hosts(&params, &frame, &rows, &page, &points[1..2], 4);
+        assert_eq!(m.rows.len(), 1);
+        assert_eq!(m.total, 4);
+        let (head, cells) = &m.rows[0];
+        assert_eq!((head.label.as_str(), head.href.as_str()), ("b", "/hosts/2"));
+        assert_eq!(cells[0].as_ref().unwrap().result_id, Some(12));
+        assert!(cells[1].is_none(), "b measured no DES");
+        assert_eq!(m.ranges[0], (5.0, 3000.0), "the emulated host counts in the colours");
+        assert_eq!(heat_map(&m, Metric::Throughput)[0][0], Some(9), "fastest of the column");
+        // The emulated host's page.
+        let m = Grid::hosts(&params, &frame, &rows, &[(4, "qemu".into())], &points[3..4], 4);
+        assert!(m.rows[0].0.emulated);
+        assert_eq!(heat_map(&m, Metric::Throughput)[0][0], Some(0), "slowest of the column");
+    }
+
+    #[test]
+    fn asked_algorithms_set_the_columns_and_a_class_filter_the_rows() {
+        let rows = class_rows(&[group(&[1], "Xeon", false), group(&[2], "EPYC", false)]);
         let points = [
             point(1, "aes-128-gcm", 1000.0, 1, Path::Accelerated),
             point(2, "des-cbc", 50.0, 2, Path::Software),
         ];
-        let mut params = CompareParams::parse(&query(&[("algorithms", "des-cbc,chacha20-poly1305")])).unwrap();
-        let m = Grid::build(&params, &hosts, &points);
-        assert_eq!(names(&m.columns), "des-cbc,chacha20-poly1305");
-        assert_eq!(m.rows.len(), 1, "host a has none of the columns");
-        // A class filter keeps only that class's hosts.
-        params.algorithms.clear();
-        params.class = Some(hosts[1].class().key());
-        let m = Grid::build(&params, &hosts, &points);
-        assert_eq!(m.rows.iter().map(|(h, _)| h.label.as_str()).collect::<Vec<_>>(), ["b"]);
+        let cells = cells_of(&rows, &points);
+        let params = CompareParams::parse(&query(&[("algorithms", "des-cbc,chacha20-poly1305")])).unwrap();
+        let frame = Frame::new(&params, &rows, &cells);
+        assert_eq!(names(&frame.columns), "des-cbc,chacha20-poly1305");
+        assert_eq!(frame.rows.len(), 1, "the Xeon class has none of the columns");
+        assert_eq!(frame.only_hosts(&params, &rows), None);
+        let epyc = rows.iter().find(|r| r.host_ids == [2]).unwrap();
+        let params = CompareParams::parse(&query(&[("class", epyc.key.as_str())])).unwrap();
+        let frame = Frame::new(&params, &rows, &cells);
+        assert_eq!(names(&frame.columns), "des-cbc", "only the class's columns");
+        assert_eq!(frame.only_hosts(&params, &rows), Some(vec![2]));
     }
 }

@@ -20,4 +20,5 @@ mod jobs;
 mod leases;
 mod report;
 mod results;
+mod view_summaries;
 mod watch;

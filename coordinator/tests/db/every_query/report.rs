@@ -2,7 +2,7 @@
 
 use cipherfleet_coordinator::db::capacity::{ClassHost, PointFilter};
 use cipherfleet_coordinator::db::fallback::{FallbackHost, PathPair, PathPoint};
-use cipherfleet_coordinator::db::matrix::{ClassedHost, Slice, View};
+use cipherfleet_coordinator::db::matrix::{ClassGroup, Slice, View};
 use cipherfleet_coordinator::db::{capacity, fallback, findings, matrix, scenarios};
 use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{Direction, KeyMode};
@@ -20,11 +20,11 @@ async fn the_report_reads_the_latest_point_of_every_host() {
     let xeon = Some("Intel(R) Xeon(R) Gold 6230".to_string());
 
     // matrix
-    let classed = matrix::hosts(pool).await.unwrap();
-    let bench = ClassedHost {
-        id: f.bench,
-        name: "bench-01".into(),
-        labels: Json(bench_labels.clone()),
+    let groups = matrix::class_groups(pool).await.unwrap();
+    let bench = ClassGroup {
+        host_ids: vec![f.bench],
+        emulated_label: None,
+        simulated_label: None,
         arch: Some("x86_64".into()),
         cpu_vendor: Some("GenuineIntel".into()),
         cpu_model_name: xeon.clone(),
@@ -33,10 +33,10 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         hypervisor: Some("kvm".into()),
         cpuinfo_foreign: None,
     };
-    let vm = ClassedHost {
-        id: f.vm,
-        name: "vm-01".into(),
-        labels: Json(vm_labels.clone()),
+    let vm = ClassGroup {
+        host_ids: vec![f.vm],
+        emulated_label: Some("yes".into()),
+        simulated_label: None,
         arch: Some("aarch64".into()),
         cpu_vendor: Some("ARM".into()),
         cpu_model_name: Some("Neoverse-N1".into()),
@@ -45,8 +45,13 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         hypervisor: Some("kvm".into()),
         cpuinfo_foreign: None,
     };
-    assert_eq!(classed, [bench.clone(), vm.clone()]);
+    assert_eq!(groups, [bench.clone(), vm.clone()]);
     assert_ne!(bench.class(), vm.class());
+    assert_eq!((bench.emulated(), vm.emulated(), vm.simulated()), (false, true, false));
+    assert_eq!(
+        matrix::host_names(pool).await.unwrap(),
+        [(f.bench, "bench-01".to_string()), (f.vm, "vm-01".to_string())]
+    );
 
     let view = View {
         size_bytes: 16384,
@@ -55,16 +60,25 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         path: Path::Accelerated,
     };
     let accelerated = [f.bench_accelerated.latest(), f.vm_fell_back.latest()];
-    assert_eq!(matrix::view_points(pool, &view, &[]).await.unwrap(), accelerated);
-    assert_eq!(matrix::view_points(pool, &view, &[gcm()]).await.unwrap(), accelerated);
-    let no_chacha = matrix::view_points(pool, &view, &[chacha()]).await.unwrap();
+    let both = [f.bench, f.vm];
+    assert_eq!(matrix::view_points(pool, &view, &[], &both).await.unwrap(), accelerated);
+    assert_eq!(
+        matrix::view_points(pool, &view, &[gcm()], &both).await.unwrap(),
+        accelerated
+    );
+    assert_eq!(
+        matrix::view_points(pool, &view, &[gcm()], &[f.vm]).await.unwrap(),
+        [f.vm_fell_back.latest()],
+        "only the hosts asked for"
+    );
+    let no_chacha = matrix::view_points(pool, &view, &[chacha()], &both).await.unwrap();
     assert!(no_chacha.is_empty(), "{no_chacha:?}");
     let software = View {
         path: Path::Software,
         ..view
     };
     assert_eq!(
-        matrix::view_points(pool, &software, &[]).await.unwrap(),
+        matrix::view_points(pool, &software, &[], &both).await.unwrap(),
         [f.bench_software.latest()]
     );
     let bench_software = matrix::host_points(pool, &[f.bench], Direction::Encrypt, Path::Software)
@@ -123,6 +137,7 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         direction: Direction::Encrypt,
         path: Path::Accelerated,
         algorithms: &[gcm(), chacha()],
+        hosts: &both,
     };
     assert_eq!(capacity::points(pool, filter).await.unwrap(), accelerated);
     let other_size = PointFilter {
@@ -130,6 +145,14 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         ..filter
     };
     let unmeasured = capacity::points(pool, other_size).await.unwrap();
+    let vm_only = PointFilter {
+        hosts: &[f.vm],
+        ..filter
+    };
+    assert_eq!(
+        capacity::points(pool, vm_only).await.unwrap(),
+        [f.vm_fell_back.latest()]
+    );
     assert!(unmeasured.is_empty(), "{unmeasured:?}");
 
     // scenarios: every point of the algorithms, the object-storage scenario included

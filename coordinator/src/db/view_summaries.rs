@@ -1,0 +1,303 @@
+//! Summaries of one view slice of `result_points` (migrations/0018), so the
+//! compare matrix reads tens of rows rather than every host × algorithm
+//! point (270,000 at 10,000 hosts):
+//!
+//! - `view_hosts`, kept by a trigger on `result_points`: which algorithms
+//!   each host has a latest point of. Host rows are counted and paged by
+//!   name from it ([`host_page`]), and class rows count their hosts ([`row_hosts`]).
+//! - `class_cells`: per point and class row, the median and spread of the
+//!   hosts' latest results ([`class_cells`]). Medians do not combine, so a
+//!   point's cells are recomputed when read after a change: the trigger marks
+//!   the points a transaction touched, and cells computed as of a snapshot
+//!   that does not see that transaction are stale. The assignment of hosts to
+//!   class rows is the coordinator's ([`crate::analysis::class`]), so it is
+//!   passed in, and cells computed under another assignment are stale too.
+
+use cipherfleet_core::path::PathUsed;
+use sha2::{Digest, Sha256};
+use sqlx::{PgExecutor, PgPool};
+
+use super::Result;
+use super::matrix::View;
+
+/// Which class row each host falls in, as the page groups them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Assignment {
+    host_ids: Vec<i64>,
+    rows: Vec<String>,
+    /// Names this exact assignment: cells computed under another one are stale.
+    fingerprint: String,
+}
+
+impl Assignment {
+    /// From `(row, host ids)` pairs, in any order.
+    pub fn new<'a>(groups: impl IntoIterator<Item = (&'a str, &'a [i64])>) -> Self {
+        let mut pairs: Vec<(i64, &str)> = groups
+            .into_iter()
+            .flat_map(|(row, ids)| ids.iter().map(move |id| (*id, row)))
+            .collect();
+        pairs.sort_unstable();
+        let mut hash = Sha256::new();
+        for (id, row) in &pairs {
+            hash.update(id.to_le_bytes());
+            hash.update(row.as_bytes());
+            hash.update([0xff]);
+        }
+        let fingerprint = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        Assignment {
+            host_ids: pairs.iter().map(|(id, _)| *id).collect(),
+            rows: pairs.iter().map(|(_, row)| row.to_string()).collect(),
+            fingerprint,
+        }
+    }
+}
+
+/// The figures of one class row at one point of a view.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct ClassCell {
+    pub algorithm: String,
+    pub class_row: String,
+    #[sqlx(try_from = "i32")]
+    pub hosts: usize,
+    /// The median over the hosts ([`cipherfleet_core::stats::median`]'s definition).
+    pub median_mb_s: f64,
+    pub median_p99_ns: f64,
+    /// Two or more hosts: the CV across their throughputs; one host: its sample CV.
+    pub cv: Option<f64>,
+    /// Hosts whose result ran wholly another path than asked, and partly in software.
+    #[sqlx(try_from = "i32")]
+    pub fell_back: usize,
+    #[sqlx(try_from = "i32")]
+    pub partial: usize,
+    pub min_mb_s: f64,
+    pub max_mb_s: f64,
+    pub min_p99_ns: i64,
+    pub max_p99_ns: i64,
+}
+
+/// The view's slice as bind values: size, threads, direction, path.
+fn slice(view: &View) -> (i64, i32, &'static str, &'static str) {
+    (
+        i64::try_from(view.size_bytes).unwrap_or(i64::MAX),
+        i32::try_from(view.threads).unwrap_or(i32::MAX),
+        view.direction.as_str(),
+        view.path.as_str(),
+    )
+}
+
+/// The class cells of `algorithms` in `view` under `assignment`, recomputing
+/// the points whose cells are stale first.
+pub async fn class_cells(
+    pool: &PgPool,
+    view: &View,
+    algorithms: &[&str],
+    assignment: &Assignment,
+) -> Result<Vec<ClassCell>> {
+    if !stale(pool, view, algorithms, assignment).await?.is_empty() {
+        recompute(pool, view, algorithms, assignment).await?;
+    }
+    let (size, threads, direction, path) = slice(view);
+    Ok(sqlx::query_as(
+        "SELECT algorithm, class_row, hosts, median_mb_s, median_p99_ns, cv, fell_back, partial, \
+             min_mb_s, max_mb_s, min_p99_ns, max_p99_ns \
+         FROM class_cells \
+         WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $4 AND algorithm = ANY($5) \
+         ORDER BY algorithm, class_row",
+    )
+    .bind(size)
+    .bind(threads)
+    .bind(direction)
+    .bind(path)
+    .bind(algorithms)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Those of `algorithms` whose cells in `view` are missing, of another
+/// assignment, or older than a committed change of their points.
+async fn stale(
+    db: impl PgExecutor<'_>,
+    view: &View,
+    algorithms: &[&str],
+    assignment: &Assignment,
+) -> Result<Vec<String>> {
+    let (size, threads, direction, path) = slice(view);
+    Ok(sqlx::query_scalar(
+        "SELECT a.algorithm FROM unnest($5::text[]) AS a (algorithm) \
+         LEFT JOIN class_cells_computed k ON k.size_bytes = $1 AND k.threads = $2 AND k.direction = $3 \
+             AND k.path = $4 AND k.algorithm = a.algorithm \
+         WHERE k.algorithm IS NULL OR k.grouping <> $6 \
+            OR EXISTS (SELECT 1 FROM class_cell_changes c \
+                       WHERE c.size_bytes = $1 AND c.threads = $2 AND c.direction = $3 AND c.path = $4 \
+                         AND c.algorithm = a.algorithm AND NOT pg_visible_in_snapshot(c.xid, k.as_of))",
+    )
+    .bind(size)
+    .bind(threads)
+    .bind(direction)
+    .bind(path)
+    .bind(algorithms)
+    .bind(&assignment.fingerprint)
+    .fetch_all(db)
+    .await?)
+}
+
+/// Recomputes the stale cells among `algorithms`, one view slice at a time
+/// across coordinators (an advisory lock), so the snapshots cells are
+/// computed as of only move forward and a change marker is deleted only once
+/// every later computation sees its transaction.
+async fn recompute(pool: &PgPool, view: &View, algorithms: &[&str], assignment: &Assignment) -> Result<()> {
+    let (size, threads, direction, path) = slice(view);
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(hashtext('class_cells'), hashtext(format('%s/%s/%s/%s', $1, $2, $3, $4)))",
+    )
+    .bind(size)
+    .bind(threads)
+    .bind(direction)
+    .bind(path)
+    .execute(&mut *tx)
+    .await?;
+    // Another coordinator may have recomputed them while this one waited.
+    let stale = stale(&mut *tx, view, algorithms, assignment).await?;
+    if stale.is_empty() {
+        return Ok(tx.commit().await?);
+    }
+    sqlx::query(
+        "DELETE FROM class_cells \
+         WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $4 AND algorithm = ANY($5)",
+    )
+    .bind(size)
+    .bind(threads)
+    .bind(direction)
+    .bind(path)
+    .bind(&stale)
+    .execute(&mut *tx)
+    .await?;
+    // One statement, so the snapshot stored is the one the points were read in.
+    // The median is the mean of the two middle values (the lower one twice
+    // for an odd count), the CV a two-pass sample CV in host order: the
+    // figures of `cell_stats` over the same results, to the bit.
+    sqlx::query(
+        "WITH m AS (SELECT * FROM unnest($6::bigint[], $7::text[]) AS m (host_id, class_row)), \
+         pts AS MATERIALIZED ( \
+             SELECT m.class_row, p.algorithm, p.host_id, p.throughput_mb_s AS x, p.latency_p99_ns AS y, p.cv, \
+                 p.path_used, p.path \
+             FROM result_points p JOIN m ON m.host_id = p.host_id \
+             WHERE p.size_bytes = $1 AND p.threads = $2 AND p.direction = $3 AND p.path = $4 \
+               AND p.algorithm = ANY($5) AND p.concurrency = 0 AND p.key_mode = 'static' AND p.nonce = 'counter'), \
+         g AS ( \
+             SELECT class_row, algorithm, count(*) AS n, sum(x ORDER BY host_id) / count(*) AS mean, \
+                 percentile_disc(ARRAY[0.5, 0.5000000001]) WITHIN GROUP (ORDER BY x) AS mid_x, \
+                 percentile_disc(ARRAY[0.5, 0.5000000001]) WITHIN GROUP (ORDER BY y) AS mid_y, \
+                 min(cv) AS one_cv, \
+                 count(*) FILTER (WHERE path_used = $8) AS partial, \
+                 count(*) FILTER (WHERE path_used <> $8 AND path_used <> path) AS fell_back, \
+                 min(x) AS min_x, max(x) AS max_x, min(y) AS min_y, max(y) AS max_y \
+             FROM pts GROUP BY class_row, algorithm), \
+         spread AS ( \
+             SELECT p.class_row, p.algorithm, sum((p.x - g.mean) * (p.x - g.mean) ORDER BY p.host_id) AS ss \
+             FROM pts p JOIN g ON g.class_row = p.class_row AND g.algorithm = p.algorithm \
+             GROUP BY p.class_row, p.algorithm), \
+         cells AS ( \
+             INSERT INTO class_cells (size_bytes, threads, direction, path, algorithm, class_row, hosts, \
+                 median_mb_s, median_p99_ns, cv, fell_back, partial, min_mb_s, max_mb_s, min_p99_ns, max_p99_ns) \
+             SELECT $1, $2, $3, $4, g.algorithm, g.class_row, g.n, (g.mid_x[1] + g.mid_x[2]) / 2, \
+                 (g.mid_y[1]::float8 + g.mid_y[2]::float8) / 2, \
+                 CASE WHEN g.n = 1 THEN g.one_cv WHEN g.mean = 0 THEN NULL \
+                      ELSE sqrt(s.ss / (g.n - 1)) / abs(g.mean) END, \
+                 g.fell_back, g.partial, g.min_x, g.max_x, g.min_y, g.max_y \
+             FROM g JOIN spread s ON s.class_row = g.class_row AND s.algorithm = g.algorithm) \
+         INSERT INTO class_cells_computed (size_bytes, threads, direction, path, algorithm, grouping, as_of) \
+         SELECT $1, $2, $3, $4, a, $9, pg_current_snapshot() FROM unnest($5::text[]) a \
+         ON CONFLICT (size_bytes, threads, direction, path, algorithm) \
+             DO UPDATE SET grouping = EXCLUDED.grouping, as_of = EXCLUDED.as_of",
+    )
+    .bind(size)
+    .bind(threads)
+    .bind(direction)
+    .bind(path)
+    .bind(&stale)
+    .bind(&assignment.host_ids)
+    .bind(&assignment.rows)
+    .bind(PathUsed::Partial.as_str())
+    .bind(&assignment.fingerprint)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "DELETE FROM class_cell_changes c USING class_cells_computed k \
+         WHERE k.size_bytes = $1 AND k.threads = $2 AND k.direction = $3 AND k.path = $4 AND k.algorithm = ANY($5) \
+           AND c.size_bytes = k.size_bytes AND c.threads = k.threads AND c.direction = k.direction \
+           AND c.path = k.path AND c.algorithm = k.algorithm AND pg_visible_in_snapshot(c.xid, k.as_of)",
+    )
+    .bind(size)
+    .bind(threads)
+    .bind(direction)
+    .bind(path)
+    .bind(&stale)
+    .execute(&mut *tx)
+    .await?;
+    Ok(tx.commit().await?)
+}
+
+/// One page of the host rows of `view`: the hosts with a latest point of any
+/// of `algorithms`, among `only` when given, by name (byte order, as Rust
+/// sorts) with their names, `limit` from `offset`; and how many there are in all.
+pub async fn host_page(
+    db: impl PgExecutor<'_>,
+    view: &View,
+    algorithms: &[&str],
+    only: Option<&[i64]>,
+    offset: u64,
+    limit: u64,
+) -> Result<(u64, Vec<(i64, String)>)> {
+    let (size, threads, direction, path) = slice(view);
+    let (total, ids, names): (i64, Vec<i64>, Vec<String>) = sqlx::query_as(
+        "WITH r AS MATERIALIZED ( \
+             SELECT v.host_id, h.name FROM view_hosts v JOIN hosts h ON h.id = v.host_id \
+             WHERE v.size_bytes = $1 AND v.threads = $2 AND v.direction = $3 AND v.path = $4 \
+               AND v.algorithms && $5 AND ($6::bigint[] IS NULL OR v.host_id = ANY($6))), \
+         p AS (SELECT host_id, name FROM r ORDER BY name COLLATE \"C\", host_id OFFSET $7 LIMIT $8) \
+         SELECT (SELECT count(*) FROM r), \
+             coalesce((SELECT array_agg(host_id ORDER BY name COLLATE \"C\", host_id) FROM p), '{}'), \
+             coalesce((SELECT array_agg(name ORDER BY name COLLATE \"C\", host_id) FROM p), '{}')",
+    )
+    .bind(size)
+    .bind(threads)
+    .bind(direction)
+    .bind(path)
+    .bind(algorithms)
+    .bind(only)
+    .bind(i64::try_from(offset).unwrap_or(i64::MAX))
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .fetch_one(db)
+    .await?;
+    Ok((
+        u64::try_from(total).unwrap_or_default(),
+        ids.into_iter().zip(names).collect(),
+    ))
+}
+
+/// Per class row of `assignment`, its hosts with a latest point of any of `algorithms` in `view`.
+pub async fn row_hosts(
+    db: impl PgExecutor<'_>,
+    view: &View,
+    algorithms: &[&str],
+    assignment: &Assignment,
+) -> Result<Vec<(String, i64)>> {
+    let (size, threads, direction, path) = slice(view);
+    Ok(sqlx::query_as(
+        "SELECT m.class_row, count(*) FROM view_hosts v \
+         JOIN unnest($6::bigint[], $7::text[]) AS m (host_id, class_row) ON m.host_id = v.host_id \
+         WHERE v.size_bytes = $1 AND v.threads = $2 AND v.direction = $3 AND v.path = $4 AND v.algorithms && $5 \
+         GROUP BY m.class_row",
+    )
+    .bind(size)
+    .bind(threads)
+    .bind(direction)
+    .bind(path)
+    .bind(algorithms)
+    .bind(&assignment.host_ids)
+    .bind(&assignment.rows)
+    .fetch_all(db)
+    .await?)
+}
