@@ -85,15 +85,20 @@ fn switch(name: &str, default: bool) -> bool {
 /// `CIPHERFLEET_REPORT_PAGES` set, only the pages whose name or path contains
 /// one of its comma-separated parts (e.g. `compare,/modes`).
 fn pages(host: i64, campaign: i64) -> Vec<Page> {
-    let filter: Option<Vec<String>> = std::env::var("CIPHERFLEET_REPORT_PAGES")
-        .ok()
-        .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect());
+    let filter: Option<Vec<String>> = std::env::var("CIPHERFLEET_REPORT_PAGES").ok().map(|v| {
+        v.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    });
     all_pages(host, campaign)
         .into_iter()
         .filter(|p| {
-            filter
-                .as_ref()
-                .is_none_or(|parts| parts.iter().any(|f| p.name.contains(f.as_str()) || p.path.contains(f.as_str())))
+            filter.as_ref().is_none_or(|parts| {
+                parts
+                    .iter()
+                    .any(|f| p.name.contains(f.as_str()) || p.path.contains(f.as_str()))
+            })
         })
         .collect()
 }
