@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 
 use super::Result;
+use super::campaigns::JobCounts;
 
 /// A campaign with where its jobs stand, for lists.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -37,28 +38,92 @@ impl CampaignSummary {
     }
 }
 
-/// Campaigns newest first, `limit` from `offset`. The job counts are taken
-/// for the campaigns of the page only (a lateral join on the
-/// `(campaign_id, position)` index), so a long history does not slow it down.
+/// Campaigns newest first, `limit` from `offset`. The job counts are the
+/// sums of the page's campaigns' `campaign_host_jobs` rows (one per host,
+/// kept by triggers on `jobs`), so neither a long history nor a campaign of
+/// 100,000 jobs is counted job by job.
 pub async fn list(db: impl PgExecutor<'_>, limit: i64, offset: i64) -> Result<Vec<CampaignSummary>> {
     Ok(sqlx::query_as(
         "SELECT c.id, c.name, c.suite, c.status, c.started_by, c.created_at, c.finished_at, \
              j.queued, j.running, j.done, j.failed, j.cancelled, j.hosts \
          FROM (SELECT * FROM campaigns ORDER BY created_at DESC, id DESC LIMIT $1 OFFSET $2) c \
          CROSS JOIN LATERAL ( \
-             SELECT count(*) FILTER (WHERE status = 'queued') AS queued, \
-                 count(*) FILTER (WHERE status = 'running') AS running, \
-                 count(*) FILTER (WHERE status = 'done') AS done, \
-                 count(*) FILTER (WHERE status = 'failed') AS failed, \
-                 count(*) FILTER (WHERE status = 'cancelled') AS cancelled, \
-                 count(DISTINCT host_id) AS hosts \
-             FROM jobs WHERE campaign_id = c.id) j \
+             SELECT coalesce(sum(queued), 0)::bigint AS queued, coalesce(sum(running), 0)::bigint AS running, \
+                 coalesce(sum(done), 0)::bigint AS done, coalesce(sum(failed), 0)::bigint AS failed, \
+                 coalesce(sum(cancelled), 0)::bigint AS cancelled, count(*) AS hosts \
+             FROM campaign_host_jobs WHERE campaign_id = c.id) j \
          ORDER BY c.created_at DESC, c.id DESC",
     )
     .bind(limit)
     .bind(offset)
     .fetch_all(db)
     .await?)
+}
+
+/// One campaign's job counts, and how many hosts it has jobs on: the sums
+/// of its `campaign_host_jobs` rows.
+pub async fn totals(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<(JobCounts, i64)> {
+    let (queued, running, done, failed, cancelled, hosts) = sqlx::query_as(
+        "SELECT coalesce(sum(queued), 0)::bigint, coalesce(sum(running), 0)::bigint, \
+             coalesce(sum(done), 0)::bigint, coalesce(sum(failed), 0)::bigint, \
+             coalesce(sum(cancelled), 0)::bigint, count(*) \
+         FROM campaign_host_jobs WHERE campaign_id = $1",
+    )
+    .bind(campaign_id)
+    .fetch_one(db)
+    .await?;
+    let counts = JobCounts {
+        queued,
+        running,
+        done,
+        failed,
+        cancelled,
+    };
+    Ok((counts, hosts))
+}
+
+/// One campaign's job counts per host, by host name, `limit` hosts from
+/// `offset` (`None`: all): a page of the campaign page's progress table, read
+/// from `campaign_host_jobs` ([`totals`] counts the hosts).
+pub async fn host_progress(
+    db: impl PgExecutor<'_>,
+    campaign_id: i64,
+    limit: Option<i64>,
+    offset: i64,
+) -> Result<Vec<(i64, String, JobCounts)>> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        host_id: i64,
+        name: String,
+        queued: i64,
+        running: i64,
+        done: i64,
+        failed: i64,
+        cancelled: i64,
+    }
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT j.host_id, h.name, j.queued, j.running, j.done, j.failed, j.cancelled \
+         FROM campaign_host_jobs j JOIN hosts h ON h.id = j.host_id \
+         WHERE j.campaign_id = $1 ORDER BY h.name, j.host_id LIMIT $2 OFFSET $3",
+    )
+    .bind(campaign_id)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let counts = JobCounts {
+                queued: r.queued,
+                running: r.running,
+                done: r.done,
+                failed: r.failed,
+                cancelled: r.cancelled,
+            };
+            (r.host_id, r.name, counts)
+        })
+        .collect())
 }
 
 /// (all campaigns, running campaigns).

@@ -332,30 +332,7 @@ pub async fn close_any_complete(db: impl PgExecutor<'_>) -> Result<Vec<i64>> {
 
 /// Job counts per host of a campaign: (host id, host name, counts), by name.
 pub async fn host_progress(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<Vec<(i64, String, JobCounts)>> {
-    #[derive(sqlx::FromRow)]
-    struct Row {
-        host_id: i64,
-        name: String,
-        #[sqlx(try_from = "String")]
-        status: JobStatus,
-        count: i64,
-    }
-    let rows: Vec<Row> = sqlx::query_as(
-        "SELECT j.host_id, h.name, j.status, count(*) AS count FROM jobs j JOIN hosts h ON h.id = j.host_id \
-         WHERE j.campaign_id = $1 GROUP BY j.host_id, h.name, j.status ORDER BY h.name",
-    )
-    .bind(campaign_id)
-    .fetch_all(db)
-    .await?;
-    let mut out: Vec<(i64, String, JobCounts)> = Vec::new();
-    for row in rows {
-        if out.last().is_none_or(|(id, _, _)| *id != row.host_id) {
-            out.push((row.host_id, row.name.clone(), JobCounts::default()));
-        }
-        let counts = &mut out.last_mut().expect("pushed").2;
-        *counts.slot(row.status) = row.count;
-    }
-    Ok(out)
+    super::campaign_summaries::host_progress(db, campaign_id, None, 0).await
 }
 
 /// Campaigns that ended (finished or cancelled) within the last `seconds`:

@@ -1,13 +1,12 @@
 //! Read queries of the fallback report: every host's accelerated and software
 //! path at one point of the matrix side by side, and findings of any status.
 //!
-//! The pairs come from `result_points` (the latest result per point), never
-//! from `results`: each side is one range of the `result_points_view` index
-//! (size, threads, direction, path), so the page costs hosts × algorithms
-//! rows however many results are stored.
+//! The pairs come from `fallback_pairs` (both paths' latest results side by
+//! side, kept from `result_points` by triggers), never from `results`: a page
+//! of the worst ratios is one range of its `(point, ratio)` index.
 
 use cipherfleet_core::algorithm::Algorithm;
-use cipherfleet_core::path::{Path, PathUsed};
+use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::spec::{Direction, KeyMode};
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
@@ -73,31 +72,117 @@ impl<'r> sqlx::FromRow<'r, PgRow> for PathPair {
     }
 }
 
-/// Both paths of every host and algorithm at `point` (jobs without concurrency
-/// and with counter nonces only: the object-storage scenario measures latency,
-/// random nonces the OS, not the path), unordered.
-pub async fn pairs(db: impl PgExecutor<'_>, point: &PathPoint) -> Result<Vec<PathPair>> {
-    Ok(sqlx::query_as(
-        "WITH acc AS ( \
-             SELECT host_id, algorithm, result_id, path_used, throughput_mb_s, cv FROM result_points \
-             WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $5 \
-                 AND key_mode = $4 AND concurrency = 0 AND nonce = 'counter'), \
-         soft AS ( \
-             SELECT host_id, algorithm, result_id, throughput_mb_s, cv FROM result_points \
-             WHERE size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $6 \
-                 AND key_mode = $4 AND concurrency = 0 AND nonce = 'counter') \
-         SELECT COALESCE(acc.host_id, soft.host_id) AS host_id, COALESCE(acc.algorithm, soft.algorithm) AS algorithm, \
-             acc.result_id AS accelerated_result_id, acc.path_used AS accelerated_path_used, \
-             acc.throughput_mb_s AS accelerated_mb_s, acc.cv AS accelerated_cv, \
-             soft.result_id AS software_result_id, soft.throughput_mb_s AS software_mb_s, soft.cv AS software_cv \
-         FROM acc FULL JOIN soft ON soft.host_id = acc.host_id AND soft.algorithm = acc.algorithm",
+/// The columns of [`PathPair`] from `fallback_pairs p`, and the page's order:
+/// worst ratio first, unmeasured ratios last, then host name and algorithm
+/// (byte order, as Rust compares strings).
+macro_rules! pair_columns {
+    () => {
+        "p.host_id, p.algorithm, p.accelerated_result_id, p.accelerated_path_used, p.accelerated_mb_s, \
+         p.accelerated_cv, p.software_result_id, p.software_mb_s, p.software_cv \
+         FROM fallback_pairs p JOIN hosts h ON h.id = p.host_id \
+         WHERE p.size_bytes = $1 AND p.threads = $2 AND p.direction = $3 AND p.key_mode = $4 \
+             AND ($5::bigint[] IS NULL OR p.host_id = ANY($5)) "
+    };
+}
+macro_rules! pair_order {
+    () => {
+        " ORDER BY p.ratio NULLS LAST, h.name COLLATE \"C\", p.algorithm COLLATE \"C\""
+    };
+}
+
+/// `point` as the four bind parameters `$1`–`$4` of [`pair_columns!`].
+fn bind_point<'q, O>(
+    q: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    point: &PathPoint,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
+    q.bind(i64::try_from(point.size_bytes).unwrap_or(i64::MAX))
+        .bind(i32::try_from(point.threads).unwrap_or(i32::MAX))
+        .bind(point.direction.as_str())
+        .bind(point.key_mode.as_str())
+}
+
+/// Both paths of the hosts and algorithms at `point` (jobs without
+/// concurrency and with counter nonces only: the object-storage scenario
+/// measures latency, random nonces the OS, not the path), in the page's
+/// order, `limit` rows from `offset` (`None`: all). `hosts` (`None`: every
+/// host) keeps only those hosts' rows. Read from `fallback_pairs`, which
+/// triggers keep from `result_points` with the ratio indexed: a page is an
+/// index range, not a join of every host's two paths.
+pub async fn pairs(
+    db: impl PgExecutor<'_>,
+    point: &PathPoint,
+    hosts: Option<&[i64]>,
+    limit: Option<i64>,
+    offset: i64,
+) -> Result<Vec<PathPair>> {
+    let q = sqlx::query_as(concat!(
+        "SELECT ",
+        pair_columns!(),
+        pair_order!(),
+        " LIMIT $6 OFFSET $7"
+    ));
+    Ok(bind_point(q, point)
+        .bind(hosts)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(db)
+        .await?)
+}
+
+/// How many rows [`pairs`] has at `point` for `hosts` (`None`: every host).
+pub async fn count_pairs(db: impl PgExecutor<'_>, point: &PathPoint, hosts: Option<&[i64]>) -> Result<i64> {
+    let (n,): (i64,) = bind_point(
+        sqlx::query_as(
+            "SELECT count(*) FROM fallback_pairs p \
+             WHERE p.size_bytes = $1 AND p.threads = $2 AND p.direction = $3 AND p.key_mode = $4 \
+                 AND ($5::bigint[] IS NULL OR p.host_id = ANY($5))",
+        ),
+        point,
     )
-    .bind(i64::try_from(point.size_bytes).unwrap_or(i64::MAX))
-    .bind(i32::try_from(point.threads).unwrap_or(i32::MAX))
-    .bind(point.direction.as_str())
-    .bind(point.key_mode.as_str())
-    .bind(Path::Accelerated.as_str())
-    .bind(Path::Software.as_str())
+    .bind(hosts)
+    .fetch_one(db)
+    .await?;
+    Ok(n)
+}
+
+/// The rows of [`pairs`] that may be at software speed, in the page's order:
+/// of `algorithms` (those whose best path is not software on some host),
+/// whose accelerated request ran something else or measured below
+/// `near_ratio` times the software path. A superset, for [`crate::analysis::software_speed::judge`] to decide.
+pub async fn slow_candidates(
+    db: impl PgExecutor<'_>,
+    point: &PathPoint,
+    hosts: Option<&[i64]>,
+    algorithms: &[&str],
+    near_ratio: f64,
+) -> Result<Vec<PathPair>> {
+    let q = sqlx::query_as(concat!(
+        "SELECT ",
+        pair_columns!(),
+        " AND p.algorithm = ANY($6) AND (p.accelerated_path_used <> $7 OR p.ratio < $8)",
+        pair_order!()
+    ));
+    Ok(bind_point(q, point)
+        .bind(hosts)
+        .bind(algorithms)
+        .bind(PathUsed::Accelerated.as_str())
+        .bind(near_ratio)
+        .fetch_all(db)
+        .await?)
+}
+
+/// Open findings in [`super::findings::list_open`]'s order, `limit` from
+/// `offset`: a page of the fallback page's findings list.
+pub async fn open_findings(db: impl PgExecutor<'_>, limit: i64, offset: i64) -> Result<Vec<Finding>> {
+    Ok(sqlx::query_as(
+        "SELECT f.id, f.host_id, h.name AS host_name, f.reason, f.kind, f.subject, f.severity, f.status, \
+             f.first_seen, f.last_seen, f.resolved_at, f.evidence, f.fact_changes, f.summary \
+         FROM findings f JOIN hosts h ON h.id = f.host_id WHERE f.status = 'open' \
+         ORDER BY CASE f.severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, \
+             h.name, f.reason, f.subject, f.id LIMIT $1 OFFSET $2",
+    )
+    .bind(limit)
+    .bind(offset)
     .fetch_all(db)
     .await?)
 }

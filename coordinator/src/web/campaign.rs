@@ -19,7 +19,8 @@ use super::api::{self, ApiError, FormatParam};
 use super::campaigns::progress_percent;
 use super::paging::{Pager, parse_id};
 use super::{WebError, WebState, format};
-use crate::db::campaigns::{self, CampaignStatus, JobCounts, Progress};
+use crate::db::campaign_summaries;
+use crate::db::campaigns::{self, Campaign, CampaignStatus, JobCounts};
 use crate::db::jobs::{self, Job};
 
 /// Failed jobs listed; a campaign failing more than this has one cause
@@ -154,19 +155,31 @@ struct PageQuery {
 }
 
 /// The campaign and its counts, or a 404 naming the id (400 for a non-number).
-async fn progress_or_404(state: &WebState, raw_id: &str) -> Result<Progress, WebError> {
+async fn progress_or_404(state: &WebState, raw_id: &str) -> Result<(Campaign, JobCounts, i64), WebError> {
     let id = parse_id(raw_id, "campaign")?;
-    campaigns::status(&state.pool, id)
+    let campaign = campaigns::get(&state.pool, id)
         .await?
-        .ok_or_else(|| WebError::NotFound(format!("no campaign with id {id}")))
+        .ok_or_else(|| WebError::NotFound(format!("no campaign with id {id}")))?;
+    let (jobs, hosts) = campaign_summaries::totals(&state.pool, id).await?;
+    Ok((campaign, jobs, hosts))
 }
 
-async fn host_rows(state: &WebState, campaign_id: i64) -> Result<Vec<HostProgress>, WebError> {
-    Ok(campaigns::host_progress(&state.pool, campaign_id)
-        .await?
-        .into_iter()
-        .map(|(id, name, counts)| HostProgress::new(id, name, &counts))
-        .collect())
+/// Per-host progress by host name, `limit` hosts from `offset` (`None`: all).
+async fn host_rows(
+    state: &WebState,
+    campaign_id: i64,
+    limit: Option<u64>,
+    offset: u64,
+) -> Result<Vec<HostProgress>, WebError> {
+    let limit = limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+    let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+    Ok(
+        campaign_summaries::host_progress(&state.pool, campaign_id, limit, offset)
+            .await?
+            .into_iter()
+            .map(|(id, name, counts)| HostProgress::new(id, name, &counts))
+            .collect(),
+    )
 }
 
 async fn failure_rows(state: &WebState, campaign_id: i64) -> Result<Vec<Failure>, WebError> {
@@ -185,20 +198,15 @@ async fn page(
     Query(q): Query<PageQuery>,
 ) -> Result<Response, WebError> {
     let asked = Pager::parse_page(q.page.as_deref())?;
-    let Progress { campaign: c, jobs } = progress_or_404(&state, &raw_id).await?;
-    let hosts = host_rows(&state, c.id).await?;
-    let pager = Pager::new(asked, PER_PAGE, hosts.len() as u64);
+    let (c, jobs, host_count) = progress_or_404(&state, &raw_id).await?;
+    let pager = Pager::new(asked, PER_PAGE, u64::try_from(host_count).unwrap_or(0));
     let base = format!("/campaigns/{}", c.id);
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
     let refreshing = c.status == CampaignStatus::Running;
     let view = CampaignPage {
         id: c.id,
         overall: HostProgress::new(0, "all hosts".into(), &jobs),
-        hosts: hosts
-            .into_iter()
-            .skip(pager.offset() as usize)
-            .take(PER_PAGE as usize)
-            .collect(),
+        hosts: host_rows(&state, c.id, Some(PER_PAGE), pager.offset()).await?,
         hosts_summary: pager.summary(),
         prev: pager.prev_href(&base, &[]),
         next: pager.next_href(&base, &[]),
@@ -227,9 +235,13 @@ async fn api_hosts(
     Path(raw_id): Path<String>,
     Query(f): Query<FormatParam>,
 ) -> Result<Response, ApiError> {
-    let progress = progress_or_404(&state, &raw_id).await?;
-    let id = progress.campaign.id;
-    api::table(&format!("campaign-{id}-hosts"), &host_rows(&state, id).await?, f.format)
+    let (campaign, _, _) = progress_or_404(&state, &raw_id).await?;
+    let id = campaign.id;
+    api::table(
+        &format!("campaign-{id}-hosts"),
+        &host_rows(&state, id, None, 0).await?,
+        f.format,
+    )
 }
 
 async fn api_failures(
@@ -237,8 +249,8 @@ async fn api_failures(
     Path(raw_id): Path<String>,
     Query(f): Query<FormatParam>,
 ) -> Result<Response, ApiError> {
-    let progress = progress_or_404(&state, &raw_id).await?;
-    let id = progress.campaign.id;
+    let (campaign, _, _) = progress_or_404(&state, &raw_id).await?;
+    let id = campaign.id;
     api::table(
         &format!("campaign-{id}-failures"),
         &failure_rows(&state, id).await?,

@@ -3,18 +3,20 @@
 //! default), worst ratio first; the hosts whose accelerated path runs at
 //! software speed, with the open findings that explain it; and every open
 //! finding with its evidence. The tables are also at `/api/v1/fallback` (same
-//! filters, all rows) and `/api/v1/findings?status=open|resolved|all`.
+//! filters, 1,000 rows a page) and `/api/v1/findings?status=open|resolved|all`.
 //!
-//! Rows come from `result_points` ([`store::pairs`]), so the page costs
-//! hosts × algorithms rows, not every stored result; the judging
-//! ([`crate::analysis::software_speed`]) and the reason filter happen in
-//! Rust, where the findings already are.
+//! Rows come from `fallback_pairs` ([`store::pairs`]: both paths side by side
+//! with their ratio indexed, kept from `result_points`), so a page reads its
+//! 50 rows, the count, and the rows that may be at software speed; the
+//! judging ([`crate::analysis::software_speed`]) happens in Rust, and only
+//! the findings of the hosts shown are read. A reason filter needs every
+//! row's explanation, so that view reads all its rows and open findings.
 //!
 //! - [`evidence`]: findings' evidence and fact changes as readable lines.
 //! - [`sections`]: the lists as the template shows them, each with its own pager.
 //! - [`api`]: the two tables as JSON/CSV.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use askama::Template;
@@ -26,6 +28,7 @@ use serde::Deserialize;
 
 use super::paging::{Pager, with_query};
 use crate::analysis::marks::{SIMULATED_LABEL, is_marked};
+use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::spec::{Direction, KeyMode};
 
 use super::params::{
@@ -34,7 +37,7 @@ use super::params::{
 };
 use super::{WebError, WebState, format};
 use crate::analysis::slow::Thresholds;
-use crate::analysis::software_speed::{HostCpu, SoftwareSpeed, explains, judge, ratio};
+use crate::analysis::software_speed::{HostCpu, SoftwareSpeed, best_path, explains, judge, ratio};
 use crate::db::fallback::{self as store, FallbackHost, PathPair, PathPoint};
 use crate::db::findings::{self as findings_store, Finding};
 use crate::findings::REASONS;
@@ -191,6 +194,7 @@ struct HostInfo {
 }
 
 /// One row of the view, judged.
+#[derive(Clone)]
 struct Judged {
     host: Arc<HostInfo>,
     pair: PathPair,
@@ -200,79 +204,255 @@ struct Judged {
     reasons: Vec<usize>,
 }
 
-/// The rows of a view (worst ratio first, unmeasured ratios last) and the open findings.
-async fn load(state: &WebState, filters: &Filters) -> Result<(Vec<Judged>, Vec<Finding>), WebError> {
-    let point = filters.point();
-    let (pairs, hosts, open) = tokio::try_join!(
-        store::pairs(&state.pool, &point),
-        store::hosts(&state.pool),
-        findings_store::list_open(&state.pool)
-    )?;
-    // Hosts the filters leave out are simply not in the map.
-    let hosts: HashMap<i64, Arc<HostInfo>> = hosts
-        .into_iter()
-        .filter(|h| filters.matches_host(h))
-        .map(|host| {
-            let info = HostInfo {
-                emulated: host.emulated(),
-                simulated: is_marked(&host.labels.0, SIMULATED_LABEL),
-                host,
-            };
-            (info.host.id, Arc::new(info))
-        })
-        .collect();
+/// The hosts of a view, by id, each with its marks worked out once; and, when
+/// a filter leaves some out, the ids of those kept (the rows' SQL filter).
+struct ViewHosts {
+    by_id: HashMap<i64, Arc<HostInfo>>,
+    kept: Option<Vec<i64>>,
+}
+
+impl ViewHosts {
+    async fn load(state: &WebState, filters: &Filters) -> Result<Self, WebError> {
+        let all = store::hosts(&state.pool).await?;
+        let total = all.len();
+        // Hosts the filters leave out are simply not in the map.
+        let by_id: HashMap<i64, Arc<HostInfo>> = all
+            .into_iter()
+            .filter(|h| filters.matches_host(h))
+            .map(|host| {
+                let info = HostInfo {
+                    emulated: host.emulated(),
+                    simulated: is_marked(&host.labels.0, SIMULATED_LABEL),
+                    host,
+                };
+                (info.host.id, Arc::new(info))
+            })
+            .collect();
+        let kept = (by_id.len() < total).then(|| by_id.keys().copied().collect());
+        Ok(ViewHosts { by_id, kept })
+    }
+
+    fn kept(&self) -> Option<&[i64]> {
+        self.kept.as_deref()
+    }
+}
+
+/// `pair` judged on its host; `None` when the filters leave the host out.
+/// Its reasons are filled in by [`explain`], once the findings are read.
+fn judge_pair(hosts: &ViewHosts, filters: &Filters, pair: PathPair) -> Option<Judged> {
+    let host = hosts.by_id.get(&pair.host_id)?.clone();
+    let ratio = ratio(pair.accelerated_mb_s, pair.software_mb_s);
+    let speed = judge(
+        pair.algorithm,
+        filters.key_mode,
+        HostCpu {
+            arch: host.host.arch.as_deref(),
+            advertised: host.host.features_advertised.as_deref(),
+        },
+        pair.accelerated_path_used,
+        ratio,
+        host.emulated,
+        filters.size_bytes,
+        &Thresholds::default(),
+    );
+    Some(Judged {
+        host,
+        pair,
+        ratio,
+        speed,
+        reasons: Vec::new(),
+    })
+}
+
+/// Fills in which of `open` (holding at least every open finding of the
+/// rows' hosts) explain each row.
+fn explain(rows: &mut [Judged], open: &[Finding], key_mode: KeyMode) {
     let mut by_host: HashMap<i64, Vec<usize>> = HashMap::new();
     for (i, f) in open.iter().enumerate() {
         by_host.entry(f.host_id).or_default().push(i);
     }
-    let t = Thresholds::default();
+    for r in rows {
+        r.reasons = by_host
+            .get(&r.pair.host_id)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&i| explains(&open[i].reason, &open[i].subject, r.pair.algorithm, key_mode))
+            .collect();
+    }
+}
+
+/// Every row of a view filtered by reason (worst ratio first, unmeasured
+/// ratios last) and every open finding: the reason filter needs each row's
+/// explanation, so it reads the whole view.
+async fn load_all(state: &WebState, filters: &Filters, reason: &str) -> Result<(Vec<Judged>, Vec<Finding>), WebError> {
+    let point = filters.point();
+    let hosts = ViewHosts::load(state, filters).await?;
+    let (pairs, open) = tokio::try_join!(
+        store::pairs(&state.pool, &point, hosts.kept(), None, 0),
+        findings_store::list_open(&state.pool)
+    )?;
     let mut rows: Vec<Judged> = pairs
         .into_iter()
-        .filter_map(|pair| {
-            let host = hosts.get(&pair.host_id)?.clone();
-            let ratio = ratio(pair.accelerated_mb_s, pair.software_mb_s);
-            let speed = judge(
-                pair.algorithm,
-                filters.key_mode,
-                HostCpu {
-                    arch: host.host.arch.as_deref(),
-                    advertised: host.host.features_advertised.as_deref(),
-                },
-                pair.accelerated_path_used,
-                ratio,
-                host.emulated,
-                filters.size_bytes,
-                &t,
-            );
-            let reasons = by_host
-                .get(&pair.host_id)
-                .into_iter()
-                .flatten()
-                .copied()
-                .filter(|&i| explains(&open[i].reason, &open[i].subject, pair.algorithm, filters.key_mode))
-                .collect();
-            Some(Judged {
-                host,
-                pair,
-                ratio,
-                speed,
-                reasons,
-            })
-        })
-        .filter(|r| match filters.reason {
-            None => true,
-            Some(NO_REASON) => r.reasons.is_empty(),
-            Some(reason) => r.reasons.iter().any(|&i| open[i].reason == reason),
-        })
+        .filter_map(|p| judge_pair(&hosts, filters, p))
         .collect();
-    rows.sort_by(|a, b| {
-        let key = |r: &Judged| r.ratio.unwrap_or(f64::INFINITY);
-        key(a)
-            .total_cmp(&key(b))
-            .then_with(|| a.host.host.name.cmp(&b.host.host.name))
-            .then_with(|| a.pair.algorithm.name().cmp(b.pair.algorithm.name()))
+    explain(&mut rows, &open, filters.key_mode);
+    rows.retain(|r| match reason {
+        NO_REASON => r.reasons.is_empty(),
+        reason => r.reasons.iter().any(|&i| open[i].reason == reason),
     });
     Ok((rows, open))
+}
+
+/// The open findings of `host_ids`, each once.
+async fn findings_of(state: &WebState, host_ids: impl IntoIterator<Item = i64>) -> Result<Vec<Finding>, WebError> {
+    let mut ids: Vec<i64> = host_ids.into_iter().collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(findings_store::list_open_for_hosts(&state.pool, &ids).await?)
+}
+
+/// The algorithms that can be at software speed on some host of the view:
+/// those whose best path ([`best_path`], what [`judge`] measures against) is
+/// not software there. Worked out per distinct arch and feature list, of
+/// which a fleet has a handful.
+fn judged_algorithms(hosts: &ViewHosts, key_mode: KeyMode) -> Vec<&'static str> {
+    let cpus: HashSet<(Option<&str>, Option<&[String]>)> = hosts
+        .by_id
+        .values()
+        .map(|h| (h.host.arch.as_deref(), h.host.features_advertised.as_deref()))
+        .collect();
+    cipherfleet_core::algorithm::ALL
+        .iter()
+        .filter(|&&a| {
+            cpus.iter()
+                .any(|&(arch, advertised)| best_path(a, key_mode, arch, advertised) != PathUsed::Software)
+        })
+        .map(|a| a.name())
+        .collect()
+}
+
+/// The page's three lists, each cut to its page: the paths table's rows,
+/// the rows at software speed of the hosts on the page of that list, the
+/// open findings; with the findings the rows' reasons point into.
+struct Lists {
+    pages: Pages,
+    rows: Vec<Judged>,
+    slow: Vec<Judged>,
+    findings: Vec<Finding>,
+    /// Every open finding of the hosts above (indices of `reasons`).
+    open: Vec<Finding>,
+    /// Some row of the whole view (not only this page) is of an emulated host.
+    any_emulated: bool,
+}
+
+impl Lists {
+    /// From every row of the view and every open finding.
+    fn whole(rows: Vec<Judged>, open: Vec<Finding>, asked: [u64; 3]) -> Self {
+        let slow_order = slow_host_order(&rows);
+        let pages = Pages([
+            Pager::new(asked[0], PER_PAGE, rows.len() as u64),
+            Pager::new(asked[1], PER_PAGE, slow_order.len() as u64),
+            Pager::new(asked[2], PER_PAGE, open.len() as u64),
+        ]);
+        let on_page: Vec<i64> = pages.slice(1, &slow_order).copied().collect();
+        let any_emulated = rows.iter().any(|r| r.host.emulated);
+        let findings = pages.slice(2, &open).cloned().collect();
+        let (mut page_rows, mut slow) = (Vec::new(), Vec::new());
+        let first = pages.0[0].offset() as usize;
+        for (i, r) in rows.into_iter().enumerate() {
+            if r.speed.is_some() && on_page.contains(&r.pair.host_id) {
+                slow.push(r.clone());
+            }
+            if i >= first && i < first + PER_PAGE as usize {
+                page_rows.push(r);
+            }
+        }
+        Lists {
+            pages,
+            rows: page_rows,
+            slow,
+            findings,
+            open,
+            any_emulated,
+        }
+    }
+
+    /// Reading only what the page shows: the count and one page of rows, the
+    /// rows that may be at software speed (judged here), and the findings of
+    /// the hosts on the page.
+    async fn paged(state: &WebState, filters: &Filters, point: &PathPoint, asked: [u64; 3]) -> Result<Self, WebError> {
+        let t = Thresholds::default();
+        let hosts = ViewHosts::load(state, filters).await?;
+        let emulated: Vec<i64> = hosts.by_id.values().filter(|h| h.emulated).map(|h| h.host.id).collect();
+        let algorithms = judged_algorithms(&hosts, filters.key_mode);
+        let (total, candidates, open_count, emulated_rows) = tokio::try_join!(
+            store::count_pairs(&state.pool, point, hosts.kept()),
+            store::slow_candidates(&state.pool, point, hosts.kept(), &algorithms, t.near_software_ratio),
+            findings_store::count_open(&state.pool),
+            async {
+                if emulated.is_empty() {
+                    Ok(0)
+                } else {
+                    store::count_pairs(&state.pool, point, Some(&emulated)).await
+                }
+            }
+        )?;
+        let slow_rows: Vec<Judged> = candidates
+            .into_iter()
+            .filter_map(|p| judge_pair(&hosts, filters, p))
+            .filter(|r| r.speed.is_some())
+            .collect();
+        let slow_order = slow_host_order(&slow_rows);
+        let pages = Pages([
+            Pager::new(asked[0], PER_PAGE, u64::try_from(total).unwrap_or(0)),
+            Pager::new(asked[1], PER_PAGE, slow_order.len() as u64),
+            Pager::new(asked[2], PER_PAGE, u64::try_from(open_count).unwrap_or(0)),
+        ]);
+        let on_page: Vec<i64> = pages.slice(1, &slow_order).copied().collect();
+        let mut slow: Vec<Judged> = slow_rows
+            .into_iter()
+            .filter(|r| on_page.contains(&r.pair.host_id))
+            .collect();
+        let (page, findings) = tokio::try_join!(
+            store::pairs(
+                &state.pool,
+                point,
+                hosts.kept(),
+                Some(PER_PAGE as i64),
+                pages.0[0].offset() as i64
+            ),
+            store::open_findings(&state.pool, PER_PAGE as i64, pages.0[2].offset() as i64)
+        )?;
+        let mut rows: Vec<Judged> = page
+            .into_iter()
+            .filter_map(|p| judge_pair(&hosts, filters, p))
+            .collect();
+        let open = findings_of(state, rows.iter().chain(&slow).map(|r| r.pair.host_id)).await?;
+        explain(&mut rows, &open, filters.key_mode);
+        explain(&mut slow, &open, filters.key_mode);
+        Ok(Lists {
+            pages,
+            rows,
+            slow,
+            findings,
+            open,
+            any_emulated: emulated_rows > 0,
+        })
+    }
+}
+
+/// The hosts with a row at software speed, in the order of their worst row.
+fn slow_host_order(rows: &[Judged]) -> Vec<i64> {
+    let mut seen = HashSet::new();
+    rows.iter()
+        .filter(|r| r.speed.is_some())
+        .map(|r| r.pair.host_id)
+        .filter(|id| seen.insert(*id))
+        .collect()
 }
 
 /// The page; every string is escaped by the template (no `|safe` anywhere).
@@ -314,15 +494,19 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
             ))
         })?;
     }
-    let (rows, open) = load(&state, &filters).await?;
-    let (measured_sizes, archs) = tokio::try_join!(store::sizes(&state.pool), store::archs(&state.pool))?;
     let t = Thresholds::default();
-    let slow = slow_hosts(&rows);
-    let pages = Pages([
-        Pager::new(asked[0], PER_PAGE, rows.len() as u64),
-        Pager::new(asked[1], PER_PAGE, slow.len() as u64),
-        Pager::new(asked[2], PER_PAGE, open.len() as u64),
-    ]);
+    let point = filters.point();
+    let lists = async {
+        match filters.reason {
+            Some(reason) => {
+                let (rows, open) = load_all(&state, &filters, reason).await?;
+                Ok(Lists::whole(rows, open, asked))
+            }
+            None => Lists::paged(&state, &filters, &point, asked).await,
+        }
+    };
+    let form = async { Ok::<_, WebError>(tokio::try_join!(store::sizes(&state.pool), store::archs(&state.pool))?) };
+    let (lists, (measured_sizes, archs)) = tokio::try_join!(lists, form)?;
     let pairs = filters.query_pairs();
 
     let mut sizes: Vec<u64> = measured_sizes;
@@ -355,13 +539,13 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
             &[pairs.clone(), vec![("format", "csv".into())]].concat(),
         ),
         json_href: with_query("/api/v1/fallback", &pairs),
-        any_emulated: rows.iter().any(|r| r.host.emulated),
-        rows: pages.slice(0, &rows).map(|r| row_view(r, &open)).collect(),
-        rows_pager: pages.view(&pairs, 0),
-        slow_pager: pages.view(&pairs, 1),
-        slow_hosts: pages.slice(1, &slow).map(|h| h.view(&open)).collect(),
-        findings: pages.slice(2, &open).map(FindingView::new).collect(),
-        findings_pager: pages.view(&pairs, 2),
+        any_emulated: lists.any_emulated,
+        rows: lists.rows.iter().map(|r| row_view(r, &lists.open)).collect(),
+        rows_pager: lists.pages.view(&pairs, 0),
+        slow_pager: lists.pages.view(&pairs, 1),
+        slow_hosts: slow_hosts(&lists.slow).iter().map(|h| h.view(&lists.open)).collect(),
+        findings: lists.findings.iter().map(FindingView::new).collect(),
+        findings_pager: lists.pages.view(&pairs, 2),
     };
     Ok(Html(view.render()?))
 }

@@ -53,9 +53,14 @@ async fn load(state: &WebState, wanted: &[Scenario]) -> Result<Vec<View>, WebErr
             )
         })
         .collect();
+    let measured: Vec<i64> = hosts.keys().copied().collect();
     let mut views = Vec::new();
     for &scenario in wanted {
-        let points = db::scenarios::points(&state.pool, &scenario.algorithms()).await?;
+        let points = if measured.is_empty() {
+            Vec::new()
+        } else {
+            db::scenarios::points(&state.pool, &scenario.algorithms(), &measured).await?
+        };
         let samples: Vec<Sample> = points
             .into_iter()
             .filter_map(|result| {

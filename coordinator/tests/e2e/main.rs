@@ -28,6 +28,7 @@ mod report_compare;
 mod report_fallback;
 mod report_fleet;
 mod report_memory;
+mod report_paging;
 mod scenarios;
 mod simulate;
 mod tls;

@@ -9,9 +9,10 @@ use cipherfleet_core::spec::{Direction, KeyMode};
 use serde::{Deserialize, Serialize};
 
 use super::super::params::given;
-use super::{FallbackQuery, Filters, load, reason_label};
+use super::{FallbackQuery, Filters, Judged, ViewHosts, explain, findings_of, judge_pair, load_all, reason_label};
 use crate::db::fallback as store;
 use crate::web::api::{self, ApiError, FindingApiRow, FormatParam};
+use crate::web::paging::Pager;
 use crate::web::{WebError, WebState};
 
 /// A row of `/api/v1/fallback`: the asked-for columns first, then the view's
@@ -47,14 +48,50 @@ struct FallbackApiRow {
     software_result_id: Option<i64>,
 }
 
-/// `GET /api/v1/fallback`: every row of the page's view, unpaged, worst ratio first.
+/// Rows per page of `/api/v1/fallback` (`?page=N`): a fleet of 10,000 hosts
+/// has 270,000 at one point, too many for one answer.
+const API_PER_PAGE: u64 = 1000;
+
+/// `GET /api/v1/fallback`: the rows of the page's view, worst ratio first,
+/// [`API_PER_PAGE`] to a page (`?page=N`).
 pub(super) async fn fallback(
     State(state): State<WebState>,
     Query(q): Query<FallbackQuery>,
     Query(format): Query<FormatParam>,
 ) -> Result<Response, ApiError> {
     let filters = Filters::parse(&q)?;
-    let (rows, open) = load(&state, &filters).await?;
+    let page = Pager::parse_page(q.page.as_deref())?;
+    let (rows, open) = match filters.reason {
+        Some(reason) => {
+            let (rows, open) = load_all(&state, &filters, reason).await?;
+            let pager = Pager::new(page, API_PER_PAGE, rows.len() as u64);
+            let rows = rows
+                .into_iter()
+                .skip(pager.offset() as usize)
+                .take(API_PER_PAGE as usize)
+                .collect();
+            (rows, open)
+        }
+        None => {
+            let hosts = ViewHosts::load(&state, &filters).await?;
+            let offset = (page - 1).saturating_mul(API_PER_PAGE);
+            let pairs = store::pairs(
+                &state.pool,
+                &filters.point(),
+                hosts.kept(),
+                Some(API_PER_PAGE as i64),
+                i64::try_from(offset).unwrap_or(i64::MAX),
+            )
+            .await?;
+            let mut rows: Vec<Judged> = pairs
+                .into_iter()
+                .filter_map(|p| judge_pair(&hosts, &filters, p))
+                .collect();
+            let open = findings_of(&state, rows.iter().map(|r| r.pair.host_id)).await?;
+            explain(&mut rows, &open, filters.key_mode);
+            (rows, open)
+        }
+    };
     let out: Vec<FallbackApiRow> = rows
         .into_iter()
         .map(|r| FallbackApiRow {

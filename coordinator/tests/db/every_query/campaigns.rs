@@ -80,6 +80,28 @@ async fn campaigns_and_their_summaries_count_every_job() {
         ),
     ];
     assert_eq!(per_host, expected);
+    // The same rows a page at a time, and the campaign's sums.
+    let first = campaign_summaries::host_progress(pool, f.nightly, Some(1), 0)
+        .await
+        .unwrap();
+    let second = campaign_summaries::host_progress(pool, f.nightly, Some(1), 1)
+        .await
+        .unwrap();
+    assert_eq!([first, second].concat(), expected);
+    assert!(
+        campaign_summaries::host_progress(pool, f.nightly, Some(5), 2)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        campaign_summaries::totals(pool, f.nightly).await.unwrap(),
+        (nightly_jobs, 2)
+    );
+    assert_eq!(
+        campaign_summaries::totals(pool, i64::MAX).await.unwrap(),
+        (JobCounts::default(), 0)
+    );
 
     let mut ended = campaigns::ended_within(pool, 3600.0).await.unwrap();
     ended.sort_unstable();
@@ -186,4 +208,56 @@ async fn campaigns_and_their_summaries_count_every_job() {
     assert_eq!(live.jobs, live_jobs);
     assert_eq!(campaign_summaries::count(pool).await.unwrap(), (3, 0));
     assert_eq!(campaigns::ended_within(pool, 3600.0).await.unwrap().len(), 3);
+}
+
+/// The per-(campaign, host) counts the triggers keep equal a count of the
+/// jobs themselves after inserts, claims, results, failures, cancels and deletes.
+#[tokio::test]
+async fn campaign_host_counts_follow_every_job_change() {
+    let f = populate().await;
+    let pool = &f.pool;
+    let counted = "SELECT campaign_id, host_id, \
+            count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'running'), \
+            count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed'), \
+            count(*) FILTER (WHERE status = 'cancelled') \
+        FROM jobs GROUP BY 1, 2 ORDER BY 1, 2";
+    let kept = "SELECT campaign_id, host_id, queued, running, done, failed, cancelled \
+        FROM campaign_host_jobs ORDER BY 1, 2";
+    type Row = (i64, i64, i64, i64, i64, i64, i64);
+    let check = async |when: &str| {
+        let want: Vec<Row> = sqlx::query_as(counted).fetch_all(pool).await.unwrap();
+        let have: Vec<Row> = sqlx::query_as(kept).fetch_all(pool).await.unwrap();
+        assert_eq!(have, want, "{when}");
+        want.len()
+    };
+    assert_eq!(check("after populate").await, 4);
+    // Cancel: one statement moving a queued job, leaving the running one.
+    assert!(campaigns::cancel(pool, f.live).await.unwrap().is_some());
+    check("after cancel").await;
+    // A statement changing nothing that counts (no status change).
+    sqlx::query("UPDATE jobs SET attempts = attempts WHERE campaign_id = $1")
+        .bind(f.nightly)
+        .execute(pool)
+        .await
+        .unwrap();
+    check("after an update of no status").await;
+    // Several hosts in one statement, in both directions.
+    sqlx::query("UPDATE jobs SET status = 'queued', finished_at = NULL WHERE campaign_id = $1 AND status = 'done'")
+        .bind(f.nightly)
+        .execute(pool)
+        .await
+        .unwrap();
+    check("after re-queueing").await;
+    // Deleting a host's jobs drops its row.
+    sqlx::query("DELETE FROM results WHERE job_id IN (SELECT id FROM jobs WHERE host_id = $1)")
+        .bind(f.vm)
+        .execute(pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM jobs WHERE host_id = $1")
+        .bind(f.vm)
+        .execute(pool)
+        .await
+        .unwrap();
+    assert_eq!(check("after deleting vm's jobs").await, 2);
 }

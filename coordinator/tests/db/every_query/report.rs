@@ -156,13 +156,21 @@ async fn the_report_reads_the_latest_point_of_every_host() {
     assert!(unmeasured.is_empty(), "{unmeasured:?}");
 
     // scenarios: every point of the algorithms, the object-storage scenario included
+    let all_hosts = [f.bench, f.vm];
     assert_eq!(
-        scenarios::points(pool, &[chacha()]).await.unwrap(),
+        scenarios::points(pool, &[chacha()], &all_hosts).await.unwrap(),
         [f.bench_chacha.latest()]
     );
-    let both = scenarios::points(pool, &[gcm(), chacha()]).await.unwrap();
+    let both = scenarios::points(pool, &[gcm(), chacha()], &all_hosts).await.unwrap();
     assert!(both.contains(&f.bench_chacha.latest()) && both.contains(&f.bench_software.latest()));
-    assert!(scenarios::points(pool, &[]).await.unwrap().is_empty());
+    assert!(scenarios::points(pool, &[], &all_hosts).await.unwrap().is_empty());
+    // Only the hosts asked for.
+    let vm_only = scenarios::points(pool, &[gcm(), chacha()], &[f.vm]).await.unwrap();
+    assert!(
+        !vm_only.is_empty() && vm_only.iter().all(|p| p.host_id == f.vm),
+        "{vm_only:?}"
+    );
+    assert!(scenarios::points(pool, &[chacha()], &[]).await.unwrap().is_empty());
 
     // fallback
     let at = PathPoint {
@@ -171,8 +179,8 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         direction: Direction::Encrypt,
         key_mode: KeyMode::Static,
     };
-    let mut pairs = fallback::pairs(pool, &at).await.unwrap();
-    pairs.sort_by_key(|p| p.host_id);
+    // Worst ratio first, unmeasured ratios (vm has no software side) last.
+    let pairs = fallback::pairs(pool, &at, None, None, 0).await.unwrap();
     let (acc, soft, vm_acc) = (&f.bench_accelerated, &f.bench_software, &f.vm_fell_back);
     let expected = [
         PathPair {
@@ -199,9 +207,43 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         },
     ];
     assert_eq!(pairs, expected);
+    assert_eq!(fallback::count_pairs(pool, &at, None).await.unwrap(), 2);
+    // A page, and one host's rows.
+    assert_eq!(
+        fallback::pairs(pool, &at, None, Some(1), 1).await.unwrap(),
+        expected[1..]
+    );
+    assert_eq!(
+        fallback::pairs(pool, &at, Some(&[f.vm]), None, 0).await.unwrap(),
+        expected[1..]
+    );
+    assert_eq!(fallback::count_pairs(pool, &at, Some(&[f.vm])).await.unwrap(), 1);
+    assert_eq!(fallback::count_pairs(pool, &at, Some(&[])).await.unwrap(), 0);
+    // What may be at software speed: vm's accelerated request ran software;
+    // bench's ratio of 4 only counts under a threshold above it.
+    let gcm_only = [gcm().name()];
+    assert_eq!(
+        fallback::slow_candidates(pool, &at, None, &gcm_only, 1.5)
+            .await
+            .unwrap(),
+        expected[1..]
+    );
+    assert_eq!(
+        fallback::slow_candidates(pool, &at, None, &gcm_only, 5.0)
+            .await
+            .unwrap(),
+        expected
+    );
+    assert!(
+        fallback::slow_candidates(pool, &at, None, &[], 5.0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let two_threads = PathPoint { threads: 2, ..at };
-    let unmeasured = fallback::pairs(pool, &two_threads).await.unwrap();
+    let unmeasured = fallback::pairs(pool, &two_threads, None, None, 0).await.unwrap();
     assert!(unmeasured.is_empty(), "{unmeasured:?}");
+    assert_eq!(fallback::count_pairs(pool, &two_threads, None).await.unwrap(), 0);
 
     let mut fallback_hosts = fallback::hosts(pool).await.unwrap();
     fallback_hosts.sort_by_key(|h| h.id);
@@ -237,6 +279,15 @@ async fn the_report_reads_the_latest_point_of_every_host() {
             .collect::<Vec<_>>()
     };
     let [slow, masks] = f.open_findings;
+    // A page of the open findings, in list_open's order.
+    assert_eq!(
+        ids(fallback::open_findings(pool, 10, 0).await.unwrap()),
+        ids(findings::list_open(pool).await.unwrap())
+    );
+    assert_eq!(
+        ids(fallback::open_findings(pool, 1, 1).await.unwrap()),
+        [(masks, String::from("open"))]
+    );
     let (open, resolved) = (String::from("open"), String::from("resolved"));
     assert_eq!(
         ids(fallback::findings(pool, None).await.unwrap()),
@@ -255,4 +306,54 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         ids(fallback::findings(pool, Some("resolved")).await.unwrap()),
         [(f.resolved_finding, resolved)]
     );
+}
+
+/// `fallback_pairs` (kept by triggers on `result_points`) holds what pairing
+/// `result_points` itself gives, after results, a deleted result and a rebuild.
+#[tokio::test]
+async fn fallback_pairs_follow_result_points() {
+    let f = populate().await;
+    let pool = &f.pool;
+    type Row = (
+        i64,
+        String,
+        i64,
+        Option<i64>,
+        Option<String>,
+        Option<f64>,
+        Option<i64>,
+        Option<f64>,
+        Option<f64>,
+    );
+    let paired = "SELECT host_id, algorithm, size_bytes, \
+            max(result_id) FILTER (WHERE path = 'accelerated'), max(path_used) FILTER (WHERE path = 'accelerated'), \
+            max(throughput_mb_s) FILTER (WHERE path = 'accelerated'), \
+            max(result_id) FILTER (WHERE path = 'software'), max(throughput_mb_s) FILTER (WHERE path = 'software'), \
+            max(throughput_mb_s) FILTER (WHERE path = 'accelerated') \
+                / nullif(max(throughput_mb_s) FILTER (WHERE path = 'software'), 0) \
+        FROM result_points WHERE concurrency = 0 AND nonce = 'counter' \
+        GROUP BY host_id, algorithm, direction, size_bytes, threads, key_mode \
+        ORDER BY 1, 2, 3, threads, direction, key_mode";
+    let kept = "SELECT host_id, algorithm, size_bytes, accelerated_result_id, accelerated_path_used, \
+            accelerated_mb_s, software_result_id, software_mb_s, ratio \
+        FROM fallback_pairs ORDER BY 1, 2, 3, threads, direction, key_mode";
+    let check = async |when: &str| {
+        let want: Vec<Row> = sqlx::query_as(paired).fetch_all(pool).await.unwrap();
+        let have: Vec<Row> = sqlx::query_as(kept).fetch_all(pool).await.unwrap();
+        assert_eq!(have, want, "{when}");
+        want.len()
+    };
+    assert!(check("after the fixture's results").await >= 2);
+    // A deleted result takes its point, and so its side of the pair.
+    sqlx::query("DELETE FROM results WHERE id = $1")
+        .bind(f.bench_software.result)
+        .execute(pool)
+        .await
+        .unwrap();
+    check("after deleting bench's software result").await;
+    sqlx::query("SELECT refresh_result_points()")
+        .execute(pool)
+        .await
+        .unwrap();
+    assert!(check("after a rebuild").await >= 2);
 }

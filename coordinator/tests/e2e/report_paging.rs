@@ -1,0 +1,188 @@
+//! Paging and the per-host tables kept on ingest, past one page: 130 hosts
+//! with results stored in SQL (as a bulk load would), so the campaign page
+//! and the fallback page have more rows than they show at once. Every page
+//! put together must be the whole table, in the whole table's order, and
+//! the fallback page's paged reading must agree with its whole-view reading
+//! (the one a reason filter takes).
+
+use crate::app::{App, spawn_app};
+use crate::html::between;
+
+/// More than the campaign page's 100 hosts and two of the fallback page's 50 rows.
+const HOSTS: i64 = 130;
+/// Every this many hosts' accelerated request ran in software: at software speed.
+const FELL_BACK_EVERY: i64 = 7;
+
+/// `HOSTS` hosts with facts (AES-NI advertised), one finished campaign of
+/// two jobs each (AES-128-GCM, 16 KiB, both paths) and their results; host
+/// `i`'s accelerated path measures `1000 + 10 i` MB/s against 100 on the
+/// software path, except every [`FELL_BACK_EVERY`]th, which ran software.
+async fn load(app: &App) -> i64 {
+    let pool = &app.pool;
+    sqlx::query(
+        "INSERT INTO hosts (name, labels) \
+         SELECT format('pg-%s', lpad(i::text, 3, '0')), '{}' FROM generate_series(0, $1 - 1) i",
+    )
+    .bind(HOSTS)
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO host_fact_snapshots (host_id, facts_hash, facts, arch, cpu_vendor, cpu_model_name, \
+             logical_cores, memory_total_bytes, os_name, kernel_release, hypervisor_present, \
+             features_advertised, features_usable, build_flavour, agent_version) \
+         SELECT id, sha256(convert_to(name, 'UTF8')), jsonb_build_object('hostname', name), 'x86_64', \
+             'GenuineIntel', 'Xeon', 8, 1073741824, 'Linux', '6.1.0', false, \
+             ARRAY['aes', 'pclmulqdq', 'avx', 'avx2'], ARRAY['aes', 'pclmulqdq', 'avx', 'avx2'], 'accelerated', '0.1.0' \
+         FROM hosts WHERE name LIKE 'pg-%'",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE hosts h SET current_snapshot_id = s.id FROM host_fact_snapshots s WHERE s.host_id = h.id")
+        .execute(pool)
+        .await
+        .unwrap();
+    let campaign: i64 = sqlx::query_scalar(
+        "INSERT INTO campaigns (name, suite, matrix, started_by, status, created_at, finished_at) \
+         VALUES ('paging', 'matrix', '{}', 'tests', 'finished', now() - interval '3 hours', \
+             now() - interval '2 hours') RETURNING id",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO jobs (campaign_id, host_id, position, spec, algorithm, direction, size_bytes, threads, \
+             key_mode, path, time_limit_seconds, status, assigned_at, started_at, finished_at) \
+         SELECT $1, h.id, (row_number() OVER (ORDER BY h.name, p.path))::int - 1, '{}', 'aes-128-gcm', 'encrypt', \
+             16384, 1, 'static', p.path, 60, 'done', now(), now(), now() \
+         FROM hosts h CROSS JOIN (VALUES ('accelerated'), ('software')) p(path) WHERE h.name LIKE 'pg-%'",
+    )
+    .bind(campaign)
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO results (job_id, host_id, snapshot_id, algorithm, direction, size_bytes, threads, \
+             concurrency, key_mode, path, path_used, throughput_mb_s, ops_per_s, latency_p50_ns, latency_p90_ns, \
+             latency_p99_ns, latency_p999_ns, latency_max_ns, latency_method, batch_ops, cv, samples, \
+             cpu_user_seconds, cpu_sys_seconds, cpu_utilization, key_setup_ns, elapsed_seconds, measurement) \
+         SELECT j.id, j.host_id, h.current_snapshot_id, j.algorithm, j.direction, j.size_bytes, j.threads, NULL, \
+             j.key_mode, j.path, m.path_used, m.mb_s, m.mb_s * 1e6 / 16384, 1000, 1100, 1400, 2000, 3000, 'per-op', \
+             1, 0.01, 20, 1, 0.01, 0.99, 300, 1, '{}' \
+         FROM jobs j JOIN hosts h ON h.id = j.host_id \
+         CROSS JOIN LATERAL (SELECT substr(h.name, 4)::int AS i) n \
+         CROSS JOIN LATERAL (SELECT \
+             CASE WHEN j.path = 'accelerated' AND n.i % $2 <> 0 THEN 'accelerated' ELSE 'software' END AS path_used, \
+             CASE WHEN j.path = 'software' THEN 100.0 WHEN n.i % $2 = 0 THEN 101.0 + n.i \
+                  ELSE 1000.0 + 10 * n.i END AS mb_s) m \
+         WHERE j.campaign_id = $1",
+    )
+    .bind(campaign)
+    .bind(FELL_BACK_EVERY)
+    .execute(pool)
+    .await
+    .unwrap();
+    // What a bulk load does after inserting results directly.
+    sqlx::query("SELECT refresh_result_points()")
+        .execute(pool)
+        .await
+        .unwrap();
+    // The campaign ended hours ago, so no findings pass follows it; one that
+    // ran at start over part of the load must not explain rows either.
+    sqlx::query("DELETE FROM findings").execute(pool).await.unwrap();
+    campaign
+}
+
+/// The `data-host` of every `<tr data-host="…"` in `html`, in order.
+fn hosts_in(html: &str) -> Vec<String> {
+    html.split("<tr data-host=\"")
+        .skip(1)
+        .map(|s| s[..s.find('"').unwrap()].to_string())
+        .collect()
+}
+
+async fn body(app: &App, path: &str) -> String {
+    let page = app.get(path).await;
+    assert_eq!(page.status, 200, "{path}: {}", page.body);
+    page.body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn campaign_and_fallback_pages_put_together_are_the_whole_table() {
+    let app = spawn_app().await;
+    let campaign = load(&app).await;
+    let names: Vec<String> = (0..HOSTS).map(|i| format!("pg-{i:03}")).collect();
+
+    // The campaign page: 100 hosts, then the other 30, by name; the counts kept on ingest.
+    let first = body(&app, &format!("/campaigns/{campaign}")).await;
+    let second = body(&app, &format!("/campaigns/{campaign}?page=2")).await;
+    assert!(first.contains("showing 1–100 of 130"), "{first}");
+    assert!(second.contains("showing 101–130 of 130"), "{second}");
+    let listed: Vec<String> = [&first, &second]
+        .iter()
+        .flat_map(|p| {
+            p.split("href=\"/hosts/")
+                .skip(1)
+                .filter_map(|s| {
+                    let name = between(s, "\">", "</a>");
+                    name.starts_with("pg-").then(|| name.to_string())
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(listed, names);
+    let api: Vec<serde_json::Value> =
+        serde_json::from_str(&body(&app, &format!("/api/v1/campaigns/{campaign}/hosts")).await).unwrap();
+    assert_eq!(api.len(), HOSTS as usize);
+    assert!(api.iter().all(|h| h["done"] == 2 && h["total"] == 2), "{api:?}");
+    let campaigns: Vec<serde_json::Value> = serde_json::from_str(&body(&app, "/api/v1/campaigns").await).unwrap();
+    let row = campaigns.iter().find(|c| c["id"] == campaign).expect("listed");
+    assert_eq!(
+        (row["hosts"].as_i64(), row["done"].as_i64()),
+        (Some(HOSTS), Some(2 * HOSTS))
+    );
+
+    // The fallback page: its rows a page at a time (the paged reading) and
+    // the reason filter "no open finding" (the whole-view reading; no finding
+    // is open) list the same rows in the same order, worst ratio first.
+    let paged: Vec<String> = [
+        body(&app, "/fallback").await,
+        body(&app, "/fallback?page=2").await,
+        body(&app, "/fallback?page=3").await,
+    ]
+    .iter()
+    .flat_map(|p| hosts_in(between(p, "<section id=\"paths\">", "</section>")))
+    .collect();
+    let whole: Vec<String> = [
+        body(&app, "/fallback?reason=none").await,
+        body(&app, "/fallback?reason=none&page=2").await,
+        body(&app, "/fallback?reason=none&page=3").await,
+    ]
+    .iter()
+    .flat_map(|p| hosts_in(between(p, "<section id=\"paths\">", "</section>")))
+    .collect();
+    assert_eq!(paged.len(), HOSTS as usize, "{paged:?}");
+    assert_eq!(paged, whole);
+    // Fell back first (ratio about 1, by host), then the rest by ratio.
+    let fell_back: Vec<String> = (0..HOSTS)
+        .filter(|i| i % FELL_BACK_EVERY == 0)
+        .map(|i| format!("pg-{i:03}"))
+        .collect();
+    assert_eq!(paged[..fell_back.len()], fell_back[..]);
+    let mut rest: Vec<String> = names.iter().filter(|n| !fell_back.contains(n)).cloned().collect();
+    rest.sort();
+    assert_eq!(paged[fell_back.len()..], rest[..]);
+    let api: Vec<serde_json::Value> = serde_json::from_str(&body(&app, "/api/v1/fallback").await).unwrap();
+    let api_hosts: Vec<&str> = api.iter().map(|r| r["host"].as_str().unwrap()).collect();
+    assert_eq!(api_hosts, paged);
+    let api_slow = api.iter().filter(|r| r["at_software_speed"] == true).count();
+    assert_eq!(api_slow, fell_back.len());
+
+    // The hosts at software speed: the same in both readings, worst first.
+    let slow = |page: &str| hosts_in(between(page, "<section id=\"software-speed\">", "</section>"));
+    let paged_slow = slow(&body(&app, "/fallback").await);
+    let whole_slow = slow(&body(&app, "/fallback?reason=none").await);
+    assert_eq!(paged_slow, fell_back);
+    assert_eq!(whole_slow, fell_back);
+}
