@@ -85,15 +85,20 @@ fn switch(name: &str, default: bool) -> bool {
 /// `CIPHERFLEET_REPORT_PAGES` set, only the pages whose name or path contains
 /// one of its comma-separated parts (e.g. `compare,/modes`).
 fn pages(host: i64, campaign: i64) -> Vec<Page> {
-    let filter: Option<Vec<String>> = std::env::var("CIPHERFLEET_REPORT_PAGES")
-        .ok()
-        .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect());
+    let filter: Option<Vec<String>> = std::env::var("CIPHERFLEET_REPORT_PAGES").ok().map(|v| {
+        v.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    });
     all_pages(host, campaign)
         .into_iter()
         .filter(|p| {
-            filter
-                .as_ref()
-                .is_none_or(|parts| parts.iter().any(|f| p.name.contains(f.as_str()) || p.path.contains(f.as_str())))
+            filter.as_ref().is_none_or(|parts| {
+                parts
+                    .iter()
+                    .any(|f| p.name.contains(f.as_str()) || p.path.contains(f.as_str()))
+            })
         })
         .collect()
 }
@@ -239,6 +244,7 @@ async fn bench(cluster: &PrivateCluster) -> bool {
         timings.push(these);
     }
 
+    hold(cluster).await;
     // Query plans of every page at the last dataset.
     if switch("CIPHERFLEET_REPORT_PLANS", true) {
         println!("\nquery plans at {loaded} results (auto_explain, ANALYZE + BUFFERS):");
@@ -311,6 +317,20 @@ async fn time_findings(pool: &sqlx::PgPool) -> bool {
             false
         }
     }
+}
+
+/// With `CIPHERFLEET_REPORT_HOLD_SECONDS` set, waits that long with the
+/// cluster up at the last dataset (its URL printed), to look at its queries
+/// by hand (`psql`).
+async fn hold(cluster: &PrivateCluster) {
+    let Ok(seconds) = std::env::var("CIPHERFLEET_REPORT_HOLD_SECONDS") else {
+        return;
+    };
+    let seconds: u64 = seconds
+        .parse()
+        .unwrap_or_else(|_| panic!("CIPHERFLEET_REPORT_HOLD_SECONDS: '{seconds}' is not a whole number"));
+    println!("holding the cluster for {seconds} s: psql '{}'", cluster.url());
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
 }
 
 /// What timing one page gave.
