@@ -14,6 +14,7 @@
 #   CIPHERFLEET_REPORT_DATASETS=1000000   the sizes to load and time (comma-separated)
 #   CIPHERFLEET_REPORT_PAGES=compare,/modes   pages whose name or path contains a part
 #   CIPHERFLEET_REPORT_FINDINGS=0   skip the findings pass;  CIPHERFLEET_REPORT_PLANS=0   skip the plan check
+#   CIPHERFLEET_REPORT_HOLD_SECONDS=600   keep the cluster up that long after the last dataset (psql URL printed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench -p cipherfleet-coordinator --bench report

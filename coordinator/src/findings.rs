@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cipherfleet_core::path::{Flavour, Path};
 use sqlx::PgPool;
 use tokio::sync::Notify;
 use tokio::time::Interval;
@@ -36,7 +37,7 @@ use crate::analysis::unexplained::{self, Ran};
 use crate::cluster::leader::Leader;
 use crate::db;
 use crate::db::advisory;
-use crate::db::findings::{self as store, Finding};
+use crate::db::findings::{self as store, Finding, NewFinding};
 use crate::db::series::CurrentFacts;
 use crate::db::snapshots::{self, Snapshot};
 
@@ -269,15 +270,36 @@ pub async fn derive_fleet(pool: &PgPool) -> db::Result<Outcome> {
 /// Bounded however large the fleet: results are read [`CHUNK`] hosts at a
 /// time, twice — first the peers' series, reduced to their medians per class
 /// ([`PeerMedians`]), then the targets' own, each chunk judged and
-/// reconciled before the next is read — so memory holds one chunk's results
+/// reconciled while the next is read — so memory holds two chunks' results
 /// and the medians, and each host is compared with its class and CPU group
-/// rather than with every other host.
+/// rather than with every other host. A chunk costs a few statements
+/// whatever it finds: its reads, its open findings, the snapshots dating its
+/// new ones, one upsert of everything that holds and one resolve.
 pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
     derive_in_chunks(pool, work, CHUNK).await
 }
 
 /// [`derive`], reading `chunk` hosts per query (tests make it small).
 pub async fn derive_in_chunks(pool: &PgPool, work: &Work, chunk: usize) -> db::Result<Outcome> {
+    derive_with(pool, work, chunk, Writes::Batched).await
+}
+
+/// How a pass stores what it found.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writes {
+    /// A chunk's new and held findings in one statement, its resolved ones
+    /// in another, and the snapshots that date its new ones in one query:
+    /// what every pass does.
+    Batched,
+    /// One statement per finding and per host, as passes once did: the
+    /// reference a test holds the batched writes to.
+    OneByOne,
+}
+
+/// [`derive_in_chunks`], storing with `writes`.
+#[doc(hidden)]
+pub async fn derive_with(pool: &PgPool, work: &Work, chunk: usize, writes: Writes) -> db::Result<Outcome> {
     let chunk = chunk.max(1);
     let t = Thresholds::default();
     let hosts = db::series::current_facts(pool).await?;
@@ -316,48 +338,87 @@ pub async fn derive_in_chunks(pool: &PgPool, work: &Work, chunk: usize) -> db::R
         }
     }
 
-    // First read: the medians of every series of the targets' classes.
-    let mut peers: HashMap<(MachineClass, bool), PeerMedians> = HashMap::new();
-    for class in wanted_classes {
-        let mut medians = PeerMedians::default();
-        for part in members[&class].chunks(chunk) {
-            let points = db::series::latest_points(pool, part, wanted_algorithms.as_ref(), HISTORY).await?;
-            for (host, observations) in by_host(&points) {
-                medians.add(host, &HostSeries::new(observations), &t);
-            }
+    // First read: the medians of every series of the targets' classes. Each
+    // chunk is read while the one before is folded in.
+    let parts: Vec<(&(MachineClass, bool), &[i64])> = wanted_classes
+        .iter()
+        .flat_map(|class| members[class].chunks(chunk).map(move |part| (class, part)))
+        .collect();
+    let read = |part: &[i64]| {
+        let (pool, part, algorithms) = (pool.clone(), part.to_vec(), wanted_algorithms.clone());
+        Ahead::spawn(async move {
+            db::series::latest_points(&pool, &part, algorithms.as_ref(), Some(Path::Accelerated), HISTORY).await
+        })
+    };
+    let mut medians: HashMap<(MachineClass, bool), PeerMedians> = HashMap::new();
+    let mut next = parts.first().map(|(_, part)| read(part));
+    for (i, (class, _)) in parts.iter().enumerate() {
+        let points = match next.take() {
+            Some(ahead) => ahead.join().await?,
+            None => Vec::new(),
+        };
+        next = parts.get(i + 1).map(|(_, part)| read(part));
+        let class_medians = medians.entry((*class).clone()).or_default();
+        for (host, observations) in by_host(&points) {
+            class_medians.add(host, &HostSeries::new(observations), &t);
         }
-        peers.insert(class, medians.finish());
     }
+    let peers: HashMap<(MachineClass, bool), PeerMedians> =
+        medians.into_iter().map(|(class, m)| (class, m.finish())).collect();
 
     let fleet = CpuGroups::new(hosts.iter().map(|h| describe::crypto_of(h.host_id(), &h.snapshot)));
     let no_peers = PeerMedians::default();
     let mut tx = pool.begin().await?;
     advisory::lock_transaction(&mut *tx, advisory::Lock::Findings).await?;
     let mut outcome = Outcome::default();
-    // Second read: the targets' own results, a chunk at a time.
-    for part in targets.chunks(chunk) {
+    // Second read: the targets' own results, a chunk at a time, each read
+    // while the one before is judged and stored.
+    let parts: Vec<&[&CurrentFacts]> = targets.chunks(chunk).collect();
+    let read = |part: &[&CurrentFacts]| {
         let ids: Vec<i64> = part.iter().map(|h| h.host_id()).collect();
-        let points = db::series::latest_points(pool, &ids, wanted_algorithms.as_ref(), HISTORY).await?;
+        // What ran last at each accelerated point (one row per point), for
+        // `unexplained-fallback`, which only an accelerated build can have.
+        let accelerated_builds: Vec<i64> = part
+            .iter()
+            .filter(|h| describe::crypto_of(h.host_id(), &h.snapshot).build_flavour == Some(Flavour::Accelerated))
+            .map(|h| h.host_id())
+            .collect();
+        let (pool, algorithms) = (pool.clone(), wanted_algorithms.clone());
+        Ahead::spawn(async move {
+            tokio::try_join!(
+                db::series::latest_points(&pool, &ids, algorithms.as_ref(), None, HISTORY),
+                db::series::latest_accelerated(&pool, &accelerated_builds),
+            )
+        })
+    };
+    let mut next = parts.first().map(|part| read(part));
+    for (i, &part) in parts.iter().enumerate() {
+        let (points, accelerated) = match next.take() {
+            Some(ahead) => ahead.join().await?,
+            None => Default::default(),
+        };
+        next = parts.get(i + 1).map(|part| read(part));
+        let ids: Vec<i64> = part.iter().map(|h| h.host_id()).collect();
         let grouped: HashMap<i64, HostSeries> = by_host(&points)
             .into_iter()
             .map(|(h, o)| (h, HostSeries::new(o)))
             .collect();
-        // What ran last at each accelerated point: cheap (one row per point), so
-        // every pass judges `unexplained-fallback` for all its targets.
         let mut latest: HashMap<i64, Vec<Ran>> = HashMap::new();
-        for r in db::series::latest_accelerated(pool, &ids).await? {
+        for r in accelerated {
             latest.entry(r.result.host_id).or_default().push(r);
         }
         let open = store::list_open_for_hosts(&mut *tx, &ids).await?;
         let none = HostSeries::default();
+        let mut changes = Vec::with_capacity(part.len());
         for host in part {
             let peers = class_of(host).and_then(|c| peers.get(&c)).unwrap_or(&no_peers);
             let mine = grouped.get(&host.host_id()).unwrap_or(&none);
             let only = algorithms(host.host_id());
             let ran = latest.get(&host.host_id()).map_or(&[][..], Vec::as_slice);
             let derived = describe::for_host(host, &fleet, mine, peers, ran, only, &t);
-            reconcile(&mut tx, host.host_id(), derived, &open, only, &fleet, &mut outcome).await?;
+            changes.push(HostChanges::new(host.host_id(), derived, &open, only));
         }
+        write_chunk(&mut tx, changes, &fleet, writes, &mut outcome).await?;
     }
     tx.commit().await?;
     Ok(outcome)
@@ -365,6 +426,31 @@ pub async fn derive_in_chunks(pool: &PgPool, work: &Work, chunk: usize) -> db::R
 
 /// Hosts read per query of a pass: a few thousand results each.
 const CHUNK: usize = 200;
+
+/// A chunk read in a task of its own, so the database reads the next chunk
+/// while the pass works on this one; memory holds two chunks at most. Dropped
+/// unjoined (the pass failed), the read is aborted.
+struct Ahead<T>(tokio::task::JoinHandle<db::Result<T>>);
+
+impl<T: Send + 'static> Ahead<T> {
+    fn spawn(read: impl Future<Output = db::Result<T>> + Send + 'static) -> Self {
+        Ahead(tokio::spawn(read))
+    }
+
+    async fn join(mut self) -> db::Result<T> {
+        match (&mut self.0).await {
+            Ok(read) => read,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(sqlx::Error::Io(std::io::Error::other(e)).into()),
+        }
+    }
+}
+
+impl<T> Drop for Ahead<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// `points` (ordered by host) split per host.
 fn by_host(points: &[Observation]) -> Vec<(i64, &[Observation])> {
@@ -374,45 +460,109 @@ fn by_host(points: &[Observation]) -> Vec<(i64, &[Observation])> {
         .collect()
 }
 
-/// Stores what was `derived` for `host_id` against its `open` findings (of
-/// the pass's hosts): new ones dated, held ones refreshed, the rest resolved.
-async fn reconcile(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+/// What one host's pass changes: what was derived for it, each marked new
+/// or already open, and its open findings that no longer hold.
+struct HostChanges {
     host_id: i64,
-    derived: Vec<Derived>,
-    open: &[Finding],
-    only: Option<&BTreeSet<String>>,
+    derived: Vec<(Derived, bool)>,
+    gone: Vec<i64>,
+}
+
+impl HostChanges {
+    /// Compares what was `derived` for `host_id` with the `open` findings (of
+    /// the pass's hosts). A pass over some algorithms leaves the slow findings
+    /// of the others alone.
+    fn new(host_id: i64, derived: Vec<Derived>, open: &[Finding], only: Option<&BTreeSet<String>>) -> Self {
+        let in_scope = |f: &Finding| f.reason != "slow-accelerated" || only.is_none_or(|a| a.contains(&f.subject));
+        let stored: Vec<&Finding> = open.iter().filter(|f| f.host_id == host_id && in_scope(f)).collect();
+        let gone = stored
+            .iter()
+            .filter(|f| !derived.iter().any(|d| d.finding.same_as(f)))
+            .map(|f| f.id)
+            .collect();
+        let derived = derived
+            .into_iter()
+            .map(|d| {
+                let new = !stored.iter().any(|f| d.finding.same_as(f));
+                (d, new)
+            })
+            .collect();
+        HostChanges { host_id, derived, gone }
+    }
+
+    fn has_new(&self) -> bool {
+        self.derived.iter().any(|(_, new)| *new)
+    }
+
+    /// The findings to store: new ones dated from the host's snapshot
+    /// `history` (first-seen, what changed around then), held ones as derived.
+    fn dated(self, history: &[Snapshot], fleet: &CpuGroups, outcome: &mut Outcome) -> (Vec<NewFinding>, Vec<i64>) {
+        let host_id = self.host_id;
+        let findings = self
+            .derived
+            .into_iter()
+            .map(|(Derived { mut finding, anchor }, new)| {
+                if new {
+                    (finding.first_seen, finding.fact_changes) = match &anchor {
+                        Anchor::Facts(reason) => {
+                            describe::anchor_facts(host_id, *reason, &finding.subject, history, fleet)
+                        }
+                        Anchor::Series(v) => describe::anchor_series(v, history),
+                        Anchor::Results { first, snapshot } => describe::anchor_results(*first, *snapshot, history),
+                    };
+                    outcome.opened += 1;
+                } else {
+                    outcome.refreshed += 1;
+                }
+                finding
+            })
+            .collect();
+        (findings, self.gone)
+    }
+}
+
+/// Stores a chunk's `changes`: new findings dated and opened, held ones
+/// refreshed, the rest resolved.
+async fn write_chunk(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    changes: Vec<HostChanges>,
     fleet: &CpuGroups,
+    writes: Writes,
     outcome: &mut Outcome,
 ) -> db::Result<()> {
-    // A pass over some algorithms leaves the slow findings of the others alone.
-    let in_scope = |f: &Finding| f.reason != "slow-accelerated" || only.is_none_or(|a| a.contains(&f.subject));
-    let stored: Vec<&Finding> = open.iter().filter(|f| f.host_id == host_id && in_scope(f)).collect();
-    let gone: Vec<i64> = stored
-        .iter()
-        .filter(|f| !derived.iter().any(|d| d.finding.same_as(f)))
-        .map(|f| f.id)
-        .collect();
-    let mut history: Option<Vec<Snapshot>> = None;
-    for Derived { mut finding, anchor } in derived {
-        if stored.iter().any(|f| finding.same_as(f)) {
-            outcome.refreshed += 1;
-        } else {
-            // New: when did it start, and what changed around then.
-            if history.is_none() {
-                history = Some(snapshots::history(&mut **tx, host_id).await?);
+    match writes {
+        Writes::Batched => {
+            let dating: Vec<i64> = changes.iter().filter(|c| c.has_new()).map(|c| c.host_id).collect();
+            let snapshots = db::series::snapshot_histories(&mut **tx, &dating).await?;
+            let mut histories: HashMap<i64, &[Snapshot]> = HashMap::new();
+            for run in snapshots.chunk_by(|a, b| a.host_id == b.host_id) {
+                histories.insert(run[0].host_id, run);
             }
-            let history = history.as_deref().unwrap_or_default();
-            (finding.first_seen, finding.fact_changes) = match &anchor {
-                Anchor::Facts(reason) => describe::anchor_facts(host_id, *reason, &finding.subject, history, fleet),
-                Anchor::Series(v) => describe::anchor_series(v, history),
-                Anchor::Results { first, snapshot } => describe::anchor_results(*first, *snapshot, history),
-            };
-            outcome.opened += 1;
+            let (mut upserts, mut gone) = (Vec::new(), Vec::new());
+            for c in changes {
+                let history = histories.get(&c.host_id).copied().unwrap_or_default();
+                let (findings, resolved) = c.dated(history, fleet, outcome);
+                upserts.extend(findings);
+                gone.extend(resolved);
+            }
+            store::upsert_open_all(tx, &upserts).await?;
+            outcome.resolved += store::resolve(&mut **tx, &gone).await? as usize;
         }
-        store::upsert_open(tx, &finding).await?;
+        Writes::OneByOne => {
+            for c in changes {
+                let history = if c.has_new() {
+                    snapshots::history(&mut **tx, c.host_id).await?
+                } else {
+                    Vec::new()
+                };
+                let (findings, gone) = c.dated(&history, fleet, outcome);
+                for finding in &findings {
+                    store::upsert_open(tx, finding).await?;
+                }
+                outcome.resolved += store::resolve(&mut **tx, &gone).await? as usize;
+            }
+        }
     }
-    outcome.resolved += store::resolve(&mut **tx, &gone).await? as usize;
     Ok(())
 }
 

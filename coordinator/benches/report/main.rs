@@ -244,6 +244,7 @@ async fn bench(cluster: &PrivateCluster) -> bool {
         timings.push(these);
     }
 
+    hold(cluster).await;
     // Query plans of every page at the last dataset.
     if switch("CIPHERFLEET_REPORT_PLANS", true) {
         println!("\nquery plans at {loaded} results (auto_explain, ANALYZE + BUFFERS):");
@@ -316,6 +317,20 @@ async fn time_findings(pool: &sqlx::PgPool) -> bool {
             false
         }
     }
+}
+
+/// With `CIPHERFLEET_REPORT_HOLD_SECONDS` set, waits that long with the
+/// cluster up at the last dataset (its URL printed), to look at its queries
+/// by hand (`psql`).
+async fn hold(cluster: &PrivateCluster) {
+    let Ok(seconds) = std::env::var("CIPHERFLEET_REPORT_HOLD_SECONDS") else {
+        return;
+    };
+    let seconds: u64 = seconds
+        .parse()
+        .unwrap_or_else(|_| panic!("CIPHERFLEET_REPORT_HOLD_SECONDS: '{seconds}' is not a whole number"));
+    println!("holding the cluster for {seconds} s: psql '{}'", cluster.url());
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
 }
 
 /// What timing one page gave.

@@ -10,6 +10,8 @@
 //! SHA-NI, and a finding on each would drown the ones that matter. Hidden or
 //! disabled, any of them is.
 
+use std::collections::HashMap;
+
 use cipherfleet_core::algorithm::{Algorithm, Cipher, Mode};
 use cipherfleet_core::path::{Backends, Flavour, is_hardware};
 use cipherfleet_core::spec::KeyMode;
@@ -195,26 +197,45 @@ fn has(list: &[String], f: &str) -> bool {
 }
 
 fn same_cpu(a: &HostCrypto, b: &HostCrypto) -> bool {
-    let known = |c: &(Option<String>, Option<i32>, Option<i32>, Option<i32>)| {
-        c.0.is_some() && c.1.is_some() && c.2.is_some() && c.3.is_some()
-    };
     known(&a.cpu) && a.cpu == b.cpu
+}
+
+/// Whether every part of a CPU identity is known: only then are hosts peers.
+fn known(c: &Cpu) -> bool {
+    c.0.is_some() && c.1.is_some() && c.2.is_some() && c.3.is_some()
 }
 
 /// A CPU identity: (vendor, family, model, stepping).
 type Cpu = (Option<String>, Option<i32>, Option<i32>, Option<i32>);
 
-/// The fleet grouped by CPU identity. [`findings`] compares a host only with
-/// hosts of its own CPU, so handing it the group instead of the fleet gives
-/// the same answer without looking at every host for every host.
+/// The fleet grouped by CPU identity, with how many hosts of each group
+/// advertise each feature. [`findings`] compares a host only with hosts of
+/// its own CPU, so [`CpuGroups::findings`] gives the same answer with a
+/// lookup per feature instead of a look at every host of the group: linear
+/// in the fleet however many hosts share a CPU model.
 #[derive(Debug, Default)]
-pub struct CpuGroups(std::collections::HashMap<Cpu, Vec<HostCrypto>>);
+pub struct CpuGroups(HashMap<Cpu, CpuGroup>);
+
+/// The hosts of one CPU identity.
+#[derive(Debug, Default)]
+struct CpuGroup {
+    hosts: Vec<HostCrypto>,
+    /// Per feature, how many of `hosts` advertise it.
+    advertising: HashMap<String, usize>,
+    /// Where each host is in `hosts`.
+    at: HashMap<i64, usize>,
+}
 
 impl CpuGroups {
     pub fn new(fleet: impl IntoIterator<Item = HostCrypto>) -> Self {
-        let mut groups: std::collections::HashMap<Cpu, Vec<HostCrypto>> = Default::default();
+        let mut groups: HashMap<Cpu, CpuGroup> = HashMap::new();
         for h in fleet {
-            groups.entry(h.cpu.clone()).or_default().push(h);
+            let group = groups.entry(h.cpu.clone()).or_default();
+            for f in &h.advertised {
+                *group.advertising.entry(f.clone()).or_default() += 1;
+            }
+            group.at.insert(h.host_id, group.hosts.len());
+            group.hosts.push(h);
         }
         CpuGroups(groups)
     }
@@ -222,13 +243,49 @@ impl CpuGroups {
     /// The hosts with `cpu` (the host asking among them); every host
     /// [`findings`] could call a peer.
     pub fn same_cpu(&self, cpu: &Cpu) -> &[HostCrypto] {
-        self.0.get(cpu).map_or(&[], Vec::as_slice)
+        self.0.get(cpu).map_or(&[], |g| g.hosts.as_slice())
+    }
+
+    /// [`findings`] for `host` (which may be an earlier state of a host in
+    /// the fleet) against the fleet.
+    pub fn findings(&self, host: &HostCrypto) -> Vec<FactFinding> {
+        findings_with(host, |feature| self.others_advertising(host, &[feature]) > 0)
+    }
+
+    /// How many peers of `host` — the other hosts of its CPU identity, when
+    /// that is fully known — advertise every one of `features`.
+    pub fn others_advertising(&self, host: &HostCrypto, features: &[&str]) -> usize {
+        let Some(group) = self.0.get(&host.cpu).filter(|_| known(&host.cpu)) else {
+            return 0;
+        };
+        let own = group.at.get(&host.host_id).map(|&i| &group.hosts[i]);
+        let own_counts = |f: &str| own.is_some_and(|o| has(&o.advertised, f));
+        match features {
+            [] => group.hosts.len() - usize::from(own.is_some()),
+            [f] => group.advertising.get(*f).copied().unwrap_or(0) - usize::from(own_counts(f)),
+            _ => group
+                .hosts
+                .iter()
+                .filter(|p| p.host_id != host.host_id && features.iter().all(|f| has(&p.advertised, f)))
+                .count(),
+        }
     }
 }
 
 /// Findings for `host`, judged against the whole fleet (`fleet` may include
 /// `host`; [`CpuGroups::same_cpu`] is all of it that matters).
 pub fn findings(host: &HostCrypto, fleet: &[HostCrypto]) -> Vec<FactFinding> {
+    findings_with(host, |feature| {
+        fleet
+            .iter()
+            .filter(|p| p.host_id != host.host_id && same_cpu(p, host))
+            .any(|p| has(&p.advertised, feature))
+    })
+}
+
+/// [`findings`], `peers_have` saying whether another host with `host`'s CPU
+/// identity advertises a feature.
+fn findings_with(host: &HostCrypto, peers_have: impl Fn(&str) -> bool) -> Vec<FactFinding> {
     let mut out = Vec::new();
     let finding = |reason, features: Vec<&str>| FactFinding {
         host_id: host.host_id,
@@ -243,11 +300,7 @@ pub fn findings(host: &HostCrypto, fleet: &[HostCrypto]) -> Vec<FactFinding> {
         if has(&host.advertised, feature) {
             continue;
         }
-        let peers_have = fleet
-            .iter()
-            .filter(|p| p.host_id != host.host_id && same_cpu(p, host))
-            .any(|p| has(&p.advertised, feature));
-        if host.hypervisor == Some(true) && peers_have {
+        if host.hypervisor == Some(true) && peers_have(feature) {
             out.push(finding(Reason::HypervisorMasks, vec![feature]));
         } else if primitive.is_major() {
             out.push(finding(Reason::CpuLacks, vec![feature]));
@@ -377,11 +430,15 @@ mod tests {
                 vec![(Lacks, &["aes"])],
             ),
         ];
+        let groups = CpuGroups::new(fleet.clone());
         for (name, h, want) in cases {
             let got: Vec<(Reason, Vec<String>)> = findings(h, &fleet)
                 .into_iter()
                 .map(|f| (f.reason, f.features))
                 .collect();
+            let by_group: Vec<(Reason, Vec<String>)> =
+                groups.findings(h).into_iter().map(|f| (f.reason, f.features)).collect();
+            assert_eq!(by_group, got, "{name}: by CPU group");
             let want: Vec<(Reason, Vec<String>)> = want
                 .into_iter()
                 .map(|(r, f)| (r, f.iter().map(|s| s.to_string()).collect()))
@@ -396,6 +453,50 @@ mod tests {
         let other_model = host(1, 106, true, &["aes"], &["aes"], "accelerated");
         let f = findings(&masked, &[masked.clone(), other_model]);
         assert_eq!(f[0].reason, Reason::CpuLacks, "no evidence the silicon has it");
+    }
+
+    #[test]
+    fn peers_advertising_a_feature_are_counted_without_the_host_itself() {
+        let full = ["aes", "pclmulqdq", "avx"];
+        let fleet = [
+            host(1, 85, true, &full, &full, "accelerated"),
+            host(2, 85, true, &["aes"], &["aes"], "accelerated"),
+            host(3, 85, true, &["pclmulqdq"], &["pclmulqdq"], "accelerated"),
+            host(4, 106, true, &full, &full, "accelerated"),
+        ];
+        let groups = CpuGroups::new(fleet.clone());
+        // Host 3 now, and host 2 as it once was (its current state has AES).
+        let earlier = host(2, 85, true, &["pclmulqdq"], &["pclmulqdq"], "accelerated");
+        for (who, h) in [("host 3", &fleet[2]), ("host 2 before", &earlier)] {
+            let scan = |features: &[&str]| {
+                groups
+                    .same_cpu(&h.cpu)
+                    .iter()
+                    .filter(|p| p.host_id != h.host_id && features.iter().all(|f| has(&p.advertised, f)))
+                    .count()
+            };
+            for features in [&[][..], &["aes"], &["avx"], &["aes", "pclmulqdq"], &["sha"]] {
+                assert_eq!(
+                    groups.others_advertising(h, features),
+                    scan(features),
+                    "{who}: {features:?}"
+                );
+            }
+        }
+        assert_eq!(
+            groups.others_advertising(&earlier, &["aes"]),
+            1,
+            "host 1; host 2 is itself"
+        );
+        let unknown = HostCrypto {
+            cpu: (Some("GenuineIntel".into()), None, None, None),
+            ..fleet[1].clone()
+        };
+        assert_eq!(
+            groups.others_advertising(&unknown, &[]),
+            0,
+            "no peers without a known CPU"
+        );
     }
 
     #[test]

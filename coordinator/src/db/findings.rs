@@ -4,6 +4,8 @@
 //! longer does. A finding that comes back is a new row, so a host's rows are
 //! its history.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
 use std::str::FromStr;
 
@@ -134,26 +136,91 @@ macro_rules! finding_columns {
 /// severity, evidence and summary follow the latest derivation; first-seen and
 /// the fact changes stay as first found. Returns the finding's id.
 pub async fn upsert_open(conn: &mut PgConnection, new: &NewFinding) -> Result<i64> {
-    Ok(sqlx::query_scalar(
+    let ids = upsert_open_all(conn, std::slice::from_ref(new)).await?;
+    Ok(ids[0])
+}
+
+/// [`upsert_open`] for each of `list` in order, in one statement; returns
+/// each one's id. Two of the same identity end as that order leaves them: the
+/// first opens (or refreshes), the later ones refresh it.
+pub async fn upsert_open_all(conn: &mut PgConnection, list: &[NewFinding]) -> Result<Vec<i64>> {
+    if list.is_empty() {
+        return Ok(Vec::new());
+    }
+    // One row per identity (a statement may not update a row twice), with
+    // what the later ones of that identity would have refreshed.
+    let mut rows: Vec<NewFinding> = Vec::with_capacity(list.len());
+    let mut row_of: Vec<usize> = Vec::with_capacity(list.len());
+    let mut by_identity: HashMap<Identity<'_>, usize> = HashMap::with_capacity(list.len());
+    for new in list {
+        match by_identity.entry(new.identity()) {
+            Entry::Occupied(at) => {
+                let row = &mut rows[*at.get()];
+                row.severity = new.severity;
+                row.evidence = new.evidence.clone();
+                row.summary = new.summary.clone();
+                row_of.push(*at.get());
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(rows.len());
+                row_of.push(rows.len());
+                rows.push(new.clone());
+            }
+        }
+    }
+    let stored: Vec<(i64, i64, String, Option<String>, String)> = sqlx::query_as(
         "INSERT INTO findings (host_id, reason, kind, subject, severity, first_seen, last_seen, \
              evidence, fact_changes, summary) \
-         VALUES ($1, $2, $3, $4, $5, LEAST(COALESCE($6, now()), now()), now(), $7, $8, $9) \
+         SELECT host_id, reason, kind, subject, severity, LEAST(COALESCE(first_seen, now()), now()), now(), \
+             evidence, fact_changes, summary \
+         FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], \
+             $7::jsonb[], $8::jsonb[], $9::text[]) \
+             AS n (host_id, reason, kind, subject, severity, first_seen, evidence, fact_changes, summary) \
          ON CONFLICT (host_id, reason, COALESCE(kind, ''), subject) WHERE status = 'open' \
          DO UPDATE SET last_seen = GREATEST(now(), findings.first_seen), severity = EXCLUDED.severity, \
              evidence = EXCLUDED.evidence, summary = EXCLUDED.summary \
-         RETURNING id",
+         RETURNING id, host_id, reason, kind, subject",
     )
-    .bind(new.host_id)
-    .bind(&new.reason)
-    .bind(&new.kind)
-    .bind(&new.subject)
-    .bind(new.severity.as_str())
-    .bind(new.first_seen)
-    .bind(&new.evidence)
-    .bind(&new.fact_changes)
-    .bind(&new.summary)
-    .fetch_one(conn)
-    .await?)
+    .bind(rows.iter().map(|r| r.host_id).collect::<Vec<i64>>())
+    .bind(rows.iter().map(|r| r.reason.as_str()).collect::<Vec<&str>>())
+    .bind(rows.iter().map(|r| r.kind.as_deref()).collect::<Vec<Option<&str>>>())
+    .bind(rows.iter().map(|r| r.subject.as_str()).collect::<Vec<&str>>())
+    .bind(rows.iter().map(|r| r.severity.as_str()).collect::<Vec<&str>>())
+    .bind(
+        rows.iter()
+            .map(|r| r.first_seen)
+            .collect::<Vec<Option<DateTime<Utc>>>>(),
+    )
+    .bind(rows.iter().map(|r| r.evidence.clone()).collect::<Vec<Value>>())
+    .bind(rows.iter().map(|r| r.fact_changes.clone()).collect::<Vec<Value>>())
+    .bind(rows.iter().map(|r| r.summary.as_str()).collect::<Vec<&str>>())
+    .fetch_all(conn)
+    .await?;
+    let id_of: HashMap<Identity<'_>, i64> = stored
+        .iter()
+        .map(|(id, host_id, reason, kind, subject)| {
+            ((*host_id, reason.as_str(), kind.as_deref(), subject.as_str()), *id)
+        })
+        .collect();
+    // Every row is inserted or updated, so each comes back.
+    row_of
+        .into_iter()
+        .map(|row| {
+            id_of
+                .get(&rows[row].identity())
+                .copied()
+                .ok_or(sqlx::Error::RowNotFound.into())
+        })
+        .collect()
+}
+
+/// What makes a finding the same one: (host, reason, kind, subject).
+type Identity<'a> = (i64, &'a str, Option<&'a str>, &'a str);
+
+impl NewFinding {
+    fn identity(&self) -> Identity<'_> {
+        (self.host_id, &self.reason, self.kind.as_deref(), &self.subject)
+    }
 }
 
 /// Resolves the given open findings (they no longer hold); returns how many changed.

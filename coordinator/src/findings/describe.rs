@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::analysis::changes;
 use crate::analysis::class::MachineClass;
-use crate::analysis::fallback::{self, CpuGroups, HostCrypto, Reason, hardware_features, primitive_of};
+use crate::analysis::fallback::{CpuGroups, HostCrypto, Reason, hardware_features, primitive_of};
 use crate::analysis::marks;
 use crate::analysis::series::{self, HostSeries, PeerMedians, SeriesVerdict, SlowVerdict};
 use crate::analysis::slow::{SlowKind, Thresholds};
@@ -58,16 +58,11 @@ pub(super) fn for_host(
     let emulated = host.emulated();
     let facts = &host.snapshot.columns;
     let me = crypto_of(host.host_id(), &host.snapshot);
-    let cpu_known = me.cpu.0.is_some() && me.cpu.1.is_some() && me.cpu.2.is_some() && me.cpu.3.is_some();
     let mut out = Vec::new();
-    let fleet = fleet.same_cpu(&me.cpu);
-    for f in fallback::findings(&me, fleet) {
+    for f in fleet.findings(&me) {
         // Hosts with the same (known) CPU identity that advertise what this one lacks.
-        let peers_with = fleet
-            .iter()
-            .filter(|p| cpu_known && p.host_id != host.host_id() && p.cpu == me.cpu)
-            .filter(|p| f.features.iter().all(|x| p.advertised.contains(x)))
-            .count();
+        let features: Vec<&str> = f.features.iter().map(String::as_str).collect();
+        let peers_with = fleet.others_advertising(&me, &features);
         let evidence = json!({
             "features": f.features,
             "advertised": facts.features_advertised,
@@ -395,7 +390,8 @@ pub(super) fn anchor_facts(
 ) -> (Option<DateTime<Utc>>, Value) {
     let holds = |s: &Snapshot| {
         let then = crypto_of(host_id, s);
-        fallback::findings(&then, fleet.same_cpu(&then.cpu))
+        fleet
+            .findings(&then)
             .iter()
             .any(|f| f.reason == reason && fact_subject(f.reason, &f.features) == subject)
     };

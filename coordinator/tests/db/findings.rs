@@ -7,13 +7,14 @@ use cipherfleet_coordinator::db::findings::{self, Finding, Severity};
 use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::db::jobs::{self, NewJob};
 use cipherfleet_coordinator::db::leases::{self, Holder};
-use cipherfleet_coordinator::findings::{Work, derive, derive_fleet, derive_in_chunks};
+use cipherfleet_coordinator::db::outbox;
+use cipherfleet_coordinator::findings::{Outcome, Work, Writes, derive, derive_fleet, derive_in_chunks, derive_with};
 use cipherfleet_coordinator::metrics;
-use cipherfleet_core::path::Path;
+use cipherfleet_core::path::{Path, PathUsed};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::helpers::{campaign, facts, fresh_db, measurement, record};
+use crate::helpers::{campaign, facts, fresh_db, measurement, record, twin_dbs};
 
 /// Facts with the given advertised and usable features, kernel and flavour.
 fn facts_with(kernel: &str, advertised: &[&str], usable: &[&str], flavour: &str) -> Value {
@@ -338,4 +339,143 @@ async fn a_pass_for_one_algorithm_leaves_the_slow_findings_of_others_open() {
     let o = derive(&pool, &other).await.unwrap();
     assert_eq!(o.resolved, 0, "{o:?}");
     assert_eq!(findings::list_open(&pool).await.unwrap().len(), 1);
+}
+
+/// Stores one aes-256-gcm 16 KiB accelerated-path result on `host_id` that
+/// ran as `used`.
+async fn ran_as(pool: &PgPool, host_id: i64, used: PathUsed, mb_s: f64) {
+    let new_job = crate::helpers::job_on(host_id, 16384, Path::Accelerated);
+    campaign(pool, std::slice::from_ref(&new_job)).await;
+    let job = jobs::claim_next_for_host(pool, host_id)
+        .await
+        .unwrap()
+        .expect("a queued job");
+    record(pool, job.id, host_id, &measurement(&new_job.spec, used, mb_s))
+        .await
+        .unwrap();
+}
+
+/// Every finding as stored, by identity and first-seen, without the times a
+/// pass stamps itself (last-seen, resolved-at: `now()`); and every outbox
+/// event, by its finding's identity.
+async fn stored_state(pool: &PgPool) -> (Vec<Value>, Vec<(Value, String)>) {
+    let host_ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM hosts ORDER BY id")
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    let mut all: Vec<Finding> = Vec::new();
+    for host in host_ids {
+        all.extend(findings::list_for_host(pool, host).await.unwrap());
+    }
+    let identity = |f: &Finding| json!([f.host_name, f.reason, f.kind, f.subject, f.first_seen]);
+    let mut rows: Vec<Value> = all
+        .iter()
+        .map(|f| {
+            json!({
+                "identity": identity(f),
+                "severity": f.severity,
+                "status": f.status,
+                "resolved": f.resolved_at.is_some(),
+                "evidence": f.evidence,
+                "fact_changes": f.fact_changes,
+                "summary": f.summary,
+            })
+        })
+        .collect();
+    rows.sort_by_key(|r| r["identity"].to_string());
+    let by_id: BTreeMap<i64, Value> = all.iter().map(|f| (f.id, identity(f))).collect();
+    let mut events: Vec<(Value, String)> = outbox::list(pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (by_id[&e.finding_id].clone(), e.event))
+        .collect();
+    events.sort_by_key(|(f, e)| (f.to_string(), e.clone()));
+    (rows, events)
+}
+
+/// Runs `work` on `pool`'s database and on a copy of it, batched on one and
+/// one statement per finding on the other, and checks both end the same;
+/// returns the database the one-by-one pass ran on, and what it did.
+async fn both_ways(pool: PgPool, work: &Work) -> (PgPool, Outcome) {
+    let (one_by_one, batched) = twin_dbs(pool).await;
+    // Two hosts a chunk: a chunk's statement holds several hosts' findings.
+    let reference = derive_with(&one_by_one, work, 2, Writes::OneByOne).await.unwrap();
+    let outcome = derive_with(&batched, work, 2, Writes::Batched).await.unwrap();
+    assert_eq!(outcome, reference, "{work:?}: what the passes did");
+    let (want, got) = (stored_state(&one_by_one).await, stored_state(&batched).await);
+    assert_eq!(got.0, want.0, "{work:?}: the findings");
+    assert_eq!(got.1, want.1, "{work:?}: the webhook events");
+    batched.close().await;
+    (one_by_one, reference)
+}
+
+#[tokio::test]
+async fn a_batched_pass_opens_refreshes_and_resolves_what_a_pass_one_finding_at_a_time_did() {
+    let pool = fresh_db().await;
+    let full = facts_with("6.1.0", FULL, FULL, "accelerated");
+    // Five same-class peers, one of them slow; an accelerated path at software speed.
+    let mut peers = Vec::new();
+    for (i, mb_s) in [2000.0, 2100.0, 1900.0, 2050.0, 600.0].into_iter().enumerate() {
+        let host = hello(&pool, &format!("peer-{i}"), &full).await;
+        results_for(&pool, host, Path::Accelerated, &[mb_s, mb_s * 1.02, mb_s * 0.98]).await;
+        peers.push(host);
+    }
+    let near = hello(&pool, "near-software", &full).await;
+    results_for(&pool, near, Path::Accelerated, &[95.0, 90.0, 99.0]).await;
+    results_for(&pool, near, Path::Software, &[80.0, 82.0, 79.0]).await;
+    // Each fact reason, and a worker in software the facts cannot explain.
+    let mut masked = facts_with(
+        "6.1.0",
+        &["avx", "avx2", "pclmulqdq"],
+        &["avx", "avx2", "pclmulqdq"],
+        "accelerated",
+    );
+    masked["virtualization"]["hypervisor"] = json!(true);
+    let vm = hello(&pool, "vm-masked", &masked).await;
+    let mut bare = facts_with("6.1.0", &["avx", "pclmulqdq"], &["avx", "pclmulqdq"], "accelerated");
+    bare["virtualization"]["hypervisor"] = json!(false);
+    hello(&pool, "bare-no-aes", &bare).await;
+    hello(&pool, "soft-agent", &facts_with("6.1.0", FULL, FULL, "software")).await;
+    let old = hello(
+        &pool,
+        "old-kernel",
+        &facts_with("3.10.0", FULL, &["aes", "pclmulqdq"], "accelerated"),
+    )
+    .await;
+    let emulated = hello(&pool, "in-software", &full).await;
+    ran_as(&pool, emulated, PathUsed::Software, 300.0).await;
+
+    // Everything opens.
+    let (pool, first) = both_ways(pool, &Work::Fleet).await;
+    assert!(first.opened >= 7 && first.resolved == 0, "{first:?}");
+
+    // Some resolve, one opens, the rest hold.
+    hello(&pool, "vm-masked", &{
+        let mut fixed = facts_with("6.1.0", FULL, FULL, "accelerated");
+        fixed["virtualization"]["hypervisor"] = json!(true);
+        fixed
+    })
+    .await;
+    hello(&pool, "old-kernel", &full).await;
+    ran_as(&pool, emulated, PathUsed::Accelerated, 2000.0).await;
+    hello(&pool, "peer-0", &facts_with("6.1.0", FULL, FULL, "software")).await;
+    let (pool, second) = both_ways(pool, &Work::Fleet).await;
+    assert!(
+        second.opened >= 1 && second.refreshed >= 4 && second.resolved >= 3,
+        "{second:?}"
+    );
+
+    // The per-result pass: some hosts, one algorithm; and the facts pass.
+    results_for(&pool, near, Path::Accelerated, &[2000.0, 2100.0, 1950.0]).await;
+    let some = Work::Hosts(
+        [near, peers[4], vm, old]
+            .into_iter()
+            .map(|h| (h, Some(BTreeSet::from(["aes-256-gcm".to_string()]))))
+            .collect(),
+    );
+    let (pool, third) = both_ways(pool, &some).await;
+    assert!(third.resolved >= 1 && third.refreshed >= 1, "{third:?}");
+    let (_, facts_only) = both_ways(pool, &Work::Facts).await;
+    assert!(facts_only.refreshed >= 3, "{facts_only:?}");
 }

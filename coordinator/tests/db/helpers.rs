@@ -88,6 +88,33 @@ pub async fn db_at_migration(version: i64) -> PgPool {
     pool
 }
 
+/// `pool`'s database and an exact copy of it (`CREATE DATABASE … TEMPLATE`,
+/// timestamps and ids included), each with a pool of its own: two runs of
+/// the same step, compared row by row. `pool` is closed, as copying needs.
+pub async fn twin_dbs(pool: PgPool) -> (PgPool, PgPool) {
+    let name: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&pool)
+        .await
+        .expect("the database's name");
+    pool.close().await;
+    let shared = shared();
+    let twin = format!("{name}_twin_{}", Uuid::new_v4().simple());
+    let mut admin = shared.options.connect().await.expect("connecting to the test cluster");
+    // Generated identifiers; CREATE DATABASE takes no bind parameters.
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {twin} TEMPLATE {name}")))
+        .execute(&mut admin)
+        .await
+        .expect("copying a test database");
+    let connect = |db: String| {
+        PgPoolOptions::new()
+            .max_connections(8)
+            .connect_with(shared.options.clone().database(&db))
+    };
+    let original = connect(name).await.expect("reconnecting to the test database");
+    let copy = connect(twin).await.expect("connecting to its copy");
+    (original, copy)
+}
+
 /// A fresh, empty database in the shared cluster.
 async fn empty_db() -> PgPool {
     let shared = shared();

@@ -2,9 +2,10 @@
 
 use std::collections::BTreeSet;
 
-use cipherfleet_coordinator::db::findings::{OpenCount, Severity};
-use cipherfleet_coordinator::db::snapshots::FactColumns;
+use cipherfleet_coordinator::db::findings::{NewFinding, OpenCount, Severity};
+use cipherfleet_coordinator::db::snapshots::{self, FactColumns};
 use cipherfleet_coordinator::db::{findings, series};
+use cipherfleet_core::path::Path;
 use serde_json::json;
 
 use super::fixture::*;
@@ -97,6 +98,32 @@ async fn findings_and_the_series_they_come_from_read_back_as_stored() {
     assert_eq!(bench_history[0].evidence, json!({"ratio": 0.9}));
     assert_eq!(bench_history[0].first_seen, first.first_seen);
 
+    // Several in one statement, as a pass stores a chunk: a refresh, a new
+    // finding, and that one again, which ends as the later one says.
+    let mut conn = pool.acquire().await.unwrap();
+    let vm_slow = slow_finding(f.vm, json!({"ratio": 0.5}));
+    let again = NewFinding {
+        evidence: json!({"ratio": 0.4}),
+        first_seen: None,
+        ..vm_slow.clone()
+    };
+    let batch = [slow_finding(f.bench, json!({"ratio": 0.8})), vm_slow.clone(), again];
+    let ids = findings::upsert_open_all(&mut conn, &batch).await.unwrap();
+    assert!(findings::upsert_open_all(&mut conn, &[]).await.unwrap().is_empty());
+    drop(conn);
+    assert_eq!((ids[0], ids[1]), (slow, ids[2]), "{ids:?}");
+    assert_ne!(ids[1], slow);
+    let vm_new = findings::list_for_host(pool, f.vm).await.unwrap();
+    let vm_new = vm_new.iter().find(|x| x.id == ids[1]).expect("opened");
+    assert_eq!(
+        (&vm_new.evidence, Some(vm_new.first_seen), vm_new.status.as_str()),
+        (&json!({"ratio": 0.4}), vm_slow.first_seen, "open")
+    );
+    let bench_history = findings::list_for_host(pool, f.bench).await.unwrap();
+    assert_eq!(bench_history.len(), 1);
+    assert_eq!(bench_history[0].evidence, json!({"ratio": 0.8}));
+    assert_eq!(findings::resolve(pool, &[ids[1]]).await.unwrap(), 1);
+
     assert_eq!(findings::resolve(pool, &[slow, f.resolved_finding]).await.unwrap(), 1);
     assert_eq!(findings::resolve(pool, &[slow]).await.unwrap(), 0, "already resolved");
     assert_eq!(findings::resolve(pool, &[]).await.unwrap(), 0);
@@ -118,7 +145,9 @@ async fn findings_and_the_series_they_come_from_read_back_as_stored() {
     assert_eq!(vm.snapshot.columns, FactColumns::from_facts(&vm_facts()));
 
     let bench_snapshot = f.bench_snapshots[1];
-    let observed = series::latest_points(pool, &[f.bench, f.vm], None, 5).await.unwrap();
+    let observed = series::latest_points(pool, &[f.bench, f.vm], None, None, 5)
+        .await
+        .unwrap();
     let expected = [
         f.bench_accelerated.observation(bench_snapshot),
         f.bench_software.observation(bench_snapshot),
@@ -126,16 +155,40 @@ async fn findings_and_the_series_they_come_from_read_back_as_stored() {
         f.vm_fell_back.observation(f.vm_snapshot),
     ];
     assert_eq!(observed, expected);
+    let accelerated = series::latest_points(pool, &[f.bench, f.vm], None, Some(Path::Accelerated), 5)
+        .await
+        .unwrap();
+    let want: Vec<_> = expected
+        .iter()
+        .filter(|o| o.point.path == Path::Accelerated)
+        .cloned()
+        .collect();
+    assert_eq!(accelerated, want, "only the accelerated path's series");
+    assert!(want.len() < expected.len());
+    // Every snapshot of the hosts, by host, oldest first; typed columns only.
+    let histories = series::snapshot_histories(pool, &[f.vm, f.bench]).await.unwrap();
+    let ids: Vec<(i64, i64)> = histories.iter().map(|s| (s.host_id, s.id)).collect();
+    let mut want: Vec<(i64, i64)> = f.bench_snapshots.iter().map(|id| (f.bench, *id)).collect();
+    want.push((f.vm, f.vm_snapshot));
+    want.sort();
+    assert_eq!(ids, want);
+    let one_by_one = snapshots::history(pool, f.bench).await.unwrap();
+    let bench_history: Vec<_> = histories.iter().filter(|s| s.host_id == f.bench).collect();
+    for (got, full) in bench_history.iter().zip(&one_by_one) {
+        assert_eq!((got.taken_at, &got.columns), (full.taken_at, &full.columns));
+        assert_eq!(got.facts, json!({}));
+    }
+    assert!(series::snapshot_histories(pool, &[]).await.unwrap().is_empty());
     let only_chacha = BTreeSet::from([chacha().name().to_string()]);
-    let observed = series::latest_points(pool, &[f.bench, f.vm], Some(&only_chacha), 1)
+    let observed = series::latest_points(pool, &[f.bench, f.vm], Some(&only_chacha), None, 1)
         .await
         .unwrap();
     assert_eq!(observed, [f.bench_chacha.observation(bench_snapshot)]);
-    let no_algorithms = series::latest_points(pool, &[f.bench], Some(&BTreeSet::new()), 5)
+    let no_algorithms = series::latest_points(pool, &[f.bench], Some(&BTreeSet::new()), None, 5)
         .await
         .unwrap();
     assert!(no_algorithms.is_empty(), "{no_algorithms:?}");
-    let no_hosts = series::latest_points(pool, &[], None, 5).await.unwrap();
+    let no_hosts = series::latest_points(pool, &[], None, None, 5).await.unwrap();
     assert!(no_hosts.is_empty(), "{no_hosts:?}");
 
     // What ran last at each accelerated point, with the worker's backends.
