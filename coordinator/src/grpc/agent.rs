@@ -70,6 +70,8 @@ pub struct AgentSvc {
     pub verify: VerifyOnChange,
     /// Sessions open or waiting for their hello ([`super::limits::Caps::sessions`]).
     pub sessions: Arc<Semaphore>,
+    /// Turns for the database work of a handshake ([`super::limits::HANDSHAKES_AT_ONCE`]).
+    pub handshakes: Arc<Semaphore>,
     /// Failed token attempts per peer address, shared with the admin API.
     pub failed_auth: Arc<FailedAuth>,
     /// `--client-ca`: a `Hello` name must be a name of the session's client certificate.
@@ -121,6 +123,11 @@ impl AgentService for AgentSvc {
             );
             return Err(Status::permission_denied(mismatch.to_string()));
         }
+        // A turn for the database work, held until the session is welcomed.
+        let turn = tokio::time::timeout(super::limits::HANDSHAKE_WAIT, self.handshakes.clone().acquire_owned())
+            .await
+            .map_err(|_| Status::unavailable("the coordinator is busy admitting other agents; retry shortly"))?
+            .map_err(|_| Status::unavailable("the coordinator is shutting down"))?;
         // What the host enrolls with if it enrolls: the agent's own proposal (its form
         // checked by `validate_hello`), else one drawn here for an agent that proposes none.
         let new_credential = match NewCredential::proposed(&hello.proposed_credential) {
@@ -224,6 +231,7 @@ impl AgentService for AgentSvc {
                 tracing::warn!(host = host_id, error = %e, "queueing a verification campaign");
             }
         }
+        drop(turn);
         tracing::info!(host = host_id, name = ?hello.name, peer = ?peer, facts_changed = accepted.facts_changed, "agent connected");
 
         let session = Session {

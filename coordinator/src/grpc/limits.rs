@@ -29,6 +29,13 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 65_536;
 pub const ACCEPT_BACKLOG: u32 = 65_535;
 /// Concurrent HTTP/2 streams on one connection: an agent needs one, an operator a few.
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 16;
+/// Handshakes (admission to welcome: several statements each) in progress at
+/// once. The rest wait their turn rather than all queueing on the database
+/// pool, where in a connect storm every one of them would time out half-done.
+pub const HANDSHAKES_AT_ONCE: usize = 16;
+/// How long a `Hello` waits for a handshake turn before it is told to retry
+/// (`UNAVAILABLE`; the agent backs off with jitter).
+pub const HANDSHAKE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Open files kept aside from gRPC connections: the database pools, the
 /// HTTP listener and its clients, the private cluster's pipes, logs.
 pub const RESERVED_FILES: u64 = 1024;
