@@ -127,6 +127,16 @@ struct ServeArgs {
     /// is room: agents keep their results spooled and get no new job meanwhile.
     #[arg(long, default_value_t = ingest::DEFAULT_QUEUE, value_parser = ingest_queue)]
     ingest_queue: usize,
+    /// Most open gRPC connections, agents' and operators' together; one past it is closed at
+    /// once. Each is an open file: at start the soft open-files limit is raised to the hard one,
+    /// and a value that does not fit under it (with 1024 files for the rest) is refused.
+    /// Default: 65536, or as many as the limit allows (with a warning).
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// Most agent sessions, open or waiting for their Hello; past it a new one is refused with
+    /// RESOURCE_EXHAUSTED and its agent retries later. Default: --max-connections.
+    #[arg(long, value_name = "N")]
+    max_sessions: Option<usize>,
     #[command(flatten)]
     watch: watch_args::WatchArgs,
 }
@@ -311,6 +321,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             queue: args.ingest_queue,
             ..ingest::Config::default()
         },
+        max_connections: args.max_connections,
+        max_sessions: args.max_sessions,
     };
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();

@@ -58,6 +58,10 @@ pub struct ServeConfig {
     pub report: web::Access,
     /// How results are batched and how many may wait (`--ingest-queue`).
     pub ingest: ingest::Config,
+    /// `--max-connections` and `--max-sessions` as given, fitted to the
+    /// open-files limit at start ([`limits::Caps::fit`]).
+    pub max_connections: Option<usize>,
+    pub max_sessions: Option<usize>,
 }
 
 /// Watching without a person ([`crate::watch`]): verification on fact changes and the webhook.
@@ -79,6 +83,8 @@ pub struct Guards {
     /// Warn on every agent session: it runs over plain gRPC by the operator's choice.
     pub warn_plaintext: bool,
     pub report: web::Access,
+    /// Open connections and agent sessions served at once.
+    pub caps: limits::Caps,
 }
 
 /// The running parts `run` needs.
@@ -95,6 +101,8 @@ pub struct App {
 /// Starts the database (private cluster or URL), binds, prints the bound
 /// addresses on stdout (`grpc=ADDR http=ADDR`), and runs until `shutdown`.
 pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
+    // Before anything is started: caps that cannot fit are refused at once.
+    let caps = limits::Caps::fit_this_process(config.max_connections, config.max_sessions)?;
     // Held until the coordinator exits: one coordinator per private cluster.
     let _data_dir_lock = match &config.database_url {
         Some(_) => None,
@@ -127,9 +135,8 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
             .await
             .context("clearing the leases of an earlier run")?;
     }
-    let grpc = TcpListener::bind(config.grpc_listen)
-        .await
-        .with_context(|| format!("binding --grpc-listen {}", config.grpc_listen))?;
+    let grpc =
+        limits::bind(config.grpc_listen).with_context(|| format!("binding --grpc-listen {}", config.grpc_listen))?;
     let http = match config.http_listen {
         Some(addr) => Some(
             TcpListener::bind(addr)
@@ -181,6 +188,7 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         tls: config.tls,
         client_certs: config.client_certs,
         report: config.report,
+        caps,
     };
     let result = run_guarded(app, grpc, guards, http, shutdown).await;
     if let Some(cluster) = cluster
@@ -216,6 +224,7 @@ pub async fn run_guarded(
         client_certs,
         warn_plaintext,
         report,
+        caps,
     } = guards;
     let scheduler = Arc::new(
         Scheduler::with_ingest(app.pool.clone(), app.ingest).with_lease_ttl(app.heartbeat * cluster::MISSED_RENEWALS),
@@ -247,7 +256,8 @@ pub async fn run_guarded(
         shutdown: shutdown.clone(),
         findings: deriver,
         verify: app.watch.verify,
-        sessions: limits::session_permits(),
+        sessions: caps.session_permits(),
+        handshakes: Arc::new(tokio::sync::Semaphore::new(limits::HANDSHAKES_AT_ONCE)),
         failed_auth: failed_auth.clone(),
         client_certs,
     };
@@ -296,10 +306,7 @@ pub async fn run_guarded(
         // Nagle off: a ResultAck followed at once by the next RunJob would otherwise
         // wait for the agent's delayed ACK (~40 ms per job; deploy/bench-coordinator.sh).
         .serve_with_incoming_shutdown(
-            limits::limit_connections(
-                TcpIncoming::from(grpc).with_nodelay(Some(true)),
-                limits::MAX_CONNECTIONS,
-            ),
+            limits::limit_connections(TcpIncoming::from(grpc).with_nodelay(Some(true)), caps.connections),
             shutdown.clone().cancelled_owned(),
         );
     // A graceful stop waits for every stream to finish, and the stream of an

@@ -12,9 +12,11 @@
 //! - [`stats`]: median, percentiles, coefficient of variation, MAD.
 //! - [`wire`]: conversions to and from the gRPC protocol, and the bounds both ends check.
 //! - [`token`]: loading shared-secret tokens, by one rule for both programs.
+//! - [`credential`]: the form of a per-host credential.
 //! - [`text`]: enums that travel as text (`text_enum!`).
 
 pub mod algorithm;
+pub mod credential;
 pub mod facts;
 pub mod measurement;
 pub mod path;

@@ -25,11 +25,13 @@ impl fmt::Debug for Hello {
             spooled_job_ids,
             credential,
             running_attempt_id,
+            proposed_credential,
         } = self;
         f.debug_struct("Hello")
             .field("protocol_version", protocol_version)
             .field("enrollment_token", &shown(enrollment_token))
             .field("credential", &shown(credential))
+            .field("proposed_credential", &shown(proposed_credential))
             .field("facts", facts)
             .field("capabilities", capabilities)
             .field("labels", labels)
@@ -79,6 +81,7 @@ mod tests {
         let hello = Hello {
             enrollment_token: "s3cret-token".into(),
             credential: "c0ffee-host-credential".into(),
+            proposed_credential: "beef-proposed-credential".into(),
             name: "host-a".into(),
             ..Default::default()
         };
@@ -88,6 +91,7 @@ mod tests {
         let printed = format!("{message:?}");
         assert!(!printed.contains("s3cret-token"), "{printed}");
         assert!(!printed.contains("c0ffee"), "{printed}");
+        assert!(!printed.contains("beef"), "{printed}");
         assert!(printed.contains("<redacted>"), "{printed}");
         assert!(printed.contains("host-a"), "{printed}");
     }

@@ -161,6 +161,7 @@ fn hello(name: &str, protocol_version: u32) -> AgentMessage {
         spooled_job_ids: vec![],
         credential: String::new(),
         running_attempt_id: String::new(),
+        proposed_credential: String::new(),
     };
     AgentMessage {
         body: Some(agent_message::Body::Hello(hello)),

@@ -4,7 +4,7 @@
 //! coordinator acknowledges it.
 //!
 //! - [`config`]: flags, the enrollment token, default host name, state directory and spool place.
-//! - [`credential`]: the host credential in the state directory (issued at enrollment).
+//! - [`credential`]: the host credential in the state directory (proposed by the agent at enrollment).
 //! - [`session`]: one connected session (handshake, message handling, heartbeats).
 //! - [`executor`]: runs a job in a worker process on a blocking thread; cancellable.
 //! - [`ceilings`]: what a pushed job may use at most (threads, seconds, memory, time, priority).
@@ -32,7 +32,6 @@ mod spool;
 use std::sync::Mutex;
 
 use anyhow::Context as _;
-use cipherfleet_core::token::Secret;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
@@ -43,7 +42,7 @@ pub use config::{
 };
 
 use backoff::Backoff;
-use credential::CredentialFile;
+use credential::HostCredential;
 use executor::Executor;
 use session::SessionEnd;
 use spool::{Outcome, Spool};
@@ -71,9 +70,8 @@ impl ExitReason {
 /// What every session shares.
 struct Context {
     config: DaemonConfig,
-    /// Where the host credential is kept, and the credential itself once issued.
-    credential_file: CredentialFile,
-    credential: Mutex<Option<Secret>>,
+    /// The host credential (and its proposal), kept in the state directory.
+    credential: Mutex<HostCredential>,
     spool: Spool,
     executor: Executor,
     shutdown: CancellationToken,
@@ -83,7 +81,14 @@ struct Context {
 /// finish for up to `config.grace`) or the coordinator refuses the agent.
 /// Errors are local problems at start, such as an unusable spool directory.
 pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::Result<ExitReason> {
-    let (credential_file, credential) = CredentialFile::open(&config.state_dir, &config.name)?;
+    let mut credential = HostCredential::open(&config.state_dir, &config.name)?;
+    // On disk before the first Hello: a lost Welcome then costs a retry, not the host.
+    credential.prepare().with_context(|| {
+        format!(
+            "storing the host credential's proposal in {}",
+            config.state_dir.display()
+        )
+    })?;
     let spool = Spool::open(&config.spool_dir)?;
     if let Some(job) = spool
         .recover_interrupted()
@@ -106,8 +111,8 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::R
             .collect::<Vec<_>>()
             .join(", "),
         spool.dir().display(),
-        if credential.is_some() {
-            format!("host credential {}", credential_file.path().display())
+        if credential.current().is_some() {
+            format!("host credential {}", credential.path().unwrap_or_default().display())
         } else {
             "no host credential yet: enrolls with the enrollment token".to_string()
         }
@@ -127,7 +132,6 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::R
     });
     let ctx = Context {
         config,
-        credential_file,
         credential: Mutex::new(credential),
         spool,
         executor,

@@ -2,9 +2,11 @@
 //! serve the coordinator's messages until the stream ends or shutdown is done.
 //!
 //! Protocol, agent side:
-//! - `Hello` presents the host credential when there is one (and the
-//!   enrollment token, which admits a host that has none); a credential in
-//!   `Welcome` is stored in the state directory before anything else happens;
+//! - `Hello` presents the host credential when there is one, the enrollment
+//!   token (which admits a host that has none) and the agent's own proposal
+//!   for its credential, stored in the state directory before the first
+//!   `Hello` ([`super::credential`]); a credential in `Welcome` is stored
+//!   before anything else happens;
 //! - after `Welcome`, every spooled outcome is re-sent, oldest first;
 //! - every job message names the job's attempt (`RunJob.attempt_id`);
 //! - `RunJob`: a bad spec is answered `JobFailed` (spooled); when idle the job
@@ -218,27 +220,29 @@ async fn handshake(
     Ok((session, welcome, inbound))
 }
 
-/// Stores the credential the coordinator just issued: without it the host
-/// could not prove who it is next time, so failing to store it ends the agent.
+/// Stores the credential `Welcome` confirmed (this agent's proposal, or one an
+/// older coordinator issued): without it the host could not prove who it is
+/// next time, so failing to store it ends the agent.
 fn keep_credential(ctx: &Context, credential: &str) -> Result<(), SessionEnd> {
     if !well_formed_credential(credential) {
         return Err(lost("the coordinator sent a malformed host credential", false));
     }
-    if let Err(e) = ctx.credential_file.store(credential) {
+    let mut held = ctx.credential.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let path = held.path().unwrap_or_default();
+    if let Err(e) = held.welcomed(credential) {
         return Err(SessionEnd::Rejected(format!(
             "cannot store the host credential in {}: {e}. The coordinator enrolled this host, but \
              the agent could not prove it next time: fix the state directory (--state-dir), then have \
              an operator run `cipherfleet-coordinator hosts reset-credential {}`",
-            ctx.credential_file.path().display(),
+            path.display(),
             ctx.config.name
         )));
     }
     info!(
         "enrolled as host {:?}; its credential is in {}",
         ctx.config.name,
-        ctx.credential_file.path().display()
+        path.display()
     );
-    *ctx.credential.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Secret::new(credential));
     Ok(())
 }
 
@@ -259,17 +263,15 @@ fn hello(ctx: &Context) -> v1::Hello {
         Vec::new()
     });
     let (running_job_id, running_attempt_id) = ctx.executor.running_attempt().unwrap_or_default();
-    let credential = ctx
-        .credential
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .as_ref()
-        .map(|c| c.expose().to_string())
-        .unwrap_or_default();
+    let (credential, proposed_credential) = {
+        let held = ctx.credential.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (exposed(held.current()), exposed(held.proposed()))
+    };
     v1::Hello {
         protocol_version: PROTOCOL_VERSION,
         enrollment_token: ctx.config.token.expose().to_string(),
         credential,
+        proposed_credential,
         facts: Some(v1::HostFacts::from(&probe::probe())),
         capabilities: Some(v1::Capabilities {
             paths,
@@ -286,6 +288,11 @@ fn hello(ctx: &Context) -> v1::Hello {
             .map(|o| o.job_id)
             .collect(),
     }
+}
+
+/// A secret as a `Hello` field: empty when there is none.
+pub(crate) fn exposed(secret: Option<&Secret>) -> String {
+    secret.map(|s| s.expose().to_string()).unwrap_or_default()
 }
 
 pub(crate) fn message(body: agent_message::Body) -> v1::AgentMessage {

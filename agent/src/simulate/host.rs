@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::daemon::CoordinatorUrl;
+use anyhow::Context as _;
 use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::token::Secret;
 use cipherfleet_core::wire;
@@ -31,7 +32,7 @@ use super::rng::Rng;
 use super::stats::Stats;
 use super::template::Profile;
 use crate::daemon::backoff::Backoff;
-use crate::daemon::credential::CredentialFile;
+use crate::daemon::credential::HostCredential;
 use crate::daemon::session::{self, HANDSHAKE_TIMEOUT, SessionEnd, lost};
 
 /// Messages queued for the coordinator before sending waits.
@@ -72,8 +73,8 @@ pub struct Host {
     labels: Vec<v1::Label>,
     /// Built once: the facts never change.
     facts: v1::HostFacts,
-    credential_file: Option<CredentialFile>,
-    credential: Option<Secret>,
+    /// Its credential and proposal: in `--state-dir`, or in memory.
+    credential: HostCredential,
     job: Option<Running>,
     /// Which of [`Fleet::coordinators`] the next session dials.
     coordinator: usize,
@@ -101,6 +102,7 @@ struct Pending {
 
 impl Host {
     /// Host `index` named `name`; its credential in `state_dir/<name>/credential` when given.
+    /// Blocking: the proposal for its credential is stored before its first `Hello`.
     pub fn new(
         index: u64,
         name: String,
@@ -108,13 +110,13 @@ impl Host {
         labels: &[v1::Label],
     ) -> anyhow::Result<Host> {
         let profile = Profile::of(index, &name);
-        let (credential_file, credential) = match state_dir {
-            Some(dir) => {
-                let (file, credential) = CredentialFile::open(&dir.join(&name), &name)?;
-                (Some(file), credential)
-            }
-            None => (None, None),
+        let mut credential = match state_dir {
+            Some(dir) => HostCredential::open(&dir.join(&name), &name)?,
+            None => HostCredential::in_memory(),
         };
+        credential
+            .prepare()
+            .with_context(|| format!("storing the credential proposal of simulated host {name}"))?;
         let mut labels = labels.to_vec();
         labels.push(v1::Label {
             key: "sim-template".into(),
@@ -125,7 +127,6 @@ impl Host {
             name,
             profile,
             labels,
-            credential_file,
             credential,
             job: None,
             coordinator: index as usize,
@@ -175,11 +176,8 @@ impl Host {
         v1::Hello {
             protocol_version: PROTOCOL_VERSION,
             enrollment_token: fleet.token.expose().to_string(),
-            credential: self
-                .credential
-                .as_ref()
-                .map(|c| c.expose().to_string())
-                .unwrap_or_default(),
+            credential: session::exposed(self.credential.current()),
+            proposed_credential: session::exposed(self.credential.proposed()),
             facts: Some(self.facts.clone()),
             capabilities: Some(v1::Capabilities {
                 paths: vec!["accelerated".into(), "software".into()],
@@ -317,14 +315,12 @@ impl Host {
         if !session::well_formed_credential(credential) {
             return Err(lost("the coordinator sent a malformed host credential", false));
         }
-        if let Some(file) = self.credential_file.clone() {
-            let value = credential.to_string();
-            let stored = tokio::task::spawn_blocking(move || file.store(&value)).await;
-            if let Err(e) = stored.map_err(std::io::Error::other).and_then(|r| r) {
-                return Err(SessionEnd::Rejected(format!("cannot store the host credential: {e}")));
-            }
+        let (mut held, value) = (self.credential.clone(), credential.to_string());
+        let stored = tokio::task::spawn_blocking(move || held.welcomed(&value).map(|()| held)).await;
+        match stored.map_err(std::io::Error::other).and_then(|r| r) {
+            Ok(held) => self.credential = held,
+            Err(e) => return Err(SessionEnd::Rejected(format!("cannot store the host credential: {e}"))),
         }
-        self.credential = Some(Secret::new(credential));
         Ok(())
     }
 

@@ -1,9 +1,10 @@
 //! `cipherfleet-agent simulate --count N`: many simulated agents in one
 //! process, for load tests of a coordinator and for demonstrating the report
 //! without a fleet. Each simulated host is a task with its own connection,
-//! gRPC stream, name and host credential (issued and admitted by the
-//! coordinator as for a real agent); a job is answered after a delay with a
-//! synthetic measurement of its template. Every host carries the label
+//! gRPC stream, name and host credential (proposed by the host and admitted
+//! by the coordinator as for a real agent, so a lost `Welcome` is retried
+//! rather than refused); a job is answered after a delay with a synthetic
+//! measurement of its template. Every host carries the label
 //! `simulated=true`, which the report and the capacity planner leave out of
 //! their figures unless asked.
 //!
@@ -311,9 +312,12 @@ fn raise_open_files(needed: u64) -> anyhow::Result<()> {
         }
         if (limit.rlim_max as u64) < needed {
             bail!(
-                "--count needs about {needed} open files and the hard limit is {}: raise it (ulimit -Hn, \
-                 LimitNOFILE= in a unit) or simulate fewer hosts per process (--first, --count)",
-                limit.rlim_max
+                "--count: {} hosts need about {needed} open files (one connection each, 256 for the rest) and \
+                 the hard limit is {}, so at most {} fit in one process: raise it (ulimit -Hn, LimitNOFILE= \
+                 in a unit) or split the fleet over several processes (--first, --count)",
+                needed - 256,
+                limit.rlim_max,
+                (limit.rlim_max as u64).saturating_sub(256)
             );
         }
         limit.rlim_cur = needed as libc::rlim_t;

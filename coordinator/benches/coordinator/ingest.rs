@@ -246,6 +246,8 @@ impl SimHost {
             spooled_job_ids: vec![],
             credential: String::new(),
             running_attempt_id: String::new(),
+            // The coordinator makes a credential for a host that proposes none.
+            proposed_credential: String::new(),
         };
         let (tx, rx) = mpsc::channel(16);
         tx.send(AgentMessage {

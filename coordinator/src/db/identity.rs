@@ -2,24 +2,40 @@
 //! [`crate::credential`]) and whether it is retired. The enrollment token
 //! admits only a host without a credential — a new name, a host enrolled
 //! before credentials existed, or one whose credential an operator reset —
-//! and that host is issued one in the same transaction. Anyone else must
-//! present the credential of the name they claim. Nothing about a host is
-//! changed by a refused `Hello`.
+//! and that host takes the `Hello`'s new credential (the agent's proposal, or
+//! one drawn for it) in the same transaction. Anyone else must present the
+//! credential of the name they claim. Enrolling is idempotent: a `Hello` whose
+//! new credential is the host's already (the same proposal again, after the
+//! `Welcome` of the first was lost) is enrolled again rather than refused.
+//! Nothing about a host is changed by a refused `Hello`.
 
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{Result, campaigns};
-use crate::credential::{self, IssuedCredential};
+use crate::credential::{self, NewCredential};
 
 /// A `Hello` that was let in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
-    /// A known host with its credential.
+    /// A known host with the credential it presented.
     Known { host_id: i64 },
-    /// The host was issued the credential just given to [`admit`]: a new host,
-    /// or (`claimed`) an existing one that had none.
-    Enrolled { host_id: i64, claimed: bool },
+    /// The host's credential is the new one given to [`admit`], which the
+    /// agent is to store: `Welcome` carries it.
+    Enrolled { host_id: i64, how: Enrollment },
+}
+
+/// How a host came to hold the new credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enrollment {
+    /// A new name.
+    New,
+    /// An existing host that had no credential (enrolled before credentials
+    /// existed, or reset by an operator).
+    Claimed,
+    /// It held this credential already: an earlier `Hello` with the same
+    /// proposal enrolled it, and the agent never got that `Welcome`.
+    Repeated,
 }
 
 impl Admission {
@@ -43,58 +59,73 @@ pub enum Refusal {
 
 /// Admits the `Hello` of host `name` that presented `presented` (empty: no
 /// credential) and an enrollment token that was right (`token_ok`) or not.
-/// When it enrolls the host, `issue` becomes the host's credential.
+/// When it enrolls the host, `new` becomes the host's credential; a host whose
+/// credential `new` is already is admitted as [`Enrollment::Repeated`].
 pub async fn admit(
     pool: &PgPool,
     name: &str,
     presented: &str,
     token_ok: bool,
-    issue: &IssuedCredential,
+    new: &NewCredential,
 ) -> Result<Result<Admission, Refusal>> {
     let mut tx = pool.begin().await?;
-    // Locked: two enrollments of one name take turns, and the second finds a credential.
-    let row: Option<(i64, Option<Vec<u8>>, bool)> = sqlx::query_as(
-        "SELECT id, credential_hash, retired_at IS NOT NULL FROM hosts WHERE name = $1 FOR NO KEY UPDATE",
-    )
-    .bind(name)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let admission = match row {
-        Some((_, _, true)) => Err(Refusal::Retired),
-        Some((host_id, Some(hash), false)) => {
-            if credential::matches(&hash, presented) {
-                Ok(Admission::Known { host_id })
-            } else {
-                Err(Refusal::WrongCredential)
+    // Twice at most: when the name is enrolled between the lookup and the
+    // insert (the same agent's earlier Hello, say), the second lookup finds it.
+    let mut looked_up = 0;
+    let admission = loop {
+        looked_up += 1;
+        // Locked: two enrollments of one name take turns, and the second finds a credential.
+        let row: Option<(i64, Option<Vec<u8>>, bool)> = sqlx::query_as(
+            "SELECT id, credential_hash, retired_at IS NOT NULL FROM hosts WHERE name = $1 FOR NO KEY UPDATE",
+        )
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?;
+        break match row {
+            Some((_, _, true)) => Err(Refusal::Retired),
+            Some((host_id, Some(hash), false)) => {
+                if credential::matches(&hash, presented) {
+                    Ok(Admission::Known { host_id })
+                } else if credential::matches(&hash, new.secret()) {
+                    Ok(Admission::Enrolled {
+                        host_id,
+                        how: Enrollment::Repeated,
+                    })
+                } else {
+                    Err(Refusal::WrongCredential)
+                }
             }
-        }
-        _ if !token_ok => Err(Refusal::BadToken),
-        Some((host_id, None, false)) => {
-            sqlx::query("UPDATE hosts SET credential_hash = $2, credential_issued_at = now() WHERE id = $1")
-                .bind(host_id)
-                .bind(&issue.hash()[..])
-                .execute(&mut *tx)
-                .await?;
-            Ok(Admission::Enrolled { host_id, claimed: true })
-        }
-        None => {
-            let inserted: Option<i64> = sqlx::query_scalar(
-                "INSERT INTO hosts (name, credential_hash, credential_issued_at) VALUES ($1, $2, now()) \
-                 ON CONFLICT (name) DO NOTHING RETURNING id",
-            )
-            .bind(name)
-            .bind(&issue.hash()[..])
-            .fetch_optional(&mut *tx)
-            .await?;
-            match inserted {
-                Some(host_id) => Ok(Admission::Enrolled {
+            _ if !token_ok => Err(Refusal::BadToken),
+            Some((host_id, None, false)) => {
+                sqlx::query("UPDATE hosts SET credential_hash = $2, credential_issued_at = now() WHERE id = $1")
+                    .bind(host_id)
+                    .bind(&new.hash()[..])
+                    .execute(&mut *tx)
+                    .await?;
+                Ok(Admission::Enrolled {
                     host_id,
-                    claimed: false,
-                }),
-                // Enrolled by another agent between the lookup and the insert.
-                None => Err(Refusal::WrongCredential),
+                    how: Enrollment::Claimed,
+                })
             }
-        }
+            None => {
+                let inserted: Option<i64> = sqlx::query_scalar(
+                    "INSERT INTO hosts (name, credential_hash, credential_issued_at) VALUES ($1, $2, now()) \
+                     ON CONFLICT (name) DO NOTHING RETURNING id",
+                )
+                .bind(name)
+                .bind(&new.hash()[..])
+                .fetch_optional(&mut *tx)
+                .await?;
+                match inserted {
+                    Some(host_id) => Ok(Admission::Enrolled {
+                        host_id,
+                        how: Enrollment::New,
+                    }),
+                    None if looked_up < 2 => continue,
+                    None => Err(Refusal::WrongCredential),
+                }
+            }
+        };
     };
     tx.commit().await?;
     Ok(admission)

@@ -6,7 +6,8 @@
 //! anything of the host is touched, and a host has at most one live session
 //! in the cluster, held through its lease (a second one, here or on another
 //! coordinator, is refused with `ALREADY_EXISTS`). The reply is `Welcome`
-//! (with a new credential when the host was just enrolled), then `RunJob`s one
+//! (with the host's credential when it was just enrolled, or enrolled again
+//! after a lost `Welcome`), then `RunJob`s one
 //! at a time, each a new attempt. Every later message is validated; only the
 //! current attempt's outcome counts ([`crate::attempt`]); outcomes are
 //! acknowledged with `ResultAck` (refused or ignored ones with the reason in
@@ -42,10 +43,10 @@ use super::outbound::{Outbound, OutboundStream};
 use super::rate::{self, Bucket, FailedAuth};
 use crate::attempt;
 use crate::auth::Token;
-use crate::credential::IssuedCredential;
+use crate::credential::NewCredential;
 use crate::db;
 use crate::db::hosts::Labels;
-use crate::db::identity::{Admission, Refusal};
+use crate::db::identity::{Admission, Enrollment, Refusal};
 use crate::findings::Deriver;
 use crate::ingest::{Next, Recorded};
 use crate::scheduler::Scheduler;
@@ -68,8 +69,10 @@ pub struct AgentSvc {
     pub findings: Arc<Deriver>,
     /// Verification campaigns when a host's facts change ([`crate::watch::verify`]).
     pub verify: VerifyOnChange,
-    /// Sessions open or waiting for their hello ([`super::limits::MAX_SESSIONS`]).
+    /// Sessions open or waiting for their hello ([`super::limits::Caps::sessions`]).
     pub sessions: Arc<Semaphore>,
+    /// Turns for the database work of a handshake ([`super::limits::HANDSHAKES_AT_ONCE`]).
+    pub handshakes: Arc<Semaphore>,
     /// Failed token attempts per peer address, shared with the admin API.
     pub failed_auth: Arc<FailedAuth>,
     /// `--client-ca`: a `Hello` name must be a name of the session's client certificate.
@@ -121,22 +124,50 @@ impl AgentService for AgentSvc {
             );
             return Err(Status::permission_denied(mismatch.to_string()));
         }
-        let issued = IssuedCredential::generate()
-            .map_err(|e| Status::internal(format!("cannot draw a host credential from the OS: {e}")))?;
-        let admission = db::identity::admit(self.scheduler.pool(), &hello.name, &hello.credential, token_ok, &issued)
+        // A turn for the database work, held until the session is welcomed.
+        let turn = tokio::time::timeout(super::limits::HANDSHAKE_WAIT, self.handshakes.clone().acquire_owned())
             .await
-            .map_err(db_status)?
-            .map_err(|refusal| refused(refusal, &hello.name, peer))?;
+            .map_err(|_| Status::unavailable("the coordinator is busy admitting other agents; retry shortly"))?
+            .map_err(|_| Status::unavailable("the coordinator is shutting down"))?;
+        // What the host enrolls with if it enrolls: the agent's own proposal (its form
+        // checked by `validate_hello`), else one drawn here for an agent that proposes none.
+        let new_credential = match NewCredential::proposed(&hello.proposed_credential) {
+            Some(proposed) => proposed,
+            None => NewCredential::generate()
+                .map_err(|e| Status::internal(format!("cannot draw a host credential from the OS: {e}")))?,
+        };
+        let admission = db::identity::admit(
+            self.scheduler.pool(),
+            &hello.name,
+            &hello.credential,
+            token_ok,
+            &new_credential,
+        )
+        .await
+        .map_err(db_status)?
+        .map_err(|refusal| refused(refusal, &hello.name, peer))?;
         let host_id = admission.host_id();
         match admission {
-            Admission::Enrolled { claimed: true, .. } => tracing::warn!(
+            Admission::Enrolled {
+                how: Enrollment::Claimed,
+                ..
+            } => tracing::warn!(
                 host = host_id, name = ?hello.name, peer = ?peer,
                 "host had no credential (enrolled before credentials existed, or reset by an operator): \
-                 claimed by this agent with the enrollment token and issued a new credential"
+                 claimed by this agent with the enrollment token and a new credential"
             ),
-            Admission::Enrolled { claimed: false, .. } => {
+            Admission::Enrolled {
+                how: Enrollment::New, ..
+            } => {
                 tracing::info!(host = host_id, name = ?hello.name, peer = ?peer, "new host enrolled")
             }
+            Admission::Enrolled {
+                how: Enrollment::Repeated,
+                ..
+            } => tracing::info!(
+                host = host_id, name = ?hello.name, peer = ?peer,
+                "host enrolled again with the credential it proposed (the Welcome of its enrollment was lost)"
+            ),
             Admission::Known { .. } => {}
         }
 
@@ -180,7 +211,7 @@ impl AgentService for AgentSvc {
             agent_id: host_id.to_string(),
             heartbeat_interval_ms: self.heartbeat.as_millis() as u32,
             credential: match admission {
-                Admission::Enrolled { .. } => issued.secret().to_string(),
+                Admission::Enrolled { .. } => new_credential.secret().to_string(),
                 Admission::Known { .. } => String::new(),
             },
         };
@@ -201,6 +232,7 @@ impl AgentService for AgentSvc {
                 tracing::warn!(host = host_id, error = %e, "queueing a verification campaign");
             }
         }
+        drop(turn);
         tracing::info!(host = host_id, name = ?hello.name, peer = ?peer, facts_changed = accepted.facts_changed, "agent connected");
 
         let session = Session {
@@ -255,10 +287,9 @@ impl AgentSvc {
     /// session's life), and a peer that has not failed its token too often.
     fn pre_auth(&self, peer: Option<SocketAddr>) -> Result<OwnedSemaphorePermit, Status> {
         let slot = self.sessions.clone().try_acquire_owned().map_err(|_| {
-            Status::resource_exhausted(format!(
-                "the coordinator serves {} agent sessions already; retry later",
-                super::limits::MAX_SESSIONS
-            ))
+            Status::resource_exhausted(
+                "the coordinator serves as many agent sessions as it may (serve --max-sessions); retry later",
+            )
         })?;
         if !self.failed_auth.allowed(peer.map(|p| p.ip())) {
             return Err(rate::too_many_failures());

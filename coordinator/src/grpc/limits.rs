@@ -2,6 +2,12 @@
 //! semaphore around the listener: past the cap a new connection is closed at
 //! once), HTTP/2 streams per connection (a server setting), and agent sessions
 //! (a semaphore taken before `Hello` is read).
+//!
+//! The connection and session caps are `serve --max-connections` and
+//! `--max-sessions`. Every connection is an open file, so at start the soft
+//! open-files limit is raised to the hard one and the caps are checked against
+//! it ([`Caps::fit`]): a cap given that cannot fit is an error, a default that
+//! cannot is lowered to fit, with a warning.
 
 use std::io;
 use std::pin::Pin;
@@ -14,14 +20,158 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_stream::{Stream, StreamExt};
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
-/// Open gRPC connections, agents and operators together.
-pub const MAX_CONNECTIONS: usize = 4096;
+/// Default cap on open gRPC connections, agents and operators together.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 65_536;
+/// Connections the kernel may queue before they are accepted (it caps this at
+/// `net.core.somaxconn`): a fleet that dials at once (a connect storm, a
+/// coordinator restart) would otherwise overflow the usual 128 and see its
+/// handshakes dropped and retried seconds later.
+pub const ACCEPT_BACKLOG: u32 = 65_535;
 /// Concurrent HTTP/2 streams on one connection: an agent needs one, an operator a few.
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 16;
-/// Agent sessions, open or still waiting for their `Hello`.
-pub const MAX_SESSIONS: usize = 4096;
+/// Handshakes (admission to welcome: several statements each) in progress at
+/// once. The rest wait their turn rather than all queueing on the database
+/// pool, where in a connect storm every one of them would time out half-done.
+pub const HANDSHAKES_AT_ONCE: usize = 16;
+/// How long a `Hello` waits for a handshake turn before it is told to retry
+/// (`UNAVAILABLE`; the agent backs off with jitter).
+pub const HANDSHAKE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Open files kept aside from gRPC connections: the database pools, the
+/// HTTP listener and its clients, the private cluster's pipes, logs.
+pub const RESERVED_FILES: u64 = 1024;
+/// The least a cap may be.
+const MIN_CAP: usize = 16;
 
-/// A connection that holds one of the [`MAX_CONNECTIONS`] permits while open.
+/// How many connections and agent sessions are served at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// Open gRPC connections (`--max-connections`).
+    pub connections: usize,
+    /// Agent sessions, open or still waiting for their `Hello` (`--max-sessions`).
+    pub sessions: usize,
+}
+
+impl Default for Caps {
+    fn default() -> Caps {
+        Caps {
+            connections: DEFAULT_MAX_CONNECTIONS,
+            sessions: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Caps that cannot be served; the message names the flag and what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CapsError(String);
+
+impl Caps {
+    /// The caps for `--max-connections` and `--max-sessions` (`None`: not
+    /// given) with `open_files` open files allowed (the soft limit, already
+    /// raised to the hard one). A session is one connection, so sessions
+    /// default to the connection cap and may not exceed it. A default that
+    /// does not fit is lowered, and the warning returned says so.
+    pub fn fit(
+        connections: Option<usize>,
+        sessions: Option<usize>,
+        open_files: u64,
+    ) -> Result<(Caps, Option<String>), CapsError> {
+        let room = usize::try_from(open_files.saturating_sub(RESERVED_FILES)).unwrap_or(usize::MAX);
+        let mut warning = None;
+        let connections = match connections {
+            Some(n) if n < MIN_CAP => return Err(CapsError(format!("--max-connections {n}: at least {MIN_CAP}"))),
+            Some(n) if n > room => {
+                return Err(CapsError(format!(
+                    "--max-connections {n} needs {} open files (one per connection, {RESERVED_FILES} for the \
+                     rest) and this process may open {open_files}: raise the hard limit (`ulimit -Hn`, \
+                     LimitNOFILE= in the systemd unit, the container's nofile ulimit) or lower --max-connections",
+                    n as u64 + RESERVED_FILES
+                )));
+            }
+            Some(n) => n,
+            None if DEFAULT_MAX_CONNECTIONS > room => {
+                let fits = room.max(MIN_CAP);
+                warning = Some(format!(
+                    "the open-files limit is {open_files}: serving at most {fits} gRPC connections, not \
+                     {DEFAULT_MAX_CONNECTIONS}; raise the hard limit (`ulimit -Hn`, LimitNOFILE= in the \
+                     systemd unit) for a larger fleet"
+                ));
+                fits
+            }
+            None => DEFAULT_MAX_CONNECTIONS,
+        };
+        let sessions = match sessions {
+            Some(n) if n < 1 => return Err(CapsError("--max-sessions 0: at least 1".into())),
+            Some(n) if n > connections => {
+                return Err(CapsError(format!(
+                    "--max-sessions {n} exceeds --max-connections {connections}: every session is a connection"
+                )));
+            }
+            Some(n) => n,
+            None => connections,
+        };
+        Ok((Caps { connections, sessions }, warning))
+    }
+
+    /// [`Caps::fit`] on this process's open-files limit, after raising its soft
+    /// limit to the hard one; the warning, if any, is logged.
+    pub fn fit_this_process(connections: Option<usize>, sessions: Option<usize>) -> anyhow::Result<Caps> {
+        let open_files = raise_open_files()?;
+        let (caps, warning) = Caps::fit(connections, sessions, open_files)?;
+        if let Some(warning) = warning {
+            tracing::warn!("{warning}");
+        }
+        tracing::info!(
+            max_connections = caps.connections,
+            max_sessions = caps.sessions,
+            open_files,
+            "connection caps"
+        );
+        Ok(caps)
+    }
+
+    /// The session semaphore: [`Caps::sessions`] permits.
+    pub fn session_permits(&self) -> Arc<Semaphore> {
+        Arc::new(Semaphore::new(self.sessions))
+    }
+}
+
+/// A listener on `addr` with [`ACCEPT_BACKLOG`] (and `SO_REUSEADDR`, as `TcpListener::bind` sets).
+pub fn bind(addr: std::net::SocketAddr) -> io::Result<tokio::net::TcpListener> {
+    let socket = match addr {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(ACCEPT_BACKLOG)
+}
+
+/// Raises the soft limit of open files to the hard one; returns it.
+fn raise_open_files() -> anyhow::Result<u64> {
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return Err(anyhow::Error::new(io::Error::last_os_error()).context("reading the open-files limit"));
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let soft = limit.rlim_cur;
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                tracing::warn!(
+                    error = %io::Error::last_os_error(),
+                    "cannot raise the open-files limit from {soft} to {}",
+                    limit.rlim_max
+                );
+                return Ok(soft as u64);
+            }
+        }
+        Ok(limit.rlim_cur as u64)
+    }
+}
+
+/// A connection that holds one of the [`Caps::connections`] permits while open.
 pub struct Limited {
     io: TcpStream,
     _permit: OwnedSemaphorePermit,
@@ -45,11 +195,6 @@ where
         },
         Err(e) => Some(Err(e)),
     })
-}
-
-/// The session semaphore: [`MAX_SESSIONS`] permits.
-pub fn session_permits() -> Arc<Semaphore> {
-    Arc::new(Semaphore::new(MAX_SESSIONS))
 }
 
 impl Connected for Limited {
@@ -95,14 +240,57 @@ impl AsyncWrite for Limited {
 #[cfg(test)]
 mod tests {
     use tokio::io::AsyncReadExt;
-    use tokio::net::TcpListener;
     use tokio_stream::wrappers::TcpListenerStream;
 
     use super::*;
 
+    #[test]
+    fn caps_fit_the_open_files_limit_or_say_which_flag_to_change() {
+        let big = 1 << 20;
+        // Defaults: where the limit allows them, else as many as fit, said in a warning.
+        assert_eq!(Caps::fit(None, None, big), Ok((Caps::default(), None)));
+        let (caps, warning) = Caps::fit(None, None, 20_000).unwrap();
+        assert_eq!(
+            caps,
+            Caps {
+                connections: 18_976,
+                sessions: 18_976
+            }
+        );
+        assert!(warning.unwrap().contains("18976"));
+        assert_eq!(Caps::fit(None, None, 100).unwrap().0.connections, MIN_CAP);
+        // Given: kept when they fit, refused naming the flag when they do not.
+        assert_eq!(
+            Caps::fit(Some(10_000), Some(9_000), 20_000),
+            Ok((
+                Caps {
+                    connections: 10_000,
+                    sessions: 9_000
+                },
+                None
+            ))
+        );
+        assert_eq!(Caps::fit(None, Some(500), big).unwrap().0.sessions, 500);
+        for (connections, sessions, open_files, flag) in [
+            (Some(50_000), None, 20_000, "--max-connections 50000"),
+            (Some(4), None, big, "--max-connections 4"),
+            (Some(100), Some(101), big, "--max-sessions 101"),
+            (None, Some(0), big, "--max-sessions 0"),
+        ] {
+            let err = Caps::fit(connections, sessions, open_files).unwrap_err().to_string();
+            assert!(err.starts_with(flag), "{err}");
+        }
+        assert!(
+            Caps::fit(Some(50_000), None, 20_000)
+                .unwrap_err()
+                .to_string()
+                .contains("LimitNOFILE")
+        );
+    }
+
     #[tokio::test]
     async fn a_connection_past_the_cap_is_closed_and_a_freed_permit_admits_the_next() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = listener.local_addr().unwrap();
         let mut incoming = Box::pin(limit_connections(TcpListenerStream::new(listener), 1));
 

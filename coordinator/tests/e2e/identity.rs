@@ -1,5 +1,6 @@
-//! Who a host is: the enrollment token admits a new host only, which is issued
-//! a credential; a name is never taken over by whoever claims it, a host has
+//! Who a host is: the enrollment token admits a new host only, which enrolls
+//! with the credential its agent proposed (again, if the `Welcome` was lost);
+//! a name is never taken over by whoever claims it, a host has
 //! one live session, and only the current attempt of a job counts. Real
 //! agents, raw gRPC clients for the attacker, the operator's CLI.
 
@@ -20,6 +21,32 @@ fn credential_of(app: &App, name: &str) -> Option<String> {
     let stored: serde_json::Value = serde_json::from_slice(&bytes).expect("a credential file is JSON");
     assert_eq!(stored["host"], name, "issued to this host");
     Some(stored["credential"].as_str().expect("the credential").to_string())
+}
+
+/// The credential agent `name` proposes at its next enrollment, from its state directory.
+pub(crate) fn proposal_in(state_dir: &std::path::Path) -> Option<String> {
+    let bytes = std::fs::read(state_dir.join("credential")).ok()?;
+    let stored: serde_json::Value = serde_json::from_slice(&bytes).expect("a credential file is JSON");
+    stored["proposed"].as_str().map(str::to_string)
+}
+
+/// A `Hello` for `name` with the enrollment token, proposing `proposal` as its credential.
+pub(crate) fn hello_proposing(name: &str, proposal: &str) -> AgentMessage {
+    let mut message = hello(name, AGENT_TOKEN, PROTOCOL_VERSION);
+    if let Some(agent_message::Body::Hello(h)) = &mut message.body {
+        h.proposed_credential = proposal.to_string();
+    }
+    message
+}
+
+/// Enrolls `name` with `proposal` and drops the session without a look at
+/// the `Welcome`: what a coordinator sees of an agent that died, or timed out,
+/// between its `Hello` and the `Welcome`.
+pub(crate) async fn enroll_and_lose_the_welcome(app: &App, name: &str, proposal: &str) {
+    let raw = open(app, hello_proposing(name, proposal))
+        .await
+        .expect("the enrollment is admitted");
+    drop(raw);
 }
 
 /// A `Hello` for `name` with `token` and `credential` (either may be empty).
@@ -452,4 +479,86 @@ async fn an_agent_restarted_with_the_same_state_dir_is_the_same_host() {
     assert_eq!(hosts, 1);
     app.run_campaign("after the restart", matrix(&["aes-128-gcm"], &[1024], 0.1))
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enrollment_whose_welcome_was_lost_is_admitted_again_with_the_same_proposal() {
+    let app = spawn_app().await;
+    let proposal = "c4".repeat(32);
+    let mut raw = open(&app, hello_proposing("lost", &proposal)).await.expect("enrolled");
+    let coordinator_message::Body::Welcome(first) = raw.next().await else {
+        panic!("a Welcome")
+    };
+    assert_eq!(first.credential, proposal, "the proposal is the host's credential");
+    drop(raw);
+
+    // The agent never got that Welcome: the same Hello again is admitted and told again
+    // (once the first session is seen gone: until then it is refused as ALREADY_EXISTS).
+    let mut again = wait_for("the second enrollment", Duration::from_secs(30), || async {
+        open(&app, hello_proposing("lost", &proposal)).await.ok()
+    })
+    .await;
+    let coordinator_message::Body::Welcome(second) = again.next().await else {
+        panic!("a Welcome")
+    };
+    assert_eq!((second.agent_id, second.credential), (first.agent_id, proposal.clone()));
+    drop(again);
+
+    // Another agent's proposal for the name is refused; the proposal itself is the credential.
+    let err = open(&app, hello_proposing("lost", &"4c".repeat(32)))
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    let mut known = wait_for("the credential to admit the host", Duration::from_secs(30), || async {
+        open(&app, hello_with("lost", "", &proposal)).await.ok()
+    })
+    .await;
+    let coordinator_message::Body::Welcome(welcome) = known.next().await else {
+        panic!("a Welcome")
+    };
+    assert!(welcome.credential.is_empty(), "nothing new to store");
+
+    // A proposal not of a credential's form is refused, naming the field.
+    let err = open(&app, hello_proposing("weak", "password1234"))
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("hello.proposed_credential"), "{}", err.message());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_died_between_hello_and_welcome_comes_back_as_its_host() {
+    let mut app = spawn_app().await;
+    let addr = app.grpc;
+    // With the coordinator down, the agent stores the credential it will propose before dialling.
+    app.kill_coordinator();
+    let first = app.spawn_agent("phoenix", &[]);
+    let state = app.state_dir("phoenix");
+    let proposal = wait_for("the agent to store its proposal", Duration::from_secs(30), || {
+        let state = state.clone();
+        async move { proposal_in(&state) }
+    })
+    .await;
+    app.kill_agent(first);
+
+    // Its Hello reached the coordinator, which enrolled the host; the agent died before the Welcome.
+    app.start_coordinator(addr);
+    enroll_and_lose_the_welcome(&app, "phoenix", &proposal).await;
+
+    // Restarted, it presents the same proposal and is the host, not a refused stranger.
+    let again = app.spawn_agent("phoenix", &[]);
+    app.wait_host("phoenix", true).await;
+    assert_eq!(credential_of(&app, "phoenix"), Some(proposal.clone()));
+    let next = proposal_in(&state).expect("a fresh proposal for a later enrollment");
+    assert_ne!(next, proposal);
+    let hosts: i64 = sqlx::query_scalar("SELECT count(*) FROM hosts WHERE name = 'phoenix'")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(hosts, 1);
+    app.run_campaign("after the lost Welcome", matrix(&["aes-128-gcm"], &[1024], 0.1))
+        .await;
+    app.kill_agent(again);
 }

@@ -54,6 +54,7 @@ pub(crate) fn hello(name: &str, token: &str, version: u32) -> AgentMessage {
             spooled_job_ids: vec![],
             credential: String::new(),
             running_attempt_id: String::new(),
+            proposed_credential: String::new(),
         })),
     }
 }

@@ -1,14 +1,16 @@
 //! `cipherfleet-agent simulate`: simulated hosts enroll like real agents (one
 //! connection and credential each), run a campaign to the end with exactly
 //! one result per job, report what their templates' hardware would run, carry
-//! the `simulated` label, and come back as the same hosts after a restart.
+//! the `simulated` label, and come back as the same hosts after a restart,
+//! even when the `Welcome` of their enrollment was lost.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use cipherfleet_proto::v1;
 
-use crate::app::{App, agent_binary, spawn_app};
+use crate::app::{App, agent_binary, spawn_app, wait_for};
+use crate::identity::{enroll_and_lose_the_welcome, proposal_in};
 
 const HOSTS: usize = 20;
 
@@ -115,4 +117,30 @@ async fn twenty_simulated_hosts_finish_a_quick_campaign_with_one_result_per_job(
     app.wait_online(HOSTS).await;
     let again = list_hosts(&app).await;
     assert_eq!(again.len(), HOSTS, "no new hosts");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulated_hosts_whose_enrollment_welcome_was_lost_are_all_admitted() {
+    let mut app = spawn_app().await;
+    let addr = app.grpc;
+    // Coordinator down: each simulated host stores its proposal before it dials.
+    app.kill_coordinator();
+    let sim = start_simulator(&mut app);
+    let names: Vec<String> = (0..HOSTS).map(|i| format!("e2e-sim-{i:05}")).collect();
+    let state = app.dir.path().join("sim-state");
+    let proposals: Vec<String> = wait_for("every proposal stored", Duration::from_secs(30), || {
+        let found: Option<Vec<String>> = names.iter().map(|n| proposal_in(&state.join(n))).collect();
+        async move { found }
+    })
+    .await;
+    app.kill_agent(sim);
+
+    // Every enrollment reached the coordinator and every Welcome was lost.
+    app.start_coordinator(addr);
+    for (name, proposal) in names.iter().zip(&proposals) {
+        enroll_and_lose_the_welcome(&app, name, proposal).await;
+    }
+    start_simulator(&mut app);
+    app.wait_online(HOSTS).await;
+    assert_eq!(list_hosts(&app).await.len(), HOSTS, "no host enrolled twice");
 }

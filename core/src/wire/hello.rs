@@ -9,6 +9,7 @@ use super::{
     MAX_LIST_LEN, MAX_NAME_LEN, MAX_SPOOLED_JOB_IDS, MAX_TOKEN_LEN, WireError, check_text, truncate, validate_job_id,
     wire_error,
 };
+use crate::credential;
 use crate::facts::HostFacts;
 
 impl From<&HostFacts> for v1::HostFacts {
@@ -137,6 +138,16 @@ pub fn validate_hello(h: &v1::Hello) -> Result<(), WireError> {
             format!("must be at most {MAX_CREDENTIAL_LEN} printable ASCII bytes"),
         ));
     }
+    if !h.proposed_credential.is_empty() && !credential::is_well_formed(&h.proposed_credential) {
+        return Err(wire_error(
+            "hello.proposed_credential",
+            format!(
+                "must be {} lowercase hex digits ({} random bytes), or empty",
+                credential::LEN,
+                credential::BYTES
+            ),
+        ));
+    }
     if h.enrollment_token.len() > MAX_TOKEN_LEN {
         return Err(wire_error(
             "hello.enrollment_token",
@@ -233,6 +244,7 @@ pub(crate) mod tests {
             spooled_job_ids: vec!["job-1".into()],
             credential: String::new(),
             running_attempt_id: String::new(),
+            proposed_credential: String::new(),
         }
     }
 
@@ -264,6 +276,11 @@ pub(crate) mod tests {
             ..hello()
         };
         validate_hello(&with_credential).unwrap();
+        let proposing = v1::Hello {
+            proposed_credential: "0f".repeat(32),
+            ..hello()
+        };
+        validate_hello(&proposing).unwrap();
     }
 
     #[test]
@@ -286,6 +303,8 @@ pub(crate) mod tests {
                 |h| h.credential = "c".repeat(MAX_CREDENTIAL_LEN + 1),
                 "hello.credential",
             ),
+            (|h| h.proposed_credential = "ab".repeat(8), "hello.proposed_credential"),
+            (|h| h.proposed_credential = "AB".repeat(32), "hello.proposed_credential"),
             (|h| h.running_attempt_id = "a\tb".into(), "hello.running_attempt_id"),
             (
                 |h| h.enrollment_token = "t".repeat(MAX_TOKEN_LEN + 1),

@@ -34,7 +34,7 @@ pub const MAX_JOB_ID_LEN: usize = 128;
 /// Most ids in `Hello.spooled_job_ids`; an agent with more lists the oldest
 /// and still re-sends every outcome after `Welcome`.
 pub const MAX_SPOOLED_JOB_IDS: usize = 1024;
-/// Longest host credential, in bytes (the coordinator issues 64 hex digits).
+/// Longest host credential presented, in bytes (credentials are 64 hex digits, [`crate::credential`]).
 pub const MAX_CREDENTIAL_LEN: usize = 128;
 /// Longest enrollment token, in bytes.
 pub use crate::token::MAX_TOKEN_LEN;

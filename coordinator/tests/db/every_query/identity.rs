@@ -1,7 +1,7 @@
 //! identity: enrollment, credentials, reset and retirement.
 
-use cipherfleet_coordinator::credential::IssuedCredential;
-use cipherfleet_coordinator::db::identity::{self, Admission, Refusal};
+use cipherfleet_coordinator::credential::NewCredential;
+use cipherfleet_coordinator::db::identity::{self, Admission, Enrollment, Refusal};
 use cipherfleet_coordinator::db::jobs::{self, JobStatus};
 use cipherfleet_coordinator::db::{campaigns, hosts};
 
@@ -11,7 +11,7 @@ use super::fixture::*;
 async fn a_host_is_who_holds_its_credential_until_an_operator_says_otherwise() {
     let f = populate().await;
     let pool = &f.pool;
-    let issue = || IssuedCredential::generate().unwrap();
+    let issue = || NewCredential::generate().unwrap();
 
     // A new name needs the token and is issued the credential given.
     let new = issue();
@@ -27,7 +27,7 @@ async fn a_host_is_who_holds_its_credential_until_an_operator_says_otherwise() {
     let enrolled = identity::admit(pool, "new-01", "", true, &new).await.unwrap().unwrap();
     let Admission::Enrolled {
         host_id,
-        claimed: false,
+        how: Enrollment::New,
     } = enrolled
     else {
         panic!("{enrolled:?}")
@@ -59,7 +59,7 @@ async fn a_host_is_who_holds_its_credential_until_an_operator_says_otherwise() {
         identity::admit(pool, "bench-01", "", true, &claim).await.unwrap(),
         Ok(Admission::Enrolled {
             host_id: f.bench,
-            claimed: true
+            how: Enrollment::Claimed
         })
     );
     assert_eq!(
@@ -87,7 +87,7 @@ async fn a_host_is_who_holds_its_credential_until_an_operator_says_otherwise() {
             .unwrap(),
         Ok(Admission::Enrolled {
             host_id: f.bench,
-            claimed: true
+            how: Enrollment::Claimed
         })
     );
 
@@ -132,4 +132,116 @@ async fn a_host_is_who_holds_its_credential_until_an_operator_says_otherwise() {
         3,
         "a retired host is still listed"
     );
+}
+
+/// The agent proposes its own credential and keeps it before its first
+/// `Hello`: when the `Welcome` of its enrollment is lost, the same `Hello`
+/// again is admitted (and told the credential again), never refused for good;
+/// a proposal for a name enrolled under another credential still is.
+#[tokio::test]
+async fn an_enrollment_whose_welcome_was_lost_is_admitted_again() {
+    let f = populate().await;
+    let pool = &f.pool;
+    let proposal = "7e".repeat(32);
+    let proposed = || NewCredential::proposed(&proposal).expect("well formed");
+
+    let first = identity::admit(pool, "storm-01", "", true, &proposed()).await.unwrap();
+    let Ok(Admission::Enrolled {
+        host_id,
+        how: Enrollment::New,
+    }) = first
+    else {
+        panic!("{first:?}")
+    };
+    // The Welcome never arrived: the agent says hello again with what it stored.
+    for _ in 0..2 {
+        assert_eq!(
+            identity::admit(pool, "storm-01", "", true, &proposed()).await.unwrap(),
+            Ok(Admission::Enrolled {
+                host_id,
+                how: Enrollment::Repeated
+            }),
+        );
+    }
+    // The proposal is the credential now, and nothing else is.
+    assert_eq!(
+        identity::admit(pool, "storm-01", &proposal, false, &NewCredential::generate().unwrap())
+            .await
+            .unwrap(),
+        Ok(Admission::Known { host_id })
+    );
+    let other = NewCredential::proposed(&"e7".repeat(32)).unwrap();
+    assert_eq!(
+        identity::admit(pool, "storm-01", "", true, &other).await.unwrap(),
+        Err(Refusal::WrongCredential),
+        "another agent's proposal does not take the name over"
+    );
+    let named = hosts::list(pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|h| h.name == "storm-01")
+        .count();
+    assert_eq!(named, 1, "one host, enrolled once");
+
+    // Reset by an operator: the agent's old credential is no longer enough, its next proposal enrolls it.
+    identity::reset_credential(pool, "storm-01").await.unwrap();
+    let next = NewCredential::proposed(&"3c".repeat(32)).unwrap();
+    assert_eq!(
+        identity::admit(pool, "storm-01", &proposal, true, &next).await.unwrap(),
+        Ok(Admission::Enrolled {
+            host_id,
+            how: Enrollment::Claimed
+        })
+    );
+    assert_eq!(
+        identity::admit(pool, "storm-01", &proposal, true, &next).await.unwrap(),
+        Ok(Admission::Enrolled {
+            host_id,
+            how: Enrollment::Repeated
+        }),
+        "the claim's Welcome lost too"
+    );
+    assert_eq!(
+        identity::admit(pool, "storm-01", &proposal, false, &NewCredential::generate().unwrap())
+            .await
+            .unwrap(),
+        Err(Refusal::WrongCredential),
+        "the credential before the reset"
+    );
+
+    // Retired: not even its own proposal admits it.
+    identity::retire(pool, "storm-01").await.unwrap();
+    assert_eq!(
+        identity::admit(pool, "storm-01", next.secret(), true, &next)
+            .await
+            .unwrap(),
+        Err(Refusal::Retired)
+    );
+}
+
+/// Two `Hello`s of one new name with the same proposal at once (an agent that
+/// gave up waiting and dialled again): both are admitted, as one host.
+#[tokio::test]
+async fn two_enrollments_of_a_new_name_with_one_proposal_at_once_are_one_host() {
+    let f = populate().await;
+    let proposal = "a1".repeat(32);
+    let (first, second) = (
+        NewCredential::proposed(&proposal).unwrap(),
+        NewCredential::proposed(&proposal).unwrap(),
+    );
+    let (a, b) = tokio::join!(
+        identity::admit(&f.pool, "race-01", "", true, &first),
+        identity::admit(&f.pool, "race-01", "", true, &second),
+    );
+    let mut hows: Vec<_> = [a.unwrap().unwrap(), b.unwrap().unwrap()]
+        .into_iter()
+        .map(|admission| match admission {
+            Admission::Enrolled { host_id, how } => (host_id, how),
+            Admission::Known { .. } => panic!("no credential was presented"),
+        })
+        .collect();
+    hows.sort_by_key(|(_, how)| matches!(how, Enrollment::Repeated));
+    assert_eq!(hows[0].0, hows[1].0, "one host");
+    assert_eq!([hows[0].1, hows[1].1], [Enrollment::New, Enrollment::Repeated]);
 }
