@@ -172,7 +172,7 @@ async fn serve(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcome>) -> Ex
                 if !held_elsewhere {
                     turn = turn.wrapping_add(1);
                 }
-                let delay = backoff.next_delay();
+                let delay = backoff.after_lost(held_elsewhere);
                 let running = ctx
                     .executor
                     .running()

@@ -159,7 +159,7 @@ impl Host {
                         backoff.reset();
                     }
                     tokio::select! {
-                        _ = tokio::time::sleep(backoff.next_delay()) => {}
+                        _ = tokio::time::sleep(backoff.after_lost(held_elsewhere)) => {}
                         _ = fleet.shutdown.cancelled() => return,
                     }
                 }
