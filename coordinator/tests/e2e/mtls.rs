@@ -176,6 +176,13 @@ async fn an_agent_whose_certificate_names_another_host_is_refused_and_changes_no
     app.track_agent(child);
     assert_eq!(host_names(&app).await, before);
     assert_eq!(before, vec!["mtls-web-1".to_string()]);
+    // It stored the credential it proposed before dialling, but no Welcome confirmed one.
     let credential_file = app.state_dir("mtls-db-7").join("credential");
-    assert!(!credential_file.exists(), "a refused agent got a credential");
+    let stored: serde_json::Value = std::fs::read(&credential_file)
+        .map(|b| serde_json::from_slice(&b).expect("a credential file is JSON"))
+        .unwrap_or_default();
+    assert!(
+        stored.get("credential").is_none_or(|c| c.is_null()),
+        "a refused agent got a credential: {stored}"
+    );
 }

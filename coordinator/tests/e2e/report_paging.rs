@@ -102,6 +102,31 @@ fn hosts_in(html: &str) -> Vec<String> {
         .collect()
 }
 
+/// The names of the hosts with an open finding.
+async fn open_finding_hosts(app: &App) -> std::collections::BTreeSet<String> {
+    sqlx::query_scalar(
+        "SELECT DISTINCT h.name FROM findings f JOIN hosts h ON h.id = f.host_id WHERE f.status = 'open'",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .collect()
+}
+
+/// `read()`, taken between two equal readings of the hosts with open findings (a few tries),
+/// with those hosts.
+async fn stable_reading<T>(app: &App, read: impl AsyncFn() -> T) -> (T, std::collections::BTreeSet<String>) {
+    for _ in 0..10 {
+        let before = open_finding_hosts(app).await;
+        let value = read().await;
+        if open_finding_hosts(app).await == before {
+            return (value, before);
+        }
+    }
+    panic!("the open findings kept changing while the fallback page was read");
+}
+
 async fn body(app: &App, path: &str) -> String {
     let page = app.get(path).await;
     assert_eq!(page.status, 200, "{path}: {}", page.body);
@@ -154,16 +179,24 @@ async fn campaign_and_fallback_pages_put_together_are_the_whole_table() {
     .iter()
     .flat_map(|p| hosts_in(between(p, "<section id=\"paths\">", "</section>")))
     .collect();
-    let whole: Vec<String> = [
-        body(&app, "/fallback?reason=none").await,
-        body(&app, "/fallback?reason=none&page=2").await,
-        body(&app, "/fallback?reason=none&page=3").await,
-    ]
-    .iter()
-    .flat_map(|p| hosts_in(between(p, "<section id=\"paths\">", "</section>")))
-    .collect();
+    // A findings pass of the coordinator's own (the leader's sweeps) may open
+    // findings for the hosts that fell back after the load cleared them; the
+    // whole-view reading then leaves exactly those hosts out. Read it between
+    // two equal readings of which hosts have open findings.
+    let (whole, open) = stable_reading(&app, async || {
+        [
+            body(&app, "/fallback?reason=none").await,
+            body(&app, "/fallback?reason=none&page=2").await,
+            body(&app, "/fallback?reason=none&page=3").await,
+        ]
+        .iter()
+        .flat_map(|p| hosts_in(between(p, "<section id=\"paths\">", "</section>")))
+        .collect::<Vec<String>>()
+    })
+    .await;
     assert_eq!(paged.len(), HOSTS as usize, "{paged:?}");
-    assert_eq!(paged, whole);
+    let unexplained: Vec<String> = paged.iter().filter(|h| !open.contains(*h)).cloned().collect();
+    assert_eq!(unexplained, whole);
     // Fell back first (ratio about 1, by host), then the rest by ratio.
     let fell_back: Vec<String> = (0..HOSTS)
         .filter(|i| i % FELL_BACK_EVERY == 0)
@@ -182,7 +215,8 @@ async fn campaign_and_fallback_pages_put_together_are_the_whole_table() {
     // The hosts at software speed: the same in both readings, worst first.
     let slow = |page: &str| hosts_in(between(page, "<section id=\"software-speed\">", "</section>"));
     let paged_slow = slow(&body(&app, "/fallback").await);
-    let whole_slow = slow(&body(&app, "/fallback?reason=none").await);
+    let (whole_slow, open) = stable_reading(&app, async || slow(&body(&app, "/fallback?reason=none").await)).await;
     assert_eq!(paged_slow, fell_back);
-    assert_eq!(whole_slow, fell_back);
+    let unexplained_slow: Vec<String> = fell_back.iter().filter(|h| !open.contains(*h)).cloned().collect();
+    assert_eq!(whole_slow, unexplained_slow);
 }
