@@ -208,7 +208,9 @@ enum Format {
 
 #[derive(Subcommand, Debug)]
 enum CampaignCommand {
-    /// Start a campaign; prints its id.
+    /// Start a campaign; prints its id. A host whose agent lacks a path (the software path
+    /// without its cipherfleet-agent-soft sibling) skips that path's points; they are
+    /// counted as skipped, not queued.
     Start {
         /// Named suite: quick, standard, full, or a scenario suite (object-storage, legacy-migration,
         /// modes, fallback, field-level; each about 15-30 s a host, see `cipherfleet-agent bench --help`).
@@ -237,7 +239,8 @@ enum CampaignCommand {
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// Progress per host: done / running / queued / failed.
+    /// Progress per host: done / running / queued / failed, and the points skipped because
+    /// their host lacks the path.
     Status {
         id: String,
         /// Refresh until the campaign completes or is cancelled.
@@ -513,13 +516,17 @@ async fn campaign(command: CampaignCommand) -> anyhow::Result<()> {
             match admin.format {
                 Format::Json => println!(
                     "{}",
-                    serde_json::json!({"campaign_id": r.campaign_id, "jobs_created": r.jobs_created})
+                    serde_json::json!({"campaign_id": r.campaign_id, "jobs_created": r.jobs_created, "points_skipped": r.points_skipped})
                 ),
                 Format::Table => println!("{}", r.campaign_id),
             }
             if admin.format == Format::Table && std::io::stderr().is_terminal() {
+                let skipped = match r.points_skipped {
+                    0 => String::new(),
+                    n => format!(" ({n} points skipped: their hosts lack the path)"),
+                };
                 eprintln!(
-                    "campaign {} started with {} jobs; watch it with `campaign status {} --watch`",
+                    "campaign {} started with {} jobs{skipped}; watch it with `campaign status {} --watch`",
                     r.campaign_id, r.jobs_created, r.campaign_id
                 );
             }
@@ -587,14 +594,20 @@ fn print_status(s: &v1::CampaignStatusResponse, format: Format) -> anyhow::Resul
             "campaign_id": s.campaign_id, "name": s.name, "state": state, "overall": counts_json(s.overall.as_ref()),
             "hosts": s.hosts.iter().map(|h| serde_json::json!({"host_id": h.host_id, "host_name": h.host_name, "counts": counts_json(h.counts.as_ref())})).collect::<Vec<_>>(),
             "failures": s.failures.iter().map(|f| serde_json::json!({"job_id": f.job_id, "host_name": f.host_name, "error": f.error})).collect::<Vec<_>>(),
+            "points_skipped": s.points_skipped,
+            "skipped": s.skipped.iter().map(|k| serde_json::json!({"host_id": k.host_id, "host_name": k.host_name, "path": path_name(k.path), "points": k.points, "reason": k.reason})).collect::<Vec<_>>(),
         });
         println!("{v}");
         return Ok(());
     }
     let o = s.overall.unwrap_or_default();
     let total = o.done + o.running + o.queued + o.failed + o.cancelled;
+    let skipped = match s.points_skipped {
+        0 => String::new(),
+        n => format!(", {n} points skipped"),
+    };
     println!(
-        "campaign {} ({}): {state}, {}/{} done, {} running, {} queued, {} failed",
+        "campaign {} ({}): {state}, {}/{} done, {} running, {} queued, {} failed{skipped}",
         s.campaign_id,
         s.name.escape_debug(),
         o.done,
@@ -627,10 +640,28 @@ fn print_status(s: &v1::CampaignStatusResponse, format: Format) -> anyhow::Resul
             f.error.escape_debug()
         );
     }
-    if total == 0 {
+    for k in &s.skipped {
+        println!(
+            "  skipped {} {}-path points on {}: {}",
+            k.points,
+            path_name(k.path),
+            k.host_name.escape_debug(),
+            k.reason
+        );
+    }
+    if total == 0 && s.points_skipped == 0 {
         bail!("campaign has no jobs");
     }
     Ok(())
+}
+
+/// A wire path's name as the rest of the output spells paths.
+fn path_name(path: i32) -> &'static str {
+    match v1::Path::try_from(path) {
+        Ok(v1::Path::Accelerated) => "accelerated",
+        Ok(v1::Path::Software) => "software",
+        _ => "unknown",
+    }
 }
 
 #[cfg(test)]

@@ -1,14 +1,16 @@
 //! Turning points and a host selector into a campaign: what `StartCampaign`,
 //! a firing schedule and a verification after a fact change all do, so the
-//! rules (which hosts, how many jobs, the emulated time budget) live once.
+//! rules (which hosts, how many jobs, the emulated time budget, the points a
+//! host skips for lack of their path) live once.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::{Execution, JobSpec, Matrix, Suite};
 use sqlx::PgConnection;
 
-use crate::db::{self, hosts::HostWithFacts, jobs::NewJob};
+use crate::db::{self, capabilities::Skipped, hosts::HostWithFacts, jobs::NewJob};
 use crate::selector::{Candidate, Selector};
 
 /// Most jobs one campaign may queue (points × selected hosts), checked
@@ -75,6 +77,29 @@ pub fn job_for(host: &HostWithFacts, spec: JobSpec) -> NewJob {
     }
 }
 
+/// The jobs of `specs` on `host`, and the points it skips: those on a path
+/// missing from `paths`, what the host's agent said it can run (`None`: it
+/// has not said, so every path is tried).
+pub fn jobs_for(host: &HostWithFacts, paths: Option<&[Path]>, specs: Vec<JobSpec>) -> (Vec<NewJob>, Vec<Skipped>) {
+    let mut skipped: Vec<Skipped> = Vec::new();
+    let mut jobs = Vec::with_capacity(specs.len());
+    for spec in specs {
+        if paths.is_some_and(|paths| !paths.contains(&spec.path)) {
+            match skipped.iter_mut().find(|s| s.path == spec.path) {
+                Some(s) => s.points += 1,
+                None => skipped.push(Skipped {
+                    host_id: host.host.id,
+                    path: spec.path,
+                    points: 1,
+                }),
+            }
+        } else {
+            jobs.push(job_for(host, spec));
+        }
+    }
+    (jobs, skipped)
+}
+
 /// Whether `selector` picks `host`. Retired hosts keep their history but are
 /// never selected again.
 pub fn selects(selector: &Selector, host: &HostWithFacts) -> bool {
@@ -87,16 +112,37 @@ pub fn selects(selector: &Selector, host: &HostWithFacts) -> bool {
         })
 }
 
-/// The jobs of `points` on the hosts `selector` picks; returns them with the
-/// number of hosts chosen. With `online`, a selected host outside it is
-/// skipped: a host that is gone would keep the campaign waiting.
+/// What a campaign queues.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Plan {
+    pub jobs: Vec<NewJob>,
+    /// Points left out on hosts that lack their path ([`jobs_for`]).
+    pub skipped: Vec<Skipped>,
+    /// Hosts chosen.
+    pub hosts: usize,
+}
+
+impl Plan {
+    /// Points skipped over all hosts.
+    pub fn points_skipped(&self) -> i64 {
+        self.skipped.iter().map(|s| s.points).sum()
+    }
+}
+
+/// The jobs of `points` on the hosts `selector` picks. With `online`, a
+/// selected host outside it is left out: a host that is gone would keep the
+/// campaign waiting. `paths` holds what each host said it can run
+/// ([`db::capabilities::paths_of_hosts`]); the points of a path its host
+/// lacks are skipped, not queued.
 pub fn plan(
     points: &Points,
     selector: &Selector,
     hosts: &[HostWithFacts],
     online: Option<&HashSet<i64>>,
-) -> Result<(Vec<NewJob>, usize), LaunchError> {
+    paths: &HashMap<i64, Vec<Path>>,
+) -> Result<Plan, LaunchError> {
     let mut jobs = Vec::new();
+    let mut skipped = Vec::new();
     let mut chosen = 0;
     let mut offline = 0;
     for h in hosts.iter().filter(|h| selects(selector, h)) {
@@ -109,7 +155,9 @@ pub fn plan(
         if (jobs.len() + specs.len()) as u64 > MAX_CAMPAIGN_JOBS {
             return Err(LaunchError::TooManyJobs { points: specs.len() });
         }
-        jobs.extend(specs.into_iter().map(|spec| job_for(h, spec)));
+        let (host_jobs, host_skipped) = jobs_for(h, paths.get(&h.host.id).map(Vec::as_slice), specs);
+        jobs.extend(host_jobs);
+        skipped.extend(host_skipped);
     }
     if chosen == 0 && offline > 0 {
         return Err(LaunchError::AllOffline { offline });
@@ -117,7 +165,11 @@ pub fn plan(
     if chosen == 0 {
         return Err(LaunchError::NoHost { known: hosts.len() });
     }
-    Ok((jobs, chosen))
+    Ok(Plan {
+        jobs,
+        skipped,
+        hosts: chosen,
+    })
 }
 
 /// A campaign to start.
@@ -141,13 +193,22 @@ pub struct Launched {
     pub campaign_id: i64,
     pub jobs: usize,
     pub hosts: usize,
+    /// Points skipped on hosts that lack their path.
+    pub points_skipped: i64,
 }
 
 /// Creates the campaign and its jobs in the caller's transaction. The caller
 /// dispatches after commit ([`crate::scheduler::Scheduler::dispatch_all`]).
 pub async fn insert(tx: &mut PgConnection, launch: &Launch<'_>) -> Result<Launched, LaunchError> {
     let hosts = db::hosts::list_with_facts(&mut *tx).await?;
-    let (jobs, chosen) = plan(launch.points, launch.selector, &hosts, launch.online)?;
+    let paths = db::capabilities::paths_of_hosts(&mut *tx).await?;
+    let plan = plan(launch.points, launch.selector, &hosts, launch.online, &paths)?;
+    let points_skipped = plan.points_skipped();
+    let Plan {
+        jobs,
+        skipped,
+        hosts: chosen,
+    } = plan;
     let suite = launch.points.label();
     let matrix = match launch.points {
         Points::Matrix(m) => serde_json::to_value(m).expect("serialises"),
@@ -168,10 +229,12 @@ pub async fn insert(tx: &mut PgConnection, launch: &Launch<'_>) -> Result<Launch
         queued_ttl: launch.queued_ttl,
     };
     let campaign_id = db::campaigns::insert_with_jobs(tx, &new, &jobs).await?;
+    db::capabilities::record(tx, campaign_id, &skipped).await?;
     tracing::info!(
         campaign = campaign_id,
         jobs = jobs.len(),
         hosts = chosen,
+        points_skipped,
         started_by = launch.started_by,
         "campaign started"
     );
@@ -179,5 +242,6 @@ pub async fn insert(tx: &mut PgConnection, launch: &Launch<'_>) -> Result<Launch
         campaign_id,
         jobs: jobs.len(),
         hosts: chosen,
+        points_skipped,
     })
 }

@@ -11,6 +11,7 @@
 //! - [`coordinators`]: the processes behind the leases, so a dead one's leases end at once.
 //! - [`advisory`]: advisory locks, for what runs once across the cluster.
 //! - [`campaigns`]: suites run on a set of hosts, and their progress.
+//! - [`capabilities`]: the paths each host's agent can run, and the campaign points skipped for lack of one.
 //! - [`jobs`]: the queue — claim, start, fail, requeue after a lost agent.
 //! - [`results`]: idempotent result writes; one stored result, the total.
 //! - [`points`]: points as bind arrays, and the latest result of each point on each host (what the report reads).
@@ -32,6 +33,7 @@ pub mod advisory;
 pub mod campaign_compare;
 pub mod campaign_summaries;
 pub mod campaigns;
+pub mod capabilities;
 pub mod capacity;
 pub mod coordinators;
 pub mod fallback;

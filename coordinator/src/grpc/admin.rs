@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::{InvalidSpec, JobSpec, Matrix, Suite};
 use cipherfleet_proto::v1::admin_service_server::AdminService;
 use cipherfleet_proto::v1::{self, start_campaign_request::Points as Requested};
@@ -149,6 +150,9 @@ fn queued_ttl(seconds: f64) -> Result<Duration, Status> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// Rows of skipped points `CampaignStatus` lists (per host and path).
+const SKIPPED_LISTED: i64 = 1000;
+
 fn parse_campaign_id(s: &str) -> Result<i64, Status> {
     s.trim()
         .parse()
@@ -207,7 +211,7 @@ impl AdminService for AdminSvc {
         let mut tx = pool.begin().await.map_err(|e| db_status(e.into()))?;
         let launched = launch::insert(&mut tx, &launch).await.map_err(launch_status)?;
         tx.commit().await.map_err(|e| db_status(e.into()))?;
-        let (campaign_id, jobs) = (launched.campaign_id, launched.jobs);
+        let (campaign_id, jobs, points_skipped) = (launched.campaign_id, launched.jobs, launched.points_skipped);
         // The campaign is committed: answer now and hand out its first jobs in
         // the background (at a thousand hosts, dispatching in turn took a minute).
         let scheduler = self.scheduler.clone();
@@ -219,6 +223,7 @@ impl AdminService for AdminSvc {
         Ok(Response::new(v1::StartCampaignResponse {
             campaign_id: campaign_id.to_string(),
             jobs_created: jobs as u32,
+            points_skipped: u32::try_from(points_skipped).unwrap_or(u32::MAX),
         }))
     }
 
@@ -235,6 +240,15 @@ impl AdminService for AdminSvc {
             .ok_or_else(|| Status::not_found(format!("campaign {id} does not exist")))?;
         let hosts = db::campaigns::host_progress(pool, id).await.map_err(db_status)?;
         let failures = db::jobs::failures(pool, id, 100).await.map_err(db_status)?;
+        let skipped = db::capabilities::for_campaign(pool, id, SKIPPED_LISTED)
+            .await
+            .map_err(db_status)?;
+        let points_skipped: i64 = db::capabilities::totals(pool, id)
+            .await
+            .map_err(db_status)?
+            .iter()
+            .map(|t| t.points)
+            .sum();
         let state = match progress.campaign.status {
             CampaignStatus::Running => v1::CampaignState::Running,
             CampaignStatus::Finished => v1::CampaignState::Completed,
@@ -265,6 +279,20 @@ impl AdminService for AdminSvc {
                     error: job.error.unwrap_or_default(),
                 })
                 .collect(),
+            skipped: skipped
+                .into_iter()
+                .map(|s| v1::SkippedPoints {
+                    host_id: s.host_id.to_string(),
+                    host_name: s.host_name,
+                    path: match s.path {
+                        Path::Accelerated => v1::Path::Accelerated,
+                        Path::Software => v1::Path::Software,
+                    } as i32,
+                    points: u32::try_from(s.points).unwrap_or(u32::MAX),
+                    reason: db::capabilities::reason(s.path).to_string(),
+                })
+                .collect(),
+            points_skipped: u32::try_from(points_skipped).unwrap_or(u32::MAX),
         }))
     }
 

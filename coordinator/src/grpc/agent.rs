@@ -227,8 +227,11 @@ impl AgentService for AgentSvc {
         }
         if accepted.facts_changed {
             self.findings.facts_changed();
+        }
+        if accepted.facts_changed || accepted.paths_changed.is_some() {
             // Queued before the session's first dispatch, which then hands it out.
-            if let Err(e) = verify::on_hello(self.scheduler.pool(), &self.verify, host_id).await {
+            let paths = accepted.paths_changed.as_ref();
+            if let Err(e) = verify::on_hello(self.scheduler.pool(), &self.verify, host_id, paths).await {
                 tracing::warn!(host = host_id, error = %e, "queueing a verification campaign");
             }
         }
@@ -277,6 +280,8 @@ fn refused(refusal: Refusal, name: &str, peer: Option<SocketAddr>) -> Status {
 struct Accepted {
     session_id: i64,
     facts_changed: bool,
+    /// The paths the agent can run changed ([`verify::paths_change`]).
+    paths_changed: Option<serde_json::Value>,
     /// The agent runs a job or has spooled outcomes: dispatch waits for its
     /// next outcome, so a spooled job is not handed out again meanwhile.
     holds_jobs: bool,
@@ -337,9 +342,11 @@ impl AgentSvc {
                 tracing::info!(host = up.host_id, requeued = ?lost.requeued, failed = ?lost.failed, "jobs the agent no longer runs");
             }
         }
+        let paths_changed = super::capabilities::advertised(pool, hello, up.host_id).await?;
         Ok(Accepted {
             session_id,
             facts_changed: up.facts_changed,
+            paths_changed,
             holds_jobs: !hello.running_job_id.is_empty() || !hello.spooled_job_ids.is_empty(),
         })
     }

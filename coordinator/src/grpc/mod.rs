@@ -3,10 +3,12 @@
 //! each session's bounded queue to its agent ([`outbound`]), the rate
 //! limits of agents' messages and failed token attempts ([`rate`]), and the
 //! caps on connections, streams and sessions ([`limits`]), and pages of the
-//! admin API's lists ([`paging`]).
+//! admin API's lists ([`paging`]); the paths a hello says the agent can run
+//! ([`capabilities`]).
 
 pub mod admin;
 pub mod agent;
+mod capabilities;
 pub mod limits;
 pub mod outbound;
 pub mod paging;

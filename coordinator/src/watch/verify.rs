@@ -3,8 +3,10 @@
 //! usable, kernel, hypervisor, agent version or build flavour), gets a small
 //! campaign queued at its hello — before its first dispatch — measuring
 //! AES-GCM, ChaCha20-Poly1305 and AES-CBC at 16 KiB on both paths, plus the
-//! points it ran before, so the report compares like with like. At most one
-//! per host per `--verify-interval` ([`crate::db::verifications::claim`]).
+//! points it ran before, so the report compares like with like. A host whose
+//! agent gained or lost a path (its software-build sibling installed or
+//! removed) gets one too; the points of a path it lacks are skipped. At most
+//! one per host per `--verify-interval` ([`crate::db::verifications::claim`]).
 
 use std::time::Duration;
 
@@ -56,6 +58,13 @@ pub fn speed_changes(before: Option<&FactColumns>, after: &FactColumns) -> Optio
     (!diff.is_empty()).then_some(diff)
 }
 
+/// A change of the paths a host's agent can run, as [`on_hello`] records it
+/// among the changes: `{"before": [...], "after": [...]}`.
+pub fn paths_change(before: &[Path], after: &[Path]) -> Value {
+    let names = |p: &[Path]| p.iter().map(|p| p.as_str()).collect::<Vec<_>>();
+    json!({"before": names(before), "after": names(after)})
+}
+
 /// The small suite every verification runs.
 pub fn matrix() -> Matrix {
     let algorithms: Vec<Algorithm> = ["aes-256-gcm", "chacha20-poly1305", "aes-128-cbc"]
@@ -87,9 +96,16 @@ pub fn points(previous: Vec<JobSpec>) -> Vec<JobSpec> {
 }
 
 /// Queues a verification campaign for `host_id` if its latest facts changed
-/// something that can change crypto speed and its rate limit allows; returns
-/// the campaign's id. The caller dispatches.
-pub async fn on_hello(pool: &PgPool, config: &VerifyOnChange, host_id: i64) -> db::Result<Option<i64>> {
+/// something that can change crypto speed, or the paths its agent can run
+/// changed (`paths_changed`: [`paths_change`], e.g. the software sibling
+/// installed), and its rate limit allows; returns the campaign's id. The
+/// caller dispatches.
+pub async fn on_hello(
+    pool: &PgPool,
+    config: &VerifyOnChange,
+    host_id: i64,
+    paths_changed: Option<&Value>,
+) -> db::Result<Option<i64>> {
     if !config.enabled {
         return Ok(None);
     }
@@ -97,9 +113,13 @@ pub async fn on_hello(pool: &PgPool, config: &VerifyOnChange, host_id: i64) -> d
     let Some((after, earlier)) = history.split_last() else {
         return Ok(None);
     };
-    let Some(changes) = speed_changes(earlier.last().map(|s| &s.columns), &after.columns) else {
+    let mut changes = speed_changes(earlier.last().map(|s| &s.columns), &after.columns).unwrap_or_default();
+    if let Some(paths) = paths_changed {
+        changes.insert("paths".into(), paths.clone());
+    }
+    if changes.is_empty() {
         return Ok(None);
-    };
+    }
     let changes = Value::Object(changes);
     let mut tx = pool.begin().await?;
     if !db::verifications::claim(&mut tx, host_id, config.min_interval.as_secs_f64(), &changes).await? {
@@ -111,10 +131,10 @@ pub async fn on_hello(pool: &PgPool, config: &VerifyOnChange, host_id: i64) -> d
         return Ok(None);
     };
     let previous = db::verifications::previous_points(&mut *tx, host_id, MAX_PREVIOUS_POINTS).await?;
-    let jobs: Vec<_> = points(previous)
-        .into_iter()
-        .map(|spec| launch::job_for(host, spec))
-        .collect();
+    // Stored at this hello, before this runs: a host without the software
+    // sibling skips the software half.
+    let paths = db::capabilities::paths_of(&mut *tx, host_id).await?;
+    let (jobs, skipped) = launch::jobs_for(host, paths.as_deref(), points(previous));
     let what: Vec<&str> = changes
         .as_object()
         .map(|m| m.keys().map(String::as_str).collect())
@@ -133,6 +153,7 @@ pub async fn on_hello(pool: &PgPool, config: &VerifyOnChange, host_id: i64) -> d
         queued_ttl: db::campaigns::DEFAULT_QUEUED_TTL,
     };
     let campaign_id = db::campaigns::insert_with_jobs(&mut tx, &new, &jobs).await?;
+    db::capabilities::record(&mut tx, campaign_id, &skipped).await?;
     db::verifications::set_campaign(&mut tx, host_id, campaign_id).await?;
     tx.commit().await?;
     tracing::info!(host = host_id, campaign = campaign_id, jobs = jobs.len(), %changes, "verification queued");

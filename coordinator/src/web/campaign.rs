@@ -140,6 +140,8 @@ struct CampaignPage {
     prev: Option<String>,
     next: Option<String>,
     failures: Vec<Failure>,
+    /// Points skipped per path: their hosts lack the path ([`super::campaign_skips`]).
+    skipped: Vec<super::campaign_skips::SkipRow>,
     /// The matrix and selector as the operator gave them, pretty-printed.
     matrix: String,
     selector: String,
@@ -211,6 +213,7 @@ async fn page(
         prev: pager.prev_href(&base, &[]),
         next: pager.next_href(&base, &[]),
         failures: failure_rows(&state, c.id).await?,
+        skipped: super::campaign_skips::rows(&state.pool, c.id).await?,
         status: c.status.as_str(),
         created: format::timestamp(c.created_at),
         finished: c.finished_at.map(format::timestamp).unwrap_or_default(),

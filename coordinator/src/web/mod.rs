@@ -6,7 +6,7 @@
 //! `overview` (`/`), `hosts` and `host` (+ `host_facts`: facts and their change
 //! history), `compare` (the matrix), `modes` (payload-size and thread curves),
 //! `fallback` (accelerated vs software path, findings), `capacity` (the
-//! planner), `campaigns`, `campaign` and `campaign_compare` (two campaigns' change per host and point), `scenarios` (the scenario suites' answers per class), `result` (`/api/v1/results/{id}`).
+//! planner), `campaigns`, `campaign` (+ `campaign_skips`: points skipped for lack of a path) and `campaign_compare` (two campaigns' change per host and point), `scenarios` (the scenario suites' answers per class), `result` (`/api/v1/results/{id}`).
 //! Shared by the pages:
 //! - [`access`]: the `Host` check (DNS rebinding) and the optional token.
 //! - [`error`]: [`WebError`], the one conversion of failures into responses.
@@ -28,6 +28,7 @@ mod access;
 pub mod api;
 mod campaign;
 mod campaign_compare;
+mod campaign_skips;
 mod campaigns;
 mod capacity;
 mod compare;
@@ -83,6 +84,7 @@ pub fn router(state: WebState) -> Router {
         .merge(overview::routes())
         .merge(campaigns::routes())
         .merge(campaign::routes())
+        .merge(campaign_skips::routes())
         .merge(campaign_compare::routes())
         .merge(capacity::routes())
         .merge(scenarios::routes())

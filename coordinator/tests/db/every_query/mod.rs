@@ -10,6 +10,7 @@
 //! `pub async fn` this file does not call.
 
 mod campaigns;
+mod capabilities;
 mod checklist;
 mod connect;
 mod findings;

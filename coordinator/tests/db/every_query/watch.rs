@@ -201,7 +201,7 @@ async fn a_new_host_and_a_new_kernel_get_a_verification_at_most_once_per_interva
         enabled: true,
         min_interval: Duration::from_secs(3600),
     };
-    let first = verify::on_hello(&pool, &config, up.host_id)
+    let first = verify::on_hello(&pool, &config, up.host_id, None)
         .await
         .unwrap()
         .expect("a new host");
@@ -225,14 +225,14 @@ async fn a_new_host_and_a_new_kernel_get_a_verification_at_most_once_per_interva
     hosts::upsert_host_with_facts(&pool, "bench-01", None, &facts("3.10.0-1160.el7.x86_64"))
         .await
         .unwrap();
-    assert_eq!(verify::on_hello(&pool, &config, up.host_id).await.unwrap(), None);
+    assert_eq!(verify::on_hello(&pool, &config, up.host_id, None).await.unwrap(), None);
 
     // With no limit it is queued, naming the change.
     let unlimited = VerifyOnChange {
         min_interval: Duration::ZERO,
         ..config
     };
-    let second = verify::on_hello(&pool, &unlimited, up.host_id)
+    let second = verify::on_hello(&pool, &unlimited, up.host_id, None)
         .await
         .unwrap()
         .expect("a new kernel");
@@ -258,7 +258,7 @@ async fn a_new_host_and_a_new_kernel_get_a_verification_at_most_once_per_interva
         enabled: false,
         ..unlimited
     };
-    assert_eq!(verify::on_hello(&pool, &off, up.host_id).await.unwrap(), None);
+    assert_eq!(verify::on_hello(&pool, &off, up.host_id, None).await.unwrap(), None);
     let mut tx = pool.begin().await.unwrap();
     verifications::set_campaign(&mut tx, up.host_id, first).await.unwrap();
     tx.commit().await.unwrap();

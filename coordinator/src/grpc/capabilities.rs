@@ -1,0 +1,52 @@
+//! What a `Hello` says the agent can run (`Capabilities.paths`): stored for the
+//! host, and its queued jobs on a path it lacks skipped before the session's
+//! first dispatch, so a host without the software-build sibling is never sent
+//! a software-path job that would fail at once.
+
+use cipherfleet_core::path::Path;
+use cipherfleet_proto::v1;
+use serde_json::Value;
+use sqlx::PgPool;
+use tonic::Status;
+use uuid::Uuid;
+
+use super::db_status;
+use crate::db;
+use crate::watch::verify;
+
+/// Stores the paths the agent advertised and skips the host's queued jobs on
+/// the others ([`db::capabilities::advertise`]), except the one it runs and
+/// those it holds outcomes of. `validate_hello` has refused unknown or
+/// repeated names with `INVALID_ARGUMENT` already. Returns the change as
+/// [`verify::paths_change`] when the paths differ from what the host said before.
+pub(super) async fn advertised(pool: &PgPool, hello: &v1::Hello, host_id: i64) -> Result<Option<Value>, Status> {
+    let advertised = hello
+        .capabilities
+        .as_ref()
+        .map(|c| c.paths.as_slice())
+        .unwrap_or_default();
+    let paths: Vec<Path> = advertised.iter().filter_map(|p| p.parse().ok()).collect();
+    if paths.is_empty() {
+        tracing::warn!(
+            host = host_id,
+            "the agent offers no path: every point queued for it is skipped"
+        );
+    }
+    let keep: Vec<Uuid> = std::iter::once(&hello.running_job_id)
+        .chain(&hello.spooled_job_ids)
+        .filter_map(|id| Uuid::parse_str(id).ok())
+        .collect();
+    let done = db::capabilities::advertise(pool, host_id, &paths, &keep)
+        .await
+        .map_err(db_status)?;
+    if done.skipped > 0 {
+        tracing::info!(
+            host = host_id, ?paths, skipped = done.skipped, finished = ?done.finished,
+            "queued jobs on paths the agent lacks are skipped"
+        );
+    }
+    Ok(done.changed_from.map(|before| {
+        tracing::info!(host = host_id, ?before, after = ?paths, "the agent's paths changed");
+        verify::paths_change(&before, &paths)
+    }))
+}

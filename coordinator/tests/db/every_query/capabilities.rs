@@ -1,0 +1,230 @@
+//! capabilities: the paths each host's agent advertised, and the points a
+//! campaign skips on a host that lacks their path.
+
+use std::collections::HashMap;
+
+use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
+use cipherfleet_coordinator::db::capabilities::{self, Advertised, HostSkips, PathSkips, Skipped};
+use cipherfleet_coordinator::db::{hosts, jobs};
+use cipherfleet_coordinator::launch::{self, Launch, Points};
+use cipherfleet_coordinator::selector::Selector;
+use cipherfleet_coordinator::watch::verify;
+use cipherfleet_core::path::Path;
+use sqlx::PgPool;
+
+use super::fixture::*;
+
+const BOTH: [Path; 2] = [Path::Accelerated, Path::Software];
+
+async fn hello(pool: &PgPool, name: &str) -> i64 {
+    hosts::upsert_host_with_facts(pool, name, None, &facts(KERNEL))
+        .await
+        .unwrap()
+        .host_id
+}
+
+/// A campaign of verification's small matrix (three points on each path) on
+/// the hosts named, through the launcher every campaign goes through.
+async fn start(pool: &PgPool, names: &[&str], paths: &[Path]) -> launch::Launched {
+    let mut matrix = verify::matrix();
+    matrix.paths = paths.to_vec();
+    let selector = Selector {
+        host_names: names.iter().map(|n| n.to_string()).collect(),
+        ..Selector::default()
+    };
+    let mut tx = pool.begin().await.unwrap();
+    let launched = launch::insert(
+        &mut tx,
+        &Launch {
+            points: &Points::Matrix(matrix),
+            selector: &selector,
+            name: "",
+            started_by: "tests",
+            online: None,
+            queued_ttl: campaigns::DEFAULT_QUEUED_TTL,
+        },
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    launched
+}
+
+/// The paths of a campaign's jobs per host.
+async fn job_paths(pool: &PgPool, campaign: i64) -> HashMap<i64, Vec<Path>> {
+    let mut by_host: HashMap<i64, Vec<Path>> = HashMap::new();
+    for j in jobs::for_campaign(pool, campaign).await.unwrap() {
+        by_host.entry(j.host_id).or_default().push(j.point.path);
+    }
+    by_host
+}
+
+async fn status(pool: &PgPool, campaign: i64) -> CampaignStatus {
+    campaigns::get(pool, campaign).await.unwrap().unwrap().status
+}
+
+#[tokio::test]
+async fn a_host_lacking_the_software_path_gets_no_software_jobs_and_its_skips_are_counted() {
+    let pool = fresh_db().await;
+    let full = hello(&pool, "full").await;
+    let accel = hello(&pool, "accel-only").await;
+    let silent = hello(&pool, "silent").await;
+    // First hellos: nothing changed (nothing was said before), nothing queued to skip.
+    assert_eq!(
+        capabilities::advertise(&pool, full, &BOTH, &[]).await.unwrap(),
+        Advertised::default()
+    );
+    assert_eq!(
+        capabilities::advertise(&pool, accel, &[Path::Accelerated], &[])
+            .await
+            .unwrap(),
+        Advertised::default()
+    );
+    let known = capabilities::paths_of_hosts(&pool).await.unwrap();
+    assert_eq!(
+        known,
+        HashMap::from([(full, BOTH.to_vec()), (accel, vec![Path::Accelerated])])
+    );
+    assert_eq!(capabilities::paths_of(&pool, silent).await.unwrap(), None);
+    assert_eq!(capabilities::paths_of(&pool, i64::MAX).await.unwrap(), None);
+
+    // Made with what the hosts said: accel-only gets its three accelerated points alone;
+    // silent has not said, so it gets everything until its hello says otherwise.
+    let launched = start(&pool, &["full", "accel-only", "silent"], &BOTH).await;
+    assert_eq!((launched.jobs, launched.points_skipped, launched.hosts), (15, 3, 3));
+    let id = launched.campaign_id;
+    let paths = job_paths(&pool, id).await;
+    assert_eq!(paths[&accel], vec![Path::Accelerated; 3]);
+    assert_eq!(paths[&full].len(), 6);
+    assert_eq!(paths[&silent].iter().filter(|p| **p == Path::Software).count(), 3);
+    let only_accel = |points| HostSkips {
+        host_id: accel,
+        host_name: "accel-only".into(),
+        path: Path::Software,
+        points,
+    };
+    assert_eq!(
+        capabilities::for_campaign(&pool, id, 10).await.unwrap(),
+        [only_accel(3)]
+    );
+
+    // silent says it lacks the software path; the one software job it still
+    // holds the outcome of stays, the other two are skipped.
+    let held = jobs::for_campaign(&pool, id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|j| j.host_id == silent && j.point.path == Path::Software)
+        .unwrap();
+    let said = capabilities::advertise(&pool, silent, &[Path::Accelerated], &[held.id])
+        .await
+        .unwrap();
+    assert_eq!(
+        said,
+        Advertised {
+            changed_from: None,
+            skipped: 2,
+            finished: vec![],
+        }
+    );
+    assert_eq!(job_paths(&pool, id).await[&silent].len(), 4);
+    assert_eq!(
+        capabilities::totals(&pool, id).await.unwrap(),
+        [PathSkips {
+            path: Path::Software,
+            hosts: 2,
+            points: 5,
+        }]
+    );
+    assert_eq!(capabilities::for_campaign(&pool, id, 1).await.unwrap(), [only_accel(3)]);
+    // Skipped points are no jobs: the counts hold the 13 left.
+    assert_eq!(campaigns::status(&pool, id).await.unwrap().unwrap().jobs.total(), 13);
+
+    // The sibling installed later: a change, reported with what was before.
+    let gained = capabilities::advertise(&pool, accel, &BOTH, &[]).await.unwrap();
+    assert_eq!(gained.changed_from, Some(vec![Path::Accelerated]));
+    assert_eq!(capabilities::paths_of(&pool, accel).await.unwrap(), Some(BOTH.to_vec()));
+    // The same paths again: no change.
+    let again = capabilities::advertise(&pool, accel, &BOTH, &[]).await.unwrap();
+    assert_eq!(again.changed_from, None);
+
+    // A campaign's own record of skips adds up per host and path.
+    let mut tx = pool.begin().await.unwrap();
+    let skip = Skipped {
+        host_id: accel,
+        path: Path::Software,
+        points: 4,
+    };
+    capabilities::record(&mut tx, id, &[skip]).await.unwrap();
+    capabilities::record(&mut tx, id, &[]).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(capabilities::for_campaign(&pool, id, 1).await.unwrap(), [only_accel(7)]);
+}
+
+#[tokio::test]
+async fn a_campaign_whose_remaining_jobs_are_all_skipped_completes() {
+    let pool = fresh_db().await;
+    let accel = hello(&pool, "accel-only").await;
+    let late = hello(&pool, "late").await;
+    capabilities::advertise(&pool, accel, &[Path::Accelerated], &[])
+        .await
+        .unwrap();
+
+    // Nothing the host can run: no job at all, finished at once, the skips on record.
+    let none = start(&pool, &["accel-only"], &[Path::Software]).await;
+    assert_eq!((none.jobs, none.points_skipped), (0, 3));
+    assert_eq!(status(&pool, none.campaign_id).await, CampaignStatus::Finished);
+
+    // Queued for a host that had not said; its accelerated jobs end; then its
+    // hello says it lacks the software path: the rest is skipped and the campaign ends.
+    let queued = start(&pool, &["late"], &BOTH).await;
+    assert_eq!((queued.jobs, queued.points_skipped), (6, 0));
+    let id = queued.campaign_id;
+    let ended = sqlx::query(
+        "UPDATE jobs SET status = 'done', finished_at = now() WHERE campaign_id = $1 AND path = 'accelerated'",
+    )
+    .bind(id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert_eq!(ended.rows_affected(), 3);
+    assert_eq!(status(&pool, id).await, CampaignStatus::Running);
+    let said = capabilities::advertise(&pool, late, &[Path::Accelerated], &[])
+        .await
+        .unwrap();
+    assert_eq!((said.skipped, said.finished), (3, vec![id]));
+    assert_eq!(status(&pool, id).await, CampaignStatus::Finished);
+    assert!(jobs::claim_next_for_host(&pool, late).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn verification_skips_a_missing_path_and_follows_a_sibling_installed_later() {
+    let pool = fresh_db().await;
+    let host = hello(&pool, "accel-only").await;
+    capabilities::advertise(&pool, host, &[Path::Accelerated], &[])
+        .await
+        .unwrap();
+    let config = verify::VerifyOnChange {
+        enabled: true,
+        min_interval: std::time::Duration::ZERO,
+    };
+    let first = verify::on_hello(&pool, &config, host, None)
+        .await
+        .unwrap()
+        .expect("a new host");
+    assert_eq!(job_paths(&pool, first).await[&host], vec![Path::Accelerated; 3]);
+    assert_eq!(capabilities::totals(&pool, first).await.unwrap()[0].points, 3);
+
+    // The sibling is installed: the paths changed, with the facts the same.
+    let gained = capabilities::advertise(&pool, host, &BOTH, &[]).await.unwrap();
+    let before = gained.changed_from.expect("a change");
+    let change = verify::paths_change(&before, &BOTH);
+    let second = verify::on_hello(&pool, &config, host, Some(&change))
+        .await
+        .unwrap()
+        .expect("a paths change");
+    assert_eq!(job_paths(&pool, second).await[&host].len(), 6);
+    assert!(capabilities::totals(&pool, second).await.unwrap().is_empty());
+    let name = campaigns::get(&pool, second).await.unwrap().unwrap().name;
+    assert!(name.contains("paths"), "{name}");
+}
