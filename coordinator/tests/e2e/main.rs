@@ -21,6 +21,7 @@ mod http;
 mod identity;
 mod mtls;
 mod old_kernel;
+mod paths;
 mod rejections;
 mod report_access;
 mod report_capacity;
