@@ -97,21 +97,39 @@ pub async fn renew(
 /// Session `generation` of `holder` was welcomed: from now on its host counts
 /// as online ([`live_hosts`]). False if it no longer holds the lease.
 pub async fn welcome(db: impl PgExecutor<'_>, host_id: i64, holder: &Holder, generation: u64) -> Result<bool> {
-    let done = sqlx::query(
+    on_session(
+        db,
         "UPDATE host_leases SET welcomed = true WHERE host_id = $1 AND coordinator = $2 AND generation = $3",
+        host_id,
+        holder,
+        generation,
     )
-    .bind(host_id)
-    .bind(holder.id)
-    .bind(generation as i64)
-    .execute(db)
-    .await?;
-    Ok(done.rows_affected() == 1)
+    .await
 }
 
 /// Gives back the lease of session `generation` of `holder`, if it still
 /// holds it; a newer session's lease is left alone.
 pub async fn release(db: impl PgExecutor<'_>, host_id: i64, holder: &Holder, generation: u64) -> Result<bool> {
-    let done = sqlx::query("DELETE FROM host_leases WHERE host_id = $1 AND coordinator = $2 AND generation = $3")
+    on_session(
+        db,
+        "DELETE FROM host_leases WHERE host_id = $1 AND coordinator = $2 AND generation = $3",
+        host_id,
+        holder,
+        generation,
+    )
+    .await
+}
+
+/// Runs `statement` (host `$1`, coordinator `$2`, generation `$3`) on the lease
+/// of one session; true if that session still held it.
+async fn on_session(
+    db: impl PgExecutor<'_>,
+    statement: &'static str,
+    host_id: i64,
+    holder: &Holder,
+    generation: u64,
+) -> Result<bool> {
+    let done = sqlx::query(statement)
         .bind(host_id)
         .bind(holder.id)
         .bind(generation as i64)

@@ -435,6 +435,35 @@ impl App {
             .into_inner()
     }
 
+    /// Cancels campaign `id` with `reason` through the admin API.
+    pub async fn cancel(&self, id: &str, reason: &str) -> v1::CancelCampaignResponse {
+        self.admin()
+            .await
+            .cancel_campaign(v1::CancelCampaignRequest {
+                campaign_id: id.to_string(),
+                reason: reason.into(),
+            })
+            .await
+            .expect("cancelled")
+            .into_inner()
+    }
+
+    /// Waits until some job of campaign `id` has been accepted by its agent; returns it.
+    pub async fn wait_job_started(&self, id: &str) -> uuid::Uuid {
+        let id: i64 = id.parse().unwrap();
+        wait_for("a job to start", Duration::from_secs(60), || async {
+            sqlx::query_scalar(
+                "SELECT id FROM jobs WHERE campaign_id = $1 AND status = 'running' AND started_at IS NOT NULL",
+            )
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .ok()
+            .flatten()
+        })
+        .await
+    }
+
     /// Waits for a campaign to leave the running state.
     pub async fn wait_finished(&self, id: &str, limit: Duration) -> v1::CampaignStatusResponse {
         let url = self.url();

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use cipherfleet_proto::v1;
 
 use crate::app::{App, matrix, spawn_app, spawn_app_with, wait_for};
-use crate::faults::wait_job_started;
 
 /// Agents per coordinator.
 const AGENTS_EACH: usize = 2;
@@ -134,7 +133,7 @@ async fn retiring_a_host_through_one_coordinator_ends_its_session_on_the_other()
     let retired = first
         .admin()
         .await
-        .retire_host(cipherfleet_proto::v1::RetireHostRequest {
+        .retire_host(v1::RetireHostRequest {
             name: "e2e-cluster-retired".into(),
         })
         .await
@@ -170,17 +169,8 @@ async fn cancelling_through_one_coordinator_stops_the_jobs_running_on_the_others
             matrix(&["aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"], &[1024], 20.0),
         )
         .await;
-    let job = wait_job_started(&first, &campaign).await;
-    let cancelled = first
-        .admin()
-        .await
-        .cancel_campaign(v1::CancelCampaignRequest {
-            campaign_id: campaign.clone(),
-            reason: "e2e across coordinators".into(),
-        })
-        .await
-        .expect("cancelled")
-        .into_inner();
+    let job = first.wait_job_started(&campaign).await;
+    let cancelled = first.cancel(&campaign, "e2e across coordinators").await;
     assert_eq!(cancelled.jobs_cancelled, 2, "the two queued jobs");
     // The second coordinator heard of it and told its agent, which stopped the job
     // well before its 20 s were up and reported it failed with the operator's reason.

@@ -7,27 +7,11 @@ use cipherfleet_proto::v1;
 
 use crate::app::{App, TempDir, spawn_app, wait_for};
 
-/// Waits until some job of the campaign has been accepted by its agent.
-pub(crate) async fn wait_job_started(app: &App, campaign: &str) -> uuid::Uuid {
-    let id: i64 = campaign.parse().unwrap();
-    wait_for("a job to start", Duration::from_secs(60), || async {
-        sqlx::query_scalar(
-            "SELECT id FROM jobs WHERE campaign_id = $1 AND status = 'running' AND started_at IS NOT NULL",
-        )
-        .bind(id)
-        .fetch_optional(&app.pool)
-        .await
-        .ok()
-        .flatten()
-    })
-    .await
-}
-
 /// Waits until agent `agent` has finished `job` while the coordinator is down:
 /// its outcome is in the agent's spool (`outcome-<job id>.json`, the name the
 /// agent's `daemon/spool.rs` gives it). Also returns if the result is already
 /// stored: the job may have ended and been delivered in the moment between
-/// [`wait_job_started`] seeing it and the coordinator's kill.
+/// [`App::wait_job_started`] seeing it and the coordinator's kill.
 async fn wait_spooled_or_stored(app: &App, agent: &str, job: uuid::Uuid) {
     let outcome = app.spool_dir(agent).join(format!("outcome-{job}.json"));
     let what = format!(
@@ -54,7 +38,7 @@ async fn an_agent_killed_mid_job_gets_the_job_back_and_it_completes_once() {
     let agent = app.spawn_agent("e2e-killed", &[]);
     app.wait_online(1).await;
     let campaign = app.start_matrix(&["aes-256-gcm"], &[1024, 4096], 2.0).await;
-    let job = wait_job_started(&app, &campaign).await;
+    let job = app.wait_job_started(&campaign).await;
     app.kill_agent(agent);
     // The coordinator notices (stream reset, or three missed heartbeats) and re-queues it.
     wait_for("the lost job to be re-queued", Duration::from_secs(30), || async {
@@ -82,7 +66,7 @@ async fn a_coordinator_restart_mid_campaign_loses_and_duplicates_nothing() {
     let campaign = app
         .start_matrix(&["aes-128-gcm", "chacha20-poly1305", "aes-256-ctr"], &[256, 2048], 0.6)
         .await;
-    let job = wait_job_started(&app, &campaign).await;
+    let job = app.wait_job_started(&campaign).await;
     let addr = app.grpc;
     app.kill_coordinator();
     // The agent finishes its job meanwhile and keeps the result in its spool.
@@ -120,7 +104,7 @@ async fn a_postgres_restart_mid_campaign_is_survived_without_losing_results() {
     let campaign = app
         .start_matrix(&["aes-128-gcm", "aes-256-gcm"], &[256, 4096], 0.6)
         .await;
-    wait_job_started(&app, &campaign).await;
+    app.wait_job_started(&campaign).await;
     cluster.restart().await.expect("restarting PostgreSQL");
     let status = app.wait_finished(&campaign, Duration::from_secs(180)).await;
     let overall = status.overall.unwrap();
@@ -140,17 +124,8 @@ async fn cancel_stops_queued_jobs_and_aborts_the_running_one() {
     let campaign = app
         .start_matrix(&["aes-128-gcm", "aes-256-gcm", "chacha20-poly1305"], &[1024], 20.0)
         .await;
-    wait_job_started(&app, &campaign).await;
-    let r = app
-        .admin()
-        .await
-        .cancel_campaign(v1::CancelCampaignRequest {
-            campaign_id: campaign.clone(),
-            reason: "test".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    app.wait_job_started(&campaign).await;
+    let r = app.cancel(&campaign, "test").await;
     assert_eq!(r.jobs_cancelled, 2, "the two queued jobs");
     // The running job is aborted by its agent well before its 20 s are up.
     let id: i64 = campaign.parse().unwrap();

@@ -470,8 +470,9 @@ pub(crate) mod tests {
         assert_eq!(rows[2].id, format!("{}-emulated", rows[2].key));
     }
 
-    #[test]
-    fn classes_take_the_median_of_their_hosts_and_keep_emulated_hosts_apart() {
+    /// Hosts 1-3 a real Xeon Gold class, host 4 an emulated one; AES-GCM on
+    /// every host (on either path), DES on host 1.
+    fn xeon_gold() -> (Vec<ClassRow>, [LatestResult; 5]) {
         let rows = class_rows(&[group(&[1, 2, 3], "Xeon Gold", false), group(&[4], "Xeon Gold", true)]);
         let points = [
             point(1, "aes-128-gcm", 1000.0, 11, Path::Accelerated),
@@ -480,6 +481,12 @@ pub(crate) mod tests {
             point(4, "aes-128-gcm", 5.0, 14, Path::Software),
             point(1, "des-cbc", 50.0, 15, Path::Software),
         ];
+        (rows, points)
+    }
+
+    #[test]
+    fn classes_take_the_median_of_their_hosts_and_keep_emulated_hosts_apart() {
+        let (rows, points) = xeon_gold();
         let cells = cells_of(&rows, &points);
         let params = CompareParams::parse(&query(&[("rows", "classes")])).unwrap();
         let frame = Frame::new(&params, &rows, &cells);
@@ -510,14 +517,7 @@ pub(crate) mod tests {
 
     #[test]
     fn host_rows_are_coloured_over_every_host_not_only_the_page() {
-        let rows = class_rows(&[group(&[1, 2, 3], "Xeon Gold", false), group(&[4], "Xeon Gold", true)]);
-        let points = [
-            point(1, "aes-128-gcm", 1000.0, 11, Path::Accelerated),
-            point(2, "aes-128-gcm", 3000.0, 12, Path::Accelerated),
-            point(3, "aes-128-gcm", 2000.0, 13, Path::Software),
-            point(4, "aes-128-gcm", 5.0, 14, Path::Software),
-            point(1, "des-cbc", 50.0, 15, Path::Software),
-        ];
+        let (rows, points) = xeon_gold();
         let cells = cells_of(&rows, &points);
         let params = CompareParams::parse(&query(&[])).unwrap();
         let frame = Frame::new(&params, &rows, &cells);
