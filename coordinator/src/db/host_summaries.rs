@@ -136,10 +136,14 @@ pub struct ListedHost {
 /// How many hosts `selection` picks, `online` being the hosts connected now.
 pub async fn count(pool: &PgPool, online: &HashSet<i64>, selection: &Selection<'_>) -> Result<u64> {
     refresh(pool).await?;
-    let n: i64 = bind_selection(sqlx::query_as(concat!("SELECT count(*)", selected_hosts!())), online, selection)
-        .fetch_one(pool)
-        .await
-        .map(|(n,): (i64,)| n)?;
+    let n: i64 = bind_selection(
+        sqlx::query_as(concat!("SELECT count(*)", selected_hosts!())),
+        online,
+        selection,
+    )
+    .fetch_one(pool)
+    .await
+    .map(|(n,): (i64,)| n)?;
     Ok(u64::try_from(n).unwrap_or_default())
 }
 

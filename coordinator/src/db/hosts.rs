@@ -211,9 +211,11 @@ pub async fn list_with_facts(db: impl PgExecutor<'_>) -> Result<Vec<HostWithFact
 
 /// The hosts `host_ids` (those that exist) with their current facts, by id.
 pub async fn with_facts_of(db: impl PgExecutor<'_>, host_ids: &[i64]) -> Result<Vec<HostWithFacts>> {
-    Ok(sqlx::query_as(concat!(with_facts_from!(), " WHERE h.id = ANY($2) ORDER BY h.id"))
-        .bind(unexplained::REASON)
-        .bind(host_ids)
-        .fetch_all(db)
-        .await?)
+    Ok(
+        sqlx::query_as(concat!(with_facts_from!(), " WHERE h.id = ANY($2) ORDER BY h.id"))
+            .bind(unexplained::REASON)
+            .bind(host_ids)
+            .fetch_all(db)
+            .await?,
+    )
 }

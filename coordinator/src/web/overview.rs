@@ -168,7 +168,11 @@ async fn page(State(state): State<WebState>) -> Result<Html<String>, WebError> {
         .iter()
         .map(|&status| StatusCount {
             status,
-            hosts: groups.iter().filter(|g| g.acceleration == status).map(|g| g.hosts).sum(),
+            hosts: groups
+                .iter()
+                .filter(|g| g.acceleration == status)
+                .map(|g| g.hosts)
+                .sum(),
             href: with_query("/hosts", &[("accel", status.to_string())]),
         })
         .collect();
@@ -208,7 +212,11 @@ mod tests {
             hosts,
             online: 0,
             emulated: 0,
-            members: members.iter().enumerate().map(|(i, n)| (i as i64, n.to_string())).collect(),
+            members: members
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (i as i64, n.to_string()))
+                .collect(),
         }
     }
 

@@ -51,7 +51,9 @@ async fn configurations_agree(pool: &PgPool) -> bool {
         .collect();
     let mut plain: BTreeMap<_, usize> = BTreeMap::new();
     for h in hosts::list_with_facts(pool).await.unwrap() {
-        *plain.entry((h.arch.clone(), h.kernel_release.clone(), h.acceleration())).or_default() += 1;
+        *plain
+            .entry((h.arch.clone(), h.kernel_release.clone(), h.acceleration()))
+            .or_default() += 1;
     }
     stored == plain
 }
@@ -91,7 +93,10 @@ fn with_usable(usable: &[&str]) -> Value {
 const FULL: &[&str] = &["aes", "pclmulqdq", "avx", "avx2"];
 
 async fn hello(pool: &PgPool, name: &str, labels: Option<&Labels>, facts: &Value) -> i64 {
-    hosts::upsert_host_with_facts(pool, name, labels, facts).await.unwrap().host_id
+    hosts::upsert_host_with_facts(pool, name, labels, facts)
+        .await
+        .unwrap()
+        .host_id
 }
 
 /// Opens an unexplained-fallback finding of GHASH on `host`.
@@ -167,7 +172,10 @@ async fn changes(pool: &PgPool, mut check: impl AsyncFnMut(&PgPool, &str)) {
         .await
         .unwrap();
     check(pool, "a's snapshots deleted (no facts left)").await;
-    sqlx::query("DELETE FROM hosts WHERE name = 'b'").execute(pool).await.unwrap();
+    sqlx::query("DELETE FROM hosts WHERE name = 'b'")
+        .execute(pool)
+        .await
+        .unwrap();
     check(pool, "b deleted").await;
 }
 

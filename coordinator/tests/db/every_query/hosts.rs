@@ -151,18 +151,34 @@ async fn host_summaries_select_count_group_and_page_the_judged_hosts() {
     assert_eq!(host_summaries::refresh(pool).await.unwrap(), 0);
 
     let online: HashSet<i64> = [f.bench].into();
-    let all = host_summaries::list(pool, &online, &Selection::default(), None).await.unwrap();
+    let all = host_summaries::list(pool, &online, &Selection::default(), None)
+        .await
+        .unwrap();
     let seen: Vec<(&str, Acceleration, bool, bool, bool, Option<&str>)> = all
         .iter()
         .map(|h| {
             let facts = h.arch.as_deref();
-            (h.host.name.as_str(), h.acceleration, h.emulated, h.simulated, h.online, facts)
+            (
+                h.host.name.as_str(),
+                h.acceleration,
+                h.emulated,
+                h.simulated,
+                h.online,
+                facts,
+            )
         })
         .collect();
     assert_eq!(
         seen,
         [
-            ("bench-01", Acceleration::Accelerated, false, false, true, Some("x86_64")),
+            (
+                "bench-01",
+                Acceleration::Accelerated,
+                false,
+                false,
+                true,
+                Some("x86_64")
+            ),
             ("vm-01", Acceleration::Software, true, false, false, Some("aarch64")),
         ]
     );
@@ -219,7 +235,11 @@ async fn host_summaries_select_count_group_and_page_the_judged_hosts() {
         (Selection::default(), Some((1, 1)), (2, &["vm-01"])),
     ];
     for (selection, page, (n, want)) in cases {
-        assert_eq!(names(selection, page).await, (n, want.iter().map(|s| s.to_string()).collect()), "{selection:?}");
+        assert_eq!(
+            names(selection, page).await,
+            (n, want.iter().map(|s| s.to_string()).collect()),
+            "{selection:?}"
+        );
     }
 
     let groups = host_summaries::configurations(pool, &online, 6).await.unwrap();
@@ -247,7 +267,11 @@ async fn host_summaries_select_count_group_and_page_the_judged_hosts() {
     hosts::upsert_host_with_facts(pool, "vm-01", Some(&labels(&[])), &bench_facts(KERNEL))
         .await
         .unwrap();
-    assert_ne!(host_summaries::generation(pool).await.unwrap(), before, "a label and facts changed");
+    assert_ne!(
+        host_summaries::generation(pool).await.unwrap(),
+        before,
+        "a label and facts changed"
+    );
 
     let of = hosts::with_facts_of(pool, &[f.vm, i64::MAX]).await.unwrap();
     assert_eq!(of.iter().map(|h| h.host.id).collect::<Vec<_>>(), [f.vm]);
