@@ -58,15 +58,18 @@ async fn configurations_agree(pool: &PgPool) -> bool {
     stored == plain
 }
 
+/// A class group's hosts, emulated label and usable features.
+type Group = (Vec<i64>, Option<String>, Option<Vec<String>>);
+
 /// The class groups (cached between calls) equal a fresh grouping of the hosts.
 async fn class_groups_agree(pool: &PgPool) -> bool {
-    let cached: Vec<(Vec<i64>, Option<String>, Option<Vec<String>>)> = matrix::class_groups(pool)
+    let cached: Vec<Group> = matrix::class_groups(pool)
         .await
         .unwrap()
         .into_iter()
         .map(|g| (g.host_ids, g.emulated_label, g.features_usable))
         .collect();
-    let fresh: Vec<(Vec<i64>, Option<String>, Option<Vec<String>>)> = sqlx::query_as(
+    let fresh: Vec<Group> = sqlx::query_as(
         "SELECT array_agg(h.id ORDER BY h.id), h.labels ->> 'emulated', s.features_usable \
          FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id \
          GROUP BY h.labels ->> 'emulated', h.labels ->> 'simulated', s.arch, s.cpu_vendor, s.cpu_model_name, \

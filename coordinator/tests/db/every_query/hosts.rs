@@ -138,6 +138,11 @@ async fn hosts_their_snapshots_and_sessions_read_back_as_stored() {
     );
 }
 
+/// A listed host: name, status, emulated, simulated, online, arch.
+type Listed<'a> = (&'a str, Acceleration, bool, bool, bool, Option<&'a str>);
+/// A configuration: arch, status, hosts, online, emulated, member ids.
+type Counted<'a> = (Option<&'a str>, Acceleration, usize, usize, usize, Vec<i64>);
+
 #[tokio::test]
 async fn host_summaries_select_count_group_and_page_the_judged_hosts() {
     use std::collections::HashSet;
@@ -154,7 +159,7 @@ async fn host_summaries_select_count_group_and_page_the_judged_hosts() {
     let all = host_summaries::list(pool, &online, &Selection::default(), None)
         .await
         .unwrap();
-    let seen: Vec<(&str, Acceleration, bool, bool, bool, Option<&str>)> = all
+    let seen: Vec<Listed> = all
         .iter()
         .map(|h| {
             let facts = h.arch.as_deref();
@@ -187,7 +192,9 @@ async fn host_summaries_select_count_group_and_page_the_judged_hosts() {
         let n = host_summaries::count(pool, &online, &selection).await.unwrap();
         (n, listed.into_iter().map(|h| h.host.name).collect::<Vec<_>>())
     };
-    let cases: [(Selection, Option<(u64, u64)>, (u64, &[&str])); 6] = [
+    // (selection, page, (count, names listed))
+    type Case<'a> = (Selection<'a>, Option<(u64, u64)>, (u64, &'a [&'a str]));
+    let cases: [Case; 6] = [
         (
             Selection {
                 label: Some(("emulated", None)),
@@ -243,7 +250,7 @@ async fn host_summaries_select_count_group_and_page_the_judged_hosts() {
     }
 
     let groups = host_summaries::configurations(pool, &online, 6).await.unwrap();
-    let counted: Vec<(Option<&str>, Acceleration, usize, usize, usize, Vec<i64>)> = groups
+    let counted: Vec<Counted> = groups
         .iter()
         .map(|g| {
             let ids = g.members.iter().map(|(id, _)| *id).collect();
