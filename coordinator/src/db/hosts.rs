@@ -187,17 +187,35 @@ impl HostWithFacts {
     }
 }
 
-/// Every host with its current facts, by name.
-pub async fn list_with_facts(db: impl PgExecutor<'_>) -> Result<Vec<HostWithFacts>> {
-    Ok(sqlx::query_as(
+/// The columns of [`HostWithFacts`] and their joins, as a literal for
+/// `concat!`: `h` the host, `s` its current snapshot; `$1` is the
+/// unexplained-fallback reason.
+macro_rules! with_facts_from {
+    () => {
         "SELECT h.id, h.name, h.labels, h.first_seen, h.last_seen, h.current_snapshot_id, h.retired_at, \
              s.arch, s.cpu_model_name, s.kernel_release, s.logical_cores, s.features_usable, s.build_flavour, \
              s.hypervisor, s.cpuinfo_foreign, \
              ARRAY(SELECT f.subject FROM findings f WHERE f.host_id = h.id AND f.status = 'open' \
                  AND f.reason = $1 ORDER BY f.subject) AS ran_in_software \
-         FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id ORDER BY h.name",
+         FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id"
+    };
+}
+
+/// Every host with its current facts, by name.
+pub async fn list_with_facts(db: impl PgExecutor<'_>) -> Result<Vec<HostWithFacts>> {
+    Ok(sqlx::query_as(concat!(with_facts_from!(), " ORDER BY h.name"))
+        .bind(unexplained::REASON)
+        .fetch_all(db)
+        .await?)
+}
+
+/// The hosts `host_ids` (those that exist) with their current facts, by id.
+pub async fn with_facts_of(db: impl PgExecutor<'_>, host_ids: &[i64]) -> Result<Vec<HostWithFacts>> {
+    Ok(
+        sqlx::query_as(concat!(with_facts_from!(), " WHERE h.id = ANY($2) ORDER BY h.id"))
+            .bind(unexplained::REASON)
+            .bind(host_ids)
+            .fetch_all(db)
+            .await?,
     )
-    .bind(unexplained::REASON)
-    .fetch_all(db)
-    .await?)
 }

@@ -8,12 +8,15 @@
 //! concurrency (`concurrency = 0`). Other key modes, random nonces and the
 //! concurrency scenario have pages of their own (`/scenarios`).
 
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::Direction;
-use sqlx::PgExecutor;
+use sqlx::{PgExecutor, PgPool};
 
 use super::Result;
+use super::host_summaries::{self, Generation};
 use super::hosts::Labels;
 use super::points::LatestResult;
 use crate::analysis::class::MachineClass;
@@ -76,9 +79,37 @@ impl ClassGroup {
     }
 }
 
-/// Every host in its [`ClassGroup`], the group of the lowest host id first:
-/// one pass over the hosts and their current snapshots.
-pub async fn class_groups(db: impl PgExecutor<'_>) -> Result<Vec<ClassGroup>> {
+/// The last [`class_groups`] answer and the [`Generation`] it was read at.
+/// Process-wide, as the pages call it with only a pool; the generation names
+/// the database, so pools of two databases never share an answer.
+static CLASS_GROUPS: Mutex<Option<(Generation, Vec<ClassGroup>)>> = Mutex::new(None);
+
+/// Every host in its [`ClassGroup`], the group of the lowest host id first.
+/// The grouped pass over the hosts and their current snapshots runs only
+/// when the hosts changed since the last call (a new host, labels, facts or
+/// findings; see [`host_summaries::generation`]); otherwise the answer is the
+/// last one, for the price of a pass over `host_summaries`' narrow rows.
+pub async fn class_groups(pool: &PgPool) -> Result<Vec<ClassGroup>> {
+    // Read before the groups: a change committed in between makes the next
+    // call read again, never keeps an older answer.
+    let generation = host_summaries::generation(pool).await?;
+    if let Some((at, groups)) = &*cached_class_groups()
+        && *at == generation
+    {
+        return Ok(groups.clone());
+    }
+    let groups = read_class_groups(pool).await?;
+    *cached_class_groups() = Some((generation, groups.clone()));
+    Ok(groups)
+}
+
+fn cached_class_groups() -> MutexGuard<'static, Option<(Generation, Vec<ClassGroup>)>> {
+    // A panic while holding it left a whole answer or none: still usable.
+    CLASS_GROUPS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One pass over the hosts and their current snapshots.
+async fn read_class_groups(db: impl PgExecutor<'_>) -> Result<Vec<ClassGroup>> {
     Ok(sqlx::query_as(
         "SELECT array_agg(h.id ORDER BY h.id) AS host_ids, h.labels ->> $1 AS emulated_label, \
              h.labels ->> $2 AS simulated_label, s.arch, s.cpu_vendor, s.cpu_model_name, s.features_usable, \

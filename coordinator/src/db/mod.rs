@@ -4,6 +4,7 @@
 //! time; values always travel as bind parameters.
 //!
 //! - [`hosts`]: machines and their hello (`upsert_host_with_facts`).
+//! - [`host_summaries`]: each host's acceleration status and marks, judged once per change (the hosts list and overview).
 //! - [`identity`]: who a host is — enrollment, its credential, reset and retirement.
 //! - [`snapshots`]: the history of each host's facts.
 //! - [`sessions`]: agent connections.
@@ -39,6 +40,7 @@ pub mod coordinators;
 pub mod fallback;
 pub mod findings;
 pub mod host_results;
+pub mod host_summaries;
 pub mod hosts;
 pub mod identity;
 pub mod jobs;

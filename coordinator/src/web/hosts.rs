@@ -2,11 +2,10 @@
 //! model, kernel, online state and acceleration status, 50 to a page; the
 //! same rows at `/api/v1/hosts` (all matching rows, no paging).
 //!
-//! The fleet is at most thousands of hosts, so filtering happens in Rust over
-//! [`hosts::list_with_facts`]: online state lives in the scheduler, and the
-//! acceleration status is [`HostWithFacts::acceleration`], neither in SQL.
-
-use std::collections::{BTreeSet, HashSet};
+//! Filtering, counting and paging happen in SQL ([`host_summaries`]), over
+//! each host's verdicts as the coordinator's rules judged them; the online
+//! state comes from the scheduler (the live leases) and is handed to the
+//! query.
 
 use askama::Template;
 use axum::Router;
@@ -21,7 +20,8 @@ use super::paging::{Pager, with_query};
 use super::params::{self, Choice, LabelFilter, enum_choices, plain_choices};
 use super::{WebError, WebState, format};
 use crate::analysis::acceleration::Acceleration;
-use crate::db::hosts::{self, HostWithFacts, Labels};
+use crate::db::host_summaries::{self, ListedHost, Selection};
+use crate::db::hosts::Labels;
 
 /// Rows per page of the hosts table.
 const PER_PAGE: u64 = 50;
@@ -93,14 +93,16 @@ impl HostFilter {
         })
     }
 
-    pub fn matches(&self, h: &HostWithFacts, online: bool) -> bool {
-        let same = |want: &Option<String>, have: &Option<String>| want.is_none() || want == have;
-        params::label_matches(&self.label, &h.host.labels.0)
-            && same(&self.arch, &h.arch)
-            && same(&self.cpu, &h.cpu_model_name)
-            && same(&self.kernel, &h.kernel_release)
-            && self.online.is_none_or(|o| o == online)
-            && self.acceleration.is_none_or(|a| a == h.acceleration())
+    /// The filters as the hosts query takes them.
+    pub fn selection(&self) -> Selection<'_> {
+        Selection {
+            label: self.label.as_ref().map(|(k, v)| (k.as_str(), v.as_deref())),
+            arch: self.arch.as_deref(),
+            cpu: self.cpu.as_deref(),
+            kernel: self.kernel.as_deref(),
+            online: self.online,
+            acceleration: self.acceleration,
+        }
     }
 
     /// The filters as query parameters, for links that keep them.
@@ -119,19 +121,6 @@ impl HostFilter {
             ("accel", self.acceleration.map(|a| a.to_string()).unwrap_or_default()),
         ]
     }
-}
-
-/// Every host with whether its agent is connected now (to any coordinator), by name.
-pub async fn load(state: &WebState) -> Result<Vec<(HostWithFacts, bool)>, WebError> {
-    let online: HashSet<i64> = state.scheduler.online_in_cluster().await?;
-    Ok(hosts::list_with_facts(&state.pool)
-        .await?
-        .into_iter()
-        .map(|h| {
-            let on = online.contains(&h.host.id);
-            (h, on)
-        })
-        .collect())
 }
 
 /// A host as a table row shows it; strings are escaped by the template.
@@ -161,7 +150,7 @@ pub struct HostRow {
 }
 
 impl HostRow {
-    pub fn new(h: &HostWithFacts, online: bool) -> Self {
+    pub fn new(h: &ListedHost) -> Self {
         let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "–".into());
         HostRow {
             id: h.host.id,
@@ -171,11 +160,11 @@ impl HostRow {
             cpu: text(&h.cpu_model_name),
             cores: h.logical_cores.map(|c| c.to_string()).unwrap_or_else(|| "–".into()),
             kernel: text(&h.kernel_release),
-            acceleration: h.acceleration(),
-            online,
+            acceleration: h.acceleration,
+            online: h.online,
             retired: h.host.retired_at.is_some(),
-            emulated: h.emulated(),
-            simulated: h.simulated(),
+            emulated: h.emulated,
+            simulated: h.simulated,
             last_seen: format::timestamp(h.host.last_seen),
             last_seen_sort: h.host.last_seen.timestamp(),
         }
@@ -211,34 +200,34 @@ struct HostsPage {
 async fn page(State(state): State<WebState>, Query(q): Query<HostsQuery>) -> Result<Html<String>, WebError> {
     let filter = HostFilter::parse(&q)?;
     let page = Pager::parse_page(q.page.as_deref())?;
-    let all = load(&state).await?;
-    let arches: Vec<&str> = all
+    let online = state.scheduler.online_in_cluster().await?;
+    let selection = filter.selection();
+    let (matching, (fleet_size, arches)) = tokio::try_join!(
+        host_summaries::count(&state.pool, &online, &selection),
+        host_summaries::fleet(&state.pool)
+    )?;
+    let pager = Pager::new(page, PER_PAGE, matching);
+    let rows = host_summaries::list(&state.pool, &online, &selection, Some((PER_PAGE, pager.offset())))
+        .await?
         .iter()
-        .filter_map(|(h, _)| h.arch.as_deref())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let matching: Vec<&(HostWithFacts, bool)> = all.iter().filter(|(h, on)| filter.matches(h, *on)).collect();
-    let pager = Pager::new(page, PER_PAGE, matching.len() as u64);
-    let rows = matching
-        .iter()
-        .skip(pager.offset() as usize)
-        .take(PER_PAGE as usize)
-        .map(|(h, on)| HostRow::new(h, *on))
+        .map(HostRow::new)
         .collect();
     let pairs = filter.query_pairs();
     let mut csv = pairs.clone();
     csv.push(("format", "csv".into()));
-    let online = filter.online.map(|o| if o { "online" } else { "offline" });
+    let status = filter.online.map(|o| if o { "online" } else { "offline" });
     let view = HostsPage {
         label: pairs[0].1.clone(),
         cpu: filter.cpu.clone().unwrap_or_default(),
         kernel: filter.kernel.clone().unwrap_or_default(),
-        arch_choices: plain_choices(&arches, filter.arch.as_deref().unwrap_or_default()),
-        status_choices: plain_choices(&["online", "offline"], online.unwrap_or_default()),
+        arch_choices: plain_choices(
+            &arches.iter().map(String::as_str).collect::<Vec<_>>(),
+            filter.arch.as_deref().unwrap_or_default(),
+        ),
+        status_choices: plain_choices(&["online", "offline"], status.unwrap_or_default()),
         accel_choices: enum_choices(filter.acceleration),
         filtered: filter != HostFilter::default(),
-        fleet_size: all.len(),
+        fleet_size: usize::try_from(fleet_size).unwrap_or(usize::MAX),
         rows,
         summary: pager.summary(),
         prev: pager.prev_href("/hosts", &pairs),
@@ -273,16 +262,16 @@ async fn api_hosts(
     Query(f): Query<FormatParam>,
 ) -> Result<Response, ApiError> {
     let filter = HostFilter::parse(&q)?;
-    let rows: Vec<HostApiRow> = load(&state)
+    let online = state.scheduler.online_in_cluster().await?;
+    let rows: Vec<HostApiRow> = host_summaries::list(&state.pool, &online, &filter.selection(), None)
         .await?
         .into_iter()
-        .filter(|(h, on)| filter.matches(h, *on))
-        .map(|(h, online)| HostApiRow {
+        .map(|h| HostApiRow {
             id: h.host.id,
             labels: label_texts(&h.host.labels.0).join(";"),
-            acceleration: h.acceleration(),
-            emulated: h.emulated(),
-            online,
+            acceleration: h.acceleration,
+            emulated: h.emulated,
+            online: h.online,
             first_seen: h.host.first_seen,
             last_seen: h.host.last_seen,
             name: h.host.name,
@@ -303,8 +292,8 @@ mod tests {
     use super::*;
     use crate::db::hosts::Host;
 
-    fn host(labels: &[(&str, &str)], arch: &str, usable: &[&str]) -> HostWithFacts {
-        HostWithFacts {
+    fn host(labels: &[(&str, &str)], arch: &str) -> ListedHost {
+        ListedHost {
             host: Host {
                 id: 1,
                 name: "h".into(),
@@ -318,11 +307,10 @@ mod tests {
             cpu_model_name: Some("Xeon".into()),
             kernel_release: Some("6.1.0".into()),
             logical_cores: Some(4),
-            features_usable: Some(usable.iter().map(|s| s.to_string()).collect()),
-            build_flavour: Some("accelerated".into()),
-            hypervisor: None,
-            cpuinfo_foreign: None,
-            ran_in_software: Vec::new(),
+            acceleration: Acceleration::Software,
+            emulated: false,
+            simulated: false,
+            online: true,
         }
     }
 
@@ -331,33 +319,54 @@ mod tests {
     }
 
     #[test]
-    fn filters_select_the_hosts_they_name() {
-        let fast = host(&[("class", "gen3")], "x86_64", &["aes", "avx", "avx2", "pclmulqdq"]);
-        let slow = host(&[("emulated", "qemu")], "aarch64", &[]);
-        // (query, matches the accelerated host, matches the emulated one)
-        type Case = (&'static [(&'static str, &'static str)], bool, bool);
-        let cases: [Case; 10] = [
-            (&[], true, true),
+    fn filters_become_the_selection_they_name() {
+        // (query, the selection it makes)
+        type Case = (&'static [(&'static str, &'static str)], Selection<'static>);
+        let cases: [Case; 7] = [
+            (&[], Selection::default()),
             // An untouched form sends blank fields.
-            (&[("label", ""), ("arch", " "), ("status", "")], true, true),
-            (&[("label", "class=gen3")], true, false),
-            (&[("label", "class=gen2")], false, false),
-            (&[("label", "emulated")], false, true),
-            (&[("arch", "aarch64")], false, true),
-            (&[("accel", "software")], false, true),
-            (&[("accel", "accelerated"), ("arch", "x86_64")], true, false),
-            // Online state comes from the scheduler: both are online here.
-            (&[("status", "offline")], false, false),
-            (&[("cpu", "Xeon"), ("kernel", "6.1.0")], true, true),
+            (&[("label", ""), ("arch", " "), ("status", "")], Selection::default()),
+            (
+                &[("label", "class=gen3")],
+                Selection {
+                    label: Some(("class", Some("gen3"))),
+                    ..Selection::default()
+                },
+            ),
+            (
+                &[("label", "emulated")],
+                Selection {
+                    label: Some(("emulated", None)),
+                    ..Selection::default()
+                },
+            ),
+            (
+                &[("accel", "accelerated"), ("arch", "aarch64")],
+                Selection {
+                    arch: Some("aarch64"),
+                    acceleration: Some(Acceleration::Accelerated),
+                    ..Selection::default()
+                },
+            ),
+            (
+                &[("status", "offline")],
+                Selection {
+                    online: Some(false),
+                    ..Selection::default()
+                },
+            ),
+            (
+                &[("cpu", "Xeon"), ("kernel", "6.1.0")],
+                Selection {
+                    cpu: Some("Xeon"),
+                    kernel: Some("6.1.0"),
+                    ..Selection::default()
+                },
+            ),
         ];
-        for (pairs, want_fast, want_slow) in cases {
+        for (pairs, want) in cases {
             let filter = HostFilter::parse(&query(pairs)).unwrap();
-            assert_eq!(
-                filter.matches(&fast, true),
-                want_fast,
-                "{pairs:?} on the accelerated host"
-            );
-            assert_eq!(filter.matches(&slow, true), want_slow, "{pairs:?} on the emulated host");
+            assert_eq!(filter.selection(), want, "{pairs:?}");
         }
     }
 
@@ -408,7 +417,7 @@ mod tests {
             accel_choices: Vec::new(),
             filtered: false,
             fleet_size: 1,
-            rows: vec![HostRow::new(&host(&[], "x86_64", &[]), true)],
+            rows: vec![HostRow::new(&host(&[], "x86_64"))],
             summary: "showing 51–100 of 120".into(),
             prev: Some("/hosts?arch=x&page=1".into()),
             next: Some("/hosts?page=3".into()),

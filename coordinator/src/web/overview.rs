@@ -4,23 +4,19 @@
 //! host yet, it says how to connect the first agent and start a campaign.
 //! The configurations table is also `/api/v1/host-groups`.
 
-use std::collections::BTreeMap;
-
 use askama::Template;
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::response::{Html, Response};
 use axum::routing::get;
-use serde::Serialize;
 
 use super::api::{self, ApiError, FormatParam};
 use super::campaigns::CampaignRow;
-use super::hosts;
 use super::paging::with_query;
 use super::{WebError, WebState, format};
 use crate::analysis::acceleration::Acceleration;
 use crate::db::findings::{self, Finding};
-use crate::db::hosts::HostWithFacts;
+use crate::db::host_summaries::{self, Configuration};
 use crate::db::{campaign_summaries, results};
 
 /// Recent campaigns on the overview.
@@ -36,52 +32,15 @@ pub fn routes() -> Router<WebState> {
         .route("/api/v1/host-groups", get(api_groups))
 }
 
-/// Hosts sharing arch, CPU model, kernel and acceleration status: a machine
-/// configuration. Missing facts group as `None`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HostGroup {
-    pub arch: Option<String>,
-    pub cpu_model: Option<String>,
-    pub kernel: Option<String>,
-    pub acceleration: Acceleration,
-    pub hosts: usize,
-    pub online: usize,
-    pub emulated: usize,
-    /// Host (id, name), by name.
-    #[serde(skip)]
-    pub members: Vec<(i64, String)>,
-}
+/// Hosts sharing arch, CPU model, kernel and acceleration status, with the
+/// first [`NAMES_SHOWN`] of them: counted and grouped in SQL over the stored
+/// verdicts ([`host_summaries::configurations`]).
+pub type HostGroup = Configuration;
 
-/// The configurations of `hosts`, ordered by arch, CPU model, kernel, status.
-pub fn group_hosts(hosts: &[(HostWithFacts, bool)]) -> Vec<HostGroup> {
-    // The status sorts best first (its declaration order), not
-    // alphabetically, so one configuration's rows read best to worst.
-    type Key = (Option<String>, Option<String>, Option<String>, Acceleration);
-    let mut groups: BTreeMap<Key, HostGroup> = BTreeMap::new();
-    for (h, online) in hosts {
-        let acceleration = h.acceleration();
-        let key = (
-            h.arch.clone(),
-            h.cpu_model_name.clone(),
-            h.kernel_release.clone(),
-            acceleration,
-        );
-        let g = groups.entry(key).or_insert_with(|| HostGroup {
-            arch: h.arch.clone(),
-            cpu_model: h.cpu_model_name.clone(),
-            kernel: h.kernel_release.clone(),
-            acceleration,
-            hosts: 0,
-            online: 0,
-            emulated: 0,
-            members: Vec::new(),
-        });
-        g.hosts += 1;
-        g.online += usize::from(*online);
-        g.emulated += usize::from(h.emulated());
-        g.members.push((h.host.id, h.host.name.clone()));
-    }
-    groups.into_values().collect()
+/// Every configuration, with the hosts connected now counted as online.
+async fn configurations(state: &WebState) -> Result<Vec<HostGroup>, WebError> {
+    let online = state.scheduler.online_in_cluster().await?;
+    Ok(host_summaries::configurations(&state.pool, &online, NAMES_SHOWN).await?)
 }
 
 /// A configuration as the overview prints it: missing facts as `–`.
@@ -119,7 +78,7 @@ impl GroupRow {
             online: g.online,
             emulated: g.emulated,
             members: g.members.iter().take(NAMES_SHOWN).cloned().collect(),
-            more: g.members.len().saturating_sub(NAMES_SHOWN),
+            more: g.hosts.saturating_sub(NAMES_SHOWN.min(g.members.len())),
             href: with_query(
                 "/hosts",
                 &[
@@ -187,9 +146,11 @@ struct OverviewPage {
     campaigns: Vec<CampaignRow>,
 }
 
-/// Every count here is exact; the only query that grows with the history is
-/// the results count (an index-only scan). The recent campaigns' job counts
-/// are sums of `campaign_host_jobs`, one row per host, kept on ingest.
+/// Every count here is exact. The hosts are counted and grouped in SQL over
+/// their stored verdicts (`host_summaries`); the only query that grows with
+/// the history is the results count (an index-only scan). The recent
+/// campaigns' job counts are sums of `campaign_host_jobs`, one row per host,
+/// kept on ingest.
 async fn page(State(state): State<WebState>) -> Result<Html<String>, WebError> {
     // One round trip's worth of waiting: the queries run side by side.
     let counts = async {
@@ -201,20 +162,23 @@ async fn page(State(state): State<WebState>) -> Result<Html<String>, WebError> {
             results::count(&state.pool)
         )?)
     };
-    let (all, (open, open_count, (campaigns_total, campaigns_running), campaigns, results)) =
-        tokio::try_join!(hosts::load(&state), counts)?;
-    let groups = group_hosts(&all);
+    let (groups, (open, open_count, (campaigns_total, campaigns_running), campaigns, results)) =
+        tokio::try_join!(configurations(&state), counts)?;
     let statuses = Acceleration::ALL
         .iter()
         .map(|&status| StatusCount {
             status,
-            hosts: all.iter().filter(|(h, _)| h.acceleration() == status).count(),
+            hosts: groups
+                .iter()
+                .filter(|g| g.acceleration == status)
+                .map(|g| g.hosts)
+                .sum(),
             href: with_query("/hosts", &[("accel", status.to_string())]),
         })
         .collect();
     let view = OverviewPage {
-        hosts: all.len(),
-        online: all.iter().filter(|(_, on)| *on).count(),
+        hosts: groups.iter().map(|g| g.hosts).sum(),
+        online: groups.iter().map(|g| g.online).sum(),
         emulated: groups.iter().map(|g| g.emulated).sum(),
         results,
         campaigns_total,
@@ -231,94 +195,51 @@ async fn page(State(state): State<WebState>) -> Result<Html<String>, WebError> {
 /// `/api/v1/host-groups`: the configurations table (member names left out:
 /// `/api/v1/hosts` filtered by the same facts lists them).
 async fn api_groups(State(state): State<WebState>, Query(f): Query<FormatParam>) -> Result<Response, ApiError> {
-    let groups = group_hosts(&hosts::load(&state).await?);
+    let groups = configurations(&state).await?;
     api::table("host-groups", &groups, f.format)
 }
 
 #[cfg(test)]
 mod tests {
-    use chrono::Utc;
-    use sqlx::types::Json;
-
     use super::*;
-    use crate::db::hosts::Host;
 
-    fn host(id: i64, name: &str, kernel: &str, usable: &[&str], emulated: bool) -> HostWithFacts {
-        let labels = if emulated {
-            [("emulated".to_string(), "qemu".to_string())].into()
-        } else {
-            Default::default()
-        };
-        HostWithFacts {
-            host: Host {
-                id,
-                name: name.into(),
-                labels: Json(labels),
-                first_seen: Utc::now(),
-                last_seen: Utc::now(),
-                current_snapshot_id: Some(id),
-                retired_at: None,
-            },
+    fn group(kernel: Option<&str>, hosts: usize, members: &[&str]) -> HostGroup {
+        HostGroup {
             arch: Some("x86_64".into()),
-            cpu_model_name: Some("Xeon".into()),
-            kernel_release: Some(kernel.into()),
-            logical_cores: Some(8),
-            features_usable: Some(usable.iter().map(|s| s.to_string()).collect()),
-            build_flavour: Some("accelerated".into()),
-            hypervisor: None,
-            cpuinfo_foreign: None,
-            ran_in_software: Vec::new(),
+            cpu_model: Some("Xeon".into()),
+            kernel: kernel.map(str::to_owned),
+            acceleration: Acceleration::Partial,
+            hosts,
+            online: 0,
+            emulated: 0,
+            members: members
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (i as i64, n.to_string()))
+                .collect(),
         }
     }
 
     #[test]
-    fn hosts_group_by_configuration_with_online_and_emulated_counts() {
-        let full = ["aes", "avx", "avx2", "pclmulqdq"];
-        let hosts = [
-            (host(1, "a", "6.1", &full, false), true),
-            (host(2, "b", "6.1", &full, false), false),
-            (host(3, "c", "6.1", &["aes"], true), true),
-            (host(4, "d", "3.10", &[], false), true),
-        ];
-        // (kernel, status, hosts, online, emulated, names)
-        type Row = (String, Acceleration, usize, usize, usize, Vec<String>);
-        let got: Vec<Row> = group_hosts(&hosts)
-            .into_iter()
-            .map(|g| {
-                let names = g.members.iter().map(|(_, n)| n.clone()).collect();
-                (g.kernel.unwrap(), g.acceleration, g.hosts, g.online, g.emulated, names)
-            })
-            .collect();
+    fn a_configuration_links_to_its_hosts() {
         assert_eq!(
-            got,
-            [
-                (
-                    "3.10".to_string(),
-                    Acceleration::Software,
-                    1,
-                    1,
-                    0,
-                    vec!["d".to_string()]
-                ),
-                (
-                    "6.1".to_string(),
-                    Acceleration::Accelerated,
-                    2,
-                    1,
-                    0,
-                    vec!["a".to_string(), "b".to_string()]
-                ),
-                ("6.1".to_string(), Acceleration::Partial, 1, 1, 1, vec!["c".to_string()]),
-            ]
+            GroupRow::new(&group(Some("6.1.0-18 #1"), 1, &["a"])).href,
+            "/hosts?arch=x86_64&cpu=Xeon&kernel=6.1.0-18%20%231&accel=partial"
+        );
+        // A missing fact is left out of the link.
+        assert_eq!(
+            GroupRow::new(&group(None, 1, &["a"])).href,
+            "/hosts?arch=x86_64&cpu=Xeon&accel=partial"
         );
     }
 
     #[test]
-    fn a_configuration_links_to_its_hosts() {
-        let g = &group_hosts(&[(host(1, "a", "6.1.0-18 #1", &["aes"], false), true)])[0];
-        assert_eq!(
-            GroupRow::new(g).href,
-            "/hosts?arch=x86_64&cpu=Xeon&kernel=6.1.0-18%20%231&accel=partial"
-        );
+    fn a_configuration_lists_its_first_hosts_and_counts_the_rest() {
+        let names = ["a", "b", "c", "d", "e", "f", "g"];
+        let row = GroupRow::new(&group(Some("6.1"), 9, &names));
+        assert_eq!(row.members.len(), NAMES_SHOWN);
+        assert_eq!(row.more, 3);
+        let row = GroupRow::new(&group(Some("6.1"), 2, &names[..2]));
+        assert_eq!((row.members.len(), row.more), (2, 0));
     }
 }

@@ -7,6 +7,7 @@ mod errors;
 mod every_query;
 mod findings;
 mod helpers;
+mod host_summaries;
 mod hosts;
 mod ingest;
 mod jobs;

@@ -137,3 +137,149 @@ async fn hosts_their_snapshots_and_sessions_read_back_as_stored() {
         "{bench_sessions:?}"
     );
 }
+
+/// A listed host: name, status, emulated, simulated, online, arch.
+type Listed<'a> = (&'a str, Acceleration, bool, bool, bool, Option<&'a str>);
+/// A configuration: arch, status, hosts, online, emulated, member ids.
+type Counted<'a> = (Option<&'a str>, Acceleration, usize, usize, usize, Vec<i64>);
+
+#[tokio::test]
+async fn host_summaries_select_count_group_and_page_the_judged_hosts() {
+    use std::collections::HashSet;
+
+    use cipherfleet_coordinator::db::host_summaries::{self, Selection};
+
+    let f = populate().await;
+    let pool = &f.pool;
+    // Nothing read them yet: both hosts are judged once, then none again.
+    assert_eq!(host_summaries::refresh(pool).await.unwrap(), 2);
+    assert_eq!(host_summaries::refresh(pool).await.unwrap(), 0);
+
+    let online: HashSet<i64> = [f.bench].into();
+    let all = host_summaries::list(pool, &online, &Selection::default(), None)
+        .await
+        .unwrap();
+    let seen: Vec<Listed> = all
+        .iter()
+        .map(|h| {
+            let facts = h.arch.as_deref();
+            (
+                h.host.name.as_str(),
+                h.acceleration,
+                h.emulated,
+                h.simulated,
+                h.online,
+                facts,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "bench-01",
+                Acceleration::Accelerated,
+                false,
+                false,
+                true,
+                Some("x86_64")
+            ),
+            ("vm-01", Acceleration::Software, true, false, false, Some("aarch64")),
+        ]
+    );
+    let names = async |selection: Selection<'_>, page: Option<(u64, u64)>| {
+        let listed = host_summaries::list(pool, &online, &selection, page).await.unwrap();
+        let n = host_summaries::count(pool, &online, &selection).await.unwrap();
+        (n, listed.into_iter().map(|h| h.host.name).collect::<Vec<_>>())
+    };
+    // (selection, page, (count, names listed))
+    type Case<'a> = (Selection<'a>, Option<(u64, u64)>, (u64, &'a [&'a str]));
+    let cases: [Case; 6] = [
+        (
+            Selection {
+                label: Some(("emulated", None)),
+                ..Selection::default()
+            },
+            None,
+            (1, &["vm-01"]),
+        ),
+        (
+            Selection {
+                label: Some(("class", Some("storage-gen3"))),
+                arch: Some("x86_64"),
+                ..Selection::default()
+            },
+            None,
+            (1, &["bench-01"]),
+        ),
+        (
+            Selection {
+                label: Some(("class", Some("gen2"))),
+                ..Selection::default()
+            },
+            None,
+            (0, &[]),
+        ),
+        (
+            Selection {
+                online: Some(false),
+                acceleration: Some(Acceleration::Software),
+                ..Selection::default()
+            },
+            None,
+            (1, &["vm-01"]),
+        ),
+        (
+            Selection {
+                cpu: Some("Intel(R) Xeon(R) Gold 6230"),
+                kernel: Some(KERNEL),
+                ..Selection::default()
+            },
+            None,
+            (1, &["bench-01"]),
+        ),
+        // The second page of one row each.
+        (Selection::default(), Some((1, 1)), (2, &["vm-01"])),
+    ];
+    for (selection, page, (n, want)) in cases {
+        assert_eq!(
+            names(selection, page).await,
+            (n, want.iter().map(|s| s.to_string()).collect()),
+            "{selection:?}"
+        );
+    }
+
+    let groups = host_summaries::configurations(pool, &online, 6).await.unwrap();
+    let counted: Vec<Counted> = groups
+        .iter()
+        .map(|g| {
+            let ids = g.members.iter().map(|(id, _)| *id).collect();
+            (g.arch.as_deref(), g.acceleration, g.hosts, g.online, g.emulated, ids)
+        })
+        .collect();
+    assert_eq!(
+        counted,
+        [
+            (Some("aarch64"), Acceleration::Software, 1, 0, 1, vec![f.vm]),
+            (Some("x86_64"), Acceleration::Accelerated, 1, 1, 0, vec![f.bench]),
+        ]
+    );
+    assert_eq!(
+        host_summaries::fleet(pool).await.unwrap(),
+        (2, strings(&["aarch64", "x86_64"]))
+    );
+
+    let before = host_summaries::generation(pool).await.unwrap();
+    assert_eq!(host_summaries::generation(pool).await.unwrap(), before);
+    hosts::upsert_host_with_facts(pool, "vm-01", Some(&labels(&[])), &bench_facts(KERNEL))
+        .await
+        .unwrap();
+    assert_ne!(
+        host_summaries::generation(pool).await.unwrap(),
+        before,
+        "a label and facts changed"
+    );
+
+    let of = hosts::with_facts_of(pool, &[f.vm, i64::MAX]).await.unwrap();
+    assert_eq!(of.iter().map(|h| h.host.id).collect::<Vec<_>>(), [f.vm]);
+}
