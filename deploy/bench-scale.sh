@@ -35,10 +35,20 @@
 #   BENCH_CONNECT_LIMIT, BENCH_INGEST_LIMIT          seconds to wait for a connect / a campaign
 # and BENCH_HEARTBEAT (heartbeat seconds, default 5), BENCH_SUITE (a suite name or a matrix
 # in JSON; default lib.sh's TEN_JOBS: 10 jobs a host), BENCH_SERVE_ARGS (extra `serve` flags),
+# BENCH_SIM_ARGS (extra `simulate` flags), BENCH_RAMP (10: the storm spread over this long),
 # BENCH_PG_SLEEP (40: seconds a result insert sleeps, default 0.2), BENCH_JOB_DELAY (50: each
 # simulated job's time, default 0.5s) and BENCH_PG_CONF (lines added to postgresql.conf, e.g.
 # "shared_preload_libraries = 'pg_stat_statements'", which makes 20-ingest log the statements
 # that took the most time) may be set by the caller.
+#
+# Large fleets: every connection is an open file on both ends, so when --count needs more than
+# the open-files hard limit allows, the driver raises it (with CAP_SYS_RESOURCE; up to
+# fs.nr_open) for everything it starts; where it cannot, 10-connect splits the fleet over
+# several simulators and coordinators. Above 10,000 agents the simulator's hosts dial from several loopback
+# source addresses (127.0.0.2, 127.0.0.3, …, one per 5,000 hosts; `simulate --local-address`):
+# one source address has about 28,000 ephemeral ports towards one coordinator, and a bound
+# source address takes its ports from the other half of the range than connect() prefers, so
+# other programs' loopback connections keep theirs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,7 +60,7 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift ;;
     --no-build) build=0 ;;
     --keep) keep=1 ;;
-    -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-scale.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -60,6 +70,23 @@ case "$count" in ''|*[!0-9]*) echo "bench-scale.sh: --count needs a whole number
 for tool in jq psql timeout; do
   command -v "$tool" >/dev/null || { echo "bench-scale.sh: needs $tool" >&2; exit 2; }
 done
+
+# Open files: a connection each on both sides, plus the rest (the coordinator keeps 1,024 aside).
+need_files=$(( count + 4096 ))
+if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt "$need_files" ]; then
+  nr_open=$(cat /proc/sys/fs/nr_open 2>/dev/null || echo 1048576)
+  [ "$need_files" -le "$nr_open" ] || need_files=$nr_open
+  if ulimit -Hn "$need_files" 2>/dev/null && ulimit -Sn "$need_files"; then
+    echo "bench-scale.sh: open-files limit raised to $need_files for $count agents" >&2
+  else
+    echo "bench-scale.sh: $count agents need about $need_files open files and the hard limit is" \
+      "$(ulimit -Hn) and cannot be raised here (it needs CAP_SYS_RESOURCE)" >&2
+  fi
+fi
+if [ "$count" -gt 10000 ] && [[ "${BENCH_SIM_ARGS:-}" != *--local-address* ]]; then
+  addresses=$(seq -s, -f '127.0.0.%g' 2 $(( 1 + (count + 4999) / 5000 )))
+  export BENCH_SIM_ARGS="${BENCH_SIM_ARGS:-} --local-address $addresses"
+fi
 
 if [ $build = 1 ]; then
   cargo build --release -p cipherfleet-coordinator -p cipherfleet-agent --bin cipherfleet-coordinator --bin cipherfleet-agent

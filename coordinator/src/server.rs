@@ -257,7 +257,7 @@ pub async fn run_guarded(
         findings: deriver,
         verify: app.watch.verify,
         sessions: caps.session_permits(),
-        handshakes: Arc::new(tokio::sync::Semaphore::new(limits::HANDSHAKES_AT_ONCE)),
+        handshakes: grpc::turns::for_serve(),
         failed_auth: failed_auth.clone(),
         client_certs,
     };

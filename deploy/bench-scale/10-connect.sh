@@ -1,24 +1,72 @@
 #!/usr/bin/env bash
-# Connect storm: BENCH_COUNT simulated agents dial at once. Rows: time until all are
-# connected, the peak rate of new sessions, the coordinator's RSS with all connected, its
-# CPU while they only send heartbeats, and the simulator's memory per simulated agent.
+# Connect storm: BENCH_COUNT simulated agents dial at once (or spread over BENCH_RAMP, e.g.
+# 60s). Rows: time until all are connected, the peak rate of new sessions, the coordinator's
+# RSS with all connected, its CPU while they only send heartbeats, and the simulator's memory
+# per simulated agent.
+#
+# One process holds about as many connections as its open-files hard limit (`ulimit -Hn`)
+# allows, less what it keeps aside (a coordinator 1,024). A fleet larger than that is split:
+# over several simulators (--first, --count), and over several coordinators on the one
+# database (the scale-out path; each host dials the coordinator of its index first and knows
+# them all), whose hosts keep their credentials in memory (SIM_IN_MEMORY: a file each, with
+# four fsyncs, would make the storm one of the disk's). The rows then give the sums, and the
+# RSS and CPU of each coordinator.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 idle=$([ "$BENCH_QUICK" = 1 ] && echo 10 || echo 30)
-coord_start "$(fresh_db bench_connect)"
-rss_before=$(rss_mb "$COORD_PID")
-sim_start "$BENCH_COUNT" --ramp 0s
-if wait_stat connected "$BENCH_COUNT" "$BENCH_CONNECT_LIMIT"; then
-  row "connect all ($BENCH_COUNT agents)" "$(sim_stat connect_all_s)" s
+hard=$(ulimit -Hn); [ "$hard" = unlimited ] && hard=1048576
+per_process=${BENCH_PER_PROCESS:-$(( hard - 1100 ))}
+parts=$(( (BENCH_COUNT + per_process - 1) / per_process ))
+[ "$parts" = 1 ] || export SIM_IN_MEMORY=${SIM_IN_MEMORY:-1}
+url=$(fresh_db bench_connect)
+coords=() urls=()
+for _ in $(seq "$parts"); do
+  coord_start "$url"
+  coords+=("$COORD_PID"); urls+=(--coordinator "http://$GRPC")
+done
+GRPC=${urls[1]#http://}
+[ "$parts" = 1 ] || log "$BENCH_COUNT agents over $parts coordinators and $parts simulators (at most $per_process open files each)"
+rss_before=$(for c in "${coords[@]}"; do rss_mb "$c"; done | paste -sd/)
+sims=() stats=()
+t0=$(now)
+for j in $(seq 0 $(( parts - 1 ))); do
+  first=$(( j * BENCH_COUNT / parts )); n=$(( (j + 1) * BENCH_COUNT / parts - first ))
+  SIM_TAG=$([ "$parts" = 1 ] || echo "-$j")
+  # The first coordinator is $GRPC (lib.sh); the others follow, so host i starts on i mod $parts.
+  sim_start "$n" --ramp "${BENCH_RAMP:-0s}" --first "$first" "${urls[@]:2}"
+  sims+=("$SIM_PID"); stats+=("$SIM_STATS")
+done
+# total KEY: the sum over the simulators of KEY (max_KEY: the largest).
+total() { local f k=$1; for f in "${stats[@]}"; do SIM_STATS=$f sim_stat "$k"; done | awk '{ s += $1 } END { printf "%d", s }'; }
+most() { local f k=$1; for f in "${stats[@]}"; do SIM_STATS=$f sim_stat "$k"; done | sort -g | tail -1; }
+# Follow the storm second by second: the peak of new sessions over all simulators.
+peak=0 prev=0 all=""
+deadline=$(( $(date +%s) + BENCH_CONNECT_LIMIT ))
+while [ "$(date +%s)" -lt "$deadline" ]; do
+  sleep 1
+  cur=$(total sessions); [ $(( cur - prev )) -gt "$peak" ] && peak=$(( cur - prev )); prev=$cur
+  if [ "$(total connected)" -ge "$BENCH_COUNT" ]; then all=$(since "$t0"); break; fi
+done
+if [ -n "$all" ]; then
+  # One simulator's own figure when there is one (its clock starts with its first dial).
+  [ "$parts" = 1 ] && all=$(sim_stat connect_all_s)
+  row "connect all ($BENCH_COUNT agents)" "$all" s "$([ "$parts" = 1 ] || echo "over $parts coordinators; by the script's 1 s polls")"
 else
-  row "connect all ($BENCH_COUNT agents)" "timeout" s "$(sim_stat connected) connected after ${BENCH_CONNECT_LIMIT} s; refused $(sim_stat refused), last error in $SCENARIO-sim.log"
+  row "connect all ($BENCH_COUNT agents)" "timeout" s "$(total connected) connected after ${BENCH_CONNECT_LIMIT} s; refused $(total refused), last error in $SCENARIO-sim.log"
 fi
-row "peak new sessions" "$(sim_stat peak_connects_per_s)" "/s"
-row "coordinator RSS, idle / all connected" "$rss_before / $(rss_mb "$COORD_PID")" MB "peak $(peak_rss_mb "$COORD_PID") MB"
+[ "$parts" = 1 ] && peak=$(sim_stat peak_connects_per_s)
+row "peak new sessions" "$peak" "/s"
+rss_now=$(for c in "${coords[@]}"; do rss_mb "$c"; done | paste -sd/)
+rss_peak=$(for c in "${coords[@]}"; do peak_rss_mb "$c"; done | paste -sd/)
+row "coordinator RSS, idle / all connected" "$rss_before / $rss_now" MB "peak $rss_peak MB$([ "$parts" = 1 ] || echo ', per coordinator')"
 sleep 2
-row "coordinator CPU, heartbeats only" "$(cpu_percent "$COORD_PID" "$idle")" "% of a core" \
-  "${idle} s, heartbeat ${BENCH_HEARTBEAT:-5} s: $(awk -v n="$(sim_stat connected)" -v h="${BENCH_HEARTBEAT:-5}" 'BEGIN { printf "%.0f", n / h }') heartbeats/s"
-sim_rss=$(rss_mb "$SIM_PID")
+for c in "${coords[@]}"; do cpu_percent "$c" "$idle" >"$BENCH_DIR/$SCENARIO-cpu.$c" & done
+wait
+cpus=$(for c in "${coords[@]}"; do cat "$BENCH_DIR/$SCENARIO-cpu.$c"; echo; done)
+connected=$(total connected)
+row "coordinator CPU, heartbeats only" "$(paste -sd/ <<<"$cpus")" "% of a core" \
+  "${idle} s, heartbeat ${BENCH_HEARTBEAT:-5} s: $(awk -v n="$connected" -v h="${BENCH_HEARTBEAT:-5}" 'BEGIN { printf "%.0f", n / h }') heartbeats/s$([ "$parts" = 1 ] || echo ' over all')"
+sim_rss=$(for s in "${sims[@]}"; do rss_mb "$s"; done | awk '{ s += $1 } END { print s }')
 row "simulator RSS" "$sim_rss" MB "$(awk -v r="$sim_rss" -v n="$BENCH_COUNT" 'BEGIN { printf "%.1f", r * 1024 / n }') KB per simulated agent"
-row "session errors" "$(sim_stat errors)" "" "refused $(sim_stat refused)"
+row "session errors" "$(total errors)" "" "refused $(total refused)"

@@ -61,15 +61,19 @@ coord_start() {
 coord_kill() { kill -KILL "$COORD_PID" 2>/dev/null || true; wait "$COORD_PID" 2>/dev/null || true; }
 coord_stop() { kill -TERM "$COORD_PID" 2>/dev/null || true; wait "$COORD_PID" 2>/dev/null || true; }
 
-# sim_start COUNT [simulate flags…]: the simulator against $GRPC; sets SIM_PID and SIM_STATS.
+# sim_start COUNT [simulate flags…]: the simulator against $GRPC; sets SIM_PID and SIM_STATS
+# (SIM_TAG, if set, tells the stats files of several simulators apart; SIM_IN_MEMORY=1 keeps
+# the hosts' credentials in memory instead of files, each written with fsyncs, twice).
 sim_start() {
   local count=$1; shift
-  SIM_STATS="$BENCH_DIR/$SCENARIO-sim.stats"
+  SIM_STATS="$BENCH_DIR/$SCENARIO-sim${SIM_TAG:-}.stats"
   rm -f "$SIM_STATS"
+  local state=(--state-dir "$BENCH_DIR/$SCENARIO-sim-state")
+  [ "${SIM_IN_MEMORY:-0}" = 1 ] && state=()
   CIPHERFLEET_LOG=${BENCH_SIMULATOR_LOG:-error} "$BIN/cipherfleet-agent" simulate \
     --coordinator "http://$GRPC" --token-file "$BENCH_DIR/agent.token" \
-    --count "$count" --state-dir "$BENCH_DIR/$SCENARIO-sim-state" --stats-file "$SIM_STATS" \
-    --progress 10s "$@" 2>>"$BENCH_DIR/$SCENARIO-sim.log" &
+    --count "$count" "${state[@]}" --stats-file "$SIM_STATS" \
+    --progress 10s ${BENCH_SIM_ARGS:-} "$@" 2>>"$BENCH_DIR/$SCENARIO-sim.log" &
   SIM_PID=$!
   PIDS+=("$SIM_PID")
 }
@@ -107,6 +111,9 @@ TEN_JOBS='{"algorithms":["aes-128-gcm","aes-256-gcm","chacha20-poly1305","aes-12
   "sizes":[16,1024],"directions":["encrypt"],"threads":[1],"key_modes":["static"],
   "paths":["accelerated"],"seconds":0.5}'
 INGEST_CAMPAIGN=${BENCH_SUITE:-$TEN_JOBS}
+# The restart scenario's campaign: 2 jobs a host, running while the coordinator is killed.
+RESTART_CAMPAIGN='{"algorithms":["aes-128-gcm"],"sizes":[16,1024],"directions":["encrypt"],"threads":[1],
+  "key_modes":["static"],"paths":["accelerated"],"seconds":0.5}'
 
 # campaign_start SUITE|MATRIX: starts a named suite, or a matrix given as JSON (`campaign start
 # --matrix`), on every online host; echoes its id.

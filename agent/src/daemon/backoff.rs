@@ -35,6 +35,16 @@ impl Backoff {
         self.next_delay_within(if held_elsewhere { HELD_CAP } else { CAP })
     }
 
+    /// The delay before the next attempt after a lost session: the coordinator's `pushback`
+    /// when it named one (the attempt count is kept: the coordinator is up and said when),
+    /// else [`Backoff::after_lost`].
+    pub fn after(&mut self, held_elsewhere: bool, pushback: Option<Duration>) -> Duration {
+        match pushback {
+            Some(delay) => delay.min(CAP),
+            None => self.after_lost(held_elsewhere),
+        }
+    }
+
     /// Called after a `Welcome`: the next failure starts from the shortest delay again.
     pub fn reset(&mut self) {
         self.attempt = 0;
@@ -103,6 +113,18 @@ mod tests {
             bins.iter().all(|&n| (50..=150).contains(&n)),
             "reconnects per tenth of the window: {bins:?}"
         );
+    }
+
+    #[test]
+    fn a_pushback_replaces_the_backoff_and_keeps_its_attempt_count() {
+        let mut b = Backoff::default();
+        assert_eq!(
+            b.after(false, Some(Duration::from_millis(7_300))),
+            Duration::from_millis(7_300)
+        );
+        assert_eq!(b.after(true, Some(Duration::from_secs(300))), CAP);
+        // No attempt was counted: the next backoff is the first one's.
+        assert!(b.after(false, None) <= INITIAL);
     }
 
     #[test]

@@ -162,17 +162,18 @@ async fn serve(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcome>) -> Ex
                 reason,
                 welcomed,
                 held_elsewhere,
+                pushback,
             } => {
                 if welcomed {
                     backoff.reset();
                 }
                 // The next coordinator of the list, if there are several; the same one when it
-                // answered that the host's session is held elsewhere (it is up: it admits the
-                // host once that lease ends).
+                // answered that the host's session is held elsewhere or that it is busy (it is
+                // up: it admits the host once that lease ends, or at the time it named).
                 if !held_elsewhere {
                     turn = turn.wrapping_add(1);
                 }
-                let delay = backoff.after_lost(held_elsewhere);
+                let delay = backoff.after(held_elsewhere, pushback);
                 let running = ctx
                     .executor
                     .running()

@@ -61,12 +61,14 @@ pub(crate) enum SessionEnd {
     Rejected(String),
     /// Connecting failed or the session broke; try again. `welcomed`: the handshake had succeeded.
     /// `held_elsewhere`: the coordinator answered, but another session holds the host (`ALREADY_EXISTS`,
-    /// e.g. the lease of a coordinator that died and has not expired yet): retry the same coordinator
-    /// rather than the next, which may be the dead one.
+    /// e.g. the lease of a coordinator that died and has not expired yet), or it is busy admitting
+    /// others: retry the same coordinator rather than the next, which may be the dead one.
+    /// `pushback`: when the coordinator said to come back (busy; [`pushback`]).
     Lost {
         reason: String,
         welcomed: bool,
         held_elsewhere: bool,
+        pushback: Option<Duration>,
     },
 }
 
@@ -75,7 +77,27 @@ pub(crate) fn lost(reason: impl Into<String>, welcomed: bool) -> SessionEnd {
         reason: reason.into(),
         welcomed,
         held_elsewhere: false,
+        pushback: None,
     }
+}
+
+/// The metadata key of a refusal's time to come back, in milliseconds (gRPC's retry pushback; the
+/// coordinator sets it when it is too busy admitting other agents to admit this one now).
+const PUSHBACK_KEY: &str = "grpc-retry-pushback-ms";
+/// The longest time to come back honoured (the backoff's own ceiling).
+const MAX_PUSHBACK: Duration = super::backoff::CAP;
+
+/// The time to come back a refusal names, if any (at most [`MAX_PUSHBACK`]).
+pub(crate) fn pushback(status: &Status) -> Option<Duration> {
+    let ms: u64 = status
+        .metadata()
+        .get(PUSHBACK_KEY)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_millis(ms).min(MAX_PUSHBACK))
 }
 
 /// An error status from the coordinator: a refusal ends the agent, anything
@@ -101,6 +123,14 @@ pub(crate) fn classify(status: &Status, welcomed: bool) -> SessionEnd {
             ),
             welcomed: false,
             held_elsewhere: true,
+            pushback: None,
+        },
+        // Busy admitting a herd: it spreads the refused ones over the time it needs for them.
+        Code::Unavailable if !welcomed && pushback(status).is_some() => SessionEnd::Lost {
+            reason: format!("the coordinator is busy: {}", status.message()),
+            welcomed: false,
+            held_elsewhere: true,
+            pushback: pushback(status),
         },
         code => {
             let mut reason = format!("{code:?}: {:?}", status.message());
@@ -148,10 +178,15 @@ pub(crate) fn heartbeat_interval(ms: u32) -> Duration {
 }
 
 /// Dials the coordinator: one connection of its own, HTTP/2 keep-alive, TLS
-/// when its URL is https://. `run` and every simulated host connect this way.
-pub(crate) async fn open_channel(coordinator: &CoordinatorUrl) -> Result<Channel, SessionEnd> {
+/// when its URL is https://, from `local_address` when given (else the one
+/// the kernel picks). `run` and every simulated host connect this way.
+pub(crate) async fn open_channel(
+    coordinator: &CoordinatorUrl,
+    local_address: Option<std::net::IpAddr>,
+) -> Result<Channel, SessionEnd> {
     let endpoint = Endpoint::from_shared(coordinator.url.clone())
         .map_err(|e| SessionEnd::Rejected(format!("invalid coordinator URL: {e}")))?
+        .local_address(local_address)
         .connect_timeout(HANDSHAKE_TIMEOUT)
         .tcp_nodelay(true)
         // HTTP/2 pings find a dead peer on an idle connection (a half-open TCP
@@ -186,7 +221,7 @@ async fn handshake(
     ctx: &Context,
     coordinator: &CoordinatorUrl,
 ) -> Result<(Session, v1::Welcome, Streaming<v1::CoordinatorMessage>), SessionEnd> {
-    let channel = open_channel(coordinator).await?;
+    let channel = open_channel(coordinator, None).await?;
     let mut client = AgentServiceClient::new(channel);
 
     let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
@@ -590,5 +625,43 @@ impl Session {
             );
         }
         SessionEnd::Shutdown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn busy(ms: &str) -> Status {
+        let mut status = Status::unavailable("busy admitting other agents");
+        status.metadata_mut().insert(PUSHBACK_KEY, ms.parse().unwrap());
+        status
+    }
+
+    #[test]
+    fn a_busy_coordinator_s_pushback_keeps_the_agent_on_it_until_the_time_named() {
+        let SessionEnd::Lost {
+            held_elsewhere,
+            pushback,
+            ..
+        } = classify(&busy("4200"), false)
+        else {
+            panic!("a busy coordinator is retried")
+        };
+        assert!(held_elsewhere, "the same coordinator: it is up");
+        assert_eq!(pushback, Some(Duration::from_millis(4200)));
+        // Bounded by the backoff's ceiling; nonsense is no pushback.
+        assert_eq!(super::pushback(&busy("86400000")), Some(MAX_PUSHBACK));
+        assert_eq!(super::pushback(&busy("soon")), None);
+        // Without one, UNAVAILABLE is an ordinary loss: the next coordinator, the usual backoff.
+        let SessionEnd::Lost {
+            held_elsewhere,
+            pushback,
+            ..
+        } = classify(&Status::unavailable("down"), false)
+        else {
+            panic!("retried")
+        };
+        assert!(!held_elsewhere && pushback.is_none());
     }
 }

@@ -10,6 +10,7 @@
 //! Connecting, the reconnect backoff, the classification of a refusal and
 //! the credential file are the daemon's own code.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,6 +46,8 @@ pub struct Fleet {
     /// Host `index` starts with coordinator `index % len` and moves to the
     /// next after a lost session, as `run` does with its list.
     pub coordinators: Vec<CoordinatorUrl>,
+    /// `--local-address`: host `index` dials from `index % len` (empty: the kernel's choice).
+    pub local_addresses: Vec<IpAddr>,
     pub token: Secret,
     /// `--label`s plus `simulated=true`.
     pub labels: Vec<v1::Label>,
@@ -69,6 +72,7 @@ pub struct Behaviour {
 /// One simulated host's state, kept across its sessions.
 pub struct Host {
     pub name: String,
+    index: u64,
     profile: Profile,
     labels: Vec<v1::Label>,
     /// Built once: the facts never change.
@@ -100,6 +104,14 @@ struct Pending {
     sent_at: Option<Instant>,
 }
 
+impl Fleet {
+    /// The source address host `index` dials from.
+    fn local_address(&self, index: u64) -> Option<IpAddr> {
+        let n = self.local_addresses.len() as u64;
+        (n > 0).then(|| self.local_addresses[(index % n) as usize])
+    }
+}
+
 impl Host {
     /// Host `index` named `name`; its credential in `state_dir/<name>/credential` when given.
     /// Blocking: the proposal for its credential is stored before its first `Hello`.
@@ -125,6 +137,7 @@ impl Host {
         Ok(Host {
             facts: v1::HostFacts::from(&profile.facts),
             name,
+            index,
             profile,
             labels,
             credential,
@@ -150,6 +163,7 @@ impl Host {
                     reason,
                     welcomed,
                     held_elsewhere,
+                    pushback,
                 } => {
                     tracing::debug!("simulated host {}: {reason}", self.name);
                     if !held_elsewhere {
@@ -159,7 +173,7 @@ impl Host {
                         backoff.reset();
                     }
                     tokio::select! {
-                        _ = tokio::time::sleep(backoff.after_lost(held_elsewhere)) => {}
+                        _ = tokio::time::sleep(backoff.after(held_elsewhere, pushback)) => {}
                         _ = fleet.shutdown.cancelled() => return,
                     }
                 }
@@ -282,7 +296,7 @@ impl Host {
         SessionEnd,
     > {
         let coordinator = &fleet.coordinators[self.coordinator % fleet.coordinators.len()];
-        let channel = session::open_channel(coordinator).await?;
+        let channel = session::open_channel(coordinator, fleet.local_address(self.index)).await?;
         let mut client = AgentServiceClient::new(channel);
         // A job that ended while disconnected is an outcome to report, not a running job.
         if self.job.as_ref().is_some_and(|j| j.done_at <= Instant::now()) {

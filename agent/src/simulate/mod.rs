@@ -20,6 +20,7 @@ pub mod rng;
 pub mod stats;
 pub mod template;
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +55,13 @@ pub struct SimulateArgs {
     /// sharing hosts (e.g. --first 10000 --count 10000). An index always gives the same template.
     #[arg(long, value_name = "INDEX", default_value_t = 0)]
     pub first: u64,
+    /// Source address of the hosts' connections (repeatable, or comma-separated): host index i
+    /// dials from the (i mod n)-th. Connections to one coordinator address share one source
+    /// address's ephemeral ports (about 28,000 with Linux's default net.ipv4.ip_local_port_range),
+    /// so 50,000 hosts on one machine need two or more: on Linux every 127.0.0.0/8 address is
+    /// loopback, e.g. --local-address 127.0.0.2,127.0.0.3,127.0.0.4 for a coordinator on 127.0.0.1.
+    #[arg(long = "local-address", value_name = "IP", value_delimiter = ',')]
+    pub local_addresses: Vec<IpAddr>,
     /// Extra label for every simulated host (repeatable), besides simulated=true and
     /// sim-template=<template>.
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = daemon::parse_label)]
@@ -169,11 +177,17 @@ impl SimulateArgs {
             ));
         }
         daemon::check_labels(&labels)?;
+        // An address this machine does not have fails every connection alike: say so once, here.
+        for ip in &self.local_addresses {
+            std::net::UdpSocket::bind((*ip, 0))
+                .map_err(|e| bad("--local-address", format!("{ip} is no address of this machine: {e}")))?;
+        }
         let coordinators = self.connect.coordinators(None, None)?;
         let token = self.connect.token()?;
         Ok(SimConfig {
             fleet: Arc::new(Fleet {
                 coordinators,
+                local_addresses: self.local_addresses,
                 token,
                 labels,
                 behaviour: Behaviour {

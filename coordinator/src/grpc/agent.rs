@@ -41,6 +41,7 @@ use uuid::Uuid;
 use super::db_status;
 use super::outbound::{Outbound, OutboundStream};
 use super::rate::{self, Bucket, FailedAuth};
+use super::turns::Turns;
 use crate::attempt;
 use crate::auth::Token;
 use crate::credential::NewCredential;
@@ -71,8 +72,8 @@ pub struct AgentSvc {
     pub verify: VerifyOnChange,
     /// Sessions open or waiting for their hello ([`super::limits::Caps::sessions`]).
     pub sessions: Arc<Semaphore>,
-    /// Turns for the database work of a handshake ([`super::limits::HANDSHAKES_AT_ONCE`]).
-    pub handshakes: Arc<Semaphore>,
+    /// Turns for the database work of a handshake ([`super::turns`]).
+    pub handshakes: Arc<Turns>,
     /// Failed token attempts per peer address, shared with the admin API.
     pub failed_auth: Arc<FailedAuth>,
     /// `--client-ca`: a `Hello` name must be a name of the session's client certificate.
@@ -124,11 +125,9 @@ impl AgentService for AgentSvc {
             );
             return Err(Status::permission_denied(mismatch.to_string()));
         }
-        // A turn for the database work, held until the session is welcomed.
-        let turn = tokio::time::timeout(super::limits::HANDSHAKE_WAIT, self.handshakes.clone().acquire_owned())
-            .await
-            .map_err(|_| Status::unavailable("the coordinator is busy admitting other agents; retry shortly"))?
-            .map_err(|_| Status::unavailable("the coordinator is shutting down"))?;
+        // A turn for the database work, held until the session is welcomed; refused
+        // with a time to come back when none is free in time.
+        let turn = self.handshakes.take(super::limits::HANDSHAKE_WAIT).await?;
         // What the host enrolls with if it enrolls: the agent's own proposal (its form
         // checked by `validate_hello`), else one drawn here for an agent that proposes none.
         let new_credential = match NewCredential::proposed(&hello.proposed_credential) {

@@ -2,9 +2,9 @@
 //! ([`agent::AgentSvc`]) and the operators' admin API ([`admin::AdminSvc`]);
 //! each session's bounded queue to its agent ([`outbound`]), the rate
 //! limits of agents' messages and failed token attempts ([`rate`]), and the
-//! caps on connections, streams and sessions ([`limits`]), and pages of the
-//! admin API's lists ([`paging`]); the paths a hello says the agent can run
-//! ([`capabilities`]).
+//! caps on connections, streams and sessions ([`limits`]), the handshakes'
+//! turns at the database ([`turns`]), and pages of the admin API's lists
+//! ([`paging`]); the paths a hello says the agent can run ([`capabilities`]).
 
 pub mod admin;
 pub mod agent;
@@ -13,6 +13,7 @@ pub mod limits;
 pub mod outbound;
 pub mod paging;
 pub mod rate;
+pub mod turns;
 
 use tonic::Status;
 

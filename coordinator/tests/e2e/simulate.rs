@@ -15,6 +15,10 @@ use crate::identity::{enroll_and_lose_the_welcome, proposal_in};
 const HOSTS: usize = 20;
 
 fn start_simulator(app: &mut App) -> usize {
+    start_simulator_with(app, &[])
+}
+
+fn start_simulator_with(app: &mut App, extra: &[&str]) -> usize {
     let child = Command::new(agent_binary())
         .args([
             "simulate",
@@ -35,6 +39,7 @@ fn start_simulator(app: &mut App) -> usize {
         .arg(app.dir.path().join("agent.token"))
         .arg("--state-dir")
         .arg(app.dir.path().join("sim-state"))
+        .args(extra)
         .env("CIPHERFLEET_LOG", "error")
         .stdin(Stdio::null())
         .spawn()
@@ -143,4 +148,48 @@ async fn simulated_hosts_whose_enrollment_welcome_was_lost_are_all_admitted() {
     start_simulator(&mut app);
     app.wait_online(HOSTS).await;
     assert_eq!(list_hosts(&app).await.len(), HOSTS, "no host enrolled twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulated_hosts_dial_from_the_local_addresses_given_in_turn() {
+    // Every 127.0.0.0/8 address is loopback on Linux: each is a source address of its own,
+    // with ephemeral ports of its own (how one machine holds 50,000 connections to one port).
+    let mut app = spawn_app().await;
+    start_simulator_with(&mut app, &["--local-address", "127.0.0.2,127.0.0.3"]);
+    app.wait_online(HOSTS).await;
+    let by_source: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT split_part(peer_address, ':', 1), count(DISTINCT host_id) FROM agent_sessions \
+         GROUP BY 1 ORDER BY 1",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    let half = (HOSTS / 2) as i64;
+    assert_eq!(
+        by_source,
+        [("127.0.0.2".to_string(), half), ("127.0.0.3".to_string(), half)],
+        "host i dials from the (i mod 2)-th address"
+    );
+
+    // An address this machine does not have is a usage error, not 20 failing hosts.
+    let refused = Command::new(agent_binary())
+        .args([
+            "simulate",
+            "--coordinator",
+            &app.url(),
+            "--count",
+            "2",
+            "--local-address",
+            "192.0.2.1",
+        ])
+        .arg("--token-file")
+        .arg(app.dir.path().join("agent.token"))
+        .output()
+        .expect("running the simulator");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--local-address") && stderr.contains("192.0.2.1"),
+        "{stderr}"
+    );
 }

@@ -133,7 +133,7 @@ async fn no_session_slot_or_a_peer_that_keeps_failing_is_refused_before_hello() 
         findings: Deriver::new(),
         verify: VerifyOnChange::default(),
         sessions: Arc::new(Semaphore::new(1)),
-        handshakes: Arc::new(Semaphore::new(1)),
+        handshakes: crate::grpc::turns::Turns::new(1),
         failed_auth: Arc::new(FailedAuth::default()),
         client_certs: false,
     };

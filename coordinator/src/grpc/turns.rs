@@ -1,0 +1,155 @@
+//! Handshake turns: at most [`limits::HANDSHAKES_AT_ONCE`] handshakes do their
+//! database work at once, the rest wait up to [`limits::HANDSHAKE_WAIT`]. One
+//! that waits in vain is refused `UNAVAILABLE` with a time to come back
+//! ([`PUSHBACK_KEY`], the gRPC retry pushback): a random moment within what
+//! the handshakes waiting now take to be admitted, from the turns' measured
+//! length. A herd (a restart, a failover, a connect storm) refused at once
+//! then comes back spread over the time the coordinator needs for it, instead
+//! of on each agent's own backoff, whose ceiling doubles with every refusal
+//! (up to 30 s) while the coordinator may be idle again long before.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tonic::Status;
+
+use super::limits;
+
+/// The metadata key of the time to come back, in milliseconds (gRPC's
+/// `grpc-retry-pushback-ms`, which `cipherfleet-agent` honours).
+pub const PUSHBACK_KEY: &str = "grpc-retry-pushback-ms";
+/// Least time to come back: past the wait that just failed.
+const MIN_PUSHBACK: Duration = Duration::from_secs(1);
+/// Most time to come back (the agents' own backoff ceiling).
+const MAX_PUSHBACK: Duration = Duration::from_secs(30);
+/// A turn's length assumed before any was measured.
+const FIRST_GUESS: Duration = Duration::from_millis(20);
+
+/// The turns, shared by every session of a coordinator.
+pub struct Turns {
+    permits: Arc<Semaphore>,
+    at_once: usize,
+    /// Handshakes waiting for a turn now.
+    waiting: AtomicUsize,
+    /// Moving average of a turn's length, in microseconds.
+    mean_us: AtomicU64,
+}
+
+/// A handshake's turn; its length is measured when it is dropped.
+pub struct Turn {
+    _permit: OwnedSemaphorePermit,
+    turns: Arc<Turns>,
+    since: Instant,
+}
+
+impl Turns {
+    /// `at_once` turns ([`limits::HANDSHAKES_AT_ONCE`] in `serve`).
+    pub fn new(at_once: usize) -> Arc<Turns> {
+        Arc::new(Turns {
+            permits: Arc::new(Semaphore::new(at_once)),
+            at_once,
+            waiting: AtomicUsize::new(0),
+            mean_us: AtomicU64::new(FIRST_GUESS.as_micros() as u64),
+        })
+    }
+
+    /// A turn within `wait`, else `UNAVAILABLE` with the time to come back.
+    pub async fn take(self: &Arc<Self>, wait: Duration) -> Result<Turn, Status> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let taken = tokio::time::timeout(wait, self.permits.clone().acquire_owned()).await;
+        let waiting = self.waiting.fetch_sub(1, Ordering::Relaxed);
+        match taken {
+            Ok(Ok(permit)) => Ok(Turn {
+                _permit: permit,
+                turns: self.clone(),
+                since: Instant::now(),
+            }),
+            Ok(Err(_)) => Err(Status::unavailable("the coordinator is shutting down")),
+            Err(_) => {
+                let random = getrandom::u64().unwrap_or(u64::MAX / 2);
+                let back = pushback(waiting, self.at_once, self.mean(), random);
+                let mut status = Status::unavailable(format!(
+                    "the coordinator is busy admitting other agents; retry in {} ms",
+                    back.as_millis()
+                ));
+                if let Ok(value) = back.as_millis().to_string().parse() {
+                    status.metadata_mut().insert(PUSHBACK_KEY, value);
+                }
+                Err(status)
+            }
+        }
+    }
+
+    fn mean(&self) -> Duration {
+        Duration::from_micros(self.mean_us.load(Ordering::Relaxed))
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let took = self.since.elapsed().as_micros().min(u128::from(u32::MAX)) as u64;
+        // An average over the last ~32 turns; a lost update between two turns costs nothing.
+        let mean = self.turns.mean_us.load(Ordering::Relaxed);
+        let next = (mean * 31 + took) / 32;
+        self.turns.mean_us.store(next.max(1), Ordering::Relaxed);
+    }
+}
+
+/// When a refused handshake comes back: uniformly (by `random`, the whole `u64`
+/// range) within twice the time the `waiting` handshakes take to be admitted,
+/// `at_once` at a time, each taking `mean`; at least [`MIN_PUSHBACK`], at most
+/// [`MAX_PUSHBACK`]. Twice: the refused ones arrive at no more than half the
+/// rate the coordinator admits, and the next refusals see the queue they left.
+fn pushback(waiting: usize, at_once: usize, mean: Duration, random: u64) -> Duration {
+    let drain = mean.saturating_mul(waiting as u32) / at_once.max(1) as u32;
+    let window = drain.saturating_mul(2).clamp(MIN_PUSHBACK, MAX_PUSHBACK);
+    let spread = window - MIN_PUSHBACK;
+    let ms = (u128::from(random) * spread.as_millis()) / u128::from(u64::MAX);
+    MIN_PUSHBACK + Duration::from_millis(ms as u64)
+}
+
+/// What `serve` uses: [`limits::HANDSHAKES_AT_ONCE`] turns.
+pub fn for_serve() -> Arc<Turns> {
+    Turns::new(limits::HANDSHAKES_AT_ONCE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pushback_spreads_over_twice_the_queue_s_drain_time_within_bounds() {
+        let ms = |d: Duration| d.as_millis() as u64;
+        // 4,000 waiting, 16 at a time, 20 ms each: 5 s to drain, so 1 s to 10 s.
+        let mean = Duration::from_millis(20);
+        assert_eq!(ms(pushback(4_000, 16, mean, 0)), 1_000);
+        assert_eq!(ms(pushback(4_000, 16, mean, u64::MAX)), 10_000);
+        assert_eq!(ms(pushback(4_000, 16, mean, u64::MAX / 2)), 5_499);
+        // A short queue still waits past the wait that failed; a huge one at most 30 s.
+        assert_eq!(ms(pushback(0, 16, mean, u64::MAX)), 1_000);
+        assert_eq!(ms(pushback(1_000_000, 16, mean, u64::MAX)), 30_000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_handshake_that_waits_in_vain_is_told_when_to_come_back() {
+        let turns = Turns::new(1);
+        let held = turns.take(Duration::from_secs(1)).await.expect("a free turn");
+        let refused = turns.take(Duration::from_secs(5)).await.err().expect("no turn free");
+        assert_eq!(refused.code(), tonic::Code::Unavailable);
+        let back: u64 = refused
+            .metadata()
+            .get(PUSHBACK_KEY)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .expect("the time to come back");
+        assert!((1_000..=30_000).contains(&back), "{back}");
+        assert!(refused.message().contains(&format!("{back} ms")), "{refused:?}");
+        drop(held);
+        assert!(
+            turns.take(Duration::from_secs(1)).await.is_ok(),
+            "a freed turn is taken"
+        );
+    }
+}
