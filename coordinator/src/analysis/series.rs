@@ -119,7 +119,7 @@ type SeriesKey = (Point, PathUsed);
 /// a time, so a pass never holds every peer's results at once, and sorted
 /// once, so each host is compared with the rest of a class of thousands in
 /// linear time ([`Spread::of_sorted_without`]).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub struct PeerMedians {
     /// Per series: the medians ascending, and the host of each.
     by_series: HashMap<SeriesKey, (Vec<f64>, Vec<i64>)>,
@@ -145,6 +145,34 @@ impl PeerMedians {
             (*medians, *hosts) = pairs.into_iter().unzip();
         }
         self
+    }
+
+    /// Replaces `host_id`'s medians of the series whose point `in_scope`
+    /// says with those of `series` (the host's results of those series as
+    /// they are now), keeping every series ordered as [`PeerMedians::finish`]
+    /// leaves it: how medians kept from an earlier pass follow the hosts whose
+    /// results changed without the rest of their class being read again.
+    pub fn replace(&mut self, host_id: i64, series: &HostSeries, in_scope: impl Fn(&Point) -> bool, t: &Thresholds) {
+        for ((point, _), (medians, hosts)) in &mut self.by_series {
+            if in_scope(point)
+                && let Some(i) = hosts.iter().position(|h| *h == host_id)
+            {
+                medians.remove(i);
+                hosts.remove(i);
+            }
+        }
+        for ((point, used), observations) in series.accelerated.iter().filter(|((p, _), _)| in_scope(p)) {
+            if let Some(m) = slow::peer_median(&values(observations), t) {
+                let (medians, hosts) = self.by_series.entry((**point, *used)).or_default();
+                let at = medians
+                    .iter()
+                    .zip(hosts.iter())
+                    .position(|(v, h)| v.total_cmp(&m).then(h.cmp(&host_id)).is_gt())
+                    .unwrap_or(medians.len());
+                medians.insert(at, m);
+                hosts.insert(at, host_id);
+            }
+        }
     }
 
     /// The spread of the medians of every host but `host_id` at `key`.
@@ -375,6 +403,41 @@ mod tests {
         .concat();
         let found = verdicts(&[mine, partial_peers].concat(), &[3, 4]);
         assert_eq!(kinds(&found), vec![(k.algorithm.name().into(), SlowKind::BelowPeers)]);
+    }
+
+    #[test]
+    fn replacing_a_hosts_medians_equals_adding_its_new_series_from_scratch() {
+        let (gcm, ctr) = (key("aes-256-gcm", 16384), key("aes-128-ctr", 16384));
+        let t = Thresholds::default();
+        let before: Vec<Vec<Observation>> = (1..=4)
+            .map(|h| {
+                let v = 1000.0 + 100.0 * h as f64;
+                [series(h, &gcm, false, &[v, v, v]), series(h, &ctr, false, &[v, v, v])].concat()
+            })
+            .collect();
+        // Host 2 gets slower at AES-GCM, loses its AES-CTR series, and gains a partial one.
+        let host2 = [
+            series(2, &gcm, false, &[500.0, 2000.0, 400.0]),
+            partial(series(2, &gcm, false, &[900.0, 900.0, 900.0])),
+        ]
+        .concat();
+        let medians = |hosts: &[&Vec<Observation>]| {
+            let mut m = PeerMedians::default();
+            for h in hosts {
+                m.add(h[0].host_id, &HostSeries::new(h), &t);
+            }
+            m.finish()
+        };
+        let mut kept = medians(&before.iter().collect::<Vec<_>>());
+        kept.replace(2, &HostSeries::new(&host2), |_| true, &t);
+        assert_eq!(kept, medians(&[&before[0], &host2, &before[2], &before[3]]));
+
+        // Only AES-GCM in scope: host 2's AES-CTR median stays.
+        let mut kept = medians(&before.iter().collect::<Vec<_>>());
+        kept.replace(2, &HostSeries::new(&host2), |p| p.algorithm == gcm.algorithm, &t);
+        let ctr_of_2: Vec<Observation> = before[1].iter().filter(|o| o.point == ctr).cloned().collect();
+        let want = medians(&[&before[0], &[host2.clone(), ctr_of_2].concat(), &before[2], &before[3]]);
+        assert_eq!(kept, want);
     }
 
     #[test]

@@ -75,8 +75,9 @@ pub struct ThroughputSample {
 }
 
 /// A host's single-thread encrypt throughput on the accelerated path at
-/// `size_bytes` for `algorithms` (names), oldest first (the `results_point`
-/// index answers it), at most `limit` latest samples per algorithm.
+/// `size_bytes` for `algorithms` (names), oldest first (the `results_series`
+/// index answers it, newest first per series), at most `limit` latest samples
+/// per algorithm.
 pub async fn key_series(
     db: impl PgExecutor<'_>,
     host_id: i64,

@@ -98,12 +98,13 @@ pub async fn record_many(tx: &mut PgConnection, result_ids: &[i64]) -> Result<()
         "INSERT INTO result_points AS p (host_id, algorithm, direction, size_bytes, threads, concurrency, \
              key_mode, path, nonce, result_id, measured_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, \
              cv, samples, low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, \
-             result_count) \
+             snapshot_id, backends, result_count) \
          SELECT DISTINCT ON (host_id, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), \
                  key_mode, path, nonce) \
              host_id, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), key_mode, path, \
              nonce, id, created_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, cv, samples, low_samples, \
              cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, \
+             snapshot_id, NULLIF(measurement->'backends', 'null'::jsonb), \
              count(*) OVER (PARTITION BY host_id, algorithm, direction, size_bytes, threads, \
                  coalesce(concurrency, 0), key_mode, path, nonce) \
          FROM results WHERE id = ANY($1) \
@@ -116,6 +117,7 @@ pub async fn record_many(tx: &mut PgConnection, result_ids: &[i64]) -> Result<()
              samples = EXCLUDED.samples, low_samples = EXCLUDED.low_samples, \
              cipher_state_bytes = EXCLUDED.cipher_state_bytes, peak_rss_bytes = EXCLUDED.peak_rss_bytes, \
              heap_bytes_per_op = EXCLUDED.heap_bytes_per_op, allocs_per_op = EXCLUDED.allocs_per_op, \
+             snapshot_id = EXCLUDED.snapshot_id, backends = EXCLUDED.backends, \
              result_count = p.result_count + EXCLUDED.result_count",
     )
     .bind(result_ids)

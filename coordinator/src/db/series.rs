@@ -138,18 +138,18 @@ pub async fn snapshot_histories(db: impl PgExecutor<'_>, hosts: &[i64]) -> Resul
 
 /// The latest result of every accelerated-path point of `hosts` (from
 /// `result_points`, so hosts × points rows however many results are stored),
-/// with the backends its worker reported: what `unexplained-fallback` and a
-/// host's acceleration status judge.
+/// with the snapshot it ran on and the backends its worker reported, which
+/// `result_points` keeps beside its figures (migration 0025): what
+/// `unexplained-fallback` and a host's acceleration status judge, read from
+/// that one table rather than a `results` heap page per point.
 pub async fn latest_accelerated(db: impl PgExecutor<'_>, hosts: &[i64]) -> Result<Vec<Ran>> {
     if hosts.is_empty() {
         return Ok(Vec::new());
     }
     Ok(sqlx::query_as(
-        "SELECT p.host_id, p.result_id, p.algorithm, p.direction, p.size_bytes, p.threads, p.concurrency, \
-             p.key_mode, p.path, p.nonce, p.path_used, p.throughput_mb_s, p.measured_at AS created_at, r.snapshot_id, \
-             NULLIF(r.measurement->'backends', 'null'::jsonb) AS backends \
-         FROM result_points p JOIN results r ON r.id = p.result_id \
-         WHERE p.host_id = ANY($1) AND p.path = $2 ORDER BY p.host_id, p.measured_at, p.result_id",
+        "SELECT host_id, result_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, \
+             path_used, throughput_mb_s, measured_at AS created_at, snapshot_id, backends \
+         FROM result_points WHERE host_id = ANY($1) AND path = $2 ORDER BY host_id, measured_at, result_id",
     )
     .bind(hosts)
     .bind(Path::Accelerated.as_str())

@@ -8,7 +8,11 @@ use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::db::jobs::{self, NewJob};
 use cipherfleet_coordinator::db::leases::{self, Holder};
 use cipherfleet_coordinator::db::outbox;
-use cipherfleet_coordinator::findings::{Outcome, Work, Writes, derive, derive_fleet, derive_in_chunks, derive_with};
+use cipherfleet_coordinator::db::points;
+use cipherfleet_coordinator::db::results::{self, Checked, NewResult, RecordOutcome};
+use cipherfleet_coordinator::findings::{
+    Outcome, PeerCache, Work, Writes, derive, derive_fleet, derive_in_chunks, derive_with, derive_with_peers,
+};
 use cipherfleet_coordinator::metrics;
 use cipherfleet_core::path::{Path, PathUsed};
 use serde_json::{Value, json};
@@ -400,8 +404,12 @@ async fn stored_state(pool: &PgPool) -> (Vec<Value>, Vec<(Value, String)>) {
 async fn both_ways(pool: PgPool, work: &Work) -> (PgPool, Outcome) {
     let (one_by_one, batched) = twin_dbs(pool).await;
     // Two hosts a chunk: a chunk's statement holds several hosts' findings.
-    let reference = derive_with(&one_by_one, work, 2, Writes::OneByOne).await.unwrap();
-    let outcome = derive_with(&batched, work, 2, Writes::Batched).await.unwrap();
+    let reference = derive_with(&one_by_one, work, 2, Writes::OneByOne, &mut PeerCache::default())
+        .await
+        .unwrap();
+    let outcome = derive_with(&batched, work, 2, Writes::Batched, &mut PeerCache::default())
+        .await
+        .unwrap();
     assert_eq!(outcome, reference, "{work:?}: what the passes did");
     let (want, got) = (stored_state(&one_by_one).await, stored_state(&batched).await);
     assert_eq!(got.0, want.0, "{work:?}: the findings");
@@ -478,4 +486,170 @@ async fn a_batched_pass_opens_refreshes_and_resolves_what_a_pass_one_finding_at_
     assert!(third.resolved >= 1 && third.refreshed >= 1, "{third:?}");
     let (_, facts_only) = both_ways(pool, &Work::Facts).await;
     assert!(facts_only.refreshed >= 3, "{facts_only:?}");
+}
+
+/// The per-result pass of `hosts` (aes-256-gcm), with the peer medians `peers` kept.
+async fn pass_over(pool: &PgPool, hosts: &[i64], peers: &mut PeerCache) -> Outcome {
+    let work = Work::Hosts(
+        hosts
+            .iter()
+            .map(|h| (*h, Some(BTreeSet::from(["aes-256-gcm".to_string()]))))
+            .collect(),
+    );
+    derive_with_peers(pool, &work, peers).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_pass_over_one_host_with_kept_peer_medians_reads_that_hosts_series_only() {
+    let pool = fresh_db().await;
+    let full = facts_with("6.1.0", FULL, FULL, "accelerated");
+    let mut hosts = Vec::new();
+    for (i, mb_s) in [2000.0, 2100.0, 1900.0, 2050.0, 2000.0].into_iter().enumerate() {
+        let host = hello(&pool, &format!("peer-{i}"), &full).await;
+        results_for(&pool, host, Path::Accelerated, &[mb_s, mb_s * 1.02, mb_s * 0.98]).await;
+        hosts.push(host);
+    }
+    let (peers, watched) = (&hosts[..4], hosts[4]);
+    let mut kept = PeerCache::default();
+    let first = derive_with_peers(&pool, &Work::Fleet, &mut kept).await.unwrap();
+    assert_eq!(first.opened, 0, "a healthy class");
+
+    // The whole class slows down, but only the watched host's results are derived.
+    for host in hosts.iter().copied() {
+        results_for(&pool, host, Path::Accelerated, &[600.0, 610.0, 590.0, 600.0]).await;
+    }
+    let o = pass_over(&pool, &[watched], &mut kept).await;
+    let open = findings::list_open(&pool).await.unwrap();
+    assert_eq!(
+        (o.opened, open.iter().map(|f| f.host_id).collect::<Vec<_>>()),
+        (1, vec![watched]),
+        "judged against the medians kept, its peers' new results unread"
+    );
+    // Read afresh, the peers are as slow: nothing below them.
+    let fresh = pass_over(&pool, &[watched], &mut PeerCache::default()).await;
+    assert_eq!((fresh.opened, fresh.resolved), (0, 1));
+
+    // As the coordinator runs: the peers' own passes bring their medians up to date.
+    let again = derive_with_peers(&pool, &Work::Fleet, &mut kept).await.unwrap();
+    assert_eq!(again.opened, 0);
+    results_for(&pool, watched, Path::Accelerated, &[200.0, 210.0, 190.0, 200.0, 205.0]).await;
+    for host in peers.iter().copied() {
+        results_for(&pool, host, Path::Accelerated, &[2000.0; 6]).await;
+        pass_over(&pool, &[host], &mut kept).await;
+    }
+    // The same pass on a copy of the database, every median read afresh.
+    let (pool, copy) = crate::helpers::twin_dbs(pool).await;
+    let with_kept = pass_over(&pool, &[watched], &mut kept).await;
+    let read_afresh = pass_over(&copy, &[watched], &mut PeerCache::default()).await;
+    assert_eq!(with_kept, read_afresh);
+    assert_eq!(stored_state(&pool).await, stored_state(&copy).await);
+    assert_eq!(with_kept.opened, 1, "{with_kept:?}");
+}
+
+/// Every `result_points` row against the result it names: the snapshot and
+/// the worker's backends copied from it (migration 0025). Returns the rows
+/// compared and how many carry backends.
+async fn points_match_their_results(pool: &PgPool) -> (i64, i64) {
+    let (rows, with_backends, differing): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(p.backends), \
+             count(*) FILTER (WHERE p.snapshot_id IS DISTINCT FROM r.snapshot_id \
+                 OR p.backends IS DISTINCT FROM NULLIF(r.measurement->'backends', 'null'::jsonb)) \
+         FROM result_points p JOIN results r ON r.id = p.result_id",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        differing, 0,
+        "result_points rows whose snapshot or backends differ from their result's"
+    );
+    (rows, with_backends)
+}
+
+#[tokio::test]
+async fn result_points_keep_the_snapshot_and_backends_of_their_latest_result() {
+    let pool = fresh_db().await;
+    let full = facts_with("6.1.0", FULL, FULL, "accelerated");
+    let host = hello(&pool, "bench-01", &full).await;
+    let other = hello(&pool, "bench-02", &full).await;
+    // One result at a time, on the first snapshot.
+    results_for(&pool, host, Path::Accelerated, &[2000.0]).await;
+    results_for(&pool, other, Path::Software, &[80.0]).await;
+    assert_eq!(points_match_their_results(&pool).await, (2, 2));
+
+    // New facts, then a newer result of the same point: its snapshot replaces the old one.
+    hello(&pool, "bench-01", &facts_with("6.2.0", FULL, FULL, "accelerated")).await;
+    results_for(&pool, host, Path::Accelerated, &[1900.0]).await;
+    let snapshots: Vec<Option<i64>> = sqlx::query_scalar("SELECT snapshot_id FROM result_points WHERE host_id = $1")
+        .bind(host)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let current: Option<i64> = sqlx::query_scalar("SELECT current_snapshot_id FROM hosts WHERE id = $1")
+        .bind(host)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(snapshots, [current], "the newest result's snapshot");
+    assert_eq!(points_match_their_results(&pool).await, (2, 2));
+
+    // A result whose measurement names no backends (an older agent's).
+    let new_job = crate::helpers::job_on(other, 1024, Path::Accelerated);
+    campaign(&pool, std::slice::from_ref(&new_job)).await;
+    let job = jobs::claim_next_for_host(&pool, other)
+        .await
+        .unwrap()
+        .expect("a queued job");
+    let mut m = measurement(&new_job.spec, PathUsed::Software, 70.0);
+    m.backends = None;
+    record(&pool, job.id, other, &m).await.unwrap();
+    assert_eq!(points_match_their_results(&pool).await, (3, 2));
+
+    // A batch of results of two hosts, as ingest stores them.
+    results_in_one_batch(&pool, &[host, other], 1800.0).await;
+    assert_eq!(points_match_their_results(&pool).await, (4, 3));
+
+    // The rebuild after a bulk load copies the same, and a deleted result takes its row along.
+    points::refresh(&pool).await.unwrap();
+    assert_eq!(points_match_their_results(&pool).await, (4, 3));
+    sqlx::query("DELETE FROM results WHERE id = (SELECT max(result_id) FROM result_points WHERE host_id = $1)")
+        .bind(other)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(points_match_their_results(&pool).await, (3, 2));
+}
+
+/// One aes-256-gcm 16 KiB accelerated-path result on each of `hosts` at
+/// `mb_s`, stored in one batch as the ingest batcher does.
+async fn results_in_one_batch(pool: &PgPool, hosts: &[i64], mb_s: f64) {
+    let new_jobs: Vec<NewJob> = hosts
+        .iter()
+        .map(|h| crate::helpers::job_on(*h, 16384, Path::Accelerated))
+        .collect();
+    campaign(pool, &new_jobs).await;
+    let mut batch = Vec::new();
+    for (host, new_job) in hosts.iter().zip(&new_jobs) {
+        let job = jobs::claim_next_for_host(pool, *host)
+            .await
+            .unwrap()
+            .expect("a queued job");
+        let m = measurement(&new_job.spec, PathUsed::Accelerated, mb_s);
+        batch.push(NewResult {
+            job_id: job.id,
+            host_id: *host,
+            attempt: job.attempt_id,
+            measurement: Ok(Checked {
+                ran: Some(m.spec()),
+                path_used: m.path_used.expect("successful"),
+                figures: m.figures.clone().expect("with figures"),
+                json: serde_json::to_value(&m).expect("serialises"),
+            }),
+        });
+    }
+    let outcomes = results::record_batch(pool, &[], &batch).await.unwrap();
+    assert!(
+        outcomes.iter().all(|o| matches!(o, Ok(RecordOutcome::Inserted))),
+        "{outcomes:?}"
+    );
 }
