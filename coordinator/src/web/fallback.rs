@@ -318,13 +318,16 @@ async fn findings_of(state: &WebState, host_ids: impl IntoIterator<Item = i64>) 
     Ok(findings_store::list_open_for_hosts(&state.pool, &ids).await?)
 }
 
+/// A host's CPU as [`judge`] reads it: arch, advertised features, emulated.
+type CpuKey<'a> = (Option<&'a str>, Option<&'a [String]>, bool);
+
 /// The view's hosts by CPU (arch, advertised features, emulated: all that
 /// [`judge`] reads of a host, of which a fleet has a handful), with the
 /// cases [`slow_cases`] finds at software speed on each: what
 /// [`store::slow_hosts`] picks the view's rows by.
 fn view_cases(hosts: &ViewHosts, filters: &Filters) -> store::SlowCases {
     let t = Thresholds::default();
-    let mut index: HashMap<(Option<&str>, Option<&[String]>, bool), i32> = HashMap::new();
+    let mut index: HashMap<CpuKey, i32> = HashMap::new();
     let mut cases = Vec::new();
     let mut host_cpus = Vec::with_capacity(hosts.by_id.len());
     for h in hosts.by_id.values() {

@@ -249,11 +249,12 @@ async fn the_report_reads_the_latest_point_of_every_host() {
     );
     // The hosts at software speed, grouped in SQL from the cases their CPU has:
     // a fallback to software, and (asked for) accelerated under the ratio.
+    type Case = (i32, &'static str, &'static str, bool);
     let gcm_name = gcm().name();
     let fell_back = [(0, gcm_name, "software", false)];
     let or_near = [(0, gcm_name, "software", false), (0, gcm_name, "accelerated", true)];
     let both = [(f.bench, 0), (f.vm, 0)];
-    let slow = async |hosts: &[(i64, i32)], cases: &[(i32, &'static str, &'static str, bool)], near: f64| {
+    let slow = async |hosts: &[(i64, i32)], cases: &[Case], near: f64| {
         let cases = SlowCases::new(hosts.iter().copied(), cases.iter().copied());
         fallback::slow_hosts(pool, &at, &cases, near).await.unwrap()
     };
