@@ -101,7 +101,29 @@ pub fn judge(
     size_bytes: u64,
     t: &Thresholds,
 ) -> Option<SoftwareSpeed> {
-    let path_used = path_used?;
+    let near = below_near_software(ratio, t);
+    judge_below(algorithm, key_mode, host, path_used?, near, emulated, size_bytes, t)
+}
+
+/// Whether a measured ratio is under the near-software threshold: all
+/// [`judge`] asks of the ratio (`fallback_pairs` queries compare its stored
+/// ratio the same way, `ratio < threshold`, an unmeasured one never under).
+pub fn below_near_software(ratio: Option<f64>, t: &Thresholds) -> bool {
+    ratio.is_some_and(|r| r < t.near_software_ratio)
+}
+
+/// [`judge`] with the ratio already compared ([`below_near_software`]).
+#[allow(clippy::too_many_arguments)]
+fn judge_below(
+    algorithm: Algorithm,
+    key_mode: KeyMode,
+    host: HostCpu,
+    path_used: PathUsed,
+    below_near: bool,
+    emulated: bool,
+    size_bytes: u64,
+    t: &Thresholds,
+) -> Option<SoftwareSpeed> {
     let best = best_path(algorithm, key_mode, host.arch, host.advertised);
     if best == PathUsed::Software {
         return None;
@@ -116,8 +138,44 @@ pub fn judge(
     if path_used != PathUsed::Accelerated {
         return None;
     }
-    let slow = ratio.is_some_and(|r| r < t.near_software_ratio);
-    (slow && !emulated && size_bytes >= t.near_software_min_size_bytes).then_some(SoftwareSpeed::NearSoftware)
+    (below_near && !emulated && size_bytes >= t.near_software_min_size_bytes).then_some(SoftwareSpeed::NearSoftware)
+}
+
+/// One combination of a row's own inputs that [`judge`] finds at software
+/// speed on some host: the algorithm, what its accelerated request ran, and
+/// whether its ratio is under the threshold ([`below_near_software`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlowCase {
+    pub algorithm: Algorithm,
+    pub path_used: PathUsed,
+    pub below_near: bool,
+}
+
+/// Every [`SlowCase`] on a host with `host`'s CPU (emulated or not), at
+/// `key_mode` and `size_bytes`: [`judge`] tabulated over all it reads of a
+/// row (27 algorithms × 3 paths × 2), so that a query can pick a whole
+/// view's rows at software speed, grouped by host, without the rule being
+/// written a second time in SQL.
+pub fn slow_cases(host: HostCpu, emulated: bool, key_mode: KeyMode, size_bytes: u64, t: &Thresholds) -> Vec<SlowCase> {
+    let mut cases = Vec::new();
+    for &algorithm in cipherfleet_core::algorithm::ALL.iter() {
+        for &path_used in PathUsed::ALL {
+            for below_near in [false, true] {
+                if judge_below(
+                    algorithm, key_mode, host, path_used, below_near, emulated, size_bytes, t,
+                )
+                .is_some()
+                {
+                    cases.push(SlowCase {
+                        algorithm,
+                        path_used,
+                        below_near,
+                    });
+                }
+            }
+        }
+    }
+    cases
 }
 
 /// Whether an open finding (`reason`, `subject`) explains `algorithm` with
@@ -317,6 +375,45 @@ mod tests {
         assert_eq!(ratio(Some(300.0), Some(100.0)), Some(3.0));
         assert_eq!(ratio(Some(300.0), Some(0.0)), None);
         assert_eq!(ratio(None, Some(100.0)), None);
+    }
+
+    #[test]
+    fn slow_cases_are_exactly_the_inputs_judge_finds_slow() {
+        let t = Thresholds::default();
+        let features = ["aes".to_string(), "avx".to_string()];
+        let hosts = [
+            HostCpu::default(),
+            HostCpu {
+                arch: Some("x86_64"),
+                advertised: Some(&features),
+            },
+            HostCpu {
+                arch: Some("aarch64"),
+                advertised: None,
+            },
+        ];
+        let ratios = [None, Some(0.5), Some(t.near_software_ratio), Some(8.0)];
+        for host in hosts {
+            for emulated in [false, true] {
+                for size in [16, t.near_software_min_size_bytes] {
+                    let cases = slow_cases(host, emulated, KeyMode::Static, size, &t);
+                    assert!(!cases.is_empty());
+                    for &a in cipherfleet_core::algorithm::ALL.iter() {
+                        for &used in PathUsed::ALL {
+                            for r in ratios {
+                                let slow = judge(a, KeyMode::Static, host, Some(used), r, emulated, size, &t).is_some();
+                                let case = SlowCase {
+                                    algorithm: a,
+                                    path_used: used,
+                                    below_near: below_near_software(r, &t),
+                                };
+                                assert_eq!(cases.contains(&case), slow, "{host:?} {emulated} {size} {case:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

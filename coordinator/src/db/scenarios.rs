@@ -1,6 +1,9 @@
-//! The read of the scenario views (`/scenarios`): every host's latest results
-//! of the scenario's algorithms, from `result_points` (never `results`);
-//! [`crate::analysis::scenarios`] picks the points each view reads.
+//! The reads of the scenario views (`/scenarios`): the measured hosts' cores,
+//! and every such host's latest results of the scenario's algorithms, from
+//! `result_points` (never `results`); [`crate::analysis::scenarios`] picks
+//! the points each view reads. The hosts themselves come grouped by class
+//! ([`super::matrix::class_groups`]), so a fleet of simulated hosts costs a
+//! handful of rows, not one per host.
 
 use cipherfleet_core::algorithm::Algorithm;
 use sqlx::PgExecutor;
@@ -21,6 +24,17 @@ pub async fn points(db: impl PgExecutor<'_>, algorithms: &[Algorithm], hosts: &[
          ORDER BY host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce"
     ))
     .bind(algorithms)
+    .bind(hosts)
+    .fetch_all(db)
+    .await?)
+}
+
+/// The logical core count of each of `hosts` (the measured ones), as their current facts have it.
+pub async fn logical_cores(db: impl PgExecutor<'_>, hosts: &[i64]) -> Result<Vec<(i64, Option<i32>)>> {
+    Ok(sqlx::query_as(
+        "SELECT h.id, s.logical_cores FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id \
+         WHERE h.id = ANY($1)",
+    )
     .bind(hosts)
     .fetch_all(db)
     .await?)

@@ -115,6 +115,16 @@ pub fn table<T: Serialize>(name: &str, rows: &[T], format: Format) -> Result<Res
     }
 }
 
+/// Adds `Link: <next>; rel="next"` (RFC 8288) to a paged table's answer
+/// while a next page follows (`next` is its path and query).
+pub fn link_next(answer: &mut Response, next: Option<String>) {
+    if let Some(next) = next
+        && let Ok(value) = format!("<{next}>; rel=\"next\"").parse()
+    {
+        answer.headers_mut().insert(header::LINK, value);
+    }
+}
+
 /// CSV with a header row, written in one pass over each row as a JSON
 /// object, so rows that `#[serde(flatten)]` a [`cipherfleet_core::Point`]
 /// work (the csv crate cannot serialise flattened structs). Columns follow

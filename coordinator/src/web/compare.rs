@@ -17,14 +17,16 @@ mod grid;
 mod params;
 
 use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
 
 use askama::Template;
 use axum::Router;
 use axum::extract::{Query, State};
-use axum::http::header;
 use axum::response::{Html, Response};
 use axum::routing::get;
 use serde::Serialize;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
 
 use cipherfleet_core::Point;
 use cipherfleet_core::path::PathUsed;
@@ -239,11 +241,57 @@ struct Loaded {
     pager: Pager,
 }
 
+/// Which class row each host is in, as the class cells are stored under.
+fn assignment(classes: &[ClassRow]) -> Assignment {
+    Assignment::new(classes.iter().map(|r| (r.id.as_str(), r.host_ids.as_slice())))
+}
+
+/// How often the background refresh of the class cells looks for stale ones.
+const REFRESH_EVERY: Duration = Duration::from_secs(2);
+/// How long ingest must have paused before stale cells are recomputed: a
+/// campaign's batches come closer together, and each recomputation of a
+/// view reads all its points (270,000 at 10,000 hosts).
+const REFRESH_QUIET: Duration = Duration::from_secs(2);
+/// How long stale cells wait at most while ingest goes on.
+const REFRESH_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Recomputes the class cells that new results made stale, in the
+/// background, until `shutdown`: the page would otherwise recompute them on
+/// its first view (it still does when it comes first). Each coordinator runs
+/// one; the recomputation of a slice is serialised across them and re-checks
+/// what is stale, so the second finds nothing to do.
+pub async fn keep_class_cells_fresh(pool: PgPool, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(REFRESH_EVERY) => {}
+        }
+        if let Err(e) = refresh_class_cells(&pool).await {
+            tracing::warn!(error = %e, "refreshing the compare matrix's class cells");
+        }
+    }
+}
+
+/// One round of [`keep_class_cells_fresh`]: the slices whose cells are due,
+/// recomputed under the fleet's current classes; how many there were.
+pub async fn refresh_class_cells(pool: &PgPool) -> Result<usize, crate::db::Error> {
+    let due = view_summaries::due(pool, REFRESH_QUIET, REFRESH_PATIENCE).await?;
+    if due.is_empty() {
+        return Ok(0);
+    }
+    let assignment = assignment(&class_rows(&matrix::class_groups(pool).await?));
+    for (view, algorithms) in &due {
+        let algorithms: Vec<&str> = algorithms.iter().map(String::as_str).collect();
+        view_summaries::refresh(pool, view, &algorithms, &assignment).await?;
+    }
+    Ok(due.len())
+}
+
 /// Reads one page of `params`: the class cells of the view (recomputed
 /// first where results changed), then the page's rows.
 async fn load(state: &WebState, params: &CompareParams) -> Result<Loaded, WebError> {
     let classes = class_rows(&matrix::class_groups(&state.pool).await?);
-    let assignment = Assignment::new(classes.iter().map(|r| (r.id.as_str(), r.host_ids.as_slice())));
+    let assignment = assignment(&classes);
     let asked: Vec<&str> = if params.algorithms.is_empty() {
         cipherfleet_core::algorithm::ALL.iter().map(|a| a.name()).collect()
     } else {
@@ -546,11 +594,7 @@ async fn api_compare(
     if matches!(format.format, api::Format::Csv) {
         pairs.push(("format", "csv".to_string()));
     }
-    if let Some(next) = loaded.pager.next_href("/api/v1/compare", &pairs)
-        && let Ok(value) = format!("<{next}>; rel=\"next\"").parse()
-    {
-        answer.headers_mut().insert(header::LINK, value);
-    }
+    api::link_next(&mut answer, loaded.pager.next_href("/api/v1/compare", &pairs));
     Ok(answer)
 }
 

@@ -7,10 +7,13 @@
 //!
 //! Rows come from `fallback_pairs` ([`store::pairs`]: both paths side by side
 //! with their ratio indexed, kept from `result_points`), so a page reads its
-//! 50 rows, the count, and the rows that may be at software speed; the
-//! judging ([`crate::analysis::software_speed`]) happens in Rust, and only
-//! the findings of the hosts shown are read. A reason filter needs every
-//! row's explanation, so that view reads all its rows and open findings.
+//! 50 rows and the count. The hosts at software speed are grouped in SQL
+//! ([`store::slow_hosts`]) from the cases the rule
+//! ([`crate::analysis::software_speed`]) finds slow on each of the view's
+//! few host CPUs ([`slow_cases`]); only the rows of the hosts on the page of
+//! that list are read and judged row by row, and only the findings of the
+//! hosts shown are read. A reason filter needs every row's explanation, so
+//! that view reads all its rows and open findings.
 //!
 //! - [`evidence`]: findings' evidence and fact changes as readable lines.
 //! - [`sections`]: the lists as the template shows them, each with its own pager.
@@ -37,7 +40,7 @@ use super::params::{
 };
 use super::{WebError, WebState, format};
 use crate::analysis::slow::Thresholds;
-use crate::analysis::software_speed::{HostCpu, SoftwareSpeed, best_path, explains, judge, ratio};
+use crate::analysis::software_speed::{HostCpu, SoftwareSpeed, best_path, explains, judge, ratio, slow_cases};
 use crate::db::fallback::{self as store, FallbackHost, PathPair, PathPoint};
 use crate::db::findings::{self as findings_store, Finding};
 use crate::findings::REASONS;
@@ -315,6 +318,33 @@ async fn findings_of(state: &WebState, host_ids: impl IntoIterator<Item = i64>) 
     Ok(findings_store::list_open_for_hosts(&state.pool, &ids).await?)
 }
 
+/// A host's CPU as [`judge`] reads it: arch, advertised features, emulated.
+type CpuKey<'a> = (Option<&'a str>, Option<&'a [String]>, bool);
+
+/// The view's hosts by CPU (arch, advertised features, emulated: all that
+/// [`judge`] reads of a host, of which a fleet has a handful), with the
+/// cases [`slow_cases`] finds at software speed on each: what
+/// [`store::slow_hosts`] picks the view's rows by.
+fn view_cases(hosts: &ViewHosts, filters: &Filters) -> store::SlowCases {
+    let t = Thresholds::default();
+    let mut index: HashMap<CpuKey, i32> = HashMap::new();
+    let mut cases = Vec::new();
+    let mut host_cpus = Vec::with_capacity(hosts.by_id.len());
+    for h in hosts.by_id.values() {
+        let (arch, advertised) = (h.host.arch.as_deref(), h.host.features_advertised.as_deref());
+        let next = i32::try_from(index.len()).unwrap_or(i32::MAX);
+        let cpu = *index.entry((arch, advertised, h.emulated)).or_insert_with(|| {
+            let on = HostCpu { arch, advertised };
+            for c in slow_cases(on, h.emulated, filters.key_mode, filters.size_bytes, &t) {
+                cases.push((next, c.algorithm.name(), c.path_used.as_str(), c.below_near));
+            }
+            next
+        });
+        host_cpus.push((h.host.id, cpu));
+    }
+    store::SlowCases::new(host_cpus, cases)
+}
+
 /// The algorithms that can be at software speed on some host of the view:
 /// those whose best path ([`best_path`], what [`judge`] measures against) is
 /// not software there. Worked out per distinct arch and feature list, of
@@ -388,10 +418,10 @@ impl Lists {
         let t = Thresholds::default();
         let hosts = ViewHosts::load(state, filters).await?;
         let emulated: Vec<i64> = hosts.by_id.values().filter(|h| h.emulated).map(|h| h.host.id).collect();
-        let algorithms = judged_algorithms(&hosts, filters.key_mode);
-        let (total, candidates, open_count, emulated_rows) = tokio::try_join!(
+        let cases = view_cases(&hosts, filters);
+        let (total, slow_order, open_count, emulated_rows) = tokio::try_join!(
             store::count_pairs(&state.pool, point, hosts.kept()),
-            store::slow_candidates(&state.pool, point, hosts.kept(), &algorithms, t.near_software_ratio),
+            store::slow_hosts(&state.pool, point, &cases, t.near_software_ratio),
             findings_store::count_open(&state.pool),
             async {
                 if emulated.is_empty() {
@@ -401,21 +431,23 @@ impl Lists {
                 }
             }
         )?;
-        let slow_rows: Vec<Judged> = candidates
-            .into_iter()
-            .filter_map(|p| judge_pair(&hosts, filters, p))
-            .filter(|r| r.speed.is_some())
-            .collect();
-        let slow_order = slow_host_order(&slow_rows);
         let pages = Pages([
             Pager::new(asked[0], PER_PAGE, u64::try_from(total).unwrap_or(0)),
             Pager::new(asked[1], PER_PAGE, slow_order.len() as u64),
             Pager::new(asked[2], PER_PAGE, u64::try_from(open_count).unwrap_or(0)),
         ]);
+        // The rows of the hosts on this page of the list, judged here as every row shown is.
         let on_page: Vec<i64> = pages.slice(1, &slow_order).copied().collect();
-        let mut slow: Vec<Judged> = slow_rows
+        let algorithms = judged_algorithms(&hosts, filters.key_mode);
+        let candidates = if on_page.is_empty() {
+            Vec::new()
+        } else {
+            store::slow_candidates(&state.pool, point, Some(&on_page), &algorithms, t.near_software_ratio).await?
+        };
+        let mut slow: Vec<Judged> = candidates
             .into_iter()
-            .filter(|r| on_page.contains(&r.pair.host_id))
+            .filter_map(|p| judge_pair(&hosts, filters, p))
+            .filter(|r| r.speed.is_some())
             .collect();
         let (page, findings) = tokio::try_join!(
             store::pairs(

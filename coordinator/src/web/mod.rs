@@ -101,6 +101,7 @@ pub async fn serve(listener: TcpListener, state: WebState, shutdown: Cancellatio
 /// [`serve`], behind `access`: the `Host` check and the token when one is set.
 pub async fn serve_with(listener: TcpListener, state: WebState, access: Access, shutdown: CancellationToken) {
     // The security headers again outside the guard, for its own 401 and 421 answers.
+    let cells = tokio::spawn(compare::keep_class_cells_fresh(state.pool.clone(), shutdown.clone()));
     let app = router(state)
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .layer(axum::middleware::map_response(security_headers));
@@ -110,6 +111,7 @@ pub async fn serve_with(listener: TcpListener, state: WebState, access: Access, 
     {
         tracing::warn!(error = %e, "HTTP server");
     }
+    cells.abort();
 }
 
 /// Scripts and styles only from this origin: an injected `<script>` or

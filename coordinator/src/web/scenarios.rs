@@ -38,22 +38,27 @@ fn scenario(name: &str) -> Result<Scenario, WebError> {
     })
 }
 
-/// The views of `wanted`, from one read of the hosts and one of the points per scenario.
+/// The views of `wanted`, from one read of the hosts grouped by class and
+/// marks, and one of the points per scenario.
 async fn load(state: &WebState, wanted: &[Scenario]) -> Result<Vec<View>, WebError> {
-    // Measured hosts only, each with its class worked out once (a fleet is
-    // thousands of hosts, their points hundreds of thousands).
-    let hosts: HashMap<i64, (MachineClass, Option<u32>)> = db::capacity::hosts(&state.pool)
-        .await?
-        .into_iter()
-        .filter(|h| !h.emulated && !h.simulated)
-        .map(|h| {
-            (
-                h.host_id,
-                (h.class(), h.logical_cores.and_then(|c| u32::try_from(c).ok())),
-            )
-        })
-        .collect();
+    // Measured hosts only, each group's class worked out once (a fleet is
+    // thousands of hosts in a handful of groups, their points hundreds of thousands).
+    let mut hosts: HashMap<i64, (MachineClass, Option<u32>)> = HashMap::new();
+    for g in db::matrix::class_groups(&state.pool).await? {
+        if g.emulated() || g.simulated() {
+            continue;
+        }
+        let class = g.class();
+        hosts.extend(g.host_ids.iter().map(|&id| (id, (class.clone(), None))));
+    }
     let measured: Vec<i64> = hosts.keys().copied().collect();
+    if !measured.is_empty() {
+        for (id, cores) in db::scenarios::logical_cores(&state.pool, &measured).await? {
+            if let Some(h) = hosts.get_mut(&id) {
+                h.1 = cores.and_then(|c| u32::try_from(c).ok());
+            }
+        }
+    }
     let mut views = Vec::new();
     for &scenario in wanted {
         let points = if measured.is_empty() {

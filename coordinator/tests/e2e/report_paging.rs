@@ -157,10 +157,28 @@ async fn campaign_and_fallback_pages_put_together_are_the_whole_table() {
         })
         .collect();
     assert_eq!(listed, names);
-    let api: Vec<serde_json::Value> =
-        serde_json::from_str(&body(&app, &format!("/api/v1/campaigns/{campaign}/hosts")).await).unwrap();
-    assert_eq!(api.len(), HOSTS as usize);
+    // Its API table pages the same hosts the same way, each page linking the next.
+    let hosts_api = format!("/api/v1/campaigns/{campaign}/hosts");
+    let first = app.get(&hosts_api).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(
+        first.header("link"),
+        Some(format!("<{hosts_api}?page=2>; rel=\"next\"").as_str())
+    );
+    let last = app.get(&format!("{hosts_api}?page=2")).await;
+    assert_eq!(last.header("link"), None);
+    let api: Vec<serde_json::Value> = [&first.body, &last.body]
+        .iter()
+        .flat_map(|b| serde_json::from_str::<Vec<serde_json::Value>>(b).unwrap())
+        .collect();
+    let api_names: Vec<&str> = api.iter().map(|h| h["host"].as_str().unwrap()).collect();
+    assert_eq!(api_names, names);
     assert!(api.iter().all(|h| h["done"] == 2 && h["total"] == 2), "{api:?}");
+    let csv = app.get(&format!("{hosts_api}?format=csv")).await;
+    assert_eq!(
+        csv.header("link"),
+        Some(format!("<{hosts_api}?format=csv&page=2>; rel=\"next\"").as_str())
+    );
     let campaigns: Vec<serde_json::Value> = serde_json::from_str(&body(&app, "/api/v1/campaigns").await).unwrap();
     let row = campaigns.iter().find(|c| c["id"] == campaign).expect("listed");
     assert_eq!(

@@ -47,6 +47,7 @@ const COVERED: &[&str] = &[
     "fallback::pairs",
     "fallback::sizes",
     "fallback::slow_candidates",
+    "fallback::slow_hosts",
     "findings::count_open",
     "findings::count_open_by",
     "findings::hosts_by_reason",
@@ -125,6 +126,7 @@ const COVERED: &[&str] = &[
     "results::record",
     "results::record_batch",
     "results::stored",
+    "scenarios::logical_cores",
     "scenarios::points",
     "schedules::campaign_running",
     "schedules::campaigns_of",
@@ -149,7 +151,9 @@ const COVERED: &[&str] = &[
     "verifications::previous_points",
     "verifications::set_campaign",
     "view_summaries::class_cells",
+    "view_summaries::due",
     "view_summaries::host_page",
+    "view_summaries::refresh",
     "view_summaries::row_hosts",
 ];
 

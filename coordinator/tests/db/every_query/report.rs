@@ -1,7 +1,7 @@
 //! matrix, capacity, fallback: what the report reads.
 
 use cipherfleet_coordinator::db::capacity::{ClassHost, PointFilter};
-use cipherfleet_coordinator::db::fallback::{FallbackHost, PathPair, PathPoint};
+use cipherfleet_coordinator::db::fallback::{FallbackHost, PathPair, PathPoint, SlowCases};
 use cipherfleet_coordinator::db::matrix::{ClassGroup, Slice, View};
 use cipherfleet_coordinator::db::{capacity, fallback, findings, matrix, scenarios};
 use cipherfleet_core::path::{Path, PathUsed};
@@ -171,6 +171,13 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         "{vm_only:?}"
     );
     assert!(scenarios::points(pool, &[chacha()], &[]).await.unwrap().is_empty());
+    let mut cores = scenarios::logical_cores(pool, &all_hosts).await.unwrap();
+    cores.sort();
+    let mut ids = all_hosts.to_vec();
+    ids.sort();
+    assert_eq!(cores.iter().map(|c| c.0).collect::<Vec<_>>(), ids);
+    assert!(cores.iter().all(|c| c.1.is_some_and(|n| n > 0)), "{cores:?}");
+    assert!(scenarios::logical_cores(pool, &[]).await.unwrap().is_empty());
 
     // fallback
     let at = PathPoint {
@@ -240,6 +247,26 @@ async fn the_report_reads_the_latest_point_of_every_host() {
             .unwrap()
             .is_empty()
     );
+    // The hosts at software speed, grouped in SQL from the cases their CPU has:
+    // a fallback to software, and (asked for) accelerated under the ratio.
+    type Case = (i32, &'static str, &'static str, bool);
+    let gcm_name = gcm().name();
+    let fell_back = [(0, gcm_name, "software", false)];
+    let or_near = [(0, gcm_name, "software", false), (0, gcm_name, "accelerated", true)];
+    let both = [(f.bench, 0), (f.vm, 0)];
+    let slow = async |hosts: &[(i64, i32)], cases: &[Case], near: f64| {
+        let cases = SlowCases::new(hosts.iter().copied(), cases.iter().copied());
+        fallback::slow_hosts(pool, &at, &cases, near).await.unwrap()
+    };
+    assert_eq!(slow(&both, &fell_back, 5.0).await, [f.vm]);
+    // bench's ratio of 4 is under 5, not under 1.5; vm's unmeasured ratio sorts last.
+    assert_eq!(slow(&both, &or_near, 5.0).await, [f.bench, f.vm]);
+    assert_eq!(slow(&both, &or_near, 1.5).await, [f.vm]);
+    // Only the hosts given, each with its own CPU's cases.
+    assert_eq!(slow(&[(f.bench, 0)], &or_near, 5.0).await, [f.bench]);
+    assert_eq!(slow(&[(f.vm, 0)], &or_near, 5.0).await, [f.vm]);
+    assert!(slow(&[(f.bench, 1), (f.vm, 1)], &or_near, 5.0).await.is_empty());
+    assert!(slow(&[], &or_near, 5.0).await.is_empty());
     let two_threads = PathPoint { threads: 2, ..at };
     let unmeasured = fallback::pairs(pool, &two_threads, None, None, 0).await.unwrap();
     assert!(unmeasured.is_empty(), "{unmeasured:?}");

@@ -3,6 +3,8 @@
 //! the same latest results, to the bit, and follow new results, removed
 //! hosts and a new assignment of hosts to rows; the host rows page by name.
 
+use std::time::Duration;
+
 use cipherfleet_coordinator::analysis::cells::cell_stats;
 use cipherfleet_coordinator::db::jobs;
 use cipherfleet_coordinator::db::matrix::{self, View};
@@ -160,4 +162,57 @@ async fn class_cells_equal_the_per_host_computation_and_follow_every_change() {
         .await
         .unwrap();
     assert_eq!(page.0, 5);
+}
+
+/// The stored cells of the slice of [`view`], as they are (no recomputation).
+async fn stored(pool: &PgPool) -> Vec<(String, String, i32, f64)> {
+    sqlx::query_as(
+        "SELECT algorithm, class_row, hosts, median_mb_s FROM class_cells \
+         WHERE size_bytes = 16384 AND threads = 1 AND direction = 'encrypt' AND path = 'accelerated' \
+         ORDER BY algorithm, class_row",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_background_refresh_recomputes_what_new_results_made_stale_once_ingest_pauses() {
+    let pool = fresh_db().await;
+    let mut ids = Vec::new();
+    for name in ["h1", "h2", "h3"] {
+        ids.push(host(&pool, name).await);
+    }
+    store(&pool, ids[0], 1000.0, PathUsed::Accelerated).await;
+    store(&pool, ids[1], 3000.0, PathUsed::Accelerated).await;
+    let all = Assignment::new([("all", ids.as_slice())]);
+    let (hour, none) = (Duration::from_secs(3600), Duration::ZERO);
+    // Nothing computed yet, so nothing is due: only viewed slices are kept.
+    assert!(view_summaries::due(&pool, none, hour).await.unwrap().is_empty());
+    view_summaries::class_cells(&pool, &view(), &[GCM], &all).await.unwrap();
+    assert!(view_summaries::due(&pool, none, hour).await.unwrap().is_empty());
+
+    // A new result: due once ingest has been quiet long enough (here at once), not before.
+    store(&pool, ids[2], 2500.0, PathUsed::Accelerated).await;
+    assert!(view_summaries::due(&pool, hour, hour).await.unwrap().is_empty());
+    let due = view_summaries::due(&pool, none, hour).await.unwrap();
+    assert_eq!(due, [(view(), vec![GCM.to_string()])]);
+    // Waited long enough, even while ingest goes on.
+    assert_eq!(view_summaries::due(&pool, hour, none).await.unwrap(), due);
+
+    // Refreshed: the stored cells are the plain computation over every latest result, and nothing is due.
+    let before = stored(&pool).await;
+    view_summaries::refresh(&pool, &view(), &[GCM], &all).await.unwrap();
+    let (_, want) = expected(&pool, &ids).await;
+    let after = stored(&pool).await;
+    assert_ne!(after, before);
+    assert_eq!(after, [(GCM.to_string(), "all".to_string(), 3, want.median_mb_s)]);
+    assert!(view_summaries::due(&pool, none, none).await.unwrap().is_empty());
+    assert_eq!(
+        view_summaries::class_cells(&pool, &view(), &[GCM], &all).await.unwrap(),
+        [in_row(want, "all")]
+    );
+    // A refresh with nothing stale changes nothing.
+    view_summaries::refresh(&pool, &view(), &[GCM], &all).await.unwrap();
+    assert_eq!(stored(&pool).await, after);
 }
