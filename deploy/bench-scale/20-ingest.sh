@@ -25,6 +25,14 @@ fi
 sim_start "$BENCH_COUNT" --ramp 0s --job-delay 0s
 wait_stat connected "$BENCH_COUNT" "$BENCH_CONNECT_LIMIT" || log "only $(sim_stat connected) connected"
 [ "$statements" = 1 ] && psql_db $db "SELECT pg_stat_statements_reset()" >/dev/null
+# What each part used while the campaign ran, to say which one limits the rates: PostgreSQL is
+# its postmaster with the children it reaped (cutime, cstime) and those still running.
+pg_ticks() {
+  local pm; pm=$(head -1 "$BENCH_DIR/pg/postmaster.pid")
+  { awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pm/stat"
+    for child in $(pgrep -P "$pm"); do cpu_ticks "$child" 2>/dev/null || true; done; } | awk '{ s += $1 } END { print s }'
+}
+ticks0="$(cpu_ticks "$COORD_PID") $(cpu_ticks "$SIM_PID") $(pg_ticks)"
 t0=$(now)
 id=$(campaign_start "$INGEST_CAMPAIGN")
 row "StartCampaign returns after" "$(since "$t0")" s "suite ${BENCH_SUITE:-of 10 points}"
@@ -36,6 +44,12 @@ else
   read -r done failed left < <(jobs_by_status $db "$id")
   row "campaign of $jobs jobs on $hosts hosts done in" "timeout" s "after ${BENCH_INGEST_LIMIT} s: $done done, $failed failed, $left left"
 fi
+read -r c0 s0 p0 <<<"$ticks0"
+ticks="$(cpu_ticks "$COORD_PID") $(cpu_ticks "$SIM_PID") $(pg_ticks)"
+read -r c1 s1 p1 <<<"$ticks"
+row "CPU coordinator / PostgreSQL / simulator" "$(awk -v t="$(since "$t0")" -v hz="$HZ" -v c=$((c1 - c0)) -v p=$((p1 - p0)) \
+  -v s=$((s1 - s0)) 'BEGIN { printf "%.0f / %.0f / %.0f", 100 * c / hz / t, 100 * p / hz / t, 100 * s / hz / t }')" \
+  "% of a core" "over the campaign, $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 row "dispatch rate" "$(rate_of $db "SELECT assigned_at FROM jobs WHERE campaign_id = $id AND assigned_at IS NOT NULL")" "jobs/s"
 row "ingest rate" "$(rate_of $db "SELECT r.created_at FROM results r JOIN jobs j ON j.id = r.job_id WHERE j.campaign_id = $id")" "results/s" "target 20000"
 row "result→ack p50 / p99 / max" "$(sim_stat ack_p50_ms) / $(sim_stat ack_p99_ms) / $(sim_stat ack_max_ms)" ms "measured by the simulator"
