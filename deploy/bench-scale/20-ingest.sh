@@ -2,7 +2,8 @@
 # Ingest: a campaign of 10 jobs a host (lib.sh's TEN_JOBS, or BENCH_SUITE) on every one of
 # BENCH_COUNT agents that answer each job at once. Rows: how long StartCampaign takes to return, the dispatch rate (jobs
 # assigned per second), the ingest rate (results stored per second), the result→ack latency
-# the simulator measured, the coordinator's peak RSS, and that every done job has exactly one
+# the simulator measured, the CPU the coordinator, PostgreSQL and the simulator used meanwhile
+# (which one limits), the coordinator's peak RSS, and that every done job has exactly one
 # result. The campaign is given BENCH_INGEST_LIMIT seconds; the rates are of what finished.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
