@@ -62,7 +62,7 @@ impl Default for Config {
             queue: DEFAULT_QUEUE,
             batch: 512,
             window: Duration::from_millis(2),
-            parallel: 2,
+            parallel: 4,
         }
     }
 }
