@@ -127,6 +127,14 @@ struct ServeArgs {
     /// is room: agents keep their results spooled and get no new job meanwhile.
     #[arg(long, default_value_t = ingest::DEFAULT_QUEUE, value_parser = ingest_queue)]
     ingest_queue: usize,
+    /// Most reports stored in one ingest transaction. A batch closes when it is this large or
+    /// 2 ms after its first report; while every batch is being stored, reports queue up and
+    /// make the next one larger, up to this.
+    #[arg(long, default_value_t = ingest::Config::default().batch, value_parser = ingest_batch)]
+    ingest_batch: usize,
+    /// Ingest batches stored at once, each on a database connection of its own.
+    #[arg(long, default_value_t = ingest::Config::default().parallel, value_parser = ingest_parallel)]
+    ingest_parallel: usize,
     /// Most open gRPC connections, agents' and operators' together; one past it is closed at
     /// once. Each is an open file: at start the soft open-files limit is raised to the hard one,
     /// and a value that does not fit under it (with 1024 files for the rest) is refused.
@@ -150,6 +158,20 @@ fn ingest_queue(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
         _ => Err(format!("{s:?}: accepted 1 to 1000000 reports")),
+    }
+}
+
+fn ingest_batch(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=8192).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?}: accepted 1 to 8192 reports")),
+    }
+}
+
+fn ingest_parallel(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=16).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?}: accepted 1 to 16 batches")),
     }
 }
 
@@ -322,6 +344,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         watch: args.watch.load()?,
         ingest: ingest::Config {
             queue: args.ingest_queue,
+            batch: args.ingest_batch,
+            parallel: args.ingest_parallel,
             ..ingest::Config::default()
         },
         max_connections: args.max_connections,

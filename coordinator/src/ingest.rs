@@ -1,10 +1,9 @@
 //! The write path of agents' reports: results and job starts from every
 //! session go through one bounded queue and are stored in batches, one
-//! transaction per batch ([`db::results::record_batch`]). After it commits,
-//! one more statement claims the next job of every host with a result in the
-//! batch ([`db::jobs::claim_next_for_hosts`]), and each session gets its
-//! host's job with its result's outcome ([`Next`]): per result, there is no
-//! round trip to the database of its own.
+//! transaction per batch ([`db::results::record_and_claim`]), which also
+//! claims the next job of every host with a result in the batch, and each
+//! session gets its host's job with its result's outcome ([`Next`]): per
+//! result, there is no round trip to the database of its own.
 //!
 //! A session hands over a result and waits: for room in the queue first
 //! (backpressure — while it waits it reads nothing more from its agent, which
@@ -63,7 +62,7 @@ impl Default for Config {
             queue: DEFAULT_QUEUE,
             batch: 512,
             window: Duration::from_millis(2),
-            parallel: 2,
+            parallel: 4,
         }
     }
 }
@@ -81,7 +80,7 @@ pub struct Recorded {
 }
 
 /// The host's next job, claimed for every host of a batch in one statement
-/// after the batch committed ([`db::jobs::claim_next_for_hosts`]).
+/// of the batch's transaction ([`db::results::record_and_claim`]).
 #[derive(Debug)]
 pub enum Next {
     /// Claimed, to be sent to the host ([`crate::scheduler::Scheduler::hand_over`]).
@@ -236,9 +235,9 @@ async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Work>, config: Config
     while storing.join_next().await.is_some() {}
 }
 
-/// Stores one batch: its job starts and results in one transaction, then
-/// claims the next job of every host that sent a result (one statement for
-/// the batch, instead of a claim per result); answers every result's session.
+/// Stores one batch: its job starts and results, and the next job of every
+/// host that sent a result (one statement for the batch, instead of a claim
+/// per result), in one transaction; answers every result's session.
 async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
     let mut started = Vec::new();
     let mut items = Vec::new();
@@ -267,8 +266,8 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
     }
     counters.batches.fetch_add(1, Ordering::Relaxed);
     counters.results.fetch_add(items.len() as u64, Ordering::Relaxed);
-    let outcomes = match db::results::record_batch(pool, &started, &items).await {
-        Ok(outcomes) => outcomes,
+    let stored = match db::results::record_and_claim(pool, &started, &items).await {
+        Ok(stored) => stored,
         Err(e) => {
             let status = db_status(e);
             for reply in replies {
@@ -277,14 +276,10 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
             return;
         }
     };
-    let hosts: Vec<i64> = items.iter().map(|i| i.host_id).collect();
-    let mut claimed = match db::jobs::claim_next_for_hosts(pool, &hosts).await {
-        Ok(jobs) => Some(jobs.into_iter().map(|j| (j.host_id, j)).collect::<HashMap<_, _>>()),
-        Err(e) => {
-            tracing::warn!(error = %e, hosts = hosts.len(), "claiming the next jobs of a batch's hosts");
-            None
-        }
-    };
+    let outcomes = stored.outcomes;
+    let mut claimed = stored
+        .claimed
+        .map(|jobs| jobs.into_iter().map(|j| (j.host_id, j)).collect::<HashMap<_, _>>());
     // A host with two results in the batch gets its job with the last one.
     let mut last_of_host = HashMap::new();
     for (i, item) in items.iter().enumerate() {

@@ -2,7 +2,8 @@
 # Ingest: a campaign of 10 jobs a host (lib.sh's TEN_JOBS, or BENCH_SUITE) on every one of
 # BENCH_COUNT agents that answer each job at once. Rows: how long StartCampaign takes to return, the dispatch rate (jobs
 # assigned per second), the ingest rate (results stored per second), the result→ack latency
-# the simulator measured, the coordinator's peak RSS, and that every done job has exactly one
+# the simulator measured, the CPU the coordinator, PostgreSQL and the simulator used meanwhile
+# (which one limits), the coordinator's peak RSS, and that every done job has exactly one
 # result. The campaign is given BENCH_INGEST_LIMIT seconds; the rates are of what finished.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -25,6 +26,14 @@ fi
 sim_start "$BENCH_COUNT" --ramp 0s --job-delay 0s
 wait_stat connected "$BENCH_COUNT" "$BENCH_CONNECT_LIMIT" || log "only $(sim_stat connected) connected"
 [ "$statements" = 1 ] && psql_db $db "SELECT pg_stat_statements_reset()" >/dev/null
+# What each part used while the campaign ran, to say which one limits the rates: PostgreSQL is
+# its postmaster with the children it reaped (cutime, cstime) and those still running.
+pg_ticks() {
+  local pm; pm=$(head -1 "$BENCH_DIR/pg/postmaster.pid")
+  { awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pm/stat"
+    for child in $(pgrep -P "$pm"); do cpu_ticks "$child" 2>/dev/null || true; done; } | awk '{ s += $1 } END { print s }'
+}
+ticks0="$(cpu_ticks "$COORD_PID") $(cpu_ticks "$SIM_PID") $(pg_ticks)"
 t0=$(now)
 id=$(campaign_start "$INGEST_CAMPAIGN")
 row "StartCampaign returns after" "$(since "$t0")" s "suite ${BENCH_SUITE:-of 10 points}"
@@ -36,6 +45,12 @@ else
   read -r done failed left < <(jobs_by_status $db "$id")
   row "campaign of $jobs jobs on $hosts hosts done in" "timeout" s "after ${BENCH_INGEST_LIMIT} s: $done done, $failed failed, $left left"
 fi
+read -r c0 s0 p0 <<<"$ticks0"
+ticks="$(cpu_ticks "$COORD_PID") $(cpu_ticks "$SIM_PID") $(pg_ticks)"
+read -r c1 s1 p1 <<<"$ticks"
+row "CPU coordinator / PostgreSQL / simulator" "$(awk -v t="$(since "$t0")" -v hz="$HZ" -v c=$((c1 - c0)) -v p=$((p1 - p0)) \
+  -v s=$((s1 - s0)) 'BEGIN { printf "%.0f / %.0f / %.0f", 100 * c / hz / t, 100 * p / hz / t, 100 * s / hz / t }')" \
+  "% of a core" "over the campaign, $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 row "dispatch rate" "$(rate_of $db "SELECT assigned_at FROM jobs WHERE campaign_id = $id AND assigned_at IS NOT NULL")" "jobs/s"
 row "ingest rate" "$(rate_of $db "SELECT r.created_at FROM results r JOIN jobs j ON j.id = r.job_id WHERE j.campaign_id = $id")" "results/s" "target 20000"
 row "result→ack p50 / p99 / max" "$(sim_stat ack_p50_ms) / $(sim_stat ack_p99_ms) / $(sim_stat ack_max_ms)" ms "measured by the simulator"

@@ -172,9 +172,7 @@ pub async fn claim_next_for_host(pool: &PgPool, host_id: i64) -> Result<Option<J
 /// job, or has nothing queued in a running campaign, gets none. Returns the
 /// claimed jobs, at most one per host, in no particular order.
 pub async fn claim_next_for_hosts(pool: &PgPool, hosts: &[i64]) -> Result<Vec<Job>> {
-    let mut hosts = hosts.to_vec();
-    hosts.sort_unstable();
-    hosts.dedup();
+    let hosts = distinct(hosts);
     if hosts.is_empty() {
         return Ok(Vec::new());
     }
@@ -183,7 +181,27 @@ pub async fn claim_next_for_hosts(pool: &PgPool, hosts: &[i64]) -> Result<Vec<Jo
     // a statement of its own, with a snapshot taken after the wait: it sees
     // what the other one left running.
     advisory::lock_hosts_transaction(&mut tx, &hosts).await?;
-    let jobs = sqlx::query_as(concat!(
+    let jobs = claim_locked(&mut tx, &hosts).await?;
+    tx.commit().await?;
+    Ok(jobs)
+}
+
+/// `hosts` sorted, each once: the order every claim takes their locks in.
+pub(crate) fn distinct(hosts: &[i64]) -> Vec<i64> {
+    let mut hosts = hosts.to_vec();
+    hosts.sort_unstable();
+    hosts.dedup();
+    hosts
+}
+
+/// The claim of [`claim_next_for_hosts`] in the caller's transaction, which
+/// holds the hosts' advisory locks ([`advisory::lock_hosts_transaction`]) and
+/// may have finished their running jobs before (the ingest batch's store).
+pub(crate) async fn claim_locked(tx: &mut PgConnection, hosts: &[i64]) -> Result<Vec<Job>> {
+    if hosts.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(sqlx::query_as(concat!(
         "UPDATE jobs SET status = 'running', assigned_at = now(), started_at = NULL, \
              deadline = now() + time_limit_seconds * interval '1 second', attempt_id = gen_random_uuid() \
          FROM (SELECT n.next_id FROM UNNEST($1::bigint[]) AS h(id) \
@@ -199,11 +217,9 @@ pub async fn claim_next_for_hosts(pool: &PgPool, hosts: &[i64]) -> Result<Vec<Jo
          RETURNING ",
         job_columns!()
     ))
-    .bind(&hosts)
-    .fetch_all(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(jobs)
+    .bind(hosts)
+    .fetch_all(tx)
+    .await?)
 }
 
 /// Notes that the agent began executing attempt `attempt_id` of a job it was
@@ -284,11 +300,31 @@ pub(crate) struct Locked {
     #[sqlx(try_from = "String")]
     pub status: JobStatus,
     pub attempt_id: Option<Uuid>,
-    /// The job as sent to the agent, for checking a measurement against it.
-    pub spec: Value,
+    /// The job's point, from its typed columns, and its measured time: what a
+    /// measurement is checked against ([`Locked::spec`]). Not the whole spec
+    /// jsonb, which each row of an ingest batch would send and parse twice.
+    #[sqlx(flatten)]
+    pub point: Point,
+    pub seconds: f64,
 }
 
 impl Locked {
+    /// The job as sent to the agent (its stored spec, from the typed copies).
+    pub fn spec(&self) -> JobSpec {
+        let p = &self.point;
+        JobSpec {
+            algorithm: p.algorithm,
+            direction: p.direction,
+            size_bytes: p.size_bytes,
+            threads: p.threads,
+            concurrency: p.concurrency,
+            key_mode: p.key_mode,
+            path: p.path,
+            nonce: p.nonce,
+            seconds: self.seconds,
+        }
+    }
+
     /// Whether an outcome that `host_id` reports for attempt `attempt` of job
     /// `job_id` (this row) counts ([`attempt::judge`]); one of another host is an error.
     pub fn judge(&self, job_id: Uuid, host_id: i64, attempt: Option<Uuid>) -> Result<Result<(), Ignored>> {
@@ -313,7 +349,8 @@ pub(crate) async fn lock_for_outcomes(tx: &mut PgConnection, job_ids: &[Uuid]) -
         locked: Locked,
     }
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT id, host_id, campaign_id, status, attempt_id, spec FROM jobs \
+        "SELECT id, host_id, campaign_id, status, attempt_id, algorithm, direction, size_bytes, threads, \
+             concurrency, key_mode, path, nonce, (spec -> 'seconds')::double precision AS seconds FROM jobs \
          WHERE id = ANY($1) ORDER BY id FOR UPDATE",
     )
     .bind(job_ids)

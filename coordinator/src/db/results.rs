@@ -13,13 +13,13 @@ use cipherfleet_core::measurement::{Figures, Memory};
 use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::wire;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
-use super::jobs::{self, JobStatus};
-use super::{Result, campaigns, points};
+use super::jobs::{self, Job, JobStatus};
+use super::{Result, advisory, campaigns, points};
 use crate::attempt::Ignored;
 
 /// What storing one result did: stored it, had it already, let it pass, or
@@ -91,7 +91,18 @@ pub async fn record(
             json: measurement.clone(),
         }),
     };
-    store(pool, &[], std::slice::from_ref(&item)).await?.remove(0)
+    store(pool, &[], std::slice::from_ref(&item), false)
+        .await?
+        .outcomes
+        .remove(0)
+}
+
+/// What [`record_and_claim`] did: each result's outcome, in order, and the
+/// jobs claimed next for the batch's hosts (`None`: that claim failed).
+#[derive(Debug)]
+pub struct Stored {
+    pub outcomes: Vec<Result<RecordOutcome>>,
+    pub claimed: Option<Vec<Job>>,
 }
 
 /// Stores a batch of results in one transaction (the ingest batcher's,
@@ -116,29 +127,55 @@ pub async fn record_batch(
     started: &[(Uuid, i64, Uuid)],
     items: &[NewResult],
 ) -> Result<Vec<Result<RecordOutcome>>> {
-    match store(pool, started, items).await {
+    Ok(store_batch(pool, started, items, false).await?.outcomes)
+}
+
+/// [`record_batch`], and in the same transaction the next job of every host
+/// with a result in the batch ([`jobs::claim_next_for_hosts`]): one commit
+/// per batch instead of two. A batch stored one by one (a result the
+/// database refused) claims after, in a transaction of its own.
+pub async fn record_and_claim(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult]) -> Result<Stored> {
+    store_batch(pool, started, items, true).await
+}
+
+async fn store_batch(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult], claim: bool) -> Result<Stored> {
+    match store(pool, started, items, claim).await {
         Err(e) if check_violation(&e).is_some() => {}
         other => return other,
     }
     jobs::mark_started_many(pool, started).await?;
     let mut outcomes = Vec::with_capacity(items.len());
     for item in items {
-        let outcome = match store(pool, &[], std::slice::from_ref(item)).await {
-            Ok(mut one) => one.remove(0),
+        let outcome = match store(pool, &[], std::slice::from_ref(item), false).await {
+            Ok(mut one) => one.outcomes.remove(0),
             Err(e) => match check_violation(&e) {
                 Some(reason) => {
                     let refused = NewResult {
                         measurement: Err(reason),
                         ..item.clone()
                     };
-                    store(pool, &[], std::slice::from_ref(&refused)).await?.remove(0)
+                    store(pool, &[], std::slice::from_ref(&refused), false)
+                        .await?
+                        .outcomes
+                        .remove(0)
                 }
                 None => return Err(e),
             },
         };
         outcomes.push(outcome);
     }
-    Ok(outcomes)
+    let claimed = if claim {
+        let hosts: Vec<i64> = items.iter().map(|i| i.host_id).collect();
+        jobs::claim_next_for_hosts(pool, &hosts)
+            .await
+            .inspect_err(
+                |e| tracing::warn!(error = %e, hosts = hosts.len(), "claiming the next jobs of a batch's hosts"),
+            )
+            .ok()
+    } else {
+        Some(Vec::new())
+    };
+    Ok(Stored { outcomes, claimed })
 }
 
 /// The database's reason when `e` is a violated check constraint (a negative figure).
@@ -149,12 +186,9 @@ fn check_violation(e: &super::Error) -> Option<String> {
     }
 }
 
-/// One transaction of [`record_batch`]'s rules; a check violation fails it whole.
-async fn store(
-    pool: &PgPool,
-    started: &[(Uuid, i64, Uuid)],
-    items: &[NewResult],
-) -> Result<Vec<Result<RecordOutcome>>> {
+/// One transaction of [`record_batch`]'s rules, claiming the next jobs of the
+/// results' hosts too if `claim`; a check violation fails it whole.
+async fn store(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult], claim: bool) -> Result<Stored> {
     // The started jobs' rows too, in the same id-ordered statement: two
     // batches then never hold each other's rows crosswise.
     let mut ids: Vec<Uuid> = items
@@ -164,7 +198,15 @@ async fn store(
         .collect();
     ids.sort_unstable();
     ids.dedup();
+    let hosts = if claim {
+        jobs::distinct(&items.iter().map(|i| i.host_id).collect::<Vec<_>>())
+    } else {
+        Vec::new()
+    };
     let mut tx = pool.begin().await?;
+    // The hosts' claim locks before any job's row: adoptions and claims take
+    // them in that order too, so none of them waits on this batch crosswise.
+    advisory::lock_hosts_transaction(&mut tx, &hosts).await?;
     let mut locked = jobs::lock_for_outcomes(&mut tx, &ids).await?;
     jobs::mark_started_many(&mut *tx, started).await?;
     let mut outcomes = Vec::with_capacity(items.len());
@@ -188,7 +230,7 @@ async fn store(
             Err(ignored) => RecordOutcome::Ignored(ignored),
             Ok(()) => {
                 ended.push(job.campaign_id);
-                match of_job(&job.spec, &item.measurement) {
+                match of_job(job, &item.measurement) {
                     Ok(checked) => {
                         // A second copy later in this batch is then a duplicate.
                         job.status = JobStatus::Done;
@@ -209,12 +251,20 @@ async fn store(
     if inserts.is_empty() && failed.is_empty() {
         // At once, not when the pool next uses the connection: until then the
         // jobs' rows stay locked and a claim (SKIP LOCKED) would pass them over.
-        if started.is_empty() {
+        if started.is_empty() && hosts.is_empty() {
             tx.rollback().await?;
-        } else {
-            tx.commit().await?;
+            return Ok(Stored {
+                outcomes,
+                claimed: Some(Vec::new()),
+            });
         }
-        return Ok(outcomes);
+        // A re-sent result's host still gets its next job.
+        let claimed = jobs::claim_locked(&mut tx, &hosts).await?;
+        tx.commit().await?;
+        return Ok(Stored {
+            outcomes,
+            claimed: Some(claimed),
+        });
     }
     let stored = insert_rows(&mut tx, items, &inserts).await?;
     let mut done = Vec::with_capacity(stored.len());
@@ -232,22 +282,29 @@ async fn store(
     points::record_many(&mut tx, &result_ids).await?;
     jobs::finish_locked(&mut tx, &done).await?;
     jobs::fail_locked(&mut tx, &failed).await?;
+    let claimed = jobs::claim_locked(&mut tx, &hosts).await?;
     tx.commit().await?;
     ended.sort_unstable();
     ended.dedup();
-    campaigns::close_if_complete(pool, &ended).await?;
-    Ok(outcomes)
+    // Committed: failing now would undo nothing, and the claimed jobs must
+    // reach their hosts. The sweep's `close_any_complete` closes it later.
+    if let Err(e) = campaigns::close_if_complete(pool, &ended).await {
+        tracing::warn!(error = %e, campaigns = ?ended, "closing the campaigns of a stored batch");
+    }
+    Ok(Stored {
+        outcomes,
+        claimed: Some(claimed),
+    })
 }
 
-/// The measurement, if it is one of the job whose stored spec is `spec`; else why not.
+/// The measurement, if it is one of the locked job `job`; else why not.
 fn of_job<'a>(
-    spec: &Value,
+    job: &jobs::Locked,
     measurement: &'a std::result::Result<Checked, String>,
 ) -> std::result::Result<&'a Checked, String> {
     let checked = measurement.as_ref().map_err(Clone::clone)?;
     if let Some(ran) = &checked.ran {
-        let spec = JobSpec::deserialize(spec).map_err(|e| format!("stored spec unreadable: {e}"))?;
-        wire::check_spec_matches(&spec, ran).map_err(|e| e.to_string())?;
+        wire::check_spec_matches(&job.spec(), ran).map_err(|e| e.to_string())?;
     }
     Ok(checked)
 }
@@ -274,21 +331,19 @@ async fn insert_rows(
              j.threads, j.concurrency, j.key_mode, j.path, j.nonce, r.path_used, r.throughput_mb_s, r.ops_per_s, \
              r.p50, r.p90, r.p99, r.p999, r.max, r.latency_method, r.batch_ops, r.cv, r.samples, \
              r.cpu_user, r.cpu_sys, r.cpu_utilization, r.key_setup_ns, r.elapsed_seconds, \
-             ARRAY(SELECT e.v::double precision \
-                   FROM jsonb_array_elements_text(r.sample_throughputs) WITH ORDINALITY AS e(v, n) \
-                   ORDER BY e.n), \
+             ($27::double precision[])[r.samples_from:r.samples_to], \
              r.measurement, r.low_samples, r.cipher_state_bytes, r.peak_rss_bytes, r.heap_bytes_per_op, \
              r.allocs_per_op \
          FROM UNNEST($1::uuid[], $2::text[], $3::double precision[], $4::double precision[], \
                  $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], \
                  $11::bigint[], $12::double precision[], $13::integer[], $14::double precision[], \
                  $15::double precision[], $16::double precision[], $17::double precision[], \
-                 $18::double precision[], $19::jsonb[], $20::jsonb[], $21::boolean[], $22::bigint[], \
-                 $23::bigint[], $24::double precision[], $25::double precision[]) \
+                 $18::double precision[], $19::integer[], $20::jsonb[], $21::boolean[], $22::bigint[], \
+                 $23::bigint[], $24::double precision[], $25::double precision[], $26::integer[]) \
              AS r(job_id, path_used, throughput_mb_s, ops_per_s, p50, p90, p99, p999, max, \
                   latency_method, batch_ops, cv, samples, cpu_user, cpu_sys, cpu_utilization, \
-                  key_setup_ns, elapsed_seconds, sample_throughputs, measurement, low_samples, \
-                  cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op) \
+                  key_setup_ns, elapsed_seconds, samples_from, measurement, low_samples, \
+                  cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, samples_to) \
          JOIN jobs j ON j.id = r.job_id JOIN hosts h ON h.id = j.host_id \
          ON CONFLICT (job_id) DO NOTHING \
          RETURNING id, job_id",
@@ -311,13 +366,15 @@ async fn insert_rows(
     .bind(c.cpu_utilization)
     .bind(c.key_setup_ns)
     .bind(c.elapsed_seconds)
-    .bind(c.sample_throughputs)
+    .bind(c.samples_from)
     .bind(c.measurement)
     .bind(c.low_samples)
     .bind(c.cipher_state_bytes)
     .bind(c.peak_rss_bytes)
     .bind(c.heap_bytes_per_op)
     .bind(c.allocs_per_op)
+    .bind(c.samples_to)
+    .bind(c.sample_values)
     .fetch_all(tx)
     .await?;
     Ok(rows.into_iter().map(|(id, job)| (job, id)).collect())
@@ -344,8 +401,12 @@ struct Columns {
     cpu_utilization: Vec<f64>,
     key_setup_ns: Vec<f64>,
     elapsed_seconds: Vec<f64>,
-    /// Each result's samples as a JSON array: arrays of arrays must be rectangular.
-    sample_throughputs: Vec<Value>,
+    /// Every result's samples one after another, and each result's 1-based
+    /// first and last index in them: arrays of arrays must be rectangular, and
+    /// a slice per row costs PostgreSQL far less than converting a JSON array.
+    sample_values: Vec<f64>,
+    samples_from: Vec<i32>,
+    samples_to: Vec<i32>,
     measurement: Vec<Value>,
     low_samples: Vec<bool>,
     cipher_state_bytes: Vec<Option<i64>>,
@@ -376,8 +437,10 @@ impl Columns {
         self.cpu_utilization.push(f.cpu_utilization);
         self.key_setup_ns.push(f.key_setup_ns);
         self.elapsed_seconds.push(f.elapsed_seconds);
-        self.sample_throughputs
-            .push(Value::from(f.sample_throughputs_mb_s.clone()));
+        // An empty slice (from = to + 1) is the empty array.
+        self.samples_from.push(index(self.sample_values.len() + 1));
+        self.sample_values.extend_from_slice(&f.sample_throughputs_mb_s);
+        self.samples_to.push(index(self.sample_values.len()));
         self.measurement.push(r.json.clone());
         self.low_samples.push(f.low_samples);
         self.cipher_state_bytes.push(memory.cipher_state_bytes);
@@ -385,6 +448,13 @@ impl Columns {
         self.heap_bytes_per_op.push(memory.heap_bytes_per_op);
         self.allocs_per_op.push(memory.allocs_per_op);
     }
+}
+
+/// A position in a batch's samples as PostgreSQL's array subscript: a batch
+/// of [`crate::ingest::Config::batch`] results of at most `wire::MAX_SAMPLES`
+/// (65,536) samples each stays far inside `integer`.
+fn index(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
 }
 
 /// A count as PostgreSQL's `bigint`. Nanoseconds and batch sizes past 2^63

@@ -265,3 +265,49 @@ async fn a_start_and_its_result_in_one_batch_are_stored_together() {
         .unwrap();
     assert!(jobs::get(&pool, next.id).await.unwrap().unwrap().started_at.is_some());
 }
+
+#[tokio::test]
+async fn a_batch_claims_the_next_job_of_each_of_its_hosts_in_its_transaction() {
+    let pool = fresh_db().await;
+    let (a, b) = (host(&pool, "bench-01").await, host(&pool, "bench-02").await);
+    campaign(&pool, &[job(a, 16), job(a, 64), job(b, 16)]).await;
+    let (ja, jb) = (claim(&pool, a).await, claim(&pool, b).await);
+    let stored = results::record_and_claim(&pool, &[], &[result_of(&ja, 100.0), result_of(&jb, 100.0)])
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            stored.outcomes[..],
+            [Ok(RecordOutcome::Inserted), Ok(RecordOutcome::Inserted)]
+        ),
+        "{:?}",
+        stored.outcomes
+    );
+    // `a` has one more job, running now with an attempt of its own; `b` has none.
+    let claimed = stored.claimed.expect("claimed with the batch");
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    let next = jobs::get(&pool, claimed[0].id).await.unwrap().unwrap();
+    assert_eq!((next.host_id, next.status), (a, JobStatus::Running));
+    assert!(next.id != ja.id && next.attempt_id.is_some() && next.attempt_id == claimed[0].attempt_id);
+    // A re-sent result is a duplicate, and claims nothing while the next job runs.
+    let again = results::record_and_claim(&pool, &[], &[result_of(&ja, 100.0)])
+        .await
+        .unwrap();
+    assert!(
+        matches!(again.outcomes[..], [Ok(RecordOutcome::Duplicate)]),
+        "{:?}",
+        again.outcomes
+    );
+    assert!(again.claimed.expect("claimed").is_empty());
+    // The last job's result claims nothing: the host has no job left.
+    let last = results::record_and_claim(&pool, &[], &[result_of(&next, 100.0)])
+        .await
+        .unwrap();
+    assert!(
+        matches!(last.outcomes[..], [Ok(RecordOutcome::Inserted)]),
+        "{:?}",
+        last.outcomes
+    );
+    assert!(last.claimed.expect("claimed").is_empty());
+    assert_eq!(results::count(&pool).await.unwrap(), 3);
+}

@@ -124,6 +124,7 @@ const COVERED: &[&str] = &[
     "results::count",
     "results::count_for_job",
     "results::record",
+    "results::record_and_claim",
     "results::record_batch",
     "results::stored",
     "scenarios::logical_cores",

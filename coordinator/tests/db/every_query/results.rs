@@ -53,9 +53,17 @@ async fn results_and_their_points_read_back_with_their_figures() {
             json: sent.clone(),
         }),
     };
-    let batch = results::record_batch(pool, &[], &[resent]).await.unwrap();
+    let batch = results::record_batch(pool, &[], std::slice::from_ref(&resent))
+        .await
+        .unwrap();
     assert!(matches!(batch[..], [Ok(RecordOutcome::Duplicate)]), "{batch:?}");
     assert!(results::record_batch(pool, &[], &[]).await.unwrap().is_empty());
+    let again = results::record_and_claim(pool, &[], &[resent]).await.unwrap();
+    assert!(
+        matches!(again.outcomes[..], [Ok(RecordOutcome::Duplicate)]),
+        "{again:?}"
+    );
+    assert!(again.claimed.unwrap().iter().all(|j| j.host_id == f.vm));
     assert_eq!(results::count(pool).await.unwrap(), 4);
 
     // host_results
