@@ -1,6 +1,7 @@
 //! `/hosts`: every host with its current facts, filtered by label, arch, CPU
 //! model, kernel, online state and acceleration status, 50 to a page; the
-//! same rows at `/api/v1/hosts` (all matching rows, no paging).
+//! same rows at `/api/v1/hosts`, 1,000 to a page (`?page=N`, and a
+//! `Link: <…>; rel="next"` header while more follow).
 //!
 //! Filtering, counting and paging happen in SQL ([`host_summaries`]), over
 //! each host's verdicts as the coordinator's rules judged them; the online
@@ -25,6 +26,10 @@ use crate::db::hosts::Labels;
 
 /// Rows per page of the hosts table.
 const PER_PAGE: u64 = 50;
+
+/// Rows per page of `/api/v1/hosts`: all of a fleet of 10,000 hosts is 3 MB
+/// of JSON, too much for one answer.
+const API_PER_PAGE: u64 = 1000;
 
 pub fn routes() -> Router<WebState> {
     Router::new()
@@ -256,32 +261,48 @@ struct HostApiRow {
     last_seen: DateTime<Utc>,
 }
 
+/// `GET /api/v1/hosts`: the matching hosts by name, [`API_PER_PAGE`] to a
+/// page, the next page linked as RFC 8288 writes it.
 async fn api_hosts(
     State(state): State<WebState>,
     Query(q): Query<HostsQuery>,
     Query(f): Query<FormatParam>,
 ) -> Result<Response, ApiError> {
     let filter = HostFilter::parse(&q)?;
+    let page = Pager::parse_page(q.page.as_deref())?;
     let online = state.scheduler.online_in_cluster().await?;
-    let rows: Vec<HostApiRow> = host_summaries::list(&state.pool, &online, &filter.selection(), None)
-        .await?
-        .into_iter()
-        .map(|h| HostApiRow {
-            id: h.host.id,
-            labels: label_texts(&h.host.labels.0).join(";"),
-            acceleration: h.acceleration,
-            emulated: h.emulated,
-            online: h.online,
-            first_seen: h.host.first_seen,
-            last_seen: h.host.last_seen,
-            name: h.host.name,
-            arch: h.arch,
-            cpu_model: h.cpu_model_name,
-            logical_cores: h.logical_cores,
-            kernel: h.kernel_release,
-        })
-        .collect();
-    api::table("hosts", &rows, f.format)
+    let selection = filter.selection();
+    let pager = Pager::new(
+        page,
+        API_PER_PAGE,
+        host_summaries::count(&state.pool, &online, &selection).await?,
+    );
+    let rows: Vec<HostApiRow> =
+        host_summaries::list(&state.pool, &online, &selection, Some((API_PER_PAGE, pager.offset())))
+            .await?
+            .into_iter()
+            .map(|h| HostApiRow {
+                id: h.host.id,
+                labels: label_texts(&h.host.labels.0).join(";"),
+                acceleration: h.acceleration,
+                emulated: h.emulated,
+                online: h.online,
+                first_seen: h.host.first_seen,
+                last_seen: h.host.last_seen,
+                name: h.host.name,
+                arch: h.arch,
+                cpu_model: h.cpu_model_name,
+                logical_cores: h.logical_cores,
+                kernel: h.kernel_release,
+            })
+            .collect();
+    let mut answer = api::table("hosts", &rows, f.format)?;
+    let mut pairs = filter.query_pairs();
+    if matches!(f.format, api::Format::Csv) {
+        pairs.push(("format", "csv".to_string()));
+    }
+    api::link_next(&mut answer, pager.next_href("/api/v1/hosts", &pairs));
+    Ok(answer)
 }
 
 #[cfg(test)]

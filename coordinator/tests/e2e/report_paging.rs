@@ -238,3 +238,54 @@ async fn campaign_and_fallback_pages_put_together_are_the_whole_table() {
     let unexplained_slow: Vec<String> = fell_back.iter().filter(|h| !open.contains(*h)).cloned().collect();
     assert_eq!(whole_slow, unexplained_slow);
 }
+
+/// `/api/v1/hosts` past one page of 1,000 rows: each page links the next (and
+/// keeps the filters and the format), the last links none, and the pages put
+/// together are every matching host once, by name.
+#[tokio::test]
+async fn the_hosts_api_pages_put_together_are_every_host_once() {
+    const MANY: i64 = 1234;
+    let app = spawn_app().await;
+    sqlx::query(
+        "INSERT INTO hosts (name, labels) \
+         SELECT format('api-%s', lpad(i::text, 4, '0')), \
+             jsonb_build_object('rack', CASE WHEN i < 1100 THEN 'big' ELSE 'small' END) \
+         FROM generate_series(0, $1 - 1) i",
+    )
+    .bind(MANY)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let names = |body: &str| -> Vec<String> {
+        let rows: Vec<serde_json::Value> = serde_json::from_str(body).unwrap();
+        rows.iter().map(|r| r["name"].as_str().unwrap().to_string()).collect()
+    };
+    let first = app.get("/api/v1/hosts").await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.header("link"), Some("</api/v1/hosts?page=2>; rel=\"next\""));
+    let second = app.get("/api/v1/hosts?page=2").await;
+    assert_eq!(second.header("link"), None, "the last page links no further");
+    let mut all = names(&first.body);
+    assert_eq!(all.len(), 1000);
+    all.extend(names(&second.body));
+    let expected: Vec<String> = (0..MANY).map(|i| format!("api-{i:04}")).collect();
+    assert_eq!(all, expected);
+
+    // A filter and CSV travel with the link; the filtered pages are that rack's hosts.
+    let csv = app.get("/api/v1/hosts?label=rack%3Dbig&format=csv").await;
+    assert_eq!(csv.body.lines().count(), 1 + 1000, "a header and one line a host");
+    let next = csv.header("link").expect("a link to the rest of rack=big").to_string();
+    assert!(
+        next.contains("label=rack%3Dbig") && next.contains("format=csv"),
+        "{next}"
+    );
+    let rest = app.get(next.trim_start_matches('<').split('>').next().unwrap()).await;
+    assert_eq!(rest.body.lines().count(), 1 + 100, "{}", rest.body);
+    assert!(
+        rest.body.lines().skip(1).all(|l| l.contains("rack=big")),
+        "{}",
+        rest.body
+    );
+    let small = app.get("/api/v1/hosts?label=rack%3Dsmall").await;
+    assert_eq!(names(&small.body), expected[1100..]);
+}
