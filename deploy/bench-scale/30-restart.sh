@@ -54,13 +54,4 @@ row "reconnection window" "${first:-?} – ${last:-?}" s "per second: ${per_seco
 row "failed attempts while down and back" "$(( $(sim_stat errors) - errors_before ))" "" "refused hosts $(sim_stat refused)"
 
 t1=$(now)
-if wait_campaign $db "$id" "$BENCH_INGEST_LIMIT"; then
-  row "rest of the campaign done in" "$(since "$t1")" s "$jobs jobs, $done_at_kill done at the kill"
-else
-  row "rest of the campaign done in" "timeout" s "after $BENCH_INGEST_LIMIT s"
-fi
-read -r done failed left < <(jobs_by_status $db "$id")
-row "jobs done / failed / left" "$done / $failed / $left" "" "of $jobs; must be $jobs / 0 / 0"
-row "done jobs without exactly one result" "$(not_exactly_once $db "$id")" "" "must be 0"
-row "RunJobs accepted per job" "$(awk -v a="$(sim_stat jobs)" -v j="$jobs" 'BEGIN { printf "%.3f", a / j }')" "" \
-  "$(sim_stat jobs) for $jobs jobs (above 1: dispatched again after the restart)"
+campaign_rest_rows $db "$id" "$jobs" "$t1" "$jobs jobs, $done_at_kill done at the kill" " (above 1: dispatched again after the restart)"

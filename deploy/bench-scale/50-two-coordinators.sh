@@ -55,14 +55,5 @@ row "all $at_kill agents on the survivor after" "${moved:-timeout}" s \
   "target 30; $on_second moved; lease ${BENCH_HEARTBEAT:-5} s × 3; $done_at_kill of $jobs jobs done at the kill"
 
 t1=$(now)
-if wait_campaign $db "$id" "$BENCH_INGEST_LIMIT"; then
-  row "rest of the campaign done in" "$(since "$t1")" s "$jobs jobs"
-else
-  row "rest of the campaign done in" "timeout" s "after $BENCH_INGEST_LIMIT s"
-fi
-read -r done failed left < <(jobs_by_status $db "$id")
-row "jobs done / failed / left" "$done / $failed / $left" "" "of $jobs; must be $jobs / 0 / 0"
-row "done jobs without exactly one result" "$(not_exactly_once $db "$id")" "" "must be 0"
-row "RunJobs accepted per job" "$(awk -v a="$(sim_stat jobs)" -v j="$jobs" 'BEGIN { printf "%.3f", a / j }')" "" \
-  "$(sim_stat jobs) for $jobs jobs"
+campaign_rest_rows $db "$id" "$jobs" "$t1" "$jobs jobs" ""
 row "survivor RSS, now / peak" "$(rss_mb "$first_pid") / $(peak_rss_mb "$first_pid")" MB

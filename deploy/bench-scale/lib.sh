@@ -149,6 +149,23 @@ not_exactly_once() {
                           WHERE j.campaign_id = $2 AND j.status <> 'done')"
 }
 
+# campaign_rest_rows DB CAMPAIGN JOBS SINCE REST_NOTE RUNJOBS_NOTE: waits for the rest of the
+# campaign (BENCH_INGEST_LIMIT) and prints the rows every scenario that interrupts one ends with:
+# how long the rest took (from SINCE), jobs by status, exactly once, RunJobs per job.
+campaign_rest_rows() {
+  local db=$1 id=$2 jobs=$3 since_t=$4 done failed left
+  if wait_campaign "$db" "$id" "$BENCH_INGEST_LIMIT"; then
+    row "rest of the campaign done in" "$(since "$since_t")" s "$5"
+  else
+    row "rest of the campaign done in" "timeout" s "after $BENCH_INGEST_LIMIT s"
+  fi
+  read -r done failed left < <(jobs_by_status "$db" "$id")
+  row "jobs done / failed / left" "$done / $failed / $left" "" "of $jobs; must be $jobs / 0 / 0"
+  row "done jobs without exactly one result" "$(not_exactly_once "$db" "$id")" "" "must be 0"
+  row "RunJobs accepted per job" "$(awk -v a="$(sim_stat jobs)" -v j="$jobs" 'BEGIN { printf "%.3f", a / j }')" "" \
+    "$(sim_stat jobs) for $jobs jobs$6"
+}
+
 # rate_between DB SQL_TIMESTAMPS: items per second between the first and the last timestamp.
 rate_of() {
   psql_db "$1" "SELECT CASE WHEN count(*) < 2 THEN 0 ELSE round((count(*) - 1)
