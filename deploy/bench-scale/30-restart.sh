@@ -18,12 +18,7 @@ sleep 2
 connected=$(sim_stat connected)
 id=$(campaign_start "${BENCH_SUITE:-$RESTART_CAMPAIGN}")
 jobs=$(psql_db $db "SELECT count(*) FROM jobs WHERE campaign_id = $id")
-deadline=$(( $(date +%s) + BENCH_INGEST_LIMIT ))
-while [ "$(date +%s)" -lt "$deadline" ]; do
-  read -r done _ _ < <(jobs_by_status $db "$id")
-  [ "$done" -ge $(( jobs / 3 )) ] && break
-  sleep 0.5
-done
+wait_jobs_done $db "$id" $(( jobs / 3 )) || log "fewer than a third of the jobs done in $BENCH_INGEST_LIMIT s"
 read -r done_at_kill _ _ < <(jobs_by_status $db "$id")
 port=$GRPC
 coord_kill

@@ -31,12 +31,7 @@ row "agents on first / second" "$(leases_of "$first_pid") / $(leases_of "$second
 
 id=$(campaign_start "${BENCH_SUITE:-quick}")
 jobs=$(psql_db $db "SELECT count(*) FROM jobs WHERE campaign_id = $id")
-deadline=$(( $(date +%s) + BENCH_INGEST_LIMIT ))
-while [ "$(date +%s)" -lt "$deadline" ]; do
-  read -r done _ _ < <(jobs_by_status $db "$id")
-  [ "$done" -ge $(( jobs / 3 )) ] && break
-  sleep 0.5
-done
+wait_jobs_done $db "$id" $(( jobs / 3 )) || log "fewer than a third of the jobs done in $BENCH_INGEST_LIMIT s"
 read -r done_at_kill _ left_at_kill < <(jobs_by_status $db "$id")
 # Every agent connected at the kill, wherever: what the survivor must end up holding.
 on_second=$(leases_of "$second_pid")

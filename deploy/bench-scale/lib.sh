@@ -149,6 +149,17 @@ not_exactly_once() {
                           WHERE j.campaign_id = $2 AND j.status <> 'done')"
 }
 
+# wait_jobs_done DB CAMPAIGN N: waits (at most BENCH_INGEST_LIMIT s) until N jobs of the campaign are done.
+wait_jobs_done() {
+  local deadline=$(( $(date +%s) + BENCH_INGEST_LIMIT )) done
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    read -r done _ _ < <(jobs_by_status "$1" "$2")
+    [ "$done" -ge "$3" ] && return 0
+    sleep 0.5
+  done
+  return 1
+}
+
 # campaign_rest_rows DB CAMPAIGN JOBS SINCE REST_NOTE RUNJOBS_NOTE: waits for the rest of the
 # campaign (BENCH_INGEST_LIMIT) and prints the rows every scenario that interrupts one ends with:
 # how long the rest took (from SINCE), jobs by status, exactly once, RunJobs per job.
