@@ -149,7 +149,8 @@ pub async fn count_pairs(db: impl PgExecutor<'_>, point: &PathPoint, hosts: Opti
 /// of `algorithms` (those whose best path is not software on some host),
 /// whose accelerated request ran something else or measured below
 /// `near_ratio` times the software path. A superset, for [`crate::analysis::software_speed::judge`] to decide;
-/// the page asks it for the hosts of one page of [`slow_hosts`].
+/// the page asks it for the hosts of one page of its list at software speed
+/// ([`super::fallback_views`]).
 pub async fn slow_candidates(
     db: impl PgExecutor<'_>,
     point: &PathPoint,
@@ -170,103 +171,6 @@ pub async fn slow_candidates(
         .bind(near_ratio)
         .fetch_all(db)
         .await?)
-}
-
-/// The hosts of a view and the rows it judges at software speed, as
-/// [`slow_hosts`] is told them: each host's CPU (an index into the view's
-/// distinct host CPUs), and per CPU the
-/// [`crate::analysis::software_speed::SlowCase`]s on it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SlowCases {
-    /// `cpu_by_id[id - first_id]` is host `id`'s CPU; `None` for ids not in the view.
-    /// An array rather than a join: the planner cannot estimate a join with
-    /// an unnested list and plans (and JIT-compiles) for millions of rows.
-    pub first_id: i64,
-    pub cpu_by_id: Vec<Option<i32>>,
-    /// `cpu|algorithm|path used|below the ratio` (`true`/`false`, a boolean's `::text`).
-    pub keys: Vec<String>,
-    /// The paths used of the cases that need no ratio, and of those that need one under the threshold.
-    pub paths_any_ratio: Vec<&'static str>,
-    pub paths_below: Vec<&'static str>,
-}
-
-impl SlowCases {
-    /// The hosts `(id, cpu)` of a view, and the cases per CPU as `(cpu, algorithm, path used, below the ratio)`.
-    pub fn new(
-        hosts: impl IntoIterator<Item = (i64, i32)>,
-        cases: impl IntoIterator<Item = (i32, &'static str, &'static str, bool)>,
-    ) -> Self {
-        let hosts: Vec<(i64, i32)> = hosts.into_iter().collect();
-        let first_id = hosts.iter().map(|h| h.0).min().unwrap_or(0);
-        let last_id = hosts.iter().map(|h| h.0).max().unwrap_or(-1);
-        let mut cpu_by_id = vec![None; usize::try_from(last_id - first_id + 1).unwrap_or(0)];
-        for (id, cpu) in hosts {
-            if let Ok(i) = usize::try_from(id - first_id) {
-                cpu_by_id[i] = Some(cpu);
-            }
-        }
-        let mut out = SlowCases {
-            first_id,
-            cpu_by_id,
-            ..SlowCases::default()
-        };
-        for (cpu, algorithm, path_used, below) in cases {
-            out.keys.push(format!("{cpu}|{algorithm}|{path_used}|{below}"));
-            let list = if below {
-                &mut out.paths_below
-            } else {
-                &mut out.paths_any_ratio
-            };
-            if !list.contains(&path_used) {
-                list.push(path_used);
-            }
-        }
-        out
-    }
-}
-
-/// The hosts with a row at software speed at `point`, in the order of their
-/// worst row (the page's order: worst ratio first, unmeasured last, then by
-/// name): a row at software speed is one whose algorithm, accelerated path
-/// used and ratio under `near_ratio` are a case of its host's CPU. Grouped
-/// here rather than judged row by row in the coordinator (80,000 rows at
-/// 10,000 hosts when 4,000 lack AES); the rows come from two ranges of
-/// `fallback_pairs_by_path_used`, read from the index alone.
-pub async fn slow_hosts(
-    db: impl PgExecutor<'_>,
-    point: &PathPoint,
-    cases: &SlowCases,
-    near_ratio: f64,
-) -> Result<Vec<i64>> {
-    let q = sqlx::query_as(
-        "WITH r AS ( \
-             SELECT p.host_id, p.algorithm, p.accelerated_path_used, p.ratio FROM fallback_pairs p \
-             WHERE p.size_bytes = $1 AND p.threads = $2 AND p.direction = $3 AND p.key_mode = $4 \
-               AND p.accelerated_path_used = ANY($8) \
-             UNION ALL \
-             SELECT p.host_id, p.algorithm, p.accelerated_path_used, p.ratio FROM fallback_pairs p \
-             WHERE p.size_bytes = $1 AND p.threads = $2 AND p.direction = $3 AND p.key_mode = $4 \
-               AND p.accelerated_path_used = ANY($9) AND p.ratio < $10 AND p.accelerated_path_used <> ALL($8)), \
-         slow AS ( \
-             SELECT r.host_id, min(r.ratio) AS worst FROM r \
-             JOIN unnest($7::text[]) AS c (key) ON c.key = concat_ws('|', \
-                 ($5::int[])[(r.host_id - $6 + 1)::int], r.algorithm, r.accelerated_path_used, \
-                 coalesce(r.ratio < $10, false)::text) \
-             WHERE ($5::int[])[(r.host_id - $6 + 1)::int] IS NOT NULL \
-             GROUP BY r.host_id) \
-         SELECT s.host_id FROM slow s JOIN hosts h ON h.id = s.host_id \
-         ORDER BY s.worst NULLS LAST, h.name COLLATE \"C\", s.host_id",
-    );
-    let rows: Vec<(i64,)> = bind_point(q, point)
-        .bind(&cases.cpu_by_id)
-        .bind(cases.first_id)
-        .bind(&cases.keys)
-        .bind(&cases.paths_any_ratio)
-        .bind(&cases.paths_below)
-        .bind(near_ratio)
-        .fetch_all(db)
-        .await?;
-    Ok(rows.into_iter().map(|(id,)| id).collect())
 }
 
 /// Open findings in [`super::findings::list_open`]'s order, `limit` from

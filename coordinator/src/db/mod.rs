@@ -28,6 +28,7 @@
 //! - [`verifications`]: the last verification campaign per host, and the points it ran before.
 //! - [`outbox`]: findings events waiting for the webhook.
 //! - [`fallback`]: both paths of each host side by side, and findings of any status (the fallback page).
+//! - [`fallback_views`]: per point, the fallback page's hosts at software speed and its row count, kept between changes.
 //! - [`scenarios`]: the latest results of a scenario's algorithms, for the scenario views.
 
 pub mod advisory;
@@ -38,6 +39,7 @@ pub mod capabilities;
 pub mod capacity;
 pub mod coordinators;
 pub mod fallback;
+pub mod fallback_views;
 pub mod findings;
 pub mod host_results;
 pub mod host_summaries;

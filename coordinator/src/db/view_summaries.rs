@@ -14,10 +14,13 @@
 //!   passed in, and cells computed under another assignment are stale too.
 //!   The coordinator recomputes stale cells in the background once ingest
 //!   pauses ([`due`], [`refresh`]), so the first view after a campaign seldom
-//!   pays for it (3.5 s at 10,000 hosts).
+//!   pays for it (3.5 s at 10,000 hosts); a view that comes first may read
+//!   the stored cells as they are, told since when they miss newer results
+//!   ([`Cells::changed_since`]), while the background refresh folds them in.
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use cipherfleet_core::path::PathUsed;
 use sha2::{Digest, Sha256};
 use sqlx::{PgExecutor, PgPool};
@@ -90,19 +93,52 @@ fn slice(view: &View) -> (i64, i32, &'static str, &'static str) {
     )
 }
 
-/// The class cells of `algorithms` in `view` under `assignment`, recomputing
-/// the points whose cells are stale first.
+/// What a view does with stored cells that newer results made stale (cells
+/// never computed, or computed under another assignment, are computed first
+/// either way: there is nothing to show until then).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stale {
+    /// Recompute them before reading: the figures are exact, the view waits
+    /// (seconds at 10,000 hosts).
+    Recompute,
+    /// Read them as they are, saying since when they miss newer results
+    /// ([`Cells::changed_since`]): the caller has them refreshed in the background.
+    Show,
+}
+
+/// The class cells of a view, and whether they miss newer results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cells {
+    pub cells: Vec<ClassCell>,
+    /// When the oldest of the cells that miss newer results was computed;
+    /// `None` when every cell is up to date.
+    pub changed_since: Option<DateTime<Utc>>,
+}
+
+/// The class cells of `algorithms` in `view` under `assignment`, computing
+/// those never computed under it first, and recomputing those that changes
+/// made stale as `stale` says.
 pub async fn class_cells(
     pool: &PgPool,
     view: &View,
     algorithms: &[&str],
     assignment: &Assignment,
-) -> Result<Vec<ClassCell>> {
-    if !stale(pool, view, algorithms, assignment).await?.is_empty() {
+    stale: Stale,
+) -> Result<Cells> {
+    let standing = standing(pool, view, algorithms, assignment).await?;
+    let must = standing.iter().any(|s| s.missing) || (stale == Stale::Recompute && standing.iter().any(|s| s.changed));
+    let changed_since = if must {
         recompute(pool, view, algorithms, assignment).await?;
-    }
+        None
+    } else {
+        standing
+            .iter()
+            .filter(|s| s.changed)
+            .filter_map(|s| s.computed_at)
+            .min()
+    };
     let (size, threads, direction, path) = slice(view);
-    Ok(sqlx::query_as(
+    let cells = sqlx::query_as(
         "SELECT algorithm, class_row, hosts, median_mb_s, median_p99_ns, cv, fell_back, partial, \
              min_mb_s, max_mb_s, min_p99_ns, max_p99_ns \
          FROM class_cells \
@@ -115,7 +151,8 @@ pub async fn class_cells(
     .bind(path)
     .bind(algorithms)
     .fetch_all(pool)
-    .await?)
+    .await?;
+    Ok(Cells { cells, changed_since })
 }
 
 /// Recomputes the stale cells among `algorithms` in `view` under
@@ -180,23 +217,34 @@ pub async fn due(db: impl PgExecutor<'_>, quiet: Duration, patience: Duration) -
     Ok(due)
 }
 
-/// Those of `algorithms` whose cells in `view` are missing, of another
-/// assignment, or older than a committed change of their points.
-async fn stale(
+/// Where the cells of one algorithm stand.
+#[derive(Debug, sqlx::FromRow)]
+struct Standing {
+    algorithm: String,
+    /// Never computed, or under another assignment.
+    missing: bool,
+    /// Older than a committed change of their point.
+    changed: bool,
+    computed_at: Option<DateTime<Utc>>,
+}
+
+/// How the cells of each of `algorithms` in `view` stand under `assignment`.
+async fn standing(
     db: impl PgExecutor<'_>,
     view: &View,
     algorithms: &[&str],
     assignment: &Assignment,
-) -> Result<Vec<String>> {
+) -> Result<Vec<Standing>> {
     let (size, threads, direction, path) = slice(view);
-    Ok(sqlx::query_scalar(
-        "SELECT a.algorithm FROM unnest($5::text[]) AS a (algorithm) \
+    Ok(sqlx::query_as(
+        "SELECT a.algorithm, k.algorithm IS NULL OR k.grouping <> $6 AS missing, \
+             EXISTS (SELECT 1 FROM class_cell_changes c \
+                     WHERE c.size_bytes = $1 AND c.threads = $2 AND c.direction = $3 AND c.path = $4 \
+                       AND c.algorithm = a.algorithm AND NOT pg_visible_in_snapshot(c.xid, k.as_of)) AS changed, \
+             k.computed_at \
+         FROM unnest($5::text[]) AS a (algorithm) \
          LEFT JOIN class_cells_computed k ON k.size_bytes = $1 AND k.threads = $2 AND k.direction = $3 \
-             AND k.path = $4 AND k.algorithm = a.algorithm \
-         WHERE k.algorithm IS NULL OR k.grouping <> $6 \
-            OR EXISTS (SELECT 1 FROM class_cell_changes c \
-                       WHERE c.size_bytes = $1 AND c.threads = $2 AND c.direction = $3 AND c.path = $4 \
-                         AND c.algorithm = a.algorithm AND NOT pg_visible_in_snapshot(c.xid, k.as_of))",
+             AND k.path = $4 AND k.algorithm = a.algorithm",
     )
     .bind(size)
     .bind(threads)
@@ -206,6 +254,22 @@ async fn stale(
     .bind(&assignment.fingerprint)
     .fetch_all(db)
     .await?)
+}
+
+/// Those of `algorithms` whose cells in `view` are missing, of another
+/// assignment, or older than a committed change of their points.
+async fn stale(
+    db: impl PgExecutor<'_>,
+    view: &View,
+    algorithms: &[&str],
+    assignment: &Assignment,
+) -> Result<Vec<String>> {
+    Ok(standing(db, view, algorithms, assignment)
+        .await?
+        .into_iter()
+        .filter(|s| s.missing || s.changed)
+        .map(|s| s.algorithm)
+        .collect())
 }
 
 /// Recomputes the stale cells among `algorithms`, one view slice at a time
@@ -274,10 +338,11 @@ async fn recompute(pool: &PgPool, view: &View, algorithms: &[&str], assignment: 
                       ELSE sqrt(s.ss / (g.n - 1)) / abs(g.mean) END, \
                  g.fell_back, g.partial, g.min_x, g.max_x, g.min_y, g.max_y \
              FROM g JOIN spread s ON s.class_row = g.class_row AND s.algorithm = g.algorithm) \
-         INSERT INTO class_cells_computed (size_bytes, threads, direction, path, algorithm, grouping, as_of) \
-         SELECT $1, $2, $3, $4, a, $9, pg_current_snapshot() FROM unnest($5::text[]) a \
+         INSERT INTO class_cells_computed (size_bytes, threads, direction, path, algorithm, grouping, as_of, \
+             computed_at) \
+         SELECT $1, $2, $3, $4, a, $9, pg_current_snapshot(), now() FROM unnest($5::text[]) a \
          ON CONFLICT (size_bytes, threads, direction, path, algorithm) \
-             DO UPDATE SET grouping = EXCLUDED.grouping, as_of = EXCLUDED.as_of",
+             DO UPDATE SET grouping = EXCLUDED.grouping, as_of = EXCLUDED.as_of, computed_at = EXCLUDED.computed_at",
     )
     .bind(size)
     .bind(threads)

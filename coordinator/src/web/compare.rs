@@ -17,16 +17,15 @@ mod grid;
 mod params;
 
 use std::collections::{BTreeSet, HashMap};
-use std::time::Duration;
 
 use askama::Template;
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::response::{Html, Response};
 use axum::routing::get;
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgPool;
-use tokio_util::sync::CancellationToken;
 
 use cipherfleet_core::Point;
 use cipherfleet_core::path::PathUsed;
@@ -35,16 +34,20 @@ use cipherfleet_core::spec::KeyMode;
 use super::api::{self, ApiError, FormatParam};
 use super::paging::{Pager, with_query};
 use super::params::{Choice, choices, enum_choices};
-use super::{WebError, WebState, format};
+use super::{WebError, WebState, format, refresh};
 use crate::db::matrix::{self, Slice, View};
 use crate::db::points::LatestResult;
-use crate::db::view_summaries::{self, Assignment};
+use crate::db::view_summaries::{self, Assignment, Cells, Stale};
 use grid::{Cell, ClassRow, Frame, Grid, RowHead, class_rows, heat_map, nearest};
 use params::{CompareParams, CompareQuery, Metric, Rows};
 pub use params::{direction, names, not_valid, parse_algorithms, path, size};
 
 /// Rows per page of the matrix.
 const PER_PAGE: u64 = 50;
+/// The header `/api/v1/compare` sends when its class figures (class rows,
+/// and the range behind host rows' colours) miss newer results: when they
+/// were computed (RFC 3339). They are refreshed in the background meanwhile.
+pub const CELLS_AS_OF: &str = "cipherfleet-class-cells-as-of";
 /// Suggestions an empty view offers.
 const SUGGESTIONS: usize = 4;
 
@@ -211,6 +214,8 @@ struct ComparePage {
     empty: Option<String>,
     suggestions: Vec<Link>,
     summary: String,
+    /// "2026-12-02 08:03:04 UTC, 42 s ago" when the class figures miss newer results.
+    cells_as_of: Option<String>,
     prev: Option<String>,
     next: Option<String>,
     csv_href: String,
@@ -239,6 +244,9 @@ struct Loaded {
     grid: Grid,
     points: Vec<LatestResult>,
     pager: Pager,
+    /// Set when the class cells (the class rows, and the colour scale of
+    /// host rows) miss newer results: when the oldest of them was computed.
+    cells_as_of: Option<DateTime<Utc>>,
 }
 
 /// Which class row each host is in, as the class cells are stored under.
@@ -246,49 +254,14 @@ fn assignment(classes: &[ClassRow]) -> Assignment {
     Assignment::new(classes.iter().map(|r| (r.id.as_str(), r.host_ids.as_slice())))
 }
 
-/// How often the background refresh of the class cells looks for stale ones.
-const REFRESH_EVERY: Duration = Duration::from_secs(2);
-/// How long ingest must have paused before stale cells are recomputed: a
-/// campaign's batches come closer together, and each recomputation of a
-/// view reads all its points (270,000 at 10,000 hosts).
-const REFRESH_QUIET: Duration = Duration::from_secs(2);
-/// How long stale cells wait at most while ingest goes on.
-const REFRESH_PATIENCE: Duration = Duration::from_secs(60);
-
-/// Recomputes the class cells that new results made stale, in the
-/// background, until `shutdown`: the page would otherwise recompute them on
-/// its first view (it still does when it comes first). Each coordinator runs
-/// one; the recomputation of a slice is serialised across them and re-checks
-/// what is stale, so the second finds nothing to do.
-pub async fn keep_class_cells_fresh(pool: PgPool, shutdown: CancellationToken) {
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(REFRESH_EVERY) => {}
-        }
-        if let Err(e) = refresh_class_cells(&pool).await {
-            tracing::warn!(error = %e, "refreshing the compare matrix's class cells");
-        }
-    }
+/// Which class row each host is in now: what stale cells are recomputed under.
+pub(super) async fn current_assignment(pool: &PgPool) -> Result<Assignment, crate::db::Error> {
+    Ok(assignment(&class_rows(&matrix::class_groups(pool).await?)))
 }
 
-/// One round of [`keep_class_cells_fresh`]: the slices whose cells are due,
-/// recomputed under the fleet's current classes; how many there were.
-pub async fn refresh_class_cells(pool: &PgPool) -> Result<usize, crate::db::Error> {
-    let due = view_summaries::due(pool, REFRESH_QUIET, REFRESH_PATIENCE).await?;
-    if due.is_empty() {
-        return Ok(0);
-    }
-    let assignment = assignment(&class_rows(&matrix::class_groups(pool).await?));
-    for (view, algorithms) in &due {
-        let algorithms: Vec<&str> = algorithms.iter().map(String::as_str).collect();
-        view_summaries::refresh(pool, view, &algorithms, &assignment).await?;
-    }
-    Ok(due.len())
-}
-
-/// Reads one page of `params`: the class cells of the view (recomputed
-/// first where results changed), then the page's rows.
+/// Reads one page of `params`: the class cells of the view (computed first
+/// where there are none; where newer results made them stale, as stored,
+/// with a background refresh asked for), then the page's rows.
 async fn load(state: &WebState, params: &CompareParams) -> Result<Loaded, WebError> {
     let classes = class_rows(&matrix::class_groups(&state.pool).await?);
     let assignment = assignment(&classes);
@@ -297,7 +270,11 @@ async fn load(state: &WebState, params: &CompareParams) -> Result<Loaded, WebErr
     } else {
         params.algorithms.iter().map(|a| a.name()).collect()
     };
-    let cells = view_summaries::class_cells(&state.pool, &params.view, &asked, &assignment).await?;
+    let Cells { cells, changed_since } =
+        view_summaries::class_cells(&state.pool, &params.view, &asked, &assignment, Stale::Show).await?;
+    if changed_since.is_some() {
+        refresh::wanted();
+    }
     let frame = Frame::new(params, &classes, &cells);
     let columns = frame.column_names();
     let (grid, points, pager) = match params.rows {
@@ -335,6 +312,7 @@ async fn load(state: &WebState, params: &CompareParams) -> Result<Loaded, WebErr
         grid,
         points,
         pager,
+        cells_as_of: changed_since,
     })
 }
 
@@ -477,6 +455,7 @@ fn compare_page(params: &CompareParams, loaded: &Loaded, slices: &[Slice]) -> Co
         empty,
         suggestions,
         summary: pager.summary(),
+        cells_as_of: loaded.cells_as_of.map(format::as_of),
         prev: pager.prev_href("/compare", &pairs),
         next: pager.next_href("/compare", &pairs),
         csv_href: with(("format", "csv")),
@@ -595,6 +574,12 @@ async fn api_compare(
         pairs.push(("format", "csv".to_string()));
     }
     api::link_next(&mut answer, loaded.pager.next_href("/api/v1/compare", &pairs));
+    if let Some(at) = loaded.cells_as_of
+        && let Ok(value) = at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true).parse()
+    {
+        // Class figures read as stored while newer results are folded in.
+        answer.headers_mut().insert(CELLS_AS_OF, value);
+    }
     Ok(answer)
 }
 
@@ -655,6 +640,7 @@ mod tests {
             grid,
             points: points.to_vec(),
             pager,
+            cells_as_of: None,
         }
     }
 

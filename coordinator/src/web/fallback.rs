@@ -22,6 +22,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
+
 use askama::Template;
 use axum::Router;
 use axum::extract::{Query, State};
@@ -30,8 +32,7 @@ use axum::routing::get;
 use serde::Deserialize;
 
 use super::paging::{Pager, with_query};
-use crate::analysis::marks::{SIMULATED_LABEL, is_marked};
-use cipherfleet_core::path::PathUsed;
+use super::refresh;
 use cipherfleet_core::spec::{Direction, KeyMode};
 
 use super::params::{
@@ -40,14 +41,18 @@ use super::params::{
 };
 use super::{WebError, WebState, format};
 use crate::analysis::slow::Thresholds;
-use crate::analysis::software_speed::{HostCpu, SoftwareSpeed, best_path, explains, judge, ratio, slow_cases};
+use crate::analysis::software_speed::{HostCpu, SoftwareSpeed, explains, judge, ratio};
 use crate::db::fallback::{self as store, FallbackHost, PathPair, PathPoint};
+use crate::db::fallback_views as views;
 use crate::db::findings::{self as findings_store, Finding};
 use crate::findings::REASONS;
+pub use hosts::cases_now;
+use hosts::{HostInfo, ViewHosts};
 use sections::{FindingView, PAGE_PARAMS, PagerView, Pages, RowView, SlowHostView, row_view, slow_hosts};
 
 mod api;
 mod evidence;
+mod hosts;
 mod sections;
 
 /// Rows (hosts, findings) per page of each of the page's three lists.
@@ -189,13 +194,6 @@ fn reason_label(f: &Finding) -> String {
     }
 }
 
-/// A host of the view, its marks worked out once.
-struct HostInfo {
-    host: FallbackHost,
-    emulated: bool,
-    simulated: bool,
-}
-
 /// One row of the view, judged.
 #[derive(Clone)]
 struct Judged {
@@ -207,43 +205,10 @@ struct Judged {
     reasons: Vec<usize>,
 }
 
-/// The hosts of a view, by id, each with its marks worked out once; and, when
-/// a filter leaves some out, the ids of those kept (the rows' SQL filter).
-struct ViewHosts {
-    by_id: HashMap<i64, Arc<HostInfo>>,
-    kept: Option<Vec<i64>>,
-}
-
-impl ViewHosts {
-    async fn load(state: &WebState, filters: &Filters) -> Result<Self, WebError> {
-        let all = store::hosts(&state.pool).await?;
-        let total = all.len();
-        // Hosts the filters leave out are simply not in the map.
-        let by_id: HashMap<i64, Arc<HostInfo>> = all
-            .into_iter()
-            .filter(|h| filters.matches_host(h))
-            .map(|host| {
-                let info = HostInfo {
-                    emulated: host.emulated(),
-                    simulated: is_marked(&host.labels.0, SIMULATED_LABEL),
-                    host,
-                };
-                (info.host.id, Arc::new(info))
-            })
-            .collect();
-        let kept = (by_id.len() < total).then(|| by_id.keys().copied().collect());
-        Ok(ViewHosts { by_id, kept })
-    }
-
-    fn kept(&self) -> Option<&[i64]> {
-        self.kept.as_deref()
-    }
-}
-
 /// `pair` judged on its host; `None` when the filters leave the host out.
 /// Its reasons are filled in by [`explain`], once the findings are read.
 fn judge_pair(hosts: &ViewHosts, filters: &Filters, pair: PathPair) -> Option<Judged> {
-    let host = hosts.by_id.get(&pair.host_id)?.clone();
+    let host = hosts.get(pair.host_id)?.clone();
     let ratio = ratio(pair.accelerated_mb_s, pair.software_mb_s);
     let speed = judge(
         pair.algorithm,
@@ -290,7 +255,7 @@ fn explain(rows: &mut [Judged], open: &[Finding], key_mode: KeyMode) {
 /// explanation, so it reads the whole view.
 async fn load_all(state: &WebState, filters: &Filters, reason: &str) -> Result<(Vec<Judged>, Vec<Finding>), WebError> {
     let point = filters.point();
-    let hosts = ViewHosts::load(state, filters).await?;
+    let hosts = ViewHosts::load(&state.pool, filters).await?;
     let (pairs, open) = tokio::try_join!(
         store::pairs(&state.pool, &point, hosts.kept(), None, 0),
         findings_store::list_open(&state.pool)
@@ -318,53 +283,6 @@ async fn findings_of(state: &WebState, host_ids: impl IntoIterator<Item = i64>) 
     Ok(findings_store::list_open_for_hosts(&state.pool, &ids).await?)
 }
 
-/// A host's CPU as [`judge`] reads it: arch, advertised features, emulated.
-type CpuKey<'a> = (Option<&'a str>, Option<&'a [String]>, bool);
-
-/// The view's hosts by CPU (arch, advertised features, emulated: all that
-/// [`judge`] reads of a host, of which a fleet has a handful), with the
-/// cases [`slow_cases`] finds at software speed on each: what
-/// [`store::slow_hosts`] picks the view's rows by.
-fn view_cases(hosts: &ViewHosts, filters: &Filters) -> store::SlowCases {
-    let t = Thresholds::default();
-    let mut index: HashMap<CpuKey, i32> = HashMap::new();
-    let mut cases = Vec::new();
-    let mut host_cpus = Vec::with_capacity(hosts.by_id.len());
-    for h in hosts.by_id.values() {
-        let (arch, advertised) = (h.host.arch.as_deref(), h.host.features_advertised.as_deref());
-        let next = i32::try_from(index.len()).unwrap_or(i32::MAX);
-        let cpu = *index.entry((arch, advertised, h.emulated)).or_insert_with(|| {
-            let on = HostCpu { arch, advertised };
-            for c in slow_cases(on, h.emulated, filters.key_mode, filters.size_bytes, &t) {
-                cases.push((next, c.algorithm.name(), c.path_used.as_str(), c.below_near));
-            }
-            next
-        });
-        host_cpus.push((h.host.id, cpu));
-    }
-    store::SlowCases::new(host_cpus, cases)
-}
-
-/// The algorithms that can be at software speed on some host of the view:
-/// those whose best path ([`best_path`], what [`judge`] measures against) is
-/// not software there. Worked out per distinct arch and feature list, of
-/// which a fleet has a handful.
-fn judged_algorithms(hosts: &ViewHosts, key_mode: KeyMode) -> Vec<&'static str> {
-    let cpus: HashSet<(Option<&str>, Option<&[String]>)> = hosts
-        .by_id
-        .values()
-        .map(|h| (h.host.arch.as_deref(), h.host.features_advertised.as_deref()))
-        .collect();
-    cipherfleet_core::algorithm::ALL
-        .iter()
-        .filter(|&&a| {
-            cpus.iter()
-                .any(|&(arch, advertised)| best_path(a, key_mode, arch, advertised) != PathUsed::Software)
-        })
-        .map(|a| a.name())
-        .collect()
-}
-
 /// The page's three lists, each cut to its page: the paths table's rows,
 /// the rows at software speed of the hosts on the page of that list, the
 /// open findings; with the findings the rows' reasons point into.
@@ -377,6 +295,9 @@ struct Lists {
     open: Vec<Finding>,
     /// Some row of the whole view (not only this page) is of an emulated host.
     any_emulated: bool,
+    /// Set when the list at software speed is the stored one of a point whose
+    /// rows changed since: when it was computed.
+    slow_as_of: Option<DateTime<Utc>>,
 }
 
 impl Lists {
@@ -408,20 +329,28 @@ impl Lists {
             findings,
             open,
             any_emulated,
+            slow_as_of: None,
         }
     }
 
     /// Reading only what the page shows: the count and one page of rows, the
-    /// rows that may be at software speed (judged here), and the findings of
-    /// the hosts on the page.
+    /// rows of the hosts on the page of the list at software speed (judged
+    /// here), and the findings of the hosts on the page. The count and that
+    /// list are the point's stored ones ([`views::slow_view`]), a filter
+    /// picking its hosts from the list and counting its own rows.
     async fn paged(state: &WebState, filters: &Filters, point: &PathPoint, asked: [u64; 3]) -> Result<Self, WebError> {
         let t = Thresholds::default();
-        let hosts = ViewHosts::load(state, filters).await?;
-        let emulated: Vec<i64> = hosts.by_id.values().filter(|h| h.emulated).map(|h| h.host.id).collect();
-        let cases = view_cases(&hosts, filters);
-        let (total, slow_order, open_count, emulated_rows) = tokio::try_join!(
-            store::count_pairs(&state.pool, point, hosts.kept()),
-            store::slow_hosts(&state.pool, point, &cases, t.near_software_ratio),
+        let hosts = ViewHosts::load(&state.pool, filters).await?;
+        let emulated: Vec<i64> = hosts.iter().filter(|h| h.emulated).map(|h| h.host.id).collect();
+        let cases = hosts.fleet_cases(point);
+        let (stored, filtered_total, open_count, emulated_rows) = tokio::try_join!(
+            views::slow_view(&state.pool, point, &cases),
+            async {
+                match hosts.kept() {
+                    Some(kept) => store::count_pairs(&state.pool, point, Some(kept)).await.map(Some),
+                    None => Ok(None),
+                }
+            },
             findings_store::count_open(&state.pool),
             async {
                 if emulated.is_empty() {
@@ -431,6 +360,20 @@ impl Lists {
                 }
             }
         )?;
+        if stored.changed {
+            refresh::wanted();
+        }
+        let total = filtered_total.unwrap_or(stored.pairs);
+        let slow_order: Vec<i64> = if hosts.filtered() {
+            stored
+                .slow_hosts
+                .iter()
+                .copied()
+                .filter(|id| hosts.get(*id).is_some())
+                .collect()
+        } else {
+            stored.slow_hosts
+        };
         let pages = Pages([
             Pager::new(asked[0], PER_PAGE, u64::try_from(total).unwrap_or(0)),
             Pager::new(asked[1], PER_PAGE, slow_order.len() as u64),
@@ -438,7 +381,7 @@ impl Lists {
         ]);
         // The rows of the hosts on this page of the list, judged here as every row shown is.
         let on_page: Vec<i64> = pages.slice(1, &slow_order).copied().collect();
-        let algorithms = judged_algorithms(&hosts, filters.key_mode);
+        let algorithms = hosts.judged_algorithms(filters.key_mode);
         let candidates = if on_page.is_empty() {
             Vec::new()
         } else {
@@ -473,6 +416,7 @@ impl Lists {
             findings,
             open,
             any_emulated: emulated_rows > 0,
+            slow_as_of: stored.changed.then_some(stored.computed_at),
         })
     }
 }
@@ -505,6 +449,8 @@ struct FallbackPage {
     json_href: String,
     slow_hosts: Vec<SlowHostView>,
     slow_pager: PagerView,
+    /// "12:03:04 UTC (42 s ago)" when the list misses newer results.
+    slow_as_of: Option<String>,
     rows: Vec<RowView>,
     rows_pager: PagerView,
     any_emulated: bool,
@@ -575,6 +521,7 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
         rows: lists.rows.iter().map(|r| row_view(r, &lists.open)).collect(),
         rows_pager: lists.pages.view(&pairs, 0),
         slow_pager: lists.pages.view(&pairs, 1),
+        slow_as_of: lists.slow_as_of.map(format::as_of),
         slow_hosts: slow_hosts(&lists.slow).iter().map(|h| h.view(&lists.open)).collect(),
         findings: lists.findings.iter().map(FindingView::new).collect(),
         findings_pager: lists.pages.view(&pairs, 2),

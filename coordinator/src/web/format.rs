@@ -98,6 +98,23 @@ pub fn timestamp(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
+/// When stored figures were computed, to the second and how long ago:
+/// "2026-12-02 08:03:04 UTC, 42 s ago" (what a page says of figures that
+/// miss newer results while they are refreshed).
+pub fn as_of(t: DateTime<Utc>) -> String {
+    as_of_at(t, Utc::now())
+}
+
+fn as_of_at(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let seconds = (now - t).num_seconds().max(0);
+    let ago = match seconds {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s => format!("{} h", s / 3600),
+    };
+    format!("{}, {ago} ago", t.format("%Y-%m-%d %H:%M:%S UTC"))
+}
+
 /// Text for XML/SVG built outside templates: `& < > " '` escaped.
 pub fn xml_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -191,6 +208,20 @@ mod tests {
         assert_eq!(nanos(1600.0), "1.60 µs");
         assert_eq!(nanos(2.5e7), "25.0 ms");
         assert_eq!(percent(0.1234), "12.3 %");
+    }
+
+    #[test]
+    fn as_of_says_when_and_how_long_ago() {
+        let t = DateTime::parse_from_rfc3339("2026-12-02T08:03:04Z").unwrap().to_utc();
+        let later = |s: i64| t + chrono::Duration::seconds(s);
+        assert_eq!(as_of_at(t, later(42)), "2026-12-02 08:03:04 UTC, 42 s ago");
+        assert_eq!(as_of_at(t, later(600)), "2026-12-02 08:03:04 UTC, 10 min ago");
+        assert_eq!(as_of_at(t, later(3 * 3600)), "2026-12-02 08:03:04 UTC, 3 h ago");
+        assert_eq!(
+            as_of_at(t, later(-5)),
+            "2026-12-02 08:03:04 UTC, 0 s ago",
+            "clocks apart"
+        );
     }
 
     #[test]

@@ -16,6 +16,8 @@
 //! - [`paging`]: `?page=`, "showing 51–100 of N", links that keep the filters.
 //! - [`params`]: query values read one way on every page (blank = absent,
 //!   sizes, threads, labels) and the `<select>` options offered back.
+//! - [`refresh`]: the background recomputation of the figures stored per
+//!   point (compare's class cells, fallback's list at software speed).
 //!
 //! Every agent-supplied string (hostnames, labels, CPU model names, errors)
 //! is untrusted: templates escape it (askama escapes `.html` by default; no
@@ -42,6 +44,7 @@ mod modes;
 mod overview;
 mod paging;
 mod params;
+mod refresh;
 mod result;
 mod scenarios;
 pub mod shell;
@@ -101,7 +104,7 @@ pub async fn serve(listener: TcpListener, state: WebState, shutdown: Cancellatio
 /// [`serve`], behind `access`: the `Host` check and the token when one is set.
 pub async fn serve_with(listener: TcpListener, state: WebState, access: Access, shutdown: CancellationToken) {
     // The security headers again outside the guard, for its own 401 and 421 answers.
-    let cells = tokio::spawn(compare::keep_class_cells_fresh(state.pool.clone(), shutdown.clone()));
+    let refresh = tokio::spawn(refresh::keep_fresh(state.pool.clone(), shutdown.clone()));
     let app = router(state)
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .layer(axum::middleware::map_response(security_headers));
@@ -111,7 +114,7 @@ pub async fn serve_with(listener: TcpListener, state: WebState, access: Access, 
     {
         tracing::warn!(error = %e, "HTTP server");
     }
-    cells.abort();
+    refresh.abort();
 }
 
 /// Scripts and styles only from this origin: an injected `<script>` or

@@ -5,6 +5,7 @@
 mod cluster;
 mod errors;
 mod every_query;
+mod fallback_views;
 mod findings;
 mod helpers;
 mod host_summaries;

@@ -73,7 +73,7 @@ pub(super) async fn fallback(
             (rows, open)
         }
         None => {
-            let hosts = ViewHosts::load(&state, &filters).await?;
+            let hosts = ViewHosts::load(&state.pool, &filters).await?;
             let offset = (page - 1).saturating_mul(API_PER_PAGE);
             let pairs = store::pairs(
                 &state.pool,

@@ -1,7 +1,8 @@
 //! matrix, capacity, fallback: what the report reads.
 
 use cipherfleet_coordinator::db::capacity::{ClassHost, PointFilter};
-use cipherfleet_coordinator::db::fallback::{FallbackHost, PathPair, PathPoint, SlowCases};
+use cipherfleet_coordinator::db::fallback::{FallbackHost, PathPair, PathPoint};
+use cipherfleet_coordinator::db::fallback_views::{self, SlowCases};
 use cipherfleet_coordinator::db::matrix::{ClassGroup, Slice, View};
 use cipherfleet_coordinator::db::{capacity, fallback, findings, matrix, scenarios};
 use cipherfleet_core::path::{Path, PathUsed};
@@ -247,26 +248,53 @@ async fn the_report_reads_the_latest_point_of_every_host() {
             .unwrap()
             .is_empty()
     );
-    // The hosts at software speed, grouped in SQL from the cases their CPU has:
-    // a fallback to software, and (asked for) accelerated under the ratio.
+    // The hosts at software speed, grouped in SQL from the cases their CPU
+    // has (here a fallback to software, or the accelerated path whatever its
+    // ratio), stored per point with the point's rows.
     type Case = (i32, &'static str, &'static str, bool);
     let gcm_name = gcm().name();
     let fell_back = [(0, gcm_name, "software", false)];
+    let or_accelerated = [(0, gcm_name, "software", false), (0, gcm_name, "accelerated", false)];
     let or_near = [(0, gcm_name, "software", false), (0, gcm_name, "accelerated", true)];
     let both = [(f.bench, 0), (f.vm, 0)];
-    let slow = async |hosts: &[(i64, i32)], cases: &[Case], near: f64| {
+    let slow = async |hosts: &[(i64, i32)], cases: &[Case]| {
         let cases = SlowCases::new(hosts.iter().copied(), cases.iter().copied());
-        fallback::slow_hosts(pool, &at, &cases, near).await.unwrap()
+        let stored = fallback_views::slow_view(pool, &at, &cases).await.unwrap();
+        assert_eq!((stored.pairs, stored.changed), (2, false));
+        stored.slow_hosts
     };
-    assert_eq!(slow(&both, &fell_back, 5.0).await, [f.vm]);
-    // bench's ratio of 4 is under 5, not under 1.5; vm's unmeasured ratio sorts last.
-    assert_eq!(slow(&both, &or_near, 5.0).await, [f.bench, f.vm]);
-    assert_eq!(slow(&both, &or_near, 1.5).await, [f.vm]);
+    assert_eq!(slow(&both, &fell_back).await, [f.vm]);
+    // bench's ratio of 4 is not under 1.5; vm's unmeasured ratio sorts last.
+    assert_eq!(slow(&both, &or_accelerated).await, [f.bench, f.vm]);
+    assert_eq!(slow(&both, &or_near).await, [f.vm]);
     // Only the hosts given, each with its own CPU's cases.
-    assert_eq!(slow(&[(f.bench, 0)], &or_near, 5.0).await, [f.bench]);
-    assert_eq!(slow(&[(f.vm, 0)], &or_near, 5.0).await, [f.vm]);
-    assert!(slow(&[(f.bench, 1), (f.vm, 1)], &or_near, 5.0).await.is_empty());
-    assert!(slow(&[], &or_near, 5.0).await.is_empty());
+    assert_eq!(slow(&[(f.bench, 0)], &or_accelerated).await, [f.bench]);
+    assert_eq!(slow(&[(f.vm, 0)], &or_accelerated).await, [f.vm]);
+    assert!(slow(&[(f.bench, 1), (f.vm, 1)], &or_accelerated).await.is_empty());
+    assert!(slow(&[], &or_accelerated).await.is_empty());
+    // Stored, then read back while nothing changed; computed again only when asked.
+    let cases = SlowCases::new(both, fell_back);
+    fallback_views::compute(pool, &at, &cases).await.unwrap();
+    let stored = fallback_views::read(pool, &at, &cases).await.unwrap().expect("stored");
+    assert_eq!((stored.slow_hosts, stored.changed), (vec![f.vm], false));
+    let other = SlowCases::new(both, or_accelerated);
+    assert_eq!(
+        fallback_views::read(pool, &at, &other).await.unwrap(),
+        None,
+        "other cases"
+    );
+    let (hour, none) = (std::time::Duration::from_secs(3600), std::time::Duration::ZERO);
+    assert!(fallback_views::due(pool, none, hour).await.unwrap().is_empty());
+    // A marker of a point no list was computed for goes; the seen ones went with the computation.
+    sqlx::query(
+        "INSERT INTO fallback_pair_changes (size_bytes, threads, direction, key_mode) \
+         VALUES (16384, 2, 'encrypt', 'static')",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    assert_eq!(fallback_views::forget_changes(pool).await.unwrap(), 1);
+    assert_eq!(fallback_views::forget_changes(pool).await.unwrap(), 0);
     let two_threads = PathPoint { threads: 2, ..at };
     let unmeasured = fallback::pairs(pool, &two_threads, None, None, 0).await.unwrap();
     assert!(unmeasured.is_empty(), "{unmeasured:?}");

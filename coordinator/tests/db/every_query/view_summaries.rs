@@ -9,7 +9,7 @@ use cipherfleet_coordinator::analysis::cells::cell_stats;
 use cipherfleet_coordinator::db::jobs;
 use cipherfleet_coordinator::db::matrix::{self, View};
 use cipherfleet_coordinator::db::points::LatestResult;
-use cipherfleet_coordinator::db::view_summaries::{self, Assignment, ClassCell};
+use cipherfleet_coordinator::db::view_summaries::{self, Assignment, Cells, ClassCell, Stale};
 use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::Direction;
 use sqlx::PgPool;
@@ -87,27 +87,42 @@ async fn class_cells_equal_the_per_host_computation_and_follow_every_change() {
     }
     let all = Assignment::new([("all", ids.as_slice())]);
     let algorithms = [GCM, "chacha20-poly1305"];
-    let cells = view_summaries::class_cells(&pool, &view(), &algorithms, &all)
+    let cells = view_summaries::class_cells(&pool, &view(), &algorithms, &all, Stale::Recompute)
         .await
-        .unwrap();
+        .unwrap()
+        .cells;
     let (_, want) = expected(&pool, &ids).await;
     assert_eq!(want.hosts, 5);
     assert_eq!((want.fell_back, want.partial), (1, 1));
     assert_eq!(cells, [in_row(want, "all")], "an odd count: the middle value");
     // Read again: the same, from the stored cells.
     assert_eq!(
-        view_summaries::class_cells(&pool, &view(), &algorithms, &all)
+        view_summaries::class_cells(&pool, &view(), &algorithms, &all, Stale::Recompute)
             .await
-            .unwrap(),
+            .unwrap()
+            .cells,
         cells
     );
 
     // A new result moves the median (an even count of hosts now: the mean of the middle two).
     store(&pool, ids[5], 2500.0, PathUsed::Accelerated).await;
     store(&pool, ids[0], 9000.0, PathUsed::Accelerated).await;
-    let cells = view_summaries::class_cells(&pool, &view(), &algorithms, &all)
+    // Shown as stored until recomputed, saying since when.
+    let Cells {
+        cells: shown,
+        changed_since,
+    } = view_summaries::class_cells(&pool, &view(), &algorithms, &all, Stale::Show)
         .await
         .unwrap();
+    assert_eq!(shown, cells, "the stored cells, as they were");
+    assert!(
+        changed_since.is_some_and(|t| t <= chrono::Utc::now()),
+        "{changed_since:?}"
+    );
+    let cells = view_summaries::class_cells(&pool, &view(), &algorithms, &all, Stale::Recompute)
+        .await
+        .unwrap()
+        .cells;
     let (points, want) = expected(&pool, &ids).await;
     assert_eq!(points.len(), 6);
     assert_eq!(want.median_mb_s, (2500.0 + 3000.0) / 2.0);
@@ -115,9 +130,10 @@ async fn class_cells_equal_the_per_host_computation_and_follow_every_change() {
 
     // Another assignment of hosts to rows: its own cells, a one-host row with that host's own CV.
     let split = Assignment::new([("a", &ids[..1]), ("b", &ids[1..])]);
-    let cells = view_summaries::class_cells(&pool, &view(), &algorithms, &split)
+    let cells = view_summaries::class_cells(&pool, &view(), &algorithms, &split, Stale::Recompute)
         .await
-        .unwrap();
+        .unwrap()
+        .cells;
     let (_, a) = expected(&pool, &ids[..1]).await;
     let (_, b) = expected(&pool, &ids[1..]).await;
     assert_eq!(a.cv, Some(0.02), "the one host's sample CV");
@@ -153,9 +169,10 @@ async fn class_cells_equal_the_per_host_computation_and_follow_every_change() {
         .unwrap();
     let rest: Vec<i64> = ids.iter().copied().filter(|id| *id != ids[1]).collect();
     // The same assignment: the change marker alone makes the cells stale.
-    let cells = view_summaries::class_cells(&pool, &view(), &algorithms, &all)
+    let cells = view_summaries::class_cells(&pool, &view(), &algorithms, &all, Stale::Recompute)
         .await
-        .unwrap();
+        .unwrap()
+        .cells;
     let (_, want) = expected(&pool, &rest).await;
     assert_eq!(cells, [in_row(want, "all")]);
     let page = view_summaries::host_page(&pool, &view(), &[GCM], None, 0, 50)
@@ -189,7 +206,9 @@ async fn the_background_refresh_recomputes_what_new_results_made_stale_once_inge
     let (hour, none) = (Duration::from_secs(3600), Duration::ZERO);
     // Nothing computed yet, so nothing is due: only viewed slices are kept.
     assert!(view_summaries::due(&pool, none, hour).await.unwrap().is_empty());
-    view_summaries::class_cells(&pool, &view(), &[GCM], &all).await.unwrap();
+    view_summaries::class_cells(&pool, &view(), &[GCM], &all, Stale::Recompute)
+        .await
+        .unwrap();
     assert!(view_summaries::due(&pool, none, hour).await.unwrap().is_empty());
 
     // A new result: due once ingest has been quiet long enough (here at once), not before.
@@ -209,7 +228,10 @@ async fn the_background_refresh_recomputes_what_new_results_made_stale_once_inge
     assert_eq!(after, [(GCM.to_string(), "all".to_string(), 3, want.median_mb_s)]);
     assert!(view_summaries::due(&pool, none, none).await.unwrap().is_empty());
     assert_eq!(
-        view_summaries::class_cells(&pool, &view(), &[GCM], &all).await.unwrap(),
+        view_summaries::class_cells(&pool, &view(), &[GCM], &all, Stale::Recompute)
+            .await
+            .unwrap()
+            .cells,
         [in_row(want, "all")]
     );
     // A refresh with nothing stale changes nothing.
