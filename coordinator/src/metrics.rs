@@ -21,7 +21,10 @@ use crate::ingest::QueueStats;
 /// Renders the metrics; `sessions_here` comes from the scheduler (the sessions
 /// this coordinator serves live in its memory; online hosts are the cluster's leases).
 pub async fn render(pool: &PgPool, sessions_here: usize) -> anyhow::Result<String> {
-    let hosts = db::hosts::list_with_facts(pool).await.context("listing hosts")?;
+    // Each host's status as judged once per change of its inputs (`host_summaries`).
+    let (hosts, by_acceleration) = db::host_summaries::by_acceleration(pool)
+        .await
+        .context("counting hosts")?;
     let online_hosts = db::leases::live_hosts(pool)
         .await
         .context("counting live leases")?
@@ -33,7 +36,7 @@ pub async fn render(pool: &PgPool, sessions_here: usize) -> anyhow::Result<Strin
 
     let mut m = Exposition::default();
     m.family("cipherfleet_hosts", "gauge", "Hosts the coordinator knows.");
-    m.sample("cipherfleet_hosts", &[], hosts.len() as f64);
+    m.sample("cipherfleet_hosts", &[], hosts as f64);
     m.family(
         "cipherfleet_hosts_online",
         "gauge",
@@ -55,10 +58,8 @@ pub async fn render(pool: &PgPool, sessions_here: usize) -> anyhow::Result<Strin
         m.sample("cipherfleet_host_leases", &[("coordinator", &coordinator)], n as f64);
     }
 
-    let mut acceleration: BTreeMap<Acceleration, usize> = Acceleration::ALL.iter().map(|a| (*a, 0)).collect();
-    for h in &hosts {
-        *acceleration.entry(h.acceleration()).or_default() += 1;
-    }
+    let mut acceleration: BTreeMap<Acceleration, u64> = Acceleration::ALL.iter().map(|a| (*a, 0)).collect();
+    acceleration.extend(by_acceleration);
     m.family(
         "cipherfleet_hosts_by_acceleration",
         "gauge",

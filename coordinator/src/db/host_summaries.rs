@@ -147,6 +147,27 @@ pub async fn count(pool: &PgPool, online: &HashSet<i64>, selection: &Selection<'
     Ok(u64::try_from(n).unwrap_or_default())
 }
 
+/// How many hosts there are, and how many have each [`Acceleration`]
+/// (statuses no host has left out): `/metrics`.
+pub async fn by_acceleration(pool: &PgPool) -> Result<(u64, Vec<(Acceleration, u64)>)> {
+    refresh(pool).await?;
+    let (hosts, statuses, counts): (i64, Vec<String>, Vec<i64>) = sqlx::query_as(
+        "WITH s AS (SELECT hs.acceleration, count(*) AS n FROM host_summaries hs \
+                    WHERE hs.summarised IS NOT NULL GROUP BY 1) \
+         SELECT (SELECT count(*) FROM hosts), coalesce(array_agg(acceleration), '{}'), \
+             coalesce(array_agg(n), '{}') FROM s",
+    )
+    .fetch_one(pool)
+    .await?;
+    let count = |n: i64| u64::try_from(n).unwrap_or_default();
+    let mut by = Vec::with_capacity(statuses.len());
+    for (status, n) in statuses.into_iter().zip(counts) {
+        let status = Acceleration::try_from(status).map_err(|e| sqlx::Error::Decode(e.into()))?;
+        by.push((status, count(n)));
+    }
+    Ok((count(hosts), by))
+}
+
 /// The hosts `selection` picks, by name: `limit` of them after `offset`, or all.
 pub async fn list(
     pool: &PgPool,

@@ -338,7 +338,10 @@ impl AdminService for AdminSvc {
         let req = request.get_ref();
         let selector = selector_from(req.selector.as_ref());
         let size = paging::page_size(req.page_size)?;
-        let hosts = db::hosts::list_with_facts(self.scheduler.pool())
+        let online = self.scheduler.online_in_cluster().await.map_err(db_status)?;
+        // Each host's acceleration status as the report shows it: judged
+        // once per change of its inputs (`host_summaries`), not here per call.
+        let hosts = db::host_summaries::list(self.scheduler.pool(), &online, &Default::default(), None)
             .await
             .map_err(db_status)?;
         let matching = hosts.into_iter().filter(|h| {
@@ -350,13 +353,12 @@ impl AdminService for AdminSvc {
             })
         });
         let (page, next_page_token) = paging::by_key(matching, |h| h.host.name.as_str(), &req.page_token, size);
-        let online = self.scheduler.online_in_cluster().await.map_err(db_status)?;
         let hosts = page
             .into_iter()
             .map(|h| v1::Host {
                 id: h.host.id.to_string(),
-                online: online.contains(&h.host.id),
-                acceleration: h.acceleration().to_string(),
+                online: h.online,
+                acceleration: h.acceleration.to_string(),
                 name: h.host.name,
                 arch: h.arch.unwrap_or_default(),
                 cpu_model_name: h.cpu_model_name.unwrap_or_default(),

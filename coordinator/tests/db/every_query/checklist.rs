@@ -66,6 +66,7 @@ const COVERED: &[&str] = &[
     "host_results::key_series",
     "host_results::list",
     "host_summaries::configurations",
+    "host_summaries::by_acceleration",
     "host_summaries::count",
     "host_summaries::fleet",
     "host_summaries::generation",

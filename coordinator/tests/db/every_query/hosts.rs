@@ -268,6 +268,12 @@ async fn host_summaries_select_count_group_and_page_the_judged_hosts() {
         host_summaries::fleet(pool).await.unwrap(),
         (2, strings(&["aarch64", "x86_64"]))
     );
+    let (hosts, mut by) = host_summaries::by_acceleration(pool).await.unwrap();
+    by.sort();
+    assert_eq!(
+        (hosts, by),
+        (2, vec![(Acceleration::Accelerated, 1), (Acceleration::Software, 1)])
+    );
 
     let before = host_summaries::generation(pool).await.unwrap();
     assert_eq!(host_summaries::generation(pool).await.unwrap(), before);
