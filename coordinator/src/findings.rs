@@ -17,22 +17,20 @@
 //! Each pass reconciles in one transaction, so readers never see a finding
 //! resolved before its successor is stored. What a finding says (severity,
 //! evidence, summary, fact changes) is in [`describe`]; what a pass reads is
-//! [`crate::db::series`].
+//! [`crate::db::series`]; the peers a host is compared with, [`peers`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cipherfleet_core::Point;
-use cipherfleet_core::path::{Flavour, Path};
+use cipherfleet_core::path::Flavour;
 use sqlx::PgPool;
 use tokio::sync::Notify;
 use tokio::time::Interval;
 use tokio_util::sync::CancellationToken;
 
-use crate::analysis::class::MachineClass;
 use crate::analysis::fallback::CpuGroups;
-use crate::analysis::series::{HostSeries, Observation, PeerMedians};
+use crate::analysis::series::{HostSeries, PeerMedians};
 use crate::analysis::slow::Thresholds;
 use crate::analysis::unexplained::{self, Ran};
 use crate::cluster::leader::Leader;
@@ -43,8 +41,13 @@ use crate::db::series::CurrentFacts;
 use crate::db::snapshots::{self, Snapshot};
 
 mod describe;
+mod peers;
 
 use describe::{Anchor, Derived};
+use peers::Class;
+pub use peers::PeerCache;
+#[doc(hidden)]
+pub use peers::Reads;
 
 /// Every reason, in the spelling `check`, `/metrics` and the database use.
 /// Adding one here (and to the `findings.reason` check of the schema) is all
@@ -267,41 +270,18 @@ pub async fn derive_fleet(pool: &PgPool) -> db::Result<Outcome> {
     derive(pool, &Work::Fleet).await
 }
 
-/// How long the peer medians of a class read whole are used by later passes
-/// ([`PeerCache`]) before they are read again. Each coordinator brings the
-/// medians of the hosts whose results it stored up to date as it derives
-/// them; this bounds how stale the medians of hosts that another coordinator
-/// stored for can be. A fleet pass reads them afresh whatever their age.
-const PEERS_KEPT: Duration = Duration::from_secs(600);
-
-/// The peer medians of each class as the last pass left them, kept by the
-/// background task between passes, so a pass over a few hosts reads those
-/// hosts' series only rather than every series of their classes: a per-result
-/// pass at 10,000 hosts in five classes read 2,000 hosts' results per class
-/// touched. Kept per class with its members: a host joining, leaving or
-/// moving class has the class read again. Memory: one median per host and
-/// accelerated series, what a pass held while it ran anyway.
-#[derive(Debug, Default)]
-pub struct PeerCache(HashMap<(MachineClass, bool), KeptPeers>);
-
-#[derive(Debug)]
-struct KeptPeers {
-    /// The class's members when it was read whole, ascending.
-    members: Vec<i64>,
-    medians: PeerMedians,
-    read_at: Instant,
-}
-
 /// Derives one pass and reconciles it with the stored findings in one transaction.
 ///
 /// Bounded however large the fleet: results are read [`CHUNK`] hosts at a
-/// time, twice — first the peers' series, reduced to their medians per class
-/// ([`PeerMedians`]), then the targets' own, each chunk judged and
+/// time — first the peers' series, reduced to their medians per class
+/// ([`PeerMedians`], [`peers`]), then the targets' own, each chunk judged and
 /// reconciled while the next is read — so memory holds two chunks' results
 /// and the medians, and each host is compared with its class and CPU group
-/// rather than with every other host. A chunk costs a few statements
-/// whatever it finds: its reads, its open findings, the snapshots dating its
-/// new ones, one upsert of everything that holds and one resolve.
+/// rather than with every other host. A whole-fleet pass reads each series
+/// once: the first read judges every host, and the second reads again only
+/// the hosts a slow rule fires on. A chunk costs a few statements whatever
+/// it finds: its reads, its open findings, the snapshots dating its new
+/// ones, one upsert of everything that holds and one resolve.
 pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
     derive_in_chunks(pool, work, CHUNK).await
 }
@@ -309,12 +289,12 @@ pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
 /// [`derive`] with the peer medians `peers` kept from earlier passes, and
 /// keeping them for the next (what the background task does).
 pub async fn derive_with_peers(pool: &PgPool, work: &Work, peers: &mut PeerCache) -> db::Result<Outcome> {
-    derive_with(pool, work, CHUNK, Writes::Batched, peers).await
+    derive_with(pool, work, CHUNK, Method::default(), peers).await
 }
 
 /// [`derive`], reading `chunk` hosts per query (tests make it small).
 pub async fn derive_in_chunks(pool: &PgPool, work: &Work, chunk: usize) -> db::Result<Outcome> {
-    derive_with(pool, work, chunk, Writes::Batched, &mut PeerCache::default()).await
+    derive_with(pool, work, chunk, Method::default(), &mut PeerCache::default()).await
 }
 
 /// How a pass stores what it found.
@@ -330,13 +310,31 @@ pub enum Writes {
     OneByOne,
 }
 
-/// [`derive_in_chunks`], storing with `writes`, with the peer medians `peers` kept.
+/// How a pass reads and writes: what every pass does by default, the ways
+/// passes once did for the tests that hold them to each other.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Method {
+    pub reads: Reads,
+    pub writes: Writes,
+}
+
+impl Default for Method {
+    fn default() -> Self {
+        Method {
+            reads: Reads::Once,
+            writes: Writes::Batched,
+        }
+    }
+}
+
+/// [`derive_in_chunks`], reading and storing as `method` says, with the peer medians `peers` kept.
 #[doc(hidden)]
 pub async fn derive_with(
     pool: &PgPool,
     work: &Work,
     chunk: usize,
-    writes: Writes,
+    method: Method,
     peers: &mut PeerCache,
 ) -> db::Result<Outcome> {
     let chunk = chunk.max(1);
@@ -355,11 +353,11 @@ pub async fn derive_with(
         }
     };
     // Same-class hosts are peers; a host whose CPU is unknown has none.
-    let class_of = |h: &CurrentFacts| -> Option<(MachineClass, bool)> {
+    let class_of = |h: &CurrentFacts| -> Option<Class> {
         let c = h.class();
         c.0.cpu_model_name.is_some().then_some(c)
     };
-    let mut members: HashMap<(MachineClass, bool), Vec<i64>> = HashMap::new();
+    let mut members: HashMap<Class, Vec<i64>> = HashMap::new();
     for h in &hosts {
         if let Some(c) = class_of(h) {
             members.entry(c).or_default().push(h.host_id());
@@ -374,22 +372,8 @@ pub async fn derive_with(
             _ => wanted_algorithms = None,
         }
     }
-
-    // First read: the medians of every series of the targets' classes. A
-    // class whose medians `peers` kept from an earlier pass (same members,
-    // not older than [`PEERS_KEPT`]) has only its targets read, their
-    // medians replaced; the others are read whole. A fleet pass reads every
-    // class: its verdicts are exact whatever was kept. Each chunk is read
-    // while the one before is folded in.
-    let fresh = |class: &(MachineClass, bool)| {
-        !matches!(work, Work::Fleet)
-            && peers
-                .0
-                .get(class)
-                .is_some_and(|k| k.members == members[class] && k.read_at.elapsed() < PEERS_KEPT)
-    };
     // The targets of each class.
-    let mut in_class: HashMap<&(MachineClass, bool), Vec<i64>> = HashMap::new();
+    let mut in_class: HashMap<&Class, Vec<i64>> = HashMap::new();
     for h in &targets {
         if let Some((class, _)) = class_of(h).and_then(|c| members.get_key_value(&c)) {
             in_class.entry(class).or_default().push(h.host_id());
@@ -399,67 +383,32 @@ pub async fn derive_with(
     if wanted_algorithms.as_ref().is_some_and(BTreeSet::is_empty) {
         in_class.clear();
     }
-    let mut parts: Vec<(&(MachineClass, bool), bool, &[i64])> = Vec::new();
-    for (class, mine) in &in_class {
-        let (whole, ids) = if fresh(class) {
-            (false, mine.as_slice())
-        } else {
-            (true, members[*class].as_slice())
-        };
-        parts.extend(ids.chunks(chunk).map(|part| (*class, whole, part)));
-    }
-    let read = |whole: bool, part: &[i64]| {
-        // A class read whole is kept for later passes: all its algorithms.
-        let algorithms = if whole { None } else { wanted_algorithms.clone() };
-        let (pool, part) = (pool.clone(), part.to_vec());
-        Ahead::spawn(async move {
-            db::series::latest_points(&pool, &part, algorithms.as_ref(), Some(Path::Accelerated), HISTORY).await
-        })
+    let ask = peers::Ask {
+        work,
+        in_class,
+        members: &members,
+        wanted_algorithms: &wanted_algorithms,
+        algorithms: &algorithms,
+        chunk,
+        reads: method.reads,
     };
-    let mut read_whole: HashMap<(MachineClass, bool), PeerMedians> = HashMap::new();
-    let mut next = parts.first().map(|(_, whole, part)| read(*whole, part));
-    for (i, (class, whole, _)) in parts.iter().enumerate() {
-        let points = match next.take() {
-            Some(ahead) => ahead.join().await?,
-            None => Vec::new(),
-        };
-        next = parts.get(i + 1).map(|(_, whole, part)| read(*whole, part));
-        if *whole {
-            let class_medians = read_whole.entry((*class).clone()).or_default();
-            for (host, observations) in by_host(&points) {
-                class_medians.add(host, &HostSeries::new(observations), &t);
-            }
-        } else {
-            let kept = &mut peers.0.get_mut(*class).expect("a class kept").medians;
-            let read: HashMap<i64, &[Observation]> = by_host(&points).into_iter().collect();
-            for host in parts[i].2 {
-                let in_scope = |p: &Point| algorithms(*host).is_none_or(|a| a.contains(p.algorithm.name()));
-                let series = HostSeries::new(read.get(host).copied().unwrap_or_default());
-                kept.replace(*host, &series, in_scope, &t);
-            }
-        }
-    }
-    for (class, medians) in read_whole {
-        let members = members[&class].clone();
-        peers.0.insert(
-            class,
-            KeptPeers {
-                members,
-                medians: medians.finish(),
-                read_at: Instant::now(),
-            },
-        );
-    }
+    let first = peers::read(pool, ask, peers).await?;
+
     let fleet = CpuGroups::new(hosts.iter().map(|h| describe::crypto_of(h.host_id(), &h.snapshot)));
     let no_peers = PeerMedians::default();
     let mut tx = pool.begin().await?;
     advisory::lock_transaction(&mut *tx, advisory::Lock::Findings).await?;
     let mut outcome = Outcome::default();
-    // Second read: the targets' own results, a chunk at a time, each read
-    // while the one before is judged and stored.
+    // Second read: the targets' own results (those the first read did not
+    // judge clean), a chunk at a time, each read while the one before is
+    // judged and stored.
     let parts: Vec<&[&CurrentFacts]> = targets.chunks(chunk).collect();
     let read = |part: &[&CurrentFacts]| {
-        let ids: Vec<i64> = part.iter().map(|h| h.host_id()).collect();
+        let ids: Vec<i64> = part
+            .iter()
+            .map(|h| h.host_id())
+            .filter(|h| !first.clean.contains(h))
+            .collect();
         // What ran last at each accelerated point (one row per point), for
         // `unexplained-fallback`, which only an accelerated build can have.
         let accelerated_builds: Vec<i64> = part
@@ -483,7 +432,7 @@ pub async fn derive_with(
         };
         next = parts.get(i + 1).map(|part| read(part));
         let ids: Vec<i64> = part.iter().map(|h| h.host_id()).collect();
-        let grouped: HashMap<i64, HostSeries> = by_host(&points)
+        let grouped: HashMap<i64, HostSeries> = peers::by_host(&points)
             .into_iter()
             .map(|(h, o)| (h, HostSeries::new(o)))
             .collect();
@@ -498,13 +447,14 @@ pub async fn derive_with(
             let peers = class_of(host)
                 .and_then(|c| peers.0.get(&c))
                 .map_or(&no_peers, |k| &k.medians);
+            // A host judged clean has no slow finding: judged without its series, none is found.
             let mine = grouped.get(&host.host_id()).unwrap_or(&none);
             let only = algorithms(host.host_id());
             let ran = latest.get(&host.host_id()).map_or(&[][..], Vec::as_slice);
             let derived = describe::for_host(host, &fleet, mine, peers, ran, only, &t);
             changes.push(HostChanges::new(host.host_id(), derived, &open, only));
         }
-        write_chunk(&mut tx, changes, &fleet, writes, &mut outcome).await?;
+        write_chunk(&mut tx, changes, &fleet, method.writes, &mut outcome).await?;
     }
     tx.commit().await?;
     Ok(outcome)
@@ -516,7 +466,7 @@ const CHUNK: usize = 200;
 /// A chunk read in a task of its own, so the database reads the next chunk
 /// while the pass works on this one; memory holds two chunks at most. Dropped
 /// unjoined (the pass failed), the read is aborted.
-struct Ahead<T>(tokio::task::JoinHandle<db::Result<T>>);
+pub(super) struct Ahead<T>(tokio::task::JoinHandle<db::Result<T>>);
 
 impl<T: Send + 'static> Ahead<T> {
     fn spawn(read: impl Future<Output = db::Result<T>> + Send + 'static) -> Self {
@@ -536,14 +486,6 @@ impl<T> Drop for Ahead<T> {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-/// `points` (ordered by host) split per host.
-fn by_host(points: &[Observation]) -> Vec<(i64, &[Observation])> {
-    points
-        .chunk_by(|a, b| a.host_id == b.host_id)
-        .map(|run| (run[0].host_id, run))
-        .collect()
 }
 
 /// What one host's pass changes: what was derived for it, each marked new

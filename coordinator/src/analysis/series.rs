@@ -4,7 +4,7 @@
 //! one finding per comparison, with its worst series as the headline, not one
 //! per payload size.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use cipherfleet_core::Point;
@@ -12,7 +12,7 @@ use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::{Path, PathUsed};
 
 use super::robust::Spread;
-use super::slow::{self, SlowFinding, SlowKind, Thresholds};
+use super::slow::{self, SeriesSummary, SlowFinding, SlowKind, Thresholds};
 
 /// One stored result, as the detectors need it (read straight from `results`).
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
@@ -180,6 +180,45 @@ impl PeerMedians {
         let (medians, hosts) = self.by_series.get(key)?;
         let own = hosts.iter().position(|h| *h == host_id);
         Spread::of_sorted_without(medians, own)
+    }
+}
+
+/// The accelerated series of a class's hosts, each summarised
+/// ([`SeriesSummary`]), by series: what a whole-fleet pass keeps of every
+/// host it reads while the class's medians are still being gathered, so as
+/// to find, once they are, the hosts whose `below-peers` comparison fires
+/// without reading their results again. One summary per host and series,
+/// beside the one median [`PeerMedians`] keeps.
+#[derive(Debug, Default)]
+pub struct PeerSummaries(HashMap<SeriesKey, Vec<(i64, SeriesSummary)>>);
+
+impl PeerSummaries {
+    /// Adds the summaries of `host_id`'s accelerated series.
+    pub fn add(&mut self, host_id: i64, series: &HostSeries, t: &Thresholds) {
+        for ((point, used), observations) in &series.accelerated {
+            let summary = SeriesSummary::of(&values(observations), t);
+            self.0.entry((**point, *used)).or_default().push((host_id, summary));
+        }
+    }
+
+    /// The hosts with a series that [`slow_verdicts`] finds below `peers`
+    /// (the class's medians, finished), by the same rule
+    /// ([`slow::below_peer_summary`] is what [`slow::below_peer_medians`] applies).
+    pub fn below(&self, peers: &PeerMedians, t: &Thresholds) -> HashSet<i64> {
+        let mut below = HashSet::new();
+        for (key, hosts) in &self.0 {
+            let Some((medians, of)) = peers.by_series.get(key) else {
+                continue;
+            };
+            let position: HashMap<i64, usize> = of.iter().enumerate().map(|(i, h)| (*h, i)).collect();
+            for (host_id, summary) in hosts {
+                let spread = Spread::of_sorted_without(medians, position.get(host_id).copied());
+                if slow::below_peer_summary(summary, spread.as_ref(), t).is_some() {
+                    below.insert(*host_id);
+                }
+            }
+        }
+        below
     }
 }
 
@@ -438,6 +477,55 @@ mod tests {
         let ctr_of_2: Vec<Observation> = before[1].iter().filter(|o| o.point == ctr).cloned().collect();
         let want = medians(&[&before[0], &[host2.clone(), ctr_of_2].concat(), &before[2], &before[3]]);
         assert_eq!(kept, want);
+    }
+
+    #[test]
+    fn the_summaries_find_exactly_the_hosts_whose_verdicts_are_below_peers() {
+        let t = Thresholds::default();
+        let (gcm, ctr) = (key("aes-256-gcm", 16384), key("aes-128-ctr", 1024));
+        // Healthy hosts, one below by its median, one by its one latest
+        // result (too few for a median), one partial below partial peers.
+        let class: Vec<Vec<Observation>> = vec![
+            [
+                series(1, &gcm, false, &[2000.0, 2100.0, 1900.0]),
+                series(1, &ctr, false, &[900.0; 3]),
+            ]
+            .concat(),
+            [
+                series(2, &gcm, false, &[2050.0, 1950.0, 2000.0]),
+                series(2, &ctr, false, &[950.0; 3]),
+            ]
+            .concat(),
+            [
+                series(3, &gcm, false, &[1980.0, 2020.0, 2000.0]),
+                series(3, &ctr, false, &[300.0; 3]),
+            ]
+            .concat(),
+            series(4, &gcm, false, &[2000.0, 300.0]),
+            series(5, &gcm, false, &[600.0, 620.0, 610.0]),
+            partial(series(6, &gcm, false, &[900.0; 3])),
+            partial(series(7, &gcm, false, &[950.0; 3])),
+            partial(series(8, &gcm, false, &[250.0; 3])),
+            series(9, &gcm, false, &[2010.0, 1990.0, 2000.0]),
+        ];
+        let (mut medians, mut summaries) = (PeerMedians::default(), PeerSummaries::default());
+        for host in &class {
+            let series = HostSeries::new(host);
+            medians.add(host[0].host_id, &series, &t);
+            summaries.add(host[0].host_id, &series, &t);
+        }
+        let medians = medians.finish();
+        let from_verdicts: HashSet<i64> = class
+            .iter()
+            .filter(|host| {
+                slow_verdicts(host[0].host_id, &HostSeries::new(host), &medians, &t)
+                    .iter()
+                    .any(|v| v.kind == SlowKind::BelowPeers)
+            })
+            .map(|host| host[0].host_id)
+            .collect();
+        assert_eq!(from_verdicts, HashSet::from([3, 4, 5, 8]));
+        assert_eq!(summaries.below(&medians, &t), from_verdicts);
     }
 
     #[test]

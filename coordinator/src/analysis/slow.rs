@@ -124,17 +124,20 @@ pub fn near_software(accelerated: &[f64], software: &[f64], t: &Thresholds) -> O
 /// `values` (their median) sit far below the median of `reference`, by both
 /// the relative drop and the robust z-score.
 fn below(kind: SlowKind, values: &[f64], reference: &Spread, t: &Thresholds) -> Option<SlowFinding> {
-    let value = median(values)?;
+    below_median(kind, median(values)?, values.len(), reference, t)
+}
+
+/// [`below`] of a series whose median is `value`, of `results` results.
+fn below_median(kind: SlowKind, value: f64, results: usize, reference: &Spread, t: &Thresholds) -> Option<SlowFinding> {
     let middle = reference.median;
     let z = reference.z_below(value)?;
     (value < middle * (1.0 - t.min_drop) && z >= t.min_z)
-        .then(|| finding(kind, value, middle, Some(z), (values.len(), reference.len)))
+        .then(|| finding(kind, value, middle, Some(z), (results, reference.len)))
 }
 
-/// The latest of `values` alone, `big_drop_ratio` times or more below the
-/// median of `reference` and `min_z` robust σ below its spread.
-fn one_big_drop(kind: SlowKind, values: &[f64], reference: &Spread, t: &Thresholds) -> Option<SlowFinding> {
-    let value = *values.last()?;
+/// The latest result alone, `value`, `big_drop_ratio` times or more below
+/// the median of `reference` and `min_z` robust σ below its spread.
+fn one_big_drop(kind: SlowKind, value: f64, reference: &Spread, t: &Thresholds) -> Option<SlowFinding> {
     let middle = reference.median;
     let z = reference.z_below(value)?;
     (value * t.big_drop_ratio <= middle && z >= t.min_z)
@@ -157,12 +160,37 @@ pub fn below_peers(host: &[f64], peers: &[Vec<f64>], t: &Thresholds) -> Option<S
 /// [`below_peers`] with the spread of the peers' medians ([`peer_median`])
 /// worked out already (`None`: no peer has one).
 pub fn below_peer_medians(host: &[f64], peers: Option<&Spread>, t: &Thresholds) -> Option<SlowFinding> {
+    below_peer_summary(&SeriesSummary::of(host, t), peers, t)
+}
+
+/// What [`below_peer_medians`] reads of a host's series: its median (once
+/// it has enough results to be judged on it), its latest result and how
+/// many there are. All a pass keeps of a series until its peers are known.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SeriesSummary {
+    pub median: Option<f64>,
+    pub last: Option<f64>,
+    pub results: usize,
+}
+
+impl SeriesSummary {
+    /// The summary of `values` (chronological order).
+    pub fn of(values: &[f64], t: &Thresholds) -> Self {
+        SeriesSummary {
+            median: peer_median(values, t),
+            last: values.last().copied(),
+            results: values.len(),
+        }
+    }
+}
+
+/// [`below_peer_medians`] of the series `host` summarises.
+pub fn below_peer_summary(host: &SeriesSummary, peers: Option<&Spread>, t: &Thresholds) -> Option<SlowFinding> {
     let peers = peers.filter(|p| p.len >= t.min_peers)?;
     let kind = SlowKind::BelowPeers;
-    (host.len() >= t.min_results)
-        .then(|| below(kind, host, peers, t))
-        .flatten()
-        .or_else(|| one_big_drop(kind, host, peers, t))
+    host.median
+        .and_then(|m| below_median(kind, m, host.results, peers, t))
+        .or_else(|| one_big_drop(kind, host.last?, peers, t))
 }
 
 /// The latest `recent` results (chronological order) fell against the ones
@@ -178,7 +206,7 @@ pub fn dropped_vs_history(history: &[f64], t: &Thresholds) -> Option<SlowFinding
     usual.or_else(|| {
         let (baseline, latest) = history.split_at(history.len().checked_sub(1)?);
         (baseline.len() >= t.big_drop_min_baseline)
-            .then(|| one_big_drop(kind, latest, &Spread::of(baseline)?, t))
+            .then(|| one_big_drop(kind, *latest.first()?, &Spread::of(baseline)?, t))
             .flatten()
     })
 }

@@ -11,7 +11,8 @@ use cipherfleet_coordinator::db::outbox;
 use cipherfleet_coordinator::db::points;
 use cipherfleet_coordinator::db::results::{self, Checked, NewResult, RecordOutcome};
 use cipherfleet_coordinator::findings::{
-    Outcome, PeerCache, Work, Writes, derive, derive_fleet, derive_in_chunks, derive_with, derive_with_peers,
+    Method, Outcome, PeerCache, Reads, Work, Writes, derive, derive_fleet, derive_in_chunks, derive_with,
+    derive_with_peers,
 };
 use cipherfleet_coordinator::metrics;
 use cipherfleet_core::path::{Path, PathUsed};
@@ -398,25 +399,31 @@ async fn stored_state(pool: &PgPool) -> (Vec<Value>, Vec<(Value, String)>) {
     (rows, events)
 }
 
-/// Runs `work` on `pool`'s database and on a copy of it, batched on one and
-/// one statement per finding on the other, and checks both end the same;
-/// returns the database the one-by-one pass ran on, and what it did.
-async fn both_ways(pool: PgPool, work: &Work) -> (PgPool, Outcome) {
-    let (one_by_one, batched) = twin_dbs(pool).await;
+/// Runs `work` on `pool`'s database as `reference` says and on a copy of it
+/// as every pass does, and checks both end the same; returns the database
+/// the reference pass ran on, and what it did.
+async fn both_ways(pool: PgPool, work: &Work, reference: Method) -> (PgPool, Outcome) {
+    let (old_way, new_way) = twin_dbs(pool).await;
     // Two hosts a chunk: a chunk's statement holds several hosts' findings.
-    let reference = derive_with(&one_by_one, work, 2, Writes::OneByOne, &mut PeerCache::default())
+    let want = derive_with(&old_way, work, 2, reference, &mut PeerCache::default())
         .await
         .unwrap();
-    let outcome = derive_with(&batched, work, 2, Writes::Batched, &mut PeerCache::default())
+    let outcome = derive_with(&new_way, work, 2, Method::default(), &mut PeerCache::default())
         .await
         .unwrap();
-    assert_eq!(outcome, reference, "{work:?}: what the passes did");
-    let (want, got) = (stored_state(&one_by_one).await, stored_state(&batched).await);
-    assert_eq!(got.0, want.0, "{work:?}: the findings");
-    assert_eq!(got.1, want.1, "{work:?}: the webhook events");
-    batched.close().await;
-    (one_by_one, reference)
+    assert_eq!(outcome, want, "{work:?}: what the passes did");
+    let (want_state, got) = (stored_state(&old_way).await, stored_state(&new_way).await);
+    assert_eq!(got.0, want_state.0, "{work:?}: the findings");
+    assert_eq!(got.1, want_state.1, "{work:?}: the webhook events");
+    new_way.close().await;
+    (old_way, want)
 }
+
+/// Stored one finding and statement at a time, as passes once did.
+const ONE_BY_ONE: Method = Method {
+    reads: Reads::Once,
+    writes: Writes::OneByOne,
+};
 
 #[tokio::test]
 async fn a_batched_pass_opens_refreshes_and_resolves_what_a_pass_one_finding_at_a_time_did() {
@@ -455,7 +462,7 @@ async fn a_batched_pass_opens_refreshes_and_resolves_what_a_pass_one_finding_at_
     ran_as(&pool, emulated, PathUsed::Software, 300.0).await;
 
     // Everything opens.
-    let (pool, first) = both_ways(pool, &Work::Fleet).await;
+    let (pool, first) = both_ways(pool, &Work::Fleet, ONE_BY_ONE).await;
     assert!(first.opened >= 7 && first.resolved == 0, "{first:?}");
 
     // Some resolve, one opens, the rest hold.
@@ -468,7 +475,7 @@ async fn a_batched_pass_opens_refreshes_and_resolves_what_a_pass_one_finding_at_
     hello(&pool, "old-kernel", &full).await;
     ran_as(&pool, emulated, PathUsed::Accelerated, 2000.0).await;
     hello(&pool, "peer-0", &facts_with("6.1.0", FULL, FULL, "software")).await;
-    let (pool, second) = both_ways(pool, &Work::Fleet).await;
+    let (pool, second) = both_ways(pool, &Work::Fleet, ONE_BY_ONE).await;
     assert!(
         second.opened >= 1 && second.refreshed >= 4 && second.resolved >= 3,
         "{second:?}"
@@ -482,10 +489,87 @@ async fn a_batched_pass_opens_refreshes_and_resolves_what_a_pass_one_finding_at_
             .map(|h| (h, Some(BTreeSet::from(["aes-256-gcm".to_string()]))))
             .collect(),
     );
-    let (pool, third) = both_ways(pool, &some).await;
+    let (pool, third) = both_ways(pool, &some, ONE_BY_ONE).await;
     assert!(third.resolved >= 1 && third.refreshed >= 1, "{third:?}");
-    let (_, facts_only) = both_ways(pool, &Work::Facts).await;
+    let (_, facts_only) = both_ways(pool, &Work::Facts, ONE_BY_ONE).await;
     assert!(facts_only.refreshed >= 3, "{facts_only:?}");
+}
+
+/// Read twice, as fleet passes once did: the class's accelerated series, then every host's again.
+const READ_TWICE: Method = Method {
+    reads: Reads::Twice,
+    writes: Writes::Batched,
+};
+
+/// One result per throughput of `host_id` at aes-256-gcm, 16 KiB, whose
+/// accelerated request ran `used`.
+async fn results_ran(pool: &PgPool, host_id: i64, used: PathUsed, throughputs: &[f64]) {
+    for mb_s in throughputs {
+        ran_as(pool, host_id, used, *mb_s).await;
+    }
+}
+
+#[tokio::test]
+async fn a_fleet_pass_reading_each_series_once_finds_what_reading_them_twice_did() {
+    let pool = fresh_db().await;
+    let full = facts_with("6.1.0", FULL, FULL, "accelerated");
+    // A class of healthy peers, and in it each way a series is slow.
+    for (i, mb_s) in [2000.0, 2100.0, 1900.0, 2050.0, 1950.0].into_iter().enumerate() {
+        let host = hello(&pool, &format!("peer-{i}"), &full).await;
+        results_for(&pool, host, Path::Accelerated, &[mb_s, mb_s * 1.02, mb_s * 0.98]).await;
+        results_for(&pool, host, Path::Software, &[80.0, 81.0, 79.0]).await;
+    }
+    // Below its peers by its median; by its latest result alone, with too
+    // few results for a median; and with a history that dropped.
+    let below = hello(&pool, "below-peers", &full).await;
+    results_for(&pool, below, Path::Accelerated, &[600.0, 610.0, 590.0]).await;
+    let short = hello(&pool, "one-big-drop", &full).await;
+    results_for(&pool, short, Path::Accelerated, &[2000.0, 300.0]).await;
+    let dropped = hello(&pool, "dropped", &full).await;
+    results_for(
+        &pool,
+        dropped,
+        Path::Accelerated,
+        &[2000.0, 2050.0, 1980.0, 2010.0, 650.0],
+    )
+    .await;
+    // At software speed on its own host, once as a class member and once
+    // with no CPU model (no class: never read in the first read).
+    let near = hello(&pool, "near-software", &full).await;
+    results_for(&pool, near, Path::Accelerated, &[95.0, 90.0, 99.0]).await;
+    results_for(&pool, near, Path::Software, &[80.0, 82.0, 79.0]).await;
+    let mut unknown = full.clone();
+    unknown["cpu"]["model_name"] = Value::Null;
+    let classless = hello(&pool, "no-cpu-model", &unknown).await;
+    results_for(&pool, classless, Path::Accelerated, &[95.0, 90.0, 99.0]).await;
+    results_for(&pool, classless, Path::Software, &[80.0, 82.0, 79.0]).await;
+    // Partial peers, one of them below the others; a host that fell back.
+    for (i, mb_s) in [900.0, 950.0, 920.0, 300.0].into_iter().enumerate() {
+        let host = hello(&pool, &format!("partial-{i}"), &full).await;
+        results_ran(&pool, host, PathUsed::Partial, &[mb_s, mb_s, mb_s]).await;
+    }
+    let fell_back = hello(&pool, "fell-back", &full).await;
+    results_ran(&pool, fell_back, PathUsed::Software, &[80.0, 80.0, 80.0]).await;
+
+    let (pool, first) = both_ways(pool, &Work::Fleet, READ_TWICE).await;
+    let open = findings::list_open(&pool).await.unwrap();
+    let slow: BTreeSet<i64> = open
+        .iter()
+        .filter(|f| f.reason == "slow-accelerated")
+        .map(|f| f.host_id)
+        .collect();
+    for host in [below, short, dropped, near, classless] {
+        assert!(slow.contains(&host), "host {host}: {:?}", reasons(&open));
+    }
+    assert!(first.opened >= 6, "{first:?}");
+
+    // Some recover, one slows down: resolved and opened the same way.
+    results_for(&pool, below, Path::Accelerated, &[2000.0, 2010.0, 1990.0]).await;
+    results_for(&pool, near, Path::Accelerated, &[2000.0, 2010.0, 1990.0]).await;
+    let peer = hosts::find_by_name(&pool, "peer-1").await.unwrap().unwrap().id;
+    results_for(&pool, peer, Path::Accelerated, &[500.0, 510.0, 490.0]).await;
+    let (_, second) = both_ways(pool, &Work::Fleet, READ_TWICE).await;
+    assert!(second.resolved >= 2 && second.opened >= 1, "{second:?}");
 }
 
 /// The per-result pass of `hosts` (aes-256-gcm), with the peer medians `peers` kept.
