@@ -17,7 +17,8 @@
 //! Each pass reconciles in one transaction, so readers never see a finding
 //! resolved before its successor is stored. What a finding says (severity,
 //! evidence, summary, fact changes) is in [`describe`]; what a pass reads is
-//! [`crate::db::series`]; the peers a host is compared with, [`peers`].
+//! [`crate::db::series`]; the peers a host is compared with, [`peers`];
+//! how a pass stores what it found, [`writes`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -36,18 +37,20 @@ use crate::analysis::unexplained::{self, Ran};
 use crate::cluster::leader::Leader;
 use crate::db;
 use crate::db::advisory;
-use crate::db::findings::{self as store, Finding, NewFinding};
+use crate::db::findings as store;
 use crate::db::series::CurrentFacts;
-use crate::db::snapshots::{self, Snapshot};
 
 mod describe;
 mod peers;
+mod writes;
 
-use describe::{Anchor, Derived};
 use peers::Class;
 pub use peers::PeerCache;
 #[doc(hidden)]
 pub use peers::Reads;
+#[doc(hidden)]
+pub use writes::Writes;
+use writes::{HostChanges, write_chunk};
 
 /// Every reason, in the spelling `check`, `/metrics` and the database use.
 /// Adding one here (and to the `findings.reason` check of the schema) is all
@@ -297,19 +300,6 @@ pub async fn derive_in_chunks(pool: &PgPool, work: &Work, chunk: usize) -> db::R
     derive_with(pool, work, chunk, Method::default(), &mut PeerCache::default()).await
 }
 
-/// How a pass stores what it found.
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Writes {
-    /// A chunk's new and held findings in one statement, its resolved ones
-    /// in another, and the snapshots that date its new ones in one query:
-    /// what every pass does.
-    Batched,
-    /// One statement per finding and per host, as passes once did: the
-    /// reference a test holds the batched writes to.
-    OneByOne,
-}
-
 /// How a pass reads and writes: what every pass does by default, the ways
 /// passes once did for the tests that hold them to each other.
 #[doc(hidden)]
@@ -486,112 +476,6 @@ impl<T> Drop for Ahead<T> {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-/// What one host's pass changes: what was derived for it, each marked new
-/// or already open, and its open findings that no longer hold.
-struct HostChanges {
-    host_id: i64,
-    derived: Vec<(Derived, bool)>,
-    gone: Vec<i64>,
-}
-
-impl HostChanges {
-    /// Compares what was `derived` for `host_id` with the `open` findings (of
-    /// the pass's hosts). A pass over some algorithms leaves the slow findings
-    /// of the others alone.
-    fn new(host_id: i64, derived: Vec<Derived>, open: &[Finding], only: Option<&BTreeSet<String>>) -> Self {
-        let in_scope = |f: &Finding| f.reason != "slow-accelerated" || only.is_none_or(|a| a.contains(&f.subject));
-        let stored: Vec<&Finding> = open.iter().filter(|f| f.host_id == host_id && in_scope(f)).collect();
-        let gone = stored
-            .iter()
-            .filter(|f| !derived.iter().any(|d| d.finding.same_as(f)))
-            .map(|f| f.id)
-            .collect();
-        let derived = derived
-            .into_iter()
-            .map(|d| {
-                let new = !stored.iter().any(|f| d.finding.same_as(f));
-                (d, new)
-            })
-            .collect();
-        HostChanges { host_id, derived, gone }
-    }
-
-    fn has_new(&self) -> bool {
-        self.derived.iter().any(|(_, new)| *new)
-    }
-
-    /// The findings to store: new ones dated from the host's snapshot
-    /// `history` (first-seen, what changed around then), held ones as derived.
-    fn dated(self, history: &[Snapshot], fleet: &CpuGroups, outcome: &mut Outcome) -> (Vec<NewFinding>, Vec<i64>) {
-        let host_id = self.host_id;
-        let findings = self
-            .derived
-            .into_iter()
-            .map(|(Derived { mut finding, anchor }, new)| {
-                if new {
-                    (finding.first_seen, finding.fact_changes) = match &anchor {
-                        Anchor::Facts(reason) => {
-                            describe::anchor_facts(host_id, *reason, &finding.subject, history, fleet)
-                        }
-                        Anchor::Series(v) => describe::anchor_series(v, history),
-                        Anchor::Results { first, snapshot } => describe::anchor_results(*first, *snapshot, history),
-                    };
-                    outcome.opened += 1;
-                } else {
-                    outcome.refreshed += 1;
-                }
-                finding
-            })
-            .collect();
-        (findings, self.gone)
-    }
-}
-
-/// Stores a chunk's `changes`: new findings dated and opened, held ones
-/// refreshed, the rest resolved.
-async fn write_chunk(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-    changes: Vec<HostChanges>,
-    fleet: &CpuGroups,
-    writes: Writes,
-    outcome: &mut Outcome,
-) -> db::Result<()> {
-    match writes {
-        Writes::Batched => {
-            let dating: Vec<i64> = changes.iter().filter(|c| c.has_new()).map(|c| c.host_id).collect();
-            let snapshots = db::series::snapshot_histories(&mut **tx, &dating).await?;
-            let mut histories: HashMap<i64, &[Snapshot]> = HashMap::new();
-            for run in snapshots.chunk_by(|a, b| a.host_id == b.host_id) {
-                histories.insert(run[0].host_id, run);
-            }
-            let (mut upserts, mut gone) = (Vec::new(), Vec::new());
-            for c in changes {
-                let history = histories.get(&c.host_id).copied().unwrap_or_default();
-                let (findings, resolved) = c.dated(history, fleet, outcome);
-                upserts.extend(findings);
-                gone.extend(resolved);
-            }
-            store::upsert_open_all(tx, &upserts).await?;
-            outcome.resolved += store::resolve(&mut **tx, &gone).await? as usize;
-        }
-        Writes::OneByOne => {
-            for c in changes {
-                let history = if c.has_new() {
-                    snapshots::history(&mut **tx, c.host_id).await?
-                } else {
-                    Vec::new()
-                };
-                let (findings, gone) = c.dated(&history, fleet, outcome);
-                for finding in &findings {
-                    store::upsert_open(tx, finding).await?;
-                }
-                outcome.resolved += store::resolve(&mut **tx, &gone).await? as usize;
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
