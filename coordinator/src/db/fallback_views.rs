@@ -289,67 +289,76 @@ async fn forget_seen(tx: &mut sqlx::PgConnection, point: &PathPoint) -> Result<u
     .rows_affected())
 }
 
-/// The points with markers, each with when its oldest and newest were written.
-async fn marked_points(db: impl PgExecutor<'_>) -> Result<Vec<(PathPoint, bool, DateTime<Utc>, DateTime<Utc>)>> {
-    #[derive(sqlx::FromRow)]
-    struct Row {
-        size_bytes: i64,
-        threads: i32,
-        direction: String,
-        key_mode: String,
-        listed: bool,
-        first: DateTime<Utc>,
-        last: DateTime<Utc>,
-    }
-    let rows: Vec<Row> = sqlx::query_as(
-        "SELECT c.size_bytes, c.threads, c.direction, c.key_mode, \
-             EXISTS (SELECT 1 FROM fallback_views k WHERE k.size_bytes = c.size_bytes AND k.threads = c.threads \
-                     AND k.direction = c.direction AND k.key_mode = c.key_mode) AS listed, \
-             min(c.written_at) AS first, max(c.written_at) AS last \
-         FROM fallback_pair_changes c GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+/// The points whose stored list changes made stale, of those whose newest
+/// change is older than `quiet` (ingest has paused) or whose oldest is older
+/// than `patience` (it has not, but the list has waited long enough). Read
+/// from the markers: a few rows per point touched since its list.
+pub async fn due(db: impl PgExecutor<'_>, quiet: Duration, patience: Duration) -> Result<Vec<PathPoint>> {
+    let seconds = |d: Duration| d.as_secs_f64();
+    let rows: Vec<(i64, i32, String, String)> = sqlx::query_as(
+        "SELECT c.size_bytes, c.threads, c.direction, c.key_mode \
+         FROM fallback_pair_changes c JOIN fallback_views k ON k.size_bytes = c.size_bytes \
+             AND k.threads = c.threads AND k.direction = c.direction AND k.key_mode = c.key_mode \
+         WHERE NOT pg_visible_in_snapshot(c.xid, k.as_of) \
+         GROUP BY 1, 2, 3, 4 \
+         HAVING max(c.written_at) < now() - make_interval(secs => $1) \
+             OR min(c.written_at) < now() - make_interval(secs => $2) \
+         ORDER BY 1, 2, 3, 4",
     )
+    .bind(seconds(quiet))
+    .bind(seconds(patience))
     .fetch_all(db)
     .await?;
     // Points are written from `result_points` rows, whose columns the schema checks.
     Ok(rows
         .into_iter()
-        .filter_map(|r| {
-            let point = PathPoint {
-                size_bytes: u64::try_from(r.size_bytes).ok()?,
-                threads: u32::try_from(r.threads).ok()?,
-                direction: r.direction.parse().ok()?,
-                key_mode: r.key_mode.parse().ok()?,
-            };
-            Some((point, r.listed, r.first, r.last))
+        .filter_map(|(size_bytes, threads, direction, key_mode)| {
+            Some(PathPoint {
+                size_bytes: u64::try_from(size_bytes).ok()?,
+                threads: u32::try_from(threads).ok()?,
+                direction: direction.parse().ok()?,
+                key_mode: key_mode.parse().ok()?,
+            })
         })
         .collect())
 }
 
-/// The points whose stored list changes made stale, of those whose newest
-/// change is older than `quiet` (ingest has paused) or whose oldest is older
-/// than `patience` (it has not, but the list has waited long enough).
-pub async fn due(db: impl PgExecutor<'_>, quiet: Duration, patience: Duration) -> Result<Vec<PathPoint>> {
-    let now = Utc::now();
-    let age = |at: DateTime<Utc>| (now - at).to_std().unwrap_or_default();
-    Ok(marked_points(db)
-        .await?
-        .into_iter()
-        .filter(|(_, listed, first, last)| *listed && (age(*last) >= quiet || age(*first) >= patience))
-        .map(|(point, ..)| point)
-        .collect())
-}
-
-/// Deletes the markers of the points that have no list; how many.
+/// Deletes the markers of the points that have no list; how many. In one
+/// transaction whatever the number of points (a campaign of the whole
+/// matrix marks a thousand): each point's lock is taken if free (a point
+/// being computed keeps its markers for the next round), and the markers
+/// are deleted by a statement that starts once the locks are held.
 pub async fn forget_changes(pool: &PgPool) -> Result<u64> {
-    let mut forgotten = 0;
-    for (point, listed, ..) in marked_points(pool).await? {
-        if listed {
-            continue;
-        }
-        let mut tx = pool.begin().await?;
-        lock_point(&mut tx, &point).await?;
-        forgotten += forget_seen(&mut tx, &point).await?;
-        tx.commit().await?;
+    let mut tx = pool.begin().await?;
+    let locked: Vec<(i64, i32, String, String)> = sqlx::query_as(
+        "SELECT size_bytes, threads, direction, key_mode FROM ( \
+             SELECT DISTINCT size_bytes, threads, direction, key_mode FROM fallback_pair_changes c \
+             WHERE NOT EXISTS (SELECT 1 FROM fallback_views k WHERE k.size_bytes = c.size_bytes \
+                 AND k.threads = c.threads AND k.direction = c.direction AND k.key_mode = c.key_mode)) p \
+         WHERE pg_try_advisory_xact_lock(hashtext('fallback_views'), \
+             hashtext(format('%s/%s/%s/%s', size_bytes, threads, direction, key_mode)))",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    if locked.is_empty() {
+        return Ok(0);
     }
+    let forgotten = sqlx::query(
+        "DELETE FROM fallback_pair_changes c \
+         USING unnest($1::bigint[], $2::int[], $3::text[], $4::text[]) AS p (size_bytes, threads, direction, key_mode) \
+         WHERE (c.size_bytes, c.threads, c.direction, c.key_mode) = (p.size_bytes, p.threads, p.direction, p.key_mode) \
+           AND NOT EXISTS (SELECT 1 FROM fallback_views k \
+                           WHERE k.size_bytes = c.size_bytes AND k.threads = c.threads \
+                             AND k.direction = c.direction AND k.key_mode = c.key_mode \
+                             AND NOT pg_visible_in_snapshot(c.xid, k.as_of))",
+    )
+    .bind(locked.iter().map(|p| p.0).collect::<Vec<_>>())
+    .bind(locked.iter().map(|p| p.1).collect::<Vec<_>>())
+    .bind(locked.iter().map(|p| p.2.as_str()).collect::<Vec<_>>())
+    .bind(locked.iter().map(|p| p.3.as_str()).collect::<Vec<_>>())
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
     Ok(forgotten)
 }

@@ -7,14 +7,17 @@
 //!
 //! Rows come from `fallback_pairs` ([`store::pairs`]: both paths side by side
 //! with their ratio indexed, kept from `result_points`), so a page reads its
-//! 50 rows and the count. The hosts at software speed are grouped in SQL
-//! ([`store::slow_hosts`]) from the cases the rule
-//! ([`crate::analysis::software_speed`]) finds slow on each of the view's
-//! few host CPUs ([`slow_cases`]); only the rows of the hosts on the page of
-//! that list are read and judged row by row, and only the findings of the
-//! hosts shown are read. A reason filter needs every row's explanation, so
-//! that view reads all its rows and open findings.
+//! 50 rows. The hosts at software speed are grouped in SQL from the cases
+//! the rule ([`crate::analysis::software_speed`]) finds slow on each of the
+//! fleet's few host CPUs, and stored per point with the point's row count
+//! ([`views`]: read back until rows of the point or the hosts' CPUs change;
+//! a list that changes made stale is shown as of when it was computed while
+//! the background [`refresh`] computes it again). Only the rows of the hosts
+//! on the page of that list are read and judged row by row, and only the
+//! findings of the hosts shown are read. A reason filter needs every row's
+//! explanation, so that view reads all its rows and open findings.
 //!
+//! - [`hosts`]: the fleet's hosts, read again only after they change.
 //! - [`evidence`]: findings' evidence and fact changes as readable lines.
 //! - [`sections`]: the lists as the template shows them, each with its own pager.
 //! - [`api`]: the two tables as JSON/CSV.

@@ -198,6 +198,19 @@ async fn the_stored_list_equals_the_plain_judgement_after_every_kind_of_change()
     assert!(!read.changed);
     // Its markers were all seen; those of the 1 KiB point, which has no list, go.
     assert!(fallback_views::forget_changes(&pool).await.unwrap() > 0);
+    // A new result makes the list due for the background refresh once ingest
+    // has paused (here at once), or has waited long enough; not before.
+    let (hour, none) = (std::time::Duration::from_secs(3600), std::time::Duration::ZERO);
+    assert!(fallback_views::due(&pool, none, none).await.unwrap().is_empty());
+    let late = hosts::find_by_name(&pool, "late").await.unwrap().unwrap().id;
+    result(&pool, late, GCM, 16384, ACCELERATED, 2000.0).await;
+    assert!(fallback_views::due(&pool, hour, hour).await.unwrap().is_empty());
+    assert_eq!(fallback_views::due(&pool, none, hour).await.unwrap(), [POINT]);
+    assert_eq!(fallback_views::due(&pool, hour, none).await.unwrap(), [POINT]);
+    // A list with markers keeps them through the clean-up of unlisted points.
+    assert_eq!(fallback_views::forget_changes(&pool).await.unwrap(), 0);
+    assert_eq!(stored(&pool).await, plain(&pool).await);
+    assert!(fallback_views::due(&pool, none, none).await.unwrap().is_empty());
     let markers: i64 = sqlx::query_scalar("SELECT count(*) FROM fallback_pair_changes")
         .fetch_one(&pool)
         .await
