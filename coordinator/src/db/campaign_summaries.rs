@@ -82,6 +82,51 @@ pub async fn totals(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<(JobCou
     Ok((counts, hosts))
 }
 
+/// The campaigns, split into those finished (every job ended: their counts
+/// no longer change) and the others; with a key naming the database (its
+/// server's start, port and oid), so counts kept in memory are never taken
+/// for another database's.
+pub async fn finished_or_not(db: impl PgExecutor<'_>) -> Result<(String, Vec<i64>, Vec<i64>)> {
+    Ok(sqlx::query_as(
+        "SELECT concat_ws('/', pg_postmaster_start_time(), inet_server_port(), \
+                 (SELECT oid FROM pg_database WHERE datname = current_database())), \
+             coalesce(array_agg(id ORDER BY id) FILTER (WHERE status = 'finished'), '{}'), \
+             coalesce(array_agg(id ORDER BY id) FILTER (WHERE status <> 'finished'), '{}') \
+         FROM campaigns",
+    )
+    .fetch_one(db)
+    .await?)
+}
+
+/// The job counts of each of `campaign_ids` (those with jobs), from their
+/// `campaign_host_jobs` rows.
+pub async fn job_totals(db: impl PgExecutor<'_>, campaign_ids: &[i64]) -> Result<Vec<(i64, JobCounts)>> {
+    if campaign_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<(i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
+        "SELECT campaign_id, sum(queued)::bigint, sum(running)::bigint, sum(done)::bigint, \
+             sum(failed)::bigint, sum(cancelled)::bigint \
+         FROM campaign_host_jobs WHERE campaign_id = ANY($1) GROUP BY campaign_id ORDER BY campaign_id",
+    )
+    .bind(campaign_ids)
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, queued, running, done, failed, cancelled)| {
+            let counts = JobCounts {
+                queued,
+                running,
+                done,
+                failed,
+                cancelled,
+            };
+            (id, counts)
+        })
+        .collect())
+}
+
 /// One campaign's job counts per host, by host name, `limit` hosts from
 /// `offset` (`None`: all): a page of the campaign page's progress table, read
 /// from `campaign_host_jobs` ([`totals`] counts the hosts).

@@ -328,6 +328,38 @@ async fn metrics_count_hosts_findings_jobs_and_results() {
     for line in want {
         assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
     }
+
+    // A finished campaign's counts are kept; later campaigns' are added, running or finished.
+    let new_jobs = [
+        crate::helpers::job_on(soft, 16384, Path::Software),
+        crate::helpers::job_on(soft, 1024, Path::Software),
+    ];
+    campaign(&pool, &new_jobs).await;
+    results_for(&pool, soft, Path::Software, &[81.0, 82.0]).await;
+    let text = metrics::render(&pool, 0).await.unwrap();
+    for line in [
+        "cipherfleet_jobs{status=\"done\"} 3",
+        "cipherfleet_jobs{status=\"queued\"} 2",
+        "cipherfleet_results_ingested_total 3",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+    }
+    // The campaign read while running, finished since.
+    for _ in &new_jobs {
+        let job = jobs::claim_next_for_host(&pool, soft).await.unwrap().expect("a queued job");
+        let spec = serde_json::from_value(job.spec).unwrap();
+        record(&pool, job.id, soft, &measurement(&spec, Path::Software, 80.0))
+            .await
+            .unwrap();
+    }
+    let text = metrics::render(&pool, 0).await.unwrap();
+    for line in [
+        "cipherfleet_jobs{status=\"done\"} 5",
+        "cipherfleet_jobs{status=\"queued\"} 0",
+        "cipherfleet_results_ingested_total 5",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+    }
 }
 
 #[tokio::test]

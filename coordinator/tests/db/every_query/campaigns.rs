@@ -159,6 +159,24 @@ async fn campaigns_and_their_summaries_count_every_job() {
     let second_page = campaign_summaries::list(pool, 1, 1).await.unwrap();
     assert_eq!(second_page.iter().map(|s| s.id).collect::<Vec<_>>(), [f.cancelled]);
     assert_eq!(campaign_summaries::count(pool).await.unwrap(), (3, 1));
+    // Finished or not (what /metrics reads once or every time), and the totals of several.
+    let (database, finished, others) = campaign_summaries::finished_or_not(pool).await.unwrap();
+    assert!(!database.is_empty());
+    let mut others_sorted = others.clone();
+    others_sorted.sort_unstable();
+    let mut want_others = vec![f.live, f.cancelled];
+    want_others.sort_unstable();
+    assert_eq!((finished, others_sorted), (vec![f.nightly], want_others));
+    let totals = campaign_summaries::job_totals(pool, &[f.nightly, f.live, i64::MAX])
+        .await
+        .unwrap();
+    let mut want = vec![
+        (f.nightly, nightly_jobs),
+        (f.live, campaign_summaries::totals(pool, f.live).await.unwrap().0),
+    ];
+    want.sort_by_key(|(id, _)| *id);
+    assert_eq!(totals, want, "campaigns without jobs left out");
+    assert!(campaign_summaries::job_totals(pool, &[]).await.unwrap().is_empty());
 
     // Cancelling: the queued job is cancelled, the running one left for its agent to stop.
     assert!(
