@@ -8,16 +8,14 @@
 //! to zero stays visible instead of vanishing (an alert on
 //! `cipherfleet_findings_open{severity="critical"} > 0` then resolves cleanly).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::{Mutex, PoisonError};
 
 use anyhow::Context;
 use sqlx::PgPool;
 
 use crate::analysis::acceleration::Acceleration;
 use crate::db;
-use crate::db::campaigns::JobCounts;
 use crate::db::findings::Severity;
 use crate::db::jobs::JobStatus;
 use crate::findings::REASONS;
@@ -36,7 +34,7 @@ pub async fn render(pool: &PgPool, sessions_here: usize) -> anyhow::Result<Strin
         .len();
     let open = db::findings::count_open_by(pool).await.context("counting findings")?;
     let by_reason = db::findings::hosts_by_reason(pool).await.context("counting findings")?;
-    let jobs = job_counts(pool).await.context("counting jobs")?;
+    let jobs = db::campaign_summaries::all_jobs(pool).await.context("counting jobs")?;
 
     let mut m = Exposition::default();
     m.family("cipherfleet_hosts", "gauge", "Hosts the coordinator knows.");
@@ -129,53 +127,6 @@ pub async fn render(pool: &PgPool, sessions_here: usize) -> anyhow::Result<Strin
     );
     m.sample("cipherfleet_results_ingested_total", &[], jobs.done as f64);
     Ok(m.0)
-}
-
-/// The job counts of each finished campaign, and the database they are of:
-/// a finished campaign's jobs have all ended and no longer change, so its
-/// counts are read once. Process-wide, as [`render`] gets only a pool.
-static FINISHED: Mutex<Option<(String, HashMap<i64, JobCounts>)>> = Mutex::new(None);
-
-/// Jobs by status, every campaign's: the finished campaigns' from
-/// [`FINISHED`] (read once each), the others' from their `campaign_host_jobs`
-/// rows now. Not a count of `jobs`, whose million rows at 10,000 hosts took
-/// a few hundred milliseconds a scrape.
-async fn job_counts(pool: &PgPool) -> Result<JobCounts, db::Error> {
-    let (database, finished, others) = db::campaign_summaries::finished_or_not(pool).await?;
-    let unread: Vec<i64> = {
-        let kept = FINISHED.lock().unwrap_or_else(PoisonError::into_inner);
-        match &*kept {
-            Some((of, counts)) if *of == database => {
-                finished.iter().copied().filter(|id| !counts.contains_key(id)).collect()
-            }
-            _ => finished.clone(),
-        }
-    };
-    let (read, live) = tokio::try_join!(
-        db::campaign_summaries::job_totals(pool, &unread),
-        db::campaign_summaries::job_totals(pool, &others)
-    )?;
-    let mut kept = FINISHED.lock().unwrap_or_else(PoisonError::into_inner);
-    if kept.as_ref().is_none_or(|(of, _)| *of != database) {
-        *kept = Some((database, HashMap::new()));
-    }
-    let counts = &mut kept.as_mut().expect("set above").1;
-    // Finished campaigns without jobs count as none, and are not read again.
-    counts.extend(unread.iter().map(|id| (*id, JobCounts::default())));
-    counts.extend(read);
-    let mut total = JobCounts::default();
-    for c in finished
-        .iter()
-        .filter_map(|id| counts.get(id))
-        .chain(live.iter().map(|(_, c)| c))
-    {
-        total.queued += c.queued;
-        total.running += c.running;
-        total.done += c.done;
-        total.failed += c.failed;
-        total.cancelled += c.cancelled;
-    }
-    Ok(total)
 }
 
 /// The ingest queue's metrics ([`crate::ingest`]), which live in memory: appended to [`render`]'s.

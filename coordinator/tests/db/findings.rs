@@ -346,7 +346,10 @@ async fn metrics_count_hosts_findings_jobs_and_results() {
     }
     // The campaign read while running, finished since.
     for _ in &new_jobs {
-        let job = jobs::claim_next_for_host(&pool, soft).await.unwrap().expect("a queued job");
+        let job = jobs::claim_next_for_host(&pool, soft)
+            .await
+            .unwrap()
+            .expect("a queued job");
         let spec = serde_json::from_value(job.spec).unwrap();
         record(&pool, job.id, soft, &measurement(&spec, Path::Software, 80.0))
             .await

@@ -177,6 +177,17 @@ async fn campaigns_and_their_summaries_count_every_job() {
     want.sort_by_key(|(id, _)| *id);
     assert_eq!(totals, want, "campaigns without jobs left out");
     assert!(campaign_summaries::job_totals(pool, &[]).await.unwrap().is_empty());
+    // Every campaign's, summed: twice, the second with the finished campaign's kept.
+    let mut every = JobCounts::default();
+    for s in campaign_summaries::list(pool, 10, 0).await.unwrap() {
+        every.queued += s.queued;
+        every.running += s.running;
+        every.done += s.done;
+        every.failed += s.failed;
+        every.cancelled += s.cancelled;
+    }
+    assert_eq!(campaign_summaries::all_jobs(pool).await.unwrap(), every);
+    assert_eq!(campaign_summaries::all_jobs(pool).await.unwrap(), every);
 
     // Cancelling: the queued job is cancelled, the running one left for its agent to stop.
     assert!(

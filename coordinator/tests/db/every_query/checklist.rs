@@ -10,6 +10,7 @@ const COVERED: &[&str] = &[
     "advisory::lock_transaction",
     "advisory::try_lock_session",
     "campaign_compare::pairs",
+    "campaign_summaries::all_jobs",
     "campaign_summaries::count",
     "campaign_summaries::finished_or_not",
     "campaign_summaries::host_progress",
