@@ -253,9 +253,15 @@ pub async fn archs(db: impl PgExecutor<'_>) -> Result<Vec<String>> {
 }
 
 /// Findings with status `open` or `resolved` (`None`: both), most severe and
-/// open first, then by host — what `/api/v1/findings` lists.
+/// open first, then by host — what `/api/v1/findings` lists — `limit` of
+/// them from `offset` (`None`: all).
 /// ([`super::findings`] has the open ones and one host's history; this adds the fleet's resolved ones.)
-pub async fn findings(db: impl PgExecutor<'_>, status: Option<&str>) -> Result<Vec<Finding>> {
+pub async fn findings(
+    db: impl PgExecutor<'_>,
+    status: Option<&str>,
+    limit: Option<i64>,
+    offset: i64,
+) -> Result<Vec<Finding>> {
     Ok(sqlx::query_as(
         "SELECT f.id, f.host_id, h.name AS host_name, f.reason, f.kind, f.subject, f.severity, f.status, \
              f.first_seen, f.last_seen, f.resolved_at, f.evidence, f.fact_changes, f.summary \
@@ -263,9 +269,22 @@ pub async fn findings(db: impl PgExecutor<'_>, status: Option<&str>) -> Result<V
          WHERE $1::text IS NULL OR f.status = $1 \
          ORDER BY f.status = 'resolved', \
              CASE f.severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, \
-             h.name, f.reason, f.subject, f.first_seen DESC, f.id",
+             h.name, f.reason, f.subject, f.first_seen DESC, f.id \
+         LIMIT $2 OFFSET $3",
     )
     .bind(status)
+    .bind(limit)
+    .bind(offset)
     .fetch_all(db)
     .await?)
+}
+
+/// How many findings [`findings`] has with `status` (`None`: both).
+pub async fn count_findings(db: impl PgExecutor<'_>, status: Option<&str>) -> Result<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT count(*) FROM findings WHERE $1::text IS NULL OR status = $1")
+            .bind(status)
+            .fetch_one(db)
+            .await?,
+    )
 }

@@ -3,7 +3,8 @@
 //! and the fallback page have more rows than they show at once. Every page
 //! put together must be the whole table, in the whole table's order, and
 //! the fallback page's paged reading must agree with its whole-view reading
-//! (the one a reason filter takes).
+//! (the one a reason filter takes). The hosts and findings APIs page past
+//! 1,000 rows, linking each page to the next.
 
 use crate::app::{App, spawn_app};
 use crate::html::between;
@@ -288,4 +289,58 @@ async fn the_hosts_api_pages_put_together_are_every_host_once() {
     );
     let small = app.get("/api/v1/hosts?label=rack%3Dsmall").await;
     assert_eq!(names(&small.body), expected[1100..]);
+}
+
+#[tokio::test]
+async fn the_findings_api_pages_put_together_are_every_finding_once() {
+    const MANY: i64 = 1234;
+    let app = spawn_app().await;
+    // One host, a finding per subject: more than one page of them, a few resolved.
+    let host: i64 = sqlx::query_scalar("INSERT INTO hosts (name, labels) VALUES ('findings-host', '{}') RETURNING id")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO findings (host_id, reason, subject, severity, summary, status, resolved_at) \
+         SELECT $1, 'cpu-lacks', format('f-%s', lpad(i::text, 4, '0')), 'warning', 'lacks it', \
+             CASE WHEN i % 100 = 0 THEN 'resolved' ELSE 'open' END, CASE WHEN i % 100 = 0 THEN now() END \
+         FROM generate_series(0, $2 - 1) i",
+    )
+    .bind(host)
+    .bind(MANY)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let subjects = |body: &str| -> Vec<String> {
+        let rows: Vec<serde_json::Value> = serde_json::from_str(body).unwrap();
+        rows.iter()
+            .map(|r| r["subject"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let all_of = |resolved: bool| -> Vec<String> {
+        (0..MANY)
+            .filter(|i| (i % 100 == 0) == resolved)
+            .map(|i| format!("f-{i:04}"))
+            .collect()
+    };
+    // Open ones (the default): two pages, linked.
+    let first = app.get("/api/v1/findings").await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.header("link"), Some("</api/v1/findings?page=2>; rel=\"next\""));
+    let second = app.get("/api/v1/findings?page=2").await;
+    assert_eq!(second.header("link"), None, "the last page links no further");
+    let mut open = subjects(&first.body);
+    assert_eq!(open.len(), 1000);
+    open.extend(subjects(&second.body));
+    assert_eq!(open, all_of(false));
+    // All, as CSV: the status and the format travel with the link.
+    let csv = app.get("/api/v1/findings?status=all&format=csv").await;
+    assert_eq!(csv.body.lines().count(), 1 + 1000, "a header and one line a finding");
+    let next = csv.header("link").expect("a link to the rest").to_string();
+    assert!(next.contains("status=all") && next.contains("format=csv"), "{next}");
+    let rest = app.get(next.trim_start_matches('<').split('>').next().unwrap()).await;
+    assert_eq!(rest.body.lines().count(), 1 + 234, "{}", rest.body);
+    let resolved = app.get("/api/v1/findings?status=resolved").await;
+    assert_eq!(subjects(&resolved.body), all_of(true));
+    assert_eq!(resolved.header("link"), None);
 }

@@ -43,6 +43,7 @@ const COVERED: &[&str] = &[
     "coordinators::on_machine",
     "coordinators::register",
     "fallback::archs",
+    "fallback::count_findings",
     "fallback::count_pairs",
     "fallback::findings",
     "fallback::hosts",

@@ -345,7 +345,7 @@ async fn the_report_reads_the_latest_point_of_every_host() {
     );
     let (open, resolved) = (String::from("open"), String::from("resolved"));
     assert_eq!(
-        ids(fallback::findings(pool, None).await.unwrap()),
+        ids(fallback::findings(pool, None, None, 0).await.unwrap()),
         [
             (slow, open.clone()),
             (masks, open.clone()),
@@ -354,13 +354,20 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         "open first, most severe first"
     );
     assert_eq!(
-        ids(fallback::findings(pool, Some("open")).await.unwrap()),
+        ids(fallback::findings(pool, Some("open"), None, 0).await.unwrap()),
         [(slow, open.clone()), (masks, open)]
     );
     assert_eq!(
-        ids(fallback::findings(pool, Some("resolved")).await.unwrap()),
+        ids(fallback::findings(pool, Some("resolved"), None, 0).await.unwrap()),
+        [(f.resolved_finding, resolved.clone())]
+    );
+    // A page of them, and the counts.
+    assert_eq!(
+        ids(fallback::findings(pool, None, Some(1), 2).await.unwrap()),
         [(f.resolved_finding, resolved)]
     );
+    assert_eq!(fallback::count_findings(pool, None).await.unwrap(), 3);
+    assert_eq!(fallback::count_findings(pool, Some("open")).await.unwrap(), 2);
 }
 
 /// `fallback_pairs` (kept by triggers on `result_points`) holds what pairing
