@@ -67,23 +67,22 @@ pub async fn list(db: impl PgExecutor<'_>, limit: i64, offset: i64) -> Result<Ve
 /// One campaign's job counts, and how many hosts it has jobs on: the sums
 /// of its `campaign_host_jobs` rows.
 pub async fn totals(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<(JobCounts, i64)> {
-    let (queued, running, done, failed, cancelled, hosts) = sqlx::query_as(
-        "SELECT coalesce(sum(queued), 0)::bigint, coalesce(sum(running), 0)::bigint, \
-             coalesce(sum(done), 0)::bigint, coalesce(sum(failed), 0)::bigint, \
-             coalesce(sum(cancelled), 0)::bigint, count(*) \
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        #[sqlx(flatten)]
+        counts: JobCounts,
+        hosts: i64,
+    }
+    let row: Row = sqlx::query_as(
+        "SELECT coalesce(sum(queued), 0)::bigint AS queued, coalesce(sum(running), 0)::bigint AS running, \
+             coalesce(sum(done), 0)::bigint AS done, coalesce(sum(failed), 0)::bigint AS failed, \
+             coalesce(sum(cancelled), 0)::bigint AS cancelled, count(*) AS hosts \
          FROM campaign_host_jobs WHERE campaign_id = $1",
     )
     .bind(campaign_id)
     .fetch_one(db)
     .await?;
-    let counts = JobCounts {
-        queued,
-        running,
-        done,
-        failed,
-        cancelled,
-    };
-    Ok((counts, hosts))
+    Ok((row.counts, row.hosts))
 }
 
 /// The campaigns, split into those finished (every job ended: their counts
@@ -155,27 +154,21 @@ pub async fn job_totals(db: impl PgExecutor<'_>, campaign_ids: &[i64]) -> Result
     if campaign_ids.is_empty() {
         return Ok(Vec::new());
     }
-    let rows: Vec<(i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
-        "SELECT campaign_id, sum(queued)::bigint, sum(running)::bigint, sum(done)::bigint, \
-             sum(failed)::bigint, sum(cancelled)::bigint \
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        campaign_id: i64,
+        #[sqlx(flatten)]
+        counts: JobCounts,
+    }
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT campaign_id, sum(queued)::bigint AS queued, sum(running)::bigint AS running, \
+             sum(done)::bigint AS done, sum(failed)::bigint AS failed, sum(cancelled)::bigint AS cancelled \
          FROM campaign_host_jobs WHERE campaign_id = ANY($1) GROUP BY campaign_id ORDER BY campaign_id",
     )
     .bind(campaign_ids)
     .fetch_all(db)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, queued, running, done, failed, cancelled)| {
-            let counts = JobCounts {
-                queued,
-                running,
-                done,
-                failed,
-                cancelled,
-            };
-            (id, counts)
-        })
-        .collect())
+    Ok(rows.into_iter().map(|r| (r.campaign_id, r.counts)).collect())
 }
 
 /// One campaign's job counts per host, by host name, `limit` hosts from

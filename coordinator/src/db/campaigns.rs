@@ -125,7 +125,7 @@ pub async fn insert_with_jobs(tx: &mut PgConnection, new: &NewCampaign<'_>, jobs
 }
 
 /// Number of a campaign's jobs in each status.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, sqlx::FromRow)]
 pub struct JobCounts {
     pub queued: i64,
     pub running: i64,

@@ -15,10 +15,9 @@ use cipherfleet_coordinator::db::hosts::{self, Labels};
 use cipherfleet_coordinator::db::{jobs, points};
 use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{Direction, KeyMode};
-use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::helpers::{campaign, facts, fresh_db, job_on, measurement, record};
+use crate::helpers::{campaign, fresh_db, hello, job_on, measurement, record, with_features};
 
 /// The page's default point.
 const POINT: PathPoint = PathPoint {
@@ -94,21 +93,7 @@ async fn stored(pool: &PgPool) -> List {
     (view.pairs, view.slow_hosts)
 }
 
-fn with_features(features: &[&str]) -> Value {
-    let mut f = facts("6.1.0-18-amd64");
-    f["features"]["usable"] = json!(features);
-    f["features"]["advertised"] = json!(features);
-    f
-}
-
 const FULL: &[&str] = &["aes", "pclmulqdq", "avx", "avx2"];
-
-async fn hello(pool: &PgPool, name: &str, labels: Option<&Labels>, facts: &Value) -> i64 {
-    hosts::upsert_host_with_facts(pool, name, labels, facts)
-        .await
-        .unwrap()
-        .host_id
-}
 
 /// One result of `host` at `algorithm`, 16 KiB (or `size`), asked on `path`, that ran `used`.
 async fn result(pool: &PgPool, host: i64, algorithm: &str, size: u64, (path, used): (Path, PathUsed), mb_s: f64) {

@@ -151,6 +151,22 @@ pub fn facts(kernel_release: &str) -> Value {
     })
 }
 
+/// [`facts`] whose CPU advertises and can use `features`, and nothing else.
+pub fn with_features(features: &[&str]) -> Value {
+    let mut f = facts("6.1.0-18-amd64");
+    f["features"]["usable"] = json!(features);
+    f["features"]["advertised"] = json!(features);
+    f
+}
+
+/// A hello of `name` with `labels` and `facts`; the host's id.
+pub async fn hello(pool: &PgPool, name: &str, labels: Option<&hosts::Labels>, facts: &Value) -> i64 {
+    hosts::upsert_host_with_facts(pool, name, labels, facts)
+        .await
+        .expect("hello")
+        .host_id
+}
+
 /// A host that said hello.
 pub async fn host(pool: &PgPool, name: &str) -> i64 {
     hosts::upsert_host_with_facts(pool, name, None, &facts("6.1.0-18-amd64"))

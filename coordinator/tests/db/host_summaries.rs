@@ -10,10 +10,9 @@ use cipherfleet_coordinator::analysis::unexplained;
 use cipherfleet_coordinator::db::host_summaries::{self, Selection};
 use cipherfleet_coordinator::db::hosts::{self, Labels};
 use cipherfleet_coordinator::db::matrix;
-use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::helpers::{facts, fresh_db};
+use crate::helpers::{fresh_db, hello, with_features};
 
 /// (acceleration, emulated, simulated) per host name.
 type Verdicts = BTreeMap<String, (Acceleration, bool, bool)>;
@@ -86,21 +85,7 @@ async fn agrees(pool: &PgPool) -> bool {
     stored(pool).await == plain(pool).await && configurations_agree(pool).await && class_groups_agree(pool).await
 }
 
-fn with_usable(usable: &[&str]) -> Value {
-    let mut f = facts("6.1.0-18-amd64");
-    f["features"]["usable"] = json!(usable);
-    f["features"]["advertised"] = json!(usable);
-    f
-}
-
 const FULL: &[&str] = &["aes", "pclmulqdq", "avx", "avx2"];
-
-async fn hello(pool: &PgPool, name: &str, labels: Option<&Labels>, facts: &Value) -> i64 {
-    hosts::upsert_host_with_facts(pool, name, labels, facts)
-        .await
-        .unwrap()
-        .host_id
-}
 
 /// Opens an unexplained-fallback finding of GHASH on `host`.
 async fn open_fallback(pool: &PgPool, host: i64) -> i64 {
@@ -117,15 +102,15 @@ async fn open_fallback(pool: &PgPool, host: i64) -> i64 {
 
 /// Every kind of change, each followed by `check` (which gets what changed).
 async fn changes(pool: &PgPool, mut check: impl AsyncFnMut(&PgPool, &str)) {
-    let a = hello(pool, "a", None, &with_usable(FULL)).await;
-    hello(pool, "b", None, &with_usable(&["aes"])).await;
+    let a = hello(pool, "a", None, &with_features(FULL)).await;
+    hello(pool, "b", None, &with_features(&["aes"])).await;
     check(pool, "hosts said hello").await;
-    hello(pool, "a", None, &with_usable(&["aes", "pclmulqdq"])).await;
+    hello(pool, "a", None, &with_features(&["aes", "pclmulqdq"])).await;
     check(pool, "a's facts changed (the AVX state lost)").await;
     let emulated: Labels = [("emulated".to_string(), "qemu".to_string())].into();
-    hello(pool, "b", Some(&emulated), &with_usable(&["aes"])).await;
+    hello(pool, "b", Some(&emulated), &with_features(&["aes"])).await;
     check(pool, "b's labels changed").await;
-    hello(pool, "a", None, &with_usable(FULL)).await;
+    hello(pool, "a", None, &with_features(FULL)).await;
     let finding = open_fallback(pool, a).await;
     check(pool, "a finding opened on a").await;
     sqlx::query("UPDATE findings SET status = 'resolved', resolved_at = now() WHERE id = $1")
