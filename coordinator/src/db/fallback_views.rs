@@ -53,13 +53,16 @@ pub struct SlowCases {
 /// A host as the rule reads it: its id, arch, advertised features, and
 /// whether it is emulated.
 pub type HostCpuOf<'a> = (i64, Option<&'a str>, Option<&'a [String]>, bool);
+/// What tells one host CPU from another for the rule: arch, advertised
+/// features, emulated.
+type CpuKey<'a> = (Option<&'a str>, Option<&'a [String]>, bool);
 
 impl SlowCases {
     /// The cases of `hosts` at `key_mode` and `size_bytes`, the rule
     /// tabulated once per distinct CPU (a fleet has a handful).
     pub fn of<'a>(hosts: impl IntoIterator<Item = HostCpuOf<'a>>, key_mode: KeyMode, size_bytes: u64) -> Self {
         let t = Thresholds::default();
-        let mut cpus: Vec<(Option<&str>, Option<&[String]>, bool)> = Vec::new();
+        let mut cpus: Vec<CpuKey<'_>> = Vec::new();
         let mut cases = Vec::new();
         let mut host_cpus = Vec::new();
         for (id, arch, advertised, emulated) in hosts {
