@@ -5,7 +5,9 @@
 //! Derivation runs off the session path: a stored result only marks its host
 //! and algorithm dirty ([`Deriver::result_stored`], a lock and a notify), and
 //! one background task ([`run`]) derives whatever is dirty, coalescing bursts,
-//! so ingest never waits on analysis. The whole fleet is derived at start and
+//! so ingest never waits on analysis. While results stream in, a pass waits
+//! for them to pause (at most a minute), so it does not compete with ingest
+//! for the database every few seconds. The whole fleet is derived at start and
 //! whenever a campaign finishes (found by polling: a campaign finishes in
 //! several places — a result, a failure, a sweep — and polling catches all).
 //!
@@ -60,10 +62,14 @@ pub const REASONS: [&str; 6] = [
 
 /// The latest results per series (and path) the detectors see.
 const HISTORY: i64 = 30;
-/// Results arriving within this long of the first are derived in one pass:
-/// at full ingest (hundreds of results a second) a pass every 2 s costs the
-/// session path a few per cent, and a finding is still there within seconds.
+/// Work marked within this long of the first is derived in one pass, and a
+/// pass for new results waits until none came for this long: while a campaign
+/// streams results in (thousands a second), passes would take PostgreSQL's
+/// time from ingest and re-read the same hosts every few seconds.
 const COALESCE: Duration = Duration::from_secs(2);
+/// The longest a host's new results wait for their pass while others keep
+/// coming: a finding shows within a minute however busy ingest is.
+const PATIENCE: Duration = Duration::from_secs(60);
 /// How often finished campaigns are looked for; no shorter than [`COALESCE`],
 /// which also spaces the passes this poll triggers.
 const CAMPAIGN_POLL: Duration = Duration::from_secs(2);
@@ -76,6 +82,23 @@ struct Pending {
     facts: bool,
     /// Dirty hosts and the algorithms of their new results.
     hosts: BTreeMap<i64, BTreeSet<String>>,
+    /// When the first and the latest of those results were marked.
+    first_result: Option<tokio::time::Instant>,
+    last_result: Option<tokio::time::Instant>,
+}
+
+impl Pending {
+    /// When a pass for the marked results is due: once they stopped coming
+    /// for [`COALESCE`], or [`PATIENCE`] after the first; `None`: no results.
+    fn results_due(&self) -> Option<tokio::time::Instant> {
+        let (first, last) = (self.first_result?, self.last_result?);
+        Some((last + COALESCE).min(first + PATIENCE))
+    }
+
+    /// Results are marked whose pass is not due yet.
+    fn results_waiting(&self) -> bool {
+        self.results_due().is_some_and(|due| due > tokio::time::Instant::now())
+    }
 }
 
 /// The handle the rest of the coordinator marks work on; cheap to call from
@@ -93,11 +116,12 @@ impl Deriver {
 
     /// A result of `host_id` for `algorithm` was stored.
     pub fn result_stored(&self, host_id: i64, algorithm: &str) {
-        self.lock()
-            .hosts
-            .entry(host_id)
-            .or_default()
-            .insert(algorithm.to_string());
+        let mut pending = self.lock();
+        let now = tokio::time::Instant::now();
+        pending.first_result.get_or_insert(now);
+        pending.last_result = Some(now);
+        pending.hosts.entry(host_id).or_default().insert(algorithm.to_string());
+        drop(pending);
         self.wake.notify_one();
     }
 
@@ -121,6 +145,11 @@ impl Deriver {
             Work::Fleet => pending.fleet = true,
             Work::Facts => pending.facts = true,
             Work::Hosts(hosts) => {
+                // Due at the next tick, not after another quiet spell.
+                let now = tokio::time::Instant::now();
+                let long_ago = now.checked_sub(PATIENCE).unwrap_or(now);
+                pending.first_result.get_or_insert(long_ago);
+                pending.last_result.get_or_insert(long_ago);
                 for (host, algorithms) in hosts {
                     pending
                         .hosts
@@ -133,24 +162,39 @@ impl Deriver {
     }
 
     /// Waits until the next pass is due: [`COALESCE`] after work is marked
-    /// (a burst of results lands in one pass), or the next poll `tick`. The
-    /// tick restarts after a coalesced pass, which polls campaigns too, so
-    /// passes start at least [`COALESCE`] apart. False once `shutdown` is cancelled.
+    /// (a burst lands in one pass) and, for new results, until they stopped
+    /// coming ([`Pending::results_due`]), or the next poll `tick`. The tick
+    /// restarts after a coalesced pass, which polls campaigns too, so passes
+    /// start at least [`COALESCE`] apart. False once `shutdown` is cancelled.
     async fn next_pass(&self, tick: &mut Interval, shutdown: &CancellationToken) -> bool {
-        tokio::select! {
-            _ = shutdown.cancelled() => return false,
-            _ = self.wake.notified() => {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return false,
-                    _ = tokio::time::sleep(COALESCE) => {}
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return false,
+                _ = self.wake.notified() => {
+                    let mut until = tokio::time::Instant::now() + COALESCE;
+                    loop {
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return false,
+                            _ = tokio::time::sleep_until(until) => {}
+                        }
+                        // Results still coming: the pass waits for a pause (or its patience).
+                        match self.lock().results_due() {
+                            Some(due) if due > tokio::time::Instant::now() => until = due,
+                            _ => break,
+                        }
+                    }
+                    // Else a tick missed while waiting fires at once, a second
+                    // pass right behind this one.
+                    tick.reset();
+                    return true;
                 }
-                // Else a tick missed while waiting fires at once, a second
-                // pass right behind this one.
-                tick.reset();
+                // A tick does not take results waiting for their pause: they
+                // marked a wake-up, which leads into the wait above.
+                _ = tick.tick() => if !self.lock().results_waiting() {
+                    return true;
+                },
             }
-            _ = tick.tick() => {}
         }
-        true
     }
 
     fn take(&self) -> Pending {
@@ -698,11 +742,11 @@ mod tests {
         // Past the first tick, which is at once.
         tokio::time::sleep(PASS * 2).await;
 
-        // A hundred results within a second: one pass, when the window is over.
+        // A hundred results within a second: one pass, once they stopped for the window.
         let burst = Instant::now();
         results(&deriver, 0..100, Duration::from_millis(10)).await;
         let (first, hosts) = passes.recv().await.unwrap();
-        assert_eq!(first - burst, COALESCE);
+        assert_eq!(first - burst, Duration::from_millis(990) + COALESCE);
         assert_eq!(hosts, (0..100).collect::<Vec<_>>());
 
         // Quiet for a while: no pass has anything to derive.
@@ -718,6 +762,38 @@ mod tests {
 
         shutdown.cancel();
         assert!(passes.recv().await.is_none(), "the task ends on shutdown");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn while_results_stream_in_passes_wait_for_a_pause_or_their_patience_and_miss_no_host() {
+        let deriver = Deriver::new();
+        let mut passes = spawn_passes(deriver.clone(), CancellationToken::new());
+        tokio::time::sleep(PASS * 2).await;
+
+        // A campaign's results for two and a half minutes, ten a second: no
+        // pass for a pause that never comes, but one at most every PATIENCE.
+        let start = Instant::now();
+        results(&deriver, 0..1500, Duration::from_millis(100)).await;
+        let mut seen = Vec::new();
+        let mut previous = start;
+        while let Ok((at, hosts)) = passes.try_recv() {
+            assert!(at - previous >= PATIENCE - COALESCE, "passes {:?} apart", at - previous);
+            assert!(at - start <= (seen.len() as u32 + 1) * (PATIENCE + PASS), "{:?} late", at - start);
+            previous = at;
+            seen.extend(hosts);
+        }
+        assert!(
+            (1100..=1300).contains(&seen.len()),
+            "two passes in 150 s, each of a minute's results: {}",
+            seen.len()
+        );
+
+        // Once they stop, the rest within the window, and every host was derived once.
+        let stopped = Instant::now();
+        let (at, hosts) = passes.recv().await.unwrap();
+        assert!(at - stopped <= COALESCE + PASS, "{:?} after the last result", at - stopped);
+        seen.extend(hosts);
+        assert_eq!(seen, (0..1500).collect::<Vec<_>>());
     }
 
     #[tokio::test(start_paused = true)]
