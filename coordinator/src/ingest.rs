@@ -15,7 +15,8 @@
 //! results with `UNAVAILABLE`; the agents keep them spooled and resend.
 //!
 //! A batch closes after [`Config::batch`] items or [`Config::window`] after
-//! its first one, whichever comes first; at most [`Config::parallel`] are
+//! its first one, whichever comes first; a job start without its job's result
+//! in the batch moves to the next one, once ([`hold_back`]); at most [`Config::parallel`] are
 //! stored at once, and while they are, what arrives waits in the queue and
 //! makes the next batch larger. The queue holds at most [`Config::queue`]
 //! items, those being stored included: memory stays bounded however slow
@@ -23,7 +24,7 @@
 //!
 //! The batcher runs until the last [`Ingest`] handle is dropped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -100,6 +101,8 @@ enum Work {
     /// A `JobAccepted`: (job, host, attempt). Nobody waits for it.
     Started {
         started: (Uuid, i64, Uuid),
+        /// Held back from a batch once already ([`hold_back`]).
+        held: bool,
         _room: OwnedSemaphorePermit,
     },
 }
@@ -173,14 +176,16 @@ impl Ingest {
         answer.await.map_err(|_| stopped())?
     }
 
-    /// Notes in the next batch that the agent began attempt `attempt_id` of
-    /// `job_id`; waits only for room in the queue. It is stored before any
-    /// result queued after it.
+    /// Notes in a batch that the agent began attempt `attempt_id` of
+    /// `job_id`; waits only for room in the queue. It is stored with the
+    /// job's result when that comes in the same or the next batch, else before
+    /// any result queued after that next batch.
     pub async fn started(&self, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<(), Status> {
         let room = self.room().await?;
         self.tx
             .send(Work::Started {
                 started: (job_id, host_id, attempt_id),
+                held: false,
                 _room: room,
             })
             .map_err(|_| stopped())
@@ -209,15 +214,31 @@ impl Ingest {
 async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Work>, config: Config, counters: Arc<Counters>) {
     let slots = Arc::new(Semaphore::new(config.parallel.max(1)));
     let mut storing = JoinSet::new();
+    // Job starts held back from the batch before (see `hold_back`).
+    let mut held: Vec<Work> = Vec::new();
     loop {
         // A slot first: while every one is busy, arrivals wait in the queue
         // and make the next batch larger.
         let slot = slots.clone().acquire_owned().await.expect("never closed");
         while storing.try_join_next().is_some() {}
-        let Some(first) = rx.recv().await else { break };
-        let mut batch = vec![first];
+        // Starts held back wait one window at most for company.
+        let (first, closed) = if held.is_empty() {
+            let first = rx.recv().await;
+            let closed = first.is_none();
+            (first, closed)
+        } else {
+            match tokio::time::timeout(config.window, rx.recv()).await {
+                Ok(first) => {
+                    let closed = first.is_none();
+                    (first, closed)
+                }
+                Err(_) => (None, false),
+            }
+        };
+        let mut batch = std::mem::take(&mut held);
+        batch.extend(first);
         let until = tokio::time::Instant::now() + config.window;
-        while batch.len() < config.batch.max(1) {
+        while !closed && batch.len() < config.batch.max(1) {
             match rx.try_recv() {
                 Ok(work) => batch.push(work),
                 Err(_) => match tokio::time::timeout_at(until, rx.recv()).await {
@@ -226,13 +247,53 @@ async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Work>, config: Config
                 },
             }
         }
-        let (pool, counters) = (pool.clone(), counters.clone());
-        storing.spawn(async move {
-            store(&pool, batch, &counters).await;
-            drop(slot);
-        });
+        if !closed {
+            held = hold_back(&mut batch);
+        }
+        if !batch.is_empty() {
+            let (pool, counters) = (pool.clone(), counters.clone());
+            storing.spawn(async move {
+                store(&pool, batch, &counters).await;
+                drop(slot);
+            });
+        }
+        if closed {
+            break;
+        }
     }
     while storing.join_next().await.is_some() {}
+}
+
+/// Takes out of `batch` the job starts that came without their job's result
+/// and were not held back before, to store them with the next batch: an agent
+/// that finishes at once sends its result right behind its start, and a start
+/// stored in the batch before its result's would hold the job's row until that
+/// batch commits, making the result's batch wait for it (and the batch behind
+/// that one wait for it in turn). Stored with its result, the start costs no
+/// update of its own either ([`db::results::record_and_claim`]).
+fn hold_back(batch: &mut Vec<Work>) -> Vec<Work> {
+    let with_results: HashSet<Uuid> = batch
+        .iter()
+        .filter_map(|w| match w {
+            Work::Result { item, .. } => Some(item.job_id),
+            Work::Started { .. } => None,
+        })
+        .collect();
+    let (held, kept): (Vec<Work>, Vec<Work>) = std::mem::take(batch).into_iter().partition(|w| match w {
+        Work::Started { started, held, .. } => !*held && !with_results.contains(&started.0),
+        Work::Result { .. } => false,
+    });
+    *batch = kept;
+    held.into_iter()
+        .map(|w| match w {
+            Work::Started { started, _room, .. } => Work::Started {
+                started,
+                held: true,
+                _room,
+            },
+            result => result,
+        })
+        .collect()
 }
 
 /// Stores one batch: its job starts and results, and the next job of every
@@ -246,7 +307,7 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
     let mut rooms = Vec::with_capacity(batch.len());
     for work in batch {
         match work {
-            Work::Started { started: s, _room } => {
+            Work::Started { started: s, _room, .. } => {
                 started.push(s);
                 rooms.push(_room);
             }

@@ -31,7 +31,6 @@ use cipherfleet_core::wire;
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::agent_service_server::AgentService;
 use cipherfleet_proto::v1::{self, AgentMessage, agent_message, coordinator_message::Body};
-use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
@@ -549,7 +548,7 @@ impl Session {
                 let Some(m) = r.measurement else {
                     return Err(Status::invalid_argument("job_result.measurement: missing"));
                 };
-                let (judged, next) = self.record(job_id, attempt, &m).await?;
+                let (judged, next) = self.record(job_id, attempt, m).await?;
                 if let Err(status) = self.ack(&r.job_id, &r.attempt_id, judged.err()).await {
                     if let Next::Job(job) = next {
                         self.scheduler.hand_back(&job).await;
@@ -577,7 +576,7 @@ impl Session {
         &self,
         job_id: Uuid,
         attempt: Option<Uuid>,
-        m: &v1::Measurement,
+        m: v1::Measurement,
     ) -> Result<(Result<(), String>, Next), Status> {
         let item = db::results::NewResult {
             job_id,
@@ -632,24 +631,21 @@ impl Session {
 /// rather than in the batch: well-formed, successful, and what it measured
 /// (checked against the job under its lock, [`db::results::record_batch`]).
 /// Else why it cannot be stored.
-fn checked(m: &v1::Measurement) -> Result<db::results::Checked, String> {
-    wire::validate_measurement(m).map_err(|e| e.to_string())?;
-    let json: serde_json::Value =
-        serde_json::from_str(&m.measurement_json).map_err(|e| format!("measurement_json: {e}"))?;
-    let (ran, path_used, figures) = what_ran(&json)?;
+fn checked(m: v1::Measurement) -> Result<db::results::Checked, String> {
+    let parsed = wire::checked_measurement(&m).map_err(|e| e.to_string())?;
+    let (ran, path_used, figures) = what_ran(parsed)?;
     Ok(db::results::Checked {
         ran: Some(ran),
         path_used,
         figures,
-        json,
+        json: m.measurement_json,
     })
 }
 
 /// The point a successful measurement says it measured, the path that ran
 /// and its figures: what [`db::results::record_batch`] checks against the job
 /// and stores in typed columns beside the raw object.
-fn what_ran(json: &serde_json::Value) -> Result<(JobSpec, PathUsed, Figures), String> {
-    let m = Measurement::deserialize(json).map_err(|e| format!("measurement_json: {e}"))?;
+fn what_ran(m: Measurement) -> Result<(JobSpec, PathUsed, Figures), String> {
     let ran = m.spec();
     match (m.status, m.path_used, m.figures) {
         (measurement::Status::Ok, Some(path_used), Some(figures)) => Ok((ran, path_used, figures)),
