@@ -118,8 +118,8 @@ mod outcomes;
 
 pub use claims::{adopt, claim_next_for_host, claim_next_for_hosts, mark_started, mark_started_many, release, unclaim};
 pub(crate) use claims::{claim_locked, distinct};
-pub use outcomes::{fail, fail_attempt};
 pub(crate) use outcomes::{Locked, fail_locked, finish_locked, lock_for_outcomes};
+pub use outcomes::{fail, fail_attempt};
 
 /// A job to queue; see [`campaigns::create_with_jobs`].
 #[derive(Debug, Clone, PartialEq)]

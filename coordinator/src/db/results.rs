@@ -223,9 +223,9 @@ async fn store(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult]
     let startable: HashSet<Uuid> = started
         .iter()
         .filter(|(job, host, attempt)| {
-            locked.get(job).is_some_and(|l| {
-                l.host_id == *host && l.attempt_id == Some(*attempt) && l.status == JobStatus::Running
-            })
+            locked
+                .get(job)
+                .is_some_and(|l| l.host_id == *host && l.attempt_id == Some(*attempt) && l.status == JobStatus::Running)
         })
         .map(|s| s.0)
         .collect();

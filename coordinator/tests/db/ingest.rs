@@ -381,14 +381,19 @@ async fn measurements_are_stored_compressed_with_lz4() {
     let a = host(&pool, "bench-01").await;
     campaign(&pool, &[job(a, 16)]).await;
     let ja = claim(&pool, a).await;
-    results::record_batch(&pool, &[], &[result_of(&ja, 100.0)]).await.unwrap();
+    results::record_batch(&pool, &[], &[result_of(&ja, 100.0)])
+        .await
+        .unwrap();
     let (size, compression): (i32, Option<String>) =
         sqlx::query_as("SELECT pg_column_size(measurement), pg_column_compression(measurement) FROM results")
             .fetch_one(&pool)
             .await
             .unwrap();
     // Small test measurements may stay uncompressed; a real one (4 KB) is not.
-    assert!(compression.is_none() || compression.as_deref() == Some("lz4"), "{compression:?} ({size} bytes)");
+    assert!(
+        compression.is_none() || compression.as_deref() == Some("lz4"),
+        "{compression:?} ({size} bytes)"
+    );
     let column: String = sqlx::query_scalar(
         "SELECT attcompression::text FROM pg_attribute WHERE attrelid = 'results'::regclass AND attname = 'measurement'",
     )

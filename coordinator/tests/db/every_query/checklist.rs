@@ -168,7 +168,11 @@ fn public_queries() -> BTreeSet<String> {
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())) {
         let path = entry.expect("a directory entry").path();
         if path.is_dir() {
-            let module = path.file_name().and_then(|s| s.to_str()).expect("a UTF-8 folder name").to_string();
+            let module = path
+                .file_name()
+                .and_then(|s| s.to_str())
+                .expect("a UTF-8 folder name")
+                .to_string();
             for part in std::fs::read_dir(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display())) {
                 files.push((Some(module.clone()), part.expect("a directory entry").path()));
             }
