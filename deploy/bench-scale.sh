@@ -39,7 +39,9 @@
 # BENCH_PG_SLEEP (40: seconds a result insert sleeps, default 0.2), BENCH_JOB_DELAY (50: each
 # simulated job's time, default 0.5s) and BENCH_PG_CONF (lines added to postgresql.conf, e.g.
 # "shared_preload_libraries = 'pg_stat_statements'", which makes 20-ingest log the statements
-# that took the most time) may be set by the caller.
+# that took the most time: BENCH_STATEMENTS of them, default 15, BENCH_STATEMENT_CHARS of each,
+# default 160; add "pg_stat_statements.track = all" for the trigger and foreign-key statements)
+# may be set by the caller.
 #
 # Large fleets: every connection is an open file on both ends, so when --count needs more than
 # the open-files hard limit allows, the driver raises it (with CAP_SYS_RESOURCE; up to
