@@ -366,3 +366,64 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
     }
     drop(rooms);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn room() -> OwnedSemaphorePermit {
+        Arc::new(Semaphore::new(1)).try_acquire_owned().expect("a permit")
+    }
+
+    fn start(job: Uuid) -> Work {
+        Work::Started {
+            started: (job, 1, Uuid::new_v4()),
+            held: false,
+            _room: room(),
+        }
+    }
+
+    fn result(job: Uuid) -> Work {
+        let item = NewResult {
+            job_id: job,
+            host_id: 1,
+            attempt: None,
+            measurement: Err("not needed here".into()),
+        };
+        Work::Result {
+            item: Box::new(item),
+            reply: oneshot::channel().0,
+            _room: room(),
+        }
+    }
+
+    /// (job, is a start) of each item, in order.
+    fn jobs(batch: &[Work]) -> Vec<(Uuid, bool)> {
+        batch
+            .iter()
+            .map(|w| match w {
+                Work::Started { started, .. } => (started.0, true),
+                Work::Result { item, .. } => (item.job_id, false),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_start_without_its_result_waits_for_the_next_batch_once() {
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        // `a` started and finished; `b` only started, its result still to come.
+        let mut batch = vec![start(a), result(a), start(b)];
+        let held = hold_back(&mut batch);
+        assert_eq!(jobs(&batch), [(a, true), (a, false)]);
+        assert_eq!(jobs(&held), [(b, true)]);
+
+        // Next batch: with its result, or without it again: stored now either way.
+        let mut with = held;
+        with.push(result(b));
+        assert!(hold_back(&mut with).is_empty());
+        assert_eq!(jobs(&with), [(b, true), (b, false)]);
+        let mut alone = hold_back(&mut vec![start(b)]);
+        assert!(hold_back(&mut alone).is_empty(), "held once only");
+        assert_eq!(jobs(&alone), [(b, true)]);
+    }
+}
