@@ -103,7 +103,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N")]
     max_sessions: Option<usize>,
     #[command(flatten)]
-    watch: watch_args::WatchArgs,
+    pub(super) watch: watch_args::WatchArgs,
 }
 
 /// The URL as given; held as a [`Secret`] because it usually carries a password.
