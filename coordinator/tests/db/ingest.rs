@@ -26,7 +26,7 @@ fn result_of(job: &Job, throughput_mb_s: f64) -> NewResult {
             ran: Some(m.spec()),
             path_used: m.path_used.expect("successful"),
             figures: m.figures.clone().expect("with figures"),
-            json: serde_json::to_value(&m).expect("serialises"),
+            json: serde_json::to_string(&m).expect("serialises"),
         }),
     }
 }
