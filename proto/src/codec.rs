@@ -4,8 +4,8 @@
 //! tonic gives every call (here: every agent session, on both ends) an encode
 //! and a decode buffer of 8 KiB up front. A session's messages are mostly a
 //! few dozen bytes (heartbeats, acknowledgements, job orders), so at ten
-//! thousand sessions those buffers alone held about 320 MB between the two
-//! ends. [`LeanCodec`] starts them at [`BUFFER_BYTES`]; a larger message
+//! thousand sessions those buffers alone were about 320 MB of allocations
+//! between the two ends. [`LeanCodec`] starts them at [`BUFFER_BYTES`]; a larger message
 //! (a result with its samples, up to the services' message limits) grows the
 //! buffer as it arrives, as with the default, so nothing is refused for size.
 

@@ -551,13 +551,15 @@ impl Session {
                 if f.busy {
                     // Not an attempt; the agent's outstanding outcome will trigger the next dispatch.
                     if let Some(attempt) = attempt {
-                        db::jobs::release(pool, job_id, self.host_id, attempt)
+                        Box::pin(db::jobs::release(pool, job_id, self.host_id, attempt))
                             .await
                             .map_err(super::db_status)?;
                     }
                     return Ok(());
                 }
-                let rejected = match db::jobs::fail_attempt(pool, job_id, self.host_id, attempt, &f.error).await {
+                let rejected = match Box::pin(db::jobs::fail_attempt(pool, job_id, self.host_id, attempt, &f.error))
+                    .await
+                {
                     Ok(Ok(())) => None,
                     Ok(Err(ignored)) => {
                         tracing::info!(host = self.host_id, job = %job_id, attempt = %f.attempt_id, %ignored, "failure report ignored");
@@ -570,7 +572,9 @@ impl Session {
                     Err(e) => return Err(super::db_status(e)),
                 };
                 self.ack(&f.job_id, &f.attempt_id, rejected).await?;
-                self.scheduler.dispatch(self.host_id).await.map_err(super::db_status)
+                Box::pin(self.scheduler.dispatch(self.host_id))
+                    .await
+                    .map_err(super::db_status)
             }
             Some(In::JobResult(r)) => {
                 let job_id = parse_job_id(&r.job_id)?;
@@ -578,19 +582,22 @@ impl Session {
                 let Some(m) = r.measurement else {
                     return Err(Status::invalid_argument("job_result.measurement: missing"));
                 };
-                let (judged, next) = self.record(job_id, attempt, &m).await?;
+                // Waits for the batch with the measurement moved into it, and the
+                // database steps after it boxed: the thousands of sessions that
+                // wait at once under ingest hold only what the batch needs.
+                let (judged, next) = self.record(job_id, attempt, m).await?;
                 if let Err(status) = self.ack(&r.job_id, &r.attempt_id, judged.err()).await {
                     if let Next::Job(job) = next {
-                        self.scheduler.hand_back(&job).await;
+                        Box::pin(self.scheduler.hand_back(&job)).await;
                     }
                     return Err(status);
                 }
                 // The next job was claimed with the result's batch; only if
                 // that claim failed is it tried again on its own.
                 match next {
-                    Next::Job(job) => self.scheduler.hand_over(*job).await,
+                    Next::Job(job) => Box::pin(self.scheduler.hand_over(*job)).await,
                     Next::Idle => Ok(()),
-                    Next::Unknown => self.scheduler.dispatch(self.host_id).await,
+                    Next::Unknown => Box::pin(self.scheduler.dispatch(self.host_id)).await,
                 }
                 .map_err(super::db_status)
             }
@@ -606,7 +613,7 @@ impl Session {
         &self,
         job_id: Uuid,
         attempt: Option<Uuid>,
-        m: &v1::Measurement,
+        m: v1::Measurement,
     ) -> Result<(Result<(), String>, Next), Status> {
         let item = db::results::NewResult {
             job_id,
@@ -649,7 +656,7 @@ impl Session {
             Err(status) => {
                 if let Next::Job(job) = next {
                     // The session ends without sending it: back to the queue.
-                    self.scheduler.hand_back(&job).await;
+                    Box::pin(self.scheduler.hand_back(&job)).await;
                 }
                 Err(status)
             }
@@ -661,14 +668,14 @@ impl Session {
 /// rather than in the batch: well-formed, successful, and what it measured
 /// (checked against the job under its lock, [`db::results::record_batch`]).
 /// Else why it cannot be stored.
-fn checked(m: &v1::Measurement) -> Result<db::results::Checked, String> {
-    wire::validate_measurement(m).map_err(|e| e.to_string())?;
+fn checked(m: v1::Measurement) -> Result<db::results::Checked, String> {
+    wire::validate_measurement(&m).map_err(|e| e.to_string())?;
     let (ran, path_used, figures) = what_ran(&m.measurement_json)?;
     Ok(db::results::Checked {
         ran: Some(ran),
         path_used,
         figures,
-        json: m.measurement_json.clone(),
+        json: m.measurement_json,
     })
 }
 
