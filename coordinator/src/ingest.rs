@@ -11,8 +11,13 @@
 //! its result to commit. Only then is the result acknowledged, so
 //! exactly-once holds as with one transaction per result: an agent resends
 //! what was not acknowledged, and the same attempt's result again is a
-//! duplicate. A batch that fails (the database is away) fails each of its
-//! results with `UNAVAILABLE`; the agents keep them spooled and resend.
+//! duplicate. A batch that fails because the database is away (restarted,
+//! stopped for a while) is tried again, for up to [`RETRY_FOR`]: its sessions
+//! wait meanwhile, the queue fills and backpressure reaches the agents, which
+//! keep their results spooled, and no session is dropped, so a restarted
+//! database does not set off a reconnect herd. A batch that still fails, or
+//! fails otherwise, fails each of its results with `UNAVAILABLE`; their
+//! sessions end, and the agents keep them spooled and resend.
 //!
 //! A batch closes after [`Config::batch`] items or [`Config::window`] after
 //! its first one, whichever comes first; a job start without its job's result
@@ -56,6 +61,12 @@ pub struct Config {
 
 /// The default `--ingest-queue`.
 pub const DEFAULT_QUEUE: usize = 4096;
+
+/// How long a batch is tried again while the database is away.
+pub const RETRY_FOR: Duration = Duration::from_secs(60);
+/// The first wait before trying a batch again; it doubles up to [`RETRY_MAX_WAIT`].
+const RETRY_FIRST_WAIT: Duration = Duration::from_millis(100);
+const RETRY_MAX_WAIT: Duration = Duration::from_millis(250);
 
 impl Default for Config {
     fn default() -> Self {
@@ -296,6 +307,38 @@ fn hold_back(batch: &mut Vec<Work>) -> Vec<Work> {
         .collect()
 }
 
+/// [`db::results::record_and_claim`], tried again while the database is away
+/// (for up to [`RETRY_FOR`]). A transaction whose commit was cut off may have
+/// committed: the retry then finds its results stored (duplicates, acknowledged
+/// as such) and its hosts' next jobs claimed, which the sweep hands out again
+/// at their deadline, as after any lost session.
+async fn record_while_away(
+    pool: &PgPool,
+    started: &[(Uuid, i64, Uuid)],
+    items: &[NewResult],
+) -> Result<db::results::Stored, db::Error> {
+    let since = tokio::time::Instant::now();
+    let mut wait = RETRY_FIRST_WAIT;
+    loop {
+        match db::results::record_and_claim(pool, started, items).await {
+            Err(e) if e.is_database_away() && since.elapsed() < RETRY_FOR => {
+                if wait == RETRY_FIRST_WAIT {
+                    tracing::warn!(error = %e, results = items.len(), "the database is away: the batch waits for it");
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RETRY_MAX_WAIT);
+            }
+            Ok(stored) => {
+                if wait != RETRY_FIRST_WAIT {
+                    tracing::info!(results = items.len(), waited = ?since.elapsed(), "the database is back: batch stored");
+                }
+                return Ok(stored);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Stores one batch: its job starts and results, and the next job of every
 /// host that sent a result (one statement for the batch, instead of a claim
 /// per result), in one transaction; answers every result's session.
@@ -327,7 +370,7 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
     }
     counters.batches.fetch_add(1, Ordering::Relaxed);
     counters.results.fetch_add(items.len() as u64, Ordering::Relaxed);
-    let stored = match db::results::record_and_claim(pool, &started, &items).await {
+    let stored = match record_while_away(pool, &started, &items).await {
         Ok(stored) => stored,
         Err(e) => {
             let status = db_status(e);
