@@ -7,9 +7,10 @@
 //! one background task ([`run`]) derives whatever is dirty, coalescing bursts,
 //! so ingest never waits on analysis. While results stream in, a pass waits
 //! for them to pause (at most a minute), so it does not compete with ingest
-//! for the database every few seconds. The whole fleet is derived at start and
-//! whenever a campaign finishes (found by polling: a campaign finishes in
-//! several places — a result, a failure, a sweep — and polling catches all).
+//! for the database every few seconds; new facts (a lost flag) do not wait.
+//! The whole fleet is derived at start and whenever a campaign finishes
+//! (found by polling: a campaign finishes in several places — a result, a
+//! failure, a sweep — and polling catches all).
 //!
 //! With several coordinators, each derives the hosts whose results it stored;
 //! the whole-fleet passes (at start, after a finished campaign) run on the
@@ -45,8 +46,10 @@ use crate::db::series::CurrentFacts;
 use crate::db::snapshots::{self, Snapshot};
 
 mod describe;
+mod pending;
 
 use describe::{Anchor, Derived};
+use pending::{COALESCE, PATIENCE, Pending};
 
 /// Every reason, in the spelling `check`, `/metrics` and the database use.
 /// Adding one here (and to the `findings.reason` check of the schema) is all
@@ -62,44 +65,9 @@ pub const REASONS: [&str; 6] = [
 
 /// The latest results per series (and path) the detectors see.
 const HISTORY: i64 = 30;
-/// Work marked within this long of the first is derived in one pass, and a
-/// pass for new results waits until none came for this long: while a campaign
-/// streams results in (thousands a second), passes would take PostgreSQL's
-/// time from ingest and re-read the same hosts every few seconds.
-const COALESCE: Duration = Duration::from_secs(2);
-/// The longest a host's new results wait for their pass while others keep
-/// coming: a finding shows within a minute however busy ingest is.
-const PATIENCE: Duration = Duration::from_secs(60);
 /// How often finished campaigns are looked for; no shorter than [`COALESCE`],
 /// which also spaces the passes this poll triggers.
 const CAMPAIGN_POLL: Duration = Duration::from_secs(2);
-
-/// What a background pass should derive.
-#[derive(Debug, Default)]
-struct Pending {
-    fleet: bool,
-    /// A host's facts changed: fact-based reasons of every host (peers matter).
-    facts: bool,
-    /// Dirty hosts and the algorithms of their new results.
-    hosts: BTreeMap<i64, BTreeSet<String>>,
-    /// When the first and the latest of those results were marked.
-    first_result: Option<tokio::time::Instant>,
-    last_result: Option<tokio::time::Instant>,
-}
-
-impl Pending {
-    /// When a pass for the marked results is due: once they stopped coming
-    /// for [`COALESCE`], or [`PATIENCE`] after the first; `None`: no results.
-    fn results_due(&self) -> Option<tokio::time::Instant> {
-        let (first, last) = (self.first_result?, self.last_result?);
-        Some((last + COALESCE).min(first + PATIENCE))
-    }
-
-    /// Results are marked whose pass is not due yet.
-    fn results_waiting(&self) -> bool {
-        self.results_due().is_some_and(|due| due > tokio::time::Instant::now())
-    }
-}
 
 /// The handle the rest of the coordinator marks work on; cheap to call from
 /// the session path.
@@ -178,8 +146,12 @@ impl Deriver {
                             _ = tokio::time::sleep_until(until) => {}
                         }
                         // Results still coming: the pass waits for a pause (or its patience).
-                        match self.lock().results_due() {
-                            Some(due) if due > tokio::time::Instant::now() => until = due,
+                        let (due, wait) = {
+                            let pending = self.lock();
+                            (pending.results_due(), pending.must_wait())
+                        };
+                        match due {
+                            Some(due) if wait => until = due,
                             _ => break,
                         }
                     }
@@ -190,7 +162,7 @@ impl Deriver {
                 }
                 // A tick does not take results waiting for their pause: they
                 // marked a wake-up, which leads into the wait above.
-                _ = tick.tick() => if !self.lock().results_waiting() {
+                _ = tick.tick() => if !self.lock().must_wait() {
                     return true;
                 },
             }
@@ -198,7 +170,7 @@ impl Deriver {
     }
 
     fn take(&self) -> Pending {
-        std::mem::take(&mut *self.lock())
+        self.lock().take_due()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {

@@ -133,3 +133,44 @@ async fn passes_start_at_least_the_window_apart_while_results_keep_coming() {
         previous = at;
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn new_facts_are_derived_at_once_while_results_keep_coming_which_still_wait() {
+    let deriver = Deriver::new();
+    let shutdown = CancellationToken::new();
+    let (tx, mut passes) = mpsc::unbounded_channel();
+    let task = deriver.clone();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let mut tick = poll_interval();
+        while task.next_pass(&mut tick, &stop).await {
+            let work = task.take();
+            if work.facts || !work.hosts.is_empty() {
+                tx.send((Instant::now(), work.facts, work.hosts.len())).unwrap();
+            }
+            tokio::time::sleep(PASS).await;
+        }
+    });
+    tokio::time::sleep(PASS * 2).await;
+
+    // A host says hello with a lost flag while a campaign streams results in
+    // (the browser test's software build, whose finding the overview shows
+    // the moment the campaign is done).
+    let streaming = deriver.clone();
+    let results = tokio::spawn(async move { results(&streaming, 0..300, Duration::from_millis(100)).await });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let hello = Instant::now();
+    deriver.facts_changed();
+    let (at, facts, hosts) = passes.recv().await.unwrap();
+    assert!(facts, "the first pass is the facts pass");
+    assert_eq!(hosts, 0, "results still coming keep waiting for their pause");
+    assert!(at - hello <= COALESCE, "{:?} after the hello", at - hello);
+
+    // The results are derived once they pause, all of them, none lost to
+    // the facts pass that ran in between.
+    results.await.unwrap();
+    let (_, facts, hosts) = passes.recv().await.unwrap();
+    assert!(!facts);
+    assert_eq!(hosts, 300);
+    shutdown.cancel();
+}
