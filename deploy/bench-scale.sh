@@ -5,7 +5,9 @@
 # in time, and prints ONE table. Scenarios: 10-connect (connect storm, RSS, idle CPU),
 # 20-ingest (a campaign on every host: dispatch and ingest rates, result→ack p99),
 # 30-restart (coordinator killed and restarted with every agent connected), 40-slow-postgres
-# (a pg_sleep trigger under ingest: memory bounded, nothing lost), 50-two-coordinators (two
+# (a pg_sleep trigger under ingest: memory bounded, nothing lost), 41-restart-postgres
+# (PostgreSQL restarted, then stopped for a while, mid-campaign: memory bounded, ingest
+# resumes, nothing lost), 50-two-coordinators (two
 # on one database, one SIGKILLed mid-campaign: time until the other serves every agent, each
 # job run exactly once).
 #
@@ -18,7 +20,7 @@
 #
 # A scenario is one executable file deploy/bench-scale/NN-name.sh, run in name order with
 # `timeout` (BENCH_SCENARIO_LIMIT seconds, default 900; --quick 240). It sources
-# deploy/bench-scale/lib.sh (helpers: fresh_db, coord_start/coord_kill/coord_stop, sim_start,
+# deploy/bench-scale/lib.sh (helpers: fresh_db, pg_ctl_bench, coord_start/coord_kill/coord_stop, sim_start,
 # sim_stat/wait_stat, rss_mb/peak_rss_mb/cpu_percent, campaign_start/wait_campaign, row) and
 # everything it starts through them is stopped when it exits. It reports on stdout, one line
 # per figure, in this format (tab-separated, the rest of its output goes to the log):
@@ -31,7 +33,8 @@
 #   BENCH_DIR       scratch directory (tokens, logs, simulator state), removed at the end
 #   BENCH_BIN       directory of the binaries (default target/release; may be set with --no-build)
 #   BENCH_COUNT     simulated agents;  BENCH_QUICK  1 in --quick mode, else 0
-#   BENCH_PG_SOCKET, BENCH_PG_PORT, BENCH_PG_USER   the private cluster (psql_db, fresh_db)
+#   BENCH_PG_SOCKET, BENCH_PG_PORT, BENCH_PG_USER   the private cluster (psql_db, fresh_db;
+#   BENCH_PG_BIN, BENCH_PG_AS: its pg_ctl and the user it runs as, for pg_ctl_bench)
 #   BENCH_CONNECT_LIMIT, BENCH_INGEST_LIMIT          seconds to wait for a connect / a campaign
 # and BENCH_HEARTBEAT (heartbeat seconds, default 5), BENCH_SUITE (a suite name or a matrix
 # in JSON; default lib.sh's TEN_JOBS: 10 jobs a host), BENCH_SERVE_ARGS (extra `serve` flags),
@@ -39,7 +42,9 @@
 # BENCH_PG_SLEEP (40: seconds a result insert sleeps, default 0.2), BENCH_JOB_DELAY (50: each
 # simulated job's time, default 0.5s) and BENCH_PG_CONF (lines added to postgresql.conf, e.g.
 # "shared_preload_libraries = 'pg_stat_statements'", which makes 20-ingest log the statements
-# that took the most time) may be set by the caller.
+# that took the most time: BENCH_STATEMENTS of them, default 15, BENCH_STATEMENT_CHARS of each,
+# default 160; add "pg_stat_statements.track = all" for the trigger and foreign-key statements)
+# may be set by the caller.
 #
 # Large fleets: every connection is an open file on both ends, so when --count needs more than
 # the open-files hard limit allows, the driver raises it (with CAP_SYS_RESOURCE; up to
@@ -108,7 +113,7 @@ if [ "$(id -u)" = 0 ]; then
 else
   export BENCH_PG_USER=$USER
 fi
-export BENCH_PG_SOCKET=$BENCH_DIR BENCH_PG_PORT=5432
+export BENCH_PG_SOCKET=$BENCH_DIR BENCH_PG_PORT=5432 BENCH_PG_BIN=$pg_bin BENCH_PG_AS=${as_pg[2]:-}
 cleanup() {
   "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$BENCH_DIR/pg" -m immediate stop >/dev/null 2>&1 || true
   if [ $keep = 1 ]; then echo "kept $BENCH_DIR" >&2; else rm -rf "$BENCH_DIR"; fi

@@ -15,6 +15,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // `Welcome` a new credential; their `Debug` is written by hand in
         // `redact.rs` so no secret reaches logs.
         .skip_debug([".cipherfleet.v1.Hello", ".cipherfleet.v1.Welcome"])
+        // Small per-call buffers: one call per agent session, thousands of them (`codec.rs`).
+        .codec_path("crate::codec::LeanCodec")
         .compile_fds(fds)?;
     Ok(())
 }

@@ -5,9 +5,12 @@
 //! Derivation runs off the session path: a stored result only marks its host
 //! and algorithm dirty ([`Deriver::result_stored`], a lock and a notify), and
 //! one background task ([`run`]) derives whatever is dirty, coalescing bursts,
-//! so ingest never waits on analysis. The whole fleet is derived at start and
-//! whenever a campaign finishes (found by polling: a campaign finishes in
-//! several places — a result, a failure, a sweep — and polling catches all).
+//! so ingest never waits on analysis. While results stream in, a pass waits
+//! for them to pause (at most a minute), so it does not compete with ingest
+//! for the database every few seconds; new facts (a lost flag) do not wait.
+//! The whole fleet is derived at start and whenever a campaign finishes
+//! (found by polling: a campaign finishes in several places — a result, a
+//! failure, a sweep — and polling catches all).
 //!
 //! With several coordinators, each derives the hosts whose results it stored;
 //! the whole-fleet passes (at start, after a finished campaign) run on the
@@ -42,6 +45,7 @@ use crate::db::series::CurrentFacts;
 
 mod describe;
 mod peers;
+mod pending;
 mod writes;
 
 use peers::Class;
@@ -50,6 +54,7 @@ pub use peers::PeerCache;
 pub use peers::Reads;
 #[doc(hidden)]
 pub use writes::Writes;
+use pending::{COALESCE, PATIENCE, Pending};
 use writes::{HostChanges, write_chunk};
 
 /// Every reason, in the spelling `check`, `/metrics` and the database use.
@@ -66,23 +71,9 @@ pub const REASONS: [&str; 6] = [
 
 /// The latest results per series (and path) the detectors see.
 const HISTORY: i64 = 30;
-/// Results arriving within this long of the first are derived in one pass:
-/// at full ingest (hundreds of results a second) a pass every 2 s costs the
-/// session path a few per cent, and a finding is still there within seconds.
-const COALESCE: Duration = Duration::from_secs(2);
 /// How often finished campaigns are looked for; no shorter than [`COALESCE`],
 /// which also spaces the passes this poll triggers.
 const CAMPAIGN_POLL: Duration = Duration::from_secs(2);
-
-/// What a background pass should derive.
-#[derive(Debug, Default)]
-struct Pending {
-    fleet: bool,
-    /// A host's facts changed: fact-based reasons of every host (peers matter).
-    facts: bool,
-    /// Dirty hosts and the algorithms of their new results.
-    hosts: BTreeMap<i64, BTreeSet<String>>,
-}
 
 /// The handle the rest of the coordinator marks work on; cheap to call from
 /// the session path.
@@ -99,11 +90,12 @@ impl Deriver {
 
     /// A result of `host_id` for `algorithm` was stored.
     pub fn result_stored(&self, host_id: i64, algorithm: &str) {
-        self.lock()
-            .hosts
-            .entry(host_id)
-            .or_default()
-            .insert(algorithm.to_string());
+        let mut pending = self.lock();
+        let now = tokio::time::Instant::now();
+        pending.first_result.get_or_insert(now);
+        pending.last_result = Some(now);
+        pending.hosts.entry(host_id).or_default().insert(algorithm.to_string());
+        drop(pending);
         self.wake.notify_one();
     }
 
@@ -127,6 +119,11 @@ impl Deriver {
             Work::Fleet => pending.fleet = true,
             Work::Facts => pending.facts = true,
             Work::Hosts(hosts) => {
+                // Due at the next tick, not after another quiet spell.
+                let now = tokio::time::Instant::now();
+                let long_ago = now.checked_sub(PATIENCE).unwrap_or(now);
+                pending.first_result.get_or_insert(long_ago);
+                pending.last_result.get_or_insert(long_ago);
                 for (host, algorithms) in hosts {
                     pending
                         .hosts
@@ -139,28 +136,47 @@ impl Deriver {
     }
 
     /// Waits until the next pass is due: [`COALESCE`] after work is marked
-    /// (a burst of results lands in one pass), or the next poll `tick`. The
-    /// tick restarts after a coalesced pass, which polls campaigns too, so
-    /// passes start at least [`COALESCE`] apart. False once `shutdown` is cancelled.
+    /// (a burst lands in one pass) and, for new results, until they stopped
+    /// coming ([`Pending::results_due`]), or the next poll `tick`. The tick
+    /// restarts after a coalesced pass, which polls campaigns too, so passes
+    /// start at least [`COALESCE`] apart. False once `shutdown` is cancelled.
     async fn next_pass(&self, tick: &mut Interval, shutdown: &CancellationToken) -> bool {
-        tokio::select! {
-            _ = shutdown.cancelled() => return false,
-            _ = self.wake.notified() => {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return false,
-                    _ = tokio::time::sleep(COALESCE) => {}
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return false,
+                _ = self.wake.notified() => {
+                    let mut until = tokio::time::Instant::now() + COALESCE;
+                    loop {
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return false,
+                            _ = tokio::time::sleep_until(until) => {}
+                        }
+                        // Results still coming: the pass waits for a pause (or its patience).
+                        let (due, wait) = {
+                            let pending = self.lock();
+                            (pending.results_due(), pending.must_wait())
+                        };
+                        match due {
+                            Some(due) if wait => until = due,
+                            _ => break,
+                        }
+                    }
+                    // Else a tick missed while waiting fires at once, a second
+                    // pass right behind this one.
+                    tick.reset();
+                    return true;
                 }
-                // Else a tick missed while waiting fires at once, a second
-                // pass right behind this one.
-                tick.reset();
+                // A tick does not take results waiting for their pause: they
+                // marked a wake-up, which leads into the wait above.
+                _ = tick.tick() => if !self.lock().must_wait() {
+                    return true;
+                },
             }
-            _ = tick.tick() => {}
         }
-        true
     }
 
     fn take(&self) -> Pending {
-        std::mem::take(&mut *self.lock())
+        self.lock().take_due()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
@@ -479,98 +495,4 @@ impl<T> Drop for Ahead<T> {
 }
 
 #[cfg(test)]
-mod tests {
-    use tokio::sync::mpsc;
-    use tokio::time::Instant;
-
-    use super::*;
-
-    /// How long the stand-in pass takes: results keep arriving during a real one.
-    const PASS: Duration = Duration::from_millis(500);
-
-    /// The task's loop around a stand-in pass that reports when it started and
-    /// the hosts it was given (passes with results only; ticks find none).
-    fn spawn_passes(
-        deriver: Arc<Deriver>,
-        shutdown: CancellationToken,
-    ) -> mpsc::UnboundedReceiver<(Instant, Vec<i64>)> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut tick = poll_interval();
-            while deriver.next_pass(&mut tick, &shutdown).await {
-                let hosts: Vec<i64> = deriver.take().hosts.into_keys().collect();
-                if !hosts.is_empty() {
-                    tx.send((Instant::now(), hosts)).unwrap();
-                }
-                tokio::time::sleep(PASS).await;
-            }
-        });
-        rx
-    }
-
-    /// Marks a result of each host, `gap` apart.
-    async fn results(deriver: &Deriver, hosts: std::ops::Range<i64>, gap: Duration) {
-        for host in hosts {
-            deriver.result_stored(host, "aes-256-gcm");
-            tokio::time::sleep(gap).await;
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_burst_of_results_is_derived_in_one_pass_and_a_later_result_in_another() {
-        let deriver = Deriver::new();
-        let shutdown = CancellationToken::new();
-        let mut passes = spawn_passes(deriver.clone(), shutdown.clone());
-        // Past the first tick, which is at once.
-        tokio::time::sleep(PASS * 2).await;
-
-        // A hundred results within a second: one pass, when the window is over.
-        let burst = Instant::now();
-        results(&deriver, 0..100, Duration::from_millis(10)).await;
-        let (first, hosts) = passes.recv().await.unwrap();
-        assert_eq!(first - burst, COALESCE);
-        assert_eq!(hosts, (0..100).collect::<Vec<_>>());
-
-        // Quiet for a while: no pass has anything to derive.
-        tokio::time::sleep(COALESCE * 5).await;
-        assert!(passes.try_recv().is_err(), "a pass without new results");
-
-        // A result after the window: a pass of its own, within the window.
-        let later = Instant::now();
-        results(&deriver, 100..101, Duration::ZERO).await;
-        let (second, hosts) = passes.recv().await.unwrap();
-        assert_eq!(hosts, [100]);
-        assert!(second - later <= COALESCE + PASS, "{:?}", second - later);
-
-        shutdown.cancel();
-        assert!(passes.recv().await.is_none(), "the task ends on shutdown");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn passes_start_at_least_the_window_apart_while_results_keep_coming() {
-        let deriver = Deriver::new();
-        let mut passes = spawn_passes(deriver.clone(), CancellationToken::new());
-        results(&deriver, 0..1, Duration::ZERO).await;
-        let (mut previous, _) = passes.recv().await.unwrap();
-        // Each round's results arrive while the previous pass runs. A poll tick
-        // missed during the window must not start a pass right behind it (the
-        // loop picks between ready branches at random, hence the rounds).
-        for round in 1..20 {
-            let burst = Instant::now();
-            results(&deriver, round * 10..round * 10 + 10, Duration::from_millis(20)).await;
-            let (at, hosts) = passes.recv().await.unwrap();
-            assert_eq!(
-                hosts,
-                (round * 10..round * 10 + 10).collect::<Vec<_>>(),
-                "round {round}"
-            );
-            assert!(
-                at - previous >= COALESCE,
-                "round {round}: passes {:?} apart",
-                at - previous
-            );
-            assert!(at - burst <= COALESCE + PASS, "round {round}: {:?} late", at - burst);
-            previous = at;
-        }
-    }
-}
+mod tests;

@@ -11,11 +11,17 @@
 //! its result to commit. Only then is the result acknowledged, so
 //! exactly-once holds as with one transaction per result: an agent resends
 //! what was not acknowledged, and the same attempt's result again is a
-//! duplicate. A batch that fails (the database is away) fails each of its
-//! results with `UNAVAILABLE`; the agents keep them spooled and resend.
+//! duplicate. A batch that fails because the database is away (restarted,
+//! stopped for a while) is tried again, for up to [`RETRY_FOR`]: its sessions
+//! wait meanwhile, the queue fills and backpressure reaches the agents, which
+//! keep their results spooled, and no session is dropped, so a restarted
+//! database does not set off a reconnect herd. A batch that still fails, or
+//! fails otherwise, fails each of its results with `UNAVAILABLE`; their
+//! sessions end, and the agents keep them spooled and resend.
 //!
 //! A batch closes after [`Config::batch`] items or [`Config::window`] after
-//! its first one, whichever comes first; at most [`Config::parallel`] are
+//! its first one, whichever comes first; a job start without its job's result
+//! in the batch moves to the next one, once ([`hold_back`]); at most [`Config::parallel`] are
 //! stored at once, and while they are, what arrives waits in the queue and
 //! makes the next batch larger. The queue holds at most [`Config::queue`]
 //! items, those being stored included: memory stays bounded however slow
@@ -23,7 +29,7 @@
 //!
 //! The batcher runs until the last [`Ingest`] handle is dropped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -55,6 +61,12 @@ pub struct Config {
 
 /// The default `--ingest-queue`.
 pub const DEFAULT_QUEUE: usize = 4096;
+
+/// How long a batch is tried again while the database is away.
+pub const RETRY_FOR: Duration = Duration::from_secs(60);
+/// The first wait before trying a batch again; it doubles up to [`RETRY_MAX_WAIT`].
+const RETRY_FIRST_WAIT: Duration = Duration::from_millis(100);
+const RETRY_MAX_WAIT: Duration = Duration::from_millis(250);
 
 impl Default for Config {
     fn default() -> Self {
@@ -100,6 +112,8 @@ enum Work {
     /// A `JobAccepted`: (job, host, attempt). Nobody waits for it.
     Started {
         started: (Uuid, i64, Uuid),
+        /// Held back from a batch once already ([`hold_back`]).
+        held: bool,
         _room: OwnedSemaphorePermit,
     },
 }
@@ -173,14 +187,16 @@ impl Ingest {
         answer.await.map_err(|_| stopped())?
     }
 
-    /// Notes in the next batch that the agent began attempt `attempt_id` of
-    /// `job_id`; waits only for room in the queue. It is stored before any
-    /// result queued after it.
+    /// Notes in a batch that the agent began attempt `attempt_id` of
+    /// `job_id`; waits only for room in the queue. It is stored with the
+    /// job's result when that comes in the same or the next batch, else before
+    /// any result queued after that next batch.
     pub async fn started(&self, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<(), Status> {
         let room = self.room().await?;
         self.tx
             .send(Work::Started {
                 started: (job_id, host_id, attempt_id),
+                held: false,
                 _room: room,
             })
             .map_err(|_| stopped())
@@ -209,15 +225,31 @@ impl Ingest {
 async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Work>, config: Config, counters: Arc<Counters>) {
     let slots = Arc::new(Semaphore::new(config.parallel.max(1)));
     let mut storing = JoinSet::new();
+    // Job starts held back from the batch before (see `hold_back`).
+    let mut held: Vec<Work> = Vec::new();
     loop {
         // A slot first: while every one is busy, arrivals wait in the queue
         // and make the next batch larger.
         let slot = slots.clone().acquire_owned().await.expect("never closed");
         while storing.try_join_next().is_some() {}
-        let Some(first) = rx.recv().await else { break };
-        let mut batch = vec![first];
+        // Starts held back wait one window at most for company.
+        let (first, closed) = if held.is_empty() {
+            let first = rx.recv().await;
+            let closed = first.is_none();
+            (first, closed)
+        } else {
+            match tokio::time::timeout(config.window, rx.recv()).await {
+                Ok(first) => {
+                    let closed = first.is_none();
+                    (first, closed)
+                }
+                Err(_) => (None, false),
+            }
+        };
+        let mut batch = std::mem::take(&mut held);
+        batch.extend(first);
         let until = tokio::time::Instant::now() + config.window;
-        while batch.len() < config.batch.max(1) {
+        while !closed && batch.len() < config.batch.max(1) {
             match rx.try_recv() {
                 Ok(work) => batch.push(work),
                 Err(_) => match tokio::time::timeout_at(until, rx.recv()).await {
@@ -226,13 +258,85 @@ async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Work>, config: Config
                 },
             }
         }
-        let (pool, counters) = (pool.clone(), counters.clone());
-        storing.spawn(async move {
-            store(&pool, batch, &counters).await;
-            drop(slot);
-        });
+        if !closed {
+            held = hold_back(&mut batch);
+        }
+        if !batch.is_empty() {
+            let (pool, counters) = (pool.clone(), counters.clone());
+            storing.spawn(async move {
+                store(&pool, batch, &counters).await;
+                drop(slot);
+            });
+        }
+        if closed {
+            break;
+        }
     }
     while storing.join_next().await.is_some() {}
+}
+
+/// Takes out of `batch` the job starts that came without their job's result
+/// and were not held back before, to store them with the next batch: an agent
+/// that finishes at once sends its result right behind its start, and a start
+/// stored in the batch before its result's would hold the job's row until that
+/// batch commits, making the result's batch wait for it (and the batch behind
+/// that one wait for it in turn). Stored with its result, the start costs no
+/// update of its own either ([`db::results::record_and_claim`]).
+fn hold_back(batch: &mut Vec<Work>) -> Vec<Work> {
+    let with_results: HashSet<Uuid> = batch
+        .iter()
+        .filter_map(|w| match w {
+            Work::Result { item, .. } => Some(item.job_id),
+            Work::Started { .. } => None,
+        })
+        .collect();
+    let (held, kept): (Vec<Work>, Vec<Work>) = std::mem::take(batch).into_iter().partition(|w| match w {
+        Work::Started { started, held, .. } => !*held && !with_results.contains(&started.0),
+        Work::Result { .. } => false,
+    });
+    *batch = kept;
+    held.into_iter()
+        .map(|w| match w {
+            Work::Started { started, _room, .. } => Work::Started {
+                started,
+                held: true,
+                _room,
+            },
+            result => result,
+        })
+        .collect()
+}
+
+/// [`db::results::record_and_claim`], tried again while the database is away
+/// (for up to [`RETRY_FOR`]). A transaction whose commit was cut off may have
+/// committed: the retry then finds its results stored (duplicates, acknowledged
+/// as such) and its hosts' next jobs claimed, which the sweep hands out again
+/// at their deadline, as after any lost session.
+async fn record_while_away(
+    pool: &PgPool,
+    started: &[(Uuid, i64, Uuid)],
+    items: &[NewResult],
+) -> Result<db::results::Stored, db::Error> {
+    let since = tokio::time::Instant::now();
+    let mut wait = RETRY_FIRST_WAIT;
+    loop {
+        match db::results::record_and_claim(pool, started, items).await {
+            Err(e) if e.is_database_away() && since.elapsed() < RETRY_FOR => {
+                if wait == RETRY_FIRST_WAIT {
+                    tracing::warn!(error = %e, results = items.len(), "the database is away: the batch waits for it");
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RETRY_MAX_WAIT);
+            }
+            Ok(stored) => {
+                if wait != RETRY_FIRST_WAIT {
+                    tracing::info!(results = items.len(), waited = ?since.elapsed(), "the database is back: batch stored");
+                }
+                return Ok(stored);
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Stores one batch: its job starts and results, and the next job of every
@@ -246,7 +350,7 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
     let mut rooms = Vec::with_capacity(batch.len());
     for work in batch {
         match work {
-            Work::Started { started: s, _room } => {
+            Work::Started { started: s, _room, .. } => {
                 started.push(s);
                 rooms.push(_room);
             }
@@ -266,7 +370,7 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
     }
     counters.batches.fetch_add(1, Ordering::Relaxed);
     counters.results.fetch_add(items.len() as u64, Ordering::Relaxed);
-    let stored = match db::results::record_and_claim(pool, &started, &items).await {
+    let stored = match record_while_away(pool, &started, &items).await {
         Ok(stored) => stored,
         Err(e) => {
             let status = db_status(e);
@@ -304,4 +408,65 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
         }
     }
     drop(rooms);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn room() -> OwnedSemaphorePermit {
+        Arc::new(Semaphore::new(1)).try_acquire_owned().expect("a permit")
+    }
+
+    fn start(job: Uuid) -> Work {
+        Work::Started {
+            started: (job, 1, Uuid::new_v4()),
+            held: false,
+            _room: room(),
+        }
+    }
+
+    fn result(job: Uuid) -> Work {
+        let item = NewResult {
+            job_id: job,
+            host_id: 1,
+            attempt: None,
+            measurement: Err("not needed here".into()),
+        };
+        Work::Result {
+            item: Box::new(item),
+            reply: oneshot::channel().0,
+            _room: room(),
+        }
+    }
+
+    /// (job, is a start) of each item, in order.
+    fn jobs(batch: &[Work]) -> Vec<(Uuid, bool)> {
+        batch
+            .iter()
+            .map(|w| match w {
+                Work::Started { started, .. } => (started.0, true),
+                Work::Result { item, .. } => (item.job_id, false),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_start_without_its_result_waits_for_the_next_batch_once() {
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        // `a` started and finished; `b` only started, its result still to come.
+        let mut batch = vec![start(a), result(a), start(b)];
+        let held = hold_back(&mut batch);
+        assert_eq!(jobs(&batch), [(a, true), (a, false)]);
+        assert_eq!(jobs(&held), [(b, true)]);
+
+        // Next batch: with its result, or without it again: stored now either way.
+        let mut with = held;
+        with.push(result(b));
+        assert!(hold_back(&mut with).is_empty());
+        assert_eq!(jobs(&with), [(b, true), (b, false)]);
+        let mut alone = hold_back(&mut vec![start(b)]);
+        assert!(hold_back(&mut alone).is_empty(), "held once only");
+        assert_eq!(jobs(&alone), [(b, true)]);
+    }
 }

@@ -291,6 +291,8 @@ pub async fn run_guarded(
     let serving = builder
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .max_concurrent_streams(Some(limits::MAX_STREAMS_PER_CONNECTION))
+        .initial_connection_window_size(limits::RECEIVE_WINDOW_BYTES)
+        .initial_stream_window_size(limits::RECEIVE_WINDOW_BYTES)
         .add_service(InterceptedService::new(
             AgentServiceServer::new(agent)
                 .max_decoding_message_size(grpc::MAX_MESSAGE_BYTES)

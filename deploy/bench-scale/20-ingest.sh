@@ -13,9 +13,9 @@ coord_start "$(fresh_db $db)"
 # With pg_stat_statements preloaded (BENCH_PG_CONF), where the database's time went, to the log.
 top_statements() {
   psql_db $db "SELECT round(total_exec_time::numeric) AS ms, calls, rows,
-                      left(regexp_replace(query, '\s+', ' ', 'g'), 160)
+                      left(regexp_replace(query, '\s+', ' ', 'g'), ${BENCH_STATEMENT_CHARS:-160})
                FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = '$db')
-               ORDER BY total_exec_time DESC LIMIT 15" >&2 || true
+               ORDER BY total_exec_time DESC LIMIT ${BENCH_STATEMENTS:-15}" >&2 || true
 }
 statements=$(psql_db $db "SELECT count(*) FROM pg_settings WHERE name = 'shared_preload_libraries'
                             AND setting LIKE '%pg_stat_statements%'")
@@ -51,6 +51,11 @@ read -r c1 s1 p1 <<<"$ticks"
 row "CPU coordinator / PostgreSQL / simulator" "$(awk -v t="$(since "$t0")" -v hz="$HZ" -v c=$((c1 - c0)) -v p=$((p1 - p0)) \
   -v s=$((s1 - s0)) 'BEGIN { printf "%.0f / %.0f / %.0f", 100 * c / hz / t, 100 * p / hz / t, 100 * s / hz / t }')" \
   "% of a core" "over the campaign, $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+stored=$(psql_db $db "SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job_id WHERE j.campaign_id = $id")
+# The same CPU per stored result: far less sensitive to the shared machine's load than the rates.
+row "CPU per result coordinator / PostgreSQL / simulator" "$(awk -v hz="$HZ" -v n="$stored" -v c=$((c1 - c0)) \
+  -v p=$((p1 - p0)) -v s=$((s1 - s0)) 'BEGIN { n = n > 0 ? n : 1; f = 1e6 / hz / n
+    printf "%.0f / %.0f / %.0f", c * f, p * f, s * f }')" "µs" "$stored results; 20,000/s on $(nproc) cores leaves $((1000000 * $(nproc) / 20000)) µs for all three"
 row "dispatch rate" "$(rate_of $db "SELECT assigned_at FROM jobs WHERE campaign_id = $id AND assigned_at IS NOT NULL")" "jobs/s"
 row "ingest rate" "$(rate_of $db "SELECT r.created_at FROM results r JOIN jobs j ON j.id = r.job_id WHERE j.campaign_id = $id")" "results/s" "target 20000"
 row "result→ack p50 / p99 / max" "$(sim_stat ack_p50_ms) / $(sim_stat ack_p99_ms) / $(sim_stat ack_max_ms)" ms "measured by the simulator"

@@ -28,6 +28,12 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 # psql_db DB SQL: one value (or rows, tab-separated) from the private cluster.
 psql_db() { psql -X -q -At -F $'\t' -h "$BENCH_PG_SOCKET" -p "$BENCH_PG_PORT" -U "$BENCH_PG_USER" -d "$1" -c "$2"; }
 
+# pg_ctl_bench ARGS…: pg_ctl on the private cluster, as the user it runs as (e.g. `-m fast -w restart`).
+pg_ctl_bench() {
+  local as=(); [ -n "${BENCH_PG_AS:-}" ] && as=(runuser -u "$BENCH_PG_AS" --)
+  "${as[@]}" "${BENCH_PG_BIN:?}/pg_ctl" -D "$BENCH_DIR/pg" -l "$BENCH_DIR/postgres.log" "$@" >/dev/null
+}
+
 # fresh_db NAME: an empty database; echoes its URL (the coordinator migrates it).
 fresh_db() {
   psql_db postgres "DROP DATABASE IF EXISTS $1" >/dev/null
@@ -97,6 +103,15 @@ wait_stat() {
 # rss_mb PID / peak_rss_mb PID: resident set now / its peak, in MB.
 rss_mb() { awk '/^VmRSS:/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
 peak_rss_mb() { awk '/^VmHWM:/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
+# rss_watch PID FILE: from now on, FILE holds the largest RSS of PID seen (every 0.5 s), in MB.
+rss_watch() {
+  ( local peak=0 r
+    while r=$(rss_mb "$1" 2>/dev/null) && [ -n "$r" ]; do
+      [ "$r" -gt "$peak" ] && { peak=$r; echo "$peak" >"$2"; }
+      sleep 0.5
+    done ) &
+  PIDS+=("$!")
+}
 # cpu_ticks PID: user + system time so far, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # cpu_percent PID SECONDS: CPU of PID over the next SECONDS, in % of one core.
@@ -124,10 +139,12 @@ campaign_start() {
     "${points[@]}" --coordinator "http://$GRPC" --format json | jq -r .campaign_id
 }
 
-# jobs_by_status DB CAMPAIGN: "done failed other" counts.
+# jobs_by_status DB CAMPAIGN: "done failed other" counts, from the per-host counts the jobs
+# triggers keep (migrations/0019): counting 100,000 jobs every second of a wait cost PostgreSQL
+# about 0.1 s each time, which the ingest scenario's CPU figures then charged to ingest.
 jobs_by_status() {
-  psql_db "$1" "SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed'),
-                       count(*) FILTER (WHERE status NOT IN ('done', 'failed', 'cancelled')) FROM jobs WHERE campaign_id = $2" | tr '\t' ' '
+  psql_db "$1" "SELECT coalesce(sum(done), 0), coalesce(sum(failed), 0), coalesce(sum(queued + running), 0)
+                FROM campaign_host_jobs WHERE campaign_id = $2" | tr '\t' ' '
 }
 
 # wait_campaign DB CAMPAIGN SECONDS: until no job of it is left to run; 1 on timeout.

@@ -12,6 +12,8 @@
 //!     [`v1::agent_service_client::AgentServiceClient`].
 //!   - `admin.proto`, the operator API: [`v1::admin_service_server`] and
 //!     [`v1::admin_service_client`].
+//! - [`codec`]: prost's codec with small per-call buffers, used by every
+//!   generated client and server.
 //! - `redact`: the hand-written `Debug` for [`v1::Hello`] and [`v1::Welcome`],
 //!   which keeps the enrollment token and host credentials out of logs.
 //!
@@ -21,6 +23,7 @@
 //! Clients have no `connect` constructor (that would force tonic's transport
 //! on every user): build a `tonic::transport::Channel` and pass it to `new`.
 
+pub mod codec;
 mod redact;
 
 #[cfg(feature = "client")]

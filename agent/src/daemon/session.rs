@@ -29,6 +29,7 @@ use cipherfleet_proto::v1::{self, agent_message, coordinator_message};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status, Streaming};
 use tracing::{debug, info, warn};
@@ -224,13 +225,13 @@ async fn handshake(
     let channel = open_channel(coordinator, None).await?;
     let mut client = AgentServiceClient::new(channel);
 
-    let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
+    let (tx, rx) = outgoing(OUTBOUND_QUEUE);
     let hello = hello(ctx);
     debug!("hello: {hello:?}");
     tx.send(message(agent_message::Body::Hello(hello)))
         .await
         .map_err(|_| lost("session closed before Hello", false))?;
-    let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, client.session(ReceiverStream::new(rx)))
+    let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, client.session(rx))
         .await
         .map_err(|_| lost("no answer to the session request", false))?;
     let mut inbound = opened.map_err(|status| classify(&status, false))?.into_inner();
@@ -330,13 +331,28 @@ pub(crate) fn exposed(secret: Option<&Secret>) -> String {
     secret.map(|s| s.expose().to_string()).unwrap_or_default()
 }
 
-pub(crate) fn message(body: agent_message::Body) -> v1::AgentMessage {
-    v1::AgentMessage { body: Some(body) }
+/// One message for the coordinator, boxed for the session's queue ([`Outgoing`]).
+pub(crate) fn message(body: agent_message::Body) -> Box<v1::AgentMessage> {
+    Box::new(v1::AgentMessage { body: Some(body) })
+}
+
+/// The sending half of a session's queue to the coordinator. It holds boxes:
+/// tokio allocates a channel's slots 32 at a time, the first block when the
+/// channel is made, and an `AgentMessage` is 504 bytes (its `Hello`), so a
+/// queue of whole messages held 16 KiB in every session, a simulator's
+/// thousands of hosts included, before anything was sent.
+pub(crate) type Outgoing = mpsc::Sender<Box<v1::AgentMessage>>;
+
+/// A session's queue to the coordinator: the sender, and the stream the
+/// session call reads.
+pub(crate) fn outgoing(capacity: usize) -> (Outgoing, impl Stream<Item = v1::AgentMessage> + Send + 'static) {
+    let (tx, rx) = mpsc::channel(capacity);
+    (tx, ReceiverStream::new(rx).map(|boxed: Box<v1::AgentMessage>| *boxed))
 }
 
 /// A connected, welcomed session.
 struct Session {
-    tx: mpsc::Sender<v1::AgentMessage>,
+    tx: Outgoing,
     /// Outcomes sent in this session (job id, finish time), so one that is both
     /// spooled and queued in the channel is sent once; a re-run of the same job
     /// id has another finish time and still goes out.

@@ -22,9 +22,7 @@ use cipherfleet_core::wire;
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::agent_service_client::AgentServiceClient;
 use cipherfleet_proto::v1::{self, agent_message::Body, coordinator_message};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::Streaming;
 
@@ -215,7 +213,8 @@ impl Host {
     async fn session(&mut self, fleet: &Fleet) -> SessionEnd {
         let stats = &fleet.stats;
         let opened = tokio::select! {
-            opened = self.handshake(fleet) => opened,
+            // Boxed: dialling is the largest step, and the host's task would keep its size for the whole session.
+            opened = Box::pin(self.handshake(fleet)) => opened,
             _ = fleet.shutdown.cancelled() => return SessionEnd::Shutdown,
         };
         let (tx, mut inbound, heartbeat) = match opened {
@@ -287,14 +286,7 @@ impl Host {
     async fn handshake(
         &mut self,
         fleet: &Fleet,
-    ) -> Result<
-        (
-            mpsc::Sender<v1::AgentMessage>,
-            Streaming<v1::CoordinatorMessage>,
-            Duration,
-        ),
-        SessionEnd,
-    > {
+    ) -> Result<(session::Outgoing, Streaming<v1::CoordinatorMessage>, Duration), SessionEnd> {
         let coordinator = &fleet.coordinators[self.coordinator % fleet.coordinators.len()];
         let channel = session::open_channel(coordinator, fleet.local_address(self.index)).await?;
         let mut client = AgentServiceClient::new(channel);
@@ -302,11 +294,11 @@ impl Host {
         if self.job.as_ref().is_some_and(|j| j.done_at <= Instant::now()) {
             self.finish_job(fleet);
         }
-        let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
+        let (tx, rx) = session::outgoing(OUTBOUND_QUEUE);
         tx.send(session::message(Body::Hello(self.hello(fleet))))
             .await
             .map_err(|_| lost("session closed before Hello", false))?;
-        let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, client.session(ReceiverStream::new(rx)))
+        let opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, client.session(rx))
             .await
             .map_err(|_| lost("no answer to the session request", false))?;
         let mut inbound = opened.map_err(|s| session::classify(&s, false))?.into_inner();

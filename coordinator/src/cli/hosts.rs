@@ -1,5 +1,5 @@
-//! `hosts reset-credential NAME` and `hosts retire NAME`: the operator's say
-//! over who a host is. Plain `hosts` (the list) stays in the parent module.
+//! `hosts`: the list of known hosts ([`list`]), and `hosts reset-credential NAME`
+//! and `hosts retire NAME`: the operator's say over who a host is.
 
 use clap::{Args, Subcommand};
 
@@ -91,6 +91,68 @@ pub async fn run(command: HostsCommand) -> anyhow::Result<()> {
                 );
             }
         }
+    }
+    Ok(())
+}
+
+/// `hosts`: every host, page by page, as a table or JSON.
+pub async fn list(args: AdminArgs) -> anyhow::Result<()> {
+    let mut client = admin_client(&args).await?;
+    // Every page, in order.
+    let mut hosts = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = client
+            .list_hosts(v1::ListHostsRequest {
+                page_token,
+                ..Default::default()
+            })
+            .await
+            .map_err(|s| status_error("listing hosts", s))?
+            .into_inner();
+        hosts.extend(page.hosts);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        page_token = page.next_page_token;
+    }
+    if args.format == Format::Json {
+        let rows: Vec<_> = hosts
+            .iter()
+            .map(|h| {
+                serde_json::json!({
+                    "id": h.id, "name": h.name, "arch": h.arch, "cpu_model_name": h.cpu_model_name,
+                    "kernel_release": h.kernel_release, "online": h.online, "retired": h.retired,
+                    "last_seen_unix_ms": h.last_seen_unix_ms,
+                    "acceleration": h.acceleration,
+                    "labels": h.labels.iter().map(|l| (l.key.clone(), l.value.clone())).collect::<std::collections::BTreeMap<_, _>>(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "{:<6} {:<24} {:<8} {:<8} {:<12} {:<24} cpu",
+        "id", "name", "online", "arch", "crypto", "kernel"
+    );
+    for h in hosts {
+        println!(
+            "{:<6} {:<24} {:<8} {:<8} {:<12} {:<24} {}",
+            h.id,
+            h.name.escape_debug().to_string(),
+            if h.retired {
+                "retired"
+            } else if h.online {
+                "online"
+            } else {
+                "offline"
+            },
+            h.arch.escape_debug().to_string(),
+            h.acceleration,
+            h.kernel_release.escape_debug().to_string(),
+            h.cpu_model_name.escape_debug()
+        );
     }
     Ok(())
 }

@@ -3,8 +3,10 @@
 //! with its campaign. A host runs one job at a time: benchmarks that overlap
 //! on a machine measure each other. The unique index
 //! `jobs_one_running_per_host` guarantees that whatever the callers do.
+//!
+//! Here: the queue itself and its sweeps. Handing jobs out is [`claims`];
+//! judging and storing what agents report for them is [`outcomes`].
 
-use std::collections::HashMap;
 use std::fmt;
 
 use chrono::{DateTime, Utc};
@@ -16,8 +18,7 @@ use cipherfleet_core::Point;
 use cipherfleet_core::spec::{Execution, JobSpec};
 
 use super::points::PointColumns;
-use super::{Error, Result, advisory, campaigns};
-use crate::attempt::{self, Ignored};
+use super::{Result, campaigns};
 
 /// A job is given to its host at most this many times; losing the agent that
 /// many times fails it (a job that crashes its agent must not loop forever).
@@ -112,6 +113,14 @@ macro_rules! job_columns {
     };
 }
 
+mod claims;
+mod outcomes;
+
+pub use claims::{adopt, claim_next_for_host, claim_next_for_hosts, mark_started, mark_started_many, release, unclaim};
+pub(crate) use claims::{claim_locked, distinct};
+pub(crate) use outcomes::{Locked, fail_locked, finish_locked, lock_for_outcomes};
+pub use outcomes::{fail, fail_attempt};
+
 /// A job to queue; see [`campaigns::create_with_jobs`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {
@@ -159,282 +168,6 @@ pub async fn insert_for_campaign(conn: &mut PgConnection, campaign_id: i64, jobs
     .await?;
     Ok(done.rows_affected())
 }
-
-/// Hands `host_id` its next queued job, as [`claim_next_for_hosts`] does for many.
-pub async fn claim_next_for_host(pool: &PgPool, host_id: i64) -> Result<Option<Job>> {
-    Ok(claim_next_for_hosts(pool, &[host_id]).await?.pop())
-}
-
-/// Hands each of `hosts` its next queued job (oldest campaign first, then
-/// matrix order) and marks it running with a deadline and a new attempt id,
-/// in one transaction of two statements however many hosts: the dispatch of a
-/// whole ingest batch or of a campaign's start. A host that already runs a
-/// job, or has nothing queued in a running campaign, gets none. Returns the
-/// claimed jobs, at most one per host, in no particular order.
-pub async fn claim_next_for_hosts(pool: &PgPool, hosts: &[i64]) -> Result<Vec<Job>> {
-    let hosts = distinct(hosts);
-    if hosts.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut tx = pool.begin().await?;
-    // Claims (and adoptions) of one host take turns, and the claim below is
-    // a statement of its own, with a snapshot taken after the wait: it sees
-    // what the other one left running.
-    advisory::lock_hosts_transaction(&mut tx, &hosts).await?;
-    let jobs = claim_locked(&mut tx, &hosts).await?;
-    tx.commit().await?;
-    Ok(jobs)
-}
-
-/// `hosts` sorted, each once: the order every claim takes their locks in.
-pub(crate) fn distinct(hosts: &[i64]) -> Vec<i64> {
-    let mut hosts = hosts.to_vec();
-    hosts.sort_unstable();
-    hosts.dedup();
-    hosts
-}
-
-/// The claim of [`claim_next_for_hosts`] in the caller's transaction, which
-/// holds the hosts' advisory locks ([`advisory::lock_hosts_transaction`]) and
-/// may have finished their running jobs before (the ingest batch's store).
-pub(crate) async fn claim_locked(tx: &mut PgConnection, hosts: &[i64]) -> Result<Vec<Job>> {
-    if hosts.is_empty() {
-        return Ok(Vec::new());
-    }
-    Ok(sqlx::query_as(concat!(
-        "UPDATE jobs SET status = 'running', assigned_at = now(), started_at = NULL, \
-             deadline = now() + time_limit_seconds * interval '1 second', attempt_id = gen_random_uuid() \
-         FROM (SELECT n.next_id FROM UNNEST($1::bigint[]) AS h(id) \
-               CROSS JOIN LATERAL ( \
-                   SELECT q.id AS next_id FROM jobs q \
-                   WHERE q.host_id = h.id AND q.status = 'queued' \
-                     AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = q.campaign_id AND c.status = 'running') \
-                   ORDER BY q.campaign_id, q.position \
-                   LIMIT 1 \
-                   FOR UPDATE SKIP LOCKED) n \
-               WHERE NOT EXISTS (SELECT 1 FROM jobs r WHERE r.host_id = h.id AND r.status = 'running')) next \
-         WHERE jobs.id = next.next_id \
-         RETURNING ",
-        job_columns!()
-    ))
-    .bind(hosts)
-    .fetch_all(tx)
-    .await?)
-}
-
-/// Notes that the agent began executing attempt `attempt_id` of a job it was
-/// given. False if that attempt is not running on `host_id` (or was already started).
-pub async fn mark_started(db: impl PgExecutor<'_>, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<bool> {
-    let done = sqlx::query(
-        "UPDATE jobs SET started_at = now() \
-         WHERE id = $1 AND host_id = $2 AND attempt_id = $3 AND status = 'running' AND started_at IS NULL",
-    )
-    .bind(job_id)
-    .bind(host_id)
-    .bind(attempt_id)
-    .execute(db)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
-/// [`mark_started`] for many (job, host, attempt) at once, in one statement:
-/// the ingest batch's `JobAccepted`s. Returns how many were marked.
-pub async fn mark_started_many(db: impl PgExecutor<'_>, started: &[(Uuid, i64, Uuid)]) -> Result<u64> {
-    if started.is_empty() {
-        return Ok(0);
-    }
-    let jobs: Vec<Uuid> = started.iter().map(|s| s.0).collect();
-    let hosts: Vec<i64> = started.iter().map(|s| s.1).collect();
-    let attempts: Vec<Uuid> = started.iter().map(|s| s.2).collect();
-    let done = sqlx::query(
-        "UPDATE jobs SET started_at = now() \
-         FROM UNNEST($1::uuid[], $2::bigint[], $3::uuid[]) AS s(id, host_id, attempt_id) \
-         WHERE jobs.id = s.id AND jobs.host_id = s.host_id AND jobs.attempt_id = s.attempt_id \
-           AND jobs.status = 'running' AND jobs.started_at IS NULL",
-    )
-    .bind(jobs)
-    .bind(hosts)
-    .bind(attempts)
-    .execute(db)
-    .await?;
-    Ok(done.rows_affected())
-}
-
-/// Fails a job on the coordinator's own account (a stored spec it cannot
-/// read); not queued again. False if the job was not queued or running on
-/// `host_id`. An agent's report goes through [`fail_attempt`].
-pub async fn fail(pool: &PgPool, job_id: Uuid, host_id: i64, error: &str) -> Result<bool> {
-    let mut tx = pool.begin().await?;
-    // The campaign's row first, as `campaigns::cancel` takes it: a cancel under
-    // way then wins, and this finds the job cancelled.
-    sqlx::query(
-        "SELECT 1 FROM campaigns c JOIN jobs j ON j.campaign_id = c.id \
-         WHERE j.id = $1 FOR NO KEY UPDATE OF c",
-    )
-    .bind(job_id)
-    .execute(&mut *tx)
-    .await?;
-    let campaign: Option<i64> = sqlx::query_scalar(
-        "UPDATE jobs SET status = 'failed', finished_at = now(), error = $3 \
-         WHERE id = $1 AND host_id = $2 AND status IN ('queued', 'running') \
-         RETURNING campaign_id",
-    )
-    .bind(job_id)
-    .bind(host_id)
-    .bind(error)
-    .fetch_optional(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    if let Some(campaign_id) = campaign {
-        campaigns::close_if_complete(pool, &[campaign_id]).await?;
-    }
-    Ok(campaign.is_some())
-}
-
-/// A job's row as an outcome reported for it finds it, locked by
-/// [`lock_for_outcomes`] until the transaction ends.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub(crate) struct Locked {
-    pub host_id: i64,
-    pub campaign_id: i64,
-    #[sqlx(try_from = "String")]
-    pub status: JobStatus,
-    pub attempt_id: Option<Uuid>,
-    /// The job's point, from its typed columns, and its measured time: what a
-    /// measurement is checked against ([`Locked::spec`]). Not the whole spec
-    /// jsonb, which each row of an ingest batch would send and parse twice.
-    #[sqlx(flatten)]
-    pub point: Point,
-    pub seconds: f64,
-}
-
-impl Locked {
-    /// The job as sent to the agent (its stored spec, from the typed copies).
-    pub fn spec(&self) -> JobSpec {
-        let p = &self.point;
-        JobSpec {
-            algorithm: p.algorithm,
-            direction: p.direction,
-            size_bytes: p.size_bytes,
-            threads: p.threads,
-            concurrency: p.concurrency,
-            key_mode: p.key_mode,
-            path: p.path,
-            nonce: p.nonce,
-            seconds: self.seconds,
-        }
-    }
-
-    /// Whether an outcome that `host_id` reports for attempt `attempt` of job
-    /// `job_id` (this row) counts ([`attempt::judge`]); one of another host is an error.
-    pub fn judge(&self, job_id: Uuid, host_id: i64, attempt: Option<Uuid>) -> Result<Result<(), Ignored>> {
-        if self.host_id != host_id {
-            return Err(Error::JobOfAnotherHost {
-                job: job_id,
-                host: host_id,
-            });
-        }
-        Ok(attempt::judge(self.status, self.attempt_id, attempt))
-    }
-}
-
-/// Locks the rows of `job_ids` for outcomes reported for them, which orders
-/// concurrent copies of the same outcome, in id order, so two batches never
-/// wait on each other crosswise. Unknown ids are missing from the map.
-pub(crate) async fn lock_for_outcomes(tx: &mut PgConnection, job_ids: &[Uuid]) -> Result<HashMap<Uuid, Locked>> {
-    #[derive(sqlx::FromRow)]
-    struct Row {
-        id: Uuid,
-        #[sqlx(flatten)]
-        locked: Locked,
-    }
-    let rows: Vec<Row> = sqlx::query_as(
-        "SELECT id, host_id, campaign_id, status, attempt_id, algorithm, direction, size_bytes, threads, \
-             concurrency, key_mode, path, nonce, (spec -> 'seconds')::double precision AS seconds FROM jobs \
-         WHERE id = ANY($1) ORDER BY id FOR UPDATE",
-    )
-    .bind(job_ids)
-    .fetch_all(&mut *tx)
-    .await?;
-    Ok(rows.into_iter().map(|r| (r.id, r.locked)).collect())
-}
-
-/// Locks a job's row for an outcome that `host_id` reports for attempt
-/// `attempt` ([`lock_for_outcomes`]). Returns the job's campaign, or why the
-/// outcome does not count ([`attempt::judge`]); an unknown job or one of
-/// another host is an error. The caller rolls back on `Ignored` at once, so
-/// the lock is not held until the connection is reused.
-pub(crate) async fn lock_for_outcome(
-    tx: &mut PgConnection,
-    job_id: Uuid,
-    host_id: i64,
-    attempt: Option<Uuid>,
-) -> Result<std::result::Result<i64, Ignored>> {
-    let locked = lock_for_outcomes(tx, &[job_id]).await?;
-    let job = locked.get(&job_id).ok_or(Error::UnknownJob(job_id))?;
-    Ok(job.judge(job_id, host_id, attempt)?.map(|()| job.campaign_id))
-}
-
-/// Fails the given jobs (locked by [`lock_for_outcomes`], their outcomes
-/// judged to count) with their reasons, in the caller's transaction.
-pub(crate) async fn fail_locked(tx: &mut PgConnection, failed: &[(Uuid, String)]) -> Result<()> {
-    if failed.is_empty() {
-        return Ok(());
-    }
-    let (ids, errors): (Vec<Uuid>, Vec<&str>) = failed.iter().map(|(id, e)| (*id, e.as_str())).unzip();
-    sqlx::query(
-        "UPDATE jobs SET status = 'failed', finished_at = now(), error = f.error \
-         FROM UNNEST($1::uuid[], $2::text[]) AS f(id, error) WHERE jobs.id = f.id",
-    )
-    .bind(ids)
-    .bind(errors)
-    .execute(tx)
-    .await?;
-    Ok(())
-}
-
-/// Marks the given jobs done (their results inserted in the caller's transaction).
-pub(crate) async fn finish_locked(tx: &mut PgConnection, done: &[Uuid]) -> Result<()> {
-    if done.is_empty() {
-        return Ok(());
-    }
-    sqlx::query(
-        "UPDATE jobs SET status = 'done', finished_at = now(), error = NULL \
-         WHERE id = ANY($1) AND status IN ('queued', 'running')",
-    )
-    .bind(done)
-    .execute(tx)
-    .await?;
-    Ok(())
-}
-
-/// Fails a job its agent reported failed in attempt `attempt` (invalid point,
-/// self-test failure, crash, time limit); such failures repeat, so it is not
-/// queued again. Only the job's current attempt can fail it ([`attempt::judge`]):
-/// otherwise the report is `Ignored`. An unknown job or one of another host is an error.
-pub async fn fail_attempt(
-    pool: &PgPool,
-    job_id: Uuid,
-    host_id: i64,
-    attempt: Option<Uuid>,
-    error: &str,
-) -> Result<Result<(), Ignored>> {
-    let mut tx = pool.begin().await?;
-    let campaign_id = match lock_for_outcome(&mut tx, job_id, host_id, attempt).await? {
-        Ok(campaign_id) => campaign_id,
-        Err(ignored) => {
-            // At once, not when the pool next uses the connection: until then the
-            // row stays locked and a claim (SKIP LOCKED) would pass the job over.
-            tx.rollback().await?;
-            return Ok(Err(ignored));
-        }
-    };
-    fail_locked(&mut tx, &[(job_id, error.to_string())]).await?;
-    tx.commit().await?;
-    campaigns::close_if_complete(pool, &[campaign_id]).await?;
-    Ok(Ok(()))
-}
-
 /// What [`requeue_lost`] did with the jobs of a lost agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Requeued {
@@ -513,69 +246,6 @@ pub async fn for_campaign(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<V
     .await?)
 }
 
-/// A job the agent still runs after a reconnect, in attempt `attempt_id`: it
-/// is running on `host_id` again with a fresh deadline, without counting an
-/// attempt. Any other job marked running on the host goes back to the queue:
-/// the agent is not running it. False if the job is not this host's, already
-/// finished, or dispatched again since that attempt.
-pub async fn adopt(pool: &PgPool, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<bool> {
-    let mut tx = pool.begin().await?;
-    // Takes turns with claims for the host (see `claim_next_for_hosts`): a
-    // claim racing this adoption then finds the host busy instead of tripping
-    // the one-running-job index.
-    advisory::lock_hosts_transaction(&mut tx, &[host_id]).await?;
-    sqlx::query("UPDATE jobs SET status = 'queued', assigned_at = NULL, started_at = NULL, deadline = NULL WHERE host_id = $1 AND status = 'running' AND id <> $2")
-        .bind(host_id)
-        .bind(job_id)
-        .execute(&mut *tx)
-        .await?;
-    let adopted = sqlx::query(
-        "UPDATE jobs SET status = 'running', assigned_at = COALESCE(assigned_at, now()), \
-             deadline = now() + time_limit_seconds * interval '1 second' \
-         WHERE id = $1 AND host_id = $2 AND attempt_id = $3 AND status IN ('queued', 'running')",
-    )
-    .bind(job_id)
-    .bind(host_id)
-    .bind(attempt_id)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected()
-        == 1;
-    tx.commit().await?;
-    Ok(adopted)
-}
-
-/// The agent refused attempt `attempt_id` of a job because it is busy: back to
-/// the queue, no attempt counted. False if that attempt is not running on `host_id`.
-pub async fn release(pool: &PgPool, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<bool> {
-    let done = sqlx::query(
-        "UPDATE jobs SET status = 'queued', assigned_at = NULL, started_at = NULL, deadline = NULL \
-         WHERE id = $1 AND host_id = $2 AND attempt_id = $3 AND status = 'running'",
-    )
-    .bind(job_id)
-    .bind(host_id)
-    .bind(attempt_id)
-    .execute(pool)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
-/// Undoes `claimed` (from [`claim_next_for_host`]) when its `RunJob` reached no
-/// agent: back to the queue, no attempt counted. False if the job is no longer
-/// in that claim (re-queued, and maybe claimed again, since).
-pub async fn unclaim(pool: &PgPool, claimed: &Job) -> Result<bool> {
-    let done = sqlx::query(
-        "UPDATE jobs SET status = 'queued', assigned_at = NULL, started_at = NULL, deadline = NULL \
-         WHERE id = $1 AND host_id = $2 AND status = 'running' AND attempt_id = $3",
-    )
-    .bind(claimed.id)
-    .bind(claimed.host_id)
-    .bind(claimed.attempt_id)
-    .execute(pool)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
 /// A running job that passed its deadline.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expired {
@@ -648,9 +318,17 @@ pub async fn idle_with_work(db: impl PgExecutor<'_>, hosts: &[i64]) -> Result<Ve
     .await?)
 }
 
-/// Queued jobs older than their campaign's time to live fail with the reason
-/// (their host is gone, or has not come back); their campaigns close when that
-/// was their last work. Returns the failed jobs with their hosts.
+/// Queued jobs of campaigns older than their time to live fail with the
+/// reason (their host is gone, or has not come back); their campaigns close
+/// when that was their last work. Returns the failed jobs with their hosts.
+///
+/// A job is queued with its campaign, in one transaction, so its age is its
+/// campaign's, and only a running campaign has queued jobs (one closes when
+/// none is left; a cancel cancels them): the sweep picks the running
+/// campaigns past their time to live first and reads only their active jobs
+/// (`jobs_active_per_campaign`), not every queued job of the fleet. In a
+/// campaign of 100,000 queued jobs that is 3 ms a sweep instead of 30–65 ms
+/// (`EXPLAIN ANALYZE`, 2026-12-02), every few seconds while it runs.
 pub async fn expire_queued(pool: &PgPool) -> Result<Vec<(Uuid, i64)>> {
     let mut tx = pool.begin().await?;
     let rows: Vec<(Uuid, i64, i64)> = sqlx::query_as(
@@ -658,8 +336,8 @@ pub async fn expire_queued(pool: &PgPool) -> Result<Vec<(Uuid, i64)>> {
              error = format('still queued after the campaign''s time to live of %s s: its host did not \
                  take it (offline, retired, or busy with other work)', c.queued_ttl_seconds) \
          FROM campaigns c \
-         WHERE c.id = j.campaign_id AND j.status = 'queued' \
-           AND j.created_at + c.queued_ttl_seconds * interval '1 second' < now() \
+         WHERE c.id = j.campaign_id AND j.status = 'queued' AND c.status = 'running' \
+           AND c.created_at + c.queued_ttl_seconds * interval '1 second' < now() \
          RETURNING j.id, j.host_id, j.campaign_id",
     )
     .fetch_all(&mut *tx)

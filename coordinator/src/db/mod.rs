@@ -100,6 +100,22 @@ impl Error {
         }
     }
 
+    /// The database is away for now (not reachable, restarting, shutting down,
+    /// or no connection came free in time): the same work can succeed later.
+    /// A closed pool is not away: it is this coordinator shutting down.
+    pub fn is_database_away(&self) -> bool {
+        match self {
+            Error::Database(sqlx::Error::Database(e)) => e
+                .code()
+                // 08: connection exception; 57P01-03: shutting down or starting up.
+                .is_some_and(|c| c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")),
+            Error::Database(
+                sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed,
+            ) => true,
+            _ => false,
+        }
+    }
+
     /// The SQLSTATE PostgreSQL answered with, if the error came from the server.
     pub fn sqlstate(&self) -> Option<String> {
         match self {

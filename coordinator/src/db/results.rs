@@ -6,7 +6,7 @@
 //! total are here too; a host's results pages are [`super::host_results`].
 //! [`StoredMemory`] is how every read of a result carries its memory figures.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use cipherfleet_core::measurement::{Figures, Memory};
@@ -62,8 +62,11 @@ pub struct Checked {
     /// the typed columns, stored as given: the database rejects negative figures.
     pub path_used: PathUsed,
     pub figures: Figures,
-    /// The whole object the agent sent, kept verbatim.
-    pub json: Value,
+    /// The whole object the agent sent, as it sent it (JSON text), kept
+    /// verbatim: PostgreSQL parses it once into `jsonb`, with no tree of it
+    /// built, cloned and written out again here. Queued as text, a result also
+    /// takes a fraction of the memory of a parsed `serde_json::Value`.
+    pub json: String,
 }
 
 /// Stores the result of attempt `attempt` of `job_id` as reported by
@@ -88,7 +91,7 @@ pub async fn record(
             ran: None,
             path_used,
             figures: figures.clone(),
-            json: measurement.clone(),
+            json: measurement.to_string(),
         }),
     };
     store(pool, &[], std::slice::from_ref(&item), false)
@@ -178,10 +181,18 @@ async fn store_batch(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewR
     Ok(Stored { outcomes, claimed })
 }
 
-/// The database's reason when `e` is a violated check constraint (a negative figure).
+/// The database's reason when `e` refuses what a result holds: a violated
+/// check constraint (a negative figure) or a data exception (SQLSTATE class
+/// 22: text `jsonb` does not take, such as `\u0000`). Either fails that
+/// result alone; were it an error of the whole batch, its agent would resend
+/// it, and it would fail every batch it lands in.
 fn check_violation(e: &super::Error) -> Option<String> {
     match e {
-        super::Error::Database(sqlx::Error::Database(d)) if d.is_check_violation() => Some(d.message().to_string()),
+        super::Error::Database(sqlx::Error::Database(d))
+            if d.is_check_violation() || d.code().is_some_and(|c| c.starts_with("22")) =>
+        {
+            Some(d.message().to_string())
+        }
         _ => None,
     }
 }
@@ -208,7 +219,17 @@ async fn store(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult]
     // them in that order too, so none of them waits on this batch crosswise.
     advisory::lock_hosts_transaction(&mut tx, &hosts).await?;
     let mut locked = jobs::lock_for_outcomes(&mut tx, &ids).await?;
-    jobs::mark_started_many(&mut *tx, started).await?;
+    // Starts that [`jobs::mark_started_many`] would note, of jobs whose result
+    // may end them in this batch too: those are noted by the same update.
+    let startable: HashSet<Uuid> = started
+        .iter()
+        .filter(|(job, host, attempt)| {
+            locked
+                .get(job)
+                .is_some_and(|l| l.host_id == *host && l.attempt_id == Some(*attempt) && l.status == JobStatus::Running)
+        })
+        .map(|s| s.0)
+        .collect();
     let mut outcomes = Vec::with_capacity(items.len());
     let mut inserts: Vec<(usize, &Checked)> = Vec::new();
     let mut failed: Vec<(Uuid, String)> = Vec::new();
@@ -249,6 +270,7 @@ async fn store(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult]
         outcomes.push(Ok(outcome));
     }
     if inserts.is_empty() && failed.is_empty() {
+        jobs::mark_started_many(&mut *tx, started).await?;
         // At once, not when the pool next uses the connection: until then the
         // jobs' rows stay locked and a claim (SKIP LOCKED) would pass them over.
         if started.is_empty() && hosts.is_empty() {
@@ -268,10 +290,11 @@ async fn store(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult]
     }
     let stored = insert_rows(&mut tx, items, &inserts).await?;
     let mut done = Vec::with_capacity(stored.len());
+    let mut finished = HashSet::with_capacity(stored.len());
     let mut result_ids = Vec::with_capacity(stored.len());
     for (i, _) in &inserts {
         match stored.get(&items[*i].job_id) {
-            Some(result_id) if !done.contains(&items[*i].job_id) => {
+            Some(result_id) if finished.insert(items[*i].job_id) => {
                 done.push(items[*i].job_id);
                 result_ids.push(*result_id);
             }
@@ -279,8 +302,14 @@ async fn store(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult]
             _ => outcomes[*i] = Ok(RecordOutcome::Duplicate),
         }
     }
+    let (begun, rest): (Vec<_>, Vec<_>) = started
+        .iter()
+        .partition(|s| startable.contains(&s.0) && finished.contains(&s.0));
+    let rest: Vec<(Uuid, i64, Uuid)> = rest.into_iter().copied().collect();
+    let begun: Vec<Uuid> = begun.into_iter().map(|s| s.0).collect();
+    jobs::mark_started_many(&mut *tx, &rest).await?;
     points::record_many(&mut tx, &result_ids).await?;
-    jobs::finish_locked(&mut tx, &done).await?;
+    jobs::finish_locked(&mut tx, &done, &begun).await?;
     jobs::fail_locked(&mut tx, &failed).await?;
     let claimed = jobs::claim_locked(&mut tx, &hosts).await?;
     tx.commit().await?;
@@ -332,13 +361,13 @@ async fn insert_rows(
              r.p50, r.p90, r.p99, r.p999, r.max, r.latency_method, r.batch_ops, r.cv, r.samples, \
              r.cpu_user, r.cpu_sys, r.cpu_utilization, r.key_setup_ns, r.elapsed_seconds, \
              ($27::double precision[])[r.samples_from:r.samples_to], \
-             r.measurement, r.low_samples, r.cipher_state_bytes, r.peak_rss_bytes, r.heap_bytes_per_op, \
+             r.measurement::jsonb, r.low_samples, r.cipher_state_bytes, r.peak_rss_bytes, r.heap_bytes_per_op, \
              r.allocs_per_op \
          FROM UNNEST($1::uuid[], $2::text[], $3::double precision[], $4::double precision[], \
                  $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], \
                  $11::bigint[], $12::double precision[], $13::integer[], $14::double precision[], \
                  $15::double precision[], $16::double precision[], $17::double precision[], \
-                 $18::double precision[], $19::integer[], $20::jsonb[], $21::boolean[], $22::bigint[], \
+                 $18::double precision[], $19::integer[], $20::text[], $21::boolean[], $22::bigint[], \
                  $23::bigint[], $24::double precision[], $25::double precision[], $26::integer[]) \
              AS r(job_id, path_used, throughput_mb_s, ops_per_s, p50, p90, p99, p999, max, \
                   latency_method, batch_ops, cv, samples, cpu_user, cpu_sys, cpu_utilization, \
@@ -382,7 +411,7 @@ async fn insert_rows(
 
 /// Results as the column arrays of [`insert_rows`]' `UNNEST`.
 #[derive(Default)]
-struct Columns {
+struct Columns<'a> {
     job_id: Vec<Uuid>,
     path_used: Vec<&'static str>,
     throughput_mb_s: Vec<f64>,
@@ -407,7 +436,7 @@ struct Columns {
     sample_values: Vec<f64>,
     samples_from: Vec<i32>,
     samples_to: Vec<i32>,
-    measurement: Vec<Value>,
+    measurement: Vec<&'a str>,
     low_samples: Vec<bool>,
     cipher_state_bytes: Vec<Option<i64>>,
     peak_rss_bytes: Vec<Option<i64>>,
@@ -415,8 +444,8 @@ struct Columns {
     allocs_per_op: Vec<Option<f64>>,
 }
 
-impl Columns {
-    fn push(&mut self, job_id: Uuid, r: &Checked) {
+impl<'a> Columns<'a> {
+    fn push(&mut self, job_id: Uuid, r: &'a Checked) {
         let f = &r.figures;
         let memory = StoredMemory::from(f.memory.as_ref());
         self.job_id.push(job_id);
@@ -441,7 +470,7 @@ impl Columns {
         self.samples_from.push(index(self.sample_values.len() + 1));
         self.sample_values.extend_from_slice(&f.sample_throughputs_mb_s);
         self.samples_to.push(index(self.sample_values.len()));
-        self.measurement.push(r.json.clone());
+        self.measurement.push(&r.json);
         self.low_samples.push(f.low_samples);
         self.cipher_state_bytes.push(memory.cipher_state_bytes);
         self.peak_rss_bytes.push(memory.peak_rss_bytes);

@@ -31,8 +31,8 @@ use cipherfleet_core::wire;
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::agent_service_server::AgentService;
 use cipherfleet_proto::v1::{self, AgentMessage, agent_message, coordinator_message::Body};
-use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
@@ -135,13 +135,16 @@ impl AgentService for AgentSvc {
             None => NewCredential::generate()
                 .map_err(|e| Status::internal(format!("cannot draw a host credential from the OS: {e}")))?,
         };
-        let admission = db::identity::admit(
+        // The database work below is boxed: a future's size is that of its largest
+        // step, and this one is alive from the first byte of every session, also
+        // while thousands wait for their turn in a connect storm.
+        let admission = Box::pin(db::identity::admit(
             self.scheduler.pool(),
             &hello.name,
             &hello.credential,
             token_ok,
             &new_credential,
-        )
+        ))
         .await
         .map_err(db_status)?
         .map_err(|refusal| refused(refusal, &hello.name, peer))?;
@@ -188,7 +191,7 @@ impl AgentService for AgentSvc {
             .reserve(host_id, tx.clone())
             .map_err(|_| second_session())?;
         // Then the cluster's: a session of the host on another coordinator holds its lease.
-        match self.scheduler.take_lease(host_id, reservation.generation).await {
+        match Box::pin(self.scheduler.take_lease(host_id, reservation.generation)).await {
             Ok(true) => {}
             Ok(false) => {
                 self.scheduler.disconnect(host_id, reservation.generation);
@@ -199,7 +202,7 @@ impl AgentService for AgentSvc {
                 return Err(db_status(e));
             }
         }
-        let accepted = match self.welcome(&hello, host_id, peer).await {
+        let accepted = match Box::pin(self.welcome(&hello, host_id, peer)).await {
             Ok(accepted) => accepted,
             Err(status) => {
                 self.scheduler.leave(host_id, reservation.generation).await;
@@ -230,7 +233,7 @@ impl AgentService for AgentSvc {
         if accepted.facts_changed || accepted.paths_changed.is_some() {
             // Queued before the session's first dispatch, which then hands it out.
             let paths = accepted.paths_changed.as_ref();
-            if let Err(e) = verify::on_hello(self.scheduler.pool(), &self.verify, host_id, paths).await {
+            if let Err(e) = Box::pin(verify::on_hello(self.scheduler.pool(), &self.verify, host_id, paths)).await {
                 tracing::warn!(host = host_id, error = %e, "queueing a verification campaign");
             }
         }
@@ -402,40 +405,66 @@ fn too_many_messages() -> Status {
 impl Session {
     /// `inbound` is the session's `Streaming`, or in tests any stream of messages.
     async fn run(self, mut inbound: impl Stream<Item = Result<AgentMessage, Status>> + Unpin) {
+        // What the session awaits besides reading its agent is boxed, for as long
+        // as it runs: a future is as large as its largest step, and storing a
+        // result (`handle`) would make every idle session's task 13 KiB.
         if self.dispatch_on_connect
-            && let Err(e) = self.scheduler.dispatch(self.host_id).await
+            && let Err(e) = Box::pin(self.scheduler.dispatch(self.host_id)).await
         {
             tracing::warn!(host = self.host_id, error = %e, "dispatch on connect failed");
         }
         let mut allowance = Bucket::for_session();
-        let end = loop {
-            let next = tokio::select! {
-                _ = self.shutdown.cancelled() => break End::Shutdown,
-                _ = self.ended.cancelled() => break End::Ended,
-                // The agent does not read what we send: end it rather than wait on it.
-                _ = self.tx.ended() => break End::Refused(super::outbound::NotSent::Full.status()),
-                next = tokio::time::timeout(self.silence, inbound.next()) => next,
-            };
-            let message = match next {
-                Err(_) => break End::Lost("no heartbeat for three intervals"),
-                // The agent hung up (a stop, a restart, a network cut): its job, if any, is lost
-                // all the same, but this is no silence worth a warning.
-                Ok(Some(Err(status))) => {
-                    tracing::debug!(host = self.host_id, status = ?status, "session stream ended with an error");
-                    break End::Closed;
+        let end = {
+            // Made once for the session, not once a message: a heartbeat then
+            // registers no waiter on the cluster-wide shutdown token and no timer.
+            let shutdown = self.shutdown.cancelled();
+            let ended = self.ended.cancelled();
+            let full = self.tx.ended();
+            // Re-armed only when it fires: until then a message just notes the time.
+            let mut heard = Instant::now();
+            let silent = tokio::time::sleep_until(heard + self.silence);
+            tokio::pin!(shutdown, ended, full, silent);
+            loop {
+                let next = tokio::select! {
+                    _ = &mut shutdown => break End::Shutdown,
+                    _ = &mut ended => break End::Ended,
+                    // The agent does not read what we send: end it rather than wait on it.
+                    _ = &mut full => break End::Refused(super::outbound::NotSent::Full.status()),
+                    () = &mut silent => {
+                        if heard.elapsed() >= self.silence {
+                            break End::Lost("no heartbeat for three intervals");
+                        }
+                        silent.as_mut().reset(heard + self.silence);
+                        continue;
+                    }
+                    next = inbound.next() => next,
+                };
+                let message = match next {
+                    // The agent hung up (a stop, a restart, a network cut): its job, if any, is lost
+                    // all the same, but this is no silence worth a warning.
+                    Some(Err(status)) => {
+                        tracing::debug!(host = self.host_id, status = ?status, "session stream ended with an error");
+                        break End::Closed;
+                    }
+                    None => break End::Closed,
+                    Some(Ok(m)) => m,
+                };
+                heard = Instant::now();
+                if !allowance.take_at(heard) {
+                    break End::Refused(too_many_messages());
                 }
-                Ok(None) => break End::Closed,
-                Ok(Some(Ok(m))) => m,
-            };
-            if !allowance.take() {
-                break End::Refused(too_many_messages());
-            }
-            self.scheduler.last_seen().mark(self.host_id);
-            if let Err(status) = self.handle(message).await {
-                break End::Refused(status);
+                self.scheduler.last_seen().mark(self.host_id);
+                if let Some(agent_message::Body::Heartbeat(_)) = message.body {
+                    continue;
+                }
+                if let Err(status) = Box::pin(self.handle(message)).await {
+                    break End::Refused(status);
+                }
+                // Time spent here (waiting for the ingest queue or the database) is not the agent's silence.
+                heard = Instant::now();
             }
         };
-        self.finish(end).await;
+        Box::pin(self.finish(end)).await;
     }
 
     async fn finish(self, end: End) {
@@ -496,7 +525,7 @@ impl Session {
         match message.body {
             None => Err(Status::invalid_argument("empty message (no known body)")),
             Some(In::Hello(_)) => Err(Status::invalid_argument("hello may only open a session")),
-            // Seen already (`run` marks every message); nothing else to do.
+            // Seen already (`run` marks every message, and answers heartbeats itself).
             Some(In::Heartbeat(_)) => Ok(()),
             Some(In::JobAccepted(a)) => {
                 let job_id = parse_job_id(&a.job_id)?;
@@ -522,13 +551,15 @@ impl Session {
                 if f.busy {
                     // Not an attempt; the agent's outstanding outcome will trigger the next dispatch.
                     if let Some(attempt) = attempt {
-                        db::jobs::release(pool, job_id, self.host_id, attempt)
+                        Box::pin(db::jobs::release(pool, job_id, self.host_id, attempt))
                             .await
                             .map_err(super::db_status)?;
                     }
                     return Ok(());
                 }
-                let rejected = match db::jobs::fail_attempt(pool, job_id, self.host_id, attempt, &f.error).await {
+                let rejected = match Box::pin(db::jobs::fail_attempt(pool, job_id, self.host_id, attempt, &f.error))
+                    .await
+                {
                     Ok(Ok(())) => None,
                     Ok(Err(ignored)) => {
                         tracing::info!(host = self.host_id, job = %job_id, attempt = %f.attempt_id, %ignored, "failure report ignored");
@@ -541,7 +572,9 @@ impl Session {
                     Err(e) => return Err(super::db_status(e)),
                 };
                 self.ack(&f.job_id, &f.attempt_id, rejected).await?;
-                self.scheduler.dispatch(self.host_id).await.map_err(super::db_status)
+                Box::pin(self.scheduler.dispatch(self.host_id))
+                    .await
+                    .map_err(super::db_status)
             }
             Some(In::JobResult(r)) => {
                 let job_id = parse_job_id(&r.job_id)?;
@@ -549,19 +582,22 @@ impl Session {
                 let Some(m) = r.measurement else {
                     return Err(Status::invalid_argument("job_result.measurement: missing"));
                 };
-                let (judged, next) = self.record(job_id, attempt, &m).await?;
+                // Waits for the batch with the measurement moved into it, and the
+                // database steps after it boxed: the thousands of sessions that
+                // wait at once under ingest hold only what the batch needs.
+                let (judged, next) = self.record(job_id, attempt, m).await?;
                 if let Err(status) = self.ack(&r.job_id, &r.attempt_id, judged.err()).await {
                     if let Next::Job(job) = next {
-                        self.scheduler.hand_back(&job).await;
+                        Box::pin(self.scheduler.hand_back(&job)).await;
                     }
                     return Err(status);
                 }
                 // The next job was claimed with the result's batch; only if
                 // that claim failed is it tried again on its own.
                 match next {
-                    Next::Job(job) => self.scheduler.hand_over(*job).await,
+                    Next::Job(job) => Box::pin(self.scheduler.hand_over(*job)).await,
                     Next::Idle => Ok(()),
-                    Next::Unknown => self.scheduler.dispatch(self.host_id).await,
+                    Next::Unknown => Box::pin(self.scheduler.dispatch(self.host_id)).await,
                 }
                 .map_err(super::db_status)
             }
@@ -577,7 +613,7 @@ impl Session {
         &self,
         job_id: Uuid,
         attempt: Option<Uuid>,
-        m: &v1::Measurement,
+        m: v1::Measurement,
     ) -> Result<(Result<(), String>, Next), Status> {
         let item = db::results::NewResult {
             job_id,
@@ -620,7 +656,7 @@ impl Session {
             Err(status) => {
                 if let Next::Job(job) = next {
                     // The session ends without sending it: back to the queue.
-                    self.scheduler.hand_back(&job).await;
+                    Box::pin(self.scheduler.hand_back(&job)).await;
                 }
                 Err(status)
             }
@@ -632,24 +668,21 @@ impl Session {
 /// rather than in the batch: well-formed, successful, and what it measured
 /// (checked against the job under its lock, [`db::results::record_batch`]).
 /// Else why it cannot be stored.
-fn checked(m: &v1::Measurement) -> Result<db::results::Checked, String> {
-    wire::validate_measurement(m).map_err(|e| e.to_string())?;
-    let json: serde_json::Value =
-        serde_json::from_str(&m.measurement_json).map_err(|e| format!("measurement_json: {e}"))?;
-    let (ran, path_used, figures) = what_ran(&json)?;
+fn checked(m: v1::Measurement) -> Result<db::results::Checked, String> {
+    let parsed = wire::checked_measurement(&m).map_err(|e| e.to_string())?;
+    let (ran, path_used, figures) = what_ran(parsed)?;
     Ok(db::results::Checked {
         ran: Some(ran),
         path_used,
         figures,
-        json,
+        json: m.measurement_json,
     })
 }
 
 /// The point a successful measurement says it measured, the path that ran
 /// and its figures: what [`db::results::record_batch`] checks against the job
 /// and stores in typed columns beside the raw object.
-fn what_ran(json: &serde_json::Value) -> Result<(JobSpec, PathUsed, Figures), String> {
-    let m = Measurement::deserialize(json).map_err(|e| format!("measurement_json: {e}"))?;
+fn what_ran(m: Measurement) -> Result<(JobSpec, PathUsed, Figures), String> {
     let ran = m.spec();
     match (m.status, m.path_used, m.figures) {
         (measurement::Status::Ok, Some(path_used), Some(figures)) => Ok((ran, path_used, figures)),

@@ -29,6 +29,12 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 65_536;
 pub const ACCEPT_BACKLOG: u32 = 65_535;
 /// Concurrent HTTP/2 streams on one connection: an agent needs one, an operator a few.
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 16;
+/// HTTP/2 receive windows, of each connection and each stream: what a client
+/// may have sent and the coordinator not yet read (a session waiting for room
+/// in the ingest queue stops reading) is at most this per connection (hyper's
+/// default is 1 MiB). A larger message still passes: the window reopens as
+/// the session reads it.
+pub const RECEIVE_WINDOW_BYTES: u32 = 256 * 1024;
 /// Handshakes (admission to welcome: several statements each) in progress at
 /// once. The rest wait their turn rather than all queueing on the database
 /// pool, where in a connect storm every one of them would time out half-done.

@@ -26,9 +26,13 @@ pub const FULL: &str = "the agent does not read its stream: its outbound queue i
 type Item = Result<CoordinatorMessage, Status>;
 
 /// The sending half; cheap to clone (clones share the queue).
+///
+/// The queue holds boxes: tokio allocates a channel's slots 32 at a time, the
+/// first block when the channel is made, so slots of whole messages (128 bytes
+/// each) would hold 4 KiB per session before anything was sent.
 #[derive(Clone, Debug)]
 pub struct Outbound {
-    tx: mpsc::Sender<Item>,
+    tx: mpsc::Sender<Box<Item>>,
     ended: CancellationToken,
 }
 
@@ -80,7 +84,7 @@ impl Outbound {
         if self.ended.is_cancelled() {
             return Err(NotSent::Closed);
         }
-        match self.tx.try_send(item) {
+        match self.tx.try_send(Box::new(item)) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(_)) => {
                 self.ended.cancel();
@@ -109,7 +113,7 @@ impl Outbound {
 /// The receiving half, served as the session's response stream. Once the
 /// queue overflowed it drops what is queued and ends with `RESOURCE_EXHAUSTED`.
 pub struct OutboundStream {
-    rx: mpsc::Receiver<Item>,
+    rx: mpsc::Receiver<Box<Item>>,
     ended: Pin<Box<WaitForCancellationFutureOwned>>,
     done: bool,
 }
@@ -126,7 +130,7 @@ impl Stream for OutboundStream {
             self.rx.close();
             return Poll::Ready(Some(Err(Status::resource_exhausted(FULL))));
         }
-        self.rx.poll_recv(cx)
+        self.rx.poll_recv(cx).map(|item| item.map(|boxed| *boxed))
     }
 }
 

@@ -56,7 +56,12 @@ impl Bucket {
 
     /// Takes one token if there is one.
     pub fn take(&mut self) -> bool {
-        self.refill(Instant::now());
+        self.take_at(Instant::now())
+    }
+
+    /// [`Bucket::take`], the time being `now`.
+    pub fn take_at(&mut self, now: Instant) -> bool {
+        self.refill(now);
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             true

@@ -201,6 +201,15 @@ impl PrivateCluster {
             .map(drop)
     }
 
+    /// Stops the server for `down`, then starts it again (same socket, same
+    /// URL): clients find it away that long. For tests of the coordinator
+    /// waiting out a database outage.
+    pub async fn stop_for(&self, down: std::time::Duration) -> Result<(), PgError> {
+        self.pg_ctl("stopping PostgreSQL", &["stop", "-m", "fast"]).await?;
+        tokio::time::sleep(down).await;
+        self.pg_ctl("starting PostgreSQL", &["start"]).await.map(drop)
+    }
+
     /// Stops the server (fast shutdown: open transactions are rolled back).
     pub async fn stop(mut self) -> Result<(), PgError> {
         self.running = false;

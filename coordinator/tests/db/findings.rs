@@ -762,7 +762,7 @@ async fn results_in_one_batch(pool: &PgPool, hosts: &[i64], mb_s: f64) {
                 ran: Some(m.spec()),
                 path_used: m.path_used.expect("successful"),
                 figures: m.figures.clone().expect("with figures"),
-                json: serde_json::to_value(&m).expect("serialises"),
+                json: serde_json::to_string(&m).expect("serialises"),
             }),
         });
     }

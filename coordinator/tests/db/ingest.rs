@@ -26,7 +26,7 @@ fn result_of(job: &Job, throughput_mb_s: f64) -> NewResult {
             ran: Some(m.spec()),
             path_used: m.path_used.expect("successful"),
             figures: m.figures.clone().expect("with figures"),
-            json: serde_json::to_value(&m).expect("serialises"),
+            json: serde_json::to_string(&m).expect("serialises"),
         }),
     }
 }
@@ -310,4 +310,95 @@ async fn a_batch_claims_the_next_job_of_each_of_its_hosts_in_its_transaction() {
     );
     assert!(last.claimed.expect("claimed").is_empty());
     assert_eq!(results::count(&pool).await.unwrap(), 3);
+}
+
+/// Counts the updates of each job row from now on (`job_updates`).
+async fn count_job_updates(pool: &PgPool) {
+    for statement in [
+        "CREATE TABLE job_updates (job_id uuid NOT NULL)",
+        "CREATE FUNCTION count_job_update() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN INSERT INTO job_updates VALUES (NEW.id); RETURN NULL; END $$",
+        "CREATE TRIGGER count_job_update AFTER UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION count_job_update()",
+    ] {
+        sqlx::query(statement).execute(pool).await.unwrap();
+    }
+}
+
+async fn updates_of(pool: &PgPool, job_id: uuid::Uuid) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM job_updates WHERE job_id = $1")
+        .bind(job_id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_job_started_and_finished_in_one_batch_is_updated_once() {
+    let pool = fresh_db().await;
+    let (a, b) = (host(&pool, "bench-01").await, host(&pool, "bench-02").await);
+    campaign(&pool, &[job(a, 16), job(b, 16)]).await;
+    let (ja, jb) = (claim(&pool, a).await, claim(&pool, b).await);
+    count_job_updates(&pool).await;
+    let started = [(ja.id, a, ja.attempt_id.unwrap()), (jb.id, b, jb.attempt_id.unwrap())];
+    let outcomes = results::record_batch(&pool, &started, &[result_of(&ja, 100.0)])
+        .await
+        .unwrap();
+    assert_eq!(outcomes[0].as_ref().unwrap(), &RecordOutcome::Inserted);
+    // Started and done in one update; the job that only started, one too.
+    assert_eq!((updates_of(&pool, ja.id).await, updates_of(&pool, jb.id).await), (1, 1));
+    let done = jobs::get(&pool, ja.id).await.unwrap().unwrap();
+    assert_eq!(done.status, JobStatus::Done);
+    assert!(done.started_at.is_some() && done.started_at <= done.finished_at);
+}
+
+#[tokio::test]
+async fn a_measurement_jsonb_refuses_fails_only_its_job() {
+    let pool = fresh_db().await;
+    let (a, b) = (host(&pool, "bench-01").await, host(&pool, "bench-02").await);
+    let campaign_id = campaign(&pool, &[job(a, 16), job(b, 16)]).await;
+    let (ja, jb) = (claim(&pool, a).await, claim(&pool, b).await);
+    // Well-formed JSON that Rust reads, and PostgreSQL's jsonb does not take.
+    let mut refused = result_of(&jb, 100.0);
+    if let Ok(c) = &mut refused.measurement {
+        c.json = c.json.replacen('{', r#"{"note": "nul \u0000 inside","#, 1);
+    }
+    let batch = [result_of(&ja, 100.0), refused];
+    let outcomes = results::record_batch(&pool, &[], &batch).await.unwrap();
+    assert_eq!(outcomes[0].as_ref().unwrap(), &RecordOutcome::Inserted);
+    assert!(
+        matches!(&outcomes[1], Ok(RecordOutcome::Invalid(r)) if r.contains("Unicode")),
+        "{:?}",
+        outcomes[1]
+    );
+    let failed = jobs::get(&pool, jb.id).await.unwrap().unwrap();
+    assert_eq!(failed.status, JobStatus::Failed);
+    assert_eq!(status_of(&pool, campaign_id).await, CampaignStatus::Finished);
+}
+
+#[tokio::test]
+async fn measurements_are_stored_compressed_with_lz4() {
+    let pool = fresh_db().await;
+    let a = host(&pool, "bench-01").await;
+    campaign(&pool, &[job(a, 16)]).await;
+    let ja = claim(&pool, a).await;
+    results::record_batch(&pool, &[], &[result_of(&ja, 100.0)])
+        .await
+        .unwrap();
+    let (size, compression): (i32, Option<String>) =
+        sqlx::query_as("SELECT pg_column_size(measurement), pg_column_compression(measurement) FROM results")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    // Small test measurements may stay uncompressed; a real one (4 KB) is not.
+    assert!(
+        compression.is_none() || compression.as_deref() == Some("lz4"),
+        "{compression:?} ({size} bytes)"
+    );
+    let column: String = sqlx::query_scalar(
+        "SELECT attcompression::text FROM pg_attribute WHERE attrelid = 'results'::regclass AND attname = 'measurement'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(column, "l", "the column's compression method");
 }

@@ -344,12 +344,8 @@ async fn queued_jobs_past_their_campaigns_time_to_live_fail_with_the_reason_and_
     let fresh = campaign(&pool, &[job(gone, 64)]).await;
     // The busy host is running its job; the gone one never took its own.
     let running = jobs::claim_next_for_host(&pool, busy).await.unwrap().unwrap();
-    // The old campaign's jobs are two days old: past the default day.
-    sqlx::query("UPDATE jobs SET created_at = now() - interval '2 days' WHERE campaign_id = $1")
-        .bind(old)
-        .execute(&pool)
-        .await
-        .unwrap();
+    // The old campaign is two days old: past the default day.
+    backdate(&pool, old).await;
 
     let expired = jobs::expire_queued(&pool).await.unwrap();
     let old_jobs = jobs::for_campaign(&pool, old).await.unwrap();
@@ -376,14 +372,22 @@ async fn queued_jobs_past_their_campaigns_time_to_live_fail_with_the_reason_and_
     assert_eq!(progress.jobs.failed, 2);
 
     // A campaign whose only job expires closes in the same sweep.
-    sqlx::query("UPDATE jobs SET created_at = now() - interval '2 days' WHERE campaign_id = $1")
-        .bind(fresh)
-        .execute(&pool)
-        .await
-        .unwrap();
+    backdate(&pool, fresh).await;
     assert_eq!(jobs::expire_queued(&pool).await.unwrap().len(), 1);
     let progress = campaigns::status(&pool, fresh).await.unwrap().unwrap();
     assert_eq!(progress.campaign.status, CampaignStatus::Finished);
+}
+
+/// Makes campaign `id` and its jobs two days old, as if queued then.
+async fn backdate(pool: &PgPool, id: i64) {
+    sqlx::query(
+        "WITH c AS (UPDATE campaigns SET created_at = now() - interval '2 days' WHERE id = $1) \
+         UPDATE jobs SET created_at = now() - interval '2 days' WHERE campaign_id = $1",
+    )
+    .bind(id)
+    .execute(pool)
+    .await
+    .unwrap();
 }
 
 /// Waits until some other session of this database waits on a lock.

@@ -1,17 +1,22 @@
 //! The coordinator never waits on one agent: an agent that stops reading its
 //! stream (a raw gRPC client that sends `Hello`, floods, and never reads)
-//! delays neither another host's job, nor a cancel, nor a shutdown.
+//! delays neither another host's job, nor a cancel, nor a shutdown. And the
+//! small per-session buffers still carry the largest message an agent may send.
 
 use std::time::Duration;
 
+use cipherfleet_core::wire;
 use cipherfleet_proto::PROTOCOL_VERSION;
-use cipherfleet_proto::v1::{self, AgentMessage, agent_message, agent_service_client::AgentServiceClient};
+use cipherfleet_proto::v1::{
+    self, AgentMessage, agent_message, agent_service_client::AgentServiceClient, coordinator_message,
+};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Endpoint;
 
 use crate::app::{AGENT_TOKEN, App, admin_with_token, matrix, spawn_app};
-use crate::rejections::hello;
+use crate::identity::keep_alive;
+use crate::rejections::{hello, one_point, open};
 
 /// Starts a campaign of one short point on the host named `host`.
 async fn start_on(app: &App, host: &str) -> String {
@@ -213,4 +218,45 @@ async fn host_lists_come_in_pages_and_the_cli_follows_them() {
         .collect();
     assert_eq!(names.len(), 1203, "every page");
     assert!(names.windows(2).all(|w| w[0] < w[1]), "in order, none twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_as_large_as_an_agent_may_send_passes_the_small_buffers_and_windows() {
+    let app = spawn_app().await;
+    let mut raw = open(&app, hello("raw-large", AGENT_TOKEN, PROTOCOL_VERSION))
+        .await
+        .unwrap();
+    let coordinator_message::Body::Welcome(_) = raw.next().await else {
+        panic!("a Welcome")
+    };
+    let _beat = keep_alive(&raw);
+    let request = v1::StartCampaignRequest {
+        points: Some(v1::start_campaign_request::Points::Matrix(one_point())),
+        ..Default::default()
+    };
+    app.admin().await.start_campaign(request).await.unwrap();
+    let coordinator_message::Body::RunJob(run) = raw.next().await else {
+        panic!("a RunJob")
+    };
+    // The most samples a measurement may carry and a measurement_json at its
+    // limit: about 770 KiB, far past the codec's first buffer and the HTTP/2
+    // windows, under the coordinator's 1 MiB message limit.
+    let pad = "x".repeat(wire::MAX_MEASUREMENT_JSON_LEN - 16);
+    raw.send(agent_message::Body::JobResult(v1::JobResult {
+        job_id: run.job_id.clone(),
+        measurement: Some(v1::Measurement {
+            samples: wire::MAX_SAMPLES as u32,
+            sample_throughputs_mb_s: vec![1000.0; wire::MAX_SAMPLES],
+            measurement_json: format!("{{\"pad\":\"{pad}\"}}"),
+            ..Default::default()
+        }),
+        attempt_id: run.attempt_id.clone(),
+    }))
+    .await;
+    // It arrived whole: the coordinator read and judged it (it is no measurement of the job).
+    let coordinator_message::Body::ResultAck(ack) = raw.next().await else {
+        panic!("an ack")
+    };
+    assert_eq!((&ack.job_id, &ack.attempt_id), (&run.job_id, &run.attempt_id));
+    assert!(!ack.rejected.is_empty(), "{ack:?}");
 }

@@ -89,7 +89,7 @@ async fn a_coordinator_restart_mid_campaign_loses_and_duplicates_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_postgres_restart_mid_campaign_is_survived_without_losing_results() {
+async fn a_postgres_outage_mid_campaign_is_survived_without_losing_results_or_the_session() {
     // A cluster of its own: restarting the shared one would disturb other tests.
     let dir = TempDir::new("e2e-pg-restart");
     let cluster = PrivateCluster::start(&dir.path().join("pg")).await.expect("cluster");
@@ -101,17 +101,33 @@ async fn a_postgres_restart_mid_campaign_is_survived_without_losing_results() {
     let mut app = App::with_database(pool, cluster.url().to_string()).await;
     app.spawn_agent("e2e-pg", &[]);
     app.wait_online(1).await;
+    // Short jobs one after another: results reach the coordinator about every
+    // second, so some arrive while PostgreSQL is down.
     let campaign = app
-        .start_matrix(&["aes-128-gcm", "aes-256-gcm"], &[256, 4096], 0.6)
+        .start_matrix(
+            &["aes-128-gcm", "aes-256-gcm", "chacha20-poly1305", "aes-128-cbc"],
+            &[16, 64, 256, 1024, 4096],
+            0.05,
+        )
         .await;
     app.wait_job_started(&campaign).await;
-    cluster.restart().await.expect("restarting PostgreSQL");
+    cluster
+        .stop_for(Duration::from_secs(3))
+        .await
+        .expect("stopping and starting PostgreSQL");
     let status = app.wait_finished(&campaign, Duration::from_secs(180)).await;
     let overall = status.overall.unwrap();
-    assert_eq!((overall.done, overall.failed), (4, 0), "{:?}", status.failures);
+    assert_eq!((overall.done, overall.failed), (20, 0), "{:?}", status.failures);
     for (job, n) in app.result_counts(&campaign).await {
         assert_eq!(n, 1, "job {job} has {n} results");
     }
+    // Their batches were tried again until the database was back: the agent
+    // was never sent away to reconnect.
+    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_sessions")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(sessions, 1, "the agent had to reconnect");
     drop(app);
     cluster.stop().await.expect("stopping PostgreSQL");
 }

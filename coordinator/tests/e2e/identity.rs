@@ -112,7 +112,7 @@ fn cli(app: &App, args: &[&str]) -> Output {
 }
 
 /// Keeps a raw session alive (the e2e coordinator wants a heartbeat every 0.5 s).
-fn keep_alive(raw: &RawAgent) -> tokio::task::JoinHandle<()> {
+pub(crate) fn keep_alive(raw: &RawAgent) -> tokio::task::JoinHandle<()> {
     let tx = raw.tx.clone();
     tokio::spawn(async move {
         for seq in 1.. {

@@ -108,6 +108,12 @@ fn path_used_from_wire(field: &str, value: i32) -> Result<PathUsed, WireError> {
 /// measurement of an [accepted schema](ACCEPTED_SCHEMAS) whose figures are the
 /// typed ones.
 pub fn validate_measurement(m: &v1::Measurement) -> Result<(), WireError> {
+    checked_measurement(m).map(drop)
+}
+
+/// [`validate_measurement`], returning the measurement `measurement_json`
+/// holds: a receiver that needs it parses the text once, not again.
+pub fn checked_measurement(m: &v1::Measurement) -> Result<Measurement, WireError> {
     let mut floats = vec![
         ("measurement.throughput_mb_s", m.throughput_mb_s),
         ("measurement.ops_per_s", m.ops_per_s),
@@ -160,7 +166,8 @@ pub fn validate_measurement(m: &v1::Measurement) -> Result<(), WireError> {
     let parsed = parse_json(m)?;
     let expected = typed_fields(&parsed).map_err(|e| wire_error("measurement.measurement_json", e.message))?;
     agrees(&expected, m)?;
-    check_json_only_figures(&parsed)
+    check_json_only_figures(&parsed)?;
+    Ok(parsed)
 }
 
 /// Figures that travel only inside `measurement_json` (no typed field):

@@ -19,7 +19,7 @@ mod spec;
 
 pub use hello::{parse_label, validate_facts, validate_hello, validate_label};
 pub use matrix::MAX_RAW_LIST_LEN;
-pub use measurement::{check_measurement_matches, check_spec_matches, validate_measurement};
+pub use measurement::{check_measurement_matches, check_spec_matches, checked_measurement, validate_measurement};
 
 /// Longest host name (`Hello.name`), in bytes.
 pub const MAX_NAME_LEN: usize = 128;

@@ -203,16 +203,14 @@ fn a_successful_measurement_gives_what_ran_and_its_figures() {
         figures: figures(),
         harness: Default::default(),
     };
-    let json = serde_json::to_value(Measurement::ok(&spec, report, None)).unwrap();
-    assert_eq!(what_ran(&json), Ok((spec, PathUsed::Partial, figures())));
+    let m = Measurement::ok(&spec, report, None);
+    assert_eq!(what_ran(m), Ok((spec, PathUsed::Partial, figures())));
 }
 
 #[test]
-fn a_failed_or_malformed_measurement_has_no_figures_to_store() {
+fn a_failed_measurement_has_no_figures_to_store() {
     let spec = Suite::Quick.expand(1)[0].clone();
-    let failed = serde_json::to_value(Measurement::failed(&spec, "self-test failed".into(), None)).unwrap();
-    let err = what_ran(&failed).unwrap_err();
+    let failed = Measurement::failed(&spec, "self-test failed".into(), None);
+    let err = what_ran(failed).unwrap_err();
     assert!(err.contains("not a successful measurement"), "{err}");
-    let err = what_ran(&serde_json::json!({"schema": "cipherfleet.measurement/1"})).unwrap_err();
-    assert!(err.starts_with("measurement_json: missing field"), "{err}");
 }

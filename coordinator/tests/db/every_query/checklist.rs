@@ -167,17 +167,34 @@ const COVERED: &[&str] = &[
     "view_summaries::row_hosts",
 ];
 
-/// The `pub async fn`s of `src/db`, as `module::function`.
+/// The `pub async fn`s of `src/db`, as `module::function`. A module split
+/// into a folder (`jobs.rs` with `jobs/claims.rs`, …) re-exports its parts'
+/// functions under its own name, and they are listed so.
 fn public_queries() -> BTreeSet<String> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/db");
     let mut found = BTreeSet::new();
+    let mut files = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())) {
         let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            let module = path
+                .file_name()
+                .and_then(|s| s.to_str())
+                .expect("a UTF-8 folder name")
+                .to_string();
+            for part in std::fs::read_dir(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display())) {
+                files.push((Some(module.clone()), part.expect("a directory entry").path()));
+            }
+        } else {
+            files.push((None, path));
+        }
+    }
+    for (folder, path) in files {
         if path.extension().is_none_or(|e| e != "rs") {
             continue;
         }
         let stem = path.file_stem().and_then(|s| s.to_str()).expect("a UTF-8 file name");
-        let module = if stem == "mod" { "db" } else { stem };
+        let module = folder.unwrap_or_else(|| if stem == "mod" { "db".into() } else { stem.into() });
         let source = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         for line in source.lines() {
             if let Some(rest) = line.trim_start().strip_prefix("pub async fn ") {

@@ -50,7 +50,7 @@ async fn results_and_their_points_read_back_with_their_figures() {
             ran: Some(s.measurement.spec()),
             path_used: s.path_used(),
             figures: s.figures().clone(),
-            json: sent.clone(),
+            json: sent.to_string(),
         }),
     };
     let batch = results::record_batch(pool, &[], std::slice::from_ref(&resent))

@@ -1,0 +1,297 @@
+//! `serve`'s flags, and what the binary does around [`crate::server::serve`]:
+//! TLS set-up, the tokens, and stopping on a signal.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use cipherfleet_core::token::Secret;
+
+use super::watch_args;
+use crate::auth::Token;
+use crate::server::{self, ServeConfig};
+use crate::{ingest, tls, web};
+
+/// Flags of `serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address for agents' and operators' gRPC. Anything but a loopback address needs TLS
+    /// (--tls-cert and --tls-key, or --self-signed) or --insecure-plaintext.
+    #[arg(long, default_value = "0.0.0.0:7443")]
+    grpc_listen: SocketAddr,
+    /// Address for HTTP: the report, its CSV/JSON API, /metrics and /healthz.
+    /// Plain HTTP: keep it on a private network or behind a TLS proxy.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    http_listen: SocketAddr,
+    /// File holding a token the report asks for: browsers prompt for it (any user name, the
+    /// token as password), scripts and Prometheus send `Authorization: Bearer TOKEN`.
+    /// /healthz stays open. Without it the report is open to whoever reaches --http-listen.
+    #[arg(long, value_name = "PATH")]
+    http_auth_token_file: Option<PathBuf>,
+    /// A host name the report answers to, as browsers send it in the Host header (e.g. the name
+    /// of a proxy in front of it; repeatable). IP addresses and localhost are always accepted;
+    /// any other name is refused (421), against DNS rebinding.
+    #[arg(long = "http-allowed-host", value_name = "NAME[:PORT]")]
+    http_allowed_hosts: Vec<String>,
+    /// PostgreSQL URL. Without it a private cluster runs under --data-dir from
+    /// the system's PostgreSQL binaries. Several coordinators may share one database
+    /// (each host's session is leased to one of them; see the README, "Several coordinators").
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_parser = database_url)]
+    database_url: Option<Secret>,
+    /// Where the private PostgreSQL cluster lives.
+    #[arg(long, default_value = "/var/lib/cipherfleet")]
+    data_dir: PathBuf,
+    /// File holding the agents' enrollment token (else CIPHERFLEET_AGENT_TOKEN).
+    #[arg(long)]
+    agent_token_file: Option<PathBuf>,
+    /// File holding the admin token (else CIPHERFLEET_ADMIN_TOKEN).
+    #[arg(long)]
+    admin_token_file: Option<PathBuf>,
+    /// Heartbeat interval asked of agents; three missed ones mean the agent is lost. Also how often
+    /// this coordinator renews its hosts' leases, which live three intervals: with several
+    /// coordinators on one database, a dead one's agents are admitted elsewhere that soon.
+    #[arg(long, default_value_t = 5.0, value_parser = parse_interval)]
+    heartbeat_seconds: f64,
+    /// Certificate chain (PEM, the coordinator's own certificate first): gRPC over TLS. Needs --tls-key.
+    #[arg(long, value_name = "PEM")]
+    tls_cert: Option<PathBuf>,
+    /// Private key of --tls-cert (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC).
+    #[arg(long, value_name = "PEM")]
+    tls_key: Option<PathBuf>,
+    /// Serve TLS with a private CA and a server certificate kept in DIR (made on the first start,
+    /// reused later); agents and operators trust DIR/ca.pem with --ca-cert.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["tls_cert", "tls_key"])]
+    self_signed: Option<PathBuf>,
+    /// A name (DNS name or IP address) agents dial this coordinator by, put in the --self-signed
+    /// certificate besides localhost, 127.0.0.1 and a specific --grpc-listen address (repeatable).
+    #[arg(long = "tls-name", value_name = "NAME", requires = "self_signed")]
+    tls_names: Vec<String>,
+    /// Mutual TLS: require of every gRPC client (agents and operator commands) a certificate
+    /// signed by this CA (PEM), and admit an agent only under a host name (--name) that its
+    /// certificate carries as a DNS subjectAltName. Needs --tls-cert/--tls-key or --self-signed.
+    /// The per-host credential and the tokens are still required on top. See deploy/mtls.md.
+    #[arg(long, value_name = "PEM", conflicts_with = "insecure_plaintext")]
+    client_ca: Option<PathBuf>,
+    /// Allow plain gRPC on an address other machines can reach: enrollment tokens, the admin token
+    /// and results then cross the network in clear (warned at start and for every agent session).
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "self_signed"])]
+    insecure_plaintext: bool,
+    /// Most agent reports (results, job starts) waiting to be stored, those in the batch being
+    /// written included. When it is full, sessions stop reading from their agents until there
+    /// is room: agents keep their results spooled and get no new job meanwhile.
+    #[arg(long, default_value_t = ingest::DEFAULT_QUEUE, value_parser = ingest_queue)]
+    ingest_queue: usize,
+    /// Most reports stored in one ingest transaction. A batch closes when it is this large or
+    /// 2 ms after its first report; while every batch is being stored, reports queue up and
+    /// make the next one larger, up to this.
+    #[arg(long, default_value_t = ingest::Config::default().batch, value_parser = ingest_batch)]
+    ingest_batch: usize,
+    /// Ingest batches stored at once, each on a database connection of its own.
+    #[arg(long, default_value_t = ingest::Config::default().parallel, value_parser = ingest_parallel)]
+    ingest_parallel: usize,
+    /// Most open gRPC connections, agents' and operators' together; one past it is closed at
+    /// once. Each is an open file: at start the soft open-files limit is raised to the hard one,
+    /// and a value that does not fit under it (with 1024 files for the rest) is refused.
+    /// Default: 65536, or as many as the limit allows (with a warning).
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// Most agent sessions, open or waiting for their Hello; past it a new one is refused with
+    /// RESOURCE_EXHAUSTED and its agent retries later. Default: --max-connections.
+    #[arg(long, value_name = "N")]
+    max_sessions: Option<usize>,
+    #[command(flatten)]
+    pub(super) watch: watch_args::WatchArgs,
+}
+
+/// The URL as given; held as a [`Secret`] because it usually carries a password.
+fn database_url(raw: &str) -> Result<Secret, String> {
+    Ok(Secret::new(raw))
+}
+
+fn ingest_queue(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?}: accepted 1 to 1000000 reports")),
+    }
+}
+
+fn ingest_batch(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=8192).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?}: accepted 1 to 8192 reports")),
+    }
+}
+
+fn ingest_parallel(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=16).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?}: accepted 1 to 16 batches")),
+    }
+}
+
+fn parse_interval(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if (0.1..=300.0).contains(&f) => Ok(f),
+        _ => Err(format!("{s:?}: accepted 0.1 to 300 seconds")),
+    }
+}
+
+/// Sets up TLS and the tokens from `args`, and serves until SIGTERM or SIGINT.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let self_signed = match &args.self_signed {
+        Some(dir) => {
+            if args.grpc_listen.ip().is_unspecified() && args.tls_names.is_empty() {
+                tracing::warn!(
+                    "--self-signed: the certificate names only localhost, 127.0.0.1 and ::1; agents on other \
+                     machines need the name or address they dial in it: add --tls-name (repeatable)"
+                );
+            }
+            let names = tls::self_signed::server_names(args.grpc_listen, &args.tls_names);
+            Some(tls::self_signed::ensure(dir, &names)?)
+        }
+        None => None,
+    };
+    let tls = match &self_signed {
+        Some(files) => tls::server_tls(Some(&files.cert), Some(&files.key))?,
+        None => tls::server_tls(args.tls_cert.as_deref(), args.tls_key.as_deref())?,
+    };
+    let tls = tls::require_client_certs(tls, args.client_ca.as_deref())?;
+    if tls.is_none() {
+        tls::check_plaintext(args.grpc_listen, args.insecure_plaintext)?;
+    }
+    let (agent_token, admin_token) = serve_tokens(&args)?;
+    let report_token = match &args.http_auth_token_file {
+        Some(path) => Some(Token::load(
+            "report token",
+            Some(path),
+            "--http-auth-token-file",
+            "CIPHERFLEET_REPORT_TOKEN",
+        )?),
+        None => None,
+    };
+    let report = web::Access::new(&args.http_allowed_hosts, report_token).map_err(anyhow::Error::msg)?;
+    let config = ServeConfig {
+        grpc_listen: args.grpc_listen,
+        http_listen: Some(args.http_listen),
+        database_url: args.database_url,
+        data_dir: args.data_dir,
+        agent_token,
+        admin_token,
+        heartbeat: Duration::from_secs_f64(args.heartbeat_seconds),
+        tls,
+        client_certs: args.client_ca.is_some(),
+        insecure_plaintext: args.insecure_plaintext,
+        self_signed_ca: self_signed.map(|files| files.ca),
+        report,
+        watch: args.watch.load()?,
+        ingest: ingest::Config {
+            queue: args.ingest_queue,
+            batch: args.ingest_batch,
+            parallel: args.ingest_parallel,
+            ..ingest::Config::default()
+        },
+        max_connections: args.max_connections,
+        max_sessions: args.max_sessions,
+    };
+    let shutdown = CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        super::wait_for_signal().await;
+        tracing::info!("shutting down");
+        on_signal.cancel();
+    });
+    server::serve(config, shutdown).await
+}
+
+/// The agents' enrollment token and the admin token. The same secret for
+/// both would let every agent host run operator commands, so it is refused.
+fn serve_tokens(args: &ServeArgs) -> anyhow::Result<(Token, Token)> {
+    let agent_token = Token::load(
+        "agent enrollment token",
+        args.agent_token_file.as_deref(),
+        "--agent-token-file",
+        "CIPHERFLEET_AGENT_TOKEN",
+    )?;
+    let admin_token = Token::load(
+        "admin token",
+        args.admin_token_file.as_deref(),
+        "--admin-token-file",
+        "CIPHERFLEET_ADMIN_TOKEN",
+    )?;
+    if admin_token.matches(agent_token.expose().as_bytes()) {
+        anyhow::bail!(
+            "--agent-token-file and --admin-token-file hold the same token: every agent host could then run \
+             operator commands; give the admin token its own random value (e.g. `openssl rand -hex 32`)"
+        );
+    }
+    Ok((agent_token, admin_token))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn serve_args(extra: &[&str]) -> ServeArgs {
+        let mut argv = vec!["cipherfleet-coordinator", "serve"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv).expect("serve parses").command {
+            Command::Serve(args) => *args,
+            _ => unreachable!("serve was asked for"),
+        }
+    }
+
+    #[test]
+    fn the_same_token_for_agents_and_operators_is_refused() {
+        let dir = std::env::temp_dir().join(format!("cf-serve-tokens-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (agent, admin, same) = (dir.join("agent"), dir.join("admin"), dir.join("same"));
+        std::fs::write(&agent, "agent-token-0123456789abcdef\n").unwrap();
+        std::fs::write(&admin, "admin-token-0123456789abcdef\n").unwrap();
+        // The same secret, spelled with other white space around it.
+        std::fs::write(&same, "  agent-token-0123456789abcdef").unwrap();
+        let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+        let ok = serve_args(&["--agent-token-file", &path(&agent), "--admin-token-file", &path(&admin)]);
+        assert!(serve_tokens(&ok).is_ok());
+        let clash = serve_args(&["--agent-token-file", &path(&agent), "--admin-token-file", &path(&same)]);
+        let e = serve_tokens(&clash).unwrap_err().to_string();
+        assert!(e.contains("same token") && e.contains("--admin-token-file"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn tls_flags_that_contradict_each_other_are_refused() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["cipherfleet-coordinator", "serve"];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv).map(drop)
+        };
+        assert!(parse(&["--self-signed", "/tmp/tls", "--tls-name", "c.example"]).is_ok());
+        for contradiction in [
+            &["--self-signed", "/tmp/tls", "--tls-cert", "c.pem", "--tls-key", "k.pem"][..],
+            &["--self-signed", "/tmp/tls", "--insecure-plaintext"],
+            &["--tls-cert", "c.pem", "--tls-key", "k.pem", "--insecure-plaintext"],
+            &["--tls-name", "c.example"],
+            &["--client-ca", "clients.pem", "--insecure-plaintext"],
+        ] {
+            let err = parse(contradiction).unwrap_err().to_string();
+            assert!(err.contains("--"), "{contradiction:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_database_url_never_shows_in_debug_output() {
+        let args = serve_args(&["--database-url", "postgres://cf:hunter2-secret@db.example/cf"]);
+        let shown = format!("{args:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert_eq!(
+            args.database_url.as_ref().map(Secret::expose),
+            Some("postgres://cf:hunter2-secret@db.example/cf")
+        );
+    }
+}
