@@ -42,15 +42,20 @@ END $$;
 -- Records a new connection of p_host's agent and returns its id. The host's
 -- other open sessions end now: its lease allows one live session in the
 -- cluster, so they are of a coordinator that died without closing them.
+-- (PL/pgSQL rather than SQL here and below: its plans are kept per
+-- connection, where a SQL function called from another is planned anew.)
 CREATE FUNCTION cipherfleet_open_session(p_host bigint, p_snapshot bigint, p_peer text, p_agent_version text)
-RETURNS bigint LANGUAGE sql AS $$
-    WITH stale AS (
-        UPDATE agent_sessions SET disconnected_at = greatest(now(), connected_at)
-        WHERE host_id = p_host AND disconnected_at IS NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    opened bigint;
+BEGIN
+    UPDATE agent_sessions SET disconnected_at = greatest(now(), connected_at)
+    WHERE host_id = p_host AND disconnected_at IS NULL;
     INSERT INTO agent_sessions (host_id, snapshot_id, peer_address, agent_version)
     VALUES (p_host, p_snapshot, p_peer, p_agent_version)
-    RETURNING id
-$$;
+    RETURNING id INTO opened;
+    RETURN opened;
+END $$;
 
 -- The agent of p_host reconnected still running attempt p_attempt of job
 -- p_job: under the host's claim lock (claims of the host take turns with
@@ -77,7 +82,10 @@ END $$;
 -- job goes back to the queue with one more attempt counted, or fails once
 -- p_max_attempts is reached, saying p_error. Returns what changed.
 CREATE FUNCTION cipherfleet_requeue_lost(p_host bigint, p_max_attempts integer, p_error text)
-RETURNS TABLE (job_id uuid, status text, campaign_id bigint) LANGUAGE sql AS $$
+RETURNS TABLE (job_id uuid, status text, campaign_id bigint) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     UPDATE jobs SET
         attempts = attempts + 1,
         status = CASE WHEN attempts + 1 >= p_max_attempts THEN 'failed' ELSE 'queued' END,
@@ -87,8 +95,8 @@ RETURNS TABLE (job_id uuid, status text, campaign_id bigint) LANGUAGE sql AS $$
         started_at = CASE WHEN attempts + 1 >= p_max_attempts THEN started_at END,
         deadline = CASE WHEN attempts + 1 >= p_max_attempts THEN deadline END
     WHERE host_id = p_host AND status = 'running'
-    RETURNING id, status, campaign_id
-$$;
+    RETURNING id, status, campaign_id;
+END $$;
 
 -- Starts session p_generation of coordinator p_coordinator for p_host: takes
 -- the host's lease (cipherfleet_acquire_lease; while another coordinator holds
