@@ -61,8 +61,10 @@ rss_now=$(for c in "${coords[@]}"; do rss_mb "$c"; done | paste -sd/)
 rss_peak=$(for c in "${coords[@]}"; do peak_rss_mb "$c"; done | paste -sd/)
 row "coordinator RSS, idle / all connected" "$rss_before / $rss_now" MB "peak $rss_peak MB$([ "$parts" = 1 ] || echo ', per coordinator')"
 sleep 2
-for c in "${coords[@]}"; do cpu_percent "$c" "$idle" >"$BENCH_DIR/$SCENARIO-cpu.$c" & done
-wait
+# Only these: a bare `wait` would wait for the coordinators and simulators too.
+cpu_pids=()
+for c in "${coords[@]}"; do cpu_percent "$c" "$idle" >"$BENCH_DIR/$SCENARIO-cpu.$c" & cpu_pids+=($!); done
+wait "${cpu_pids[@]}"
 cpus=$(for c in "${coords[@]}"; do cat "$BENCH_DIR/$SCENARIO-cpu.$c"; echo; done)
 connected=$(total connected)
 row "coordinator CPU, heartbeats only" "$(paste -sd/ <<<"$cpus")" "% of a core" \
