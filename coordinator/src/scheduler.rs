@@ -4,7 +4,7 @@
 //! half: one outbound channel per host connected to this coordinator, and at
 //! most one session per host in the whole cluster. Within this process a
 //! second session is refused while the first lives ([`Scheduler::reserve`]);
-//! across coordinators the host's lease decides ([`Scheduler::take_lease`],
+//! across coordinators the host's lease decides ([`Scheduler::start_session`],
 //! `db::leases`): whoever holds it live serves the host, renewing it every
 //! heartbeat ([`Scheduler::renew_leases`]), so two agents claiming one host
 //! cannot take turns replacing each other. Work is dispatched when a
@@ -46,7 +46,7 @@ struct Connected {
     ready: bool,
     /// Cancelled to end the session from outside ([`Scheduler::end_session`]).
     ended: CancellationToken,
-    /// Its lease is taken ([`Scheduler::take_lease`]): renewed from then on.
+    /// Its lease is taken ([`Scheduler::start_session`]): renewed from then on.
     leased: bool,
 }
 
@@ -147,17 +147,29 @@ impl Scheduler {
         Ok(Reservation { generation, ended })
     }
 
-    /// Takes the host's lease in the cluster for the reserved session `generation`.
-    /// False while another coordinator holds it live: the session must be
+    /// Starts the reserved session `generation` in the cluster
+    /// ([`db::sessions::start`]): the host's lease, its session row, and its
+    /// jobs adopted or re-queued as the agent's hello says. `None` while
+    /// another coordinator holds the host's lease live: the session must be
     /// refused as [`AlreadyConnected`] (and [`Scheduler::disconnect`]ed).
-    pub async fn take_lease(&self, host_id: i64, generation: u64) -> Result<bool, db::Error> {
-        if !db::leases::acquire(&self.pool, host_id, &self.holder, generation, self.lease_ttl).await? {
-            return Ok(false);
-        }
+    pub async fn start_session(
+        &self,
+        host_id: i64,
+        generation: u64,
+        opening: db::sessions::Opening<'_>,
+    ) -> Result<Option<db::sessions::Started>, db::Error> {
+        let lease = db::sessions::LeaseOf {
+            holder: &self.holder,
+            generation,
+            ttl: self.lease_ttl,
+        };
+        let Some(started) = db::sessions::start(&self.pool, host_id, lease, opening).await? else {
+            return Ok(None);
+        };
         if let Some(c) = self.lock().get_mut(&host_id).filter(|c| c.generation == generation) {
             c.leased = true;
         }
-        Ok(true)
+        Ok(Some(started))
     }
 
     /// [`Scheduler::disconnect`], and gives back the session's lease (if it

@@ -39,6 +39,13 @@ pub mod v1 {
 /// (`Hello.credential`, `Welcome.credential`) and attempt ids on every job message.
 pub const PROTOCOL_VERSION: u32 = 2;
 
+/// How long an agent waits for the answer to its session request, the
+/// `Welcome` (or a refusal), before it gives up and dials again. A coordinator
+/// that cannot admit a `Hello` within this, counted from its arrival (or
+/// within the request's `grpc-timeout`, when shorter), refuses it before,
+/// with a time to come back, rather than work for an agent that has left.
+pub const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 #[cfg(test)]
 mod tests {
     use prost::Message;

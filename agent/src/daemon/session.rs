@@ -45,8 +45,9 @@ use cipherfleet_core::wire;
 
 use crate::{probe, worker};
 
-/// Longest wait for the TCP connection, for the TLS handshake, and then for `Welcome`.
-pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(20);
+/// Longest wait for the TCP connection, for the TLS handshake, and then for
+/// `Welcome`: the protocol's answer timeout, which the coordinator counts on.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = cipherfleet_proto::ANSWER_TIMEOUT;
 /// Heartbeat interval when the coordinator sends 0.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
 /// On shutdown, how long to wait for the coordinator to acknowledge what was just sent.
@@ -64,7 +65,8 @@ pub(crate) enum SessionEnd {
     /// `held_elsewhere`: the coordinator answered, but another session holds the host (`ALREADY_EXISTS`,
     /// e.g. the lease of a coordinator that died and has not expired yet), or it is busy admitting
     /// others: retry the same coordinator rather than the next, which may be the dead one.
-    /// `pushback`: when the coordinator said to come back (busy; [`pushback`]).
+    /// `pushback`: when the coordinator said to come back (busy, or the other session's lease ends
+    /// then; [`pushback`]).
     Lost {
         reason: String,
         welcomed: bool,
@@ -116,7 +118,8 @@ pub(crate) fn classify(status: &Status, welcomed: bool) -> SessionEnd {
         )),
         // The host's name is enrolled under another credential, or retired.
         Code::PermissionDenied => SessionEnd::Rejected(format!("coordinator refused this host: {}", status.message())),
-        // Waited out: after a crash the coordinator may not have noticed the old session end yet.
+        // Waited out: after a crash the coordinator may not have noticed the old session end yet
+        // (it may say when the dead one's lease ends).
         Code::AlreadyExists if !welcomed => SessionEnd::Lost {
             reason: format!(
                 "another instance of this host is running (the coordinator has a live session for it): {}",
@@ -124,7 +127,7 @@ pub(crate) fn classify(status: &Status, welcomed: bool) -> SessionEnd {
             ),
             welcomed: false,
             held_elsewhere: true,
-            pushback: None,
+            pushback: pushback(status),
         },
         // Busy admitting a herd: it spreads the refused ones over the time it needs for them.
         Code::Unavailable if !welcomed && pushback(status).is_some() => SessionEnd::Lost {
@@ -679,5 +682,26 @@ mod tests {
             panic!("retried")
         };
         assert!(!held_elsewhere && pushback.is_none());
+    }
+
+    #[test]
+    fn a_host_held_elsewhere_comes_back_when_the_coordinator_says_the_lease_ends() {
+        let mut held = Status::already_exists("host has a live session");
+        held.metadata_mut().insert(PUSHBACK_KEY, "11500".parse().unwrap());
+        let SessionEnd::Lost {
+            held_elsewhere,
+            pushback,
+            ..
+        } = classify(&held, false)
+        else {
+            panic!("a host held elsewhere is retried")
+        };
+        assert!(held_elsewhere);
+        assert_eq!(pushback, Some(Duration::from_millis(11_500)));
+        // Without a time named, the held-elsewhere backoff as before.
+        let SessionEnd::Lost { pushback, .. } = classify(&Status::already_exists("live"), false) else {
+            panic!("retried")
+        };
+        assert_eq!(pushback, None);
     }
 }

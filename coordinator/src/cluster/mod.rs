@@ -2,7 +2,7 @@
 //! what keeps them from stepping on each other:
 //!
 //! - a host's session is leased to one coordinator at a time (`db::leases`,
-//!   [`crate::scheduler::Scheduler::take_lease`]); [`renew_leases`] keeps this
+//!   [`crate::scheduler::Scheduler::start_session`]); [`renew_leases`] keeps this
 //!   coordinator's leases alive, one statement per heartbeat interval, and
 //!   gives them back at shutdown. A coordinator that dies loses them within
 //!   [`MISSED_RENEWALS`] intervals, and its agents' next sessions elsewhere

@@ -47,28 +47,23 @@ pub async fn lock_transaction(tx: impl PgExecutor<'_>, lock: Lock) -> Result<()>
     Ok(())
 }
 
-/// The class of the per-host locks in PostgreSQL's two-key advisory space,
-/// which does not overlap the one-key space of [`Lock`]: "cfhl" in ASCII.
-const HOST_CLASS: i32 = 0x6366_686c;
-
 /// Takes the claim lock of each of `host_ids` until the end of the current
 /// transaction, waiting for them: claims and adoptions of one host take
 /// turns, so each sees the other's outcome ([`super::jobs`]). The locks are
 /// taken in key order, so two callers locking overlapping hosts never wait on
-/// each other crosswise. A host's key is its id's low 31 bits: two hosts that
-/// share one only take turns too. Unlike the host's row, this lock does not
+/// each other crosswise. They live in PostgreSQL's two-key advisory space,
+/// which does not overlap the one-key space of [`Lock`], and a host's key is
+/// its id's low 31 bits: two hosts that share one only take turns too. One
+/// definition, in SQL (`cipherfleet_lock_hosts`, migrations/0031), which a
+/// session's start calls as well. Unlike the host's row, this lock does not
 /// wait for heartbeat flushes or hellos writing to the row.
 pub async fn lock_hosts_transaction(tx: &mut PgConnection, host_ids: &[i64]) -> Result<()> {
     if host_ids.is_empty() {
         return Ok(());
     }
-    sqlx::query(
-        "SELECT count(pg_advisory_xact_lock($1, k)) \
-         FROM (SELECT DISTINCT (h & 2147483647)::integer AS k FROM UNNEST($2::bigint[]) AS h ORDER BY k) keys",
-    )
-    .bind(HOST_CLASS)
-    .bind(host_ids)
-    .execute(tx)
-    .await?;
+    sqlx::query("SELECT cipherfleet_lock_hosts($1)")
+        .bind(host_ids)
+        .execute(tx)
+        .await?;
     Ok(())
 }

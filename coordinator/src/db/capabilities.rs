@@ -80,11 +80,30 @@ pub struct Advertised {
 /// left with nothing queued or running are finished. Run before the
 /// session's first dispatch.
 pub async fn advertise(pool: &PgPool, host_id: i64, paths: &[Path], keep: &[Uuid]) -> Result<Advertised> {
-    let row: (Option<Vec<String>>, bool, i64, Vec<i64>) = sqlx::query_as(
+    let (before, changed, to_skip): (Option<Vec<String>>, bool, bool) = sqlx::query_as(
         "WITH before AS (SELECT paths FROM hosts WHERE id = $1), \
          changed AS ( \
-             UPDATE hosts SET paths = $2 WHERE id = $1 AND paths IS DISTINCT FROM $2 RETURNING id), \
-         gone AS ( \
+             UPDATE hosts SET paths = $2 WHERE id = $1 AND paths IS DISTINCT FROM $2 RETURNING id) \
+         SELECT (SELECT paths FROM before), EXISTS (SELECT 1 FROM changed), \
+             EXISTS (SELECT 1 FROM jobs WHERE host_id = $1 AND status = 'queued' \
+                 AND path <> ALL($2) AND id <> ALL($3))",
+    )
+    .bind(host_id)
+    .bind(names(paths))
+    .bind(keep)
+    .fetch_one(pool)
+    .await?;
+    let changed_from = before.filter(|_| changed).map(|b| parse(&b));
+    if !to_skip {
+        // The usual hello: nothing to take out of the queue, and no statement on
+        // `jobs` (whose statement triggers would run for no rows).
+        return Ok(Advertised {
+            changed_from,
+            ..Advertised::default()
+        });
+    }
+    let (skipped, campaign_ids): (i64, Vec<i64>) = sqlx::query_as(
+        "WITH gone AS ( \
              DELETE FROM jobs WHERE host_id = $1 AND status = 'queued' \
                  AND path <> ALL($2) AND id <> ALL($3) \
              RETURNING campaign_id, path), \
@@ -94,20 +113,18 @@ pub async fn advertise(pool: &PgPool, host_id: i64, paths: &[Path], keep: &[Uuid
              ORDER BY campaign_id, path \
              ON CONFLICT (campaign_id, host_id, path) DO UPDATE SET points = s.points + EXCLUDED.points \
              RETURNING campaign_id) \
-         SELECT (SELECT paths FROM before), EXISTS (SELECT 1 FROM changed), \
-             (SELECT count(*) FROM gone), ARRAY(SELECT DISTINCT campaign_id FROM counted)",
+         SELECT (SELECT count(*) FROM gone), ARRAY(SELECT DISTINCT campaign_id FROM counted)",
     )
     .bind(host_id)
     .bind(names(paths))
     .bind(keep)
     .fetch_one(pool)
     .await?;
-    let (before, changed, skipped, campaign_ids) = row;
     // The jobs are gone with that statement's commit: whichever campaign has
     // nothing else left ends now ([`campaigns::close_if_complete`]'s rule).
     let finished = campaigns::close_if_complete(pool, &campaign_ids).await?;
     Ok(Advertised {
-        changed_from: before.filter(|_| changed).map(|b| parse(&b)),
+        changed_from,
         skipped: u64::try_from(skipped).unwrap_or(0),
         finished,
     })

@@ -48,7 +48,10 @@ pub struct HostUpsert {
 /// creates the host or refreshes `last_seen`, replaces its labels when
 /// `labels` is given, and stores a new facts snapshot only if the normalised
 /// facts differ from the current snapshot. One transaction; concurrent hellos
-/// of the same host serialise on its row.
+/// of the same host serialise on its row. A known host's row is written once,
+/// labels and current snapshot together, so the summary trigger on them
+/// (migrations/0023) runs at most once, and no `INSERT` (whose statement
+/// trigger runs for no rows too) is tried.
 pub async fn upsert_host_with_facts(
     pool: &PgPool,
     name: &str,
@@ -57,42 +60,56 @@ pub async fn upsert_host_with_facts(
 ) -> Result<HostUpsert> {
     let facts = NormalisedFacts::new(facts);
     let mut tx = pool.begin().await?;
-    let (host_id, current, current_hash, new_host): (i64, Option<i64>, Option<Vec<u8>>, bool) = sqlx::query_as(
-        "INSERT INTO hosts (name, labels) VALUES ($1, COALESCE($2, '{}'::jsonb)) \
-             ON CONFLICT (name) DO UPDATE \
-                 SET last_seen = now(), labels = COALESCE($2, hosts.labels) \
-             RETURNING id, current_snapshot_id, \
-                 (SELECT facts_hash FROM host_fact_snapshots s WHERE s.id = hosts.current_snapshot_id), \
-                 (xmax = 0)",
-    )
-    .bind(name)
-    .bind(labels.map(Json))
-    .fetch_one(&mut *tx)
-    .await?;
-
-    if let (Some(snapshot_id), Some(hash)) = (current, current_hash)
-        && hash == facts.hash
-    {
-        tx.commit().await?;
-        return Ok(HostUpsert {
-            host_id,
-            snapshot_id,
-            facts_changed: false,
-            new_host,
-        });
-    }
-
-    let snapshot_id = snapshots::insert(&mut tx, host_id, &facts).await?;
-    sqlx::query("UPDATE hosts SET current_snapshot_id = $2 WHERE id = $1")
-        .bind(host_id)
-        .bind(snapshot_id)
-        .execute(&mut *tx)
+    // Twice at most: a new name inserted meanwhile by another hello is found the second time.
+    let (mut tried, mut new_host) = (false, false);
+    let (host_id, current, current_hash) = loop {
+        let found: Option<(i64, Option<i64>, Option<Vec<u8>>)> = sqlx::query_as(
+            "SELECT h.id, h.current_snapshot_id, s.facts_hash \
+             FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id \
+             WHERE h.name = $1 FOR NO KEY UPDATE OF h",
+        )
+        .bind(name)
+        .fetch_optional(&mut *tx)
         .await?;
+        if let Some(found) = found {
+            break found;
+        }
+        if tried {
+            return Err(sqlx::Error::RowNotFound.into());
+        }
+        tried = true;
+        let inserted: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO hosts (name, labels) VALUES ($1, COALESCE($2, '{}'::jsonb)) \
+             ON CONFLICT (name) DO NOTHING RETURNING id",
+        )
+        .bind(name)
+        .bind(labels.map(Json))
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(host_id) = inserted {
+            new_host = true;
+            break (host_id, None, None);
+        }
+    };
+    let unchanged = current.filter(|_| current_hash.as_deref() == Some(&facts.hash[..]));
+    let snapshot_id = match unchanged {
+        Some(snapshot_id) => snapshot_id,
+        None => snapshots::insert(&mut tx, host_id, &facts).await?,
+    };
+    sqlx::query(
+        "UPDATE hosts SET last_seen = now(), labels = COALESCE($2, labels), current_snapshot_id = $3 \
+         WHERE id = $1",
+    )
+    .bind(host_id)
+    .bind(labels.map(Json))
+    .bind(snapshot_id)
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await?;
     Ok(HostUpsert {
         host_id,
         snapshot_id,
-        facts_changed: true,
+        facts_changed: unchanged.is_none(),
         new_host,
     })
 }

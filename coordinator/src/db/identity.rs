@@ -9,9 +9,11 @@
 //! `Welcome` of the first was lost) is enrolled again rather than refused.
 //! Nothing about a host is changed by a refused `Hello`.
 
-use sqlx::PgPool;
+use sqlx::types::Json;
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
+use super::hosts::Labels;
 use super::{Result, campaigns};
 use crate::credential::{self, NewCredential};
 
@@ -55,6 +57,56 @@ pub enum Refusal {
     BadToken,
     /// An operator retired the host.
     Retired,
+}
+
+/// An enrolled host as a `Hello` finds it, read before anything is written:
+/// enough to admit a known host that presents its credential, and to tell
+/// whether its hello changes anything stored (a reconnect, mostly, changes
+/// nothing). Any other `Hello` goes through [`admit`].
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Enrolled {
+    pub host_id: i64,
+    credential_hash: Option<Vec<u8>>,
+    retired: bool,
+    pub labels: Json<Labels>,
+    /// The paths it said it has ([`super::capabilities`]), `None` before it said.
+    pub paths: Option<Vec<String>>,
+    /// The hash of its current facts ([`super::snapshots::NormalisedFacts`]).
+    pub facts_hash: Option<Vec<u8>>,
+    /// How long the live lease of another coordinator than the one looking
+    /// still lives, in milliseconds: that one serves the host meanwhile.
+    pub held_elsewhere_ms: Option<i64>,
+}
+
+impl Enrolled {
+    /// Whether `presented` admits the host as itself ([`admit`]'s
+    /// `Admission::Known`): it is not retired and that is its credential.
+    pub fn admits(&self, presented: &str) -> bool {
+        !self.retired
+            && self
+                .credential_hash
+                .as_deref()
+                .is_some_and(|hash| credential::matches(hash, presented))
+    }
+}
+
+/// Host `name` as a `Hello` finds it, with the live lease of any coordinator
+/// but `coordinator`; `None` if there is no such host. One read, no lock:
+/// a credential reset or retirement racing it ends the session it admits, as
+/// it would one admitted a moment earlier.
+pub async fn lookup(db: impl PgExecutor<'_>, name: &str, coordinator: Uuid) -> Result<Option<Enrolled>> {
+    Ok(sqlx::query_as(
+        "SELECT h.id AS host_id, h.credential_hash, h.retired_at IS NOT NULL AS retired, h.labels, h.paths, \
+             s.facts_hash, \
+             (SELECT ceil(extract(epoch FROM l.expires_at - now()) * 1000)::bigint FROM host_leases l \
+              WHERE l.host_id = h.id AND l.expires_at > now() AND l.coordinator <> $2) AS held_elsewhere_ms \
+         FROM hosts h LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id \
+         WHERE h.name = $1",
+    )
+    .bind(name)
+    .bind(coordinator)
+    .fetch_optional(db)
+    .await?)
 }
 
 /// Admits the `Hello` of host `name` that presented `presented` (empty: no

@@ -179,26 +179,16 @@ pub struct Requeued {
 
 /// The agent of `host_id` went away: its running job goes back to the queue
 /// with one more attempt counted, or fails once [`MAX_ATTEMPTS`] is reached.
+/// One statement (`cipherfleet_requeue_lost`, migrations/0031, which a
+/// session's start runs too when the agent comes back running nothing).
 pub async fn requeue_lost(pool: &PgPool, host_id: i64) -> Result<Requeued> {
-    let mut tx = pool.begin().await?;
-    let rows: Vec<(Uuid, String, i64)> = sqlx::query_as(
-        "UPDATE jobs SET \
-             attempts = attempts + 1, \
-             status = CASE WHEN attempts + 1 >= $2 THEN 'failed' ELSE 'queued' END, \
-             error = CASE WHEN attempts + 1 >= $2 THEN $3::text END, \
-             finished_at = CASE WHEN attempts + 1 >= $2 THEN now() END, \
-             assigned_at = CASE WHEN attempts + 1 >= $2 THEN assigned_at END, \
-             started_at = CASE WHEN attempts + 1 >= $2 THEN started_at END, \
-             deadline = CASE WHEN attempts + 1 >= $2 THEN deadline END \
-         WHERE host_id = $1 AND status = 'running' \
-         RETURNING id, status, campaign_id",
-    )
-    .bind(host_id)
-    .bind(MAX_ATTEMPTS)
-    .bind(format!("agent lost while running the job ({MAX_ATTEMPTS} attempts)"))
-    .fetch_all(&mut *tx)
-    .await?;
-    tx.commit().await?;
+    let rows: Vec<(Uuid, String, i64)> =
+        sqlx::query_as("SELECT job_id, status, campaign_id FROM cipherfleet_requeue_lost($1, $2, $3)")
+            .bind(host_id)
+            .bind(MAX_ATTEMPTS)
+            .bind(lost_error())
+            .fetch_all(pool)
+            .await?;
     let mut outcome = Requeued::default();
     let mut ended = Vec::new();
     for (id, status, campaign_id) in rows {
@@ -211,6 +201,11 @@ pub async fn requeue_lost(pool: &PgPool, host_id: i64) -> Result<Requeued> {
     }
     campaigns::close_if_complete(pool, &ended).await?;
     Ok(outcome)
+}
+
+/// The error of a job failed by [`requeue_lost`] after its last attempt.
+pub(crate) fn lost_error() -> String {
+    format!("agent lost while running the job ({MAX_ATTEMPTS} attempts)")
 }
 
 pub async fn get(db: impl PgExecutor<'_>, job_id: Uuid) -> Result<Option<Job>> {
@@ -246,6 +241,14 @@ pub async fn for_campaign(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<V
     .await?)
 }
 
+/// How long past its deadline the running job of a host that nobody holds
+/// (no live lease: its coordinator died or stopped) waits for the host's agent
+/// to reconnect and report it before [`expire_overdue`] takes it back: longer
+/// than a reconnect herd lasts (the agents' backoff is at most 30 s, a
+/// coordinator's pushback too, and a herd of tens of thousands is admitted in
+/// a few minutes at most).
+pub const RECONNECT_GRACE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// A running job that passed its deadline.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expired {
@@ -263,6 +266,11 @@ pub struct Expired {
 /// late or early, no longer counts, so the job is retried for real.
 /// Only jobs of hosts whose live lease is `coordinator`'s, or nobody's: the
 /// host's own coordinator handles its jobs, since only it can tell the agent.
+/// A host nobody holds is reconnecting (its coordinator died or stopped, and
+/// its agent still runs the job and reports it in its next hello, which adopts
+/// it with a fresh deadline), or gone: its job is overdue only
+/// [`RECONNECT_GRACE`] after its deadline, so a slow reconnect herd does not
+/// get the jobs its agents still run dispatched again.
 pub async fn expire_overdue(pool: &PgPool, coordinator: Uuid) -> Result<Vec<Expired>> {
     let mut tx = pool.begin().await?;
     let rows: Vec<(Uuid, i64, String, i64, Option<Uuid>)> = sqlx::query_as(
@@ -273,8 +281,11 @@ pub async fn expire_overdue(pool: &PgPool, coordinator: Uuid) -> Result<Vec<Expi
              finished_at = CASE WHEN j.attempts + 1 >= $1 THEN now() END, \
              assigned_at = NULL, started_at = NULL, deadline = NULL, attempt_id = NULL \
          FROM (SELECT id, attempt_id FROM jobs WHERE status = 'running' AND deadline < now() \
-               AND NOT EXISTS (SELECT 1 FROM host_leases l WHERE l.host_id = jobs.host_id \
-                   AND l.expires_at > now() AND l.coordinator <> $3) \
+               AND (EXISTS (SELECT 1 FROM host_leases l WHERE l.host_id = jobs.host_id \
+                        AND l.expires_at > now() AND l.coordinator = $3) \
+                    OR deadline < now() - $4 * interval '1 second' \
+                        AND NOT EXISTS (SELECT 1 FROM host_leases l WHERE l.host_id = jobs.host_id \
+                            AND l.expires_at > now())) \
                ORDER BY id FOR UPDATE OF jobs) overdue \
          WHERE j.id = overdue.id \
          RETURNING j.id, j.host_id, j.status, j.campaign_id, overdue.attempt_id",
@@ -282,6 +293,7 @@ pub async fn expire_overdue(pool: &PgPool, coordinator: Uuid) -> Result<Vec<Expi
     .bind(MAX_ATTEMPTS)
     .bind(format!("exceeded its time limit ({MAX_ATTEMPTS} attempts)"))
     .bind(coordinator)
+    .bind(RECONNECT_GRACE.as_secs_f64())
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

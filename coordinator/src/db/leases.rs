@@ -1,5 +1,6 @@
 //! `host_leases`: which coordinator owns each host's session. A lease is live
-//! while `expires_at` is in the future; its owner renews all of its leases in
+//! while `expires_at` is in the future. It is taken when a session starts
+//! ([`super::sessions::start`], [`acquire`]); its owner renews all of its leases in
 //! one statement per tick ([`renew`]), and a coordinator that dies stops
 //! renewing, so its hosts are free again within a few heartbeats — or at once,
 //! when a coordinator starting on its machine sees its process gone
@@ -32,7 +33,9 @@ pub struct Held {
 /// Takes `host_id`'s lease for session `generation` of `holder` for `ttl`:
 /// when nobody holds it, when its lease expired (its coordinator died), or
 /// when `holder` itself holds it from an earlier session. False while another
-/// coordinator holds it live.
+/// coordinator holds it live. The first step of [`super::sessions::start`]
+/// (`cipherfleet_acquire_lease`, migrations/0031), here on its own; the
+/// lease is not welcomed yet ([`welcome`]).
 pub async fn acquire(
     db: impl PgExecutor<'_>,
     host_id: i64,
@@ -40,23 +43,16 @@ pub async fn acquire(
     generation: u64,
     ttl: Duration,
 ) -> Result<bool> {
-    let taken: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO host_leases (host_id, coordinator, generation, coordinator_name, expires_at) \
-         VALUES ($1, $2, $3, $4, now() + $5 * interval '1 second') \
-         ON CONFLICT (host_id) DO UPDATE SET coordinator = EXCLUDED.coordinator, \
-             generation = EXCLUDED.generation, coordinator_name = EXCLUDED.coordinator_name, \
-             acquired_at = now(), expires_at = EXCLUDED.expires_at, revoked = NULL, welcomed = false \
-         WHERE host_leases.expires_at <= now() OR host_leases.coordinator = EXCLUDED.coordinator \
-         RETURNING host_id",
+    Ok(
+        sqlx::query_scalar("SELECT cipherfleet_acquire_lease($1, $2, $3, $4, $5, false)")
+            .bind(host_id)
+            .bind(holder.id)
+            .bind(generation as i64)
+            .bind(&holder.name)
+            .bind(ttl.as_secs_f64())
+            .fetch_one(db)
+            .await?,
     )
-    .bind(host_id)
-    .bind(holder.id)
-    .bind(generation as i64)
-    .bind(&holder.name)
-    .bind(ttl.as_secs_f64())
-    .fetch_optional(db)
-    .await?;
-    Ok(taken.is_some())
 }
 
 /// Extends the leases of `sessions` (host, generation) held by `holder` by

@@ -14,9 +14,14 @@
 //! the same message). A session that sends nothing for three heartbeat
 //! intervals is lost: its running job goes back to the queue.
 //!
+//! The handshake, up to `Welcome`, is [`hello`]'s: done before the agent
+//! stops waiting for its answer, and in two round trips to the database for
+//! a known host whose hello changes nothing stored.
+//!
 //! Bounds: a session slot and a peer address that has not failed its token
 //! too often come before the hello is read ([`super::limits`],
-//! [`super::rate`]); what the coordinator sends goes through a bounded queue
+//! [`super::rate`]), a turn at the database before the hello's database work
+//! ([`super::turns`]); what the coordinator sends goes through a bounded queue
 //! that nobody waits on ([`super::outbound`]); what the agent sends is
 //! rate-limited per session.
 
@@ -28,7 +33,6 @@ use cipherfleet_core::measurement::{self, Figures, Measurement};
 use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::wire;
-use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::agent_service_server::AgentService;
 use cipherfleet_proto::v1::{self, AgentMessage, agent_message, coordinator_message::Body};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -38,24 +42,19 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use uuid::Uuid;
 
-use super::db_status;
 use super::outbound::{Outbound, OutboundStream};
 use super::rate::{self, Bucket, FailedAuth};
 use super::turns::Turns;
 use crate::attempt;
 use crate::auth::Token;
-use crate::credential::NewCredential;
 use crate::db;
-use crate::db::hosts::Labels;
-use crate::db::identity::{Admission, Enrollment, Refusal};
 use crate::findings::Deriver;
 use crate::ingest::{Next, Recorded};
 use crate::scheduler::Scheduler;
-use crate::tls::client_cert;
-use crate::watch::verify::{self, VerifyOnChange};
+use crate::watch::verify::VerifyOnChange;
 
-/// How long a new stream may take to say hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+mod hello;
+
 /// Heartbeat intervals without any message after which an agent is lost.
 const MISSED_HEARTBEATS: u32 = 3;
 /// How much of an unauthenticated name reaches the log.
@@ -88,205 +87,20 @@ impl AgentService for AgentSvc {
         &self,
         request: Request<Streaming<AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
+        let answer_by = super::deadline::answer_by(request.metadata(), Instant::now());
         let peer = request.remote_addr();
         let permit = self.pre_auth(peer)?;
         let peer_certs = request.peer_certs();
         let mut inbound = request.into_inner();
-        let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message())
-            .await
-            .map_err(|_| Status::deadline_exceeded("no hello within 10 s"))??
-            .ok_or_else(|| Status::cancelled("stream closed before hello"))?;
-        let Some(agent_message::Body::Hello(hello)) = first.body else {
-            return Err(Status::invalid_argument("the first message of a session must be hello"));
-        };
-        if hello.protocol_version != PROTOCOL_VERSION {
-            return Err(Status::failed_precondition(format!(
-                "agent speaks protocol version {}, this coordinator speaks version {PROTOCOL_VERSION}; upgrade the older side",
-                hello.protocol_version
-            )));
-        }
-        // The token matters only to enroll; a host with a credential need not send it.
-        let token_ok = self.token.matches(hello.enrollment_token.as_bytes());
-        if !token_ok && hello.credential.is_empty() {
-            self.failed_auth.failed(peer.map(|p| p.ip()));
-            let name = truncate(&hello.name, LOGGED_NAME_LEN);
-            tracing::warn!(peer = ?peer, name = ?name, "hello with a wrong enrollment token");
-            return Err(Status::unauthenticated("invalid enrollment token"));
-        }
-        wire::validate_hello(&hello).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        // Under mutual TLS the certificate names the host; the credential is still checked below.
-        if self.client_certs
-            && let Err(mismatch) = client_cert::check_host_name(peer_certs.as_deref().map(Vec::as_slice), &hello.name)
-        {
-            let name = truncate(&hello.name, LOGGED_NAME_LEN);
-            tracing::warn!(
-                peer = ?peer, name = ?name, reason = mismatch.reason(), certificate_names = mismatch.expected(),
-                "hello refused: not the client certificate's host"
-            );
-            return Err(Status::permission_denied(mismatch.to_string()));
-        }
-        // A turn for the database work, held until the session is welcomed; refused
-        // with a time to come back when none is free in time.
-        let turn = self.handshakes.take(super::limits::HANDSHAKE_WAIT).await?;
-        // What the host enrolls with if it enrolls: the agent's own proposal (its form
-        // checked by `validate_hello`), else one drawn here for an agent that proposes none.
-        let new_credential = match NewCredential::proposed(&hello.proposed_credential) {
-            Some(proposed) => proposed,
-            None => NewCredential::generate()
-                .map_err(|e| Status::internal(format!("cannot draw a host credential from the OS: {e}")))?,
-        };
-        // The database work below is boxed: a future's size is that of its largest
-        // step, and this one is alive from the first byte of every session, also
-        // while thousands wait for their turn in a connect storm.
-        let admission = Box::pin(db::identity::admit(
-            self.scheduler.pool(),
-            &hello.name,
-            &hello.credential,
-            token_ok,
-            &new_credential,
-        ))
-        .await
-        .map_err(db_status)?
-        .map_err(|refusal| refused(refusal, &hello.name, peer))?;
-        let host_id = admission.host_id();
-        match admission {
-            Admission::Enrolled {
-                how: Enrollment::Claimed,
-                ..
-            } => tracing::warn!(
-                host = host_id, name = ?hello.name, peer = ?peer,
-                "host had no credential (enrolled before credentials existed, or reset by an operator): \
-                 claimed by this agent with the enrollment token and a new credential"
-            ),
-            Admission::Enrolled {
-                how: Enrollment::New, ..
-            } => {
-                tracing::info!(host = host_id, name = ?hello.name, peer = ?peer, "new host enrolled")
-            }
-            Admission::Enrolled {
-                how: Enrollment::Repeated,
-                ..
-            } => tracing::info!(
-                host = host_id, name = ?hello.name, peer = ?peer,
-                "host enrolled again with the credential it proposed (the Welcome of its enrollment was lost)"
-            ),
-            Admission::Known { .. } => {}
-        }
-
-        // The host's one session slot, before anything of it changes: a second
-        // session must not re-queue the first one's job or overwrite its labels.
-        let (tx, rx) = Outbound::channel();
-        let second_session = || {
-            tracing::warn!(host = host_id, name = ?hello.name, peer = ?peer, "second session of a host refused");
-            Status::already_exists(format!(
-                "host {:?} already has a live session: another instance of this agent is running for it \
-                 (or the coordinator that served it died, and its lease expires within a few heartbeats). \
-                 A cloned machine must run with its own --name and without the credential file copied \
-                 into its state directory",
-                hello.name
-            ))
-        };
-        let reservation = self
-            .scheduler
-            .reserve(host_id, tx.clone())
-            .map_err(|_| second_session())?;
-        // Then the cluster's: a session of the host on another coordinator holds its lease.
-        match Box::pin(self.scheduler.take_lease(host_id, reservation.generation)).await {
-            Ok(true) => {}
-            Ok(false) => {
-                self.scheduler.disconnect(host_id, reservation.generation);
-                return Err(second_session());
-            }
-            Err(e) => {
-                self.scheduler.disconnect(host_id, reservation.generation);
-                return Err(db_status(e));
-            }
-        }
-        let accepted = match Box::pin(self.welcome(&hello, host_id, peer)).await {
-            Ok(accepted) => accepted,
-            Err(status) => {
-                self.scheduler.leave(host_id, reservation.generation).await;
-                return Err(status);
-            }
-        };
-        let welcome = v1::Welcome {
-            agent_id: host_id.to_string(),
-            heartbeat_interval_ms: self.heartbeat.as_millis() as u32,
-            credential: match admission {
-                Admission::Enrolled { .. } => new_credential.secret().to_string(),
-                Admission::Known { .. } => String::new(),
-            },
-        };
-        // Queued before the session is activated, so no `RunJob` can precede it.
-        if let Err(e) = tx.try_send(Body::Welcome(welcome)) {
-            self.scheduler.leave(host_id, reservation.generation).await;
-            return Err(e.status());
-        }
-        let generation = reservation.generation;
-        if let Err(e) = self.scheduler.welcome(host_id, generation).await {
-            self.scheduler.leave(host_id, generation).await;
-            return Err(db_status(e));
-        }
-        if accepted.facts_changed {
-            self.findings.facts_changed();
-        }
-        if accepted.facts_changed || accepted.paths_changed.is_some() {
-            // Queued before the session's first dispatch, which then hands it out.
-            let paths = accepted.paths_changed.as_ref();
-            if let Err(e) = Box::pin(verify::on_hello(self.scheduler.pool(), &self.verify, host_id, paths)).await {
-                tracing::warn!(host = host_id, error = %e, "queueing a verification campaign");
-            }
-        }
-        drop(turn);
-        tracing::info!(host = host_id, name = ?hello.name, peer = ?peer, facts_changed = accepted.facts_changed, "agent connected");
-
-        let session = Session {
-            scheduler: self.scheduler.clone(),
-            host_id,
-            session_id: accepted.session_id,
-            generation,
-            tx,
-            silence: self.heartbeat * MISSED_HEARTBEATS,
-            shutdown: self.shutdown.clone(),
-            ended: reservation.ended,
-            dispatch_on_connect: !accepted.holds_jobs,
-            findings: self.findings.clone(),
-        };
+        let (session, rx) = self
+            .handshake(&mut inbound, answer_by, peer, peer_certs.as_deref().map(Vec::as_slice))
+            .await?;
         tokio::spawn(async move {
             let _slot = permit;
             session.run(inbound).await
         });
         Ok(Response::new(rx))
     }
-}
-
-/// The answer to a refused `Hello`: names the host and what to do. Logged
-/// with the name cut short, since it comes from whoever connected.
-fn refused(refusal: Refusal, name: &str, peer: Option<SocketAddr>) -> Status {
-    tracing::warn!(peer = ?peer, name = ?truncate(name, 64), ?refusal, "hello refused");
-    match refusal {
-        Refusal::BadToken => Status::unauthenticated("invalid enrollment token"),
-        Refusal::WrongCredential => Status::permission_denied(format!(
-            "host {name:?} is enrolled with its own credential and this agent did not present it. \
-             If this is that host, run the agent with its state directory (the credential file in it); \
-             if the credential is lost, an operator runs `cipherfleet-coordinator hosts reset-credential {name}`. \
-             If this is another machine, give its agent its own --name"
-        )),
-        Refusal::Retired => Status::permission_denied(format!(
-            "host {name:?} was retired by an operator and is not admitted again; \
-             to enroll this machine as a new host, give its agent another --name"
-        )),
-    }
-}
-
-struct Accepted {
-    session_id: i64,
-    facts_changed: bool,
-    /// The paths the agent can run changed ([`verify::paths_change`]).
-    paths_changed: Option<serde_json::Value>,
-    /// The agent runs a job or has spooled outcomes: dispatch waits for its
-    /// next outcome, so a spooled job is not handed out again meanwhile.
-    holds_jobs: bool,
 }
 
 impl AgentSvc {
@@ -302,55 +116,6 @@ impl AgentSvc {
             return Err(rate::too_many_failures());
         }
         Ok(slot)
-    }
-
-    /// Stores the admitted host's labels, facts and session; adopts the job the agent still runs.
-    async fn welcome(&self, hello: &v1::Hello, host_id: i64, peer: Option<SocketAddr>) -> Result<Accepted, Status> {
-        let pool = self.scheduler.pool();
-        let facts_json = hello.facts.as_ref().map(|f| f.facts_json.as_str()).unwrap_or("");
-        let facts: serde_json::Value = serde_json::from_str(facts_json)
-            .ok()
-            .filter(serde_json::Value::is_object)
-            .ok_or_else(|| Status::invalid_argument("hello.facts.facts_json: not a JSON object of probe facts"))?;
-        let labels: Labels = hello.labels.iter().map(|l| (l.key.clone(), l.value.clone())).collect();
-        let up = db::hosts::upsert_host_with_facts(pool, &hello.name, Some(&labels), &facts)
-            .await
-            .map_err(db_status)?;
-        debug_assert_eq!(up.host_id, host_id, "the admitted host");
-        let agent_version = hello.capabilities.as_ref().map(|c| c.agent_version.as_str());
-        let session_id = db::sessions::open(
-            pool,
-            up.host_id,
-            Some(up.snapshot_id),
-            peer.map(|p| p.to_string()).as_deref(),
-            agent_version,
-        )
-        .await
-        .map_err(db_status)?;
-        // The job the agent is still running stays with it: re-dispatching it
-        // would run a benchmark twice, or two at once. An agent running nothing
-        // lost whatever this host had running (it restarted, or this coordinator
-        // did and never saw the session end): back to the queue.
-        let running = Uuid::parse_str(&hello.running_job_id)
-            .ok()
-            .zip(Uuid::parse_str(&hello.running_attempt_id).ok());
-        if let Some((job_id, attempt_id)) = running {
-            db::jobs::adopt(pool, job_id, up.host_id, attempt_id)
-                .await
-                .map_err(db_status)?;
-        } else {
-            let lost = db::jobs::requeue_lost(pool, up.host_id).await.map_err(db_status)?;
-            if !lost.requeued.is_empty() || !lost.failed.is_empty() {
-                tracing::info!(host = up.host_id, requeued = ?lost.requeued, failed = ?lost.failed, "jobs the agent no longer runs");
-            }
-        }
-        let paths_changed = super::capabilities::advertised(pool, hello, up.host_id).await?;
-        Ok(Accepted {
-            session_id,
-            facts_changed: up.facts_changed,
-            paths_changed,
-            holds_jobs: !hello.running_job_id.is_empty() || !hello.spooled_job_ids.is_empty(),
-        })
     }
 }
 

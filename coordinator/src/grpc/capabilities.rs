@@ -20,12 +20,7 @@ use crate::watch::verify;
 /// repeated names with `INVALID_ARGUMENT` already. Returns the change as
 /// [`verify::paths_change`] when the paths differ from what the host said before.
 pub(super) async fn advertised(pool: &PgPool, hello: &v1::Hello, host_id: i64) -> Result<Option<Value>, Status> {
-    let advertised = hello
-        .capabilities
-        .as_ref()
-        .map(|c| c.paths.as_slice())
-        .unwrap_or_default();
-    let paths: Vec<Path> = advertised.iter().filter_map(|p| p.parse().ok()).collect();
+    let paths = paths_of(hello);
     if paths.is_empty() {
         tracing::warn!(
             host = host_id,
@@ -49,4 +44,27 @@ pub(super) async fn advertised(pool: &PgPool, hello: &v1::Hello, host_id: i64) -
         tracing::info!(host = host_id, ?before, after = ?paths, "the agent's paths changed");
         verify::paths_change(&before, &paths)
     }))
+}
+
+/// The paths `hello` advertises, in its order.
+fn paths_of(hello: &v1::Hello) -> Vec<Path> {
+    let advertised = hello
+        .capabilities
+        .as_ref()
+        .map(|c| c.paths.as_slice())
+        .unwrap_or_default();
+    advertised.iter().filter_map(|p| p.parse().ok()).collect()
+}
+
+/// Whether the paths stored for the host (`hosts.paths`, `None` before it
+/// said) are the ones `hello` advertises: [`advertised`] would change nothing,
+/// since the host's queued jobs were made for these paths.
+pub(super) fn as_stored(hello: &v1::Hello, stored: Option<&[String]>) -> bool {
+    stored.is_some_and(|stored| {
+        let advertised = paths_of(hello);
+        stored
+            .iter()
+            .map(String::as_str)
+            .eq(advertised.iter().map(|p| p.as_str()))
+    })
 }

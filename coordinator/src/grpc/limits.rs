@@ -37,14 +37,11 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 16;
 pub const RECEIVE_WINDOW_BYTES: u32 = 256 * 1024;
 /// Handshakes (admission to welcome: several statements each) in progress at
 /// once. The rest wait their turn rather than all queueing on the database
-/// pool, where in a connect storm every one of them would time out half-done.
+/// pool, where in a connect storm every one of them would time out half-done;
+/// a `Hello` waits as long as its agent waits for the answer allows, less the
+/// handshake's own work, and is told when to retry when that is not enough
+/// (`UNAVAILABLE`, with a time to come back: [`super::turns`]).
 pub const HANDSHAKES_AT_ONCE: usize = 16;
-/// How long a `Hello` waits for a handshake turn before it is told to retry
-/// (`UNAVAILABLE`, with a time to come back: [`super::turns`]). A refused
-/// attempt costs both sides a new connection and `Hello`, so a waiting one is
-/// kept as long as the agent waits for its answer (20 s) allows, less the
-/// handshake's own work.
-pub const HANDSHAKE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Open files kept aside from gRPC connections: the database pools, the
 /// HTTP listener and its clients, the private cluster's pipes, logs.
 pub const RESERVED_FILES: u64 = 1024;

@@ -3,12 +3,14 @@
 //! each session's bounded queue to its agent ([`outbound`]), the rate
 //! limits of agents' messages and failed token attempts ([`rate`]), and the
 //! caps on connections, streams and sessions ([`limits`]), the handshakes'
-//! turns at the database ([`turns`]), and pages of the admin API's lists
-//! ([`paging`]); the paths a hello says the agent can run ([`capabilities`]).
+//! turns at the database ([`turns`]) and when each must be answered
+//! ([`deadline`]), and pages of the admin API's lists ([`paging`]); the paths
+//! a hello says the agent can run ([`capabilities`]).
 
 pub mod admin;
 pub mod agent;
 mod capabilities;
+pub mod deadline;
 pub mod limits;
 pub mod outbound;
 pub mod paging;

@@ -1,18 +1,21 @@
 //! Handshake turns: at most [`limits::HANDSHAKES_AT_ONCE`] handshakes do their
-//! database work at once, the rest wait up to [`limits::HANDSHAKE_WAIT`]. One
-//! that waits in vain is refused `UNAVAILABLE` with a time to come back
-//! ([`PUSHBACK_KEY`], the gRPC retry pushback): a random moment within what
-//! the handshakes waiting now take to be admitted, from the turns' measured
-//! length. A herd (a restart, a failover, a connect storm) refused at once
-//! then comes back spread over the time the coordinator needs for it, instead
-//! of on each agent's own backoff, whose ceiling doubles with every refusal
-//! (up to 30 s) while the coordinator may be idle again long before.
+//! database work at once, the rest wait for a turn, as long as the agent still
+//! waits for its answer ([`super::deadline`]) leaves time for the work a turn
+//! takes. One that cannot have a turn in time is refused `UNAVAILABLE` with a
+//! time to come back ([`PUSHBACK_KEY`], the gRPC retry pushback) before its
+//! agent gives up: a random moment within what the handshakes waiting now
+//! take to be admitted, from the turns' measured length. A herd (a restart, a
+//! failover, a connect storm) refused at once then comes back spread over the
+//! time the coordinator needs for it, instead of on each agent's own backoff,
+//! whose ceiling doubles with every refusal (up to 30 s) while the coordinator
+//! may be idle again long before; and no turn goes to an agent that has left.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tonic::Status;
 
 use super::limits;
@@ -26,6 +29,8 @@ const MIN_PUSHBACK: Duration = Duration::from_secs(1);
 const MAX_PUSHBACK: Duration = Duration::from_secs(30);
 /// A turn's length assumed before any was measured.
 const FIRST_GUESS: Duration = Duration::from_millis(20);
+/// The least time kept for a turn's work before the agent stops waiting.
+const MIN_WORK: Duration = Duration::from_millis(250);
 
 /// The turns, shared by every session of a coordinator.
 pub struct Turns {
@@ -55,10 +60,21 @@ impl Turns {
         })
     }
 
-    /// A turn within `wait`, else `UNAVAILABLE` with the time to come back.
-    pub async fn take(self: &Arc<Self>, wait: Duration) -> Result<Turn, Status> {
+    /// A turn early enough for its work to be done by `answer_by`, when the
+    /// agent stops waiting: it waits until then, less twice a turn's measured
+    /// length (at least [`MIN_WORK`]). Else `UNAVAILABLE` with the time to
+    /// come back, at once when that moment has passed already.
+    pub async fn take_before(self: &Arc<Self>, answer_by: Instant) -> Result<Turn, Status> {
+        let work = self.mean().saturating_mul(2).max(MIN_WORK);
+        self.take_until(answer_by.checked_sub(work).unwrap_or_else(Instant::now))
+            .await
+    }
+
+    /// A turn by `latest`, else `UNAVAILABLE` with the time to come back.
+    async fn take_until(self: &Arc<Self>, latest: Instant) -> Result<Turn, Status> {
         self.waiting.fetch_add(1, Ordering::Relaxed);
-        let taken = tokio::time::timeout(wait, self.permits.clone().acquire_owned()).await;
+        // A past `latest` still takes a turn that is free now (the turn is tried first).
+        let taken = tokio::time::timeout_at(latest, self.permits.clone().acquire_owned()).await;
         let waiting = self.waiting.fetch_sub(1, Ordering::Relaxed);
         match taken {
             Ok(Ok(permit)) => Ok(Turn {
@@ -67,19 +83,22 @@ impl Turns {
                 since: Instant::now(),
             }),
             Ok(Err(_)) => Err(Status::unavailable("the coordinator is shutting down")),
-            Err(_) => {
-                let random = getrandom::u64().unwrap_or(u64::MAX / 2);
-                let back = pushback(waiting, self.at_once, self.mean(), random);
-                let mut status = Status::unavailable(format!(
-                    "the coordinator is busy admitting other agents; retry in {} ms",
-                    back.as_millis()
-                ));
-                if let Ok(value) = back.as_millis().to_string().parse() {
-                    status.metadata_mut().insert(PUSHBACK_KEY, value);
-                }
-                Err(status)
-            }
+            Err(_) => Err(self.refusal(waiting)),
         }
+    }
+
+    /// `UNAVAILABLE` with a time to come back, `waiting` handshakes waiting.
+    fn refusal(&self, waiting: usize) -> Status {
+        let random = getrandom::u64().unwrap_or(u64::MAX / 2);
+        let back = pushback(waiting, self.at_once, self.mean(), random);
+        let mut status = Status::unavailable(format!(
+            "the coordinator is busy admitting other agents; retry in {} ms",
+            back.as_millis()
+        ));
+        if let Ok(value) = back.as_millis().to_string().parse() {
+            status.metadata_mut().insert(PUSHBACK_KEY, value);
+        }
+        status
     }
 
     fn mean(&self) -> Duration {
@@ -133,10 +152,14 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_handshake_that_waits_in_vain_is_told_when_to_come_back() {
+    async fn a_handshake_that_waits_in_vain_is_told_when_to_come_back_before_its_agent_gives_up() {
         let turns = Turns::new(1);
-        let held = turns.take(Duration::from_secs(1)).await.expect("a free turn");
-        let refused = turns.take(Duration::from_secs(5)).await.err().expect("no turn free");
+        let soon = |secs| Instant::now() + Duration::from_secs(secs);
+        let held = turns.take_before(soon(20)).await.expect("a free turn");
+        let start = Instant::now();
+        let refused = turns.take_before(soon(5)).await.err().expect("no turn free");
+        // Refused when only the work a turn takes was left before the agent's deadline.
+        assert_eq!(start.elapsed(), Duration::from_secs(5) - MIN_WORK);
         assert_eq!(refused.code(), tonic::Code::Unavailable);
         let back: u64 = refused
             .metadata()
@@ -146,10 +169,14 @@ mod tests {
             .expect("the time to come back");
         assert!((1_000..=30_000).contains(&back), "{back}");
         assert!(refused.message().contains(&format!("{back} ms")), "{refused:?}");
+        // A deadline too near for the work is refused at once, without waiting.
+        let start = Instant::now();
+        assert!(turns.take_before(Instant::now() + MIN_WORK / 2).await.is_err());
+        assert_eq!(start.elapsed(), Duration::ZERO);
         drop(held);
         assert!(
-            turns.take(Duration::from_secs(1)).await.is_ok(),
-            "a freed turn is taken"
+            turns.take_before(Instant::now()).await.is_ok(),
+            "a freed turn is taken, even with no time left to wait"
         );
     }
 }

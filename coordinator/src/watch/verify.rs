@@ -126,8 +126,8 @@ pub async fn on_hello(
         tracing::info!(host = host_id, %changes, "facts changed; verification rate-limited");
         return Ok(None);
     }
-    let hosts = db::hosts::list_with_facts(&mut *tx).await?;
-    let Some(host) = hosts.iter().find(|h| h.host.id == host_id) else {
+    let hosts = db::hosts::with_facts_of(&mut *tx, &[host_id]).await?;
+    let Some(host) = hosts.first() else {
         return Ok(None);
     };
     let previous = db::verifications::previous_points(&mut *tx, host_id, MAX_PREVIOUS_POINTS).await?;

@@ -12,6 +12,7 @@ use cipherfleet_coordinator::MIGRATOR;
 use cipherfleet_coordinator::db::campaigns::{self, NewCampaign};
 use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::db::jobs::NewJob;
+use cipherfleet_coordinator::db::leases::{self, Holder};
 use cipherfleet_coordinator::db::results::{self, RecordOutcome};
 use cipherfleet_coordinator::pg::PrivateCluster;
 use cipherfleet_core::measurement::{
@@ -173,6 +174,21 @@ pub async fn host(pool: &PgPool, name: &str) -> i64 {
         .await
         .expect("upserting a host")
         .host_id
+}
+
+/// A coordinator holding `host_id`'s lease, as while it serves the host's
+/// session; returns its id. Overdue jobs are its to sweep.
+pub async fn holder_of(pool: &PgPool, host_id: i64) -> Uuid {
+    let holder = Holder {
+        id: Uuid::new_v4(),
+        name: "tests/1".into(),
+    };
+    let ttl = std::time::Duration::from_secs(600);
+    assert!(
+        leases::acquire(pool, host_id, &holder, 1, ttl).await.unwrap(),
+        "the host's lease is free"
+    );
+    holder.id
 }
 
 /// One point of a matrix for `host_id`.

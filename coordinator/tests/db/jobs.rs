@@ -1,9 +1,13 @@
 use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
+use std::time::Duration;
+
 use cipherfleet_coordinator::db::jobs::{self, Job, JobStatus, MAX_ATTEMPTS};
+use cipherfleet_coordinator::db::leases::{self, Holder};
+use cipherfleet_coordinator::db::sessions;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::helpers::{campaign, fresh_db, host, job};
+use crate::helpers::{campaign, fresh_db, holder_of, host, job};
 
 /// Claims for `host_id` started all at once; returns the jobs handed out.
 async fn race_claims(pool: &PgPool, host_id: i64, claims: usize) -> Vec<Job> {
@@ -234,9 +238,10 @@ async fn make_overdue(pool: &PgPool, job_id: Uuid) {
     assert_eq!(moved.rows_affected(), 1, "job {job_id} is not running");
 }
 
-/// Claims `host_id`'s next job, starts it, lets its deadline pass and sweeps;
-/// returns the job, the attempt that overran and what the sweep did.
-async fn overrun(pool: &PgPool, host_id: i64) -> (Uuid, Option<Uuid>, Vec<jobs::Expired>) {
+/// Claims `host_id`'s next job, starts it, lets its deadline pass and sweeps
+/// as `sweeper` (the coordinator holding the host); returns the job, the
+/// attempt that overran and what the sweep did.
+async fn overrun(pool: &PgPool, host_id: i64, sweeper: Uuid) -> (Uuid, Option<Uuid>, Vec<jobs::Expired>) {
     let claimed = jobs::claim_next_for_host(pool, host_id)
         .await
         .unwrap()
@@ -250,7 +255,7 @@ async fn overrun(pool: &PgPool, host_id: i64) -> (Uuid, Option<Uuid>, Vec<jobs::
     (
         claimed.id,
         claimed.attempt_id,
-        jobs::expire_overdue(pool, uuid::Uuid::nil()).await.unwrap(),
+        jobs::expire_overdue(pool, sweeper).await.unwrap(),
     )
 }
 
@@ -259,6 +264,7 @@ async fn an_overdue_job_is_requeued_then_failed_at_its_last_attempt_and_its_camp
     let pool = fresh_db().await;
     let bench = host(&pool, "bench-01").await;
     let other = host(&pool, "bench-02").await;
+    let sweeper = holder_of(&pool, bench).await;
     let overrunning = campaign(&pool, &[job(bench, 16), job(bench, 64)]).await;
     // On time: its deadline is 30 s away and stays put through every sweep.
     let on_time = campaign(&pool, &[job(other, 16)]).await;
@@ -277,7 +283,7 @@ async fn an_overdue_job_is_requeued_then_failed_at_its_last_attempt_and_its_camp
     };
 
     // First overrun: back in the queue, one attempt counted, the claim undone.
-    let (first, attempt, swept) = overrun(&pool, bench).await;
+    let (first, attempt, swept) = overrun(&pool, bench, sweeper).await;
     assert_eq!(swept, [requeued(first, attempt)]);
     let j = jobs::get(&pool, first).await.unwrap().unwrap();
     assert_eq!((j.status, j.attempts), (JobStatus::Queued, 1));
@@ -286,11 +292,11 @@ async fn an_overdue_job_is_requeued_then_failed_at_its_last_attempt_and_its_camp
         (None, None, None, None)
     );
     // Nothing is overdue any more: a second sweep changes nothing.
-    assert!(jobs::expire_overdue(&pool, uuid::Uuid::nil()).await.unwrap().is_empty());
+    assert!(jobs::expire_overdue(&pool, sweeper).await.unwrap().is_empty());
 
     // Its last attempt overruns too: failed with the reason. The campaign
     // still has a queued job, so it runs on.
-    let (again, retry, swept) = overrun(&pool, bench).await;
+    let (again, retry, swept) = overrun(&pool, bench, sweeper).await;
     assert_eq!(again, first, "the requeued job runs again first");
     assert_ne!(retry, attempt, "a retry is a new attempt");
     assert_eq!(swept, [failed(first, retry)]);
@@ -304,10 +310,10 @@ async fn an_overdue_job_is_requeued_then_failed_at_its_last_attempt_and_its_camp
     assert_eq!((progress.jobs.queued, progress.jobs.failed), (1, 1));
 
     // The campaign's last job fails the same way: now the campaign is over.
-    let (last, attempt, swept) = overrun(&pool, bench).await;
+    let (last, attempt, swept) = overrun(&pool, bench, sweeper).await;
     assert_ne!(last, first);
     assert_eq!(swept, [requeued(last, attempt)]);
-    let (_, attempt, swept) = overrun(&pool, bench).await;
+    let (_, attempt, swept) = overrun(&pool, bench, sweeper).await;
     assert_eq!(swept, [failed(last, attempt)]);
     let progress = campaigns::status(&pool, overrunning).await.unwrap().unwrap();
     assert_eq!(progress.campaign.status, CampaignStatus::Finished);
@@ -319,6 +325,67 @@ async fn an_overdue_job_is_requeued_then_failed_at_its_last_attempt_and_its_camp
     let progress = campaigns::status(&pool, on_time).await.unwrap().unwrap();
     assert_eq!(progress.campaign.status, CampaignStatus::Running);
     assert_eq!(progress.jobs.running, 1);
+}
+
+#[tokio::test]
+async fn an_overdue_job_whose_host_is_reconnecting_is_adopted_not_dispatched_again() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    campaign(&pool, &[job(bench, 16), job(bench, 64)]).await;
+    let running = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    let attempt = running.attempt_id.unwrap();
+    // Its coordinator died (no lease any more) while the job ran; the agent
+    // still runs it, past its deadline, and is on its way back to another one.
+    make_overdue(&pool, running.id).await;
+    let survivor = Holder {
+        id: Uuid::new_v4(),
+        name: "survivor/2".into(),
+    };
+    assert_eq!(
+        jobs::expire_overdue(&pool, survivor.id).await.unwrap(),
+        [],
+        "within the grace"
+    );
+    let lease = sessions::LeaseOf {
+        holder: &survivor,
+        generation: 1,
+        ttl: Duration::from_secs(60),
+    };
+    let opening = sessions::Opening {
+        running: Some((running.id, attempt)),
+        ..Default::default()
+    };
+    let started = sessions::start(&pool, bench, lease, opening).await.unwrap().unwrap();
+    assert!(started.adopted, "the job its agent still runs is its job again");
+    let adopted = jobs::get(&pool, running.id).await.unwrap().unwrap();
+    assert_eq!(
+        (adopted.status, adopted.attempt_id, adopted.attempts),
+        (JobStatus::Running, Some(attempt), 0),
+        "the same attempt, none counted: its result counts and it is not run twice"
+    );
+    assert!(adopted.deadline.unwrap() > chrono::Utc::now(), "a fresh deadline");
+    assert_eq!(
+        jobs::claim_next_for_host(&pool, bench).await.unwrap(),
+        None,
+        "the host is busy with it"
+    );
+    assert_eq!(jobs::expire_overdue(&pool, survivor.id).await.unwrap(), []);
+
+    // A host that does not come back within the grace has its job taken back.
+    assert!(leases::release(&pool, bench, &survivor, 1).await.unwrap());
+    sqlx::query("UPDATE jobs SET deadline = now() - $2 * interval '1 second' WHERE id = $1")
+        .bind(running.id)
+        .bind(jobs::RECONNECT_GRACE.as_secs_f64() + 1.0)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let expired = jobs::Expired {
+        job_id: running.id,
+        host_id: bench,
+        attempt_id: Some(attempt),
+        requeued: true,
+    };
+    assert_eq!(jobs::expire_overdue(&pool, survivor.id).await.unwrap(), [expired]);
 }
 
 #[tokio::test]

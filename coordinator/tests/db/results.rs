@@ -5,7 +5,7 @@ use cipherfleet_coordinator::db::{Error, hosts};
 use cipherfleet_core::measurement::Measurement;
 use cipherfleet_core::path::{Path, PathUsed};
 
-use crate::helpers::{campaign, facts, fresh_db, host, job, record};
+use crate::helpers::{campaign, facts, fresh_db, holder_of, host, job, record};
 
 /// A measurement of the helpers' job as the agent reports it.
 fn measurement(throughput_mb_s: f64) -> Measurement {
@@ -166,6 +166,7 @@ async fn only_the_current_attempt_of_an_unfinished_job_stores_a_result() {
     let bench = host(&pool, "bench-01").await;
     let campaign_id = campaign(&pool, &[job(bench, 16), job(bench, 64)]).await;
     let m = measurement(200.0);
+    let sweeper = holder_of(&pool, bench).await;
 
     // Attempt 1 overruns and the job is dispatched again: attempt 1's late result is ignored.
     let first = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
@@ -174,7 +175,7 @@ async fn only_the_current_attempt_of_an_unfinished_job_stores_a_result() {
         .execute(&pool)
         .await
         .unwrap();
-    jobs::expire_overdue(&pool, uuid::Uuid::nil()).await.unwrap();
+    jobs::expire_overdue(&pool, sweeper).await.unwrap();
     let retry = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
     assert_eq!(retry.id, first.id);
     assert_ne!(retry.attempt_id, first.attempt_id);

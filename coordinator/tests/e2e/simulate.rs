@@ -193,3 +193,43 @@ async fn simulated_hosts_dial_from_the_local_addresses_given_in_turn() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_herd_reconnecting_after_a_coordinator_restart_comes_back_spread_over_its_jitter_window() {
+    let mut app = spawn_app().await;
+    start_simulator(&mut app);
+    app.wait_online(HOSTS).await;
+    let addr = app.grpc;
+    // Every host loses its session at the same moment and retries with its own
+    // backoff (full jitter) while the coordinator is away.
+    app.kill_coordinator();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    app.start_coordinator(addr);
+    let restarted: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("SELECT now()").fetch_one(&app.pool).await.unwrap();
+    app.wait_online(HOSTS).await;
+    // Each host's first session after the restart, in seconds from the first one.
+    let back: Vec<f64> = sqlx::query_scalar(
+        "SELECT extract(epoch FROM min(connected_at) - min(min(connected_at)) OVER ())::float8 \
+         FROM agent_sessions WHERE connected_at > $1 GROUP BY host_id ORDER BY 1",
+    )
+    .bind(restarted)
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(back.len(), HOSTS, "every host came back");
+    // Lock-step retries would bring them back within a few handshakes' time;
+    // jittered ones over their backoff's window (seconds, 3 s after the loss).
+    let span = back.last().copied().unwrap_or_default();
+    assert!(span >= 1.0, "the herd came back within {span:.3} s: {back:?}");
+    let busiest = (0..)
+        .map(|i| f64::from(i) * 0.25)
+        .take_while(|start| *start <= span)
+        .map(|start| back.iter().filter(|t| **t >= start && **t < start + 0.25).count())
+        .max()
+        .unwrap_or_default();
+    assert!(
+        busiest <= HOSTS / 2,
+        "{busiest} of {HOSTS} came back within one quarter second: {back:?}"
+    );
+}

@@ -114,32 +114,17 @@ pub async fn mark_started_many(db: impl PgExecutor<'_>, started: &[(Uuid, i64, U
 /// is running on `host_id` again with a fresh deadline, without counting an
 /// attempt. Any other job marked running on the host goes back to the queue:
 /// the agent is not running it. False if the job is not this host's, already
-/// finished, or dispatched again since that attempt.
+/// finished, or dispatched again since that attempt. Under the host's claim
+/// lock, so a claim racing it finds the host busy instead of tripping the
+/// one-running-job index: a step of a session's start (`cipherfleet_adopt`,
+/// migrations/0031, [`crate::db::sessions::start`]), here on its own.
 pub async fn adopt(pool: &PgPool, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<bool> {
-    let mut tx = pool.begin().await?;
-    // Takes turns with claims for the host (see `claim_next_for_hosts`): a
-    // claim racing this adoption then finds the host busy instead of tripping
-    // the one-running-job index.
-    advisory::lock_hosts_transaction(&mut tx, &[host_id]).await?;
-    sqlx::query("UPDATE jobs SET status = 'queued', assigned_at = NULL, started_at = NULL, deadline = NULL WHERE host_id = $1 AND status = 'running' AND id <> $2")
+    Ok(sqlx::query_scalar("SELECT cipherfleet_adopt($1, $2, $3)")
         .bind(host_id)
         .bind(job_id)
-        .execute(&mut *tx)
-        .await?;
-    let adopted = sqlx::query(
-        "UPDATE jobs SET status = 'running', assigned_at = COALESCE(assigned_at, now()), \
-             deadline = now() + time_limit_seconds * interval '1 second' \
-         WHERE id = $1 AND host_id = $2 AND attempt_id = $3 AND status IN ('queued', 'running')",
-    )
-    .bind(job_id)
-    .bind(host_id)
-    .bind(attempt_id)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected()
-        == 1;
-    tx.commit().await?;
-    Ok(adopted)
+        .bind(attempt_id)
+        .fetch_one(pool)
+        .await?)
 }
 
 /// The agent refused attempt `attempt_id` of a job because it is busy: back to

@@ -122,12 +122,12 @@ async fn an_agent_that_does_not_read_is_disconnected_and_nobody_waits_on_it() {
     assert!(outbound.next().await.is_none(), "what was queued is dropped");
 }
 
-#[tokio::test]
-async fn no_session_slot_or_a_peer_that_keeps_failing_is_refused_before_hello() {
+/// The agent service on a pool that never connects, with one session slot and one handshake turn.
+fn service_without_database() -> AgentSvc {
     let pool = PgPoolOptions::new().connect_lazy_with(PgConnectOptions::new());
-    let svc = AgentSvc {
+    AgentSvc {
         scheduler: Arc::new(Scheduler::new(pool)),
-        token: Token::from_secret("agent-token-0123456789"),
+        token: Token::from_secret(TOKEN),
         heartbeat: HEARTBEAT,
         shutdown: CancellationToken::new(),
         findings: Deriver::new(),
@@ -136,7 +136,69 @@ async fn no_session_slot_or_a_peer_that_keeps_failing_is_refused_before_hello() 
         handshakes: crate::grpc::turns::Turns::new(1),
         failed_auth: Arc::new(FailedAuth::default()),
         client_certs: false,
-    };
+    }
+}
+
+const TOKEN: &str = "agent-token-0123456789";
+
+/// A well-formed `Hello` of a new host with the right enrollment token.
+fn hello() -> Result<AgentMessage, Status> {
+    let facts = cipherfleet_core::facts::HostFacts::unknown("x86_64", Flavour::Accelerated);
+    Ok(AgentMessage {
+        body: Some(agent_message::Body::Hello(v1::Hello {
+            protocol_version: cipherfleet_proto::PROTOCOL_VERSION,
+            enrollment_token: TOKEN.into(),
+            facts: Some(v1::HostFacts::from(&facts)),
+            capabilities: Some(v1::Capabilities {
+                paths: vec!["accelerated".into()],
+                max_threads: 2,
+                agent_version: "0.1.0".into(),
+            }),
+            name: "host-a".into(),
+            ..Default::default()
+        })),
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hello_that_gets_no_turn_in_time_is_refused_with_a_time_to_come_back_before_its_agent_gives_up() {
+    let svc = service_without_database();
+    // Every turn at the database is taken (by a handshake that will not end soon).
+    let held = svc
+        .handshakes
+        .take_before(Instant::now() + Duration::from_secs(600))
+        .await
+        .unwrap();
+    let (agent, inbound) = mpsc::channel(1);
+    agent.send(hello()).await.unwrap();
+    let mut inbound = ReceiverStream::new(inbound);
+    // The agent waits 5 s for its answer (its `grpc-timeout`).
+    let mut metadata = tonic::metadata::MetadataMap::new();
+    metadata.insert("grpc-timeout", "5S".parse().unwrap());
+    let start = Instant::now();
+    let answer_by = super::super::deadline::answer_by(&metadata, start);
+    let refused = svc
+        .handshake(&mut inbound, answer_by, None, None)
+        .await
+        .err()
+        .expect("no turn");
+    assert!(start.elapsed() > Duration::ZERO, "it waited for a turn");
+    assert!(
+        start.elapsed() < Duration::from_secs(5) - super::super::deadline::SLACK,
+        "refused before the agent gives up, with time for the answer to travel: {:?}",
+        start.elapsed()
+    );
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert!(
+        refused.metadata().get(super::super::turns::PUSHBACK_KEY).is_some(),
+        "{refused:?}"
+    );
+    drop(held);
+}
+
+#[tokio::test]
+async fn no_session_slot_or_a_peer_that_keeps_failing_is_refused_before_hello() {
+    let svc = service_without_database();
     let peer: SocketAddr = "192.0.2.9:4000".parse().unwrap();
     let slot = svc.pre_auth(Some(peer)).expect("a free slot");
     let full = svc.pre_auth(Some(peer)).unwrap_err();

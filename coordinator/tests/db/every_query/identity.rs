@@ -3,7 +3,13 @@
 use cipherfleet_coordinator::credential::NewCredential;
 use cipherfleet_coordinator::db::identity::{self, Admission, Enrollment, Refusal};
 use cipherfleet_coordinator::db::jobs::{self, JobStatus};
-use cipherfleet_coordinator::db::{campaigns, hosts};
+use std::time::Duration;
+
+use cipherfleet_coordinator::db::leases::{self, Holder};
+use cipherfleet_coordinator::db::snapshots::NormalisedFacts;
+use cipherfleet_coordinator::db::{campaigns, capabilities, hosts};
+use cipherfleet_core::path::Path;
+use uuid::Uuid;
 
 use super::fixture::*;
 
@@ -244,4 +250,69 @@ async fn two_enrollments_of_a_new_name_with_one_proposal_at_once_are_one_host() 
     hows.sort_by_key(|(_, how)| matches!(how, Enrollment::Repeated));
     assert_eq!(hows[0].0, hows[1].0, "one host");
     assert_eq!([hows[0].1, hows[1].1], [Enrollment::New, Enrollment::Repeated]);
+}
+
+#[tokio::test]
+async fn a_hello_finds_its_host_as_stored_and_who_else_holds_it() {
+    let f = populate().await;
+    let pool = &f.pool;
+    let me = Uuid::new_v4();
+    let credential = NewCredential::generate().unwrap();
+    assert_eq!(identity::lookup(pool, "look-01", me).await.unwrap(), None);
+    let Ok(Admission::Enrolled { host_id, .. }) =
+        identity::admit(pool, "look-01", "", true, &credential).await.unwrap()
+    else {
+        panic!("enrolled")
+    };
+    let found = identity::lookup(pool, "look-01", me).await.unwrap().unwrap();
+    assert_eq!(found.host_id, host_id);
+    assert!(found.admits(credential.secret()));
+    assert!(!found.admits(""), "no credential");
+    assert!(
+        !found.admits(NewCredential::generate().unwrap().secret()),
+        "another one"
+    );
+    assert!(found.labels.0.is_empty());
+    assert_eq!(
+        (found.paths, found.facts_hash, found.held_elsewhere_ms),
+        (None, None, None)
+    );
+
+    // Its hello stored: labels, the hash of its facts, its paths.
+    let stored = labels(&[("rack", "b7")]);
+    let facts = bench_facts("6.1.0-18-amd64");
+    hosts::upsert_host_with_facts(pool, "look-01", Some(&stored), &facts)
+        .await
+        .unwrap();
+    capabilities::advertise(pool, host_id, &[Path::Accelerated], &[])
+        .await
+        .unwrap();
+    let found = identity::lookup(pool, "look-01", me).await.unwrap().unwrap();
+    assert_eq!(found.labels.0, stored);
+    assert_eq!(found.facts_hash, Some(NormalisedFacts::new(&facts).hash.to_vec()));
+    assert_eq!(found.paths, Some(strings(&["accelerated"])));
+
+    // Held by another coordinator: for as long as its lease still lives; not by the one looking.
+    let other = Holder {
+        id: Uuid::new_v4(),
+        name: "other/2".into(),
+    };
+    assert!(
+        leases::acquire(pool, host_id, &other, 1, Duration::from_secs(60))
+            .await
+            .unwrap()
+    );
+    let left = identity::lookup(pool, "look-01", me)
+        .await
+        .unwrap()
+        .unwrap()
+        .held_elsewhere_ms;
+    assert!(left.is_some_and(|ms| (55_000..=60_000).contains(&ms)), "{left:?}");
+    let own = identity::lookup(pool, "look-01", other.id).await.unwrap().unwrap();
+    assert_eq!(own.held_elsewhere_ms, None);
+
+    // Retired: admitted by nothing.
+    identity::retire(pool, "look-01").await.unwrap();
+    let retired = identity::lookup(pool, "look-01", me).await.unwrap().unwrap();
+    assert!(!retired.admits(credential.secret()));
 }

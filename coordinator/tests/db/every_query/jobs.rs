@@ -3,6 +3,7 @@
 use cipherfleet_coordinator::attempt::Ignored;
 use cipherfleet_coordinator::db::campaigns::CampaignStatus;
 use cipherfleet_coordinator::db::jobs::{Expired, JobStatus, Requeued};
+use cipherfleet_coordinator::db::leases::{self, Holder};
 use cipherfleet_coordinator::db::{campaigns, jobs};
 use cipherfleet_core::Point;
 use cipherfleet_core::path::Path;
@@ -166,10 +167,16 @@ async fn the_queue_moves_a_job_through_every_transition() {
     assert_eq!(lost, requeued);
     assert_eq!(jobs::get(pool, second).await.unwrap().unwrap().attempts, 1);
 
-    // Overdue: requeued with an attempt counted.
+    // Overdue: requeued with an attempt counted, by the coordinator serving the host.
+    let sweeper = Holder {
+        id: Uuid::new_v4(),
+        name: "sweeper/1".into(),
+    };
+    let ttl = std::time::Duration::from_secs(60);
+    assert!(leases::acquire(pool, f.bench, &sweeper, 1, ttl).await.unwrap());
     let overdue = claim(pool, f.bench).await;
     assert_eq!(overdue.id, first);
-    let not_due = jobs::expire_overdue(pool, uuid::Uuid::nil()).await.unwrap();
+    let not_due = jobs::expire_overdue(pool, sweeper.id).await.unwrap();
     assert!(not_due.is_empty(), "not due yet: {not_due:?}");
     // Queued within the campaign's time to live: nothing expires.
     assert_eq!(jobs::expire_queued(pool).await.unwrap(), []);
@@ -184,7 +191,13 @@ async fn the_queue_moves_a_job_through_every_transition() {
         attempt_id: overdue.attempt_id,
         requeued: true,
     };
-    assert_eq!(jobs::expire_overdue(pool, uuid::Uuid::nil()).await.unwrap(), [expired]);
+    assert_eq!(
+        jobs::expire_overdue(pool, Uuid::nil()).await.unwrap(),
+        [],
+        "another coordinator's host"
+    );
+    assert_eq!(jobs::expire_overdue(pool, sweeper.id).await.unwrap(), [expired]);
+    assert!(leases::release(pool, f.bench, &sweeper, 1).await.unwrap());
     let first_job = jobs::get(pool, first).await.unwrap().unwrap();
     assert_eq!(
         (

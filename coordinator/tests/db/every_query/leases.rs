@@ -7,12 +7,12 @@ use std::time::Duration;
 use cipherfleet_coordinator::db::advisory::{self, Lock};
 use cipherfleet_coordinator::db::coordinators::{self, Neighbour, Process};
 use cipherfleet_coordinator::db::leases::{self, Held, Holder};
-use cipherfleet_coordinator::db::{jobs, sessions};
+use cipherfleet_coordinator::db::{hosts, jobs, sessions};
 use sqlx::Connection;
 use uuid::Uuid;
 
 use super::fixture::fresh_db;
-use crate::helpers::{campaign, host, job};
+use crate::helpers::{campaign, facts, host, job};
 
 const TTL: Duration = Duration::from_secs(60);
 
@@ -212,6 +212,99 @@ async fn sessions_without_a_live_lease_are_closed_and_leased_ones_kept() {
             .disconnected_at
             .is_some()
     );
+}
+
+#[tokio::test]
+async fn a_session_start_takes_the_lease_records_the_session_and_adopts_or_requeues_in_one_call() {
+    let pool = fresh_db().await;
+    let (a, b) = (coordinator("a/1"), coordinator("b/2"));
+    let bench = host(&pool, "start-1").await;
+    campaign(&pool, &[job(bench, 64), job(bench, 256)]).await;
+    let running = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    let attempt = running.attempt_id.unwrap();
+    let lease = |holder, generation| sessions::LeaseOf {
+        holder,
+        generation,
+        ttl: TTL,
+    };
+    let snapshot = hosts::get(&pool, bench).await.unwrap().unwrap().current_snapshot_id;
+
+    // The agent comes back running its job, and its hello changes nothing: welcomed at once.
+    let opening = sessions::Opening {
+        welcomed: true,
+        peer_address: Some("192.0.2.7:40000"),
+        agent_version: Some("0.1.0"),
+        running: Some((running.id, attempt)),
+    };
+    let first = sessions::start(&pool, bench, lease(&a, 1), opening)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(first.adopted);
+    assert_eq!(first.lost, jobs::Requeued::default());
+    assert!(first.queued_work, "its second job waits");
+    assert!(leases::is_live(&pool, bench).await.unwrap(), "online at once");
+    let session = sessions::for_host(&pool, bench, 10).await.unwrap().remove(0);
+    assert_eq!(
+        (
+            session.id,
+            session.snapshot_id,
+            session.peer_address.as_deref(),
+            session.agent_version.as_deref()
+        ),
+        (first.session_id, snapshot, Some("192.0.2.7:40000"), Some("0.1.0"))
+    );
+
+    // Another coordinator while a's lease lives: nothing changes.
+    assert_eq!(
+        sessions::start(&pool, bench, lease(&b, 1), sessions::Opening::default())
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(sessions::for_host(&pool, bench, 10).await.unwrap().len(), 1);
+    assert_eq!(
+        jobs::running_for_host(&pool, bench).await.unwrap().map(|j| j.id),
+        Some(running.id)
+    );
+
+    // a's next session, the agent running nothing: the job is lost once, the
+    // earlier session closed, and the lease not welcomed until the hello is stored.
+    let second = sessions::start(&pool, bench, lease(&a, 2), sessions::Opening::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!second.adopted);
+    assert_eq!(second.lost.requeued, [running.id]);
+    assert!(!leases::is_live(&pool, bench).await.unwrap());
+    let job = jobs::get(&pool, running.id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (jobs::JobStatus::Queued, 1));
+    let both = sessions::for_host(&pool, bench, 10).await.unwrap();
+    assert_eq!(
+        both.iter().map(|s| s.id).collect::<Vec<_>>(),
+        [second.session_id, first.session_id]
+    );
+    assert!(both[0].disconnected_at.is_none() && both[1].disconnected_at.is_some());
+
+    // Its hello stored new facts: the session names their snapshot.
+    let newer = hosts::upsert_host_with_facts(&pool, "start-1", None, &facts("6.8.0-1-amd64"))
+        .await
+        .unwrap();
+    sessions::set_snapshot(&pool, second.session_id, newer.snapshot_id)
+        .await
+        .unwrap();
+    let session = sessions::for_host(&pool, bench, 1).await.unwrap().remove(0);
+    assert_eq!(session.snapshot_id, Some(newer.snapshot_id));
+
+    // Lost at its last attempt: failed, and the campaign runs on (one job queued).
+    let again = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    assert_eq!(again.id, running.id);
+    let third = sessions::start(&pool, bench, lease(&a, 3), sessions::Opening::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(third.lost.failed, [running.id]);
+    assert!(third.queued_work);
 }
 
 #[tokio::test]
