@@ -52,9 +52,9 @@ use peers::Class;
 pub use peers::PeerCache;
 #[doc(hidden)]
 pub use peers::Reads;
+use pending::{COALESCE, PATIENCE, Pending};
 #[doc(hidden)]
 pub use writes::Writes;
-use pending::{COALESCE, PATIENCE, Pending};
 use writes::{HostChanges, write_chunk};
 
 /// Every reason, in the spelling `check`, `/metrics` and the database use.
