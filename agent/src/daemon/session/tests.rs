@@ -1,0 +1,57 @@
+//! How a session's end is classified, and the pushback it keeps.
+
+use super::*;
+
+fn busy(ms: &str) -> Status {
+    let mut status = Status::unavailable("busy admitting other agents");
+    status.metadata_mut().insert(PUSHBACK_KEY, ms.parse().unwrap());
+    status
+}
+
+#[test]
+fn a_busy_coordinator_s_pushback_keeps_the_agent_on_it_until_the_time_named() {
+    let SessionEnd::Lost {
+        held_elsewhere,
+        pushback,
+        ..
+    } = classify(&busy("4200"), false)
+    else {
+        panic!("a busy coordinator is retried")
+    };
+    assert!(held_elsewhere, "the same coordinator: it is up");
+    assert_eq!(pushback, Some(Duration::from_millis(4200)));
+    // Bounded by the backoff's ceiling; nonsense is no pushback.
+    assert_eq!(super::pushback(&busy("86400000")), Some(MAX_PUSHBACK));
+    assert_eq!(super::pushback(&busy("soon")), None);
+    // Without one, UNAVAILABLE is an ordinary loss: the next coordinator, the usual backoff.
+    let SessionEnd::Lost {
+        held_elsewhere,
+        pushback,
+        ..
+    } = classify(&Status::unavailable("down"), false)
+    else {
+        panic!("retried")
+    };
+    assert!(!held_elsewhere && pushback.is_none());
+}
+
+#[test]
+fn a_host_held_elsewhere_comes_back_when_the_coordinator_says_the_lease_ends() {
+    let mut held = Status::already_exists("host has a live session");
+    held.metadata_mut().insert(PUSHBACK_KEY, "11500".parse().unwrap());
+    let SessionEnd::Lost {
+        held_elsewhere,
+        pushback,
+        ..
+    } = classify(&held, false)
+    else {
+        panic!("a host held elsewhere is retried")
+    };
+    assert!(held_elsewhere);
+    assert_eq!(pushback, Some(Duration::from_millis(11_500)));
+    // Without a time named, the held-elsewhere backoff as before.
+    let SessionEnd::Lost { pushback, .. } = classify(&Status::already_exists("live"), false) else {
+        panic!("retried")
+    };
+    assert_eq!(pushback, None);
+}
