@@ -10,6 +10,31 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
 
+step "disk space"
+# A clean clone's builds take about 14 GB here (target/ ~11, target-soft/ ~2.5) and the tests'
+# PostgreSQL clusters and scratch directories up to 2 GB in TMPDIR; a disk that fills half way
+# through fails tests far from the cause (PostgreSQL refusing writes), so say so here instead.
+# enough DIR KB: fails unless DIR's filesystem has KB free.
+enough() {
+  local free_kb
+  free_kb=$(df -Pk "$1" | awk 'NR == 2 { print $4 }')
+  if [ "$free_kb" -lt "$2" ]; then
+    printf 'test.sh: %s has %d MB free; the builds and tests need about %d MB there (free some space, e.g. old target/ directories)\n' \
+      "$(cd "$1" && pwd)" $(( free_kb / 1024 )) $(( $2 / 1024 )) >&2
+    exit 1
+  fi
+  echo "$(cd "$1" && pwd): $(( free_kb / 1024 )) MB free, about $(( $2 / 1024 )) MB needed"
+}
+built_kb=$(du -sk target target-soft 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
+build_kb=$(( 14 * 1024 * 1024 - built_kb ))
+tmp_kb=$(( 2 * 1024 * 1024 ))
+if [ "$(df -P . | awk 'NR == 2 { print $1 }')" = "$(df -P "${TMPDIR:-/tmp}" | awk 'NR == 2 { print $1 }')" ]; then
+  enough . $(( (build_kb > 0 ? build_kb : 0) + tmp_kb ))
+else
+  enough . $(( build_kb > 0 ? build_kb : 0 ))
+  enough "${TMPDIR:-/tmp}" $tmp_kb
+fi
+
 step "dependencies"
 deploy/install-deps.sh
 
