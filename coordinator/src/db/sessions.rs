@@ -43,6 +43,9 @@ pub struct Opening<'a> {
     pub agent_version: Option<&'a str>,
     /// The job and attempt the agent still runs.
     pub running: Option<(Uuid, Uuid)>,
+    /// The jobs whose outcome the agent has spooled, to send after `Welcome`:
+    /// when it runs none, such a job of the host stays running, not re-queued.
+    pub spooled: &'a [Uuid],
 }
 
 /// What [`start`] did.
@@ -66,7 +69,9 @@ pub struct Started {
 /// and records this one, with the host's current facts snapshot; then adopts
 /// the job the agent still runs, under the host's claim lock, putting any
 /// other running job of the host back in the queue, or, when it runs none,
-/// re-queues what the host had running ([`jobs::requeue_lost`]'s rule).
+/// re-queues what the host had running ([`jobs::requeue_lost`]'s rule) but a
+/// job whose outcome it has spooled (migrations/0032), which keeps running
+/// with a fresh deadline until that outcome, sent after `Welcome`, ends it.
 /// `None`, with nothing changed, while another coordinator holds the lease live.
 pub async fn start(pool: &PgPool, host_id: i64, lease: LeaseOf<'_>, opening: Opening<'_>) -> Result<Option<Started>> {
     type Row = (
@@ -80,7 +85,7 @@ pub async fn start(pool: &PgPool, host_id: i64, lease: LeaseOf<'_>, opening: Ope
     let (job, attempt) = opening.running.unzip();
     let row: Row = sqlx::query_as(
         "SELECT session_id, adopted, requeued, failed, failed_campaigns, queued_work \
-         FROM cipherfleet_start_session($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+         FROM cipherfleet_start_session($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
     )
     .bind(host_id)
     .bind(lease.holder.id)
@@ -92,6 +97,7 @@ pub async fn start(pool: &PgPool, host_id: i64, lease: LeaseOf<'_>, opening: Ope
     .bind(opening.agent_version)
     .bind(job)
     .bind(attempt)
+    .bind(opening.spooled)
     .bind(jobs::MAX_ATTEMPTS)
     .bind(jobs::lost_error())
     .fetch_one(pool)

@@ -645,3 +645,62 @@ async fn batched_claims_racing_over_overlapping_hosts_never_give_a_host_two_jobs
     assert_eq!(per_host, distinct, "a host got two jobs");
     assert_eq!(distinct, hosts, "every host got one");
 }
+
+#[tokio::test]
+async fn a_job_whose_outcome_its_agent_spooled_stays_running_when_it_comes_back_elsewhere() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    campaign(&pool, &[job(bench, 16), job(bench, 64)]).await;
+    let finished = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    let attempt = finished.attempt_id.unwrap();
+    // Its coordinator died while the agent finished the job: the outcome sits in
+    // the agent's spool (past the deadline, too), and its hello says so.
+    make_overdue(&pool, finished.id).await;
+    let survivor = Holder {
+        id: Uuid::new_v4(),
+        name: "survivor/2".into(),
+    };
+    let lease = sessions::LeaseOf {
+        holder: &survivor,
+        generation: 1,
+        ttl: Duration::from_secs(60),
+    };
+    // An id the host has no job of is ignored.
+    let spooled = [Uuid::new_v4(), finished.id];
+    let opening = sessions::Opening {
+        spooled: &spooled,
+        ..Default::default()
+    };
+    let started = sessions::start(&pool, bench, lease, opening).await.unwrap().unwrap();
+    assert!(!started.adopted, "the agent runs nothing");
+    assert_eq!(started.lost, jobs::Requeued::default(), "nothing re-queued");
+    let kept = jobs::get(&pool, finished.id).await.unwrap().unwrap();
+    assert_eq!(
+        (kept.status, kept.attempt_id, kept.attempts),
+        (JobStatus::Running, Some(attempt), 0),
+        "the same attempt, none counted: the spooled outcome counts when it comes"
+    );
+    assert!(kept.deadline.unwrap() > chrono::Utc::now(), "a fresh deadline");
+    // Not dispatched again meanwhile: the host is not idle, for a claim or the wake-up.
+    assert_eq!(jobs::claim_next_for_host(&pool, bench).await.unwrap(), None);
+    assert_eq!(jobs::idle_with_work(&pool, &[bench]).await.unwrap(), Vec::<i64>::new());
+    assert_eq!(jobs::expire_overdue(&pool, survivor.id).await.unwrap(), []);
+
+    // Without the spooled outcome (lost with the agent's state), the job goes back to the queue.
+    let second = Holder {
+        id: Uuid::new_v4(),
+        name: "second/3".into(),
+    };
+    assert!(leases::release(&pool, bench, &survivor, 1).await.unwrap());
+    let lease = sessions::LeaseOf {
+        holder: &second,
+        generation: 1,
+        ttl: Duration::from_secs(60),
+    };
+    let started = sessions::start(&pool, bench, lease, sessions::Opening::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(started.lost.requeued, [finished.id]);
+    assert_eq!(jobs::idle_with_work(&pool, &[bench]).await.unwrap(), [bench]);
+}

@@ -150,11 +150,17 @@ impl AgentSvc {
         let running = Uuid::parse_str(&hello.running_job_id)
             .ok()
             .zip(Uuid::parse_str(&hello.running_attempt_id).ok());
+        let spooled: Vec<Uuid> = hello
+            .spooled_job_ids
+            .iter()
+            .filter_map(|id| Uuid::parse_str(id).ok())
+            .collect();
         let opening = db::sessions::Opening {
             welcomed: unchanged,
             peer_address: peer_address.as_deref(),
             agent_version: hello.capabilities.as_ref().map(|c| c.agent_version.as_str()),
             running,
+            spooled: &spooled,
         };
         let started = Box::pin(self.scheduler.start_session(host_id, generation, opening))
             .await

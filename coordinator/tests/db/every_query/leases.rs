@@ -235,6 +235,7 @@ async fn a_session_start_takes_the_lease_records_the_session_and_adopts_or_reque
         peer_address: Some("192.0.2.7:40000"),
         agent_version: Some("0.1.0"),
         running: Some((running.id, attempt)),
+        spooled: &[],
     };
     let first = sessions::start(&pool, bench, lease(&a, 1), opening)
         .await
