@@ -27,6 +27,12 @@
 //! items, those being stored included: memory stays bounded however slow
 //! PostgreSQL is.
 //!
+//! Admitting agents goes first ([`Precedence`]): while handshakes wait for a
+//! turn (a failover or restart herd), one batch is stored at a time, so the
+//! database and the CPU serve the agents that cannot work at all yet before
+//! more results of those that can; the queue fills meanwhile and backpressure
+//! holds the connected agents' results in their spools.
+//!
 //! The batcher runs until the last [`Ingest`] handle is dropped.
 
 use std::collections::{HashMap, HashSet};
@@ -124,6 +130,48 @@ struct Counters {
     high_water: AtomicUsize,
     batches: AtomicU64,
     results: AtomicU64,
+    /// Batches being stored now, and the most there ever were at once.
+    storing: AtomicUsize,
+    most_storing: AtomicUsize,
+}
+
+/// Work that goes before storing results, counted by what waits for it:
+/// handshakes waiting for a turn ([`crate::grpc::turns`]). While any waits,
+/// the batcher stores one batch at a time instead of [`Config::parallel`].
+#[derive(Debug, Default)]
+pub struct Precedence {
+    waiting: AtomicUsize,
+}
+
+/// One that waits, counted in its [`Precedence`] until dropped (also when
+/// the future holding it is: a handshake whose agent gave up).
+#[derive(Debug)]
+pub struct Waiting<'a>(&'a Precedence);
+
+impl Precedence {
+    /// One more waits, until the returned guard is dropped.
+    pub fn enter(&self) -> Waiting<'_> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        Waiting(self)
+    }
+
+    /// Whether any waits.
+    pub fn waiting(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed) > 0
+    }
+}
+
+impl Waiting<'_> {
+    /// How many wait now, this one included.
+    pub fn count(&self) -> usize {
+        self.0.waiting.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The handle sessions submit to; cheap to clone.
@@ -133,6 +181,7 @@ pub struct Ingest {
     room: Arc<Semaphore>,
     capacity: usize,
     counters: Arc<Counters>,
+    precedence: Arc<Precedence>,
 }
 
 /// What `/metrics` shows of the queue.
@@ -146,6 +195,8 @@ pub struct QueueStats {
     /// Batches stored, and the results in them.
     pub batches: u64,
     pub results: u64,
+    /// The most batches ever stored at once.
+    pub most_storing: usize,
 }
 
 fn stopped() -> Status {
@@ -167,9 +218,21 @@ impl Ingest {
             room: Arc::new(Semaphore::new(config.queue.max(1))),
             capacity: config.queue.max(1),
             counters: Arc::default(),
+            precedence: Arc::default(),
         };
-        tokio::spawn(run(pool, rx, config, ingest.counters.clone()));
+        tokio::spawn(run(
+            pool,
+            rx,
+            config,
+            ingest.counters.clone(),
+            ingest.precedence.clone(),
+        ));
         ingest
+    }
+
+    /// What goes before storing results: whoever counts in it holds the batcher to one batch at a time.
+    pub fn precedence(&self) -> Arc<Precedence> {
+        self.precedence.clone()
     }
 
     /// Stores `item` in the next batch and returns its outcome once the batch
@@ -216,13 +279,21 @@ impl Ingest {
             capacity: self.capacity,
             batches: self.counters.batches.load(Ordering::Relaxed),
             results: self.counters.results.load(Ordering::Relaxed),
+            most_storing: self.counters.most_storing.load(Ordering::Relaxed),
         }
     }
 }
 
 /// The batcher: takes batches off the queue and stores up to
-/// `config.parallel` of them at once, until every handle is gone.
-async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Work>, config: Config, counters: Arc<Counters>) {
+/// `config.parallel` of them at once (one while `precedence` has any
+/// waiting), until every handle is gone.
+async fn run(
+    pool: PgPool,
+    mut rx: mpsc::UnboundedReceiver<Work>,
+    config: Config,
+    counters: Arc<Counters>,
+    precedence: Arc<Precedence>,
+) {
     let slots = Arc::new(Semaphore::new(config.parallel.max(1)));
     let mut storing = JoinSet::new();
     // Job starts held back from the batch before (see `hold_back`).
@@ -232,6 +303,8 @@ async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Work>, config: Config
         // and make the next batch larger.
         let slot = slots.clone().acquire_owned().await.expect("never closed");
         while storing.try_join_next().is_some() {}
+        // Handshakes waiting go first: one batch at a time meanwhile.
+        while precedence.waiting() && storing.join_next().await.is_some() {}
         // Starts held back wait one window at most for company.
         let (first, closed) = if held.is_empty() {
             let first = rx.recv().await;
@@ -264,7 +337,10 @@ async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Work>, config: Config
         if !batch.is_empty() {
             let (pool, counters) = (pool.clone(), counters.clone());
             storing.spawn(async move {
+                let now = counters.storing.fetch_add(1, Ordering::Relaxed) + 1;
+                counters.most_storing.fetch_max(now, Ordering::Relaxed);
                 store(&pool, batch, &counters).await;
+                counters.storing.fetch_sub(1, Ordering::Relaxed);
                 drop(slot);
             });
         }

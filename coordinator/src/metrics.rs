@@ -151,6 +151,12 @@ pub fn render_ingest(ingest: QueueStats) -> String {
             ingest.capacity as f64,
         ),
         (
+            "cipherfleet_ingest_batches_storing_max",
+            "gauge",
+            "The most result batches ever stored at once (--ingest-parallel; one while agents wait to be admitted).",
+            ingest.most_storing as f64,
+        ),
+        (
             "cipherfleet_ingest_batches_total",
             "counter",
             "Result batches stored, one transaction each.",

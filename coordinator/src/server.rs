@@ -257,7 +257,7 @@ pub async fn run_guarded(
         findings: deriver,
         verify: app.watch.verify,
         sessions: caps.session_permits(),
-        handshakes: grpc::turns::for_serve(),
+        handshakes: grpc::turns::for_serve(scheduler.ingest().precedence()),
         failed_auth: failed_auth.clone(),
         client_certs,
     };

@@ -42,8 +42,14 @@ coord_kill
 log "second coordinator killed with $done_at_kill of $jobs jobs done, $left_at_kill left"
 moved=""
 limit=$(( BENCH_QUICK == 1 ? 60 : 120 ))
+shown=0
 while [ "$(since "$t0" | cut -d. -f1)" -lt "$limit" ]; do
-  if [ "$(leases_of "$first_pid")" -ge "$at_kill" ]; then moved=$(since "$t0"); break; fi
+  held=$(leases_of "$first_pid")
+  if [ "$held" -ge "$at_kill" ]; then moved=$(since "$t0"); break; fi
+  # Progress every 5 s: how many the survivor holds so far.
+  if [ "$(since "$t0" | cut -d. -f1)" -ge $(( shown + 5 )) ]; then
+    shown=$(( shown + 5 )); log "after ${shown} s the survivor holds $held of $at_kill"
+  fi
   sleep 0.2
 done
 row "all $at_kill agents on the survivor after" "${moved:-timeout}" s \

@@ -9,9 +9,11 @@
 //! time the coordinator needs for it, instead of on each agent's own backoff,
 //! whose ceiling doubles with every refusal (up to 30 s) while the coordinator
 //! may be idle again long before; and no turn goes to an agent that has left.
+//! While handshakes wait, results are stored one batch at a time
+//! ([`Precedence`]): admitting agents goes first.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -19,6 +21,7 @@ use tokio::time::Instant;
 use tonic::Status;
 
 use super::limits;
+use crate::ingest::Precedence;
 
 /// The metadata key of the time to come back, in milliseconds (gRPC's
 /// `grpc-retry-pushback-ms`, which `cipherfleet-agent` honours).
@@ -36,8 +39,8 @@ const MIN_WORK: Duration = Duration::from_millis(250);
 pub struct Turns {
     permits: Arc<Semaphore>,
     at_once: usize,
-    /// Handshakes waiting for a turn now.
-    waiting: AtomicUsize,
+    /// Handshakes waiting for a turn now (shared with the ingest batcher).
+    waiting: Arc<Precedence>,
     /// Moving average of a turn's length, in microseconds.
     mean_us: AtomicU64,
 }
@@ -50,12 +53,13 @@ pub struct Turn {
 }
 
 impl Turns {
-    /// `at_once` turns ([`limits::HANDSHAKES_AT_ONCE`] in `serve`).
-    pub fn new(at_once: usize) -> Arc<Turns> {
+    /// `at_once` turns ([`limits::HANDSHAKES_AT_ONCE`] in `serve`), whose
+    /// waiting handshakes count in `precedence` (the ingest batcher's).
+    pub fn new(at_once: usize, precedence: Arc<Precedence>) -> Arc<Turns> {
         Arc::new(Turns {
             permits: Arc::new(Semaphore::new(at_once)),
             at_once,
-            waiting: AtomicUsize::new(0),
+            waiting: precedence,
             mean_us: AtomicU64::new(FIRST_GUESS.as_micros() as u64),
         })
     }
@@ -72,18 +76,26 @@ impl Turns {
 
     /// A turn by `latest`, else `UNAVAILABLE` with the time to come back.
     async fn take_until(self: &Arc<Self>, latest: Instant) -> Result<Turn, Status> {
-        self.waiting.fetch_add(1, Ordering::Relaxed);
         // A past `latest` still takes a turn that is free now (the turn is tried first).
+        if let Ok(permit) = self.permits.clone().try_acquire_owned() {
+            return Ok(self.turn(permit));
+        }
+        let waits = self.waiting.enter();
         let taken = tokio::time::timeout_at(latest, self.permits.clone().acquire_owned()).await;
-        let waiting = self.waiting.fetch_sub(1, Ordering::Relaxed);
+        let waiting = waits.count();
+        drop(waits);
         match taken {
-            Ok(Ok(permit)) => Ok(Turn {
-                _permit: permit,
-                turns: self.clone(),
-                since: Instant::now(),
-            }),
+            Ok(Ok(permit)) => Ok(self.turn(permit)),
             Ok(Err(_)) => Err(Status::unavailable("the coordinator is shutting down")),
             Err(_) => Err(self.refusal(waiting)),
+        }
+    }
+
+    fn turn(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Turn {
+        Turn {
+            _permit: permit,
+            turns: self.clone(),
+            since: Instant::now(),
         }
     }
 
@@ -129,9 +141,9 @@ fn pushback(waiting: usize, at_once: usize, mean: Duration, random: u64) -> Dura
     MIN_PUSHBACK + Duration::from_millis(ms as u64)
 }
 
-/// What `serve` uses: [`limits::HANDSHAKES_AT_ONCE`] turns.
-pub fn for_serve() -> Arc<Turns> {
-    Turns::new(limits::HANDSHAKES_AT_ONCE)
+/// What `serve` uses: [`limits::HANDSHAKES_AT_ONCE`] turns, ahead of storing results.
+pub fn for_serve(precedence: Arc<Precedence>) -> Arc<Turns> {
+    Turns::new(limits::HANDSHAKES_AT_ONCE, precedence)
 }
 
 #[cfg(test)]
@@ -153,7 +165,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_handshake_that_waits_in_vain_is_told_when_to_come_back_before_its_agent_gives_up() {
-        let turns = Turns::new(1);
+        let precedence = Arc::new(Precedence::default());
+        let turns = Turns::new(1, precedence.clone());
         let soon = |secs| Instant::now() + Duration::from_secs(secs);
         let held = turns.take_before(soon(20)).await.expect("a free turn");
         let start = Instant::now();
@@ -178,5 +191,42 @@ mod tests {
             turns.take_before(Instant::now()).await.is_ok(),
             "a freed turn is taken, even with no time left to wait"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn handshakes_waiting_for_a_turn_and_only_they_take_precedence_over_results() {
+        let precedence = Arc::new(Precedence::default());
+        let turns = Turns::new(2, precedence.clone());
+        let soon = Instant::now() + Duration::from_secs(10);
+        let first = turns.take_before(soon).await.expect("a free turn");
+        let _second = turns.take_before(soon).await.expect("a free turn");
+        assert!(!precedence.waiting(), "a turn taken at once waits for nothing");
+        let waiter = tokio::spawn({
+            let turns = turns.clone();
+            async move { turns.take_before(soon).await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(precedence.waiting(), "every turn busy: the third handshake waits");
+        drop(first);
+        let _third = waiter.await.unwrap().expect("the freed turn");
+        assert!(!precedence.waiting());
+        // A handshake dropped while it waits (its agent gave up) waits no more.
+        let gone = tokio::spawn({
+            let turns = turns.clone();
+            async move { turns.take_before(soon).await.map(drop) }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(precedence.waiting());
+        gone.abort();
+        assert!(gone.await.unwrap_err().is_cancelled());
+        assert!(!precedence.waiting(), "the count follows a dropped handshake");
+        // Nor does one refused when its wait ran out.
+        assert!(
+            turns
+                .take_before(Instant::now() + Duration::from_secs(3))
+                .await
+                .is_err()
+        );
+        assert!(!precedence.waiting());
     }
 }

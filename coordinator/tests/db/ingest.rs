@@ -402,3 +402,61 @@ async fn measurements_are_stored_compressed_with_lz4() {
     .unwrap();
     assert_eq!(column, "l", "the column's compression method");
 }
+
+#[tokio::test]
+async fn while_handshakes_wait_for_a_turn_results_are_stored_one_batch_at_a_time() {
+    use cipherfleet_coordinator::ingest::{Config, Ingest};
+    let pool = fresh_db().await;
+    let mut hosts = Vec::new();
+    for i in 0..8 {
+        hosts.push(host(&pool, &format!("bench-{i:02}")).await);
+    }
+    campaign(&pool, &hosts.iter().map(|h| job(*h, 16)).collect::<Vec<_>>()).await;
+    let mut claimed = Vec::new();
+    for h in &hosts {
+        claimed.push(claim(&pool, *h).await);
+    }
+    // Each batch takes 0.3 s, so batches let run together overlap.
+    sqlx::raw_sql(
+        "CREATE FUNCTION test_slow() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN PERFORM pg_sleep(0.3); RETURN NULL; END $$; \
+         CREATE TRIGGER test_slow AFTER INSERT ON results FOR EACH STATEMENT EXECUTE FUNCTION test_slow();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    // A result a batch, up to four batches at once.
+    let config = Config {
+        batch: 1,
+        parallel: 4,
+        ..Config::default()
+    };
+    let ingest = Ingest::start(&pool, config);
+    let store_all = |jobs: &[Job]| {
+        let mut stored = tokio::task::JoinSet::new();
+        for j in jobs {
+            let (ingest, item) = (ingest.clone(), result_of(j, 100.0));
+            stored.spawn(async move { ingest.record(item).await });
+        }
+        async move {
+            while let Some(reply) = stored.join_next().await {
+                let outcome = reply.unwrap().expect("stored").outcome.expect("a valid result");
+                assert_eq!(outcome, RecordOutcome::Inserted);
+            }
+        }
+    };
+    // A handshake waits for a turn: one batch at a time.
+    let precedence = ingest.precedence();
+    let waiting = precedence.enter();
+    store_all(&claimed[..4]).await;
+    assert_eq!(ingest.stats().most_storing, 1);
+    // None waits: several at once again.
+    drop(waiting);
+    store_all(&claimed[4..]).await;
+    assert!(ingest.stats().most_storing > 1, "{:?}", ingest.stats());
+    let done: i64 = sqlx::query_scalar("SELECT count(*) FROM results")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(done, 8);
+}

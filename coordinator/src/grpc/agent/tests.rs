@@ -125,15 +125,16 @@ async fn an_agent_that_does_not_read_is_disconnected_and_nobody_waits_on_it() {
 /// The agent service on a pool that never connects, with one session slot and one handshake turn.
 fn service_without_database() -> AgentSvc {
     let pool = PgPoolOptions::new().connect_lazy_with(PgConnectOptions::new());
+    let scheduler = Arc::new(Scheduler::new(pool));
     AgentSvc {
-        scheduler: Arc::new(Scheduler::new(pool)),
+        handshakes: crate::grpc::turns::Turns::new(1, scheduler.ingest().precedence()),
+        scheduler,
         token: Token::from_secret(TOKEN),
         heartbeat: HEARTBEAT,
         shutdown: CancellationToken::new(),
         findings: Deriver::new(),
         verify: VerifyOnChange::default(),
         sessions: Arc::new(Semaphore::new(1)),
-        handshakes: crate::grpc::turns::Turns::new(1),
         failed_auth: Arc::new(FailedAuth::default()),
         client_certs: false,
     }
