@@ -28,7 +28,8 @@
 //! PostgreSQL is.
 //!
 //! Admitting agents goes first ([`Precedence`]): while handshakes wait for a
-//! turn (a failover or restart herd), one batch is stored at a time, so the
+//! turn (a failover or restart herd), one small batch is stored at a time,
+//! each a pause after the last ([`YIELD_BATCH`], [`YIELD_PAUSE`]), so the
 //! database and the CPU serve the agents that cannot work at all yet before
 //! more results of those that can; the queue fills meanwhile and backpressure
 //! holds the connected agents' results in their spools.
@@ -67,6 +68,13 @@ pub struct Config {
 
 /// The default `--ingest-queue`.
 pub const DEFAULT_QUEUE: usize = 4096;
+
+/// While handshakes wait ([`Precedence`]): the most items in a batch, and the
+/// pause between batches. About 200 results a second are stored meanwhile
+/// (a second's worth of a few hundred busy agents), so a herd of thousands
+/// is admitted at nearly the rate of an idle coordinator.
+const YIELD_BATCH: usize = 64;
+const YIELD_PAUSE: Duration = Duration::from_millis(250);
 
 /// How long a batch is tried again while the database is away.
 pub const RETRY_FOR: Duration = Duration::from_secs(60);
@@ -137,7 +145,8 @@ struct Counters {
 
 /// Work that goes before storing results, counted by what waits for it:
 /// handshakes waiting for a turn ([`crate::grpc::turns`]). While any waits,
-/// the batcher stores one batch at a time instead of [`Config::parallel`].
+/// the batcher stores one batch of at most [`YIELD_BATCH`] at a time, each
+/// [`YIELD_PAUSE`] after the last, instead of [`Config::parallel`] at once.
 #[derive(Debug, Default)]
 pub struct Precedence {
     waiting: AtomicUsize,
@@ -230,7 +239,7 @@ impl Ingest {
         ingest
     }
 
-    /// What goes before storing results: whoever counts in it holds the batcher to one batch at a time.
+    /// What goes before storing results: while any counts in it, the batcher stores one small batch at a time.
     pub fn precedence(&self) -> Arc<Precedence> {
         self.precedence.clone()
     }
@@ -285,8 +294,8 @@ impl Ingest {
 }
 
 /// The batcher: takes batches off the queue and stores up to
-/// `config.parallel` of them at once (one while `precedence` has any
-/// waiting), until every handle is gone.
+/// `config.parallel` of them at once (one small one at a time while
+/// `precedence` has any waiting), until every handle is gone.
 async fn run(
     pool: PgPool,
     mut rx: mpsc::UnboundedReceiver<Work>,
@@ -303,8 +312,19 @@ async fn run(
         // and make the next batch larger.
         let slot = slots.clone().acquire_owned().await.expect("never closed");
         while storing.try_join_next().is_some() {}
-        // Handshakes waiting go first: one batch at a time meanwhile.
-        while precedence.waiting() && storing.join_next().await.is_some() {}
+        // Handshakes waiting go first: meanwhile one small batch at a time,
+        // each a pause after the one before.
+        let yielding = precedence.waiting();
+        if yielding {
+            while storing.join_next().await.is_some() {}
+            tokio::time::sleep(YIELD_PAUSE).await;
+        }
+        let most = if yielding {
+            YIELD_BATCH.min(config.batch)
+        } else {
+            config.batch
+        }
+        .max(1);
         // Starts held back wait one window at most for company.
         let (first, closed) = if held.is_empty() {
             let first = rx.recv().await;
@@ -322,7 +342,7 @@ async fn run(
         let mut batch = std::mem::take(&mut held);
         batch.extend(first);
         let until = tokio::time::Instant::now() + config.window;
-        while !closed && batch.len() < config.batch.max(1) {
+        while !closed && batch.len() < most {
             match rx.try_recv() {
                 Ok(work) => batch.push(work),
                 Err(_) => match tokio::time::timeout_at(until, rx.recv()).await {

@@ -89,8 +89,9 @@ pub struct ServeArgs {
     /// make the next one larger, up to this.
     #[arg(long, default_value_t = ingest::Config::default().batch, value_parser = ingest_batch)]
     ingest_batch: usize,
-    /// Ingest batches stored at once, each on a database connection of its own; one while
-    /// agents wait for a turn to be admitted (a restart or failover herd goes first).
+    /// Ingest batches stored at once, each on a database connection of its own; while agents
+    /// wait for a turn to be admitted, one small batch at a time (a restart or failover herd
+    /// goes first).
     #[arg(long, default_value_t = ingest::Config::default().parallel, value_parser = ingest_parallel)]
     ingest_parallel: usize,
     /// Most open gRPC connections, agents' and operators' together; one past it is closed at

@@ -9,7 +9,7 @@
 //! time the coordinator needs for it, instead of on each agent's own backoff,
 //! whose ceiling doubles with every refusal (up to 30 s) while the coordinator
 //! may be idle again long before; and no turn goes to an agent that has left.
-//! While handshakes wait, results are stored one batch at a time
+//! While handshakes wait, results are stored in small batches, one at a time
 //! ([`Precedence`]): admitting agents goes first.
 
 use std::sync::Arc;

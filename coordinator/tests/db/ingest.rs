@@ -7,6 +7,7 @@ use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
 use cipherfleet_coordinator::db::jobs::{self, JobStatus};
 use cipherfleet_coordinator::db::results::{self, Checked, NewResult, RecordOutcome};
 use cipherfleet_coordinator::db::{Error, jobs::Job};
+use cipherfleet_coordinator::ingest::{Config, Ingest};
 use cipherfleet_core::measurement::Measurement;
 use cipherfleet_core::path::Path;
 use sqlx::PgPool;
@@ -403,12 +404,24 @@ async fn measurements_are_stored_compressed_with_lz4() {
     assert_eq!(column, "l", "the column's compression method");
 }
 
+/// Hands `jobs`' results to `ingest` all at once; each is stored as new.
+async fn store_all(ingest: &Ingest, jobs: &[Job]) {
+    let mut stored = tokio::task::JoinSet::new();
+    for j in jobs {
+        let (ingest, item) = (ingest.clone(), result_of(j, 100.0));
+        stored.spawn(async move { ingest.record(item).await });
+    }
+    while let Some(reply) = stored.join_next().await {
+        let outcome = reply.unwrap().expect("stored").outcome.expect("a valid result");
+        assert_eq!(outcome, RecordOutcome::Inserted);
+    }
+}
+
 #[tokio::test]
-async fn while_handshakes_wait_for_a_turn_results_are_stored_one_batch_at_a_time() {
-    use cipherfleet_coordinator::ingest::{Config, Ingest};
+async fn while_handshakes_wait_for_a_turn_results_are_stored_in_small_batches_one_at_a_time() {
     let pool = fresh_db().await;
     let mut hosts = Vec::new();
-    for i in 0..8 {
+    for i in 0..78 {
         hosts.push(host(&pool, &format!("bench-{i:02}")).await);
     }
     campaign(&pool, &hosts.iter().map(|h| job(*h, 16)).collect::<Vec<_>>()).await;
@@ -426,37 +439,37 @@ async fn while_handshakes_wait_for_a_turn_results_are_stored_one_batch_at_a_time
     .await
     .unwrap();
     // A result a batch, up to four batches at once.
-    let config = Config {
-        batch: 1,
-        parallel: 4,
-        ..Config::default()
-    };
-    let ingest = Ingest::start(&pool, config);
-    let store_all = |jobs: &[Job]| {
-        let mut stored = tokio::task::JoinSet::new();
-        for j in jobs {
-            let (ingest, item) = (ingest.clone(), result_of(j, 100.0));
-            stored.spawn(async move { ingest.record(item).await });
-        }
-        async move {
-            while let Some(reply) = stored.join_next().await {
-                let outcome = reply.unwrap().expect("stored").outcome.expect("a valid result");
-                assert_eq!(outcome, RecordOutcome::Inserted);
-            }
-        }
-    };
+    let one_each = Ingest::start(
+        &pool,
+        Config {
+            batch: 1,
+            parallel: 4,
+            ..Config::default()
+        },
+    );
     // A handshake waits for a turn: one batch at a time.
-    let precedence = ingest.precedence();
+    let precedence = one_each.precedence();
     let waiting = precedence.enter();
-    store_all(&claimed[..4]).await;
-    assert_eq!(ingest.stats().most_storing, 1);
+    store_all(&one_each, &claimed[..4]).await;
+    assert_eq!(one_each.stats().most_storing, 1);
     // None waits: several at once again.
     drop(waiting);
-    store_all(&claimed[4..]).await;
-    assert!(ingest.stats().most_storing > 1, "{:?}", ingest.stats());
+    store_all(&one_each, &claimed[4..8]).await;
+    assert!(one_each.stats().most_storing > 1, "{:?}", one_each.stats());
+
+    // Batches of up to 512 at once: while a handshake waits, 70 results
+    // queued together are stored in more than one, none larger than 64.
+    let default = Ingest::start(&pool, Config::default());
+    let precedence = default.precedence();
+    let waiting = precedence.enter();
+    store_all(&default, &claimed[8..]).await;
+    drop(waiting);
+    let stats = default.stats();
+    assert!(stats.batches >= 2, "{stats:?}");
+    assert_eq!((stats.results, stats.most_storing), (70, 1));
     let done: i64 = sqlx::query_scalar("SELECT count(*) FROM results")
         .fetch_one(&pool)
         .await
         .unwrap();
-    assert_eq!(done, 8);
+    assert_eq!(done, 78);
 }
