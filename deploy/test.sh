@@ -25,7 +25,8 @@ enough() {
   fi
   echo "$(cd "$1" && pwd): $(( free_kb / 1024 )) MB free, about $(( $2 / 1024 )) MB needed"
 }
-built_kb=$(du -sk target target-soft 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
+# (du fails for a directory not built yet: a clean clone has neither.)
+built_kb=$({ du -sk target target-soft 2>/dev/null || true; } | awk '{ s += $1 } END { print s + 0 }')
 build_kb=$(( 14 * 1024 * 1024 - built_kb ))
 tmp_kb=$(( 2 * 1024 * 1024 ))
 if [ "$(df -P . | awk 'NR == 2 { print $1 }')" = "$(df -P "${TMPDIR:-/tmp}" | awk 'NR == 2 { print $1 }')" ]; then
