@@ -9,7 +9,7 @@ use cipherfleet_coordinator::db::jobs::{self, NewJob};
 use cipherfleet_coordinator::db::leases::{self, Holder};
 use cipherfleet_coordinator::db::outbox;
 use cipherfleet_coordinator::db::points;
-use cipherfleet_coordinator::db::results::{self, Checked, NewResult, RecordOutcome};
+use cipherfleet_coordinator::db::results::{self, RecordOutcome};
 use cipherfleet_coordinator::findings::{
     Method, Outcome, PeerCache, Reads, Work, Writes, derive, derive_fleet, derive_in_chunks, derive_with,
     derive_with_peers,

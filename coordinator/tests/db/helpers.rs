@@ -11,9 +11,9 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use cipherfleet_coordinator::MIGRATOR;
 use cipherfleet_coordinator::db::campaigns::{self, NewCampaign};
 use cipherfleet_coordinator::db::hosts;
-use cipherfleet_coordinator::db::jobs::NewJob;
+use cipherfleet_coordinator::db::jobs::{Job, NewJob};
 use cipherfleet_coordinator::db::leases::{self, Holder};
-use cipherfleet_coordinator::db::results::{self, RecordOutcome};
+use cipherfleet_coordinator::db::results::{self, Checked, NewResult, RecordOutcome};
 use cipherfleet_coordinator::pg::PrivateCluster;
 use cipherfleet_core::measurement::{
     Figures, Harness, Latency, LatencyMethod, Measurement, Memory, SampleKind, WorkerReport,
@@ -218,6 +218,24 @@ pub fn job_on(host_id: i64, size_bytes: u64, path: Path) -> NewJob {
 
 /// A successful measurement of `spec` as the agent reports it: `path_used`
 /// ran at `throughput_mb_s` (three samples at that value).
+/// The accelerated-path result of `job` at `throughput_mb_s`, as its session
+/// hands it to the batcher: checked without the job, naming the job's current attempt.
+pub fn result_of(job: &Job, throughput_mb_s: f64) -> NewResult {
+    let spec = serde_json::from_value(job.spec.clone()).expect("a stored spec");
+    let m = measurement(&spec, Path::Accelerated, throughput_mb_s);
+    NewResult {
+        job_id: job.id,
+        host_id: job.host_id,
+        attempt: job.attempt_id,
+        measurement: Ok(Checked {
+            ran: Some(m.spec()),
+            path_used: m.path_used.expect("successful"),
+            figures: m.figures.clone().expect("with figures"),
+            json: serde_json::to_string(&m).expect("serialises"),
+        }),
+    }
+}
+
 pub fn measurement(spec: &JobSpec, path_used: impl Into<PathUsed>, throughput_mb_s: f64) -> Measurement {
     let path_used = path_used.into();
     let backends = match path_used {

@@ -5,32 +5,12 @@
 use cipherfleet_coordinator::attempt::Ignored;
 use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
 use cipherfleet_coordinator::db::jobs::{self, JobStatus};
-use cipherfleet_coordinator::db::results::{self, Checked, NewResult, RecordOutcome};
+use cipherfleet_coordinator::db::results::{self, NewResult, RecordOutcome};
 use cipherfleet_coordinator::db::{Error, jobs::Job};
 use cipherfleet_coordinator::ingest::{Config, Ingest};
-use cipherfleet_core::measurement::Measurement;
-use cipherfleet_core::path::Path;
 use sqlx::PgPool;
 
-use crate::helpers::{campaign, fresh_db, host, job};
-
-/// The result of `job` as its session hands it to the batcher: checked
-/// without the job, naming the job's current attempt.
-fn result_of(job: &Job, throughput_mb_s: f64) -> NewResult {
-    let spec = serde_json::from_value(job.spec.clone()).expect("a stored spec");
-    let m: Measurement = crate::helpers::measurement(&spec, Path::Accelerated, throughput_mb_s);
-    NewResult {
-        job_id: job.id,
-        host_id: job.host_id,
-        attempt: job.attempt_id,
-        measurement: Ok(Checked {
-            ran: Some(m.spec()),
-            path_used: m.path_used.expect("successful"),
-            figures: m.figures.clone().expect("with figures"),
-            json: serde_json::to_string(&m).expect("serialises"),
-        }),
-    }
-}
+use crate::helpers::{campaign, fresh_db, host, job, result_of};
 
 async fn claim(pool: &PgPool, host_id: i64) -> Job {
     jobs::claim_next_for_host(pool, host_id)

@@ -371,23 +371,12 @@ async fn results_in_one_batch(pool: &PgPool, hosts: &[i64], mb_s: f64) {
         .collect();
     campaign(pool, &new_jobs).await;
     let mut batch = Vec::new();
-    for (host, new_job) in hosts.iter().zip(&new_jobs) {
+    for host in hosts {
         let job = jobs::claim_next_for_host(pool, *host)
             .await
             .unwrap()
             .expect("a queued job");
-        let m = measurement(&new_job.spec, PathUsed::Accelerated, mb_s);
-        batch.push(NewResult {
-            job_id: job.id,
-            host_id: *host,
-            attempt: job.attempt_id,
-            measurement: Ok(Checked {
-                ran: Some(m.spec()),
-                path_used: m.path_used.expect("successful"),
-                figures: m.figures.clone().expect("with figures"),
-                json: serde_json::to_string(&m).expect("serialises"),
-            }),
-        });
+        batch.push(crate::helpers::result_of(&job, mb_s));
     }
     let outcomes = results::record_batch(pool, &[], &batch).await.unwrap();
     assert!(
