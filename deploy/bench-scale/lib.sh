@@ -101,8 +101,8 @@ wait_stat() {
 }
 
 # rss_mb PID / peak_rss_mb PID: resident set now / its peak, in MB.
-rss_mb() { awk '/^VmRSS:/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
-peak_rss_mb() { awk '/^VmHWM:/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
+rss_mb() { awk '/^VmRSS:/ { printf "%.0f\n", $2 / 1024 }' "/proc/$1/status"; }
+peak_rss_mb() { awk '/^VmHWM:/ { printf "%.0f\n", $2 / 1024 }' "/proc/$1/status"; }
 # rss_watch PID FILE: from now on, FILE holds the largest RSS of PID seen (every 0.5 s), in MB.
 rss_watch() {
   ( local peak=0 r

@@ -174,3 +174,51 @@ async fn new_facts_are_derived_at_once_while_results_keep_coming_which_still_wai
     assert_eq!(hosts, 300);
     shutdown.cancel();
 }
+
+#[tokio::test(start_paused = true)]
+async fn in_a_connect_storm_facts_passes_take_a_fifth_of_the_time_and_the_last_hello_is_derived() {
+    let deriver = Deriver::new();
+    let shutdown = CancellationToken::new();
+    let (tx, mut passes) = mpsc::unbounded_channel();
+    let (task, stop) = (deriver.clone(), shutdown.clone());
+    // A facts pass of a large fleet: seconds.
+    let pass = Duration::from_secs(2);
+    tokio::spawn(async move {
+        let mut tick = poll_interval();
+        let mut pace = FactsPace::new();
+        while task.next_pass(&mut tick, &stop).await {
+            if task.take().facts && pace.admit(&task) {
+                let started = Instant::now();
+                tx.send(started).unwrap();
+                tokio::time::sleep(pass).await;
+                pace.ran(started);
+            }
+        }
+    });
+    // New hosts say hello every 50 ms for a minute.
+    for _ in 0..1200 {
+        deriver.facts_changed();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stopped = Instant::now();
+    let mut starts = Vec::new();
+    while let Ok(at) = passes.try_recv() {
+        starts.push(at);
+    }
+    for w in starts.windows(2) {
+        assert!(
+            w[1] - w[0] >= pass * (1 + FACTS_SPACING),
+            "passes {:?} apart",
+            w[1] - w[0]
+        );
+    }
+    assert!((5..=7).contains(&starts.len()), "{} passes in a minute", starts.len());
+    // The hellos since the last pass are derived too, one spacing later.
+    let last = passes.recv().await.unwrap();
+    assert!(
+        last - stopped <= pass * (1 + FACTS_SPACING) + CAMPAIGN_POLL + COALESCE,
+        "{:?} after the last hello",
+        last - stopped
+    );
+    shutdown.cancel();
+}

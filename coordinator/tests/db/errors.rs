@@ -2,6 +2,8 @@
 //! bug in our SQL (SQLSTATE class 42) or a row that does not fit its type is
 //! an internal error; a connection the server ends is "unavailable, retry".
 
+use std::task::Poll;
+
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use cipherfleet_coordinator::db;
@@ -99,4 +101,36 @@ async fn a_connection_the_server_ends_is_unavailable_not_a_bug() {
             tonic::Code::Unavailable
         )
     );
+}
+
+/// A handshake whose agent gives up is dropped wherever it waits, also while
+/// its `BEGIN` is on the wire. The connection must then not stay inside that
+/// transaction: back in the pool, the next borrower's statements would run in
+/// it, holding their locks and never committed (sqlx 0.9.0 did this, seen as
+/// "there is already a transaction in progress" in a connect storm; 0.9.1
+/// rolls it back).
+#[tokio::test]
+async fn a_transaction_dropped_while_its_begin_is_on_the_wire_is_rolled_back() {
+    let pool = fresh_db().await;
+    sqlx::query("CREATE TABLE written (n int)")
+        .execute(&pool)
+        .await
+        .expect("creating");
+    let mut conn = pool.connect_options().connect().await.expect("connecting");
+    {
+        // Polled once, so BEGIN is sent and its answer not yet read; then dropped.
+        let mut begin = std::pin::pin!(sqlx::Connection::begin(&mut conn));
+        let answered = std::future::poll_fn(|cx| Poll::Ready(begin.as_mut().poll(cx).is_ready())).await;
+        assert!(!answered, "BEGIN was answered within its first poll");
+    }
+    // A statement of its own on that connection, as the next borrower's would be.
+    sqlx::query("INSERT INTO written VALUES (1)")
+        .execute(&mut conn)
+        .await
+        .expect("inserting");
+    let seen: i64 = sqlx::query_scalar("SELECT count(*) FROM written")
+        .fetch_one(&pool)
+        .await
+        .expect("counting");
+    assert_eq!(seen, 1, "the insert ran inside the dropped transaction, uncommitted");
 }
