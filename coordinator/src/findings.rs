@@ -78,8 +78,8 @@ const CAMPAIGN_POLL: Duration = Duration::from_secs(2);
 /// A facts pass reads and judges every host, and in a connect storm new hosts
 /// ask for one every [`COALESCE`]: after a facts pass of length T the next
 /// waits `FACTS_SPACING` × T (if longer), so these passes take at most a fifth
-/// of the time however large the fleet (a pass at 50,000 hosts takes seconds,
-/// and back to back they starved the sessions' heartbeats).
+/// of the time however large the fleet (every coordinator ran one every 2 s
+/// through a storm, each reading every host's facts).
 const FACTS_SPACING: u32 = 4;
 
 /// The handle the rest of the coordinator marks work on; cheap to call from
