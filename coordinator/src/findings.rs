@@ -81,6 +81,8 @@ const CAMPAIGN_POLL: Duration = Duration::from_secs(2);
 /// of the time however large the fleet (every coordinator ran one every 2 s
 /// through a storm, each reading every host's facts).
 const FACTS_SPACING: u32 = 4;
+/// A pass this long is logged at `info` whatever it found.
+const SLOW_PASS: Duration = Duration::from_secs(1);
 
 /// The handle the rest of the coordinator marks work on; cheap to call from
 /// the session path.
@@ -240,9 +242,13 @@ pub async fn run(deriver: Arc<Deriver>, pool: PgPool, leader: Arc<Leader>, shutd
             if matches!(work, Work::Facts) {
                 pace.ran(started);
             }
+            let took_ms = started.elapsed().as_millis() as u64;
             match outcome {
-                Ok(o) if o.opened + o.resolved > 0 => tracing::info!(?o, "findings derived"),
-                Ok(o) => tracing::debug!(?o, "findings derived"),
+                // A slow pass is worth knowing of too: it spaces the facts passes, and it competes with ingest.
+                Ok(o) if o.opened + o.resolved > 0 || started.elapsed() >= SLOW_PASS => {
+                    tracing::info!(?o, pass = work.kind(), took_ms, "findings derived")
+                }
+                Ok(o) => tracing::debug!(?o, pass = work.kind(), took_ms, "findings derived"),
                 Err(e) => {
                     // Database away: keep the work for the next tick rather than lose it.
                     tracing::warn!(error = %e, "deriving findings");
@@ -315,6 +321,17 @@ pub enum Work {
     /// These hosts; for each, the algorithms whose slow-path findings to
     /// re-derive (`None`: all). Fact-based reasons are always re-derived.
     Hosts(BTreeMap<i64, Option<BTreeSet<String>>>),
+}
+
+impl Work {
+    /// The kind of pass, for the log.
+    fn kind(&self) -> &'static str {
+        match self {
+            Work::Fleet => "fleet",
+            Work::Facts => "facts",
+            Work::Hosts(_) => "hosts",
+        }
+    }
 }
 
 /// What a pass changed.

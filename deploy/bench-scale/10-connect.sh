@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Connect storm: BENCH_COUNT simulated agents dial at once (or spread over BENCH_RAMP, e.g.
 # 60s). Rows: time until all are connected, the peak rate of new sessions, the coordinator's
-# RSS with all connected, its CPU while they only send heartbeats, and the simulator's memory
-# per simulated agent.
+# RSS with all connected, its CPU while they only send heartbeats, the simulator's memory
+# per simulated agent, and the agents lost for silence.
 #
 # One process holds about as many connections as its open-files hard limit (`ulimit -Hn`)
 # allows, less what it keeps aside (a coordinator 1,024). A fleet larger than that is split:
@@ -72,3 +72,7 @@ row "coordinator CPU, heartbeats only" "$(paste -sd/ <<<"$cpus")" "% of a core" 
 sim_rss=$(for s in "${sims[@]}"; do rss_mb "$s"; done | awk '{ s += $1 } END { print s }')
 row "simulator RSS" "$sim_rss" MB "$(awk -v r="$sim_rss" -v n="$BENCH_COUNT" 'BEGIN { printf "%.1f", r * 1024 / n }') KB per simulated agent"
 row "session errors" "$(total errors)" "" "refused $(total refused)"
+# Sessions a coordinator ended for silence, and whether the simulator had fallen behind sending
+# heartbeats then (its own CPU starved: the silence was real, and the load generator's doing).
+row "agents lost for silence" "$(grep -c 'agent lost' "$BENCH_DIR/$SCENARIO-coordinator.log" || true)" "" \
+  "simulators sent $(total late_heartbeats) heartbeats ≥ 1 s late, the latest $(most late_heartbeat_max_ms) ms"

@@ -269,6 +269,7 @@ impl Host {
                     return lost("simulated disconnect (--disconnect-prob)", true);
                 }
                 _ = tokio::time::sleep_until(next_heartbeat) => {
+                    stats.heartbeat_sent(next_heartbeat.elapsed());
                     seq += 1;
                     // From now, not from the last deadline: a host held up sends one, not a burst.
                     next_heartbeat = Instant::now() + heartbeat.mul_f64(self.rng.range(0.8, 1.0));

@@ -38,6 +38,12 @@ pub struct Stats {
     pub acked: AtomicU64,
     /// Acknowledged with a refusal.
     pub rejected: AtomicU64,
+    /// Heartbeats sent [`LATE`] or more after they were due: the simulator
+    /// itself fell behind (too little CPU for its hosts), and a coordinator
+    /// may rightly have judged those hosts silent.
+    pub late_heartbeats: AtomicU64,
+    /// The latest a heartbeat was sent after it was due, in milliseconds.
+    late_heartbeat_max_ms: AtomicU64,
     /// Milliseconds since the start when every host was first connected at once (0: not yet).
     all_connected_ms: AtomicU64,
     /// Result sent → acknowledged, in microseconds.
@@ -62,11 +68,16 @@ pub struct Snapshot {
     pub failures: u64,
     pub acked: u64,
     pub rejected: u64,
+    pub late_heartbeats: u64,
+    pub late_heartbeat_max: Duration,
     /// When every host was first connected, if they have been.
     pub all_connected: Option<Duration>,
     /// Result → ack percentiles in milliseconds: p50, p99, max.
     pub ack_ms: Option<(f64, f64, f64)>,
 }
+
+/// A heartbeat sent this long after it was due counts as late.
+pub const LATE: Duration = Duration::from_secs(1);
 
 fn add(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
@@ -88,6 +99,8 @@ impl Stats {
             failures: AtomicU64::new(0),
             acked: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            late_heartbeats: AtomicU64::new(0),
+            late_heartbeat_max_ms: AtomicU64::new(0),
             all_connected_ms: AtomicU64::new(0),
             // 1 µs to an hour, three significant digits: a few tens of kilobytes, fixed.
             ack_latency: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds")),
@@ -129,6 +142,15 @@ impl Stats {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// A heartbeat was sent `late` after it was due.
+    pub fn heartbeat_sent(&self, late: Duration) {
+        if late >= LATE {
+            add(&self.late_heartbeats);
+        }
+        self.late_heartbeat_max_ms
+            .fetch_max(late.as_millis() as u64, Ordering::Relaxed);
     }
 
     /// A welcomed session ended.
@@ -177,6 +199,8 @@ impl Stats {
             failures: get(&self.failures),
             acked: get(&self.acked),
             rejected: get(&self.rejected),
+            late_heartbeats: get(&self.late_heartbeats),
+            late_heartbeat_max: Duration::from_millis(get(&self.late_heartbeat_max_ms)),
             all_connected: (all > 0).then(|| Duration::from_millis(all)),
             ack_ms,
         }
@@ -202,6 +226,14 @@ impl Snapshot {
             let _ = write!(line, " ({} refused)", self.rejected);
         }
         let _ = write!(line, ", errors {}", self.errors);
+        if self.late_heartbeats > 0 {
+            let _ = write!(
+                line,
+                ", {} heartbeats late (the simulator is behind, by up to {:.1} s)",
+                self.late_heartbeats,
+                self.late_heartbeat_max.as_secs_f64()
+            );
+        }
         if let Some((p50, p99, _)) = self.ack_ms {
             let _ = write!(line, ", result→ack p50 {p50:.1} ms p99 {p99:.1} ms");
         }
@@ -218,7 +250,7 @@ impl Snapshot {
         format!(
             "simulate-summary count={} elapsed_s={:.1} connected={} connect_all_s={all} peak_connects_per_s={peak_connects_per_s} \
              sessions={} refused={} errors={} disconnects={} jobs={} busy={} results={} failures={} acked={} rejected={} \
-             ack_p50_ms={p50:.1} ack_p99_ms={p99:.1} ack_max_ms={max:.1}",
+             ack_p50_ms={p50:.1} ack_p99_ms={p99:.1} ack_max_ms={max:.1} late_heartbeats={} late_heartbeat_max_ms={}",
             self.count,
             self.elapsed.as_secs_f64(),
             self.connected,
@@ -232,6 +264,8 @@ impl Snapshot {
             self.failures,
             self.acked,
             self.rejected,
+            self.late_heartbeats,
+            self.late_heartbeat_max.as_millis(),
         )
     }
 }
@@ -272,5 +306,30 @@ mod tests {
         ] {
             assert!(line.contains(key), "{key}: {line}");
         }
+    }
+
+    #[test]
+    fn heartbeats_a_second_late_or_more_count_and_the_latest_is_kept() {
+        let stats = Stats::new(1);
+        assert!(!stats.snapshot().progress_line().contains("heartbeats late"));
+        stats.heartbeat_sent(Duration::from_millis(3));
+        stats.heartbeat_sent(LATE - Duration::from_millis(1));
+        assert_eq!(stats.snapshot().late_heartbeats, 0);
+        stats.heartbeat_sent(Duration::from_millis(6_900));
+        stats.heartbeat_sent(LATE);
+        let s = stats.snapshot();
+        assert_eq!(
+            (s.late_heartbeats, s.late_heartbeat_max),
+            (2, Duration::from_millis(6_900))
+        );
+        assert!(
+            s.progress_line()
+                .contains("2 heartbeats late (the simulator is behind, by up to 6.9 s)")
+        );
+        let line = s.summary_line(0);
+        assert!(
+            line.ends_with(" late_heartbeats=2 late_heartbeat_max_ms=6900"),
+            "{line}"
+        );
     }
 }

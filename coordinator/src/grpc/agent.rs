@@ -12,7 +12,8 @@
 //! current attempt's outcome counts ([`crate::attempt`]); outcomes are
 //! acknowledged with `ResultAck` (refused or ignored ones with the reason in
 //! the same message). A session that sends nothing for three heartbeat
-//! intervals is lost: its running job goes back to the queue.
+//! intervals is lost: its running job goes back to the queue (unless the
+//! coordinator itself fell behind reading it: [`silence`]).
 //!
 //! The handshake, up to `Welcome`, is [`hello`]'s: done before the agent
 //! stops waiting for its answer, and in two round trips to the database for
@@ -54,6 +55,7 @@ use crate::scheduler::Scheduler;
 use crate::watch::verify::VerifyOnChange;
 
 mod hello;
+mod silence;
 
 /// Heartbeat intervals without any message after which an agent is lost.
 const MISSED_HEARTBEATS: u32 = 3;
@@ -191,18 +193,22 @@ impl Session {
             tokio::pin!(shutdown, ended, full, silent);
             loop {
                 let next = tokio::select! {
+                    // In this order: a message waiting to be read is read before the silence is judged.
+                    biased;
                     _ = &mut shutdown => break End::Shutdown,
                     _ = &mut ended => break End::Ended,
                     // The agent does not read what we send: end it rather than wait on it.
                     _ = &mut full => break End::Refused(super::outbound::NotSent::Full.status()),
-                    () = &mut silent => {
-                        if heard.elapsed() >= self.silence {
-                            break End::Lost("no heartbeat for three intervals");
-                        }
-                        silent.as_mut().reset(heard + self.silence);
-                        continue;
-                    }
                     next = inbound.next() => next,
+                    () = &mut silent => {
+                        match silence::judge(Instant::now(), heard, silent.deadline(), self.silence) {
+                            silence::Verdict::Wait(at) | silence::Verdict::Excused(at) => {
+                                silent.as_mut().reset(at);
+                                continue;
+                            }
+                            silence::Verdict::Lost => break End::Lost("no heartbeat for three intervals"),
+                        }
+                    }
                 };
                 let message = match next {
                     // The agent hung up (a stop, a restart, a network cut): its job, if any, is lost

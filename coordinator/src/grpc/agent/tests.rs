@@ -46,6 +46,39 @@ async fn a_silent_agent_is_lost_after_three_heartbeats_and_any_message_restarts_
     assert!(outbound.next().await.is_none(), "the agent's stream is closed");
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_coordinator_that_fell_behind_does_not_hold_the_silence_against_its_agents() {
+    let silence = HEARTBEAT * MISSED_HEARTBEATS;
+    let behind = Duration::from_secs(5);
+    // A session whose coordinator stalls past the silence: the clock jumps, its timers fire late.
+    let stalled = || async {
+        let (scheduler, session, outbound, agent, inbound) = session_without_database().await;
+        let start = Instant::now();
+        let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
+        tokio::task::yield_now().await;
+        tokio::time::advance(silence + behind).await;
+        tokio::task::yield_now().await;
+        assert!(scheduler.is_online(HOST), "lost for the coordinator's own stall");
+        (scheduler, start, ended, agent, outbound)
+    };
+
+    // The agent's message read after the stall keeps it.
+    let (_, start, ended, agent, _outbound) = stalled().await;
+    agent.send(progress()).await.unwrap();
+    ended.await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        silence + behind + silence,
+        "lost a silence after the message"
+    );
+
+    // No message after the stall: lost once the excuse (twice the stall) ran out.
+    let (scheduler, start, ended, _agent, _outbound) = stalled().await;
+    ended.await.unwrap();
+    assert_eq!(start.elapsed(), silence + behind + behind * 2);
+    assert!(!scheduler.is_online(HOST));
+}
+
 /// A session of [`HOST`] on a closed pool, its outbound stream and the agent's sending end.
 async fn session_without_database() -> (
     Arc<Scheduler>,
