@@ -13,9 +13,13 @@
 //! failure, a sweep — and polling catches all).
 //!
 //! With several coordinators, each derives the hosts whose results it stored;
-//! the whole-fleet passes (at start, after a finished campaign) run on the
-//! cluster's [`Leader`] only, and every pass reconciles under one advisory
-//! lock ([`advisory::Lock::Findings`]), so passes of two coordinators take turns.
+//! the passes over every host — the whole fleet (at start, after a finished
+//! campaign) and every host's facts — run on the cluster's [`Leader`] only
+//! (one pass reads every host's facts: three coordinators each running it in
+//! a connect storm tripled that work), which learns of facts stored through
+//! any coordinator by polling their count ([`watch`]). Every pass reconciles
+//! under one advisory lock ([`advisory::Lock::Findings`]), so passes of two
+//! coordinators take turns.
 //!
 //! Each pass reconciles in one transaction, so readers never see a finding
 //! resolved before its successor is stored. What a finding says (severity,
@@ -195,39 +199,28 @@ impl Deriver {
 
 /// The background task: derives whatever is marked dirty; on the cluster's
 /// leader also the whole fleet once when it starts leading and after each
-/// finished campaign; until `shutdown`.
+/// finished campaign, and every host's facts after new ones were stored by
+/// any coordinator ([`watch`]); until `shutdown`.
 pub async fn run(deriver: Arc<Deriver>, pool: PgPool, leader: Arc<Leader>, shutdown: CancellationToken) {
-    // `None` until this coordinator leads: then the campaigns finished before
-    // are covered by its first fleet pass.
-    let mut campaigns: Option<FinishedCampaigns> = None;
+    tokio::join!(
+        passes(deriver.clone(), pool.clone(), leader.clone(), shutdown.clone()),
+        watch(deriver, pool, leader, shutdown),
+    );
+}
+
+/// Runs the passes marked on `deriver`; facts passes only while this coordinator leads.
+async fn passes(deriver: Arc<Deriver>, pool: PgPool, leader: Arc<Leader>, shutdown: CancellationToken) {
     let mut tick = poll_interval();
     let mut peers = PeerCache::default();
     let mut pace = FactsPace::new();
     while deriver.next_pass(&mut tick, &shutdown).await {
-        if !leader.is_leader().await {
-            campaigns = None;
-        } else if let Some(campaigns) = campaigns.as_mut() {
-            match campaigns.poll(&pool).await {
-                Ok(true) => deriver.whole_fleet(),
-                Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, "looking for finished campaigns"),
-            }
-        } else {
-            let mut seen = FinishedCampaigns::default();
-            match seen.poll(&pool).await {
-                Ok(_) => {
-                    campaigns = Some(seen);
-                    deriver.whole_fleet();
-                }
-                Err(e) => tracing::warn!(error = %e, "looking for finished campaigns"),
-            }
-        }
         let pending = deriver.take();
         let mut passes = Vec::new();
         if pending.fleet {
             passes.push(Work::Fleet);
         } else {
-            if pending.facts && pace.admit(&deriver) {
+            // Not leading: the leader derives every host's facts, these included ([`watch`]).
+            if pending.facts && leader.is_leader().await && pace.admit(&deriver) {
                 passes.push(Work::Facts);
             }
             if !pending.hosts.is_empty() {
@@ -256,6 +249,48 @@ pub async fn run(deriver: Arc<Deriver>, pool: PgPool, leader: Arc<Leader>, shutd
                 }
             }
         }
+    }
+}
+
+/// While this coordinator leads, every [`CAMPAIGN_POLL`]: marks a fleet pass
+/// when it starts leading and when a campaign finished, and a facts pass when
+/// facts were stored through any coordinator since the last look. A poll of
+/// its own, so that results waiting for their pause ([`Deriver::next_pass`])
+/// do not hold up what other coordinators' hosts said.
+async fn watch(deriver: Arc<Deriver>, pool: PgPool, leader: Arc<Leader>, shutdown: CancellationToken) {
+    // `None` until this coordinator leads: then the campaigns finished and the
+    // facts stored before are covered by its first fleet pass.
+    let mut seen: Option<Seen> = None;
+    let mut tick = poll_interval();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if !leader.is_leader().await {
+            seen = None;
+            continue;
+        }
+        let first = seen.is_none();
+        let mut now = seen.take().unwrap_or_default();
+        match now.poll(&pool).await {
+            Ok(_) if first => deriver.whole_fleet(),
+            Ok(Changes { finished, facts }) => {
+                if finished {
+                    deriver.whole_fleet();
+                } else if facts {
+                    deriver.facts_changed();
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "looking for finished campaigns and new facts");
+                // Looked at again next time; a first look is retried whole.
+                if first {
+                    continue;
+                }
+            }
+        }
+        seen = Some(now);
     }
 }
 
@@ -294,19 +329,32 @@ fn poll_interval() -> Interval {
     tick
 }
 
-/// Campaigns seen finished, so each triggers one fleet pass.
+/// What the leader saw at its last look: the campaigns finished within the
+/// hour, and the count and latest id of stored facts snapshots (the count
+/// too: a snapshot committed after a later one has a lower id).
 #[derive(Default)]
-struct FinishedCampaigns(HashSet<i64>);
+struct Seen {
+    finished: HashSet<i64>,
+    facts: (i64, i64),
+}
 
-impl FinishedCampaigns {
-    /// True when a campaign finished since the last poll. Only the last hour is
-    /// looked at, which also bounds the set.
-    async fn poll(&mut self, pool: &PgPool) -> db::Result<bool> {
-        let ids = db::campaigns::ended_within(pool, 3600.0).await?;
-        let ids: HashSet<i64> = ids.into_iter().collect();
-        let new = ids.iter().any(|id| !self.0.contains(id));
-        self.0 = ids;
-        Ok(new)
+/// What changed since the last look.
+struct Changes {
+    finished: bool,
+    facts: bool,
+}
+
+impl Seen {
+    /// Looks again. Only the last hour's campaigns are looked at, which also bounds the set.
+    async fn poll(&mut self, pool: &PgPool) -> db::Result<Changes> {
+        let ids: HashSet<i64> = db::campaigns::ended_within(pool, 3600.0).await?.into_iter().collect();
+        let facts = db::snapshots::stored(pool).await?;
+        let changes = Changes {
+            finished: ids.iter().any(|id| !self.finished.contains(id)),
+            facts: facts != self.facts,
+        };
+        (self.finished, self.facts) = (ids, facts);
+        Ok(changes)
     }
 }
 

@@ -196,6 +196,16 @@ pub async fn insert(conn: &mut PgConnection, host_id: i64, facts: &NormalisedFac
     Ok(id)
 }
 
+/// How many snapshots are stored, and the latest id: what changes when any
+/// coordinator stores new facts (the findings leader's poll).
+pub async fn stored(db: impl PgExecutor<'_>) -> Result<(i64, i64)> {
+    Ok(
+        sqlx::query_as("SELECT count(*), COALESCE(max(id), 0) FROM host_fact_snapshots")
+            .fetch_one(db)
+            .await?,
+    )
+}
+
 /// Hash of a snapshot's facts, to compare with freshly probed ones.
 pub async fn hash_of(db: impl PgExecutor<'_>, snapshot_id: i64) -> Result<Option<Vec<u8>>> {
     Ok(

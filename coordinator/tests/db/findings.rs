@@ -2,7 +2,10 @@
 //! `findings::derive`, opened, refreshed, resolved, reopened, and counted.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
 
+use cipherfleet_coordinator::cluster::leader::Leader;
 use cipherfleet_coordinator::db::findings::{self, Finding, Severity};
 use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::db::jobs::{self, NewJob};
@@ -11,13 +14,14 @@ use cipherfleet_coordinator::db::outbox;
 use cipherfleet_coordinator::db::points;
 use cipherfleet_coordinator::db::results::{self, RecordOutcome};
 use cipherfleet_coordinator::findings::{
-    Method, Outcome, PeerCache, Reads, Work, Writes, derive, derive_fleet, derive_in_chunks, derive_with,
-    derive_with_peers,
+    Deriver, Method, Outcome, PeerCache, Reads, Work, Writes, derive, derive_fleet, derive_in_chunks, derive_with,
+    derive_with_peers, run,
 };
 use cipherfleet_coordinator::metrics;
 use cipherfleet_core::path::{Path, PathUsed};
 use serde_json::{Value, json};
 use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
 
 use crate::helpers::{campaign, facts, fresh_db, measurement, record, twin_dbs};
 
@@ -379,6 +383,42 @@ async fn a_pass_for_one_algorithm_leaves_the_slow_findings_of_others_open() {
     let o = derive(&pool, &other).await.unwrap();
     assert_eq!(o.resolved, 0, "{o:?}");
     assert_eq!(findings::list_open(&pool).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn facts_stored_through_any_coordinator_are_derived_by_the_leader() {
+    let pool = fresh_db().await;
+    let no_aes = facts_with("6.1.0", &["avx", "pclmulqdq"], &["avx", "pclmulqdq"], "accelerated");
+    hello(&pool, "vm-01", &no_aes).await;
+    // Two coordinators' deriver tasks on one database; the first asked leads.
+    let (leads, follows) = (Arc::new(Leader::new(&pool)), Arc::new(Leader::new(&pool)));
+    assert!(leads.is_leader().await && !follows.is_leader().await);
+    let (leader, follower) = (Deriver::new(), Deriver::new());
+    let shutdown = CancellationToken::new();
+    tokio::spawn(run(leader, pool.clone(), leads, shutdown.clone()));
+    tokio::spawn(run(follower.clone(), pool.clone(), follows, shutdown.clone()));
+    let open_on = |name: &'static str| {
+        let pool = pool.clone();
+        async move {
+            for _ in 0..300 {
+                let open = findings::list_open(&pool).await.unwrap();
+                if open.iter().any(|f| f.host_name == name && f.reason == "cpu-lacks") {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("no finding of {name} after 30 s");
+        }
+    };
+    // The leader's first pass, over the whole fleet.
+    open_on("vm-01").await;
+
+    // A host says hello to the other coordinator, which tells only its own deriver: the
+    // leader sees the new snapshot at its next look and derives every host's facts.
+    hello(&pool, "vm-02", &no_aes).await;
+    follower.facts_changed();
+    open_on("vm-02").await;
+    shutdown.cancel();
 }
 
 mod reference;

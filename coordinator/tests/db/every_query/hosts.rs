@@ -84,10 +84,13 @@ async fn hosts_their_snapshots_and_sessions_read_back_as_stored() {
     assert_eq!(vm_history[0].id, f.vm_snapshot);
     assert_eq!(vm_history[0].columns, FactColumns::from_facts(&vm_facts()));
 
+    let (count, latest) = snapshots::stored(pool).await.unwrap();
     let newer = NormalisedFacts::new(&bench_facts("6.6.0-1-amd64"));
     let mut conn = pool.acquire().await.unwrap();
     let inserted = snapshots::insert(&mut conn, f.bench, &newer).await.unwrap();
     drop(conn);
+    assert!(latest < inserted);
+    assert_eq!(snapshots::stored(pool).await.unwrap(), (count + 1, inserted));
     assert_eq!(
         snapshots::hash_of(pool, inserted).await.unwrap(),
         Some(newer.hash.to_vec())
