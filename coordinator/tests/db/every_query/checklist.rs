@@ -159,6 +159,7 @@ const COVERED: &[&str] = &[
     "snapshots::hash_of",
     "snapshots::history",
     "snapshots::insert",
+    "snapshots::stored",
     "verifications::claim",
     "verifications::get",
     "verifications::previous_points",
