@@ -235,10 +235,11 @@ async fn passes(deriver: Arc<Deriver>, pool: PgPool, leader: Arc<Leader>, shutdo
             if matches!(work, Work::Facts) {
                 pace.ran(started);
             }
-            let took_ms = started.elapsed().as_millis() as u64;
+            let took = started.elapsed();
+            let took_ms = took.as_millis() as u64;
             match outcome {
                 // A slow pass is worth knowing of too: it spaces the facts passes, and it competes with ingest.
-                Ok(o) if o.opened + o.resolved > 0 || started.elapsed() >= SLOW_PASS => {
+                Ok(o) if o.opened + o.resolved > 0 || took >= SLOW_PASS => {
                     tracing::info!(?o, pass = work.kind(), took_ms, "findings derived")
                 }
                 Ok(o) => tracing::debug!(?o, pass = work.kind(), took_ms, "findings derived"),
@@ -272,25 +273,20 @@ async fn watch(deriver: Arc<Deriver>, pool: PgPool, leader: Arc<Leader>, shutdow
             continue;
         }
         let first = seen.is_none();
-        let mut now = seen.take().unwrap_or_default();
-        match now.poll(&pool).await {
+        let last = seen.get_or_insert_default();
+        match last.poll(&pool).await {
             Ok(_) if first => deriver.whole_fleet(),
-            Ok(Changes { finished, facts }) => {
-                if finished {
-                    deriver.whole_fleet();
-                } else if facts {
-                    deriver.facts_changed();
-                }
-            }
+            Ok(Changes { finished: true, .. }) => deriver.whole_fleet(),
+            Ok(Changes { facts: true, .. }) => deriver.facts_changed(),
+            Ok(_) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "looking for finished campaigns and new facts");
-                // Looked at again next time; a first look is retried whole.
+                // A first look that failed is taken again whole.
                 if first {
-                    continue;
+                    seen = None;
                 }
             }
         }
-        seen = Some(now);
     }
 }
 
