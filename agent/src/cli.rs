@@ -228,7 +228,7 @@ fn run_daemon(args: RunArgs) -> i32 {
         Ok(config) => config,
         Err(e) => return usage_error(e),
     };
-    on_runtime(|shutdown| async move {
+    on_runtime(2, |shutdown| async move {
         match daemon::run(config, shutdown).await {
             Ok(reason) => reason.exit_code(),
             Err(e) => {
@@ -243,11 +243,12 @@ fn run_daemon(args: RunArgs) -> i32 {
 fn simulate_fleet(args: SimulateArgs) -> i32 {
     init_logging();
     let shutdown = tokio_util::sync::CancellationToken::new();
+    let threads = usize::from(args.threads);
     let config = match args.into_config(shutdown.clone()) {
         Ok(config) => config,
         Err(e) => return usage_error(e),
     };
-    on_runtime(|signalled| async move {
+    on_runtime(threads, |signalled| async move {
         tokio::spawn(async move {
             signalled.cancelled().await;
             shutdown.cancel();
@@ -277,14 +278,15 @@ fn init_logging() {
         .try_init();
 }
 
-/// Runs `main` on a two-thread runtime with a token SIGTERM/SIGINT cancel; its exit code.
-fn on_runtime<F, Fut>(main: F) -> i32
+/// Runs `main` on a runtime of `threads` worker threads with a token SIGTERM/SIGINT cancel;
+/// its exit code.
+fn on_runtime<F, Fut>(threads: usize, main: F) -> i32
 where
     F: FnOnce(tokio_util::sync::CancellationToken) -> Fut,
     Fut: std::future::Future<Output = i32>,
 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(threads)
         .enable_all()
         .build()
     {

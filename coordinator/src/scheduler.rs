@@ -303,6 +303,11 @@ impl Scheduler {
         }
     }
 
+    /// Sessions on this coordinator, those not yet welcomed included.
+    pub fn sessions(&self) -> usize {
+        self.lock().len()
+    }
+
     /// Whether the host has a welcomed session on this coordinator.
     pub fn is_online(&self, host_id: i64) -> bool {
         self.lock().get(&host_id).is_some_and(|c| c.ready)

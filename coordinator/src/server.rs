@@ -25,6 +25,7 @@ use cipherfleet_core::token::Secret;
 use crate::auth::Token;
 use crate::cluster::{self, leader::Leader};
 use crate::findings;
+use crate::grpc::agent::pace::{Pace, Pacer};
 use crate::grpc::rate::FailedAuth;
 use crate::grpc::{self, admin::AdminSvc, agent::AgentSvc, limits};
 use crate::scheduler::{self, Scheduler};
@@ -45,6 +46,8 @@ pub struct ServeConfig {
     pub agent_token: Token,
     pub admin_token: Token,
     pub heartbeat: Duration,
+    /// Heartbeats a second past which sessions are told a longer interval ([`Pace`]); 0: none.
+    pub max_heartbeat_rate: u32,
     /// gRPC over TLS with this identity ([`crate::tls::server_tls`]); `None`: plain gRPC.
     pub tls: Option<ServerTlsConfig>,
     /// `--client-ca`: `tls` requires client certificates, and agents are bound to their names.
@@ -93,6 +96,8 @@ pub struct App {
     pub agent_token: Token,
     pub admin_token: Token,
     pub heartbeat: Duration,
+    /// [`ServeConfig::max_heartbeat_rate`].
+    pub max_heartbeat_rate: u32,
     pub watch: Watch,
     /// How results are batched and how many may wait ([`crate::ingest`]).
     pub ingest: ingest::Config,
@@ -180,6 +185,7 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         agent_token: config.agent_token,
         admin_token: config.admin_token,
         heartbeat: config.heartbeat,
+        max_heartbeat_rate: config.max_heartbeat_rate,
         watch,
         ingest: config.ingest,
     };
@@ -249,10 +255,15 @@ pub async fn run_guarded(
         shutdown.clone(),
     ));
     let failed_auth = Arc::new(FailedAuth::default());
+    let pacer = Pacer::new(Pace {
+        base: app.heartbeat,
+        max_rate: app.max_heartbeat_rate,
+    });
+    let pacing = tokio::spawn(pacer.clone().run(scheduler.clone(), shutdown.clone()));
     let agent = AgentSvc {
         scheduler: scheduler.clone(),
         token: app.agent_token,
-        heartbeat: app.heartbeat,
+        heartbeat: pacer.clone(),
         shutdown: shutdown.clone(),
         findings: deriver,
         verify: app.watch.verify,
@@ -330,6 +341,7 @@ pub async fn run_guarded(
     let _ = schedules.await;
     let _ = webhook.await;
     let _ = seen.await;
+    let _ = pacing.await;
     let _ = deriver_task.await;
     if let Some(t) = http_task {
         let _ = t.await;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Connect storm: BENCH_COUNT simulated agents dial at once (or spread over BENCH_RAMP, e.g.
 # 60s). Rows: time until all are connected, the peak rate of new sessions, the coordinator's
-# RSS with all connected, its CPU while they only send heartbeats, the simulator's memory
+# RSS with all connected, its CPU while they only send heartbeats (and that of PostgreSQL and
+# the simulator, per heartbeat sent), the simulator's memory
 # per simulated agent, and the agents lost for silence.
 #
 # One process holds about as many connections as its open-files hard limit (`ulimit -Hn`)
@@ -63,12 +64,27 @@ row "coordinator RSS, idle / all connected" "$rss_before / $rss_now" MB "peak $r
 sleep 2
 # Waits for these samplers only: a bare `wait` would wait for the coordinators and simulators too.
 samplers=()
+# The load generator's and the database's share of the same window, and the heartbeats the
+# simulators sent in it (the coordinators may have told longer intervals than BENCH_HEARTBEAT:
+# --max-heartbeat-rate), for the CPU per heartbeat of each part.
+others() { echo "$(for s in "${sims[@]}"; do cpu_ticks "$s"; done | awk '{ s += $1 } END { print s }') $(pg_ticks) $(total heartbeats) $(now)"; }
+others0=$(others)
 for c in "${coords[@]}"; do cpu_percent "$c" "$idle" >"$BENCH_DIR/$SCENARIO-cpu.$c" & samplers+=("$!"); done
 wait "${samplers[@]}"
+others1=$(others)
 cpus=$(for c in "${coords[@]}"; do cat "$BENCH_DIR/$SCENARIO-cpu.$c"; echo; done)
 connected=$(total connected)
+read -r s0 p0 h0 w0 <<<"$others0"; read -r s1 p1 h1 w1 <<<"$others1"
+# Each part's CPU seconds per second (the coordinators' summed), and heartbeats per second.
+shares=$(awk -v hz="$HZ" -v w="$(awk -v a="$w0" -v b="$w1" 'BEGIN { print b - a }')" -v p=$((p1 - p0)) -v s=$((s1 - s0)) \
+  -v h=$((h1 - h0)) -v c="$(awk '{ s += $1 } END { print s }' <<<"$cpus")" \
+  'BEGIN { printf "%f %f %f %f", c / 100, p / hz / w, s / hz / w, h / w }')
+read -r coord_share pg_share sim_share beats <<<"$shares"
 row "coordinator CPU, heartbeats only" "$(paste -sd/ <<<"$cpus")" "% of a core" \
-  "${idle} s, heartbeat ${BENCH_HEARTBEAT:-5} s: $(awk -v n="$connected" -v h="${BENCH_HEARTBEAT:-5}" 'BEGIN { printf "%.0f", n / h }') heartbeats/s$([ "$parts" = 1 ] || echo ' over all')"
+  "${idle} s: $(printf '%.0f' "$beats") heartbeats/s$([ "$parts" = 1 ] || echo ' over all') (at ${BENCH_HEARTBEAT:-5} s each: $(awk -v n="$connected" -v h="${BENCH_HEARTBEAT:-5}" 'BEGIN { printf "%.0f", n / h }')); $(total repaced) sessions re-paced"
+row "CPU per heartbeat coordinators / PostgreSQL / simulators" "$(awk -v b="$beats" -v c="$coord_share" -v p="$pg_share" \
+  -v s="$sim_share" 'BEGIN { f = 1e6 / (b > 0 ? b : 1); printf "%.0f / %.0f / %.0f", c * f, p * f, s * f }')" µs \
+  "heartbeats only; PostgreSQL and simulators $(awk -v p="$pg_share" -v s="$sim_share" 'BEGIN { printf "%.1f / %.1f", 100 * p, 100 * s }') % of a core"
 sim_rss=$(for s in "${sims[@]}"; do rss_mb "$s"; done | awk '{ s += $1 } END { print s }')
 row "simulator RSS" "$sim_rss" MB "$(awk -v r="$sim_rss" -v n="$BENCH_COUNT" 'BEGIN { printf "%.1f", r * 1024 / n }') KB per simulated agent"
 row "session errors" "$(total errors)" "" "refused $(total refused)"

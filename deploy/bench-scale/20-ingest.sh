@@ -26,13 +26,7 @@ fi
 sim_start "$BENCH_COUNT" --ramp 0s --job-delay 0s
 wait_stat connected "$BENCH_COUNT" "$BENCH_CONNECT_LIMIT" || log "only $(sim_stat connected) connected"
 [ "$statements" = 1 ] && psql_db $db "SELECT pg_stat_statements_reset()" >/dev/null
-# What each part used while the campaign ran, to say which one limits the rates: PostgreSQL is
-# its postmaster with the children it reaped (cutime, cstime) and those still running.
-pg_ticks() {
-  local pm; pm=$(head -1 "$BENCH_DIR/pg/postmaster.pid")
-  { awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pm/stat"
-    for child in $(pgrep -P "$pm"); do cpu_ticks "$child" 2>/dev/null || true; done; } | awk '{ s += $1 } END { print s }'
-}
+# What each part used while the campaign ran, to say which one limits the rates.
 ticks0="$(cpu_ticks "$COORD_PID") $(cpu_ticks "$SIM_PID") $(pg_ticks)"
 t0=$(now)
 id=$(campaign_start "$INGEST_CAMPAIGN")

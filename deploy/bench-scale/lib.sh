@@ -114,6 +114,13 @@ rss_watch() {
 }
 # cpu_ticks PID: user + system time so far, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# pg_ticks: the same of the private cluster: its postmaster with the children it reaped
+# (cutime, cstime) and those still running.
+pg_ticks() {
+  local pm; pm=$(head -1 "$BENCH_DIR/pg/postmaster.pid")
+  { awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pm/stat"
+    for child in $(pgrep -P "$pm"); do cpu_ticks "$child" 2>/dev/null || true; done; } | awk '{ s += $1 } END { print s }'
+}
 # cpu_percent PID SECONDS: CPU of PID over the next SECONDS, in % of one core.
 cpu_percent() {
   local a b; a=$(cpu_ticks "$1"); sleep "$2"; b=$(cpu_ticks "$1")

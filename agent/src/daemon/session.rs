@@ -255,6 +255,7 @@ async fn handshake(
         sent: HashSet::new(),
         unacked: HashSet::new(),
         draining: false,
+        repaced: None,
     };
     Ok((session, welcome, inbound))
 }
@@ -364,6 +365,8 @@ struct Session {
     unacked: HashSet<String>,
     /// Shutdown requested: no new jobs; end once the running one is reported.
     draining: bool,
+    /// A later `Welcome` told a new heartbeat interval, not yet in use.
+    repaced: Option<Duration>,
 }
 
 /// The stream to the coordinator is gone.
@@ -375,7 +378,7 @@ impl Session {
         ctx: &Context,
         done: &mut mpsc::UnboundedReceiver<Outcome>,
         mut inbound: Streaming<v1::CoordinatorMessage>,
-        heartbeat: Duration,
+        mut heartbeat: Duration,
     ) -> SessionEnd {
         let closed = || lost("the stream to the coordinator closed", true);
         match ctx.spool.list() {
@@ -391,7 +394,8 @@ impl Session {
             }
             Err(e) => warn!("cannot read the spool: {e}"),
         }
-        let mut ticks = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
+        let mut last_beat = Instant::now();
+        let mut ticks = tokio::time::interval_at(last_beat + heartbeat, heartbeat);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut seq = 0u64;
         loop {
@@ -418,13 +422,24 @@ impl Session {
                         self.deliver(&outcome).await
                     }
                 }
-                _ = ticks.tick() => {
+                beat = ticks.tick() => {
+                    last_beat = beat;
                     seq += 1;
                     self.send(agent_message::Body::Heartbeat(v1::Heartbeat { seq })).await
                 }
             };
             if step.is_err() {
                 return closed();
+            }
+            if let Some(every) = self.repaced.take() {
+                // The time to the next heartbeat scales with the interval, so
+                // a fleet re-paced at once stays as spread out as it was.
+                let now = Instant::now();
+                let left = (last_beat + heartbeat).saturating_duration_since(now);
+                let first = now + left.mul_f64(every.as_secs_f64() / heartbeat.as_secs_f64());
+                heartbeat = every;
+                ticks = tokio::time::interval_at(first, every);
+                ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
             }
         }
     }
@@ -469,8 +484,18 @@ impl Session {
                 }
                 Ok(())
             }
-            Some(coordinator_message::Body::Welcome(_)) => {
-                warn!("ignoring a second Welcome");
+            Some(coordinator_message::Body::Welcome(w)) => {
+                // The coordinator's fleet grew or shrank: only the interval changes.
+                if w.heartbeat_interval_ms == 0 {
+                    debug!("a second Welcome without a heartbeat interval; nothing changes");
+                } else {
+                    let every = heartbeat_interval(w.heartbeat_interval_ms);
+                    info!(
+                        "the coordinator asks for a heartbeat every {} ms from now on",
+                        every.as_millis()
+                    );
+                    self.repaced = Some(every);
+                }
                 Ok(())
             }
             None => {

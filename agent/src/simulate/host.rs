@@ -217,7 +217,7 @@ impl Host {
             opened = Box::pin(self.handshake(fleet)) => opened,
             _ = fleet.shutdown.cancelled() => return SessionEnd::Shutdown,
         };
-        let (tx, mut inbound, heartbeat) = match opened {
+        let (tx, mut inbound, mut heartbeat) = match opened {
             Ok(parts) => parts,
             Err(end) => {
                 if let SessionEnd::Lost { reason, .. } = &end {
@@ -245,6 +245,19 @@ impl Host {
             let sent = tokio::select! {
                 _ = fleet.shutdown.cancelled() => return SessionEnd::Shutdown,
                 received = inbound.message() => match received {
+                    Ok(Some(v1::CoordinatorMessage { body: Some(coordinator_message::Body::Welcome(w)) })) => {
+                        // Re-paced: the time to the next heartbeat scales with
+                        // the interval, so the fleet stays as spread out as it was.
+                        if w.heartbeat_interval_ms != 0 {
+                            let every = session::heartbeat_interval(w.heartbeat_interval_ms);
+                            let now = Instant::now();
+                            let left = next_heartbeat.saturating_duration_since(now);
+                            next_heartbeat = now + left.mul_f64(every.as_secs_f64() / heartbeat.as_secs_f64());
+                            heartbeat = every;
+                            stats.bump(|s| &s.repaced);
+                        }
+                        Ok(())
+                    }
                     Ok(Some(m)) => match self.handle(fleet, m, &mut drop_at) {
                         Some(body) => tx.send(session::message(body)).await,
                         None => Ok(()),
@@ -356,6 +369,7 @@ impl Host {
                 fleet.stats.acked(sent, !ack.rejected.is_empty());
                 None
             }
+            // Its heartbeat interval is taken in the session loop.
             coordinator_message::Body::Welcome(_) => None,
         }
     }

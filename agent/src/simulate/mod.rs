@@ -97,6 +97,11 @@ pub struct SimulateArgs {
     /// follow the fleet (deploy/bench-scale.sh).
     #[arg(long, value_name = "FILE")]
     pub stats_file: Option<PathBuf>,
+    /// Threads running the simulated hosts (1 to 64). One thread wakes no other for each
+    /// heartbeat: a simulator that shares its machine with what it loads spends less CPU per
+    /// heartbeat on one; split a fleet larger than a thread keeps up with over processes.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: u16,
 }
 
 /// `30s`, `500ms`, `2m`, `1h`, or a bare number of seconds.

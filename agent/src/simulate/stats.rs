@@ -38,6 +38,10 @@ pub struct Stats {
     pub acked: AtomicU64,
     /// Acknowledged with a refusal.
     pub rejected: AtomicU64,
+    /// Later `Welcome`s that changed a session's heartbeat interval.
+    pub repaced: AtomicU64,
+    /// Heartbeats sent.
+    pub heartbeats: AtomicU64,
     /// Heartbeats sent [`LATE`] or more after they were due: the simulator
     /// itself fell behind (too little CPU for its hosts), and a coordinator
     /// may rightly have judged those hosts silent.
@@ -68,6 +72,8 @@ pub struct Snapshot {
     pub failures: u64,
     pub acked: u64,
     pub rejected: u64,
+    pub repaced: u64,
+    pub heartbeats: u64,
     pub late_heartbeats: u64,
     pub late_heartbeat_max: Duration,
     /// When every host was first connected, if they have been.
@@ -99,6 +105,8 @@ impl Stats {
             failures: AtomicU64::new(0),
             acked: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            repaced: AtomicU64::new(0),
+            heartbeats: AtomicU64::new(0),
             late_heartbeats: AtomicU64::new(0),
             late_heartbeat_max_ms: AtomicU64::new(0),
             all_connected_ms: AtomicU64::new(0),
@@ -146,6 +154,7 @@ impl Stats {
 
     /// A heartbeat was sent `late` after it was due.
     pub fn heartbeat_sent(&self, late: Duration) {
+        add(&self.heartbeats);
         if late >= LATE {
             add(&self.late_heartbeats);
         }
@@ -199,6 +208,8 @@ impl Stats {
             failures: get(&self.failures),
             acked: get(&self.acked),
             rejected: get(&self.rejected),
+            repaced: get(&self.repaced),
+            heartbeats: get(&self.heartbeats),
             late_heartbeats: get(&self.late_heartbeats),
             late_heartbeat_max: Duration::from_millis(get(&self.late_heartbeat_max_ms)),
             all_connected: (all > 0).then(|| Duration::from_millis(all)),
@@ -250,7 +261,7 @@ impl Snapshot {
         format!(
             "simulate-summary count={} elapsed_s={:.1} connected={} connect_all_s={all} peak_connects_per_s={peak_connects_per_s} \
              sessions={} refused={} errors={} disconnects={} jobs={} busy={} results={} failures={} acked={} rejected={} \
-             ack_p50_ms={p50:.1} ack_p99_ms={p99:.1} ack_max_ms={max:.1} late_heartbeats={} late_heartbeat_max_ms={}",
+             ack_p50_ms={p50:.1} ack_p99_ms={p99:.1} ack_max_ms={max:.1} repaced={} heartbeats={} late_heartbeats={} late_heartbeat_max_ms={}",
             self.count,
             self.elapsed.as_secs_f64(),
             self.connected,
@@ -264,6 +275,8 @@ impl Snapshot {
             self.failures,
             self.acked,
             self.rejected,
+            self.repaced,
+            self.heartbeats,
             self.late_heartbeats,
             self.late_heartbeat_max.as_millis(),
         )
@@ -319,8 +332,8 @@ mod tests {
         stats.heartbeat_sent(LATE);
         let s = stats.snapshot();
         assert_eq!(
-            (s.late_heartbeats, s.late_heartbeat_max),
-            (2, Duration::from_millis(6_900))
+            (s.heartbeats, s.late_heartbeats, s.late_heartbeat_max),
+            (4, 2, Duration::from_millis(6_900))
         );
         assert!(
             s.progress_line()
@@ -328,7 +341,7 @@ mod tests {
         );
         let line = s.summary_line(0);
         assert!(
-            line.ends_with(" late_heartbeats=2 late_heartbeat_max_ms=6900"),
+            line.ends_with(" heartbeats=4 late_heartbeats=2 late_heartbeat_max_ms=6900"),
             "{line}"
         );
     }

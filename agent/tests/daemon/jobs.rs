@@ -75,6 +75,31 @@ async fn job_is_accepted_measured_reported_and_unspooled_after_ack() {
     assert!(agent.spooled().is_empty(), "dropped after the ack");
 }
 
+/// The coordinator's fleet grew: a second `Welcome` in the session tells a
+/// new heartbeat interval, which the agent uses from then on (told a minute,
+/// no heartbeat would come within a step), counting on from the last one.
+#[tokio::test]
+async fn a_second_welcome_changes_the_heartbeat_interval() {
+    let mut coordinator = Coordinator::start(Admission::Accept).await;
+    let agent = Agent::start("repaced", &coordinator, &[]);
+    let mut session = coordinator.next_session(&agent).await;
+    session.welcome(60_000).await;
+    session.sync(&agent).await;
+    session
+        .send(coordinator_message::Body::Welcome(v1::Welcome {
+            heartbeat_interval_ms: 100,
+            ..Default::default()
+        }))
+        .await;
+    for want in 1..=3 {
+        match session.next_any(STEP, &agent).await {
+            agent_message::Body::Heartbeat(h) => assert_eq!(h.seq, want),
+            other => panic!("expected a heartbeat, got {other:?}"),
+        }
+    }
+    assert!(agent.log().contains("heartbeat every 100 ms"), "{}", agent.log());
+}
+
 #[tokio::test]
 async fn invalid_spec_is_reported_failed_naming_the_field_and_spooled() {
     let mut coordinator = Coordinator::start(Admission::Accept).await;

@@ -109,6 +109,7 @@ async fn bench(db_url: &str, dir: &Path, part: Part, agent: Option<&Path>) {
         agent_token: Token::from_secret(AGENT_TOKEN),
         admin_token: Token::from_secret(ADMIN_TOKEN),
         heartbeat: HEARTBEAT,
+        max_heartbeat_rate: 0,
         // The bench times its own campaign: no verification campaigns beside it.
         watch: server::Watch {
             verify: VerifyOnChange {

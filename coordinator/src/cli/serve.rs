@@ -55,6 +55,12 @@ pub struct ServeArgs {
     /// coordinators on one database, a dead one's agents are admitted elsewhere that soon.
     #[arg(long, default_value_t = 5.0, value_parser = parse_interval)]
     heartbeat_seconds: f64,
+    /// Heartbeats a second this coordinator aims to stay under: past --heartbeat-seconds × this
+    /// many sessions, agents are told a longer interval (sessions ÷ this, in seconds, at most 60),
+    /// new ones in their Welcome and open ones when it moves by a fifth (looked at every 5 s); a lost
+    /// agent is noticed after three of the longest it was told. 0: every agent gets --heartbeat-seconds.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    max_heartbeat_rate: u32,
     /// Certificate chain (PEM, the coordinator's own certificate first): gRPC over TLS. Needs --tls-key.
     #[arg(long, value_name = "PEM")]
     tls_cert: Option<PathBuf>,
@@ -183,6 +189,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         agent_token,
         admin_token,
         heartbeat: Duration::from_secs_f64(args.heartbeat_seconds),
+        max_heartbeat_rate: args.max_heartbeat_rate,
         tls,
         client_certs: args.client_ca.is_some(),
         insecure_plaintext: args.insecure_plaintext,

@@ -55,6 +55,7 @@ use crate::scheduler::Scheduler;
 use crate::watch::verify::VerifyOnChange;
 
 mod hello;
+pub mod pace;
 mod silence;
 
 /// Heartbeat intervals without any message after which an agent is lost.
@@ -65,7 +66,8 @@ const LOGGED_NAME_LEN: usize = 64;
 pub struct AgentSvc {
     pub scheduler: Arc<Scheduler>,
     pub token: Token,
-    pub heartbeat: Duration,
+    /// The heartbeat interval each `Welcome` tells ([`pace`]).
+    pub heartbeat: Arc<pace::Pacer>,
     pub shutdown: CancellationToken,
     /// Told about every stored result; derives findings off this path.
     pub findings: Arc<Deriver>,
@@ -128,7 +130,10 @@ struct Session {
     session_id: i64,
     generation: u64,
     tx: Outbound,
-    silence: Duration,
+    /// The interval its `Welcome` told; silence is judged by three of the longest told.
+    heartbeat: Duration,
+    /// Changes of the coordinator's interval, each told to the agent ([`pace::Pacer`]).
+    pace: tokio::sync::watch::Receiver<Duration>,
     shutdown: CancellationToken,
     /// Cancelled by [`Scheduler::end_session`] (credential reset, retirement).
     ended: CancellationToken,
@@ -189,7 +194,10 @@ impl Session {
             let full = self.tx.ended();
             // Re-armed only when it fires: until then a message just notes the time.
             let mut heard = Instant::now();
-            let silent = tokio::time::sleep_until(heard + self.silence);
+            let (mut told, mut longest) = (self.heartbeat, self.heartbeat);
+            let mut silence = longest * MISSED_HEARTBEATS;
+            let silent = tokio::time::sleep_until(heard + silence);
+            let mut repaced = Box::pin(pace::changed(self.pace.clone()));
             tokio::pin!(shutdown, ended, full, silent);
             loop {
                 let next = tokio::select! {
@@ -200,8 +208,22 @@ impl Session {
                     // The agent does not read what we send: end it rather than wait on it.
                     _ = &mut full => break End::Refused(super::outbound::NotSent::Full.status()),
                     next = inbound.next() => next,
+                    (rx, every) = &mut repaced => {
+                        repaced = Box::pin(pace::changed(rx));
+                        // Not sent (the agent does not read): it keeps the interval it has.
+                        if every != told && self.tx.try_send(Body::Welcome(v1::Welcome {
+                            heartbeat_interval_ms: every.as_millis().try_into().unwrap_or(u32::MAX),
+                            ..Default::default()
+                        })).is_ok() {
+                            told = every;
+                            longest = longest.max(every);
+                            // A longer silence only: the timer, when it fires, waits the rest.
+                            silence = longest * MISSED_HEARTBEATS;
+                        }
+                        continue;
+                    }
                     () = &mut silent => {
-                        match silence::judge(Instant::now(), heard, silent.deadline(), self.silence) {
+                        match silence::judge(Instant::now(), heard, silent.deadline(), silence) {
                             silence::Verdict::Wait(at) | silence::Verdict::Excused(at) => {
                                 silent.as_mut().reset(at);
                                 continue;

@@ -21,6 +21,7 @@ mod http;
 mod identity;
 mod mtls;
 mod old_kernel;
+mod pace;
 mod paths;
 mod rejections;
 mod report_access;

@@ -33,7 +33,7 @@ use super::super::capabilities;
 use super::super::db_status;
 use super::super::outbound::{Outbound, OutboundStream};
 use super::super::turns::PUSHBACK_KEY;
-use super::{AgentSvc, LOGGED_NAME_LEN, MISSED_HEARTBEATS, Session, truncate};
+use super::{AgentSvc, LOGGED_NAME_LEN, Session, truncate};
 use crate::credential::NewCredential;
 use crate::db;
 use crate::db::hosts::Labels;
@@ -178,9 +178,10 @@ impl AgentSvc {
             Box::pin(self.store(&hello, host_id, started.session_id, &said)).await?
         };
 
+        let heartbeat = self.heartbeat.interval(self.scheduler.sessions());
         let welcome = v1::Welcome {
             agent_id: host_id.to_string(),
-            heartbeat_interval_ms: self.heartbeat.as_millis() as u32,
+            heartbeat_interval_ms: heartbeat.as_millis() as u32,
             credential: issued.unwrap_or_default(),
         };
         // Queued before the session is activated, so no `RunJob` can precede it.
@@ -214,7 +215,8 @@ impl AgentSvc {
             session_id: started.session_id,
             generation,
             tx,
-            silence: self.heartbeat * MISSED_HEARTBEATS,
+            heartbeat,
+            pace: self.heartbeat.subscribe(),
             shutdown: self.shutdown.clone(),
             ended: reservation.ended,
             // The agent runs a job or has spooled outcomes: dispatch waits for its
