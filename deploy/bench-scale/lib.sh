@@ -12,8 +12,10 @@ HZ=$(getconf CLK_TCK)
 cleanup_scenario() {
   local pid
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  # Up to 10 s each: a coordinator waits 5 s for agent streams to close (SHUTDOWN_GRACE), then
+  # writes its last marks; killed earlier, it showed as "Killed" after large runs.
   for pid in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
   done
 }
