@@ -45,9 +45,8 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     pub agent_token: Token,
     pub admin_token: Token,
-    pub heartbeat: Duration,
-    /// Heartbeats a second past which sessions are told a longer interval ([`Pace`]); 0: none.
-    pub max_heartbeat_rate: u32,
+    /// The heartbeat interval, and the rate past which sessions are told a longer one.
+    pub heartbeat: Pace,
     /// gRPC over TLS with this identity ([`crate::tls::server_tls`]); `None`: plain gRPC.
     pub tls: Option<ServerTlsConfig>,
     /// `--client-ca`: `tls` requires client certificates, and agents are bound to their names.
@@ -95,9 +94,8 @@ pub struct App {
     pub pool: PgPool,
     pub agent_token: Token,
     pub admin_token: Token,
-    pub heartbeat: Duration,
-    /// [`ServeConfig::max_heartbeat_rate`].
-    pub max_heartbeat_rate: u32,
+    /// [`ServeConfig::heartbeat`].
+    pub heartbeat: Pace,
     pub watch: Watch,
     /// How results are batched and how many may wait ([`crate::ingest`]).
     pub ingest: ingest::Config,
@@ -185,7 +183,6 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         agent_token: config.agent_token,
         admin_token: config.admin_token,
         heartbeat: config.heartbeat,
-        max_heartbeat_rate: config.max_heartbeat_rate,
         watch,
         ingest: config.ingest,
     };
@@ -233,7 +230,8 @@ pub async fn run_guarded(
         caps,
     } = guards;
     let scheduler = Arc::new(
-        Scheduler::with_ingest(app.pool.clone(), app.ingest).with_lease_ttl(app.heartbeat * cluster::MISSED_RENEWALS),
+        Scheduler::with_ingest(app.pool.clone(), app.ingest)
+            .with_lease_ttl(app.heartbeat.base * cluster::MISSED_RENEWALS),
     );
     tracing::info!(coordinator = %scheduler.holder().id, name = %scheduler.holder().name, "coordinator identity for host leases");
     // A predecessor that died here (this coordinator restarted) gives up its leases now.
@@ -255,10 +253,7 @@ pub async fn run_guarded(
         shutdown.clone(),
     ));
     let failed_auth = Arc::new(FailedAuth::default());
-    let pacer = Pacer::new(Pace {
-        base: app.heartbeat,
-        max_rate: app.max_heartbeat_rate,
-    });
+    let pacer = Pacer::new(app.heartbeat);
     let pacing = tokio::spawn(pacer.clone().run(scheduler.clone(), shutdown.clone()));
     let agent = AgentSvc {
         scheduler: scheduler.clone(),
@@ -284,7 +279,7 @@ pub async fn run_guarded(
     let sweeper = tokio::spawn(sweep(scheduler.clone(), leader, shutdown.clone()));
     let leases = tokio::spawn(cluster::renew_leases(
         scheduler.clone(),
-        app.heartbeat,
+        app.heartbeat.base,
         shutdown.clone(),
     ));
     let wake = tokio::spawn(cluster::wake::run(scheduler.clone(), shutdown.clone()));

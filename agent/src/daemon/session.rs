@@ -174,6 +174,15 @@ pub(super) async fn run(
         .await
 }
 
+/// The next heartbeat's time once the interval goes from `old` to `new` at
+/// `now`: the time left until `next` scales with it, so a fleet re-paced at
+/// once stays as spread out as it was.
+pub(crate) fn repaced(now: Instant, next: Instant, old: Duration, new: Duration) -> Instant {
+    now + next
+        .saturating_duration_since(now)
+        .mul_f64(new.as_secs_f64() / old.as_secs_f64())
+}
+
 pub(crate) fn heartbeat_interval(ms: u32) -> Duration {
     match ms {
         0 => DEFAULT_HEARTBEAT,
@@ -432,14 +441,10 @@ impl Session {
                 return closed();
             }
             if let Some(every) = self.repaced.take() {
-                // The time to the next heartbeat scales with the interval, so
-                // a fleet re-paced at once stays as spread out as it was.
-                let now = Instant::now();
-                let left = (last_beat + heartbeat).saturating_duration_since(now);
-                let first = now + left.mul_f64(every.as_secs_f64() / heartbeat.as_secs_f64());
-                heartbeat = every;
-                ticks = tokio::time::interval_at(first, every);
+                ticks =
+                    tokio::time::interval_at(repaced(Instant::now(), last_beat + heartbeat, heartbeat, every), every);
                 ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                heartbeat = every;
             }
         }
     }

@@ -246,13 +246,10 @@ impl Host {
                 _ = fleet.shutdown.cancelled() => return SessionEnd::Shutdown,
                 received = inbound.message() => match received {
                     Ok(Some(v1::CoordinatorMessage { body: Some(coordinator_message::Body::Welcome(w)) })) => {
-                        // Re-paced: the time to the next heartbeat scales with
-                        // the interval, so the fleet stays as spread out as it was.
+                        // Re-paced: only the heartbeat interval changes.
                         if w.heartbeat_interval_ms != 0 {
                             let every = session::heartbeat_interval(w.heartbeat_interval_ms);
-                            let now = Instant::now();
-                            let left = next_heartbeat.saturating_duration_since(now);
-                            next_heartbeat = now + left.mul_f64(every.as_secs_f64() / heartbeat.as_secs_f64());
+                            next_heartbeat = session::repaced(Instant::now(), next_heartbeat, heartbeat, every);
                             heartbeat = every;
                             stats.bump(|s| &s.repaced);
                         }

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use cipherfleet_coordinator::auth::Token;
 use cipherfleet_coordinator::db;
+use cipherfleet_coordinator::grpc::agent::pace::Pace;
 use cipherfleet_coordinator::server::{self, App};
 use cipherfleet_coordinator::watch::verify::VerifyOnChange;
 use cipherfleet_proto::v1::admin_service_client::AdminServiceClient;
@@ -108,8 +109,7 @@ async fn bench(db_url: &str, dir: &Path, part: Part, agent: Option<&Path>) {
         pool: pool.clone(),
         agent_token: Token::from_secret(AGENT_TOKEN),
         admin_token: Token::from_secret(ADMIN_TOKEN),
-        heartbeat: HEARTBEAT,
-        max_heartbeat_rate: 0,
+        heartbeat: Pace::fixed(HEARTBEAT),
         // The bench times its own campaign: no verification campaigns beside it.
         watch: server::Watch {
             verify: VerifyOnChange {

@@ -12,6 +12,7 @@ use cipherfleet_core::token::Secret;
 
 use super::watch_args;
 use crate::auth::Token;
+use crate::grpc::agent::pace::Pace;
 use crate::server::{self, ServeConfig};
 use crate::{ingest, tls, web};
 
@@ -188,8 +189,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         data_dir: args.data_dir,
         agent_token,
         admin_token,
-        heartbeat: Duration::from_secs_f64(args.heartbeat_seconds),
-        max_heartbeat_rate: args.max_heartbeat_rate,
+        heartbeat: Pace {
+            base: Duration::from_secs_f64(args.heartbeat_seconds),
+            max_rate: args.max_heartbeat_rate,
+        },
         tls,
         client_certs: args.client_ca.is_some(),
         insecure_plaintext: args.insecure_plaintext,

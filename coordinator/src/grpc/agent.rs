@@ -194,9 +194,9 @@ impl Session {
             let full = self.tx.ended();
             // Re-armed only when it fires: until then a message just notes the time.
             let mut heard = Instant::now();
+            // Silence is judged by three of the longest interval told.
             let (mut told, mut longest) = (self.heartbeat, self.heartbeat);
-            let mut silence = longest * MISSED_HEARTBEATS;
-            let silent = tokio::time::sleep_until(heard + silence);
+            let silent = tokio::time::sleep_until(heard + longest * MISSED_HEARTBEATS);
             let mut repaced = Box::pin(pace::changed(self.pace.clone()));
             tokio::pin!(shutdown, ended, full, silent);
             loop {
@@ -216,14 +216,13 @@ impl Session {
                             ..Default::default()
                         })).is_ok() {
                             told = every;
-                            longest = longest.max(every);
                             // A longer silence only: the timer, when it fires, waits the rest.
-                            silence = longest * MISSED_HEARTBEATS;
+                            longest = longest.max(every);
                         }
                         continue;
                     }
                     () = &mut silent => {
-                        match silence::judge(Instant::now(), heard, silent.deadline(), silence) {
+                        match silence::judge(Instant::now(), heard, silent.deadline(), longest * MISSED_HEARTBEATS) {
                             silence::Verdict::Wait(at) | silence::Verdict::Excused(at) => {
                                 silent.as_mut().reset(at);
                                 continue;

@@ -1,4 +1,4 @@
-//! How a session's end is classified, and the pushback it keeps.
+//! How a session's end is classified, the pushback it keeps, and its re-paced heartbeats.
 
 use super::*;
 
@@ -54,4 +54,17 @@ fn a_host_held_elsewhere_comes_back_when_the_coordinator_says_the_lease_ends() {
         panic!("retried")
     };
     assert_eq!(pushback, None);
+}
+
+#[test]
+fn a_re_paced_heartbeat_keeps_its_place_in_the_interval() {
+    let now = Instant::now();
+    let s = Duration::from_secs;
+    assert_eq!(repaced(now, now + s(4), s(5), s(10)), now + s(8));
+    assert_eq!(repaced(now, now + s(4), s(10), s(5)), now + s(2));
+    assert_eq!(
+        repaced(now + s(2), now + s(1), s(5), s(10)),
+        now + s(2),
+        "an overdue one goes at once"
+    );
 }
