@@ -373,11 +373,10 @@ async fn run(
 
 /// Takes out of `batch` the job starts that came without their job's result
 /// and were not held back before, to store them with the next batch: an agent
-/// that finishes at once sends its result right behind its start, and a start
-/// stored in the batch before its result's would hold the job's row until that
-/// batch commits, making the result's batch wait for it (and the batch behind
-/// that one wait for it in turn). Stored with its result, the start costs no
-/// update of its own either ([`db::results::record_and_claim`]).
+/// that finishes at once sends its result right behind its start, and stored
+/// with its result, the start costs no update (and no commit) of its own
+/// ([`db::results::record_and_claim`]); a start stored without its result is
+/// committed before its batch's transaction, which does not hold its job's row.
 fn hold_back(batch: &mut Vec<Work>) -> Vec<Work> {
     let with_results: HashSet<Uuid> = batch
         .iter()

@@ -6,7 +6,7 @@ use cipherfleet_coordinator::attempt::Ignored;
 use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
 use cipherfleet_coordinator::db::jobs::{self, JobStatus};
 use cipherfleet_coordinator::db::results::{self, NewResult, RecordOutcome};
-use cipherfleet_coordinator::db::{Error, jobs::Job};
+use cipherfleet_coordinator::db::{Error, advisory, jobs::Job};
 use cipherfleet_coordinator::ingest::{Config, Ingest};
 use sqlx::PgPool;
 
@@ -245,6 +245,49 @@ async fn a_start_and_its_result_in_one_batch_are_stored_together() {
         .await
         .unwrap();
     assert!(jobs::get(&pool, next.id).await.unwrap().unwrap().started_at.is_some());
+}
+
+/// A start whose result is not in the batch is committed before the batch's
+/// transaction, which does not hold its job's row: the batch with its result
+/// would otherwise wait for this one to commit.
+#[tokio::test]
+async fn a_start_without_its_result_is_committed_before_the_batch_and_not_held() {
+    let pool = fresh_db().await;
+    let (a, b) = (host(&pool, "bench-01").await, host(&pool, "bench-02").await);
+    campaign(&pool, &[job(a, 16), job(b, 16)]).await;
+    let (ja, jb) = (claim(&pool, a).await, claim(&pool, b).await);
+    // Host `a`'s claim lock, held elsewhere: the batch's transaction waits for it.
+    let mut other = pool.begin().await.unwrap();
+    advisory::lock_hosts_transaction(&mut other, &[a]).await.unwrap();
+    let batch = tokio::spawn({
+        let (pool, ja) = (pool.clone(), ja.clone());
+        let started = [(jb.id, b, jb.attempt_id.unwrap())];
+        async move { results::record_and_claim(&pool, &started, &[result_of(&ja, 100.0)]).await }
+    });
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while jobs::get(&pool, jb.id).await.unwrap().unwrap().started_at.is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the start was not committed while the batch waited"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(!batch.is_finished(), "the batch waits for host a's lock");
+    let mut probe = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE NOWAIT")
+        .bind(jb.id)
+        .execute(&mut *probe)
+        .await
+        .expect("the started job's row is not held by the waiting batch");
+    probe.rollback().await.unwrap();
+    other.commit().await.unwrap();
+    let stored = batch.await.unwrap().unwrap();
+    assert!(
+        matches!(stored.outcomes[..], [Ok(RecordOutcome::Inserted)]),
+        "{:?}",
+        stored.outcomes
+    );
+    assert_eq!(jobs::get(&pool, ja.id).await.unwrap().unwrap().status, JobStatus::Done);
 }
 
 #[tokio::test]

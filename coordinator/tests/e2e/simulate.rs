@@ -2,14 +2,15 @@
 //! connection and credential each), run a campaign to the end with exactly
 //! one result per job, report what their templates' hardware would run, carry
 //! the `simulated` label, and come back as the same hosts after a restart,
-//! even when the `Welcome` of their enrollment was lost.
+//! even when the `Welcome` of their enrollment was lost; past the
+//! coordinator's heartbeat rate they adopt the interval of a second `Welcome`.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use cipherfleet_proto::v1;
 
-use crate::app::{App, agent_binary, spawn_app, wait_for};
+use crate::app::{App, agent_binary, spawn_app, spawn_app_with, wait_for};
 use crate::identity::{enroll_and_lose_the_welcome, proposal_in};
 
 const HOSTS: usize = 20;
@@ -232,4 +233,49 @@ async fn a_herd_reconnecting_after_a_coordinator_restart_comes_back_spread_over_
         busiest <= HOSTS / 2,
         "{busiest} of {HOSTS} came back within one quarter second: {back:?}"
     );
+}
+
+/// One counter of the simulator's `--stats-file` line (`key=value …`).
+fn stat(file: &std::path::Path, key: &str) -> Option<u64> {
+    let line = std::fs::read_to_string(file).ok()?;
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulated_hosts_take_the_longer_interval_of_a_second_welcome() {
+    // 20 hosts told every 0.5 s would beat 40 times a second; at most 4 a second
+    // means 5 s each. Those welcomed early, before the ramp is over, are told
+    // less and re-paced by the coordinator's pacer (every 5 s) in a second Welcome.
+    let mut app = spawn_app_with(&["--heartbeat-seconds", "0.5", "--max-heartbeat-rate", "4"]).await;
+    let stats = app.dir.path().join("sim.stats");
+    let stats_arg = stats.to_str().expect("a UTF-8 path").to_string();
+    start_simulator_with(&mut app, &["--stats-file", &stats_arg]);
+    app.wait_online(HOSTS).await;
+    wait_for("a simulated host re-paced", Duration::from_secs(30), || {
+        let repaced = stat(&stats, "repaced").filter(|n| *n > 0);
+        async move { repaced }
+    })
+    .await;
+    // Settled: the pacer's next look changes nothing more than a fifth.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let (t0, beats0) = (
+        std::time::Instant::now(),
+        stat(&stats, "heartbeats").expect("heartbeats counted"),
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let beats1 = stat(&stats, "heartbeats").expect("heartbeats counted");
+    let rate = (beats1 - beats0) as f64 / t0.elapsed().as_secs_f64();
+    // 4/s paced (the simulator's jitter sends up to a quarter more, and the
+    // stats file lags a second); 40/s had the second Welcome been ignored.
+    assert!(rate < 8.0, "{rate:.1} heartbeats/s from {HOSTS} hosts paced to 4/s");
+    assert!(rate > 1.0, "{rate:.1} heartbeats/s: the hosts stopped beating");
+    // Nobody was judged silent meanwhile: one session per host.
+    let sessions: Vec<i64> = sqlx::query_scalar("SELECT count(*) FROM agent_sessions GROUP BY host_id")
+        .fetch_all(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(sessions.len(), HOSTS);
+    assert!(sessions.iter().all(|n| *n == 1), "a host reconnected: {sessions:?}");
 }
