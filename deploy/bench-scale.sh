@@ -43,7 +43,8 @@
 # simulated job's time, default 0.5s) and BENCH_PG_CONF (lines added to postgresql.conf, e.g.
 # "shared_preload_libraries = 'pg_stat_statements'", which makes 20-ingest log the statements
 # that took the most time: BENCH_STATEMENTS of them, default 15, BENCH_STATEMENT_CHARS of each,
-# default 160; add "pg_stat_statements.track = all" for the trigger and foreign-key statements)
+# default 160, in 20-ingest.err, which only --keep keeps (the driver prints a scenario's last
+# three log lines); add "pg_stat_statements.track = all" for the trigger and foreign-key statements)
 # may be set by the caller.
 #
 # Large fleets: every connection is an open file on both ends, so when --count needs more than
@@ -65,7 +66,7 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift ;;
     --no-build) build=0 ;;
     --keep) keep=1 ;;
-    -h|--help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^set -euo/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-scale.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
