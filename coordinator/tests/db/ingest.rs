@@ -19,6 +19,13 @@ async fn claim(pool: &PgPool, host_id: i64) -> Job {
         .expect("a job to claim")
 }
 
+/// Two hosts, `bench-01` and `bench-02`, each running its one job of a campaign.
+async fn two_hosts_each_running_a_job(pool: &PgPool) -> (i64, i64, Job, Job) {
+    let (a, b) = (host(pool, "bench-01").await, host(pool, "bench-02").await);
+    campaign(pool, &[job(a, 16), job(b, 16)]).await;
+    (a, b, claim(pool, a).await, claim(pool, b).await)
+}
+
 async fn status_of(pool: &PgPool, campaign_id: i64) -> CampaignStatus {
     campaigns::get(pool, campaign_id).await.unwrap().unwrap().status
 }
@@ -198,9 +205,7 @@ async fn a_campaign_with_a_queued_or_running_job_is_never_closed() {
 #[tokio::test]
 async fn job_starts_are_noted_in_one_statement_for_the_current_attempt_only() {
     let pool = fresh_db().await;
-    let (a, b) = (host(&pool, "bench-01").await, host(&pool, "bench-02").await);
-    campaign(&pool, &[job(a, 16), job(b, 16)]).await;
-    let (ja, jb) = (claim(&pool, a).await, claim(&pool, b).await);
+    let (a, b, ja, jb) = two_hosts_each_running_a_job(&pool).await;
     let (aa, ab) = (ja.attempt_id.unwrap(), jb.attempt_id.unwrap());
     let started = [
         (ja.id, a, aa),
@@ -223,9 +228,7 @@ async fn job_starts_are_noted_in_one_statement_for_the_current_attempt_only() {
 #[tokio::test]
 async fn a_start_and_its_result_in_one_batch_are_stored_together() {
     let pool = fresh_db().await;
-    let (a, b) = (host(&pool, "bench-01").await, host(&pool, "bench-02").await);
-    campaign(&pool, &[job(a, 16), job(b, 16)]).await;
-    let (ja, jb) = (claim(&pool, a).await, claim(&pool, b).await);
+    let (a, b, ja, jb) = two_hosts_each_running_a_job(&pool).await;
     let started = [(ja.id, a, ja.attempt_id.unwrap()), (jb.id, b, jb.attempt_id.unwrap())];
     // `ja` starts and finishes in the batch; `jb` only starts.
     let outcomes = results::record_batch(&pool, &started, &[result_of(&ja, 100.0)])
@@ -253,9 +256,7 @@ async fn a_start_and_its_result_in_one_batch_are_stored_together() {
 #[tokio::test]
 async fn a_start_without_its_result_is_committed_before_the_batch_and_not_held() {
     let pool = fresh_db().await;
-    let (a, b) = (host(&pool, "bench-01").await, host(&pool, "bench-02").await);
-    campaign(&pool, &[job(a, 16), job(b, 16)]).await;
-    let (ja, jb) = (claim(&pool, a).await, claim(&pool, b).await);
+    let (a, b, ja, jb) = two_hosts_each_running_a_job(&pool).await;
     // Host `a`'s claim lock, held elsewhere: the batch's transaction waits for it.
     let mut other = pool.begin().await.unwrap();
     advisory::lock_hosts_transaction(&mut other, &[a]).await.unwrap();
@@ -359,9 +360,7 @@ async fn updates_of(pool: &PgPool, job_id: uuid::Uuid) -> i64 {
 #[tokio::test]
 async fn a_job_started_and_finished_in_one_batch_is_updated_once() {
     let pool = fresh_db().await;
-    let (a, b) = (host(&pool, "bench-01").await, host(&pool, "bench-02").await);
-    campaign(&pool, &[job(a, 16), job(b, 16)]).await;
-    let (ja, jb) = (claim(&pool, a).await, claim(&pool, b).await);
+    let (a, b, ja, jb) = two_hosts_each_running_a_job(&pool).await;
     count_job_updates(&pool).await;
     let started = [(ja.id, a, ja.attempt_id.unwrap()), (jb.id, b, jb.attempt_id.unwrap())];
     let outcomes = results::record_batch(&pool, &started, &[result_of(&ja, 100.0)])

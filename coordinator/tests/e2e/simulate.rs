@@ -238,9 +238,7 @@ async fn a_herd_reconnecting_after_a_coordinator_restart_comes_back_spread_over_
 /// One counter of the simulator's `--stats-file` line (`key=value …`).
 fn stat(file: &std::path::Path, key: &str) -> Option<u64> {
     let line = std::fs::read_to_string(file).ok()?;
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-        .and_then(|v| v.parse().ok())
+    crate::transport::field(&line, key)?.parse().ok()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

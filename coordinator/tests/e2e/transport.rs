@@ -60,7 +60,8 @@ fn address_line(child: &mut Child) -> String {
     line
 }
 
-fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+/// The value of `name=value` among a line's space-separated words.
+pub(crate) fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
     line.split_whitespace()
         .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
 }
