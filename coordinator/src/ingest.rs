@@ -41,6 +41,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use chrono::Utc;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
@@ -49,7 +50,7 @@ use tonic::Status;
 use uuid::Uuid;
 
 use crate::db;
-use crate::db::jobs::Job;
+use crate::db::jobs::{Job, Start};
 use crate::db::results::{NewResult, RecordOutcome};
 use crate::grpc::db_status;
 
@@ -123,9 +124,9 @@ enum Work {
         reply: oneshot::Sender<Reply>,
         _room: OwnedSemaphorePermit,
     },
-    /// A `JobAccepted`: (job, host, attempt). Nobody waits for it.
+    /// A `JobAccepted`. Nobody waits for it.
     Started {
-        started: (Uuid, i64, Uuid),
+        start: Start,
         /// Held back from a batch once already ([`hold_back`]).
         held: bool,
         _room: OwnedSemaphorePermit,
@@ -260,14 +261,21 @@ impl Ingest {
     }
 
     /// Notes in a batch that the agent began attempt `attempt_id` of
-    /// `job_id`; waits only for room in the queue. It is stored with the
-    /// job's result when that comes in the same or the next batch, else before
-    /// any result queued after that next batch.
+    /// `job_id` now (the time stored, however long the start waits in the
+    /// queue); waits only for room in the queue. It is stored with the job's
+    /// result when that comes in the same or the next batch, else on its own
+    /// just before that next batch's transaction.
     pub async fn started(&self, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<(), Status> {
+        let start = Start {
+            job_id,
+            host_id,
+            attempt_id,
+            at: Utc::now(),
+        };
         let room = self.room().await?;
         self.tx
             .send(Work::Started {
-                started: (job_id, host_id, attempt_id),
+                start,
                 held: false,
                 _room: room,
             })
@@ -386,14 +394,14 @@ fn hold_back(batch: &mut Vec<Work>) -> Vec<Work> {
         })
         .collect();
     let (held, kept): (Vec<Work>, Vec<Work>) = std::mem::take(batch).into_iter().partition(|w| match w {
-        Work::Started { started, held, .. } => !*held && !with_results.contains(&started.0),
+        Work::Started { start, held, .. } => !*held && !with_results.contains(&start.job_id),
         Work::Result { .. } => false,
     });
     *batch = kept;
     held.into_iter()
         .map(|w| match w {
-            Work::Started { started, _room, .. } => Work::Started {
-                started,
+            Work::Started { start, _room, .. } => Work::Started {
+                start,
                 held: true,
                 _room,
             },
@@ -409,7 +417,7 @@ fn hold_back(batch: &mut Vec<Work>) -> Vec<Work> {
 /// at their deadline, as after any lost session.
 async fn record_while_away(
     pool: &PgPool,
-    started: &[(Uuid, i64, Uuid)],
+    started: &[Start],
     items: &[NewResult],
 ) -> Result<db::results::Stored, db::Error> {
     let since = tokio::time::Instant::now();
@@ -445,8 +453,8 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
     let mut rooms = Vec::with_capacity(batch.len());
     for work in batch {
         match work {
-            Work::Started { started: s, _room, .. } => {
-                started.push(s);
+            Work::Started { start, _room, .. } => {
+                started.push(start);
                 rooms.push(_room);
             }
             Work::Result { item, reply, _room } => {
@@ -515,7 +523,12 @@ mod tests {
 
     fn start(job: Uuid) -> Work {
         Work::Started {
-            started: (job, 1, Uuid::new_v4()),
+            start: Start {
+                job_id: job,
+                host_id: 1,
+                attempt_id: Uuid::new_v4(),
+                at: Utc::now(),
+            },
             held: false,
             _room: room(),
         }
@@ -540,7 +553,7 @@ mod tests {
         batch
             .iter()
             .map(|w| match w {
-                Work::Started { started, .. } => (started.0, true),
+                Work::Started { start, .. } => (start.job_id, true),
                 Work::Result { item, .. } => (item.job_id, false),
             })
             .collect()

@@ -18,7 +18,7 @@ use serde_json::Value;
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
-use super::jobs::{self, Job, JobStatus};
+use super::jobs::{self, Job, JobStatus, Start};
 use super::{Result, advisory, campaigns, points};
 use crate::attempt::Ignored;
 
@@ -110,12 +110,12 @@ pub struct Stored {
 
 /// Stores a batch of results in one transaction (the ingest batcher's,
 /// [`crate::ingest`]): each result's outcome in order, or an error of the
-/// whole batch (the database is away) that stored none of its results. The batch's job
-/// starts, (job, host, attempt) as [`jobs::mark_started_many`] takes them,
-/// are noted too: those of jobs with a result in the batch by the same
-/// transaction, the others just before it, committed on their own (their
-/// results come in a later batch, which must not wait for this one's
-/// locks). A start reported before its job's result is stored before it.
+/// whole batch (the database is away) that stored none of its results. The
+/// batch's job starts ([`Start`]) are noted too, each at the time it was
+/// heard: those of jobs with a result in the batch by the same transaction,
+/// the others just before it, committed on their own (their results come in
+/// a later batch, which must not wait for this one's locks; one that
+/// committed first does not lose the start, [`jobs::mark_started_many`]).
 ///
 /// The rules, for each result: only the job's own host may report it (else
 /// `JobOfAnotherHost`, or `UnknownJob`); only the current attempt of a job
@@ -127,11 +127,7 @@ pub struct Stored {
 /// or not of the job's point, which fails the job (`Invalid`). A result the
 /// database refuses fails alone: the batch is then stored one by one, and
 /// that one's job fails with the database's reason.
-pub async fn record_batch(
-    pool: &PgPool,
-    started: &[(Uuid, i64, Uuid)],
-    items: &[NewResult],
-) -> Result<Vec<Result<RecordOutcome>>> {
+pub async fn record_batch(pool: &PgPool, started: &[Start], items: &[NewResult]) -> Result<Vec<Result<RecordOutcome>>> {
     Ok(store_batch(pool, started, items, false).await?.outcomes)
 }
 
@@ -139,11 +135,11 @@ pub async fn record_batch(
 /// with a result in the batch ([`jobs::claim_next_for_hosts`]): one commit
 /// per batch instead of two. A batch stored one by one (a result the
 /// database refused) claims after, in a transaction of its own.
-pub async fn record_and_claim(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult]) -> Result<Stored> {
+pub async fn record_and_claim(pool: &PgPool, started: &[Start], items: &[NewResult]) -> Result<Stored> {
     store_batch(pool, started, items, true).await
 }
 
-async fn store_batch(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult], claim: bool) -> Result<Stored> {
+async fn store_batch(pool: &PgPool, started: &[Start], items: &[NewResult], claim: bool) -> Result<Stored> {
     match store(pool, started, items, claim).await {
         Err(e) if check_violation(&e).is_some() => {}
         other => return other,
@@ -201,7 +197,7 @@ fn check_violation(e: &super::Error) -> Option<String> {
 
 /// One transaction of [`record_batch`]'s rules, claiming the next jobs of the
 /// results' hosts too if `claim`; a check violation fails it whole.
-async fn store(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult], claim: bool) -> Result<Stored> {
+async fn store(pool: &PgPool, started: &[Start], items: &[NewResult], claim: bool) -> Result<Stored> {
     let mut ids: Vec<Uuid> = items.iter().map(|i| i.job_id).collect();
     ids.sort_unstable();
     ids.dedup();
@@ -211,8 +207,10 @@ async fn store(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult]
     // alongside, would wait for it (at 2,000 agents the jobs' lock statement
     // waited 2.8 s per 20,000 results so, 0.17 s without). Their results come
     // later, so a start is still stored before its result.
-    let (started, alone): (Vec<(Uuid, i64, Uuid)>, Vec<_>) =
-        started.iter().copied().partition(|s| ids.binary_search(&s.0).is_ok());
+    let (started, alone): (Vec<Start>, Vec<_>) = started
+        .iter()
+        .copied()
+        .partition(|s| ids.binary_search(&s.job_id).is_ok());
     jobs::mark_started_many(pool, &alone).await?;
     let started = started.as_slice();
     let hosts = if claim {
@@ -227,14 +225,14 @@ async fn store(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult]
     let mut locked = jobs::lock_for_outcomes(&mut tx, &ids).await?;
     // Starts that [`jobs::mark_started_many`] would note, of jobs whose result
     // may end them in this batch too: those are noted by the same update.
-    let startable: HashSet<Uuid> = started
+    let startable: HashMap<Uuid, Start> = started
         .iter()
-        .filter(|(job, host, attempt)| {
-            locked
-                .get(job)
-                .is_some_and(|l| l.host_id == *host && l.attempt_id == Some(*attempt) && l.status == JobStatus::Running)
+        .filter(|s| {
+            locked.get(&s.job_id).is_some_and(|l| {
+                l.host_id == s.host_id && l.attempt_id == Some(s.attempt_id) && l.status == JobStatus::Running
+            })
         })
-        .map(|s| s.0)
+        .map(|s| (s.job_id, *s))
         .collect();
     let mut outcomes = Vec::with_capacity(items.len());
     let mut inserts: Vec<(usize, &Checked)> = Vec::new();
@@ -301,21 +299,24 @@ async fn store(pool: &PgPool, started: &[(Uuid, i64, Uuid)], items: &[NewResult]
     for (i, _) in &inserts {
         match stored.get(&items[*i].job_id) {
             Some(result_id) if finished.insert(items[*i].job_id) => {
-                done.push(items[*i].job_id);
+                let job = items[*i].job_id;
+                done.push((job, startable.get(&job).map(|s| s.at)));
                 result_ids.push(*result_id);
             }
             // The job had a result already; nothing changed.
             _ => outcomes[*i] = Ok(RecordOutcome::Duplicate),
         }
     }
-    let (begun, rest): (Vec<_>, Vec<_>) = started
+    // Starts not noted by their jobs' finish (their result was a duplicate,
+    // ignored or invalid).
+    let rest: Vec<Start> = started
         .iter()
-        .partition(|s| startable.contains(&s.0) && finished.contains(&s.0));
-    let rest: Vec<(Uuid, i64, Uuid)> = rest.into_iter().copied().collect();
-    let begun: Vec<Uuid> = begun.into_iter().map(|s| s.0).collect();
+        .filter(|s| !(startable.contains_key(&s.job_id) && finished.contains(&s.job_id)))
+        .copied()
+        .collect();
     jobs::mark_started_many(&mut *tx, &rest).await?;
     points::record_many(&mut tx, &result_ids).await?;
-    jobs::finish_locked(&mut tx, &done, &begun).await?;
+    jobs::finish_locked(&mut tx, &done).await?;
     jobs::fail_locked(&mut tx, &failed).await?;
     let claimed = jobs::claim_locked(&mut tx, &hosts).await?;
     tx.commit().await?;

@@ -2,9 +2,10 @@
 //! transaction): the per-result rules hold inside a batch, a bad result fails
 //! alone, and a campaign closes exactly when its last job ends.
 
+use chrono::{DateTime, TimeDelta, Utc};
 use cipherfleet_coordinator::attempt::Ignored;
 use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
-use cipherfleet_coordinator::db::jobs::{self, JobStatus};
+use cipherfleet_coordinator::db::jobs::{self, JobStatus, Start};
 use cipherfleet_coordinator::db::results::{self, NewResult, RecordOutcome};
 use cipherfleet_coordinator::db::{Error, advisory, jobs::Job};
 use cipherfleet_coordinator::ingest::{Config, Ingest};
@@ -24,6 +25,23 @@ async fn two_hosts_each_running_a_job(pool: &PgPool) -> (i64, i64, Job, Job) {
     let (a, b) = (host(pool, "bench-01").await, host(pool, "bench-02").await);
     campaign(pool, &[job(a, 16), job(b, 16)]).await;
     (a, b, claim(pool, a).await, claim(pool, b).await)
+}
+
+/// When an agent's start was heard, `secs` seconds ago, to the microsecond
+/// PostgreSQL keeps.
+fn ago(secs: i64) -> DateTime<Utc> {
+    let now = Utc::now() - TimeDelta::seconds(secs);
+    DateTime::from_timestamp_micros(now.timestamp_micros()).expect("in range")
+}
+
+/// The start of `job`'s current attempt by its own host, heard at `at`.
+fn start_of(job: &Job, at: DateTime<Utc>) -> Start {
+    Start {
+        job_id: job.id,
+        host_id: job.host_id,
+        attempt_id: job.attempt_id.expect("a claimed job has an attempt"),
+        at,
+    }
 }
 
 async fn status_of(pool: &PgPool, campaign_id: i64) -> CampaignStatus {
@@ -205,31 +223,72 @@ async fn a_campaign_with_a_queued_or_running_job_is_never_closed() {
 #[tokio::test]
 async fn job_starts_are_noted_in_one_statement_for_the_current_attempt_only() {
     let pool = fresh_db().await;
-    let (a, b, ja, jb) = two_hosts_each_running_a_job(&pool).await;
-    let (aa, ab) = (ja.attempt_id.unwrap(), jb.attempt_id.unwrap());
+    let (a, _, ja, jb) = two_hosts_each_running_a_job(&pool).await;
+    let heard = ago(3);
     let started = [
-        (ja.id, a, aa),
+        start_of(&ja, heard),
         // Another host's, and an earlier attempt's: neither counts.
-        (jb.id, a, ab),
-        (jb.id, b, uuid::Uuid::new_v4()),
+        Start {
+            host_id: a,
+            ..start_of(&jb, heard)
+        },
+        Start {
+            attempt_id: uuid::Uuid::new_v4(),
+            ..start_of(&jb, heard)
+        },
     ];
     assert_eq!(jobs::mark_started_many(&pool, &started).await.unwrap(), 1);
-    assert!(jobs::get(&pool, ja.id).await.unwrap().unwrap().started_at.is_some());
+    // At the time it was heard, not when it was stored.
+    assert_eq!(jobs::get(&pool, ja.id).await.unwrap().unwrap().started_at, Some(heard));
     assert!(jobs::get(&pool, jb.id).await.unwrap().unwrap().started_at.is_none());
     assert_eq!(
-        jobs::mark_started_many(&pool, &[(jb.id, b, ab), (ja.id, a, aa)])
+        jobs::mark_started_many(&pool, &[start_of(&jb, ago(1)), start_of(&ja, ago(0))])
+            .await
+            .unwrap(),
+        1,
+        "ja was started already"
+    );
+    assert_eq!(jobs::get(&pool, ja.id).await.unwrap().unwrap().started_at, Some(heard));
+    assert_eq!(jobs::mark_started_many(&pool, &[]).await.unwrap(), 0);
+}
+
+/// A start stored on its own and its result, stored in a later batch, may
+/// commit in either order (batches are stored in parallel): a start that comes
+/// after its attempt ended is noted all the same, but not on a job queued
+/// again, whose attempt did not run.
+#[tokio::test]
+async fn a_start_stored_after_its_result_is_still_noted() {
+    let pool = fresh_db().await;
+    let (_, _, ja, jb) = two_hosts_each_running_a_job(&pool).await;
+    results::record_batch(&pool, &[], &[result_of(&ja, 100.0)])
+        .await
+        .unwrap();
+    assert!(
+        jobs::release(&pool, jb.id, jb.host_id, jb.attempt_id.unwrap())
+            .await
+            .unwrap()
+    );
+    let heard = ago(2);
+    assert_eq!(
+        jobs::mark_started_many(&pool, &[start_of(&ja, heard), start_of(&jb, heard)])
             .await
             .unwrap(),
         1
     );
-    assert_eq!(jobs::mark_started_many(&pool, &[]).await.unwrap(), 0);
+    let (ja, jb) = (
+        jobs::get(&pool, ja.id).await.unwrap().unwrap(),
+        jobs::get(&pool, jb.id).await.unwrap().unwrap(),
+    );
+    assert_eq!((ja.status, ja.started_at), (JobStatus::Done, Some(heard)));
+    assert_eq!((jb.status, jb.started_at), (JobStatus::Queued, None));
 }
 
 #[tokio::test]
 async fn a_start_and_its_result_in_one_batch_are_stored_together() {
     let pool = fresh_db().await;
-    let (a, b, ja, jb) = two_hosts_each_running_a_job(&pool).await;
-    let started = [(ja.id, a, ja.attempt_id.unwrap()), (jb.id, b, jb.attempt_id.unwrap())];
+    let (a, _, ja, jb) = two_hosts_each_running_a_job(&pool).await;
+    let (heard_a, heard_b) = (ago(4), ago(3));
+    let started = [start_of(&ja, heard_a), start_of(&jb, heard_b)];
     // `ja` starts and finishes in the batch; `jb` only starts.
     let outcomes = results::record_batch(&pool, &started, &[result_of(&ja, 100.0)])
         .await
@@ -240,11 +299,12 @@ async fn a_start_and_its_result_in_one_batch_are_stored_together() {
         jobs::get(&pool, jb.id).await.unwrap().unwrap(),
     );
     assert_eq!((ja.status, jb.status), (JobStatus::Done, JobStatus::Running));
-    assert!(ja.started_at.is_some() && jb.started_at.is_some());
+    // Each at the time it was heard, the finished one's too.
+    assert_eq!((ja.started_at, jb.started_at), (Some(heard_a), Some(heard_b)));
     // A batch of starts alone commits them too.
     campaign(&pool, &[job(a, 64)]).await;
     let next = claim(&pool, a).await;
-    results::record_batch(&pool, &[(next.id, a, next.attempt_id.unwrap())], &[])
+    results::record_batch(&pool, &[start_of(&next, ago(0))], &[])
         .await
         .unwrap();
     assert!(jobs::get(&pool, next.id).await.unwrap().unwrap().started_at.is_some());
@@ -256,13 +316,13 @@ async fn a_start_and_its_result_in_one_batch_are_stored_together() {
 #[tokio::test]
 async fn a_start_without_its_result_is_committed_before_the_batch_and_not_held() {
     let pool = fresh_db().await;
-    let (a, b, ja, jb) = two_hosts_each_running_a_job(&pool).await;
+    let (a, _, ja, jb) = two_hosts_each_running_a_job(&pool).await;
     // Host `a`'s claim lock, held elsewhere: the batch's transaction waits for it.
     let mut other = pool.begin().await.unwrap();
     advisory::lock_hosts_transaction(&mut other, &[a]).await.unwrap();
     let batch = tokio::spawn({
         let (pool, ja) = (pool.clone(), ja.clone());
-        let started = [(jb.id, b, jb.attempt_id.unwrap())];
+        let started = [start_of(&jb, ago(0))];
         async move { results::record_and_claim(&pool, &started, &[result_of(&ja, 100.0)]).await }
     });
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -360,9 +420,9 @@ async fn updates_of(pool: &PgPool, job_id: uuid::Uuid) -> i64 {
 #[tokio::test]
 async fn a_job_started_and_finished_in_one_batch_is_updated_once() {
     let pool = fresh_db().await;
-    let (a, b, ja, jb) = two_hosts_each_running_a_job(&pool).await;
+    let (_, _, ja, jb) = two_hosts_each_running_a_job(&pool).await;
     count_job_updates(&pool).await;
-    let started = [(ja.id, a, ja.attempt_id.unwrap()), (jb.id, b, jb.attempt_id.unwrap())];
+    let started = [start_of(&ja, ago(1)), start_of(&jb, ago(1))];
     let outcomes = results::record_batch(&pool, &started, &[result_of(&ja, 100.0)])
         .await
         .unwrap();

@@ -4,6 +4,7 @@
 //! `RunJob` that reached no agent) or kept (a job adopted after a reconnect).
 //! A host's claims and adoptions take turns under its advisory lock.
 
+use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
@@ -87,24 +88,40 @@ pub async fn mark_started(db: impl PgExecutor<'_>, job_id: Uuid, host_id: i64, a
     Ok(done.rows_affected() == 1)
 }
 
-/// [`mark_started`] for many (job, host, attempt) at once, in one statement:
-/// the ingest batch's `JobAccepted`s. Returns how many were marked.
-pub async fn mark_started_many(db: impl PgExecutor<'_>, started: &[(Uuid, i64, Uuid)]) -> Result<u64> {
+/// A `JobAccepted`: the agent of `host_id` began attempt `attempt_id` of
+/// `job_id`, as its coordinator heard at `at` (the time stored, however long
+/// the start waits for its batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Start {
+    pub job_id: Uuid,
+    pub host_id: i64,
+    pub attempt_id: Uuid,
+    pub at: DateTime<Utc>,
+}
+
+/// [`mark_started`] for many starts at once, in one statement: the ingest
+/// batch's `JobAccepted`s that came without their results. Each is noted at
+/// its own time, also on a job that attempt has ended meanwhile (done,
+/// failed, cancelled: its result's batch committed first) but not on one
+/// queued again. Returns how many were marked.
+pub async fn mark_started_many(db: impl PgExecutor<'_>, started: &[Start]) -> Result<u64> {
     if started.is_empty() {
         return Ok(0);
     }
-    let jobs: Vec<Uuid> = started.iter().map(|s| s.0).collect();
-    let hosts: Vec<i64> = started.iter().map(|s| s.1).collect();
-    let attempts: Vec<Uuid> = started.iter().map(|s| s.2).collect();
+    let jobs: Vec<Uuid> = started.iter().map(|s| s.job_id).collect();
+    let hosts: Vec<i64> = started.iter().map(|s| s.host_id).collect();
+    let attempts: Vec<Uuid> = started.iter().map(|s| s.attempt_id).collect();
+    let at: Vec<DateTime<Utc>> = started.iter().map(|s| s.at).collect();
     let done = sqlx::query(
-        "UPDATE jobs SET started_at = now() \
-         FROM UNNEST($1::uuid[], $2::bigint[], $3::uuid[]) AS s(id, host_id, attempt_id) \
+        "UPDATE jobs SET started_at = s.at \
+         FROM UNNEST($1::uuid[], $2::bigint[], $3::uuid[], $4::timestamptz[]) AS s(id, host_id, attempt_id, at) \
          WHERE jobs.id = s.id AND jobs.host_id = s.host_id AND jobs.attempt_id = s.attempt_id \
-           AND jobs.status = 'running' AND jobs.started_at IS NULL",
+           AND jobs.status <> 'queued' AND jobs.started_at IS NULL",
     )
     .bind(jobs)
     .bind(hosts)
     .bind(attempts)
+    .bind(at)
     .execute(db)
     .await?;
     Ok(done.rows_affected())

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use chrono::{DateTime, Utc};
 use cipherfleet_core::Point;
 use cipherfleet_core::spec::JobSpec;
 use sqlx::{PgConnection, PgPool};
@@ -148,19 +149,21 @@ pub(crate) async fn fail_locked(tx: &mut PgConnection, failed: &[(Uuid, String)]
 }
 
 /// Marks the given jobs done (their results inserted in the caller's
-/// transaction); of them, those in `started` were also begun in this batch
-/// (their `JobAccepted` came with their result): one update of the row for
-/// both, not one each ([`super::mark_started_many`] for the others).
-pub(crate) async fn finish_locked(tx: &mut PgConnection, done: &[Uuid], started: &[Uuid]) -> Result<()> {
+/// transaction), each with the time its agent began it when its `JobAccepted`
+/// came with its result in this batch: one update of the row for both, not
+/// one each ([`super::mark_started_many`] for the others).
+pub(crate) async fn finish_locked(tx: &mut PgConnection, done: &[(Uuid, Option<DateTime<Utc>>)]) -> Result<()> {
     if done.is_empty() {
         return Ok(());
     }
+    let (ids, started): (Vec<Uuid>, Vec<Option<DateTime<Utc>>>) = done.iter().copied().unzip();
     sqlx::query(
         "UPDATE jobs SET status = 'done', finished_at = now(), error = NULL, \
-             started_at = CASE WHEN id = ANY($2) THEN coalesce(started_at, now()) ELSE started_at END \
-         WHERE id = ANY($1) AND status IN ('queued', 'running')",
+             started_at = coalesce(jobs.started_at, d.started_at) \
+         FROM UNNEST($1::uuid[], $2::timestamptz[]) AS d(id, started_at) \
+         WHERE jobs.id = d.id AND jobs.status IN ('queued', 'running')",
     )
-    .bind(done)
+    .bind(ids)
     .bind(started)
     .execute(tx)
     .await?;

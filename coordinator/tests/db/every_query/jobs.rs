@@ -71,9 +71,25 @@ async fn the_queue_moves_a_job_through_every_transition() {
     );
     assert!(jobs::get(pool, first).await.unwrap().unwrap().started_at.is_some());
     assert_eq!(
-        jobs::mark_started_many(pool, &[(first, f.bench, attempt), (first, f.vm, attempt)])
-            .await
-            .unwrap(),
+        jobs::mark_started_many(
+            pool,
+            &[
+                jobs::Start {
+                    job_id: first,
+                    host_id: f.bench,
+                    attempt_id: attempt,
+                    at: chrono::Utc::now(),
+                },
+                jobs::Start {
+                    job_id: first,
+                    host_id: f.vm,
+                    attempt_id: attempt,
+                    at: chrono::Utc::now(),
+                },
+            ],
+        )
+        .await
+        .unwrap(),
         0,
         "started already, and another host's"
     );
