@@ -206,7 +206,8 @@ async fn store(pool: &PgPool, started: &[Start], items: &[NewResult], claim: boo
     // jobs' rows until it commits, and the batch with their results, stored
     // alongside, would wait for it (at 2,000 agents the jobs' lock statement
     // waited 2.8 s per 20,000 results so, 0.17 s without). Their results come
-    // later, so a start is still stored before its result.
+    // later; a batch of one that commits first leaves the start to be noted
+    // all the same ([`jobs::mark_started_many`]).
     let (started, alone): (Vec<Start>, Vec<_>) = started
         .iter()
         .copied()
