@@ -206,8 +206,8 @@ async fn store(pool: &PgPool, started: &[Start], items: &[NewResult], claim: boo
     // jobs' rows until it commits, and the batch with their results, stored
     // alongside, would wait for it (at 2,000 agents the jobs' lock statement
     // waited 2.8 s per 20,000 results so, 0.17 s without). Their results come
-    // later; a batch of one that commits first leaves the start to be noted
-    // all the same ([`jobs::mark_started_many`]).
+    // later; if one's batch commits first, the start is noted all the same
+    // ([`jobs::mark_started_many`]).
     let (started, alone): (Vec<Start>, Vec<_>) = started
         .iter()
         .copied()
@@ -225,15 +225,16 @@ async fn store(pool: &PgPool, started: &[Start], items: &[NewResult], claim: boo
     advisory::lock_hosts_transaction(&mut tx, &hosts).await?;
     let mut locked = jobs::lock_for_outcomes(&mut tx, &ids).await?;
     // Starts that [`jobs::mark_started_many`] would note, of jobs whose result
-    // may end them in this batch too: those are noted by the same update.
-    let startable: HashMap<Uuid, Start> = started
+    // may end them in this batch too, with when each was heard: those are
+    // noted by the same update.
+    let startable: HashMap<Uuid, DateTime<Utc>> = started
         .iter()
         .filter(|s| {
             locked.get(&s.job_id).is_some_and(|l| {
                 l.host_id == s.host_id && l.attempt_id == Some(s.attempt_id) && l.status == JobStatus::Running
             })
         })
-        .map(|s| (s.job_id, *s))
+        .map(|s| (s.job_id, s.at))
         .collect();
     let mut outcomes = Vec::with_capacity(items.len());
     let mut inserts: Vec<(usize, &Checked)> = Vec::new();
@@ -301,7 +302,7 @@ async fn store(pool: &PgPool, started: &[Start], items: &[NewResult], claim: boo
         match stored.get(&items[*i].job_id) {
             Some(result_id) if finished.insert(items[*i].job_id) => {
                 let job = items[*i].job_id;
-                done.push((job, startable.get(&job).map(|s| s.at)));
+                done.push((job, startable.get(&job).copied()));
                 result_ids.push(*result_id);
             }
             // The job had a result already; nothing changed.
