@@ -11,7 +11,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use cipherfleet_coordinator::MIGRATOR;
 use cipherfleet_coordinator::db::campaigns::{self, NewCampaign};
 use cipherfleet_coordinator::db::hosts;
-use cipherfleet_coordinator::db::jobs::{Job, NewJob};
+use cipherfleet_coordinator::db::jobs::{self, Job, NewJob};
 use cipherfleet_coordinator::db::leases::{self, Holder};
 use cipherfleet_coordinator::db::results::{self, Checked, NewResult, RecordOutcome};
 use cipherfleet_coordinator::pg::PrivateCluster;
@@ -319,6 +319,18 @@ pub async fn record(
         &json,
     )
     .await
+}
+
+/// Notes, as the ingest batch does, that `host_id`'s agent began attempt
+/// `attempt_id` of `job_id` now; whether that was noted.
+pub async fn start(pool: &PgPool, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> bool {
+    let start = jobs::Start {
+        job_id,
+        host_id,
+        attempt_id,
+        at: chrono::Utc::now(),
+    };
+    jobs::mark_started_many(pool, &[start]).await.expect("noting a start") == 1
 }
 
 /// A campaign with the given jobs; returns its id.

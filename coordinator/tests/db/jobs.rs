@@ -4,7 +4,7 @@ use cipherfleet_coordinator::db::jobs::{self, Job, JobStatus, MAX_ATTEMPTS};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::helpers::{campaign, fresh_db, holder_of, host, job};
+use crate::helpers::{campaign, fresh_db, holder_of, host, job, start};
 
 mod reconnect;
 
@@ -92,11 +92,7 @@ async fn lost_agent_job_is_requeued_once_then_failed() {
     let campaign_id = campaign(&pool, &[job(bench, 16)]).await;
 
     let claimed = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
-    assert!(
-        jobs::mark_started(&pool, claimed.id, bench, claimed.attempt_id.unwrap())
-            .await
-            .unwrap()
-    );
+    assert!(start(&pool, claimed.id, bench, claimed.attempt_id.unwrap()).await);
     let lost = jobs::requeue_lost(&pool, bench).await.unwrap();
     assert_eq!(lost.requeued, [claimed.id]);
     let requeued = jobs::get(&pool, claimed.id).await.unwrap().unwrap();
@@ -245,11 +241,7 @@ async fn overrun(pool: &PgPool, host_id: i64, sweeper: Uuid) -> (Uuid, Option<Uu
         .await
         .unwrap()
         .expect("a queued job");
-    assert!(
-        jobs::mark_started(pool, claimed.id, host_id, claimed.attempt_id.unwrap())
-            .await
-            .unwrap()
-    );
+    assert!(start(pool, claimed.id, host_id, claimed.attempt_id.unwrap()).await);
     make_overdue(pool, claimed.id).await;
     (
         claimed.id,

@@ -73,21 +73,6 @@ pub(crate) async fn claim_locked(tx: &mut PgConnection, hosts: &[i64]) -> Result
     .await?)
 }
 
-/// Notes that the agent began executing attempt `attempt_id` of a job it was
-/// given. False if that attempt is not running on `host_id` (or was already started).
-pub async fn mark_started(db: impl PgExecutor<'_>, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<bool> {
-    let done = sqlx::query(
-        "UPDATE jobs SET started_at = now() \
-         WHERE id = $1 AND host_id = $2 AND attempt_id = $3 AND status = 'running' AND started_at IS NULL",
-    )
-    .bind(job_id)
-    .bind(host_id)
-    .bind(attempt_id)
-    .execute(db)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
 /// A `JobAccepted`: the agent of `host_id` began attempt `attempt_id` of
 /// `job_id`, as its coordinator heard at `at` (the time stored, however long
 /// the start waits for its batch).
@@ -99,8 +84,10 @@ pub struct Start {
     pub at: DateTime<Utc>,
 }
 
-/// [`mark_started`] for many starts at once, in one statement: the ingest
-/// batch's `JobAccepted`s that came without their results. Each is noted at
+/// Notes that agents began the attempts they were given, many at once in one
+/// statement: the ingest batch's `JobAccepted`s that came without their
+/// results (false starts — another host's job, another attempt, one started
+/// already — are not counted). Each is noted at
 /// its own time, also on a job that attempt has ended meanwhile (done,
 /// failed, cancelled: its result's batch committed first) but not on one
 /// queued again. Returns how many were marked.

@@ -100,7 +100,6 @@ const COVERED: &[&str] = &[
     "jobs::get",
     "jobs::idle_with_work",
     "jobs::insert_for_campaign",
-    "jobs::mark_started",
     "jobs::mark_started_many",
     "jobs::release",
     "jobs::requeue_lost",

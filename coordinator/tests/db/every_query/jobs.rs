@@ -13,6 +13,7 @@ use uuid::Uuid;
 use cipherfleet_core::spec::Execution;
 
 use super::fixture::*;
+use crate::helpers::start;
 
 #[tokio::test]
 async fn the_queue_moves_a_job_through_every_transition() {
@@ -56,19 +57,10 @@ async fn the_queue_moves_a_job_through_every_transition() {
     assert!(none_running.is_empty(), "{none_running:?}");
 
     let attempt = running.attempt_id.expect("a claimed job has an attempt");
-    assert!(
-        !jobs::mark_started(pool, first, f.bench, Uuid::new_v4()).await.unwrap(),
-        "another attempt"
-    );
-    assert!(jobs::mark_started(pool, first, f.bench, attempt).await.unwrap());
-    assert!(
-        !jobs::mark_started(pool, first, f.bench, attempt).await.unwrap(),
-        "started twice"
-    );
-    assert!(
-        !jobs::mark_started(pool, first, f.vm, attempt).await.unwrap(),
-        "another host's job"
-    );
+    assert!(!start(pool, first, f.bench, Uuid::new_v4()).await, "another attempt");
+    assert!(start(pool, first, f.bench, attempt).await);
+    assert!(!start(pool, first, f.bench, attempt).await, "started twice");
+    assert!(!start(pool, first, f.vm, attempt).await, "another host's job");
     assert!(jobs::get(pool, first).await.unwrap().unwrap().started_at.is_some());
     assert_eq!(
         jobs::mark_started_many(
