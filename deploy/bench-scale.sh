@@ -4,12 +4,13 @@
 # deploy/bench-scale/ against simulated agents (`cipherfleet-agent simulate`), each bounded
 # in time, and prints ONE table. Scenarios: 10-connect (connect storm, RSS, idle CPU),
 # 20-ingest (a campaign on every host: dispatch and ingest rates, result→ack p99),
-# 30-restart (coordinator killed and restarted with every agent connected), 40-slow-postgres
-# (a pg_sleep trigger under ingest: memory bounded, nothing lost), 41-restart-postgres
-# (PostgreSQL restarted, then stopped for a while, mid-campaign: memory bounded, ingest
-# resumes, nothing lost), 50-two-coordinators (two
-# on one database, one SIGKILLed mid-campaign: time until the other serves every agent, each
-# job run exactly once).
+# 21-postgres-floor (PostgreSQL alone storing results as ingest does, with pgbench: the
+# ceiling of 20-ingest's rate on this machine), 30-restart (coordinator killed and
+# restarted with every agent connected), 40-slow-postgres (a pg_sleep trigger under
+# ingest: memory bounded, nothing lost), 41-restart-postgres (PostgreSQL restarted, then
+# stopped for a while, mid-campaign: memory bounded, ingest resumes, nothing lost),
+# 50-two-coordinators (two on one database, one SIGKILLed mid-campaign: time until the
+# other serves every agent, each job run exactly once).
 #
 # Usage: deploy/bench-scale.sh [--count N] [--quick] [--only PATTERN] [--no-build] [--keep]
 #   --count N      simulated agents (default 10000; --quick: 200)
@@ -104,7 +105,8 @@ export BENCH_INGEST_LIMIT=${BENCH_INGEST_LIMIT:-$([ $quick = 1 ] && echo 90 || e
 limit=${BENCH_SCENARIO_LIMIT:-$([ $quick = 1 ] && echo 240 || echo 900)}
 
 # The private cluster: initdb refuses root, so root runs it as the coordinator's own system user.
-pg_bin=$(dirname "$(command -v pg_ctl 2>/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl | sort -V | tail -1)")
+# (Where PATH has pg_ctl as a link, the directory it points into: pgbench is beside it there.)
+pg_bin=$(dirname "$(readlink -f "$(command -v pg_ctl 2>/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl | sort -V | tail -1)")")
 as_pg=()
 if [ "$(id -u)" = 0 ]; then
   id cipherfleet-pg >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin cipherfleet-pg

@@ -3,8 +3,8 @@
 # BENCH_COUNT agents that answer each job at once. Rows: how long StartCampaign takes to return, the dispatch rate (jobs
 # assigned per second), the ingest rate (results stored per second), the result→ack latency
 # the simulator measured, the CPU the coordinator, PostgreSQL and the simulator used meanwhile
-# (which one limits), the coordinator's peak RSS, and that every done job has exactly one
-# result. The campaign is given BENCH_INGEST_LIMIT seconds; the rates are of what finished.
+# (which one limits) and the WAL PostgreSQL wrote per result, the coordinator's peak RSS,
+# and that every done job has exactly one result. The campaign is given BENCH_INGEST_LIMIT seconds; the rates are of what finished.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -28,6 +28,7 @@ wait_stat connected "$BENCH_COUNT" "$BENCH_CONNECT_LIMIT" || log "only $(sim_sta
 [ "$statements" = 1 ] && psql_db $db "SELECT pg_stat_statements_reset()" >/dev/null
 # What each part used while the campaign ran, to say which one limits the rates.
 ticks0="$(cpu_ticks "$COORD_PID") $(cpu_ticks "$SIM_PID") $(pg_ticks)"
+w0=$(wal_lsn $db)
 t0=$(now)
 id=$(campaign_start "$INGEST_CAMPAIGN")
 row "StartCampaign returns after" "$(since "$t0")" s "suite ${BENCH_SUITE:-of 10 points}"
@@ -42,6 +43,7 @@ fi
 read -r c0 s0 p0 <<<"$ticks0"
 ticks="$(cpu_ticks "$COORD_PID") $(cpu_ticks "$SIM_PID") $(pg_ticks)"
 read -r c1 s1 p1 <<<"$ticks"
+w1=$(wal_lsn $db); seconds=$(since "$t0")
 row "CPU coordinator / PostgreSQL / simulator" "$(awk -v t="$(since "$t0")" -v hz="$HZ" -v c=$((c1 - c0)) -v p=$((p1 - p0)) \
   -v s=$((s1 - s0)) 'BEGIN { printf "%.0f / %.0f / %.0f", 100 * c / hz / t, 100 * p / hz / t, 100 * s / hz / t }')" \
   "% of a core" "over the campaign, $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -50,6 +52,7 @@ stored=$(psql_db $db "SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job
 row "CPU per result coordinator / PostgreSQL / simulator" "$(awk -v hz="$HZ" -v n="$stored" -v c=$((c1 - c0)) \
   -v p=$((p1 - p0)) -v s=$((s1 - s0)) 'BEGIN { n = n > 0 ? n : 1; f = 1e6 / hz / n
     printf "%.0f / %.0f / %.0f", c * f, p * f, s * f }')" "µs" "$stored results; 20,000/s on $(nproc) cores leaves $((1000000 * $(nproc) / 20000)) µs for all three"
+row "WAL per result" "$(wal_per $db "$w0" "$w1" "$stored")" bytes "$(wal_rate $db "$w0" "$w1" "$seconds") MB/s of WAL over the campaign (21-postgres-floor: the least)"
 row "dispatch rate" "$(rate_of $db "SELECT assigned_at FROM jobs WHERE campaign_id = $id AND assigned_at IS NOT NULL")" "jobs/s"
 row "ingest rate" "$(rate_of $db "SELECT r.created_at FROM results r JOIN jobs j ON j.id = r.job_id WHERE j.campaign_id = $id")" "results/s" "target 20000"
 row "result→ack p50 / p99 / max" "$(sim_stat ack_p50_ms) / $(sim_stat ack_p99_ms) / $(sim_stat ack_max_ms)" ms "measured by the simulator"

@@ -123,6 +123,22 @@ pg_ticks() {
   { awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pm/stat"
     for child in $(pgrep -P "$pm"); do cpu_ticks "$child" 2>/dev/null || true; done; } | awk '{ s += $1 } END { print s }'
 }
+# machine_ticks: "busy iowait all" of every core so far (/proc/stat), in clock ticks;
+# machine_split BEFORE AFTER: the busy and iowait shares between two, in % of all cores.
+machine_ticks() { awk '/^cpu / { busy = $2 + $3 + $4 + $7 + $8 + $9; all = busy + $5 + $6; print busy, $6, all }' /proc/stat; }
+machine_split() {
+  awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); all = y[3] - x[3]; all = all > 0 ? all : 1
+    printf "%.0f / %.0f", 100 * (y[1] - x[1]) / all, 100 * (y[2] - x[2]) / all }'
+}
+# pg_reaped N: waits (at most 5 s) until the cluster has at most N processes again, so that
+# the CPU of the backends of clients that just left is in pg_ticks (the postmaster's cutime)
+# rather than in neither (exited, not yet reaped).
+pg_reaped() {
+  local pm; pm=$(head -1 "$BENCH_DIR/pg/postmaster.pid")
+  for _ in $(seq 50); do [ "$(pgrep -c -P "$pm")" -le "$1" ] && return 0; sleep 0.1; done
+  log "PostgreSQL still has $(pgrep -c -P "$pm") processes (had $1): CPU figures may miss some"
+}
+pg_processes() { pgrep -c -P "$(head -1 "$BENCH_DIR/pg/postmaster.pid")"; }
 # cpu_percent PID SECONDS: CPU of PID over the next SECONDS, in % of one core.
 cpu_percent() {
   local a b; a=$(cpu_ticks "$1"); sleep "$2"; b=$(cpu_ticks "$1")
@@ -203,7 +219,13 @@ campaign_rest_rows() {
     "$(sim_stat jobs) for $jobs jobs$6"
 }
 
-# rate_between DB SQL_TIMESTAMPS: items per second between the first and the last timestamp.
+# wal_lsn DB: where the cluster's WAL is now. wal_per DB LSN0 LSN1 N: WAL bytes per item
+# between two of them; wal_rate DB LSN0 LSN1 SECONDS: in MB/s.
+wal_lsn() { psql_db "$1" "SELECT pg_current_wal_lsn()"; }
+wal_per() { psql_db "$1" "SELECT round(pg_wal_lsn_diff('$3', '$2') / greatest($4, 1))"; }
+wal_rate() { psql_db "$1" "SELECT round(pg_wal_lsn_diff('$3', '$2') / 1e6 / greatest($4, 0.001), 1)"; }
+
+# rate_of DB SQL_TIMESTAMPS: items per second between the first and the last timestamp.
 rate_of() {
   psql_db "$1" "SELECT CASE WHEN count(*) < 2 THEN 0 ELSE round((count(*) - 1)
                   / greatest(extract(epoch FROM max(t) - min(t)), 0.001)) END FROM ($2) s(t)"
