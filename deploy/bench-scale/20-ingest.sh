@@ -4,7 +4,8 @@
 # assigned per second), the ingest rate (results stored per second), the result→ack latency
 # the simulator measured, the CPU the coordinator, PostgreSQL and the simulator used meanwhile
 # (which one limits) and the WAL PostgreSQL wrote per result, the coordinator's peak RSS,
-# and that every done job has exactly one result. The campaign is given BENCH_INGEST_LIMIT seconds; the rates are of what finished.
+# and that every done job has exactly one result. The campaign is given BENCH_INGEST_LIMIT
+# seconds; the rates are of what finished.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -44,7 +45,7 @@ read -r c0 s0 p0 <<<"$ticks0"
 ticks="$(cpu_ticks "$COORD_PID") $(cpu_ticks "$SIM_PID") $(pg_ticks)"
 read -r c1 s1 p1 <<<"$ticks"
 w1=$(wal_lsn $db); seconds=$(since "$t0")
-row "CPU coordinator / PostgreSQL / simulator" "$(awk -v t="$(since "$t0")" -v hz="$HZ" -v c=$((c1 - c0)) -v p=$((p1 - p0)) \
+row "CPU coordinator / PostgreSQL / simulator" "$(awk -v t="$seconds" -v hz="$HZ" -v c=$((c1 - c0)) -v p=$((p1 - p0)) \
   -v s=$((s1 - s0)) 'BEGIN { printf "%.0f / %.0f / %.0f", 100 * c / hz / t, 100 * p / hz / t, 100 * s / hz / t }')" \
   "% of a core" "over the campaign, $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 stored=$(psql_db $db "SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job_id WHERE j.campaign_id = $id")

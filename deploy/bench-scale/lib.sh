@@ -133,10 +133,10 @@ machine_split() {
 # pg_reaped N: waits (at most 5 s) until the cluster has at most N processes again, so that
 # the CPU of the backends of clients that just left is in pg_ticks (the postmaster's cutime)
 # rather than in neither (exited, not yet reaped).
+# pg_processes: how many the cluster has now.
 pg_reaped() {
-  local pm; pm=$(head -1 "$BENCH_DIR/pg/postmaster.pid")
-  for _ in $(seq 50); do [ "$(pgrep -c -P "$pm")" -le "$1" ] && return 0; sleep 0.1; done
-  log "PostgreSQL still has $(pgrep -c -P "$pm") processes (had $1): CPU figures may miss some"
+  for _ in $(seq 50); do [ "$(pg_processes)" -le "$1" ] && return 0; sleep 0.1; done
+  log "PostgreSQL still has $(pg_processes) processes (had $1): CPU figures may miss some"
 }
 pg_processes() { pgrep -c -P "$(head -1 "$BENCH_DIR/pg/postmaster.pid")"; }
 # cpu_percent PID SECONDS: CPU of PID over the next SECONDS, in % of one core.
