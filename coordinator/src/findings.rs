@@ -24,7 +24,7 @@
 //! Each pass reconciles in one transaction, so readers never see a finding
 //! resolved before its successor is stored. What a finding says (severity,
 //! evidence, summary, fact changes) is in [`describe`]; what a pass reads is
-//! [`crate::db::series`]; the peers a host is compared with, [`peers`];
+//! [`crate::store::series`]; the peers a host is compared with, [`peers`];
 //! how a pass stores what it found, [`writes`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -42,10 +42,10 @@ use crate::analysis::series::{HostSeries, PeerMedians};
 use crate::analysis::slow::Thresholds;
 use crate::analysis::unexplained::{self, Ran};
 use crate::cluster::leader::Leader;
-use crate::db;
-use crate::db::advisory;
-use crate::db::findings as store;
-use crate::db::series::CurrentFacts;
+use crate::store;
+use crate::store::advisory;
+use crate::store::findings as stored;
+use crate::store::series::CurrentFacts;
 
 mod describe;
 mod peers;
@@ -342,9 +342,12 @@ struct Changes {
 
 impl Seen {
     /// Looks again. Only the last hour's campaigns are looked at, which also bounds the set.
-    async fn poll(&mut self, pool: &PgPool) -> db::Result<Changes> {
-        let ids: HashSet<i64> = db::campaigns::ended_within(pool, 3600.0).await?.into_iter().collect();
-        let facts = db::snapshots::stored(pool).await?;
+    async fn poll(&mut self, pool: &PgPool) -> store::Result<Changes> {
+        let ids: HashSet<i64> = store::campaigns::ended_within(pool, 3600.0)
+            .await?
+            .into_iter()
+            .collect();
+        let facts = store::snapshots::stored(pool).await?;
         let changes = Changes {
             finished: ids.iter().any(|id| !self.finished.contains(id)),
             facts: facts != self.facts,
@@ -387,7 +390,7 @@ pub struct Outcome {
 }
 
 /// Derives the whole fleet now (tests, and what the task does at start).
-pub async fn derive_fleet(pool: &PgPool) -> db::Result<Outcome> {
+pub async fn derive_fleet(pool: &PgPool) -> store::Result<Outcome> {
     derive(pool, &Work::Fleet).await
 }
 
@@ -403,18 +406,18 @@ pub async fn derive_fleet(pool: &PgPool) -> db::Result<Outcome> {
 /// the hosts a slow rule fires on. A chunk costs a few statements whatever
 /// it finds: its reads, its open findings, the snapshots dating its new
 /// ones, one upsert of everything that holds and one resolve.
-pub async fn derive(pool: &PgPool, work: &Work) -> db::Result<Outcome> {
+pub async fn derive(pool: &PgPool, work: &Work) -> store::Result<Outcome> {
     derive_in_chunks(pool, work, CHUNK).await
 }
 
 /// [`derive`] with the peer medians `peers` kept from earlier passes, and
 /// keeping them for the next (what the background task does).
-pub async fn derive_with_peers(pool: &PgPool, work: &Work, peers: &mut PeerCache) -> db::Result<Outcome> {
+pub async fn derive_with_peers(pool: &PgPool, work: &Work, peers: &mut PeerCache) -> store::Result<Outcome> {
     derive_with(pool, work, CHUNK, Method::default(), peers).await
 }
 
 /// [`derive`], reading `chunk` hosts per query (tests make it small).
-pub async fn derive_in_chunks(pool: &PgPool, work: &Work, chunk: usize) -> db::Result<Outcome> {
+pub async fn derive_in_chunks(pool: &PgPool, work: &Work, chunk: usize) -> store::Result<Outcome> {
     derive_with(pool, work, chunk, Method::default(), &mut PeerCache::default()).await
 }
 
@@ -444,10 +447,10 @@ pub async fn derive_with(
     chunk: usize,
     method: Method,
     peers: &mut PeerCache,
-) -> db::Result<Outcome> {
+) -> store::Result<Outcome> {
     let chunk = chunk.max(1);
     let t = Thresholds::default();
-    let hosts = db::series::current_facts(pool).await?;
+    let hosts = store::series::current_facts(pool).await?;
     let targets: Vec<&CurrentFacts> = match work {
         Work::Fleet | Work::Facts => hosts.iter().collect(),
         Work::Hosts(h) => hosts.iter().filter(|r| h.contains_key(&r.host_id())).collect(),
@@ -527,8 +530,8 @@ pub async fn derive_with(
         let (pool, algorithms) = (pool.clone(), wanted_algorithms.clone());
         Ahead::spawn(async move {
             tokio::try_join!(
-                db::series::latest_points(&pool, &ids, algorithms.as_ref(), None, HISTORY),
-                db::series::latest_accelerated(&pool, &accelerated_builds),
+                store::series::latest_points(&pool, &ids, algorithms.as_ref(), None, HISTORY),
+                store::series::latest_accelerated(&pool, &accelerated_builds),
             )
         })
     };
@@ -548,7 +551,7 @@ pub async fn derive_with(
         for r in accelerated {
             latest.entry(r.result.host_id).or_default().push(r);
         }
-        let open = store::list_open_for_hosts(&mut *tx, &ids).await?;
+        let open = stored::list_open_for_hosts(&mut *tx, &ids).await?;
         let none = HostSeries::default();
         let mut changes = Vec::with_capacity(part.len());
         for host in part {
@@ -574,14 +577,14 @@ const CHUNK: usize = 200;
 /// A chunk read in a task of its own, so the database reads the next chunk
 /// while the pass works on this one; memory holds two chunks at most. Dropped
 /// unjoined (the pass failed), the read is aborted.
-pub(super) struct Ahead<T>(tokio::task::JoinHandle<db::Result<T>>);
+pub(super) struct Ahead<T>(tokio::task::JoinHandle<store::Result<T>>);
 
 impl<T: Send + 'static> Ahead<T> {
-    fn spawn(read: impl Future<Output = db::Result<T>> + Send + 'static) -> Self {
+    fn spawn(read: impl Future<Output = store::Result<T>> + Send + 'static) -> Self {
         Ahead(tokio::spawn(read))
     }
 
-    async fn join(mut self) -> db::Result<T> {
+    async fn join(mut self) -> store::Result<T> {
         match (&mut self.0).await {
             Ok(read) => read,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),

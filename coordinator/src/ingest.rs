@@ -1,6 +1,6 @@
 //! The write path of agents' reports: results and job starts from every
 //! session go through one bounded queue and are stored in batches, one
-//! transaction per batch ([`db::results::record_and_claim`]), which also
+//! transaction per batch ([`store::results::record_and_claim`]), which also
 //! claims the next job of every host with a result in the batch, and each
 //! session gets its host's job with its result's outcome ([`Next`]): per
 //! result, there is no round trip to the database of its own.
@@ -46,13 +46,11 @@ use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
-use tonic::Status;
 use uuid::Uuid;
 
-use crate::db;
-use crate::db::jobs::{Job, Start};
-use crate::db::results::{NewResult, RecordOutcome};
-use crate::grpc::db_status;
+use crate::store;
+use crate::store::jobs::{Job, Start};
+use crate::store::results::{NewResult, RecordOutcome};
 
 /// How the batcher groups and bounds its work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,19 +93,30 @@ impl Default for Config {
 }
 
 /// What a session is told about its result: its outcome (or why it was
-/// refused for good) and the host's next job, or a status that ends the
-/// session (the agent resends).
-pub type Reply = Result<Recorded, Status>;
+/// refused for good) and the host's next job, or why it was not stored this
+/// time (the session ends and the agent resends).
+pub type Reply = Result<Recorded, Error>;
+
+/// Why a result or a start was not stored this time; the agent resends it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// This coordinator is shutting down.
+    #[error("the coordinator is shutting down; retry")]
+    Stopped,
+    /// The batch it was in failed (shared by every result of the batch).
+    #[error(transparent)]
+    Store(Arc<store::Error>),
+}
 
 /// A result's batch committed: what became of it, and what the host runs next.
 #[derive(Debug)]
 pub struct Recorded {
-    pub outcome: Result<RecordOutcome, db::Error>,
+    pub outcome: Result<RecordOutcome, store::Error>,
     pub next: Next,
 }
 
 /// The host's next job, claimed for every host of a batch in one statement
-/// of the batch's transaction ([`db::results::record_and_claim`]).
+/// of the batch's transaction ([`store::results::record_and_claim`]).
 #[derive(Debug)]
 pub enum Next {
     /// Claimed, to be sent to the host ([`crate::scheduler::Scheduler::hand_over`]).
@@ -209,8 +218,8 @@ pub struct QueueStats {
     pub most_storing: usize,
 }
 
-fn stopped() -> Status {
-    Status::unavailable("the coordinator is shutting down; retry")
+fn stopped() -> Error {
+    Error::Stopped
 }
 
 impl Ingest {
@@ -220,7 +229,7 @@ impl Ingest {
     pub fn start(pool: &PgPool, config: Config) -> Ingest {
         let pool = PgPoolOptions::new()
             .max_connections(config.parallel.max(1) as u32 + 1)
-            .acquire_timeout(db::ACQUIRE_TIMEOUT)
+            .acquire_timeout(store::ACQUIRE_TIMEOUT)
             .connect_lazy_with(pool.connect_options().as_ref().clone());
         let (tx, rx) = mpsc::unbounded_channel();
         let ingest = Ingest {
@@ -265,7 +274,7 @@ impl Ingest {
     /// queue); waits only for room in the queue. It is stored with the job's
     /// result when that comes in the same or the next batch, else on its own
     /// just before that next batch's transaction.
-    pub async fn started(&self, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<(), Status> {
+    pub async fn started(&self, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<(), Error> {
         let start = Start {
             job_id,
             host_id,
@@ -282,7 +291,7 @@ impl Ingest {
             .map_err(|_| stopped())
     }
 
-    async fn room(&self) -> Result<OwnedSemaphorePermit, Status> {
+    async fn room(&self) -> Result<OwnedSemaphorePermit, Error> {
         let permit = self.room.clone().acquire_owned().await.map_err(|_| stopped())?;
         let queued = self.capacity - self.room.available_permits();
         self.counters.high_water.fetch_max(queued, Ordering::Relaxed);
@@ -383,7 +392,7 @@ async fn run(
 /// and were not held back before, to store them with the next batch: an agent
 /// that finishes at once sends its result right behind its start, and stored
 /// with its result, the start costs no update (and no commit) of its own
-/// ([`db::results::record_and_claim`]); a start stored without its result is
+/// ([`store::results::record_and_claim`]); a start stored without its result is
 /// committed before its batch's transaction, which does not hold its job's row.
 fn hold_back(batch: &mut Vec<Work>) -> Vec<Work> {
     let with_results: HashSet<Uuid> = batch
@@ -410,7 +419,7 @@ fn hold_back(batch: &mut Vec<Work>) -> Vec<Work> {
         .collect()
 }
 
-/// [`db::results::record_and_claim`], tried again while the database is away
+/// [`store::results::record_and_claim`], tried again while the database is away
 /// (for up to [`RETRY_FOR`]). A transaction whose commit was cut off may have
 /// committed: the retry then finds its results stored (duplicates, acknowledged
 /// as such) and its hosts' next jobs claimed, which the sweep hands out again
@@ -419,11 +428,11 @@ async fn record_while_away(
     pool: &PgPool,
     started: &[Start],
     items: &[NewResult],
-) -> Result<db::results::Stored, db::Error> {
+) -> Result<store::results::Stored, store::Error> {
     let since = tokio::time::Instant::now();
     let mut wait = RETRY_FIRST_WAIT;
     loop {
-        match db::results::record_and_claim(pool, started, items).await {
+        match store::results::record_and_claim(pool, started, items).await {
             Err(e) if e.is_database_away() && since.elapsed() < RETRY_FOR => {
                 if wait == RETRY_FIRST_WAIT {
                     tracing::warn!(error = %e, results = items.len(), "the database is away: the batch waits for it");
@@ -465,7 +474,7 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
         }
     }
     if items.is_empty() {
-        if let Err(e) = db::jobs::mark_started_many(pool, &started).await {
+        if let Err(e) = store::jobs::mark_started_many(pool, &started).await {
             // Only `started_at` is lost (the report's timing of the job); the result still counts.
             tracing::warn!(error = %e, jobs = started.len(), "noting started jobs");
         }
@@ -476,9 +485,9 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
     let stored = match record_while_away(pool, &started, &items).await {
         Ok(stored) => stored,
         Err(e) => {
-            let status = db_status(e);
+            let e = Error::Store(Arc::new(e));
             for reply in replies {
-                let _ = reply.send(Err(status.clone()));
+                let _ = reply.send(Err(e.clone()));
             }
             return;
         }
@@ -505,7 +514,7 @@ async fn store(pool: &PgPool, batch: Vec<Work>, counters: &Counters) {
         if let Err(Ok(Recorded {
             next: Next::Job(job), ..
         })) = reply.send(Ok(Recorded { outcome, next }))
-            && let Err(e) = db::jobs::unclaim(pool, &job).await
+            && let Err(e) = store::jobs::unclaim(pool, &job).await
         {
             tracing::warn!(job = %job.id, error = %e, "giving back a job claimed for a session that ended");
         }

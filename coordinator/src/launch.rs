@@ -10,8 +10,8 @@ use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::{Execution, JobSpec, Matrix, Suite};
 use sqlx::PgConnection;
 
-use crate::db::{self, capabilities::Skipped, hosts::HostWithFacts, jobs::NewJob};
-use crate::selector::{Candidate, Selector};
+use crate::domain::selector::{Candidate, Selector};
+use crate::store::{self, campaigns::NewJob, capabilities::Skipped, hosts::HostWithFacts};
 
 /// Most jobs one campaign may queue (points × selected hosts), checked
 /// before any job is built.
@@ -59,7 +59,7 @@ pub enum LaunchError {
     )]
     TooManyJobs { points: usize },
     #[error(transparent)]
-    Db(#[from] db::Error),
+    Db(#[from] store::Error),
 }
 
 /// A job of `spec` on `host`, with the emulated time budget when the host
@@ -132,7 +132,7 @@ impl Plan {
 /// The jobs of `points` on the hosts `selector` picks. With `online`, a
 /// selected host outside it is left out: a host that is gone would keep the
 /// campaign waiting. `paths` holds what each host said it can run
-/// ([`db::capabilities::paths_of_hosts`]); the points of a path its host
+/// ([`store::capabilities::paths_of_hosts`]); the points of a path its host
 /// lacks are skipped, not queued.
 pub fn plan(
     points: &Points,
@@ -200,8 +200,8 @@ pub struct Launched {
 /// Creates the campaign and its jobs in the caller's transaction. The caller
 /// dispatches after commit ([`crate::scheduler::Scheduler::dispatch_all`]).
 pub async fn insert(tx: &mut PgConnection, launch: &Launch<'_>) -> Result<Launched, LaunchError> {
-    let hosts = db::hosts::list_with_facts(&mut *tx).await?;
-    let paths = db::capabilities::paths_of_hosts(&mut *tx).await?;
+    let hosts = store::hosts::list_with_facts(&mut *tx).await?;
+    let paths = store::capabilities::paths_of_hosts(&mut *tx).await?;
     let plan = plan(launch.points, launch.selector, &hosts, launch.online, &paths)?;
     let points_skipped = plan.points_skipped();
     let Plan {
@@ -220,7 +220,7 @@ pub async fn insert(tx: &mut PgConnection, launch: &Launch<'_>) -> Result<Launch
     } else {
         launch.name.to_string()
     };
-    let new = db::campaigns::NewCampaign {
+    let new = store::campaigns::NewCampaign {
         name: &name,
         suite: &suite,
         matrix: &matrix,
@@ -228,8 +228,8 @@ pub async fn insert(tx: &mut PgConnection, launch: &Launch<'_>) -> Result<Launch
         started_by: launch.started_by,
         queued_ttl: launch.queued_ttl,
     };
-    let campaign_id = db::campaigns::insert_with_jobs(tx, &new, &jobs).await?;
-    db::capabilities::record(tx, campaign_id, &skipped).await?;
+    let campaign_id = store::campaigns::insert_with_jobs(tx, &new, &jobs).await?;
+    store::capabilities::record(tx, campaign_id, &skipped).await?;
     tracing::info!(
         campaign = campaign_id,
         jobs = jobs.len(),

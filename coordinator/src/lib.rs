@@ -27,25 +27,26 @@
 //!   campaigns, the job queue and results — over the schema in `migrations/`.
 
 pub mod analysis;
-pub mod attempt;
-pub mod auth;
 pub mod cli;
 pub mod cluster;
-pub mod credential;
-pub mod db;
+pub mod domain;
 pub mod findings;
 pub mod grpc;
 pub mod ingest;
 pub mod launch;
 pub mod metrics;
 pub mod pg;
+pub mod report;
 pub mod scheduler;
 pub mod seen;
-pub mod selector;
 pub mod server;
+pub mod store;
 pub mod tls;
 pub mod watch;
 pub mod web;
 
-/// The schema, embedded from `migrations/` and applied at start ([`db::connect`]).
+#[cfg(test)]
+mod layers;
+
+/// The schema, embedded from `migrations/` and applied at start ([`store::connect`]).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");

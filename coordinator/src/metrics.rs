@@ -15,26 +15,33 @@ use anyhow::Context;
 use sqlx::PgPool;
 
 use crate::analysis::acceleration::Acceleration;
-use crate::db;
-use crate::db::findings::Severity;
-use crate::db::jobs::JobStatus;
+use crate::domain::job::JobStatus;
 use crate::findings::REASONS;
 use crate::ingest::QueueStats;
+use crate::report;
+use crate::store;
+use crate::store::findings::Severity;
 
 /// Renders the metrics; `sessions_here` comes from the scheduler (the sessions
 /// this coordinator serves live in its memory; online hosts are the cluster's leases).
 pub async fn render(pool: &PgPool, sessions_here: usize) -> anyhow::Result<String> {
     // Each host's status as judged once per change of its inputs (`host_summaries`).
-    let (hosts, by_acceleration) = db::host_summaries::by_acceleration(pool)
+    let (hosts, by_acceleration) = report::host_summaries::by_acceleration(pool)
         .await
         .context("counting hosts")?;
-    let online_hosts = db::leases::live_hosts(pool)
+    let online_hosts = store::leases::live_hosts(pool)
         .await
         .context("counting live leases")?
         .len();
-    let open = db::findings::count_open_by(pool).await.context("counting findings")?;
-    let by_reason = db::findings::hosts_by_reason(pool).await.context("counting findings")?;
-    let jobs = db::campaign_summaries::all_jobs(pool).await.context("counting jobs")?;
+    let open = store::findings::count_open_by(pool)
+        .await
+        .context("counting findings")?;
+    let by_reason = store::findings::hosts_by_reason(pool)
+        .await
+        .context("counting findings")?;
+    let jobs = report::campaign_summaries::all_jobs(pool)
+        .await
+        .context("counting jobs")?;
 
     let mut m = Exposition::default();
     m.family("cipherfleet_hosts", "gauge", "Hosts the coordinator knows.");
@@ -56,7 +63,7 @@ pub async fn render(pool: &PgPool, sessions_here: usize) -> anyhow::Result<Strin
         "gauge",
         "Live host leases per coordinator of the cluster (hostname/pid).",
     );
-    for (coordinator, n) in db::leases::count_by_holder(pool).await.context("counting leases")? {
+    for (coordinator, n) in store::leases::count_by_holder(pool).await.context("counting leases")? {
         m.sample("cipherfleet_host_leases", &[("coordinator", &coordinator)], n as f64);
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use crate::db;
+use crate::store;
 
 /// How often marks are written; `last_seen` lags by at most this.
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
@@ -32,12 +32,12 @@ impl LastSeen {
     }
 
     /// Writes the marks in one statement. On failure they are kept for the next flush.
-    pub async fn flush(&self, pool: &PgPool) -> Result<usize, db::Error> {
+    pub async fn flush(&self, pool: &PgPool) -> Result<usize, store::Error> {
         let hosts: Vec<i64> = std::mem::take(&mut *self.lock()).into_iter().collect();
         if hosts.is_empty() {
             return Ok(0);
         }
-        match db::hosts::touch_all(pool, &hosts).await {
+        match store::hosts::touch_all(pool, &hosts).await {
             Ok(()) => Ok(hosts.len()),
             Err(e) => {
                 self.lock().extend(hosts);

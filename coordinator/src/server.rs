@@ -22,17 +22,21 @@ use tonic::transport::server::TcpIncoming;
 
 use cipherfleet_core::token::Secret;
 
-use crate::auth::Token;
 use crate::cluster::{self, leader::Leader};
+use crate::domain::auth::Token;
 use crate::findings;
 use crate::grpc::agent::pace::{Pace, Pacer};
 use crate::grpc::rate::FailedAuth;
 use crate::grpc::{self, admin::AdminSvc, agent::AgentSvc, limits};
+use crate::ingest::Ingest;
+use crate::report::refresh::{self, Wanted};
 use crate::scheduler::{self, Scheduler};
+use crate::seen::LastSeen;
+use crate::store::leases::Holder;
 use crate::watch::schedule;
 use crate::watch::verify::VerifyOnChange;
 use crate::watch::webhook::{self, Webhook};
-use crate::{db, ingest, pg, seen, web};
+use crate::{ingest, pg, seen, store, web};
 
 /// Everything `serve` needs.
 #[derive(Debug)]
@@ -128,13 +132,13 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         .map(|u| u.expose().to_string())
         .or_else(|| cluster.as_ref().map(|c| c.url().to_string()))
         .expect("one of them");
-    let pool = db::connect(&url)
+    let pool = store::connect(&url)
         .await
         .context("connecting to PostgreSQL and applying migrations")?;
     if cluster.is_some() {
         // A private cluster has no other coordinator: leases left in it are of
         // this coordinator's earlier run, and its agents need not wait them out.
-        db::leases::clear(&pool)
+        store::leases::clear(&pool)
             .await
             .context("clearing the leases of an earlier run")?;
     }
@@ -229,26 +233,28 @@ pub async fn run_guarded(
         report,
         caps,
     } = guards;
-    let scheduler = Arc::new(
-        Scheduler::with_ingest(app.pool.clone(), app.ingest)
-            .with_lease_ttl(app.heartbeat.base * cluster::MISSED_RENEWALS),
-    );
-    tracing::info!(coordinator = %scheduler.holder().id, name = %scheduler.holder().name, "coordinator identity for host leases");
+    let pool = app.pool;
+    let holder = Holder::this_process();
+    tracing::info!(coordinator = %holder.id, name = %holder.name, "coordinator identity for host leases");
     // A predecessor that died here (this coordinator restarted) gives up its leases now.
-    cluster::take_over(&scheduler)
+    cluster::take_over(&pool, &holder)
         .await
         .context("registering this coordinator")?;
     // Sessions of a coordinator that stopped without closing them, and whose
     // hosts no live coordinator holds, ended with it.
-    db::sessions::close_orphaned(&app.pool)
+    store::sessions::close_orphaned(&pool)
         .await
         .context("closing stale sessions")?;
-    let leader = Arc::new(Leader::new(&app.pool));
+    let scheduler =
+        Arc::new(Scheduler::new(pool.clone(), holder).with_lease_ttl(app.heartbeat.base * cluster::MISSED_RENEWALS));
+    let ingest = Ingest::start(&pool, app.ingest);
+    let last_seen = Arc::new(LastSeen::default());
+    let leader = Arc::new(Leader::new(&pool));
     // Findings are derived in the background, once now and after results and campaigns.
     let deriver = findings::Deriver::new();
     let deriver_task = tokio::spawn(findings::run(
         deriver.clone(),
-        app.pool.clone(),
+        pool.clone(),
         leader.clone(),
         shutdown.clone(),
     ));
@@ -256,18 +262,22 @@ pub async fn run_guarded(
     let pacer = Pacer::new(app.heartbeat);
     let pacing = tokio::spawn(pacer.clone().run(scheduler.clone(), shutdown.clone()));
     let agent = AgentSvc {
+        pool: pool.clone(),
         scheduler: scheduler.clone(),
+        ingest: ingest.clone(),
+        last_seen: last_seen.clone(),
         token: app.agent_token,
         heartbeat: pacer.clone(),
         shutdown: shutdown.clone(),
         findings: deriver,
         verify: app.watch.verify,
         sessions: caps.session_permits(),
-        handshakes: grpc::turns::for_serve(scheduler.ingest().precedence()),
+        handshakes: grpc::turns::for_serve(ingest.precedence()),
         failed_auth: failed_auth.clone(),
         client_certs,
     };
     let admin = AdminSvc {
+        pool: pool.clone(),
         scheduler: scheduler.clone(),
         token: app.admin_token,
         failed_auth,
@@ -276,20 +286,28 @@ pub async fn run_guarded(
     if let Some(tls) = tls {
         builder = builder.tls_config(tls).context("setting up TLS")?;
     }
-    let sweeper = tokio::spawn(sweep(scheduler.clone(), leader, shutdown.clone()));
+    let sweeper = tokio::spawn(sweep(pool.clone(), scheduler.clone(), leader, shutdown.clone()));
     let leases = tokio::spawn(cluster::renew_leases(
+        pool.clone(),
         scheduler.clone(),
         app.heartbeat.base,
         shutdown.clone(),
     ));
-    let wake = tokio::spawn(cluster::wake::run(scheduler.clone(), shutdown.clone()));
-    let schedules = tokio::spawn(schedule::run(scheduler.clone(), shutdown.clone()));
-    let webhook = tokio::spawn(webhook::run(app.pool.clone(), app.watch.webhook, shutdown.clone()));
-    let seen = tokio::spawn(flush_seen(scheduler.clone(), shutdown.clone()));
+    let wake = tokio::spawn(cluster::wake::run(pool.clone(), scheduler.clone(), shutdown.clone()));
+    let schedules = tokio::spawn(schedule::run(pool.clone(), scheduler.clone(), shutdown.clone()));
+    let webhook = tokio::spawn(webhook::run(pool.clone(), app.watch.webhook, shutdown.clone()));
+    let seen = tokio::spawn(flush_seen(pool.clone(), last_seen, shutdown.clone()));
+    // A coordinator that serves the report keeps its stored figures fresh.
+    let wanted = Wanted::default();
+    let refresher = http
+        .is_some()
+        .then(|| tokio::spawn(refresh::keep_fresh(pool.clone(), wanted.clone(), shutdown.clone())));
     let http_task = http.map(|l| {
         let state = web::WebState {
-            pool: app.pool.clone(),
+            pool: pool.clone(),
             scheduler: scheduler.clone(),
+            ingest: ingest.clone(),
+            refresh: wanted,
         };
         tokio::spawn(web::serve_with(l, state, report, shutdown.clone()))
     });
@@ -336,6 +354,9 @@ pub async fn run_guarded(
     let _ = schedules.await;
     let _ = webhook.await;
     let _ = seen.await;
+    if let Some(t) = refresher {
+        let _ = t.await;
+    }
     let _ = pacing.await;
     let _ = deriver_task.await;
     if let Some(t) = http_task {
@@ -348,14 +369,14 @@ pub async fn run_guarded(
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Writes the coalesced `last_seen` marks every few seconds, and once more at shutdown.
-async fn flush_seen(scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
+async fn flush_seen(pool: PgPool, last_seen: Arc<LastSeen>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(seen::FLUSH_INTERVAL);
     loop {
         let stopping = tokio::select! {
             _ = shutdown.cancelled() => true,
             _ = tick.tick() => false,
         };
-        if let Err(e) = scheduler.last_seen().flush(scheduler.pool()).await {
+        if let Err(e) = last_seen.flush(&pool).await {
             tracing::warn!(error = %e, "writing hosts' last_seen");
         }
         if stopping {
@@ -376,7 +397,7 @@ fn warn_plaintext_session(request: &tonic::Request<()>) {
 /// coordinator's hosts and of hosts nobody holds); on the cluster's leader
 /// also fails queued jobs past their time to live and closes sessions left
 /// open by a coordinator that died.
-async fn sweep(scheduler: Arc<Scheduler>, leader: Arc<Leader>, shutdown: CancellationToken) {
+async fn sweep(pool: PgPool, scheduler: Arc<Scheduler>, leader: Arc<Leader>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(scheduler::SWEEP_INTERVAL);
     loop {
         tokio::select! {
@@ -390,19 +411,19 @@ async fn sweep(scheduler: Arc<Scheduler>, leader: Arc<Leader>, shutdown: Cancell
             continue;
         }
         // The completion check after a commit that never ran (see `close_if_complete`).
-        match db::campaigns::close_any_complete(scheduler.pool()).await {
+        match store::campaigns::close_any_complete(&pool).await {
             Ok(closed) if !closed.is_empty() => {
                 tracing::info!(campaigns = ?closed, "complete campaigns closed by the sweep")
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "closing complete campaigns"),
         }
-        match db::sessions::close_orphaned(scheduler.pool()).await {
+        match store::sessions::close_orphaned(&pool).await {
             Ok(n) if n > 0 => tracing::info!(sessions = n, "sessions of a coordinator that went away closed"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "closing orphaned sessions"),
         }
-        match db::jobs::expire_queued(scheduler.pool()).await {
+        match store::jobs::expire_queued(&pool).await {
             Ok(expired) if !expired.is_empty() => {
                 tracing::info!(
                     jobs = expired.len(),

@@ -34,10 +34,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use cipherfleet_coordinator::auth::Token;
-use cipherfleet_coordinator::db;
+use cipherfleet_coordinator::domain::auth::Token;
 use cipherfleet_coordinator::grpc::agent::pace::Pace;
 use cipherfleet_coordinator::server::{self, App};
+use cipherfleet_coordinator::store;
 use cipherfleet_coordinator::watch::verify::VerifyOnChange;
 use cipherfleet_proto::v1::admin_service_client::AdminServiceClient;
 use tokio_util::sync::CancellationToken;
@@ -98,7 +98,7 @@ enum Part {
 }
 
 async fn bench(db_url: &str, dir: &Path, part: Part, agent: Option<&Path>) {
-    let pool = db::connect(db_url)
+    let pool = store::connect(db_url)
         .await
         .expect("connecting to the private cluster and migrating");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

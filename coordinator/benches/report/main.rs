@@ -26,10 +26,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cipherfleet_coordinator::analysis::scenarios::Scenario;
-use cipherfleet_coordinator::db;
 use cipherfleet_coordinator::findings;
+use cipherfleet_coordinator::ingest::Ingest;
 use cipherfleet_coordinator::pg::PrivateCluster;
+use cipherfleet_coordinator::report::refresh::{Wanted, keep_fresh};
 use cipherfleet_coordinator::scheduler::Scheduler;
+use cipherfleet_coordinator::store;
+use cipherfleet_coordinator::store::leases::Holder;
 use cipherfleet_coordinator::web::{self, WebState};
 use sqlx::Executor;
 use tokio_util::sync::CancellationToken;
@@ -165,7 +168,7 @@ fn main() {
 
 /// Runs the whole benchmark; true when every target and plan check passed.
 async fn bench(cluster: &PrivateCluster) -> bool {
-    let pool = db::connect(cluster.url())
+    let pool = store::connect(cluster.url())
         .await
         .expect("connecting to the private cluster and migrating");
     let started = Instant::now();
@@ -185,9 +188,13 @@ async fn bench(cluster: &PrivateCluster) -> bool {
         .expect("binding 127.0.0.1:0");
     let addr = listener.local_addr().expect("bound address");
     let shutdown = CancellationToken::new();
+    let refresh = Wanted::default();
+    let refresher = tokio::spawn(keep_fresh(pool.clone(), refresh.clone(), shutdown.clone()));
     let state = WebState {
         pool: pool.clone(),
-        scheduler: Arc::new(Scheduler::new(pool.clone())),
+        scheduler: Arc::new(Scheduler::new(pool.clone(), Holder::this_process())),
+        ingest: Ingest::start(&pool, Default::default()),
+        refresh,
     };
     let server = tokio::spawn(web::serve(listener, state, shutdown.clone()));
 
@@ -204,7 +211,9 @@ async fn bench(cluster: &PrivateCluster) -> bool {
         let started = Instant::now();
         let mut tx = pool.begin().await.expect("transaction");
         tx.execute("SET LOCAL statement_timeout = 0").await.unwrap();
-        db::points::refresh(&mut *tx).await.expect("refreshing result_points");
+        store::points::refresh(&mut *tx)
+            .await
+            .expect("refreshing result_points");
         tx.commit().await.expect("committing result_points");
         // What autovacuum does after a bulk insert: statistics, and the
         // visibility map that lets counts scan an index only.
@@ -269,6 +278,7 @@ async fn bench(cluster: &PrivateCluster) -> bool {
     }
     shutdown.cancel();
     let _ = server.await;
+    let _ = refresher.await;
 
     // One table: every page at every dataset, the target judged at the last.
     println!("\nreport at {HOSTS} hosts (p50 / p95 in ms; KiB at the last dataset):");

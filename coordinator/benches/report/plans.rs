@@ -8,8 +8,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cipherfleet_coordinator::ingest::Ingest;
 use cipherfleet_coordinator::pg::PrivateCluster;
+use cipherfleet_coordinator::report::refresh::{Wanted, keep_fresh};
 use cipherfleet_coordinator::scheduler::Scheduler;
+use cipherfleet_coordinator::store::leases::Holder;
 use cipherfleet_coordinator::web::{self, WebState};
 use sqlx::Executor;
 use sqlx::postgres::PgPoolOptions;
@@ -46,9 +49,13 @@ pub async fn check(cluster: &PrivateCluster, pages: &[Page]) -> bool {
         .expect("binding 127.0.0.1:0");
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
+    let refresh = Wanted::default();
+    let refresher = tokio::spawn(keep_fresh(pool.clone(), refresh.clone(), shutdown.clone()));
     let state = WebState {
         pool: pool.clone(),
-        scheduler: Arc::new(Scheduler::new(pool.clone())),
+        scheduler: Arc::new(Scheduler::new(pool.clone(), Holder::this_process())),
+        ingest: Ingest::start(&pool, Default::default()),
+        refresh,
     };
     let server = tokio::spawn(web::serve(listener, state, shutdown.clone()));
     // A first request opens the pool's connections; only the second one's plans count.
@@ -90,6 +97,7 @@ pub async fn check(cluster: &PrivateCluster, pages: &[Page]) -> bool {
     }
     shutdown.cancel();
     let _ = server.await;
+    let _ = refresher.await;
     pool.close().await;
     passed
 }

@@ -6,8 +6,8 @@
 use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::stats::{cv, median};
 
-use crate::db::points::LatestResult;
-use crate::db::results::StoredMemory;
+use crate::domain::latest::LatestResult;
+use crate::domain::memory::StoredMemory;
 
 /// A cell's figures.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::db::snapshots::FactColumns;
+use crate::domain::facts::FactColumns;
 
 /// The changed facts from `before` to `after` as a JSON object: scalar facts
 /// as `{"from": …, "to": …}`, flag lists as `{"gained": […], "lost": […]}`.

@@ -318,6 +318,13 @@ fn findings_with(host: &HostCrypto, peers_have: impl Fn(&str) -> bool) -> Vec<Fa
     out
 }
 
+/// Whether any machine could run `algorithm` on hardware: DES and 3DES have no
+/// hardware path anywhere, so their accelerated requests always run software
+/// and say nothing about the host.
+pub fn has_hardware_path(algorithm: Algorithm) -> bool {
+    !matches!(algorithm.cipher, Cipher::Des | Cipher::TripleDes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::domain::facts::FactColumns;
+
 /// A host with this label (any value but `false`, `no`, `0`) runs on an
 /// emulated CPU.
 pub const EMULATED_LABEL: &str = "emulated";
@@ -38,6 +40,14 @@ pub struct EmulationFacts<'a> {
 }
 
 impl EmulationFacts<'_> {
+    /// The facts of a snapshot's typed columns.
+    pub fn of(columns: &FactColumns) -> EmulationFacts<'_> {
+        EmulationFacts {
+            cpuinfo_foreign: columns.cpuinfo_foreign,
+            hypervisor: columns.hypervisor.as_deref(),
+        }
+    }
+
     /// Whether the facts alone show an emulated CPU.
     pub fn show_emulation(&self) -> bool {
         self.cpuinfo_foreign == Some(true) || self.hypervisor == Some(QEMU_TCG)

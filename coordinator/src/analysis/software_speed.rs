@@ -9,7 +9,7 @@ use cipherfleet_core::algorithm::{Algorithm, Cipher, Mode};
 use cipherfleet_core::path::{Backends, PathUsed};
 use cipherfleet_core::spec::KeyMode;
 
-use super::fallback::{Primitive, hardware_features, primitive_of};
+use super::fallback::{Primitive, hardware_features, has_hardware_path, primitive_of};
 use super::slow::Thresholds;
 
 /// Why an accelerated path counts as running at software speed.
@@ -30,13 +30,6 @@ pub fn ratio(accelerated: Option<f64>, software: Option<f64>) -> Option<f64> {
         (Some(a), Some(s)) if s > 0.0 => Some(a / s),
         _ => None,
     }
-}
-
-/// Whether any machine could run `algorithm` on hardware: DES and 3DES have no
-/// hardware path anywhere, so their accelerated requests always run software
-/// and say nothing about the host.
-pub fn has_hardware_path(algorithm: Algorithm) -> bool {
-    !matches!(algorithm.cipher, Cipher::Des | Cipher::TripleDes)
 }
 
 /// The most a point can reach on its host, what ran is judged against: the

@@ -13,9 +13,8 @@ use cipherfleet_core::algorithm::Mode;
 use cipherfleet_core::path::{Backends, Flavour, Path, PathUsed};
 use sqlx::types::Json;
 
-use super::fallback::{Primitive, usable_by_facts};
+use super::fallback::{Primitive, has_hardware_path, usable_by_facts};
 use super::series::Observation;
-use super::software_speed::has_hardware_path;
 
 /// The reason's spelling in `findings.reason`, `check` and `/metrics`.
 pub const REASON: &str = "unexplained-fallback";

@@ -11,8 +11,8 @@ use clap::{Args, ValueEnum};
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::auth::Token;
-use crate::selector::Selector;
+use crate::domain::auth::Token;
+use crate::domain::selector::Selector;
 
 /// Where the coordinator is, how to trust it, the admin token, and the output format.
 #[derive(Args, Debug, Clone)]

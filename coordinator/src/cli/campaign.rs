@@ -11,7 +11,7 @@ use clap::Subcommand;
 use cipherfleet_core::spec::Matrix;
 
 use super::{AdminArgs, Format, admin_client, proto_selector, status_error};
-use crate::selector::Selector;
+use crate::domain::selector::Selector;
 
 /// `campaign start|status|cancel`.
 #[derive(Subcommand, Debug)]

@@ -10,7 +10,7 @@ use cipherfleet_proto::v1;
 use clap::{Args, ValueEnum};
 
 use super::{AdminArgs, Format, admin_client, status_error};
-use crate::db::findings::Severity;
+use crate::store::findings::Severity;
 
 /// The `--help` epilogue.
 pub const EXIT_STATUS: &str = "Exit status:\n  \

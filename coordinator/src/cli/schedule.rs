@@ -7,7 +7,7 @@ use cipherfleet_proto::v1;
 use clap::Subcommand;
 
 use super::{AdminArgs, Format, admin_client, proto_selector, status_error};
-use crate::selector::Selector;
+use crate::domain::selector::Selector;
 use crate::watch::schedule::human;
 use crate::watch::timing::{parse_duration, parse_time_of_day};
 

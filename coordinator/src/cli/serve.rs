@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use cipherfleet_core::token::Secret;
 
 use super::watch_args;
-use crate::auth::Token;
+use crate::domain::auth::Token;
 use crate::grpc::agent::pace::Pace;
 use crate::server::{self, ServeConfig};
 use crate::{ingest, tls, web};

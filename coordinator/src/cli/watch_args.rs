@@ -8,7 +8,7 @@ use clap::Args;
 
 use cipherfleet_core::token::Secret;
 
-use crate::auth::Token;
+use crate::domain::auth::Token;
 use crate::server::Watch;
 use crate::watch::timing::parse_duration;
 use crate::watch::verify::VerifyOnChange;

@@ -7,18 +7,19 @@
 //! such a job). An agent reports the stopped job as failed, which ends it.
 
 use cipherfleet_proto::v1::{self, coordinator_message::Body};
+use sqlx::PgPool;
 
-use crate::db;
 use crate::scheduler::Scheduler;
+use crate::store;
 
 /// The channel the campaigns trigger notifies, with the campaign's id.
 pub const CHANNEL: &str = "cipherfleet_campaign_cancelled";
 
 /// Tells this coordinator's agents to stop their running jobs of cancelled
 /// campaigns (of `campaign` only, when given). Returns how many were told.
-pub async fn stop_running(scheduler: &Scheduler, campaign: Option<i64>) -> Result<usize, db::Error> {
+pub async fn stop_running(pool: &PgPool, scheduler: &Scheduler, campaign: Option<i64>) -> Result<usize, store::Error> {
     let here = scheduler.online_hosts();
-    let jobs = db::campaigns::running_of_cancelled(scheduler.pool(), &here, campaign).await?;
+    let jobs = store::campaigns::running_of_cancelled(pool, &here, campaign).await?;
     let mut told = 0;
     for job in jobs {
         let cancel = v1::CancelJob {

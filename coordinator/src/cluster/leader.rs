@@ -10,7 +10,7 @@ use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 use tokio::sync::Mutex;
 
-use crate::db::advisory::{self, Lock};
+use crate::store::advisory::{self, Lock};
 
 /// Whether this coordinator leads; asked before each piece of once-only work.
 pub struct Leader {
@@ -43,7 +43,7 @@ impl Leader {
         let (c, leads) = conn.as_mut().expect("connected above");
         let asked = if *leads {
             // Held for the connection's life: it holds while the connection does.
-            c.ping().await.map(|()| true).map_err(crate::db::Error::from)
+            c.ping().await.map(|()| true).map_err(crate::store::Error::from)
         } else {
             advisory::try_lock_session(c, Lock::Leader).await
         };

@@ -1,7 +1,7 @@
 //! Several coordinators on one PostgreSQL. Any coordinator accepts any agent;
 //! what keeps them from stepping on each other:
 //!
-//! - a host's session is leased to one coordinator at a time (`db::leases`,
+//! - a host's session is leased to one coordinator at a time (`store::leases`,
 //!   [`crate::scheduler::Scheduler::start_session`]); [`renew_leases`] keeps this
 //!   coordinator's leases alive, one statement per heartbeat interval, and
 //!   gives them back at shutdown. A coordinator that dies loses them within
@@ -11,7 +11,7 @@
 //!   A coordinator starting where a dead one ran (same machine, PID namespace
 //!   and user; its [`process`] gone) ends that one's leases at once
 //!   ([`take_over`]), so a restarted coordinator's agents need not wait them out;
-//! - jobs are claimed with `FOR UPDATE SKIP LOCKED` (`db::jobs`), and queueing
+//! - jobs are claimed with `FOR UPDATE SKIP LOCKED` (`store::jobs`), and queueing
 //!   jobs anywhere wakes every coordinator ([`wake`]), and so does cancelling
 //!   a campaign: each one stops its own agents' jobs of it ([`cancel`]);
 //! - what must run once across the cluster runs on the [`leader`], or under
@@ -20,12 +20,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::db;
-use crate::db::leases::Holder;
 use crate::scheduler::Scheduler;
+use crate::store;
+use crate::store::leases::Holder;
 
 pub mod cancel;
 pub mod leader;
@@ -35,32 +36,18 @@ pub mod wake;
 /// Renewals a lease survives missing: it lives this many heartbeat intervals.
 pub const MISSED_RENEWALS: u32 = 3;
 
-/// This process as a lease holder: a new id per start, and `hostname/pid` for people.
-pub fn holder() -> Holder {
-    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "coordinator".into());
-    Holder {
-        id: Uuid::new_v4(),
-        name: format!("{hostname}/{}", std::process::id()),
-    }
-}
-
-/// Registers this coordinator (`db::coordinators`), and ends the leases of
+/// Registers this coordinator (`store::coordinators`), and ends the leases of
 /// every coordinator registered where this one runs whose process is gone:
 /// this coordinator's dead predecessor, after a crash and a restart. Its agents
 /// are then admitted at once, here or anywhere, instead of after their leases
 /// expire. A live coordinator's leases are never touched: one in another
 /// machine, PID namespace or user, or with anything unreadable, counts as
 /// alive. Returns how many leases were ended.
-pub async fn take_over(scheduler: &Scheduler) -> Result<u64, db::Error> {
-    let pool = scheduler.pool();
+pub async fn take_over(pool: &PgPool, holder: &Holder) -> Result<u64, store::Error> {
     let me = process::this();
-    db::coordinators::forget_unseen(pool).await?;
-    db::coordinators::register(pool, scheduler.holder(), &me).await?;
-    let dead: Vec<_> = db::coordinators::on_machine(pool, scheduler.holder(), &me)
+    store::coordinators::forget_unseen(pool).await?;
+    store::coordinators::register(pool, holder, &me).await?;
+    let dead: Vec<_> = store::coordinators::on_machine(pool, holder, &me)
         .await?
         .into_iter()
         .filter(|n| process::is_gone(n.pid, n.pid_start))
@@ -69,8 +56,8 @@ pub async fn take_over(scheduler: &Scheduler) -> Result<u64, db::Error> {
         return Ok(0);
     }
     let ids: Vec<Uuid> = dead.iter().map(|n| n.id).collect();
-    let ended = db::leases::end_all_of(pool, &ids).await?;
-    db::coordinators::forget(pool, &ids).await?;
+    let ended = store::leases::end_all_of(pool, &ids).await?;
+    store::coordinators::forget(pool, &ids).await?;
     let names: Vec<&str> = dead.iter().map(|n| n.name.as_str()).collect();
     tracing::info!(
         coordinators = ?names,
@@ -83,7 +70,7 @@ pub async fn take_over(scheduler: &Scheduler) -> Result<u64, db::Error> {
 /// The background task: renews this coordinator's leases every `interval`
 /// (the heartbeat interval) until `shutdown`, then gives them all back so the
 /// agents may reconnect to another coordinator at once.
-pub async fn renew_leases(scheduler: Arc<Scheduler>, interval: Duration, shutdown: CancellationToken) {
+pub async fn renew_leases(pool: PgPool, scheduler: Arc<Scheduler>, interval: Duration, shutdown: CancellationToken) {
     let me = process::this();
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -96,7 +83,7 @@ pub async fn renew_leases(scheduler: Arc<Scheduler>, interval: Duration, shutdow
             tracing::warn!(error = %e, "renewing the hosts' leases");
         }
         // Seen lately (and registered again, should its row have been forgotten).
-        if let Err(e) = db::coordinators::register(scheduler.pool(), scheduler.holder(), &me).await {
+        if let Err(e) = store::coordinators::register(&pool, scheduler.holder(), &me).await {
             tracing::debug!(error = %e, "marking this coordinator seen");
         }
     }
@@ -104,7 +91,7 @@ pub async fn renew_leases(scheduler: Arc<Scheduler>, interval: Duration, shutdow
         Ok(n) => tracing::debug!(leases = n, "leases given back"),
         Err(e) => tracing::warn!(error = %e, "giving back the hosts' leases (they expire by themselves)"),
     }
-    if let Err(e) = db::coordinators::forget(scheduler.pool(), &[scheduler.holder().id]).await {
+    if let Err(e) = store::coordinators::forget(&pool, &[scheduler.holder().id]).await {
         tracing::debug!(error = %e, "forgetting this coordinator (forgotten after an hour)");
     }
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use uuid::Uuid;
 
-use crate::db::coordinators::Process;
+use crate::store::coordinators::Process;
 
 /// This process.
 pub fn this() -> Process {

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgNotification};
 use tokio_util::sync::CancellationToken;
 
@@ -42,13 +43,13 @@ impl Woken {
 }
 
 /// The background task, until `shutdown`.
-pub async fn run(scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
+pub async fn run(pool: PgPool, scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
     let mut poll = tokio::time::interval(POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut listener: Option<PgListener> = None;
     loop {
         if listener.is_none() {
-            listener = listen(&scheduler).await;
+            listener = listen(&pool).await;
         }
         let woken = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -63,10 +64,10 @@ pub async fn run(scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
             },
         };
         match woken {
-            Woken::Cancelled(campaign) => stop_cancelled(&scheduler, campaign).await,
+            Woken::Cancelled(campaign) => stop_cancelled(&pool, &scheduler, campaign).await,
             Woken::Queued => dispatch_waiting(&scheduler).await,
             Woken::Poll => {
-                stop_cancelled(&scheduler, None).await;
+                stop_cancelled(&pool, &scheduler, None).await;
                 dispatch_waiting(&scheduler).await;
             }
         }
@@ -81,17 +82,17 @@ async fn dispatch_waiting(scheduler: &Scheduler) {
     }
 }
 
-async fn stop_cancelled(scheduler: &Scheduler, campaign: Option<i64>) {
-    match cancel::stop_running(scheduler, campaign).await {
+async fn stop_cancelled(pool: &PgPool, scheduler: &Scheduler, campaign: Option<i64>) {
+    match cancel::stop_running(pool, scheduler, campaign).await {
         Ok(n) if n > 0 => tracing::info!(jobs = n, ?campaign, "told agents to stop jobs of a cancelled campaign"),
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "stopping running jobs of cancelled campaigns"),
     }
 }
 
-async fn listen(scheduler: &Scheduler) -> Option<PgListener> {
+async fn listen(pool: &PgPool) -> Option<PgListener> {
     let connected = async {
-        let mut l = PgListener::connect_with(scheduler.pool()).await?;
+        let mut l = PgListener::connect_with(pool).await?;
         l.listen_all([CHANNEL, cancel::CHANNEL]).await?;
         Ok::<_, sqlx::Error>(l)
     };

@@ -14,9 +14,9 @@ use crate::analysis::marks;
 use crate::analysis::series::{self, HostSeries, PeerMedians, SeriesVerdict, SlowVerdict};
 use crate::analysis::slow::{SlowKind, Thresholds};
 use crate::analysis::unexplained::{self, Promise, Ran, Unexplained};
-use crate::db::findings::{NewFinding, Severity};
-use crate::db::series::CurrentFacts;
-use crate::db::snapshots::{self, Snapshot};
+use crate::store::findings::{NewFinding, Severity};
+use crate::store::series::CurrentFacts;
+use crate::store::snapshots::Snapshot;
 
 /// Flagged series kept in a slow finding's evidence (the headline is the first).
 const EVIDENCE_SERIES: usize = 10;
@@ -303,7 +303,7 @@ const EMULATED_NOTE: &str = " (emulated host: detection is real, timings are not
 fn fact_summary(
     reason: Reason,
     features: &[String],
-    facts: &snapshots::FactColumns,
+    facts: &crate::domain::facts::FactColumns,
     peers_with: usize,
     emulated: bool,
 ) -> String {
@@ -445,7 +445,7 @@ pub(super) fn crypto_of(host_id: i64, s: &Snapshot) -> HostCrypto {
 impl CurrentFacts {
     /// Whether the host's CPU is emulated, by the one rule in [`marks`].
     pub(super) fn emulated(&self) -> bool {
-        marks::is_emulated(&self.labels.0, self.snapshot.columns.emulation())
+        marks::is_emulated(&self.labels.0, marks::EmulationFacts::of(&self.snapshot.columns))
     }
 
     /// Who a host is compared with: its [`MachineClass`] (the one definition

@@ -20,7 +20,7 @@ use super::{Ahead, HISTORY, Work};
 use crate::analysis::class::MachineClass;
 use crate::analysis::series::{self, HostSeries, Observation, PeerMedians, PeerSummaries};
 use crate::analysis::slow::Thresholds;
-use crate::db;
+use crate::store;
 
 /// A machine class, and whether its hosts are emulated: who is whose peer.
 pub(super) type Class = (MachineClass, bool);
@@ -91,7 +91,7 @@ pub(super) struct Ask<'a> {
 /// replaced; the others are read whole. A fleet pass reads every class: its
 /// verdicts are exact whatever was kept. Each chunk is read while the one
 /// before is folded in. Leaves `peers` with the medians of every class read.
-pub(super) async fn read(pool: &PgPool, ask: Ask<'_>, peers: &mut PeerCache) -> db::Result<FirstRead> {
+pub(super) async fn read(pool: &PgPool, ask: Ask<'_>, peers: &mut PeerCache) -> store::Result<FirstRead> {
     let t = Thresholds::default();
     let fleet = matches!(ask.work, Work::Fleet);
     // A fleet pass judges every host here: it reads every path.
@@ -117,7 +117,9 @@ pub(super) async fn read(pool: &PgPool, ask: Ask<'_>, peers: &mut PeerCache) -> 
         let algorithms = if whole { None } else { ask.wanted_algorithms.clone() };
         let path = (!once).then_some(Path::Accelerated);
         let (pool, part) = (pool.clone(), part.to_vec());
-        Ahead::spawn(async move { db::series::latest_points(&pool, &part, algorithms.as_ref(), path, HISTORY).await })
+        Ahead::spawn(
+            async move { store::series::latest_points(&pool, &part, algorithms.as_ref(), path, HISTORY).await },
+        )
     };
     let mut read_whole: HashMap<Class, (PeerMedians, PeerSummaries)> = HashMap::new();
     let mut out = FirstRead::default();

@@ -6,9 +6,9 @@ use std::collections::{BTreeSet, HashMap};
 use super::Outcome;
 use super::describe::{self, Anchor, Derived};
 use crate::analysis::fallback::CpuGroups;
-use crate::db;
-use crate::db::findings::{self as store, Finding, NewFinding};
-use crate::db::snapshots::{self, Snapshot};
+use crate::store;
+use crate::store::findings::{self as stored, Finding, NewFinding};
+use crate::store::snapshots::{self, Snapshot};
 
 /// How a pass stores what it found.
 #[doc(hidden)]
@@ -92,11 +92,11 @@ pub(super) async fn write_chunk(
     fleet: &CpuGroups,
     writes: Writes,
     outcome: &mut Outcome,
-) -> db::Result<()> {
+) -> store::Result<()> {
     match writes {
         Writes::Batched => {
             let dating: Vec<i64> = changes.iter().filter(|c| c.has_new()).map(|c| c.host_id).collect();
-            let snapshots = db::series::snapshot_histories(&mut **tx, &dating).await?;
+            let snapshots = store::series::snapshot_histories(&mut **tx, &dating).await?;
             let mut histories: HashMap<i64, &[Snapshot]> = HashMap::new();
             for run in snapshots.chunk_by(|a, b| a.host_id == b.host_id) {
                 histories.insert(run[0].host_id, run);
@@ -108,8 +108,8 @@ pub(super) async fn write_chunk(
                 upserts.extend(findings);
                 gone.extend(resolved);
             }
-            store::upsert_open_all(tx, &upserts).await?;
-            outcome.resolved += store::resolve(&mut **tx, &gone).await? as usize;
+            stored::upsert_open_all(tx, &upserts).await?;
+            outcome.resolved += stored::resolve(&mut **tx, &gone).await? as usize;
         }
         Writes::OneByOne => {
             for c in changes {
@@ -120,9 +120,9 @@ pub(super) async fn write_chunk(
                 };
                 let (findings, gone) = c.dated(&history, fleet, outcome);
                 for finding in &findings {
-                    store::upsert_open(tx, finding).await?;
+                    stored::upsert_open(tx, finding).await?;
                 }
-                outcome.resolved += store::resolve(&mut **tx, &gone).await? as usize;
+                outcome.resolved += stored::resolve(&mut **tx, &gone).await? as usize;
             }
         }
     }

@@ -8,22 +8,25 @@ use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::{InvalidSpec, JobSpec, Matrix, Suite};
 use cipherfleet_proto::v1::admin_service_server::AdminService;
 use cipherfleet_proto::v1::{self, start_campaign_request::Points as Requested};
+use sqlx::PgPool;
 use tonic::{Request, Response, Status};
 
 use super::rate::{self, FailedAuth};
 use super::{db_status, paging};
-use crate::auth::Token;
-use crate::db;
-use crate::db::campaigns::{CampaignStatus, DEFAULT_QUEUED_TTL, MAX_QUEUED_TTL};
-use crate::db::findings::Severity;
-use crate::db::schedules::Schedule;
+use crate::domain::auth::Token;
+use crate::domain::selector::{Candidate, Selector};
 use crate::launch::{self, Launch, LaunchError, Points};
+use crate::report;
 use crate::scheduler::Scheduler;
-use crate::selector::{Candidate, Selector};
+use crate::store;
+use crate::store::campaigns::{CampaignStatus, DEFAULT_QUEUED_TTL, MAX_QUEUED_TTL};
+use crate::store::findings::Severity;
+use crate::store::schedules::Schedule;
 use crate::watch::schedule::{self, IfRunning, NewSchedule};
 use crate::watch::timing::Timing;
 
 pub struct AdminSvc {
+    pub pool: PgPool,
     pub scheduler: Arc<Scheduler>,
     pub token: Token,
     /// Failed token attempts per peer address, shared with the agent service.
@@ -159,7 +162,7 @@ fn parse_campaign_id(s: &str) -> Result<i64, Status> {
         .map_err(|_| Status::invalid_argument(format!("campaign_id: {s:?} is not a campaign id")))
 }
 
-fn counts(c: &db::campaigns::JobCounts) -> v1::JobCounts {
+fn counts(c: &store::campaigns::JobCounts) -> v1::JobCounts {
     let n = |x: i64| x.clamp(0, i64::from(u32::MAX)) as u32;
     v1::JobCounts {
         done: n(c.done),
@@ -178,7 +181,7 @@ impl AdminService for AdminSvc {
     ) -> Result<Response<v1::StartCampaignResponse>, Status> {
         self.authorize(&request)?;
         let req = request.into_inner();
-        let pool = self.scheduler.pool();
+        let pool = &self.pool;
         let points = match &req.points {
             Some(Requested::Suite(name)) => Points::Suite(name.parse::<Suite>().map_err(|e| field_error("", e))?),
             Some(Requested::Matrix(m)) => {
@@ -233,17 +236,19 @@ impl AdminService for AdminSvc {
     ) -> Result<Response<v1::CampaignStatusResponse>, Status> {
         self.authorize(&request)?;
         let id = parse_campaign_id(&request.get_ref().campaign_id)?;
-        let pool = self.scheduler.pool();
-        let progress = db::campaigns::status(pool, id)
+        let pool = &self.pool;
+        let progress = store::campaigns::status(pool, id)
             .await
             .map_err(db_status)?
             .ok_or_else(|| Status::not_found(format!("campaign {id} does not exist")))?;
-        let hosts = db::campaigns::host_progress(pool, id).await.map_err(db_status)?;
-        let failures = db::jobs::failures(pool, id, 100).await.map_err(db_status)?;
-        let skipped = db::capabilities::for_campaign(pool, id, SKIPPED_LISTED)
+        let hosts = report::campaign_summaries::host_progress(pool, id, None, 0)
             .await
             .map_err(db_status)?;
-        let points_skipped: i64 = db::capabilities::totals(pool, id)
+        let failures = store::jobs::failures(pool, id, 100).await.map_err(db_status)?;
+        let skipped = store::capabilities::for_campaign(pool, id, SKIPPED_LISTED)
+            .await
+            .map_err(db_status)?;
+        let points_skipped: i64 = store::capabilities::totals(pool, id)
             .await
             .map_err(db_status)?
             .iter()
@@ -289,7 +294,7 @@ impl AdminService for AdminSvc {
                         Path::Software => v1::Path::Software,
                     } as i32,
                     points: u32::try_from(s.points).unwrap_or(u32::MAX),
-                    reason: db::capabilities::reason(s.path).to_string(),
+                    reason: store::capabilities::reason(s.path).to_string(),
                 })
                 .collect(),
             points_skipped: u32::try_from(points_skipped).unwrap_or(u32::MAX),
@@ -303,7 +308,7 @@ impl AdminService for AdminSvc {
         self.authorize(&request)?;
         let req = request.into_inner();
         let id = parse_campaign_id(&req.campaign_id)?;
-        let pool = self.scheduler.pool();
+        let pool = &self.pool;
         let reason = if req.reason.is_empty() {
             "campaign cancelled".to_string()
         } else {
@@ -311,17 +316,17 @@ impl AdminService for AdminSvc {
         };
         // Every coordinator, this one too, hears of it at commit and tells its
         // own agents to stop their running jobs of the campaign (`cluster::cancel`).
-        if db::campaigns::cancel_because(pool, id, Some(&reason))
+        if store::campaigns::cancel_because(pool, id, Some(&reason))
             .await
             .map_err(db_status)?
             .is_none()
         {
-            return Err(match db::campaigns::get(pool, id).await.map_err(db_status)? {
+            return Err(match store::campaigns::get(pool, id).await.map_err(db_status)? {
                 None => Status::not_found(format!("campaign {id} does not exist")),
                 Some(c) => Status::failed_precondition(format!("campaign {id} is already {}", c.status.as_str())),
             });
         }
-        let jobs_cancelled = db::campaigns::status(pool, id)
+        let jobs_cancelled = store::campaigns::status(pool, id)
             .await
             .map_err(db_status)?
             .map_or(0, |p| p.jobs.cancelled);
@@ -341,7 +346,7 @@ impl AdminService for AdminSvc {
         let online = self.scheduler.online_in_cluster().await.map_err(db_status)?;
         // Each host's acceleration status as the report shows it: judged
         // once per change of its inputs (`host_summaries`), not here per call.
-        let hosts = db::host_summaries::list(self.scheduler.pool(), &online, &Default::default(), None)
+        let hosts = report::host_summaries::list(&self.pool, &online, &Default::default(), None)
             .await
             .map_err(db_status)?;
         let matching = hosts.into_iter().filter(|h| {
@@ -383,7 +388,7 @@ impl AdminService for AdminSvc {
     ) -> Result<Response<v1::ResetHostCredentialResponse>, Status> {
         self.authorize(&request)?;
         let name = &request.get_ref().name;
-        let host_id = db::identity::reset_credential(self.scheduler.pool(), name)
+        let host_id = store::identity::reset_credential(&self.pool, name)
             .await
             .map_err(db_status)?
             .ok_or_else(|| unknown_host(name))?;
@@ -412,7 +417,7 @@ impl AdminService for AdminSvc {
     ) -> Result<Response<v1::RetireHostResponse>, Status> {
         self.authorize(&request)?;
         let name = &request.get_ref().name;
-        let retired = db::identity::retire(self.scheduler.pool(), name)
+        let retired = store::identity::retire(&self.pool, name)
             .await
             .map_err(db_status)?
             .ok_or_else(|| unknown_host(name))?;
@@ -448,7 +453,7 @@ impl AdminService for AdminSvc {
                 .map_err(|e| Status::invalid_argument(format!("min_severity: {e}")))?,
         };
         let size = paging::page_size(req.page_size)?;
-        let open = db::findings::list_open(self.scheduler.pool())
+        let open = store::findings::list_open(&self.pool)
             .await
             .map_err(db_status)?
             .into_iter()
@@ -517,7 +522,7 @@ impl AdminService for AdminSvc {
                 req.created_by
             },
         };
-        let stored = schedule::add(self.scheduler.pool(), &new, chrono::Utc::now())
+        let stored = schedule::add(&self.pool, &new, chrono::Utc::now())
             .await
             .map_err(db_status)?;
         tracing::info!(schedule = stored.id, suite = %stored.suite, every = stored.every_seconds, "schedule added");
@@ -529,7 +534,7 @@ impl AdminService for AdminSvc {
         request: Request<v1::ListSchedulesRequest>,
     ) -> Result<Response<v1::ListSchedulesResponse>, Status> {
         self.authorize(&request)?;
-        let schedules = db::schedules::list(self.scheduler.pool())
+        let schedules = store::schedules::list(&self.pool)
             .await
             .map_err(db_status)?
             .into_iter()
@@ -548,10 +553,7 @@ impl AdminService for AdminSvc {
             .trim()
             .parse()
             .map_err(|_| Status::invalid_argument(format!("id: {raw:?} is not a schedule id")))?;
-        if !db::schedules::remove(self.scheduler.pool(), id)
-            .await
-            .map_err(db_status)?
-        {
+        if !store::schedules::remove(&self.pool, id).await.map_err(db_status)? {
             return Err(Status::not_found(format!("schedule {id} does not exist")));
         }
         tracing::info!(schedule = id, "schedule removed");

@@ -1,7 +1,7 @@
 //! `AgentService.Session`: one bidirectional stream per agent.
 //!
 //! The first message must be `Hello` (protocol version, credential or token,
-//! facts). A host is who holds its credential ([`db::identity`]): a `Hello` for
+//! facts). A host is who holds its credential ([`store::identity`]): a `Hello` for
 //! an enrolled name without it is refused with `PERMISSION_DENIED` before
 //! anything of the host is touched, and a host has at most one live session
 //! in the cluster, held through its lease (a second one, here or on another
@@ -9,7 +9,7 @@
 //! (with the host's credential when it was just enrolled, or enrolled again
 //! after a lost `Welcome`), then `RunJob`s one
 //! at a time, each a new attempt. Every later message is validated; only the
-//! current attempt's outcome counts ([`crate::attempt`]); outcomes are
+//! current attempt's outcome counts ([`crate::domain::attempt`]); outcomes are
 //! acknowledged with `ResultAck` (refused or ignored ones with the reason in
 //! the same message). A session that sends nothing for three heartbeat
 //! intervals is lost: its running job goes back to the queue (unless the
@@ -36,6 +36,7 @@ use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::wire;
 use cipherfleet_proto::v1::agent_service_server::AgentService;
 use cipherfleet_proto::v1::{self, AgentMessage, agent_message, coordinator_message::Body};
+use sqlx::PgPool;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_stream::{Stream, StreamExt};
@@ -43,15 +44,16 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use uuid::Uuid;
 
-use super::outbound::{Outbound, OutboundStream};
 use super::rate::{self, Bucket, FailedAuth};
 use super::turns::Turns;
-use crate::attempt;
-use crate::auth::Token;
-use crate::db;
+use crate::domain::attempt;
+use crate::domain::auth::Token;
 use crate::findings::Deriver;
-use crate::ingest::{Next, Recorded};
+use crate::ingest::{Ingest, Next, Recorded};
 use crate::scheduler::Scheduler;
+use crate::scheduler::outbound::{Outbound, OutboundStream};
+use crate::seen::LastSeen;
+use crate::store;
 use crate::watch::verify::VerifyOnChange;
 
 mod hello;
@@ -64,7 +66,12 @@ const MISSED_HEARTBEATS: u32 = 3;
 const LOGGED_NAME_LEN: usize = 64;
 
 pub struct AgentSvc {
+    pub pool: PgPool,
     pub scheduler: Arc<Scheduler>,
+    /// Where results and job starts are handed over, to be stored in batches.
+    pub ingest: Ingest,
+    /// Hosts heard from, written to the database in batches.
+    pub last_seen: Arc<LastSeen>,
     pub token: Token,
     /// The heartbeat interval each `Welcome` tells ([`pace`]).
     pub heartbeat: Arc<pace::Pacer>,
@@ -125,7 +132,10 @@ impl AgentSvc {
 
 /// One connected agent: reads its messages until it leaves.
 struct Session {
+    pool: PgPool,
     scheduler: Arc<Scheduler>,
+    ingest: Ingest,
+    last_seen: Arc<LastSeen>,
     host_id: i64,
     session_id: i64,
     generation: u64,
@@ -206,7 +216,7 @@ impl Session {
                     _ = &mut shutdown => break End::Shutdown,
                     _ = &mut ended => break End::Ended,
                     // The agent does not read what we send: end it rather than wait on it.
-                    _ = &mut full => break End::Refused(super::outbound::NotSent::Full.status()),
+                    _ = &mut full => break End::Refused(crate::scheduler::outbound::NotSent::Full.status()),
                     next = inbound.next() => next,
                     (rx, every) = &mut repaced => {
                         repaced = Box::pin(pace::changed(rx));
@@ -245,7 +255,7 @@ impl Session {
                 if !allowance.take_at(heard) {
                     break End::Refused(too_many_messages());
                 }
-                self.scheduler.last_seen().mark(self.host_id);
+                self.last_seen.mark(self.host_id);
                 if let Some(agent_message::Body::Heartbeat(_)) = message.body {
                     continue;
                 }
@@ -260,7 +270,7 @@ impl Session {
     }
 
     async fn finish(self, end: End) {
-        let pool = self.scheduler.pool();
+        let pool = &self.pool;
         match &end {
             End::Refused(status) => {
                 tracing::warn!(host = self.host_id, status = ?status, "session ended by the coordinator");
@@ -279,7 +289,7 @@ impl Session {
         // fault, so no attempt of its job); otherwise the job goes back to the
         // queue (or fails after its last attempt).
         if current && !end.keeps_jobs() {
-            match db::jobs::requeue_lost(pool, self.host_id).await {
+            match store::jobs::requeue_lost(pool, self.host_id).await {
                 Ok(r) if !r.requeued.is_empty() || !r.failed.is_empty() => {
                     tracing::info!(host = self.host_id, requeued = ?r.requeued, failed = ?r.failed, "jobs of a lost agent")
                 }
@@ -292,7 +302,7 @@ impl Session {
         // After the re-queue: the host's next session, here or elsewhere, then
         // finds its jobs as this one left them.
         self.scheduler.release_lease(self.host_id, self.generation).await;
-        if let Err(e) = db::sessions::close(pool, self.session_id).await {
+        if let Err(e) = store::sessions::close(pool, self.session_id).await {
             tracing::debug!(error = %e, "closing the session row");
         }
     }
@@ -313,7 +323,7 @@ impl Session {
 
     async fn handle(&self, message: AgentMessage) -> Result<(), Status> {
         use agent_message::Body as In;
-        let pool = self.scheduler.pool();
+        let pool = &self.pool;
         match message.body {
             None => Err(Status::invalid_argument("empty message (no known body)")),
             Some(In::Hello(_)) => Err(Status::invalid_argument("hello may only open a session")),
@@ -323,7 +333,7 @@ impl Session {
                 let job_id = parse_job_id(&a.job_id)?;
                 if let Some(attempt) = parse_attempt("job_accepted.attempt_id", &a.attempt_id)? {
                     // Stored with the next batch, before this job's result.
-                    self.scheduler.ingest().started(job_id, self.host_id, attempt).await?;
+                    self.ingest.started(job_id, self.host_id, attempt).await?;
                 }
                 Ok(())
             }
@@ -343,13 +353,13 @@ impl Session {
                 if f.busy {
                     // Not an attempt; the agent's outstanding outcome will trigger the next dispatch.
                     if let Some(attempt) = attempt {
-                        Box::pin(db::jobs::release(pool, job_id, self.host_id, attempt))
+                        Box::pin(store::jobs::release(pool, job_id, self.host_id, attempt))
                             .await
                             .map_err(super::db_status)?;
                     }
                     return Ok(());
                 }
-                let rejected = match Box::pin(db::jobs::fail_attempt(pool, job_id, self.host_id, attempt, &f.error))
+                let rejected = match Box::pin(store::jobs::fail_attempt(pool, job_id, self.host_id, attempt, &f.error))
                     .await
                 {
                     Ok(Ok(())) => None,
@@ -357,8 +367,8 @@ impl Session {
                         tracing::info!(host = self.host_id, job = %job_id, attempt = %f.attempt_id, %ignored, "failure report ignored");
                         Some(ignored.to_string())
                     }
-                    Err(db::Error::UnknownJob(_)) => Some(format!("job {job_id} does not exist")),
-                    Err(db::Error::JobOfAnotherHost { .. }) => {
+                    Err(store::Error::UnknownJob(_)) => Some(format!("job {job_id} does not exist")),
+                    Err(store::Error::JobOfAnotherHost { .. }) => {
                         Some(format!("job {job_id} is not assigned to this host"))
                     }
                     Err(e) => return Err(super::db_status(e)),
@@ -407,7 +417,7 @@ impl Session {
         attempt: Option<Uuid>,
         m: v1::Measurement,
     ) -> Result<(Result<(), String>, Next), Status> {
-        let item = db::results::NewResult {
+        let item = store::results::NewResult {
             job_id,
             host_id: self.host_id,
             attempt,
@@ -419,25 +429,25 @@ impl Session {
             .ok()
             .and_then(|c| c.ran.as_ref())
             .map(|r| r.algorithm);
-        let Recorded { outcome, next } = self.scheduler.ingest().record(item).await?;
+        let Recorded { outcome, next } = self.ingest.record(item).await?;
         let judged = match outcome {
-            Ok(db::results::RecordOutcome::Ignored(ignored)) => {
+            Ok(store::results::RecordOutcome::Ignored(ignored)) => {
                 tracing::info!(host = self.host_id, job = %job_id, attempt = ?attempt, %ignored, "result ignored");
                 Ok(Err(ignored.to_string()))
             }
-            Ok(db::results::RecordOutcome::Invalid(reason)) => {
+            Ok(store::results::RecordOutcome::Invalid(reason)) => {
                 // The job cannot succeed with this result: it failed with the reason, so the campaign moves on.
                 tracing::warn!(host = self.host_id, job = %job_id, reason = ?reason, "result refused");
                 Ok(Err(reason))
             }
             Ok(outcome) => {
                 tracing::debug!(host = self.host_id, job = %job_id, ?outcome, "result");
-                if let (db::results::RecordOutcome::Inserted, Some(algorithm)) = (outcome, algorithm) {
+                if let (store::results::RecordOutcome::Inserted, Some(algorithm)) = (outcome, algorithm) {
                     self.findings.result_stored(self.host_id, algorithm.name());
                 }
                 Ok(Ok(()))
             }
-            Err(db::Error::UnknownJob(_) | db::Error::JobOfAnotherHost { .. }) => {
+            Err(store::Error::UnknownJob(_) | store::Error::JobOfAnotherHost { .. }) => {
                 tracing::warn!(host = self.host_id, job = %job_id, "result for a job not assigned to this host refused");
                 Ok(Err(format!("job {job_id} is not assigned to this host")))
             }
@@ -458,12 +468,12 @@ impl Session {
 
 /// What can be checked of a result without its job, here in the session
 /// rather than in the batch: well-formed, successful, and what it measured
-/// (checked against the job under its lock, [`db::results::record_batch`]).
+/// (checked against the job under its lock, [`store::results::record_batch`]).
 /// Else why it cannot be stored.
-fn checked(m: v1::Measurement) -> Result<db::results::Checked, String> {
+fn checked(m: v1::Measurement) -> Result<store::results::Checked, String> {
     let parsed = wire::checked_measurement(&m).map_err(|e| e.to_string())?;
     let (ran, path_used, figures) = what_ran(parsed)?;
-    Ok(db::results::Checked {
+    Ok(store::results::Checked {
         ran: Some(ran),
         path_used,
         figures,
@@ -472,7 +482,7 @@ fn checked(m: v1::Measurement) -> Result<db::results::Checked, String> {
 }
 
 /// The point a successful measurement says it measured, the path that ran
-/// and its figures: what [`db::results::record_batch`] checks against the job
+/// and its figures: what [`store::results::record_batch`] checks against the job
 /// and stores in typed columns beside the raw object.
 fn what_ran(m: Measurement) -> Result<(JobSpec, PathUsed, Figures), String> {
     let ran = m.spec();

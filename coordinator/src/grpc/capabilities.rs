@@ -11,11 +11,11 @@ use tonic::Status;
 use uuid::Uuid;
 
 use super::db_status;
-use crate::db;
+use crate::store;
 use crate::watch::verify;
 
 /// Stores the paths the agent advertised and skips the host's queued jobs on
-/// the others ([`db::capabilities::advertise`]), except the one it runs and
+/// the others ([`store::capabilities::advertise`]), except the one it runs and
 /// those it holds outcomes of. `validate_hello` has refused unknown or
 /// repeated names with `INVALID_ARGUMENT` already. Returns the change as
 /// [`verify::paths_change`] when the paths differ from what the host said before.
@@ -31,7 +31,7 @@ pub(super) async fn advertised(pool: &PgPool, hello: &v1::Hello, host_id: i64) -
         .chain(&hello.spooled_job_ids)
         .filter_map(|id| Uuid::parse_str(id).ok())
         .collect();
-    let done = db::capabilities::advertise(pool, host_id, &paths, &keep)
+    let done = store::capabilities::advertise(pool, host_id, &paths, &keep)
         .await
         .map_err(db_status)?;
     if done.skipped > 0 {

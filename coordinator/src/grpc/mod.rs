@@ -12,14 +12,13 @@ pub mod agent;
 mod capabilities;
 pub mod deadline;
 pub mod limits;
-pub mod outbound;
 pub mod paging;
 pub mod rate;
 pub mod turns;
 
 use tonic::Status;
 
-use crate::db;
+use crate::{ingest, store};
 
 /// Largest message accepted from a client: a measurement with its raw
 /// samples and host facts is ~20 KiB; anything near this limit is abuse.
@@ -27,12 +26,16 @@ pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 
 /// The one conversion point from storage errors to gRPC status: a database
 /// that is away is `UNAVAILABLE` (clients retry); a bug in our query
-/// ([`db::Error::is_query_bug`]) is `INTERNAL`, logged as an error, since a
+/// ([`store::Error::is_query_bug`]) is `INTERNAL`, logged as an error, since a
 /// retry would fail the same way; a job of another host is `PERMISSION_DENIED`.
-pub fn db_status(e: db::Error) -> Status {
+pub fn db_status(e: store::Error) -> Status {
+    status_of(&e)
+}
+
+fn status_of(e: &store::Error) -> Status {
     match e {
-        db::Error::UnknownJob(id) => Status::not_found(format!("job {id} does not exist")),
-        db::Error::JobOfAnotherHost { job, .. } => {
+        store::Error::UnknownJob(id) => Status::not_found(format!("job {id} does not exist")),
+        store::Error::JobOfAnotherHost { job, .. } => {
             Status::permission_denied(format!("job {job} is not assigned to this host"))
         }
         bug if bug.is_query_bug() => {
@@ -42,6 +45,17 @@ pub fn db_status(e: db::Error) -> Status {
         other => {
             tracing::warn!(error = %other, "database error");
             Status::unavailable("the coordinator's database is unavailable; retry later")
+        }
+    }
+}
+
+/// A result or job start that ingest could not store: the session ends with
+/// this status and the agent resends it.
+impl From<ingest::Error> for Status {
+    fn from(e: ingest::Error) -> Status {
+        match e {
+            ingest::Error::Stopped => Status::unavailable("the coordinator is shutting down; retry"),
+            ingest::Error::Store(e) => status_of(&e),
         }
     }
 }

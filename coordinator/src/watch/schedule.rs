@@ -16,10 +16,10 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use super::timing::{Timing, random_fraction};
-use crate::db::{self, schedules::Firing, schedules::Schedule};
+use crate::domain::selector::Selector;
 use crate::launch::{self, Launch, LaunchError, Points};
 use crate::scheduler::Scheduler;
-use crate::selector::Selector;
+use crate::store::{self, schedules::Firing, schedules::Schedule};
 
 /// How often due schedules are looked for.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -84,13 +84,13 @@ pub fn decide(if_running: IfRunning, previous_running: bool) -> Decision {
 
 /// Fires every due schedule once; returns the campaigns started. One
 /// transaction: the schedules' rows stay locked until their campaigns exist.
-pub async fn fire_due(pool: &PgPool) -> db::Result<Vec<i64>> {
+pub async fn fire_due(pool: &PgPool) -> store::Result<Vec<i64>> {
     let mut tx = pool.begin().await?;
-    let (now, due) = db::schedules::lock_due(&mut tx).await?;
+    let (now, due) = store::schedules::lock_due(&mut tx).await?;
     let mut started = Vec::new();
     for s in &due {
         let previous = match s.last_campaign_id {
-            Some(id) if db::schedules::campaign_running(&mut *tx, id).await? => Some(id),
+            Some(id) if store::schedules::campaign_running(&mut *tx, id).await? => Some(id),
             _ => None,
         };
         let if_running = s.if_running.parse().unwrap_or(IfRunning::Skip);
@@ -105,27 +105,27 @@ pub async fn fire_due(pool: &PgPool) -> db::Result<Vec<i64>> {
                     "delayed since {since}: campaign {} still running",
                     previous.unwrap_or_default()
                 );
-                db::schedules::record_firing(&mut tx, s.id, &Firing::Waiting, &why, None).await?;
+                store::schedules::record_firing(&mut tx, s.id, &Firing::Waiting, &why, None).await?;
             }
             Decision::Skip => {
                 let why = format!(
                     "skipped at {at}: campaign {} still running",
                     previous.unwrap_or_default()
                 );
-                db::schedules::record_firing(&mut tx, s.id, &Firing::Skipped, &why, next).await?;
+                store::schedules::record_firing(&mut tx, s.id, &Firing::Skipped, &why, next).await?;
                 tracing::info!(schedule = s.id, "{why}");
             }
             Decision::Fire => match start(&mut tx, s).await? {
                 Ok(campaign_id) => {
                     let why = format!("started campaign {campaign_id} at {at}");
                     let fired = Firing::Fired { campaign_id };
-                    db::schedules::record_firing(&mut tx, s.id, &fired, &why, next).await?;
+                    store::schedules::record_firing(&mut tx, s.id, &fired, &why, next).await?;
                     started.push(campaign_id);
                 }
                 Err(error) => {
                     let why = format!("failed at {at}: {error}");
                     tracing::warn!(schedule = s.id, "{why}");
-                    db::schedules::record_firing(&mut tx, s.id, &Firing::Failed, &why, next).await?;
+                    store::schedules::record_firing(&mut tx, s.id, &Firing::Failed, &why, next).await?;
                 }
             },
         }
@@ -136,7 +136,7 @@ pub async fn fire_due(pool: &PgPool) -> db::Result<Vec<i64>> {
 
 /// Starts the schedule's campaign in the firing's transaction. The inner
 /// error says why this firing started nothing (no host matches).
-async fn start(tx: &mut sqlx::PgConnection, s: &Schedule) -> db::Result<Result<i64, String>> {
+async fn start(tx: &mut sqlx::PgConnection, s: &Schedule) -> store::Result<Result<i64, String>> {
     // Both were checked when the schedule was added; a stored row that no
     // longer reads (a suite renamed since) fails its firings, not the loop.
     let suite = match Suite::from_str(&s.suite) {
@@ -156,7 +156,7 @@ async fn start(tx: &mut sqlx::PgConnection, s: &Schedule) -> db::Result<Result<i
         // A schedule queues for every selected host; a host that stays away
         // fails its jobs when their time to live runs out.
         online: None,
-        queued_ttl: db::campaigns::DEFAULT_QUEUED_TTL,
+        queued_ttl: store::campaigns::DEFAULT_QUEUED_TTL,
     };
     match launch::insert(tx, &launch).await {
         Ok(launched) => Ok(Ok(launched.campaign_id)),
@@ -189,13 +189,13 @@ pub struct NewSchedule {
 }
 
 /// Stores a schedule with its first due time.
-pub async fn add(pool: &PgPool, new: &NewSchedule, now: DateTime<Utc>) -> db::Result<Schedule> {
+pub async fn add(pool: &PgPool, new: &NewSchedule, now: DateTime<Utc>) -> store::Result<Schedule> {
     let due_at = new.timing.first_due(now);
     let selector = serde_json::to_value(&new.selector).expect("serialises");
     let suite = new.suite.to_string();
-    db::schedules::insert(
+    store::schedules::insert(
         pool,
-        &db::schedules::NewSchedule {
+        &store::schedules::NewSchedule {
             suite: &suite,
             selector: &selector,
             every_seconds: new.timing.every_seconds,
@@ -212,7 +212,7 @@ pub async fn add(pool: &PgPool, new: &NewSchedule, now: DateTime<Utc>) -> db::Re
 
 /// The background task: fires due schedules every [`POLL`] and dispatches
 /// their campaigns, until `shutdown`.
-pub async fn run(scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
+pub async fn run(pool: PgPool, scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -220,7 +220,7 @@ pub async fn run(scheduler: Arc<Scheduler>, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        match fire_due(scheduler.pool()).await {
+        match fire_due(&pool).await {
             Ok(started) if !started.is_empty() => {
                 if let Err(e) = scheduler.dispatch_all().await {
                     tracing::warn!(error = %e, "dispatching scheduled campaigns");

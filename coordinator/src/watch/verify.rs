@@ -6,7 +6,7 @@
 //! points it ran before, so the report compares like with like. A host whose
 //! agent gained or lost a path (its software-build sibling installed or
 //! removed) gets one too; the points of a path it lacks are skipped. At most
-//! one per host per `--verify-interval` ([`crate::db::verifications::claim`]).
+//! one per host per `--verify-interval` ([`crate::store::verifications::claim`]).
 
 use std::time::Duration;
 
@@ -17,9 +17,10 @@ use serde_json::{Map, Value, json};
 use sqlx::PgPool;
 
 use crate::analysis::changes;
-use crate::db::{self, snapshots::FactColumns};
+use crate::domain::facts::FactColumns;
+use crate::domain::selector::Selector;
 use crate::launch;
-use crate::selector::Selector;
+use crate::store;
 
 /// `serve --verify-on-change` and `--verify-interval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,11 +106,11 @@ pub async fn on_hello(
     config: &VerifyOnChange,
     host_id: i64,
     paths_changed: Option<&Value>,
-) -> db::Result<Option<i64>> {
+) -> store::Result<Option<i64>> {
     if !config.enabled {
         return Ok(None);
     }
-    let history = db::snapshots::history(pool, host_id).await?;
+    let history = store::snapshots::history(pool, host_id).await?;
     let Some((after, earlier)) = history.split_last() else {
         return Ok(None);
     };
@@ -122,18 +123,18 @@ pub async fn on_hello(
     }
     let changes = Value::Object(changes);
     let mut tx = pool.begin().await?;
-    if !db::verifications::claim(&mut tx, host_id, config.min_interval.as_secs_f64(), &changes).await? {
+    if !store::verifications::claim(&mut tx, host_id, config.min_interval.as_secs_f64(), &changes).await? {
         tracing::info!(host = host_id, %changes, "facts changed; verification rate-limited");
         return Ok(None);
     }
-    let hosts = db::hosts::with_facts_of(&mut *tx, &[host_id]).await?;
+    let hosts = store::hosts::with_facts_of(&mut *tx, &[host_id]).await?;
     let Some(host) = hosts.first() else {
         return Ok(None);
     };
-    let previous = db::verifications::previous_points(&mut *tx, host_id, MAX_PREVIOUS_POINTS).await?;
+    let previous = store::verifications::previous_points(&mut *tx, host_id, MAX_PREVIOUS_POINTS).await?;
     // Stored at this hello, before this runs: a host without the software
     // sibling skips the software half.
-    let paths = db::capabilities::paths_of(&mut *tx, host_id).await?;
+    let paths = store::capabilities::paths_of(&mut *tx, host_id).await?;
     let (jobs, skipped) = launch::jobs_for(host, paths.as_deref(), points(previous));
     let what: Vec<&str> = changes
         .as_object()
@@ -144,17 +145,17 @@ pub async fn on_hello(
         host_names: vec![host.host.name.clone()],
         ..Selector::default()
     };
-    let new = db::campaigns::NewCampaign {
+    let new = store::campaigns::NewCampaign {
         name: &name,
         suite: "verify",
         matrix: &serde_json::to_value(matrix()).expect("serialises"),
         selector: &serde_json::to_value(&selector).expect("serialises"),
         started_by: "verify-on-change",
-        queued_ttl: db::campaigns::DEFAULT_QUEUED_TTL,
+        queued_ttl: store::campaigns::DEFAULT_QUEUED_TTL,
     };
-    let campaign_id = db::campaigns::insert_with_jobs(&mut tx, &new, &jobs).await?;
-    db::capabilities::record(&mut tx, campaign_id, &skipped).await?;
-    db::verifications::set_campaign(&mut tx, host_id, campaign_id).await?;
+    let campaign_id = store::campaigns::insert_with_jobs(&mut tx, &new, &jobs).await?;
+    store::capabilities::record(&mut tx, campaign_id, &skipped).await?;
+    store::verifications::set_campaign(&mut tx, host_id, campaign_id).await?;
     tx.commit().await?;
     tracing::info!(host = host_id, campaign = campaign_id, jobs = jobs.len(), %changes, "verification queued");
     Ok(Some(campaign_id))

@@ -1,6 +1,6 @@
 //! `serve --webhook URL`: findings opening and resolving, POSTed as JSON and
 //! signed with the shared secret. Events come from the outbox
-//! ([`crate::db::outbox`]), written in the transaction that changed the
+//! ([`crate::store::outbox`]), written in the transaction that changed the
 //! finding; each is claimed with a lease, retried with exponential backoff
 //! while the receiver fails, and kept across restarts for [`MAX_AGE`].
 //!
@@ -28,7 +28,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls;
 use tokio_util::sync::CancellationToken;
 
-use crate::db::{self, outbox::Event};
+use crate::store::{self, outbox::Event};
 
 /// The signature header.
 pub const SIGNATURE_HEADER: &str = "x-cipherfleet-signature";
@@ -262,22 +262,22 @@ pub fn backoff(attempts: i32) -> Duration {
 }
 
 /// Delivers every due event once; returns how many were delivered.
-pub async fn deliver_due(pool: &PgPool, webhook: &Webhook) -> db::Result<usize> {
+pub async fn deliver_due(pool: &PgPool, webhook: &Webhook) -> store::Result<usize> {
     let mut delivered = 0;
-    while let Some(event) = db::outbox::claim(pool, LEASE.as_secs_f64(), MAX_AGE.as_secs_f64()).await? {
+    while let Some(event) = store::outbox::claim(pool, LEASE.as_secs_f64(), MAX_AGE.as_secs_f64()).await? {
         let outcome = match tokio::time::timeout(ATTEMPT_TIMEOUT, webhook.deliver(&event)).await {
             Ok(outcome) => outcome,
             Err(_) => Err(format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs())),
         };
         match outcome {
             Ok(()) => {
-                db::outbox::delivered(pool, event.id).await?;
+                store::outbox::delivered(pool, event.id).await?;
                 delivered += 1;
             }
             Err(error) => {
                 let wait = backoff(event.attempts);
                 tracing::warn!(delivery = event.id, attempt = event.attempts, retry_in = ?wait, %error, "webhook delivery failed");
-                db::outbox::failed(pool, event.id, &error, wait.as_secs_f64()).await?;
+                store::outbox::failed(pool, event.id, &error, wait.as_secs_f64()).await?;
             }
         }
     }
@@ -296,7 +296,7 @@ pub async fn run(pool: PgPool, webhook: Option<Webhook>, shutdown: CancellationT
             _ = tick.tick() => {}
         }
         if ticks.is_multiple_of(3600) {
-            match db::outbox::prune(&pool, KEEP.as_secs_f64()).await {
+            match store::outbox::prune(&pool, KEEP.as_secs_f64()).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(deleted = n, "old webhook events pruned"),
                 Err(e) => tracing::warn!(error = %e, "pruning webhook events"),

@@ -18,7 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 
-use crate::auth::Token;
+use crate::domain::auth::Token;
 
 /// The report's checks, from `serve`'s flags; the default lets everything in.
 #[derive(Clone, Debug, Default)]

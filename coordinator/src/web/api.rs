@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::WebError;
-use crate::db::findings::{Finding, Severity};
+use crate::store::findings::{Finding, Severity};
 
 /// `?format=`: how a table is sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]

@@ -21,9 +21,9 @@ use super::api::{self, ApiError, FormatParam};
 use super::campaigns::progress_percent;
 use super::paging::{Pager, parse_id};
 use super::{WebError, WebState, format};
-use crate::db::campaign_summaries;
-use crate::db::campaigns::{self, Campaign, CampaignStatus, JobCounts};
-use crate::db::jobs::{self, Job};
+use crate::report::campaign_summaries;
+use crate::store::campaigns::{self, Campaign, CampaignStatus, JobCounts};
+use crate::store::jobs::{self, Job};
 
 /// Failed jobs listed; a campaign failing more than this has one cause
 /// worth fixing first, and the API has the same cap.

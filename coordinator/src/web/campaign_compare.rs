@@ -19,8 +19,8 @@ use super::paging::parse_id;
 use super::{WebError, WebState, format};
 use crate::analysis::campaign_change::{self, Verdict};
 use crate::analysis::slow::Thresholds;
-use crate::db::campaign_compare::{self, PointPair};
-use crate::db::campaigns::{self, Campaign};
+use crate::report::campaign_compare::{self, PointPair};
+use crate::store::campaigns::{self, Campaign};
 
 pub fn routes() -> Router<WebState> {
     Router::new()

@@ -13,7 +13,7 @@ use sqlx::PgPool;
 use super::api::{self, ApiError, FormatParam};
 use super::paging::parse_id;
 use super::{WebError, WebState};
-use crate::db::{campaigns, capabilities};
+use crate::store::{campaigns, capabilities};
 
 pub fn routes() -> Router<WebState> {
     Router::new().route("/api/v1/campaigns/{id}/skipped", get(api_skipped))

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::api::{self, ApiError, FormatParam};
 use super::paging::Pager;
 use super::{WebError, WebState, format};
-use crate::db::campaign_summaries::{self, CampaignSummary};
+use crate::report::campaign_summaries::{self, CampaignSummary};
 
 /// Campaigns per page of the list, and per request of the API.
 const PER_PAGE: u64 = 25;

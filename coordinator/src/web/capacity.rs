@@ -32,7 +32,7 @@ use cipherfleet_core::algorithm::Algorithm;
 use super::api::{self, ApiError, FormatParam};
 use super::{WebError, WebState};
 use crate::analysis::capacity as model;
-use crate::db::capacity::{self as store, PointFilter};
+use crate::report::capacity::{self as read, PointFilter};
 pub use inputs::{CapacityQuery, Inputs};
 use rows::counted;
 pub use rows::{CapacityRow, Measurements, plan_rows};
@@ -53,9 +53,9 @@ async fn measure(state: &WebState, inputs: &Inputs) -> Result<Measurements, WebE
         .filter(|a| model::is_candidate(*a))
         .collect();
     algorithms.push(inputs.algorithm);
-    let hosts = store::hosts(&state.pool).await?;
+    let hosts = read::hosts(&state.pool).await?;
     let counted: Vec<i64> = hosts.iter().filter(|h| counted(h, inputs)).map(|h| h.host_id).collect();
-    let points = store::points(
+    let points = read::points(
         &state.pool,
         PointFilter {
             size_bytes: inputs.size_bytes,

@@ -26,18 +26,18 @@ use axum::extract::{Query, State};
 use axum::response::Html;
 use axum::routing::get;
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
 
 use cipherfleet_core::Point;
 use cipherfleet_core::spec::KeyMode;
 
 use super::paging::{Pager, with_query};
 use super::params::{Choice, choices, enum_choices};
-use super::{WebError, WebState, format, refresh};
-use crate::db::matrix::{self, Slice, View};
-use crate::db::points::LatestResult;
-use crate::db::view_summaries::{self, Assignment, Cells, Stale};
-use grid::{Cell, ClassRow, Frame, Grid, RowHead, class_rows, heat_map, nearest};
+use super::{WebError, WebState, format};
+use crate::domain::latest::LatestResult;
+use crate::report::classes::{self, ClassRow};
+use crate::report::matrix::{self, Slice, View};
+use crate::report::view_summaries::{self, Cells, Stale};
+use grid::{Cell, Frame, Grid, RowHead, heat_map, nearest};
 use params::{CompareParams, CompareQuery, Metric, Rows};
 pub use params::{direction, names, not_valid, parse_algorithms, path, size};
 
@@ -244,22 +244,11 @@ struct Loaded {
     cells_as_of: Option<DateTime<Utc>>,
 }
 
-/// Which class row each host is in, as the class cells are stored under.
-fn assignment(classes: &[ClassRow]) -> Assignment {
-    Assignment::new(classes.iter().map(|r| (r.id.as_str(), r.host_ids.as_slice())))
-}
-
-/// Which class row each host is in now: what stale cells are recomputed under.
-pub(super) async fn current_assignment(pool: &PgPool) -> Result<Assignment, crate::db::Error> {
-    Ok(assignment(&class_rows(&matrix::class_groups(pool).await?)))
-}
-
 /// Reads one page of `params`: the class cells of the view (computed first
 /// where there are none; where newer results made them stale, as stored,
 /// with a background refresh asked for), then the page's rows.
 async fn load(state: &WebState, params: &CompareParams) -> Result<Loaded, WebError> {
-    let classes = class_rows(&matrix::class_groups(&state.pool).await?);
-    let assignment = assignment(&classes);
+    let (classes, assignment) = classes::current(&state.pool).await?;
     let asked: Vec<&str> = if params.algorithms.is_empty() {
         cipherfleet_core::algorithm::ALL.iter().map(|a| a.name()).collect()
     } else {
@@ -268,7 +257,7 @@ async fn load(state: &WebState, params: &CompareParams) -> Result<Loaded, WebErr
     let Cells { cells, changed_since } =
         view_summaries::class_cells(&state.pool, &params.view, &asked, &assignment, Stale::Show).await?;
     if changed_since.is_some() {
-        refresh::wanted();
+        state.refresh.now();
     }
     let frame = Frame::new(params, &classes, &cells);
     let columns = frame.column_names();
@@ -462,9 +451,11 @@ fn compare_page(params: &CompareParams, loaded: &Loaded, slices: &[Slice]) -> Co
 mod tests {
     use cipherfleet_core::path::Path;
 
-    use super::grid::tests::{cells_of, group};
+    use super::grid::tests::cells_of;
     use super::*;
     use crate::analysis::cells::tests::result;
+    use crate::report::classes::class_rows;
+    use crate::report::classes::tests::group;
 
     fn params(pairs: &[(&str, &str)]) -> CompareParams {
         CompareParams::parse(&crate::web::params::query_from(pairs)).unwrap()

@@ -15,7 +15,7 @@ pub enum WebError {
     #[error("{0}")]
     BadRequest(String),
     #[error("database: {0}")]
-    Database(#[from] crate::db::Error),
+    Database(#[from] crate::store::Error),
     #[error("rendering the page: {0}")]
     Template(#[from] askama::Error),
 }

@@ -5,7 +5,7 @@
 //! finding with its evidence. The tables are also at `/api/v1/fallback` (same
 //! filters, 1,000 rows a page) and `/api/v1/findings?status=open|resolved|all`.
 //!
-//! Rows come from `fallback_pairs` ([`store::pairs`]: both paths side by side
+//! Rows come from `fallback_pairs` ([`model::pairs`]: both paths side by side
 //! with their ratio indexed, kept from `result_points`), so a page reads its
 //! 50 rows. The hosts at software speed are grouped in SQL from the cases
 //! the rule ([`crate::analysis::software_speed`]) finds slow on each of the
@@ -35,7 +35,6 @@ use axum::routing::get;
 use serde::Deserialize;
 
 use super::paging::{Pager, with_query};
-use super::refresh;
 use cipherfleet_core::spec::{Direction, KeyMode};
 
 use super::params::{
@@ -45,17 +44,15 @@ use super::params::{
 use super::{WebError, WebState, format};
 use crate::analysis::slow::Thresholds;
 use crate::analysis::software_speed::{HostCpu, SoftwareSpeed, explains, judge, ratio};
-use crate::db::fallback::{self as store, FallbackHost, PathPair, PathPoint};
-use crate::db::fallback_views as views;
-use crate::db::findings::{self as findings_store, Finding};
 use crate::findings::REASONS;
-pub use hosts::cases_now;
-use hosts::{HostInfo, ViewHosts};
+use crate::report::fallback::{self as model, FallbackHost, PathPair, PathPoint};
+use crate::report::fallback_hosts::{HostInfo, Keep, ViewHosts};
+use crate::report::fallback_views as views;
+use crate::store::findings::{self as findings_store, Finding};
 use sections::{FindingView, PAGE_PARAMS, PagerView, Pages, RowView, SlowHostView, row_view, slow_hosts};
 
 mod api;
 mod evidence;
-mod hosts;
 mod sections;
 
 /// Rows (hosts, findings) per page of each of the page's three lists.
@@ -147,6 +144,12 @@ impl Filters {
 
     fn matches_host(&self, host: &FallbackHost) -> bool {
         label_matches(&self.label, &host.labels.0) && self.arch.as_ref().is_none_or(|a| host.arch.as_ref() == Some(a))
+    }
+
+    /// The host filter, when the filters leave hosts out.
+    fn keep(&self) -> Option<Box<Keep<'_>>> {
+        (self.label.is_some() || self.arch.is_some())
+            .then(|| Box::new(|h: &FallbackHost| self.matches_host(h)) as Box<Keep<'_>>)
     }
 
     /// The filters as query parameters (defaults left out), for links that keep the view.
@@ -258,9 +261,9 @@ fn explain(rows: &mut [Judged], open: &[Finding], key_mode: KeyMode) {
 /// explanation, so it reads the whole view.
 async fn load_all(state: &WebState, filters: &Filters, reason: &str) -> Result<(Vec<Judged>, Vec<Finding>), WebError> {
     let point = filters.point();
-    let hosts = ViewHosts::load(&state.pool, filters).await?;
+    let hosts = ViewHosts::load(&state.pool, filters.keep().as_deref()).await?;
     let (pairs, open) = tokio::try_join!(
-        store::pairs(&state.pool, &point, hosts.kept(), None, 0),
+        model::pairs(&state.pool, &point, hosts.kept(), None, 0),
         findings_store::list_open(&state.pool)
     )?;
     let mut rows: Vec<Judged> = pairs
@@ -343,14 +346,14 @@ impl Lists {
     /// picking its hosts from the list and counting its own rows.
     async fn paged(state: &WebState, filters: &Filters, point: &PathPoint, asked: [u64; 3]) -> Result<Self, WebError> {
         let t = Thresholds::default();
-        let hosts = ViewHosts::load(&state.pool, filters).await?;
+        let hosts = ViewHosts::load(&state.pool, filters.keep().as_deref()).await?;
         let emulated: Vec<i64> = hosts.iter().filter(|h| h.emulated).map(|h| h.host.id).collect();
         let cases = hosts.fleet_cases(point);
         let (stored, filtered_total, open_count, emulated_rows) = tokio::try_join!(
             views::slow_view(&state.pool, point, &cases),
             async {
                 match hosts.kept() {
-                    Some(kept) => store::count_pairs(&state.pool, point, Some(kept)).await.map(Some),
+                    Some(kept) => model::count_pairs(&state.pool, point, Some(kept)).await.map(Some),
                     None => Ok(None),
                 }
             },
@@ -359,12 +362,12 @@ impl Lists {
                 if emulated.is_empty() {
                     Ok(0)
                 } else {
-                    store::count_pairs(&state.pool, point, Some(&emulated)).await
+                    model::count_pairs(&state.pool, point, Some(&emulated)).await
                 }
             }
         )?;
         if stored.changed {
-            refresh::wanted();
+            state.refresh.now();
         }
         let total = filtered_total.unwrap_or(stored.pairs);
         let slow_order: Vec<i64> = if hosts.filtered() {
@@ -388,7 +391,7 @@ impl Lists {
         let candidates = if on_page.is_empty() {
             Vec::new()
         } else {
-            store::slow_candidates(&state.pool, point, Some(&on_page), &algorithms, t.near_software_ratio).await?
+            model::slow_candidates(&state.pool, point, Some(&on_page), &algorithms, t.near_software_ratio).await?
         };
         let mut slow: Vec<Judged> = candidates
             .into_iter()
@@ -396,14 +399,14 @@ impl Lists {
             .filter(|r| r.speed.is_some())
             .collect();
         let (page, findings) = tokio::try_join!(
-            store::pairs(
+            model::pairs(
                 &state.pool,
                 point,
                 hosts.kept(),
                 Some(PER_PAGE as i64),
                 pages.0[0].offset() as i64
             ),
-            store::open_findings(&state.pool, PER_PAGE as i64, pages.0[2].offset() as i64)
+            model::open_findings(&state.pool, PER_PAGE as i64, pages.0[2].offset() as i64)
         )?;
         let mut rows: Vec<Judged> = page
             .into_iter()
@@ -486,7 +489,7 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
             None => Lists::paged(&state, &filters, &point, asked).await,
         }
     };
-    let form = async { Ok::<_, WebError>(tokio::try_join!(store::sizes(&state.pool), store::archs(&state.pool))?) };
+    let form = async { Ok::<_, WebError>(tokio::try_join!(model::sizes(&state.pool), model::archs(&state.pool))?) };
     let (lists, (measured_sizes, archs)) = tokio::try_join!(lists, form)?;
     let pairs = filters.query_pairs();
 

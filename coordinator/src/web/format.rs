@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::db::results::StoredMemory;
+use crate::domain::memory::StoredMemory;
 
 /// Throughput in MB/s (10^6 bytes per second), three significant figures.
 pub fn mb_s(v: f64) -> String {

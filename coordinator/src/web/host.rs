@@ -26,11 +26,11 @@ use super::svg::{LineChart, XAxis, time_x};
 use super::{WebError, WebState, format, shell};
 use crate::analysis::acceleration::Acceleration;
 use crate::analysis::unexplained;
-use crate::db::findings::{self, Finding};
-use crate::db::host_results::{self, HostResult, ThroughputSample};
-use crate::db::hosts::{self, Host, HostWithFacts};
-use crate::db::results::StoredMemory;
-use crate::db::snapshots;
+use crate::domain::memory::StoredMemory;
+use crate::report::host_results::{self, HostResult, ThroughputSample};
+use crate::store::findings::{self, Finding};
+use crate::store::hosts::{self, Host, HostWithFacts};
+use crate::store::snapshots;
 
 /// Results per page on the host page, and per request of the API: a busy
 /// host collects tens of thousands of results, never sent in one answer.

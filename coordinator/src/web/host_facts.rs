@@ -13,7 +13,9 @@ use serde_json::Value;
 
 use super::format;
 use crate::analysis::changes;
-use crate::db::snapshots::{FactColumns, Snapshot};
+use crate::analysis::marks::EmulationFacts;
+use crate::domain::facts::FactColumns;
+use crate::store::snapshots::Snapshot;
 
 /// One fact of the current snapshot.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,7 +105,7 @@ const SLOW_CLOCK_NS: f64 = 500.0;
 
 /// What the facts say of an emulated CPU ([`crate::analysis::marks`]).
 fn emulation_text(c: &FactColumns) -> String {
-    let facts = c.emulation();
+    let facts = EmulationFacts::of(c);
     match (facts.cpuinfo_foreign, facts.show_emulation()) {
         (Some(true), _) => "emulated: /proc/cpuinfo describes another CPU (user-mode emulator)".into(),
         (_, true) => "emulated: QEMU's software CPU (TCG)".into(),
@@ -140,7 +142,7 @@ impl FeatureRow {
 /// agents) they are all there is.
 ///
 /// The coordinator stores facts normalised, `checked` sorted by name (see
-/// [`crate::db::snapshots::NormalisedFacts`]), so stored snapshots list
+/// [`crate::domain::facts::NormalisedFacts`]), so stored snapshots list
 /// their features alphabetically.
 pub fn feature_rows(s: &Snapshot) -> Vec<FeatureRow> {
     let c = &s.columns;

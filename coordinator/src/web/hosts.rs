@@ -21,8 +21,8 @@ use super::paging::{Pager, with_query};
 use super::params::{self, Choice, LabelFilter, enum_choices, plain_choices};
 use super::{WebError, WebState, format};
 use crate::analysis::acceleration::Acceleration;
-use crate::db::host_summaries::{self, ListedHost, Selection};
-use crate::db::hosts::Labels;
+use crate::domain::labels::Labels;
+use crate::report::host_summaries::{self, ListedHost, Selection};
 
 /// Rows per page of the hosts table.
 const PER_PAGE: u64 = 50;
@@ -311,7 +311,7 @@ mod tests {
     use sqlx::types::Json;
 
     use super::*;
-    use crate::db::hosts::Host;
+    use crate::store::hosts::Host;
 
     fn host(labels: &[(&str, &str)], arch: &str) -> ListedHost {
         ListedHost {

@@ -16,8 +16,6 @@
 //! - [`paging`]: `?page=`, "showing 51–100 of N", links that keep the filters.
 //! - [`params`]: query values read one way on every page (blank = absent,
 //!   sizes, threads, labels) and the `<select>` options offered back.
-//! - [`refresh`]: the background recomputation of the figures stored per
-//!   point (compare's class cells, fallback's list at software speed).
 //!
 //! Every agent-supplied string (hostnames, labels, CPU model names, errors)
 //! is untrusted: templates escape it (askama escapes `.html` by default; no
@@ -44,7 +42,6 @@ mod modes;
 mod overview;
 mod paging;
 mod params;
-mod refresh;
 mod result;
 mod scenarios;
 pub mod shell;
@@ -61,6 +58,8 @@ use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::ingest::Ingest;
+use crate::report::refresh::Wanted;
 use crate::scheduler::Scheduler;
 pub use access::Access;
 pub use error::WebError;
@@ -69,7 +68,13 @@ pub use error::WebError;
 #[derive(Clone)]
 pub struct WebState {
     pub pool: PgPool,
+    /// Which hosts are connected here (the pages' "online").
     pub scheduler: Arc<Scheduler>,
+    /// The ingest queue, for `/metrics`.
+    pub ingest: Ingest,
+    /// Asks the background refresh ([`crate::report::refresh`]) for a round
+    /// when a page showed stored figures that miss newer results.
+    pub refresh: Wanted,
 }
 
 /// The whole HTTP side.
@@ -104,7 +109,6 @@ pub async fn serve(listener: TcpListener, state: WebState, shutdown: Cancellatio
 /// [`serve`], behind `access`: the `Host` check and the token when one is set.
 pub async fn serve_with(listener: TcpListener, state: WebState, access: Access, shutdown: CancellationToken) {
     // The security headers again outside the guard, for its own 401 and 421 answers.
-    let refresh = tokio::spawn(refresh::keep_fresh(state.pool.clone(), shutdown.clone()));
     let app = router(state)
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .layer(axum::middleware::map_response(security_headers));
@@ -114,7 +118,6 @@ pub async fn serve_with(listener: TcpListener, state: WebState, access: Access, 
     {
         tracing::warn!(error = %e, "HTTP server");
     }
-    refresh.abort();
 }
 
 /// Scripts and styles only from this origin: an injected `<script>` or
@@ -161,7 +164,7 @@ async fn not_found(uri: axum::http::Uri) -> WebError {
 async fn metrics(State(state): State<WebState>) -> Response {
     match crate::metrics::render(&state.pool, state.scheduler.online_hosts().len())
         .await
-        .map(|text| text + &crate::metrics::render_ingest(state.scheduler.ingest().stats()))
+        .map(|text| text + &crate::metrics::render_ingest(state.ingest.stats()))
     {
         Ok(text) => (
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],

@@ -30,9 +30,9 @@ use cipherfleet_core::spec::KeyMode;
 use super::params::{Choice, choices, enum_choices};
 use super::svg::{LineChart, XAxis};
 use super::{WebError, WebState, format};
-use crate::db::matrix::{self, ClassGroup};
-use crate::db::points::LatestResult;
-use crate::db::results::StoredMemory;
+use crate::domain::latest::LatestResult;
+use crate::domain::memory::StoredMemory;
+use crate::report::matrix::{self, ClassGroup};
 use curves::{Merged, by_algorithm, merge, scaling};
 use params::{ModesParams, ModesQuery, Subject};
 

@@ -15,9 +15,9 @@ use super::campaigns::CampaignRow;
 use super::paging::with_query;
 use super::{WebError, WebState, format};
 use crate::analysis::acceleration::Acceleration;
-use crate::db::campaign_summaries;
-use crate::db::findings::{self, Finding};
-use crate::db::host_summaries::{self, Configuration};
+use crate::report::campaign_summaries;
+use crate::report::host_summaries::{self, Configuration};
+use crate::store::findings::{self, Finding};
 
 /// Recent campaigns on the overview.
 const RECENT_CAMPAIGNS: i64 = 5;

@@ -22,7 +22,7 @@ use cipherfleet_core::spec::{Direction, KeyMode};
 
 use super::WebError;
 use crate::analysis::acceleration::Acceleration;
-use crate::db::hosts::Labels;
+use crate::domain::labels::Labels;
 
 /// The point a page shows without `size=`: the object-storage block size,
 /// in the type of a [`cipherfleet_core::Point`]'s size.

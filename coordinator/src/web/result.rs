@@ -12,7 +12,7 @@ use serde_json::json;
 use super::api::ApiError;
 use super::paging::parse_id;
 use super::{WebError, WebState};
-use crate::db::results;
+use crate::store::results;
 
 pub fn routes() -> Router<WebState> {
     Router::new().route("/api/v1/results/{id}", get(raw_result))

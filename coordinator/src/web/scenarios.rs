@@ -21,7 +21,7 @@ use super::{WebError, WebState, format};
 use crate::analysis::class::MachineClass;
 use crate::analysis::overhead::Overhead;
 use crate::analysis::scenarios::{self, Figure, Sample, Scenario, View};
-use crate::db;
+use crate::report;
 
 pub fn routes() -> Router<WebState> {
     Router::new()
@@ -44,7 +44,7 @@ async fn load(state: &WebState, wanted: &[Scenario]) -> Result<Vec<View>, WebErr
     // Measured hosts only, each group's class worked out once (a fleet is
     // thousands of hosts in a handful of groups, their points hundreds of thousands).
     let mut hosts: HashMap<i64, (MachineClass, Option<u32>)> = HashMap::new();
-    for g in db::matrix::class_groups(&state.pool).await? {
+    for g in report::matrix::class_groups(&state.pool).await? {
         if g.emulated() || g.simulated() {
             continue;
         }
@@ -53,7 +53,7 @@ async fn load(state: &WebState, wanted: &[Scenario]) -> Result<Vec<View>, WebErr
     }
     let measured: Vec<i64> = hosts.keys().copied().collect();
     if !measured.is_empty() {
-        for (id, cores) in db::scenarios::logical_cores(&state.pool, &measured).await? {
+        for (id, cores) in report::scenarios::logical_cores(&state.pool, &measured).await? {
             if let Some(h) = hosts.get_mut(&id) {
                 h.1 = cores.and_then(|c| u32::try_from(c).ok());
             }
@@ -64,7 +64,7 @@ async fn load(state: &WebState, wanted: &[Scenario]) -> Result<Vec<View>, WebErr
         let points = if measured.is_empty() {
             Vec::new()
         } else {
-            db::scenarios::points(&state.pool, &scenario.algorithms(), &measured).await?
+            report::scenarios::points(&state.pool, &scenario.algorithms(), &measured).await?
         };
         let samples: Vec<Sample> = points
             .into_iter()

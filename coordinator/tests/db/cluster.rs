@@ -4,8 +4,8 @@
 use std::os::unix::fs::MetadataExt;
 
 use cipherfleet_coordinator::MIGRATOR;
-use cipherfleet_coordinator::db::hosts;
 use cipherfleet_coordinator::pg::PrivateCluster;
+use cipherfleet_coordinator::store::hosts;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 

@@ -6,8 +6,8 @@ use std::task::Poll;
 
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use cipherfleet_coordinator::db;
 use cipherfleet_coordinator::grpc::db_status;
+use cipherfleet_coordinator::store;
 use cipherfleet_coordinator::web::WebError;
 use cipherfleet_coordinator::web::api::ApiError;
 use sqlx::{ConnectOptions, PgPool};
@@ -15,14 +15,14 @@ use sqlx::{ConnectOptions, PgPool};
 use crate::helpers::fresh_db;
 
 /// The error PostgreSQL answers `sql` with, as the storage layer returns it.
-async fn error_of(pool: &PgPool, sql: &'static str) -> db::Error {
+async fn error_of(pool: &PgPool, sql: &'static str) -> store::Error {
     let outcome = sqlx::query(sql).execute(pool).await;
-    db::Error::from(outcome.expect_err("the query was accepted"))
+    store::Error::from(outcome.expect_err("the query was accepted"))
 }
 
 /// What a report page, an `/api/` table and a gRPC call answer for the error
-/// `fail` provokes (once for each: `db::Error` is not `Clone`).
-async fn answers(mut fail: impl AsyncFnMut() -> db::Error) -> (StatusCode, StatusCode, tonic::Code) {
+/// `fail` provokes (once for each: `store::Error` is not `Clone`).
+async fn answers(mut fail: impl AsyncFnMut() -> store::Error) -> (StatusCode, StatusCode, tonic::Code) {
     let page = WebError::from(fail().await).into_response().status();
     let api = ApiError(WebError::from(fail().await)).into_response().status();
     let grpc = db_status(fail().await).code();
@@ -67,11 +67,11 @@ async fn a_row_that_does_not_decode_into_its_type_is_a_bug() {
     // An integer column read as text: the query ran, its row does not fit.
     let decode = async || {
         let outcome = sqlx::query_scalar::<_, String>("SELECT 1").fetch_one(&pool).await;
-        db::Error::from(outcome.expect_err("an integer decoded as text"))
+        store::Error::from(outcome.expect_err("an integer decoded as text"))
     };
     let e = decode().await;
     assert!(
-        matches!(e, db::Error::Database(sqlx::Error::ColumnDecode { .. })),
+        matches!(e, store::Error::Database(sqlx::Error::ColumnDecode { .. })),
         "{e:?}"
     );
     assert_eq!(e.sqlstate(), None);
@@ -88,7 +88,7 @@ async fn a_connection_the_server_ends_is_unavailable_not_a_bug() {
         let outcome = sqlx::query("SELECT pg_terminate_backend(pg_backend_pid())")
             .execute(&mut conn)
             .await;
-        db::Error::from(outcome.expect_err("the connection outlived its backend"))
+        store::Error::from(outcome.expect_err("the connection outlived its backend"))
     };
     let e = ended().await;
     assert_eq!(e.sqlstate().as_deref(), Some("57P01"), "{e:?}");

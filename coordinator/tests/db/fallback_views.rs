@@ -9,10 +9,11 @@ use std::collections::HashMap;
 
 use cipherfleet_coordinator::analysis::slow::Thresholds;
 use cipherfleet_coordinator::analysis::software_speed::{HostCpu, judge, ratio};
-use cipherfleet_coordinator::db::fallback::{self, PathPoint};
-use cipherfleet_coordinator::db::fallback_views::{self, SlowCases};
-use cipherfleet_coordinator::db::hosts::{self, Labels};
-use cipherfleet_coordinator::db::{jobs, points};
+use cipherfleet_coordinator::domain::labels::Labels;
+use cipherfleet_coordinator::report::fallback::{self, PathPoint};
+use cipherfleet_coordinator::report::fallback_views::{self, SlowCases};
+use cipherfleet_coordinator::store::hosts;
+use cipherfleet_coordinator::store::{jobs, points};
 use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{Direction, KeyMode};
 use sqlx::PgPool;

@@ -6,18 +6,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cipherfleet_coordinator::cluster::leader::Leader;
-use cipherfleet_coordinator::db::findings::{self, Finding, Severity};
-use cipherfleet_coordinator::db::hosts;
-use cipherfleet_coordinator::db::jobs::{self, NewJob};
-use cipherfleet_coordinator::db::leases::{self, Holder};
-use cipherfleet_coordinator::db::outbox;
-use cipherfleet_coordinator::db::points;
-use cipherfleet_coordinator::db::results::{self, RecordOutcome};
 use cipherfleet_coordinator::findings::{
     Deriver, Method, Outcome, PeerCache, Reads, Work, Writes, derive, derive_fleet, derive_in_chunks, derive_with,
     derive_with_peers, run,
 };
 use cipherfleet_coordinator::metrics;
+use cipherfleet_coordinator::store::campaigns::NewJob;
+use cipherfleet_coordinator::store::findings::{self, Finding, Severity};
+use cipherfleet_coordinator::store::hosts;
+use cipherfleet_coordinator::store::jobs;
+use cipherfleet_coordinator::store::leases::{self, Holder};
+use cipherfleet_coordinator::store::outbox;
+use cipherfleet_coordinator::store::points;
+use cipherfleet_coordinator::store::results::{self, RecordOutcome};
 use cipherfleet_core::path::{Path, PathUsed};
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -146,7 +147,7 @@ async fn the_fact_changes_around_first_seen_are_captured() {
     );
     assert!(changes.get("agent_version").is_none(), "{changes}");
     // First seen with the snapshot that brought it, not with the derivation.
-    let snapshots = cipherfleet_coordinator::db::snapshots::history(&pool, host)
+    let snapshots = cipherfleet_coordinator::store::snapshots::history(&pool, host)
         .await
         .unwrap();
     assert_eq!(f.first_seen, snapshots[1].taken_at);

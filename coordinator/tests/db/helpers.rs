@@ -9,12 +9,13 @@
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use cipherfleet_coordinator::MIGRATOR;
-use cipherfleet_coordinator::db::campaigns::{self, NewCampaign};
-use cipherfleet_coordinator::db::hosts;
-use cipherfleet_coordinator::db::jobs::{self, Job, NewJob};
-use cipherfleet_coordinator::db::leases::{self, Holder};
-use cipherfleet_coordinator::db::results::{self, Checked, NewResult, RecordOutcome};
+use cipherfleet_coordinator::domain::labels::Labels;
 use cipherfleet_coordinator::pg::PrivateCluster;
+use cipherfleet_coordinator::store::campaigns::{self, NewCampaign, NewJob};
+use cipherfleet_coordinator::store::hosts;
+use cipherfleet_coordinator::store::jobs::{self, Job};
+use cipherfleet_coordinator::store::leases::{self, Holder};
+use cipherfleet_coordinator::store::results::{self, Checked, NewResult, RecordOutcome};
 use cipherfleet_core::measurement::{
     Figures, Harness, Latency, LatencyMethod, Measurement, Memory, SampleKind, WorkerReport,
 };
@@ -161,7 +162,7 @@ pub fn with_features(features: &[&str]) -> Value {
 }
 
 /// A hello of `name` with `labels` and `facts`; the host's id.
-pub async fn hello(pool: &PgPool, name: &str, labels: Option<&hosts::Labels>, facts: &Value) -> i64 {
+pub async fn hello(pool: &PgPool, name: &str, labels: Option<&Labels>, facts: &Value) -> i64 {
     hosts::upsert_host_with_facts(pool, name, labels, facts)
         .await
         .expect("hello")
@@ -302,11 +303,11 @@ pub async fn record(
     job_id: Uuid,
     host_id: i64,
     m: &Measurement,
-) -> cipherfleet_coordinator::db::Result<RecordOutcome> {
+) -> cipherfleet_coordinator::store::Result<RecordOutcome> {
     let json = serde_json::to_value(m).expect("a measurement serialises");
     let (path_used, figures) = (m.path_used.expect("a successful measurement"), m.figures.as_ref());
     // The attempt the job was last dispatched in, as its agent would name it.
-    let attempt = cipherfleet_coordinator::db::jobs::get(pool, job_id)
+    let attempt = cipherfleet_coordinator::store::jobs::get(pool, job_id)
         .await?
         .and_then(|j| j.attempt_id);
     results::record(

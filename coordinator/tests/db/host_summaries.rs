@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use cipherfleet_coordinator::analysis::acceleration::Acceleration;
 use cipherfleet_coordinator::analysis::unexplained;
-use cipherfleet_coordinator::db::host_summaries::{self, Selection};
-use cipherfleet_coordinator::db::hosts::{self, Labels};
-use cipherfleet_coordinator::db::matrix;
+use cipherfleet_coordinator::domain::labels::Labels;
+use cipherfleet_coordinator::report::host_summaries::{self, Selection};
+use cipherfleet_coordinator::report::matrix;
+use cipherfleet_coordinator::store::hosts;
 use sqlx::PgPool;
 
 use crate::helpers::{fresh_db, hello, with_features};

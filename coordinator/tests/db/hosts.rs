@@ -1,5 +1,6 @@
-use cipherfleet_coordinator::db::hosts::{self, Labels};
-use cipherfleet_coordinator::db::{sessions, snapshots};
+use cipherfleet_coordinator::domain::labels::Labels;
+use cipherfleet_coordinator::store::hosts;
+use cipherfleet_coordinator::store::{sessions, snapshots};
 
 use crate::helpers::{facts, fresh_db};
 

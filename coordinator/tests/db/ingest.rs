@@ -3,12 +3,13 @@
 //! alone, and a campaign closes exactly when its last job ends.
 
 use chrono::{DateTime, TimeDelta, Utc};
-use cipherfleet_coordinator::attempt::Ignored;
-use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
-use cipherfleet_coordinator::db::jobs::{self, JobStatus, Start};
-use cipherfleet_coordinator::db::results::{self, NewResult, RecordOutcome};
-use cipherfleet_coordinator::db::{Error, advisory, jobs::Job};
+use cipherfleet_coordinator::domain::attempt::Ignored;
+use cipherfleet_coordinator::domain::job::JobStatus;
 use cipherfleet_coordinator::ingest::{Config, Ingest};
+use cipherfleet_coordinator::store::campaigns::{self, CampaignStatus};
+use cipherfleet_coordinator::store::jobs::{self, Start};
+use cipherfleet_coordinator::store::results::{self, NewResult, RecordOutcome};
+use cipherfleet_coordinator::store::{Error, advisory, jobs::Job};
 use sqlx::PgPool;
 
 use crate::helpers::{campaign, fresh_db, host, job, result_of};

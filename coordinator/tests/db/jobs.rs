@@ -1,6 +1,7 @@
-use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
+use cipherfleet_coordinator::store::campaigns::{self, CampaignStatus};
 
-use cipherfleet_coordinator::db::jobs::{self, Job, JobStatus, MAX_ATTEMPTS};
+use cipherfleet_coordinator::domain::job::JobStatus;
+use cipherfleet_coordinator::store::jobs::{self, Job, MAX_ATTEMPTS};
 use sqlx::PgPool;
 use uuid::Uuid;
 

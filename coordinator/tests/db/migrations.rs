@@ -2,10 +2,11 @@
 //! schema of the migration before, then the rest applied.
 
 use cipherfleet_coordinator::MIGRATOR;
-use cipherfleet_coordinator::db::host_results;
-use cipherfleet_coordinator::db::matrix;
-use cipherfleet_coordinator::db::results::StoredMemory;
-use cipherfleet_coordinator::db::snapshots::{self, FactColumns};
+use cipherfleet_coordinator::domain::facts::FactColumns;
+use cipherfleet_coordinator::domain::memory::StoredMemory;
+use cipherfleet_coordinator::report::host_results;
+use cipherfleet_coordinator::report::matrix;
+use cipherfleet_coordinator::store::snapshots;
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::Direction;
 use serde_json::{Value, json};

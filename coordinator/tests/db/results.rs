@@ -1,7 +1,8 @@
-use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
-use cipherfleet_coordinator::db::jobs::{self, JobStatus};
-use cipherfleet_coordinator::db::results::{self, RecordOutcome};
-use cipherfleet_coordinator::db::{Error, hosts};
+use cipherfleet_coordinator::domain::job::JobStatus;
+use cipherfleet_coordinator::store::campaigns::{self, CampaignStatus};
+use cipherfleet_coordinator::store::jobs;
+use cipherfleet_coordinator::store::results::{self, RecordOutcome};
+use cipherfleet_coordinator::store::{Error, hosts};
 use cipherfleet_core::measurement::Measurement;
 use cipherfleet_core::path::{Path, PathUsed};
 
@@ -112,7 +113,7 @@ async fn a_partial_path_is_stored_and_read_back_as_such() {
     .await
     .unwrap();
     assert_eq!(stored, ("partial".into(), "partial".into()));
-    let listed = cipherfleet_coordinator::db::host_results::list(&pool, bench, 10, 0)
+    let listed = cipherfleet_coordinator::report::host_results::list(&pool, bench, 10, 0)
         .await
         .unwrap();
     assert_eq!(listed[0].path_used, PathUsed::Partial);
@@ -161,7 +162,7 @@ async fn record_attempt(
 
 #[tokio::test]
 async fn only_the_current_attempt_of_an_unfinished_job_stores_a_result() {
-    use cipherfleet_coordinator::attempt::Ignored;
+    use cipherfleet_coordinator::domain::attempt::Ignored;
     let pool = fresh_db().await;
     let bench = host(&pool, "bench-01").await;
     let campaign_id = campaign(&pool, &[job(bench, 16), job(bench, 64)]).await;

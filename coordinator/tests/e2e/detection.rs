@@ -12,7 +12,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use cipherfleet_coordinator::db::findings::{self, Finding};
+use cipherfleet_coordinator::store::findings::{self, Finding};
 use serde_json::Value;
 
 use crate::app::{App, spawn_app, wait_for};

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use cipherfleet_coordinator::db::findings::{self, Finding, Severity};
+use cipherfleet_coordinator::store::findings::{self, Finding, Severity};
 use serde_json::json;
 
 use crate::app::{ADMIN_TOKEN, App, agent_binary, spawn_app, wait_for};

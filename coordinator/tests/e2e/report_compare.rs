@@ -174,7 +174,7 @@ async fn compare_and_modes_show_exactly_what_a_real_campaign_stored() {
     let rows = page.body.matches("<tr data-row=").count();
     assert_eq!(rows, 3, "accelerated class, its emulated twin, the software build");
     // The class of the accelerated host (the one definition, analysis::class), shared by its twin.
-    let fleet = cipherfleet_coordinator::db::matrix::class_groups(&app.pool)
+    let fleet = cipherfleet_coordinator::report::matrix::class_groups(&app.pool)
         .await
         .unwrap();
     let key_of = |id: i64| fleet.iter().find(|g| g.host_ids.contains(&id)).unwrap().class().key();

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use cipherfleet_coordinator::analysis::acceleration::Acceleration;
-use cipherfleet_coordinator::db::hosts;
+use cipherfleet_coordinator::store::hosts;
 use cipherfleet_coordinator::web::format;
 use serde_json::Value;
 

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use cipherfleet_coordinator::db::results::StoredMemory;
+use cipherfleet_coordinator::domain::memory::StoredMemory;
 use cipherfleet_coordinator::web::format;
 use cipherfleet_core::facts::Codegen;
 use cipherfleet_core::measurement::Memory;

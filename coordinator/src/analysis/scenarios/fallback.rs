@@ -11,7 +11,7 @@ use cipherfleet_core::spec::format_size;
 use super::figure::{Figure, figure, mb_s, per_host};
 use super::{Row, Sample, Scenario};
 use crate::analysis::software_speed;
-use crate::db::points::LatestResult;
+use crate::domain::latest::LatestResult;
 
 pub(super) const COLUMNS: [&str; 3] = ["accelerated MB/s", "software MB/s", "× lost without acceleration"];
 

@@ -8,7 +8,7 @@ use cipherfleet_core::spec::{Direction, KeyMode, Nonce};
 
 use super::figure::{Figure, figure, per_host, ratio};
 use super::{Row, Sample, Scenario};
-use crate::db::points::LatestResult;
+use crate::domain::latest::LatestResult;
 
 pub(super) const COLUMNS: [&str; 6] = [
     "ops/s per core, static key",

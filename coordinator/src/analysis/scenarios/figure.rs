@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::Sample;
 use crate::analysis::robust::median;
-use crate::db::points::LatestResult;
+use crate::domain::latest::LatestResult;
 
 /// A figure over a class's hosts: the median and the min–max.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

@@ -6,7 +6,7 @@ use cipherfleet_core::spec::KeyMode;
 
 use super::figure::{figure, mb_s, per_host, ratio, times};
 use super::{Row, Sample, Scenario};
-use crate::db::points::LatestResult;
+use crate::domain::latest::LatestResult;
 
 pub(super) const COLUMNS: [&str; 5] = [
     "16 KiB MB/s, static key",

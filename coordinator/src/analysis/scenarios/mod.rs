@@ -33,7 +33,7 @@ use serde::Serialize;
 
 use super::class::MachineClass;
 use super::overhead::{Overhead, overhead};
-use crate::db::points::LatestResult;
+use crate::domain::latest::LatestResult;
 
 pub use figure::Figure;
 

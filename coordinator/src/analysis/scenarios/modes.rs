@@ -10,7 +10,7 @@ use cipherfleet_core::spec::Direction;
 use super::figure::{Figure, figure, mb_s, per_host, ratio};
 use super::{Row, Sample, Scenario};
 use crate::analysis::scaling::{HostSeries, ThreadPoint, thread_scaling};
-use crate::db::points::LatestResult;
+use crate::domain::latest::LatestResult;
 
 pub(super) const COLUMNS: [&str; 4] = [
     "encrypt MB/s, 1 thread",

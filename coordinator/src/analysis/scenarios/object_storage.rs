@@ -12,7 +12,7 @@ use cipherfleet_core::spec::{Direction, format_size};
 use super::figure::{figure, mb_s, per_host};
 use super::{Row, Sample, Scenario};
 use crate::analysis::capacity::{MB_S_PER_GBIT_S, recommend};
-use crate::db::points::LatestResult;
+use crate::domain::latest::LatestResult;
 
 pub(super) const COLUMNS: [&str; 4] = [
     "MB/s (all threads)",

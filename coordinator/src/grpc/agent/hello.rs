@@ -4,11 +4,11 @@
 //! The common case is a known host reconnecting (a coordinator restart, a
 //! failover, a network cut) with the facts, labels and paths it had: it costs
 //! two round trips to the database, a read that admits it
-//! ([`db::identity::lookup`]: its credential checked against the stored hash)
-//! and the start of its session ([`db::sessions::start`]: its lease, its
+//! ([`store::identity::lookup`]: its credential checked against the stored hash)
+//! and the start of its session ([`store::sessions::start`]: its lease, its
 //! session row and the job its agent still runs, in one transaction). Any
 //! other hello, an enrollment or one that changes what is stored, is admitted
-//! by [`db::identity::admit`] and stores its changes after its session starts.
+//! by [`store::identity::admit`] and stores its changes after its session starts.
 //!
 //! The host's session slot on this coordinator comes before anything of the
 //! host changes, then its lease in the cluster: a second session must not
@@ -24,22 +24,23 @@ use cipherfleet_core::wire;
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::{self, AgentMessage, agent_message, coordinator_message::Body};
 use rustls_pki_types::CertificateDer;
+use sqlx::PgPool;
 use tokio::time::Instant;
 use tokio_stream::{Stream, StreamExt};
 use tonic::Status;
 use uuid::Uuid;
 
-use super::super::capabilities;
-use super::super::db_status;
-use super::super::outbound::{Outbound, OutboundStream};
-use super::super::turns::PUSHBACK_KEY;
 use super::{AgentSvc, LOGGED_NAME_LEN, Session, truncate};
-use crate::credential::NewCredential;
-use crate::db;
-use crate::db::hosts::Labels;
-use crate::db::identity::{Admission, Enrollment, Refusal};
-use crate::db::snapshots::NormalisedFacts;
+use crate::domain::credential::NewCredential;
+use crate::domain::facts::NormalisedFacts;
+use crate::domain::labels::Labels;
+use crate::grpc::capabilities;
+use crate::grpc::db_status;
+use crate::grpc::turns::PUSHBACK_KEY;
 use crate::scheduler::Scheduler;
+use crate::scheduler::outbound::{Outbound, OutboundStream};
+use crate::store;
+use crate::store::identity::{Admission, Enrollment, Refusal};
 use crate::tls::client_cert;
 use crate::watch::verify;
 
@@ -109,11 +110,11 @@ impl AgentSvc {
         // A turn for the database work, held until the session is welcomed; refused
         // with a time to come back when none is free in time for the agent.
         let turn = self.handshakes.take_before(answer_by).await?;
-        let pool = self.scheduler.pool();
+        let pool = &self.pool;
         // The database steps below are boxed: a future's size is that of its
         // largest step, and this one is alive from the first byte of every
         // session, also while thousands wait for their turn in a connect storm.
-        let found = Box::pin(db::identity::lookup(pool, &hello.name, self.scheduler.holder().id))
+        let found = Box::pin(store::identity::lookup(pool, &hello.name, self.scheduler.holder().id))
             .await
             .map_err(db_status)?;
         // The credential the agent is to store, when this hello enrolls the host.
@@ -144,7 +145,7 @@ impl AgentSvc {
             .reserve(host_id, tx.clone())
             .map_err(|_| second_session(&hello.name, host_id, peer))?;
         let generation = reservation.generation;
-        let mut pending = Handshaking::new(self.scheduler.clone(), host_id, generation);
+        let mut pending = Handshaking::new(self.pool.clone(), self.scheduler.clone(), host_id, generation);
         // Then the cluster's: a session of the host on another coordinator holds its lease.
         let peer_address = peer.map(|p| p.to_string());
         let running = Uuid::parse_str(&hello.running_job_id)
@@ -155,7 +156,7 @@ impl AgentSvc {
             .iter()
             .filter_map(|id| Uuid::parse_str(id).ok())
             .collect();
-        let opening = db::sessions::Opening {
+        let opening = store::sessions::Opening {
             welcomed: unchanged,
             peer_address: peer_address.as_deref(),
             agent_version: hello.capabilities.as_ref().map(|c| c.agent_version.as_str()),
@@ -171,7 +172,7 @@ impl AgentSvc {
         if !lost.requeued.is_empty() || !lost.failed.is_empty() {
             tracing::info!(host = host_id, requeued = ?lost.requeued, failed = ?lost.failed, "jobs the agent no longer runs");
         }
-        self.scheduler.last_seen().mark(host_id);
+        self.last_seen.mark(host_id);
         let (facts_changed, paths_changed) = if unchanged {
             (false, None)
         } else {
@@ -210,7 +211,10 @@ impl AgentSvc {
 
         let holds_jobs = !hello.running_job_id.is_empty() || !hello.spooled_job_ids.is_empty();
         let session = Session {
+            pool: self.pool.clone(),
             scheduler: self.scheduler.clone(),
+            ingest: self.ingest.clone(),
+            last_seen: self.last_seen.clone(),
             host_id,
             session_id: started.session_id,
             generation,
@@ -250,7 +254,7 @@ fn said(hello: &v1::Hello) -> Result<Said, Status> {
 
 impl AgentSvc {
     /// Admits a `Hello` that is not a known host presenting its credential
-    /// ([`db::identity::admit`]): the host's id, and the credential its
+    /// ([`store::identity::admit`]): the host's id, and the credential its
     /// `Welcome` carries when it enrolled.
     async fn enroll(
         &self,
@@ -265,16 +269,10 @@ impl AgentSvc {
             None => NewCredential::generate()
                 .map_err(|e| Status::internal(format!("cannot draw a host credential from the OS: {e}")))?,
         };
-        let admission = db::identity::admit(
-            self.scheduler.pool(),
-            &hello.name,
-            &hello.credential,
-            token_ok,
-            &new_credential,
-        )
-        .await
-        .map_err(db_status)?
-        .map_err(|refusal| refused(refusal, &hello.name, peer))?;
+        let admission = store::identity::admit(&self.pool, &hello.name, &hello.credential, token_ok, &new_credential)
+            .await
+            .map_err(db_status)?
+            .map_err(|refusal| refused(refusal, &hello.name, peer))?;
         let host_id = admission.host_id();
         let how = match admission {
             Admission::Known { .. } => return Ok((host_id, None)),
@@ -306,13 +304,13 @@ impl AgentSvc {
         session_id: i64,
         said: &Said,
     ) -> Result<(bool, Option<serde_json::Value>), Status> {
-        let pool = self.scheduler.pool();
-        let up = db::hosts::upsert_host_with_facts(pool, &hello.name, Some(&said.labels), &said.facts)
+        let pool = &self.pool;
+        let up = store::hosts::upsert_host_with_facts(pool, &hello.name, Some(&said.labels), &said.facts)
             .await
             .map_err(db_status)?;
         debug_assert_eq!(up.host_id, host_id, "the admitted host");
         if up.facts_changed {
-            db::sessions::set_snapshot(pool, session_id, up.snapshot_id)
+            store::sessions::set_snapshot(pool, session_id, up.snapshot_id)
                 .await
                 .map_err(db_status)?;
         }
@@ -377,6 +375,7 @@ fn held_elsewhere(name: &str, peer: Option<SocketAddr>, lease_left: Duration) ->
 /// jobs stay as the start left them: it reports its running job again in its
 /// next hello.
 struct Handshaking {
+    pool: PgPool,
     scheduler: Arc<Scheduler>,
     host_id: i64,
     generation: u64,
@@ -386,8 +385,9 @@ struct Handshaking {
 }
 
 impl Handshaking {
-    fn new(scheduler: Arc<Scheduler>, host_id: i64, generation: u64) -> Handshaking {
+    fn new(pool: PgPool, scheduler: Arc<Scheduler>, host_id: i64, generation: u64) -> Handshaking {
         Handshaking {
+            pool,
             scheduler,
             host_id,
             generation,
@@ -415,13 +415,14 @@ impl Drop for Handshaking {
         let Some(session_id) = self.session_id else {
             return;
         };
-        let (scheduler, host_id, generation) = (self.scheduler.clone(), self.host_id, self.generation);
+        let (pool, scheduler, host_id, generation) =
+            (self.pool.clone(), self.scheduler.clone(), self.host_id, self.generation);
         // Dropped inside a handshake's task: the runtime is there, unless it is shutting down,
         // when the lease is given back at shutdown (or expires) and the sweep closes the row.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 scheduler.release_lease(host_id, generation).await;
-                if let Err(e) = db::sessions::close(scheduler.pool(), session_id).await {
+                if let Err(e) = store::sessions::close(&pool, session_id).await {
                     tracing::debug!(error = %e, "closing the session row of an abandoned handshake");
                 }
             });

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::*;
+use crate::store::leases::Holder;
 
 const HEARTBEAT: Duration = Duration::from_secs(10);
 const HOST: i64 = 7;
@@ -28,7 +29,7 @@ fn progress() -> Result<AgentMessage, Status> {
 async fn a_silent_agent_is_lost_after_three_heartbeats_and_any_message_restarts_the_count() {
     // Nothing on this path needs the database: a closed pool makes sure
     // (re-queueing the lost host's jobs then fails, and is only logged).
-    let (scheduler, session, mut outbound, agent, inbound) = session_without_database().await;
+    let (scheduler, _, session, mut outbound, agent, inbound) = session_without_database().await;
     let start = Instant::now();
     let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
 
@@ -52,7 +53,7 @@ async fn a_coordinator_that_fell_behind_does_not_hold_the_silence_against_its_ag
     let behind = Duration::from_secs(5);
     // A session whose coordinator stalls past the silence: the clock jumps, its timers fire late.
     let stalled = || async {
-        let (scheduler, session, outbound, agent, inbound) = session_without_database().await;
+        let (scheduler, _, session, outbound, agent, inbound) = session_without_database().await;
         let start = Instant::now();
         let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
         tokio::task::yield_now().await;
@@ -82,6 +83,7 @@ async fn a_coordinator_that_fell_behind_does_not_hold_the_silence_against_its_ag
 /// A session of [`HOST`] on a closed pool, its outbound stream and the agent's sending end.
 async fn session_without_database() -> (
     Arc<Scheduler>,
+    Arc<LastSeen>,
     Session,
     OutboundStream,
     mpsc::Sender<Result<AgentMessage, Status>>,
@@ -89,7 +91,8 @@ async fn session_without_database() -> (
 ) {
     let pool = PgPoolOptions::new().connect_lazy_with(PgConnectOptions::new());
     pool.close().await;
-    let scheduler = Arc::new(Scheduler::new(pool));
+    let scheduler = Arc::new(Scheduler::new(pool.clone(), Holder::this_process()));
+    let last_seen = Arc::new(LastSeen::default());
     let (tx, outbound) = Outbound::channel();
     let reservation = scheduler.connect(HOST, tx.clone()).unwrap();
     assert!(
@@ -98,7 +101,10 @@ async fn session_without_database() -> (
     );
     let (agent, inbound) = mpsc::channel(8);
     let session = Session {
+        pool: pool.clone(),
         scheduler: scheduler.clone(),
+        ingest: Ingest::start(&pool, Default::default()),
+        last_seen: last_seen.clone(),
         host_id: HOST,
         session_id: 1,
         generation: reservation.generation,
@@ -110,12 +116,12 @@ async fn session_without_database() -> (
         dispatch_on_connect: false,
         findings: Deriver::new(),
     };
-    (scheduler, session, outbound, agent, inbound)
+    (scheduler, last_seen, session, outbound, agent, inbound)
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_agent_that_floods_the_coordinator_is_cut_off_with_the_reason() {
-    let (scheduler, session, mut outbound, agent, inbound) = session_without_database().await;
+    let (scheduler, last_seen, session, mut outbound, agent, inbound) = session_without_database().await;
     let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
     // Its whole burst is served (the clock stands still: nothing refills) …
     for _ in 0..rate::SESSION_BURST {
@@ -130,14 +136,14 @@ async fn an_agent_that_floods_the_coordinator_is_cut_off_with_the_reason() {
     let status = outbound.next().await.unwrap().unwrap_err();
     assert_eq!(status.code(), tonic::Code::ResourceExhausted);
     assert!(status.message().contains("messages a second"), "{status:?}");
-    assert_eq!(scheduler.last_seen().pending(), 1, "its messages marked it seen, once");
+    assert_eq!(last_seen.pending(), 1, "its messages marked it seen, once");
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_agent_that_does_not_read_is_disconnected_and_nobody_waits_on_it() {
-    let (scheduler, session, mut outbound, _agent, inbound) = session_without_database().await;
+    let (scheduler, _, session, mut outbound, _agent, inbound) = session_without_database().await;
     let ended = tokio::spawn(session.run(ReceiverStream::new(inbound)));
-    let running: Vec<(Uuid, i64)> = (0..super::super::outbound::OUTBOUND_QUEUE + 1)
+    let running: Vec<(Uuid, i64)> = (0..crate::scheduler::outbound::OUTBOUND_QUEUE + 1)
         .map(|_| (Uuid::new_v4(), HOST))
         .collect();
     // One cancel per message: more than its queue holds. Returns at once.
@@ -159,10 +165,14 @@ async fn an_agent_that_does_not_read_is_disconnected_and_nobody_waits_on_it() {
 /// The agent service on a pool that never connects, with one session slot and one handshake turn.
 fn service_without_database() -> AgentSvc {
     let pool = PgPoolOptions::new().connect_lazy_with(PgConnectOptions::new());
-    let scheduler = Arc::new(Scheduler::new(pool));
+    let scheduler = Arc::new(Scheduler::new(pool.clone(), Holder::this_process()));
+    let ingest = Ingest::start(&pool, Default::default());
     AgentSvc {
-        handshakes: crate::grpc::turns::Turns::new(1, scheduler.ingest().precedence()),
+        handshakes: crate::grpc::turns::Turns::new(1, ingest.precedence()),
+        pool,
         scheduler,
+        ingest,
+        last_seen: Arc::default(),
         token: Token::from_secret(TOKEN),
         heartbeat: super::pace::Pacer::new(super::pace::Pace::fixed(HEARTBEAT)),
         shutdown: CancellationToken::new(),

@@ -14,8 +14,8 @@ use super::Inputs;
 use crate::analysis::capacity as model;
 use crate::analysis::class::MachineClass;
 use crate::analysis::scaling::{HostSeries, ThreadPoint};
-use crate::db::capacity::ClassHost;
-use crate::db::points::LatestResult;
+use crate::domain::latest::LatestResult;
+use crate::report::capacity::ClassHost;
 
 /// One machine class (real, or emulated/simulated hosts of that class) at the
 /// chosen point: a flat row for JSON and CSV. Empty figures: not measured.

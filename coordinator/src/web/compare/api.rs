@@ -12,7 +12,7 @@ use cipherfleet_core::path::PathUsed;
 
 use super::params::{CompareParams, CompareQuery, Rows};
 use super::{load, view_point};
-use crate::db::points::LatestResult;
+use crate::domain::latest::LatestResult;
 use crate::web::WebState;
 use crate::web::api::{self, ApiError, FormatParam};
 

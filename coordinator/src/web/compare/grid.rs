@@ -1,73 +1,25 @@
 //! The matrix of one view: rows (hosts, or machine classes with the median
 //! of their hosts), algorithm columns, and each cell's colour scaled within
 //! its column over every row, not only the page's. Pure functions over what
-//! was read: the class rows of the fleet ([`class_rows`]), the class cells
+//! was read: the class rows of the fleet ([`crate::report::classes`]), the class cells
 //! of the view ([`view_summaries::class_cells`]), and for host rows one page
 //! of hosts with their latest results. The statistics of a cell and its
-//! colour are [`crate::analysis::cells`]; the class cells are computed in
-//! SQL to the same definitions.
+//! colour are [`crate::analysis::cells`], for class cells too (stored by
+//! [`crate::report::view_summaries`]).
 //!
-//! [`view_summaries::class_cells`]: crate::db::view_summaries::class_cells
+//! [`view_summaries::class_cells`]: crate::report::view_summaries::class_cells
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use cipherfleet_core::algorithm::{self, Algorithm};
 
 use super::super::paging::with_query;
 use super::params::{CompareParams, Metric, Rows};
 use crate::analysis::cells::{cell_stats, heat};
-use crate::db::matrix::{ClassGroup, Slice, View};
-use crate::db::points::LatestResult;
-use crate::db::view_summaries::ClassCell;
-
-/// A class row of the fleet: one machine class, its emulated or simulated
-/// hosts apart (their timings are not performance and must not move a real
-/// class's median).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ClassRow {
-    /// The class key, with `-emulated` / `-simulated` for marked hosts.
-    pub id: String,
-    /// [`crate::analysis::class::MachineClass::key`].
-    pub key: String,
-    /// Class label (agent text: escaped by the template).
-    pub label: String,
-    pub emulated: bool,
-    pub simulated: bool,
-    /// Ascending.
-    pub host_ids: Vec<i64>,
-}
-
-/// The class rows of `groups`, by label then id.
-pub fn class_rows(groups: &[ClassGroup]) -> Vec<ClassRow> {
-    let mut rows: BTreeMap<String, ClassRow> = BTreeMap::new();
-    for g in groups {
-        let class = g.class();
-        let key = class.key();
-        let (emulated, simulated) = (g.emulated(), g.simulated());
-        let id = format!(
-            "{key}{}{}",
-            if emulated { "-emulated" } else { "" },
-            if simulated { "-simulated" } else { "" }
-        );
-        rows.entry(id.clone())
-            .or_insert_with(|| ClassRow {
-                id,
-                key,
-                label: class.label(),
-                emulated,
-                simulated,
-                host_ids: Vec::new(),
-            })
-            .host_ids
-            .extend(&g.host_ids);
-    }
-    let mut rows: Vec<ClassRow> = rows.into_values().collect();
-    for r in &mut rows {
-        r.host_ids.sort_unstable();
-    }
-    rows.sort_by(|a, b| (&a.label, &a.id).cmp(&(&b.label, &b.id)));
-    rows
-}
+use crate::domain::latest::LatestResult;
+use crate::report::classes::ClassRow;
+use crate::report::matrix::{Slice, View};
+use crate::report::view_summaries::ClassCell;
 
 /// What a host or class is, as a row heading shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -368,57 +320,31 @@ pub(crate) mod tests {
     use super::super::params::{CompareQuery, names};
     use super::*;
     use crate::analysis::cells::tests::result;
+    use crate::report::classes::tests::group;
+    use crate::report::classes::{self, class_rows};
+    use crate::report::view_summaries;
 
     fn query(pairs: &[(&str, &str)]) -> CompareQuery {
         crate::web::params::query_from(pairs)
     }
 
-    /// A group of hosts of one CPU model, marked emulated by label when asked.
-    pub(crate) fn group(ids: &[i64], model: &str, emulated: bool) -> ClassGroup {
-        ClassGroup {
-            host_ids: ids.to_vec(),
-            emulated_label: emulated.then(|| "qemu".to_string()),
-            simulated_label: None,
-            arch: Some("x86_64".into()),
-            cpu_vendor: Some("GenuineIntel".into()),
-            cpu_model_name: Some(model.into()),
-            features_usable: Some(vec!["aes".into(), "pclmulqdq".into()]),
-            build_flavour: Some("accelerated".into()),
-            hypervisor: None,
-            cpuinfo_foreign: None,
-        }
+    /// Hosts 1-3 a real Xeon Gold class, host 4 an emulated one; AES-GCM on
+    /// every host (on either path), DES on host 1.
+    fn xeon_gold() -> (Vec<ClassRow>, [LatestResult; 5]) {
+        let rows = class_rows(&[group(&[1, 2, 3], "Xeon Gold", false), group(&[4], "Xeon Gold", true)]);
+        let points = [
+            point(1, "aes-128-gcm", 1000.0, 11, Path::Accelerated),
+            point(2, "aes-128-gcm", 3000.0, 12, Path::Accelerated),
+            point(3, "aes-128-gcm", 2000.0, 13, Path::Software),
+            point(4, "aes-128-gcm", 5.0, 14, Path::Software),
+            point(1, "des-cbc", 50.0, 15, Path::Software),
+        ];
+        (rows, points)
     }
 
-    /// The class cells of `points` by [`cell_stats`], as the SQL computes them
-    /// (the db tests check that the SQL agrees on a real database).
+    /// The class cells of `points` as the report stores them.
     pub(crate) fn cells_of(rows: &[ClassRow], points: &[LatestResult]) -> Vec<ClassCell> {
-        let mut cells = Vec::new();
-        for row in rows {
-            for a in algorithm::ALL {
-                let results: Vec<&LatestResult> = points
-                    .iter()
-                    .filter(|p| p.point.algorithm == *a && row.host_ids.contains(&p.host_id))
-                    .collect();
-                let Some(stats) = cell_stats(&results) else { continue };
-                let mb_s = results.iter().map(|r| r.throughput_mb_s);
-                let p99 = results.iter().map(|r| r.latency_p99_ns);
-                cells.push(ClassCell {
-                    algorithm: a.name().to_string(),
-                    class_row: row.id.clone(),
-                    hosts: stats.hosts,
-                    median_mb_s: stats.throughput_mb_s,
-                    median_p99_ns: stats.latency_p99_ns,
-                    cv: stats.cv,
-                    fell_back: stats.fell_back,
-                    partial: stats.partial,
-                    min_mb_s: mb_s.clone().fold(f64::INFINITY, f64::min),
-                    max_mb_s: mb_s.fold(f64::NEG_INFINITY, f64::max),
-                    min_p99_ns: p99.clone().min().unwrap_or_default(),
-                    max_p99_ns: p99.max().unwrap_or_default(),
-                });
-            }
-        }
-        cells
+        view_summaries::cells_of(&classes::assignment(rows), points)
     }
 
     fn point(host_id: i64, algorithm: &str, mb_s: f64, result_id: i64, path_used: Path) -> LatestResult {
@@ -443,45 +369,6 @@ pub(crate) mod tests {
             .map(|s| (s.size_bytes, s.threads))
             .collect();
         assert_eq!(got, [(8192, 1), (16384, 4), (1024, 1)]);
-    }
-
-    #[test]
-    fn groups_of_one_class_make_one_row_and_marked_hosts_their_own() {
-        let rows = class_rows(&[
-            group(&[3, 1], "Xeon Gold", false),
-            // The same class with its model spelled with more spaces: one row.
-            group(&[2], "Xeon  Gold", false),
-            group(&[4], "Xeon Gold", true),
-            group(&[5], "EPYC", false),
-        ]);
-        let summary: Vec<(&str, bool, &[i64])> = rows
-            .iter()
-            .map(|r| (r.label.split(" · ").nth(1).unwrap(), r.emulated, r.host_ids.as_slice()))
-            .collect();
-        assert_eq!(
-            summary,
-            [
-                ("EPYC", false, &[5][..]),
-                ("Xeon Gold", false, &[1, 2, 3][..]),
-                ("Xeon Gold", true, &[4][..])
-            ]
-        );
-        assert_eq!(rows[1].key, rows[2].key);
-        assert_eq!(rows[2].id, format!("{}-emulated", rows[2].key));
-    }
-
-    /// Hosts 1-3 a real Xeon Gold class, host 4 an emulated one; AES-GCM on
-    /// every host (on either path), DES on host 1.
-    fn xeon_gold() -> (Vec<ClassRow>, [LatestResult; 5]) {
-        let rows = class_rows(&[group(&[1, 2, 3], "Xeon Gold", false), group(&[4], "Xeon Gold", true)]);
-        let points = [
-            point(1, "aes-128-gcm", 1000.0, 11, Path::Accelerated),
-            point(2, "aes-128-gcm", 3000.0, 12, Path::Accelerated),
-            point(3, "aes-128-gcm", 2000.0, 13, Path::Software),
-            point(4, "aes-128-gcm", 5.0, 14, Path::Software),
-            point(1, "des-cbc", 50.0, 15, Path::Software),
-        ];
-        (rows, points)
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::super::WebError;
 use super::super::paging::Pager;
 use super::super::params::{DEFAULT_SIZE_BYTES, byte_size, class_key, given, require, thread_count};
-use crate::db::matrix::{Slice, View};
+use crate::report::matrix::{Slice, View};
 
 /// The query string as sent; blank fields mean the default.
 #[derive(Debug, Default, Deserialize)]

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::super::params::given;
 use super::{FallbackQuery, Filters, Judged, ViewHosts, explain, findings_of, judge_pair, load_all, reason_label};
-use crate::db::fallback as store;
+use crate::report::fallback as model;
 use crate::web::api::{self, ApiError, FindingApiRow, FormatParam};
 use crate::web::paging::Pager;
 use crate::web::{WebError, WebState};
@@ -73,9 +73,9 @@ pub(super) async fn fallback(
             (rows, open)
         }
         None => {
-            let hosts = ViewHosts::load(&state.pool, &filters).await?;
+            let hosts = ViewHosts::load(&state.pool, filters.keep().as_deref()).await?;
             let offset = (page - 1).saturating_mul(API_PER_PAGE);
-            let pairs = store::pairs(
+            let pairs = model::pairs(
                 &state.pool,
                 &filters.point(),
                 hosts.kept(),
@@ -153,11 +153,11 @@ pub(super) async fn findings(
     let pager = Pager::new(
         page,
         FINDINGS_PER_PAGE,
-        u64::try_from(store::count_findings(&state.pool, status).await?).unwrap_or(0),
+        u64::try_from(model::count_findings(&state.pool, status).await?).unwrap_or(0),
     );
     let limit = i64::try_from(FINDINGS_PER_PAGE).unwrap_or(i64::MAX);
     let offset = i64::try_from(pager.offset()).unwrap_or(i64::MAX);
-    let rows: Vec<FindingApiRow> = store::findings(&state.pool, status, Some(limit), offset)
+    let rows: Vec<FindingApiRow> = model::findings(&state.pool, status, Some(limit), offset)
         .await?
         .into_iter()
         .map(FindingApiRow::from)

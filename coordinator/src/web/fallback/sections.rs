@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::evidence::{change_lines, evidence_lines, ratio_text};
 use super::{Judged, reason_label};
 use crate::analysis::software_speed::SoftwareSpeed;
-use crate::db::findings::Finding;
+use crate::store::findings::Finding;
 use crate::web::format;
 use crate::web::paging::{Pager, with_query};
 

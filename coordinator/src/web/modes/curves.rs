@@ -9,8 +9,8 @@ use cipherfleet_core::algorithm::Algorithm;
 
 use crate::analysis::cells::cell_stats;
 use crate::analysis::scaling::{HostSeries, ThreadPoint, thread_scaling};
-use crate::db::points::LatestResult;
-use crate::db::results::StoredMemory;
+use crate::domain::latest::LatestResult;
+use crate::domain::memory::StoredMemory;
 
 /// One point of one algorithm, merged over the subject's hosts.
 #[derive(Debug, Clone, PartialEq)]

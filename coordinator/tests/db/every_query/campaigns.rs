@@ -1,7 +1,8 @@
 //! campaigns, campaign_summaries.
 
-use cipherfleet_coordinator::db::campaigns::{CampaignStatus, JobCounts};
-use cipherfleet_coordinator::db::{campaign_compare, campaign_summaries, campaigns};
+use cipherfleet_coordinator::report::{campaign_compare, campaign_summaries};
+use cipherfleet_coordinator::store::campaigns;
+use cipherfleet_coordinator::store::campaigns::{CampaignStatus, JobCounts};
 use serde_json::json;
 
 use super::fixture::*;
@@ -59,7 +60,9 @@ async fn campaigns_and_their_summaries_count_every_job() {
     assert_eq!(cancelled.jobs.total(), 1);
     assert_eq!(campaigns::status(pool, i64::MAX).await.unwrap(), None);
 
-    let per_host = campaigns::host_progress(pool, f.nightly).await.unwrap();
+    let per_host = campaign_summaries::host_progress(pool, f.nightly, None, 0)
+        .await
+        .unwrap();
     let expected = [
         (
             f.bench,

@@ -3,11 +3,11 @@
 
 use std::collections::HashMap;
 
-use cipherfleet_coordinator::db::campaigns::{self, CampaignStatus};
-use cipherfleet_coordinator::db::capabilities::{self, Advertised, HostSkips, PathSkips, Skipped};
-use cipherfleet_coordinator::db::{hosts, jobs};
+use cipherfleet_coordinator::domain::selector::Selector;
 use cipherfleet_coordinator::launch::{self, Launch, Points};
-use cipherfleet_coordinator::selector::Selector;
+use cipherfleet_coordinator::store::campaigns::{self, CampaignStatus};
+use cipherfleet_coordinator::store::capabilities::{self, Advertised, HostSkips, PathSkips, Skipped};
+use cipherfleet_coordinator::store::{hosts, jobs};
 use cipherfleet_coordinator::watch::verify;
 use cipherfleet_core::path::Path;
 use sqlx::PgPool;

@@ -1,7 +1,7 @@
-//! `db::connect`.
+//! `store::connect`.
 
 use cipherfleet_coordinator::MIGRATOR;
-use cipherfleet_coordinator::db::{self, hosts};
+use cipherfleet_coordinator::store::{self, hosts};
 use sqlx::PgPool;
 
 use crate::helpers::fresh_db;
@@ -32,7 +32,7 @@ async fn connect_reaches_a_migrated_database() {
     crate::helpers::host(&pool, "bench-01").await;
 
     // The schema is there already: migrating again is a no-op, not an error.
-    let connected = db::connect(&url_of(&pool)).await.expect("connecting by URL");
+    let connected = store::connect(&url_of(&pool)).await.expect("connecting by URL");
     let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE success")
         .fetch_one(&connected)
         .await

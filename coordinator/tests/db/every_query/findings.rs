@@ -2,9 +2,10 @@
 
 use std::collections::BTreeSet;
 
-use cipherfleet_coordinator::db::findings::{NewFinding, OpenCount, Severity};
-use cipherfleet_coordinator::db::snapshots::{self, FactColumns};
-use cipherfleet_coordinator::db::{findings, series};
+use cipherfleet_coordinator::domain::facts::FactColumns;
+use cipherfleet_coordinator::store::findings::{NewFinding, OpenCount, Severity};
+use cipherfleet_coordinator::store::snapshots;
+use cipherfleet_coordinator::store::{findings, series};
 use cipherfleet_core::path::Path;
 use serde_json::json;
 

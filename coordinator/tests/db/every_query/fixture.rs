@@ -2,13 +2,15 @@
 
 use chrono::{DateTime, Utc};
 use cipherfleet_coordinator::analysis::series::Observation;
-use cipherfleet_coordinator::db::campaigns::NewCampaign;
-use cipherfleet_coordinator::db::findings::{NewFinding, Severity};
-use cipherfleet_coordinator::db::hosts::Labels;
-use cipherfleet_coordinator::db::jobs::{Job, NewJob};
-use cipherfleet_coordinator::db::points::LatestResult;
-use cipherfleet_coordinator::db::results::{RecordOutcome, StoredMemory};
-use cipherfleet_coordinator::db::{campaigns, findings, hosts, jobs, results, sessions};
+use cipherfleet_coordinator::domain::labels::Labels;
+use cipherfleet_coordinator::domain::latest::LatestResult;
+use cipherfleet_coordinator::domain::memory::StoredMemory;
+use cipherfleet_coordinator::store::campaigns::NewCampaign;
+use cipherfleet_coordinator::store::campaigns::NewJob;
+use cipherfleet_coordinator::store::findings::{NewFinding, Severity};
+use cipherfleet_coordinator::store::jobs::Job;
+use cipherfleet_coordinator::store::results::RecordOutcome;
+use cipherfleet_coordinator::store::{campaigns, findings, hosts, jobs, results, sessions};
 use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::measurement::{Figures, Measurement};
@@ -104,7 +106,7 @@ pub(super) fn new_campaign<'a>(name: &'a str, matrix: &'a Value, selector: &'a V
         matrix,
         selector,
         started_by: "tests",
-        queued_ttl: cipherfleet_coordinator::db::campaigns::DEFAULT_QUEUED_TTL,
+        queued_ttl: cipherfleet_coordinator::store::campaigns::DEFAULT_QUEUED_TTL,
     }
 }
 

@@ -1,9 +1,10 @@
 //! hosts, snapshots, sessions.
 
 use cipherfleet_coordinator::analysis::acceleration::Acceleration;
-use cipherfleet_coordinator::db::hosts::HostUpsert;
-use cipherfleet_coordinator::db::snapshots::{FactColumns, NormalisedFacts};
-use cipherfleet_coordinator::db::{hosts, sessions, snapshots};
+use cipherfleet_coordinator::domain::facts::FactColumns;
+use cipherfleet_coordinator::domain::facts::NormalisedFacts;
+use cipherfleet_coordinator::store::hosts::HostUpsert;
+use cipherfleet_coordinator::store::{hosts, sessions, snapshots};
 use serde_json::json;
 
 use super::fixture::*;
@@ -150,7 +151,7 @@ type Counted<'a> = (Option<&'a str>, Acceleration, usize, usize, usize, Vec<i64>
 async fn host_summaries_select_count_group_and_page_the_judged_hosts() {
     use std::collections::HashSet;
 
-    use cipherfleet_coordinator::db::host_summaries::{self, Selection};
+    use cipherfleet_coordinator::report::host_summaries::{self, Selection};
 
     let f = populate().await;
     let pool = &f.pool;

@@ -1,13 +1,14 @@
 //! identity: enrollment, credentials, reset and retirement.
 
-use cipherfleet_coordinator::credential::NewCredential;
-use cipherfleet_coordinator::db::identity::{self, Admission, Enrollment, Refusal};
-use cipherfleet_coordinator::db::jobs::{self, JobStatus};
+use cipherfleet_coordinator::domain::credential::NewCredential;
+use cipherfleet_coordinator::domain::job::JobStatus;
+use cipherfleet_coordinator::store::identity::{self, Admission, Enrollment, Refusal};
+use cipherfleet_coordinator::store::jobs;
 use std::time::Duration;
 
-use cipherfleet_coordinator::db::leases::{self, Holder};
-use cipherfleet_coordinator::db::snapshots::NormalisedFacts;
-use cipherfleet_coordinator::db::{campaigns, capabilities, hosts};
+use cipherfleet_coordinator::domain::facts::NormalisedFacts;
+use cipherfleet_coordinator::store::leases::{self, Holder};
+use cipherfleet_coordinator::store::{campaigns, capabilities, hosts};
 use cipherfleet_core::path::Path;
 use uuid::Uuid;
 

@@ -1,10 +1,11 @@
 //! jobs: every transition of the queue.
 
-use cipherfleet_coordinator::attempt::Ignored;
-use cipherfleet_coordinator::db::campaigns::CampaignStatus;
-use cipherfleet_coordinator::db::jobs::{Expired, JobStatus, Requeued};
-use cipherfleet_coordinator::db::leases::{self, Holder};
-use cipherfleet_coordinator::db::{campaigns, jobs};
+use cipherfleet_coordinator::domain::attempt::Ignored;
+use cipherfleet_coordinator::domain::job::JobStatus;
+use cipherfleet_coordinator::store::campaigns::CampaignStatus;
+use cipherfleet_coordinator::store::jobs::{Expired, Requeued};
+use cipherfleet_coordinator::store::leases::{self, Holder};
+use cipherfleet_coordinator::store::{campaigns, jobs};
 use cipherfleet_core::Point;
 use cipherfleet_core::path::Path;
 use serde_json::json;
@@ -49,11 +50,8 @@ async fn the_queue_moves_a_job_through_every_transition() {
     assert_eq!(jobs::running_for_host(pool, f.vm).await.unwrap(), None);
     let busy = jobs::claim_next_for_hosts(pool, &[f.bench, f.bench]).await.unwrap();
     assert!(busy.is_empty(), "a host runs one job at a time: {busy:?}");
-    assert_eq!(
-        jobs::running_for_campaign(pool, f.live).await.unwrap(),
-        [(first, f.bench)]
-    );
-    let none_running = jobs::running_for_campaign(pool, f.nightly).await.unwrap();
+    assert_eq!(campaigns::running_jobs(pool, f.live).await.unwrap(), [(first, f.bench)]);
+    let none_running = campaigns::running_jobs(pool, f.nightly).await.unwrap();
     assert!(none_running.is_empty(), "{none_running:?}");
 
     let attempt = running.attempt_id.expect("a claimed job has an attempt");
@@ -247,11 +245,11 @@ async fn the_queue_moves_a_job_through_every_transition() {
     );
     assert!(matches!(
         jobs::fail_attempt(pool, first, f.vm, retry.attempt_id, "intruder").await,
-        Err(cipherfleet_coordinator::db::Error::JobOfAnotherHost { .. })
+        Err(cipherfleet_coordinator::store::Error::JobOfAnotherHost { .. })
     ));
     assert!(matches!(
         jobs::fail_attempt(pool, Uuid::new_v4(), f.bench, None, "unknown").await,
-        Err(cipherfleet_coordinator::db::Error::UnknownJob(_))
+        Err(cipherfleet_coordinator::store::Error::UnknownJob(_))
     ));
     let failures = jobs::failures(pool, f.live, 10).await.unwrap();
     let failed: Vec<(Uuid, &str)> = failures.iter().map(|(j, h)| (j.id, h.as_str())).collect();
@@ -276,7 +274,7 @@ async fn the_queue_moves_a_job_through_every_transition() {
         new_job(f.bench, gcm_point(4096, 2, Path::Software)),
     ];
     let mut tx = pool.begin().await.unwrap();
-    assert_eq!(jobs::insert_for_campaign(&mut tx, later, &extra).await.unwrap(), 2);
+    assert_eq!(campaigns::insert_jobs(&mut tx, later, &extra).await.unwrap(), 2);
     let queued = jobs::for_campaign(&mut *tx, later).await.unwrap();
     tx.rollback().await.unwrap();
     assert_eq!(queued.len(), 2);

@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use cipherfleet_coordinator::db::advisory::{self, Lock};
-use cipherfleet_coordinator::db::coordinators::{self, Neighbour, Process};
-use cipherfleet_coordinator::db::leases::{self, Held, Holder};
-use cipherfleet_coordinator::db::{hosts, jobs, sessions};
+use cipherfleet_coordinator::domain::job::JobStatus;
+use cipherfleet_coordinator::store::advisory::{self, Lock};
+use cipherfleet_coordinator::store::coordinators::{self, Neighbour, Process};
+use cipherfleet_coordinator::store::leases::{self, Held, Holder};
+use cipherfleet_coordinator::store::{hosts, jobs, sessions};
 use sqlx::Connection;
 use uuid::Uuid;
 
@@ -279,7 +280,7 @@ async fn a_session_start_takes_the_lease_records_the_session_and_adopts_or_reque
     assert_eq!(second.lost.requeued, [running.id]);
     assert!(!leases::is_live(&pool, bench).await.unwrap());
     let job = jobs::get(&pool, running.id).await.unwrap().unwrap();
-    assert_eq!((job.status, job.attempts), (jobs::JobStatus::Queued, 1));
+    assert_eq!((job.status, job.attempts), (JobStatus::Queued, 1));
     let both = sessions::for_host(&pool, bench, 10).await.unwrap();
     assert_eq!(
         both.iter().map(|s| s.id).collect::<Vec<_>>(),

@@ -1,10 +1,12 @@
 //! matrix, capacity, fallback: what the report reads.
 
-use cipherfleet_coordinator::db::capacity::{ClassHost, PointFilter};
-use cipherfleet_coordinator::db::fallback::{FallbackHost, PathPair, PathPoint};
-use cipherfleet_coordinator::db::fallback_views::{self, SlowCases};
-use cipherfleet_coordinator::db::matrix::{ClassGroup, Slice, View};
-use cipherfleet_coordinator::db::{capacity, fallback, findings, matrix, scenarios};
+use cipherfleet_coordinator::report::capacity::{ClassHost, PointFilter};
+use cipherfleet_coordinator::report::fallback::{FallbackHost, PathPair, PathPoint};
+use cipherfleet_coordinator::report::fallback_hosts::{self, ViewHosts};
+use cipherfleet_coordinator::report::fallback_views::{self, SlowCases};
+use cipherfleet_coordinator::report::matrix::{ClassGroup, Slice, View};
+use cipherfleet_coordinator::report::{capacity, classes, fallback, matrix, scenarios};
+use cipherfleet_coordinator::store::findings;
 use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{Direction, KeyMode};
 use sqlx::types::Json;
@@ -47,6 +49,15 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         cpuinfo_foreign: None,
     };
     assert_eq!(groups, [bench.clone(), vm.clone()]);
+    // classes: a row per class (the emulated host in one of its own), and the
+    // assignment the stored class cells are computed under.
+    let (rows, assignment) = classes::current(pool).await.unwrap();
+    let mut in_rows: Vec<(Vec<i64>, bool)> = rows.iter().map(|r| (r.host_ids.clone(), r.emulated)).collect();
+    in_rows.sort();
+    let mut expected = vec![(vec![f.bench], false), (vec![f.vm], true)];
+    expected.sort();
+    assert_eq!(in_rows, expected);
+    assert_eq!(assignment, classes::assignment(&rows));
     assert_ne!(bench.class(), vm.class());
     assert_eq!((bench.emulated(), vm.emulated(), vm.simulated()), (false, true, false));
     assert_eq!(
@@ -282,6 +293,19 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         fallback_views::read(pool, &at, &other).await.unwrap(),
         None,
         "other cases"
+    );
+    // The fallback page's hosts: the fleet with its marks, and those a filter keeps.
+    let fleet = ViewHosts::load(pool, None).await.unwrap();
+    let marked: Vec<(i64, bool)> = fleet.iter().map(|h| (h.host.id, h.emulated)).collect();
+    assert_eq!(marked, [(f.bench, false), (f.vm, true)]);
+    assert!(!fleet.filtered());
+    let only_vm = |h: &FallbackHost| h.id == f.vm;
+    let kept = ViewHosts::load(pool, Some(&only_vm)).await.unwrap();
+    assert_eq!(kept.kept(), Some(&[f.vm][..]));
+    assert_eq!(
+        fallback_hosts::cases_now(pool, &at).await.unwrap(),
+        fleet.fleet_cases(&at),
+        "the refresh recomputes with the fleet's cases, whatever a view filters"
     );
     let (hour, none) = (std::time::Duration::from_secs(3600), std::time::Duration::ZERO);
     assert!(fallback_views::due(pool, none, hour).await.unwrap().is_empty());

@@ -1,8 +1,9 @@
 //! results, points, host_results.
 
 use chrono::{DateTime, Utc};
-use cipherfleet_coordinator::db::results::{Checked, NewResult, RecordOutcome};
-use cipherfleet_coordinator::db::{host_results, jobs, matrix, points, results};
+use cipherfleet_coordinator::report::{host_results, matrix};
+use cipherfleet_coordinator::store::results::{Checked, NewResult, RecordOutcome};
+use cipherfleet_coordinator::store::{jobs, points, results};
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::Direction;

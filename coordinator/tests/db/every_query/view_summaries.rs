@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use cipherfleet_coordinator::analysis::cells::cell_stats;
-use cipherfleet_coordinator::db::jobs;
-use cipherfleet_coordinator::db::matrix::{self, View};
-use cipherfleet_coordinator::db::points::LatestResult;
-use cipherfleet_coordinator::db::view_summaries::{self, Assignment, Cells, ClassCell, Stale};
+use cipherfleet_coordinator::domain::latest::LatestResult;
+use cipherfleet_coordinator::report::matrix::{self, View};
+use cipherfleet_coordinator::report::view_summaries::{self, Assignment, Cells, ClassCell, Stale};
+use cipherfleet_coordinator::store::jobs;
 use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::Direction;
 use sqlx::PgPool;

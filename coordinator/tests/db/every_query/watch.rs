@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use cipherfleet_coordinator::db::findings::{NewFinding, Severity};
-use cipherfleet_coordinator::db::schedules::{Firing, NewSchedule};
-use cipherfleet_coordinator::db::{campaigns, findings, hosts, jobs, outbox, schedules, verifications};
+use cipherfleet_coordinator::store::findings::{NewFinding, Severity};
+use cipherfleet_coordinator::store::schedules::{Firing, NewSchedule};
+use cipherfleet_coordinator::store::{campaigns, findings, hosts, jobs, outbox, schedules, verifications};
 use cipherfleet_coordinator::watch::schedule::{self, IfRunning};
 use cipherfleet_coordinator::watch::timing::Timing;
 use cipherfleet_coordinator::watch::verify::{self, VerifyOnChange};

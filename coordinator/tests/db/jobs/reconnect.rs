@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use cipherfleet_coordinator::db::jobs::{self, Job, JobStatus};
-use cipherfleet_coordinator::db::leases::{self, Holder};
-use cipherfleet_coordinator::db::sessions;
+use cipherfleet_coordinator::domain::job::JobStatus;
+use cipherfleet_coordinator::store::jobs::{self, Job};
+use cipherfleet_coordinator::store::leases::{self, Holder};
+use cipherfleet_coordinator::store::sessions;
 use sqlx::PgPool;
 use uuid::Uuid;
 

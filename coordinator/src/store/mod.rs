@@ -1,0 +1,236 @@
+//! Storage: the tables, one file per table or aggregate. It hands out domain
+//! types ([`crate::domain`]) and calls nothing above it: the report's
+//! read-models live in [`crate::report`]. Functions take a pool when they
+//! need a transaction of their own, any
+//! executor (pool, connection, transaction) otherwise. SQL is checked at run
+//! time; values always travel as bind parameters.
+//!
+//! - [`hosts`]: machines and their hello (`upsert_host_with_facts`).
+//! - [`identity`]: who a host is — enrollment, its credential, reset and retirement.
+//! - [`snapshots`]: the history of each host's facts.
+//! - [`sessions`]: agent connections.
+//! - [`leases`]: which coordinator owns each host's session (several coordinators on one database).
+//! - [`coordinators`]: the processes behind the leases, so a dead one's leases end at once.
+//! - [`advisory`]: advisory locks, for what runs once across the cluster.
+//! - [`campaigns`]: suites run on a set of hosts, and their progress.
+//! - [`capabilities`]: the paths each host's agent can run, and the campaign points skipped for lack of one.
+//! - [`jobs`]: the queue — claim, start, fail, requeue after a lost agent.
+//! - [`results`]: idempotent result writes; one stored result, the total.
+//! - [`points`]: points as bind arrays, and the latest result of each point on each host (what the report reads).
+//! - [`findings`]: derived findings, open and resolved, and their counts.
+//! - [`series`]: what the finding deriver reads — current facts, latest results per series, what ran last per accelerated point.
+//! - [`schedules`]: schedules, their due times and firings.
+//! - [`verifications`]: the last verification campaign per host, and the points it ran before.
+//! - [`outbox`]: findings events waiting for the webhook.
+
+pub mod advisory;
+pub mod campaigns;
+pub mod capabilities;
+pub mod coordinators;
+pub mod findings;
+pub mod hosts;
+pub mod identity;
+pub mod jobs;
+pub mod leases;
+pub mod outbox;
+pub mod points;
+pub mod results;
+pub mod schedules;
+pub mod series;
+pub mod sessions;
+pub mod snapshots;
+pub mod verifications;
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgPool};
+use uuid::Uuid;
+
+/// Errors of the storage layer. Callers branch on the job variants (an agent
+/// reporting on a job that is not its own); everything else is a database failure.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("job {0} does not exist")]
+    UnknownJob(Uuid),
+    #[error("job {job} is not assigned to host {host}")]
+    JobOfAnotherHost { job: Uuid, host: i64 },
+    #[error("applying database migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A mistake in our own SQL or row types, not a database that is away:
+    /// SQLSTATE class 42 (syntax error or access rule violation — an undefined
+    /// column, table or function, a type mismatch) or a row that does not
+    /// decode into its struct. Retrying cannot help, so it is answered as an
+    /// internal error and logged as a bug. The one place this is decided.
+    pub fn is_query_bug(&self) -> bool {
+        match self {
+            Error::Database(sqlx::Error::Database(e)) => e.code().is_some_and(|c| c.starts_with("42")),
+            Error::Database(
+                sqlx::Error::ColumnDecode { .. }
+                | sqlx::Error::ColumnNotFound(_)
+                | sqlx::Error::ColumnIndexOutOfBounds { .. }
+                | sqlx::Error::TypeNotFound { .. },
+            ) => true,
+            _ => false,
+        }
+    }
+
+    /// The database is away for now (not reachable, restarting, shutting down,
+    /// or no connection came free in time): the same work can succeed later.
+    /// A closed pool is not away: it is this coordinator shutting down.
+    pub fn is_database_away(&self) -> bool {
+        match self {
+            Error::Database(sqlx::Error::Database(e)) => e
+                .code()
+                // 08: connection exception; 57P01-03: shutting down or starting up.
+                .is_some_and(|c| c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")),
+            Error::Database(
+                sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed,
+            ) => true,
+            _ => false,
+        }
+    }
+
+    /// The SQLSTATE PostgreSQL answered with, if the error came from the server.
+    pub fn sqlstate(&self) -> Option<String> {
+        match self {
+            Error::Database(sqlx::Error::Database(e)) => e.code().map(String::from),
+            _ => None,
+        }
+    }
+}
+
+/// Longest wait for a connection from the pool: past it a query fails
+/// (`UNAVAILABLE` to the agent, which retries) instead of queueing for ever.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a statement may run before PostgreSQL cancels it.
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Connects to `url` and brings the schema up to date. The pool has
+/// [`ACQUIRE_TIMEOUT`] and [`STATEMENT_TIMEOUT`]; migrations run before, on a
+/// connection of their own without the statement timeout.
+pub async fn connect(url: &str) -> Result<PgPool> {
+    let options: PgConnectOptions = url.parse()?;
+    let mut migrating = options.connect().await?;
+    crate::MIGRATOR.run(&mut migrating).await?;
+    migrating.close().await?;
+    let options = options.options([("statement_timeout", STATEMENT_TIMEOUT.as_millis())]);
+    let pool = PgPoolOptions::new()
+        .max_connections(10)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .connect_with(options)
+        .await?;
+    Ok(pool)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use sqlx::error::{DatabaseError, ErrorKind};
+
+    use super::*;
+
+    /// What PostgreSQL answers, reduced to what the classification reads.
+    #[derive(Debug)]
+    struct Answer(&'static str);
+
+    impl std::fmt::Display for Answer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "SQLSTATE {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Answer {}
+
+    impl DatabaseError for Answer {
+        fn message(&self) -> &str {
+            "from the server"
+        }
+        fn code(&self) -> Option<Cow<'_, str>> {
+            Some(self.0.into())
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::Other
+        }
+    }
+
+    fn answered(code: &'static str) -> Error {
+        Error::Database(sqlx::Error::from(Answer(code)))
+    }
+
+    #[test]
+    fn class_42_answers_are_query_bugs_and_outages_are_not() {
+        let cases = [
+            ("42703", true),  // undefined_column
+            ("42P01", true),  // undefined_table
+            ("42883", true),  // undefined_function
+            ("42804", true),  // datatype_mismatch
+            ("42601", true),  // syntax_error
+            ("42501", true),  // insufficient_privilege
+            ("57P01", false), // admin_shutdown: the server is restarting
+            ("08006", false), // connection_failure
+            ("53300", false), // too_many_connections
+            ("40001", false), // serialization_failure
+            ("23505", false), // unique_violation: callers branch on it
+            ("22P02", false), // invalid_text_representation: a value, not the query
+        ];
+        for (code, bug) in cases {
+            let e = answered(code);
+            assert_eq!(e.sqlstate().as_deref(), Some(code));
+            assert_eq!(e.is_query_bug(), bug, "SQLSTATE {code}");
+        }
+    }
+
+    #[test]
+    fn rows_that_do_not_fit_their_struct_are_query_bugs() {
+        let bugs = [
+            sqlx::Error::ColumnNotFound("algorithm".into()),
+            sqlx::Error::ColumnIndexOutOfBounds { index: 3, len: 2 },
+            sqlx::Error::TypeNotFound {
+                type_name: "point".into(),
+            },
+            sqlx::Error::ColumnDecode {
+                index: "\"status\"".into(),
+                source: "unknown job status \"paused\"".into(),
+            },
+        ];
+        for e in bugs {
+            let e = Error::from(e);
+            assert!(e.is_query_bug(), "{e}");
+            assert_eq!(e.sqlstate(), None);
+        }
+    }
+
+    #[test]
+    fn a_database_that_is_away_is_no_query_bug() {
+        let away = [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::Io(std::io::ErrorKind::ConnectionReset.into()),
+            sqlx::Error::RowNotFound,
+        ];
+        for e in away {
+            assert!(!Error::from(e).is_query_bug());
+        }
+        let job = Uuid::nil();
+        assert!(!Error::UnknownJob(job).is_query_bug());
+        assert!(!Error::JobOfAnotherHost { job, host: 1 }.is_query_bug());
+    }
+}

@@ -1,0 +1,96 @@
+//! Benchmark points in the database: the column arrays that bind many
+//! [`Point`]s at once, and `result_points`, the latest result of every point
+//! on every host, which the report reads instead of scanning all results
+//! (migrations/0003). Reading a point back is `#[sqlx(flatten)] point: Point`
+//! (its `FromRow` lives in `cipherfleet_core`).
+
+use cipherfleet_core::Point;
+use sqlx::{PgConnection, PgExecutor, Postgres, Transaction};
+
+use super::Result;
+
+/// Points as the column arrays of an `UNNEST` insert, in the column order
+/// `algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce`.
+#[derive(Debug, Default)]
+pub struct PointColumns {
+    pub algorithm: Vec<String>,
+    pub direction: Vec<String>,
+    pub size_bytes: Vec<i64>,
+    pub threads: Vec<i32>,
+    pub concurrency: Vec<Option<i32>>,
+    pub key_mode: Vec<String>,
+    pub path: Vec<String>,
+    pub nonce: Vec<String>,
+}
+
+impl PointColumns {
+    /// The columns of `points`. Sizes, threads and concurrency were validated
+    /// against bounds far inside the SQL integer types, hence the saturation
+    /// rather than an error nobody could act on.
+    pub fn new(points: impl IntoIterator<Item = Point>) -> Self {
+        let mut c = PointColumns::default();
+        for p in points {
+            c.algorithm.push(p.algorithm.name().to_string());
+            c.direction.push(p.direction.to_string());
+            c.size_bytes.push(i64::try_from(p.size_bytes).unwrap_or(i64::MAX));
+            c.threads.push(i32::try_from(p.threads).unwrap_or(i32::MAX));
+            c.concurrency
+                .push(p.concurrency.map(|n| i32::try_from(n).unwrap_or(i32::MAX)));
+            c.key_mode.push(p.key_mode.to_string());
+            c.path.push(p.path.to_string());
+            c.nonce.push(p.nonce.to_string());
+        }
+        c
+    }
+}
+
+/// Makes result `result_id` the latest of its point; called in the transaction that inserts it.
+pub async fn record(tx: &mut Transaction<'_, Postgres>, result_id: i64) -> Result<()> {
+    record_many(tx, &[result_id]).await
+}
+
+/// [`record`] for the results of one ingest batch in one statement. Two of
+/// them of the same point on the same host (rare: re-sent outcomes of two
+/// campaigns) count both, and the newer one becomes the latest; a single
+/// `INSERT … ON CONFLICT` may not touch one row twice, hence the grouping.
+pub async fn record_many(tx: &mut PgConnection, result_ids: &[i64]) -> Result<()> {
+    if result_ids.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO result_points AS p (host_id, algorithm, direction, size_bytes, threads, concurrency, \
+             key_mode, path, nonce, result_id, measured_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, \
+             cv, samples, low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, \
+             snapshot_id, backends, result_count) \
+         SELECT DISTINCT ON (host_id, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), \
+                 key_mode, path, nonce) \
+             host_id, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), key_mode, path, \
+             nonce, id, created_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, cv, samples, low_samples, \
+             cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, \
+             snapshot_id, NULLIF(measurement->'backends', 'null'::jsonb), \
+             count(*) OVER (PARTITION BY host_id, algorithm, direction, size_bytes, threads, \
+                 coalesce(concurrency, 0), key_mode, path, nonce) \
+         FROM results WHERE id = ANY($1) \
+         ORDER BY host_id, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), key_mode, path, nonce, \
+             id DESC \
+         ON CONFLICT (host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce) \
+         DO UPDATE SET result_id = EXCLUDED.result_id, measured_at = EXCLUDED.measured_at, \
+             path_used = EXCLUDED.path_used, throughput_mb_s = EXCLUDED.throughput_mb_s, \
+             ops_per_s = EXCLUDED.ops_per_s, latency_p99_ns = EXCLUDED.latency_p99_ns, cv = EXCLUDED.cv, \
+             samples = EXCLUDED.samples, low_samples = EXCLUDED.low_samples, \
+             cipher_state_bytes = EXCLUDED.cipher_state_bytes, peak_rss_bytes = EXCLUDED.peak_rss_bytes, \
+             heap_bytes_per_op = EXCLUDED.heap_bytes_per_op, allocs_per_op = EXCLUDED.allocs_per_op, \
+             snapshot_id = EXCLUDED.snapshot_id, backends = EXCLUDED.backends, \
+             result_count = p.result_count + EXCLUDED.result_count",
+    )
+    .bind(result_ids)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Rebuilds the table from `results`, after results were loaded in bulk.
+pub async fn refresh(db: impl PgExecutor<'_>) -> Result<()> {
+    sqlx::query("SELECT refresh_result_points()").execute(db).await?;
+    Ok(())
+}

@@ -1,0 +1,553 @@
+//! `results`: the measurement of each finished job. Results are stored in
+//! batches, one transaction each ([`record_batch`]); writes are idempotent
+//! per job: an agent that reconnects and sends a result again, or two copies
+//! racing, leave one row, and the job is marked done in the same transaction.
+//! Reads of one result (the raw measurement behind a report's figure) and the
+//! total are here too; a host's results pages are [`super::host_results`].
+//! [`StoredMemory`] is how every read of a result carries its memory figures.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use cipherfleet_core::measurement::Figures;
+use cipherfleet_core::path::PathUsed;
+use cipherfleet_core::spec::JobSpec;
+use cipherfleet_core::wire;
+use serde_json::Value;
+use sqlx::{PgConnection, PgExecutor, PgPool};
+use uuid::Uuid;
+
+use super::jobs::{self, Job, Start};
+use super::{Result, advisory, campaigns, points};
+use crate::domain::attempt::Ignored;
+use crate::domain::job::JobStatus;
+use crate::domain::memory::StoredMemory;
+
+/// What storing one result did: stored it, had it already, let it pass, or
+/// refused it for good.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordOutcome {
+    Inserted,
+    /// The job already had a result of this attempt; nothing changed.
+    Duplicate,
+    /// Not the job's current attempt, or the job ended otherwise
+    /// ([`attempt::judge`]); nothing changed.
+    Ignored(Ignored),
+    /// The measurement cannot be this job's result (malformed, of another
+    /// point, or refused by the database's checks): the job failed with this
+    /// reason, which the agent is told too. Only [`record_batch`] says this.
+    Invalid(String),
+}
+
+/// A result as its agent reported it, for [`record_batch`].
+#[derive(Debug, Clone)]
+pub struct NewResult {
+    pub job_id: Uuid,
+    /// The host whose session sent it: only the job's own host may.
+    pub host_id: i64,
+    /// The attempt it names ([`crate::domain::attempt`]).
+    pub attempt: Option<Uuid>,
+    /// The measurement as checked without its job, or why it cannot be
+    /// stored (the job then fails with "invalid measurement: …" if the
+    /// attempt counts; an earlier attempt's bad result fails nothing).
+    pub measurement: std::result::Result<Checked, String>,
+}
+
+/// A well-formed successful measurement: what fills a result's row.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// The point it says it measured ([`cipherfleet_core::measurement::Measurement::spec`]), checked against
+    /// the job's stored spec under the job's lock; `None`: the caller vouches for it.
+    pub ran: Option<JobSpec>,
+    /// The path that ran and the figures of the parsed measurement, for
+    /// the typed columns, stored as given: the database rejects negative figures.
+    pub path_used: PathUsed,
+    pub figures: Figures,
+    /// The whole object the agent sent, as it sent it (JSON text), kept
+    /// verbatim: PostgreSQL parses it once into `jsonb`, with no tree of it
+    /// built, cloned and written out again here. Queued as text, a result also
+    /// takes a fraction of the memory of a parsed `serde_json::Value`.
+    pub json: String,
+}
+
+/// Stores the result of attempt `attempt` of `job_id` as reported by
+/// `host_id`'s agent and marks the job done, with the rules of
+/// [`record_batch`] for a batch of one, except that a measurement the
+/// database refuses (a check violation) is an error and changes nothing.
+/// An unknown job or one of another host is an error.
+pub async fn record(
+    pool: &PgPool,
+    job_id: Uuid,
+    host_id: i64,
+    attempt: Option<Uuid>,
+    path_used: PathUsed,
+    figures: &Figures,
+    measurement: &Value,
+) -> Result<RecordOutcome> {
+    let item = NewResult {
+        job_id,
+        host_id,
+        attempt,
+        measurement: Ok(Checked {
+            ran: None,
+            path_used,
+            figures: figures.clone(),
+            json: measurement.to_string(),
+        }),
+    };
+    store(pool, &[], std::slice::from_ref(&item), false)
+        .await?
+        .outcomes
+        .remove(0)
+}
+
+/// What [`record_and_claim`] did: each result's outcome, in order, and the
+/// jobs claimed next for the batch's hosts (`None`: that claim failed).
+#[derive(Debug)]
+pub struct Stored {
+    pub outcomes: Vec<Result<RecordOutcome>>,
+    pub claimed: Option<Vec<Job>>,
+}
+
+/// Stores a batch of results in one transaction (the ingest batcher's,
+/// [`crate::ingest`]): each result's outcome in order, or an error of the
+/// whole batch (the database is away) that stored none of its results. The
+/// batch's job starts ([`Start`]) are noted too, each at the time it was
+/// heard: those of jobs with a result in the batch by the same transaction,
+/// the others just before it, committed on their own (their results come in
+/// a later batch, which must not wait for this one's locks; one that
+/// committed first does not lose the start, [`jobs::mark_started_many`]).
+///
+/// The rules, for each result: only the job's own host may report it (else
+/// `JobOfAnotherHost`, or `UnknownJob`); only the current attempt of a job
+/// not yet finished counts ([`attempt::judge`]): a failed or cancelled job
+/// stays so, an earlier attempt's result is `Ignored`, the same attempt's
+/// again (a re-send after a lost ack, or two copies in one batch) is a
+/// `Duplicate`; a result that counts is stored tied to the host's current
+/// facts snapshot and its job marked done, unless its measurement is invalid
+/// or not of the job's point, which fails the job (`Invalid`). A result the
+/// database refuses fails alone: the batch is then stored one by one, and
+/// that one's job fails with the database's reason.
+pub async fn record_batch(pool: &PgPool, started: &[Start], items: &[NewResult]) -> Result<Vec<Result<RecordOutcome>>> {
+    Ok(store_batch(pool, started, items, false).await?.outcomes)
+}
+
+/// [`record_batch`], and in the same transaction the next job of every host
+/// with a result in the batch ([`jobs::claim_next_for_hosts`]): one commit
+/// per batch instead of two. A batch stored one by one (a result the
+/// database refused) claims after, in a transaction of its own.
+pub async fn record_and_claim(pool: &PgPool, started: &[Start], items: &[NewResult]) -> Result<Stored> {
+    store_batch(pool, started, items, true).await
+}
+
+async fn store_batch(pool: &PgPool, started: &[Start], items: &[NewResult], claim: bool) -> Result<Stored> {
+    match store(pool, started, items, claim).await {
+        Err(e) if check_violation(&e).is_some() => {}
+        other => return other,
+    }
+    jobs::mark_started_many(pool, started).await?;
+    let mut outcomes = Vec::with_capacity(items.len());
+    for item in items {
+        let outcome = match store(pool, &[], std::slice::from_ref(item), false).await {
+            Ok(mut one) => one.outcomes.remove(0),
+            Err(e) => match check_violation(&e) {
+                Some(reason) => {
+                    let refused = NewResult {
+                        measurement: Err(reason),
+                        ..item.clone()
+                    };
+                    store(pool, &[], std::slice::from_ref(&refused), false)
+                        .await?
+                        .outcomes
+                        .remove(0)
+                }
+                None => return Err(e),
+            },
+        };
+        outcomes.push(outcome);
+    }
+    let claimed = if claim {
+        let hosts: Vec<i64> = items.iter().map(|i| i.host_id).collect();
+        jobs::claim_next_for_hosts(pool, &hosts)
+            .await
+            .inspect_err(
+                |e| tracing::warn!(error = %e, hosts = hosts.len(), "claiming the next jobs of a batch's hosts"),
+            )
+            .ok()
+    } else {
+        Some(Vec::new())
+    };
+    Ok(Stored { outcomes, claimed })
+}
+
+/// The database's reason when `e` refuses what a result holds: a violated
+/// check constraint (a negative figure) or a data exception (SQLSTATE class
+/// 22: text `jsonb` does not take, such as `\u0000`). Either fails that
+/// result alone; were it an error of the whole batch, its agent would resend
+/// it, and it would fail every batch it lands in.
+fn check_violation(e: &super::Error) -> Option<String> {
+    match e {
+        super::Error::Database(sqlx::Error::Database(d))
+            if d.is_check_violation() || d.code().is_some_and(|c| c.starts_with("22")) =>
+        {
+            Some(d.message().to_string())
+        }
+        _ => None,
+    }
+}
+
+/// One transaction of [`record_batch`]'s rules, claiming the next jobs of the
+/// results' hosts too if `claim`; a check violation fails it whole.
+async fn store(pool: &PgPool, started: &[Start], items: &[NewResult], claim: bool) -> Result<Stored> {
+    let mut ids: Vec<Uuid> = items.iter().map(|i| i.job_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    // Starts of jobs without a result here are noted first, on their own and
+    // committed at once: inside the batch's transaction they would hold their
+    // jobs' rows until it commits, and the batch with their results, stored
+    // alongside, would wait for it (at 2,000 agents the jobs' lock statement
+    // waited 2.8 s per 20,000 results so, 0.17 s without). Their results come
+    // later; if one's batch commits first, the start is noted all the same
+    // ([`jobs::mark_started_many`]).
+    let (started, alone): (Vec<Start>, Vec<_>) = started
+        .iter()
+        .copied()
+        .partition(|s| ids.binary_search(&s.job_id).is_ok());
+    jobs::mark_started_many(pool, &alone).await?;
+    let started = started.as_slice();
+    let hosts = if claim {
+        jobs::distinct(&items.iter().map(|i| i.host_id).collect::<Vec<_>>())
+    } else {
+        Vec::new()
+    };
+    let mut tx = pool.begin().await?;
+    // The hosts' claim locks before any job's row: adoptions and claims take
+    // them in that order too, so none of them waits on this batch crosswise.
+    advisory::lock_hosts_transaction(&mut tx, &hosts).await?;
+    let mut locked = jobs::lock_for_outcomes(&mut tx, &ids).await?;
+    // Starts that [`jobs::mark_started_many`] would note, of jobs whose result
+    // may end them in this batch too, with when each was heard: those are
+    // noted by the same update.
+    let startable: HashMap<Uuid, DateTime<Utc>> = started
+        .iter()
+        .filter(|s| {
+            locked.get(&s.job_id).is_some_and(|l| {
+                l.host_id == s.host_id && l.attempt_id == Some(s.attempt_id) && l.status == JobStatus::Running
+            })
+        })
+        .map(|s| (s.job_id, s.at))
+        .collect();
+    let mut outcomes = Vec::with_capacity(items.len());
+    let mut inserts: Vec<(usize, &Checked)> = Vec::new();
+    let mut failed: Vec<(Uuid, String)> = Vec::new();
+    let mut ended: Vec<i64> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let Some(job) = locked.get_mut(&item.job_id) else {
+            outcomes.push(Err(super::Error::UnknownJob(item.job_id)));
+            continue;
+        };
+        let judged = match job.judge(item.job_id, item.host_id, item.attempt) {
+            Ok(judged) => judged,
+            Err(e) => {
+                outcomes.push(Err(e));
+                continue;
+            }
+        };
+        let outcome = match judged {
+            Err(Ignored::Finished(JobStatus::Done)) => RecordOutcome::Duplicate,
+            Err(ignored) => RecordOutcome::Ignored(ignored),
+            Ok(()) => {
+                ended.push(job.campaign_id);
+                match of_job(job, &item.measurement) {
+                    Ok(checked) => {
+                        // A second copy later in this batch is then a duplicate.
+                        job.status = JobStatus::Done;
+                        inserts.push((i, checked));
+                        RecordOutcome::Inserted
+                    }
+                    Err(reason) => {
+                        job.status = JobStatus::Failed;
+                        let reason = format!("invalid measurement: {reason}");
+                        failed.push((item.job_id, reason.clone()));
+                        RecordOutcome::Invalid(reason)
+                    }
+                }
+            }
+        };
+        outcomes.push(Ok(outcome));
+    }
+    if inserts.is_empty() && failed.is_empty() {
+        jobs::mark_started_many(&mut *tx, started).await?;
+        // At once, not when the pool next uses the connection: until then the
+        // jobs' rows stay locked and a claim (SKIP LOCKED) would pass them over.
+        if started.is_empty() && hosts.is_empty() {
+            tx.rollback().await?;
+            return Ok(Stored {
+                outcomes,
+                claimed: Some(Vec::new()),
+            });
+        }
+        // A re-sent result's host still gets its next job.
+        let claimed = jobs::claim_locked(&mut tx, &hosts).await?;
+        tx.commit().await?;
+        return Ok(Stored {
+            outcomes,
+            claimed: Some(claimed),
+        });
+    }
+    let stored = insert_rows(&mut tx, items, &inserts).await?;
+    let mut done = Vec::with_capacity(stored.len());
+    let mut finished = HashSet::with_capacity(stored.len());
+    let mut result_ids = Vec::with_capacity(stored.len());
+    for (i, _) in &inserts {
+        match stored.get(&items[*i].job_id) {
+            Some(result_id) if finished.insert(items[*i].job_id) => {
+                let job = items[*i].job_id;
+                done.push((job, startable.get(&job).copied()));
+                result_ids.push(*result_id);
+            }
+            // The job had a result already; nothing changed.
+            _ => outcomes[*i] = Ok(RecordOutcome::Duplicate),
+        }
+    }
+    // Starts not noted by their jobs' finish (their result was a duplicate,
+    // ignored or invalid).
+    let rest: Vec<Start> = started
+        .iter()
+        .filter(|s| !(startable.contains_key(&s.job_id) && finished.contains(&s.job_id)))
+        .copied()
+        .collect();
+    jobs::mark_started_many(&mut *tx, &rest).await?;
+    points::record_many(&mut tx, &result_ids).await?;
+    jobs::finish_locked(&mut tx, &done).await?;
+    jobs::fail_locked(&mut tx, &failed).await?;
+    let claimed = jobs::claim_locked(&mut tx, &hosts).await?;
+    tx.commit().await?;
+    ended.sort_unstable();
+    ended.dedup();
+    // Committed: failing now would undo nothing, and the claimed jobs must
+    // reach their hosts. The sweep's `close_any_complete` closes it later.
+    if let Err(e) = campaigns::close_if_complete(pool, &ended).await {
+        tracing::warn!(error = %e, campaigns = ?ended, "closing the campaigns of a stored batch");
+    }
+    Ok(Stored {
+        outcomes,
+        claimed: Some(claimed),
+    })
+}
+
+/// The measurement, if it is one of the locked job `job`; else why not.
+fn of_job<'a>(
+    job: &jobs::Locked,
+    measurement: &'a std::result::Result<Checked, String>,
+) -> std::result::Result<&'a Checked, String> {
+    let checked = measurement.as_ref().map_err(Clone::clone)?;
+    if let Some(ran) = &checked.ran {
+        wire::check_spec_matches(&job.spec(), ran).map_err(|e| e.to_string())?;
+    }
+    Ok(checked)
+}
+
+/// Inserts the rows of `inserts` (indices into `items`, each job once) in one
+/// statement; returns the new result id of each job that had none.
+async fn insert_rows(
+    tx: &mut PgConnection,
+    items: &[NewResult],
+    inserts: &[(usize, &Checked)],
+) -> Result<HashMap<Uuid, i64>> {
+    let mut c = Columns::default();
+    for (i, checked) in inserts {
+        c.push(items[*i].job_id, checked);
+    }
+    let rows: Vec<(i64, Uuid)> = sqlx::query_as(
+        "INSERT INTO results (job_id, host_id, snapshot_id, algorithm, direction, size_bytes, \
+             threads, concurrency, key_mode, path, nonce, path_used, throughput_mb_s, ops_per_s, \
+             latency_p50_ns, latency_p90_ns, latency_p99_ns, latency_p999_ns, latency_max_ns, \
+             latency_method, batch_ops, cv, samples, cpu_user_seconds, cpu_sys_seconds, \
+             cpu_utilization, key_setup_ns, elapsed_seconds, sample_throughputs, measurement, \
+             low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op) \
+         SELECT j.id, j.host_id, h.current_snapshot_id, j.algorithm, j.direction, j.size_bytes, \
+             j.threads, j.concurrency, j.key_mode, j.path, j.nonce, r.path_used, r.throughput_mb_s, r.ops_per_s, \
+             r.p50, r.p90, r.p99, r.p999, r.max, r.latency_method, r.batch_ops, r.cv, r.samples, \
+             r.cpu_user, r.cpu_sys, r.cpu_utilization, r.key_setup_ns, r.elapsed_seconds, \
+             ($27::double precision[])[r.samples_from:r.samples_to], \
+             r.measurement::jsonb, r.low_samples, r.cipher_state_bytes, r.peak_rss_bytes, r.heap_bytes_per_op, \
+             r.allocs_per_op \
+         FROM UNNEST($1::uuid[], $2::text[], $3::double precision[], $4::double precision[], \
+                 $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], \
+                 $11::bigint[], $12::double precision[], $13::integer[], $14::double precision[], \
+                 $15::double precision[], $16::double precision[], $17::double precision[], \
+                 $18::double precision[], $19::integer[], $20::text[], $21::boolean[], $22::bigint[], \
+                 $23::bigint[], $24::double precision[], $25::double precision[], $26::integer[]) \
+             AS r(job_id, path_used, throughput_mb_s, ops_per_s, p50, p90, p99, p999, max, \
+                  latency_method, batch_ops, cv, samples, cpu_user, cpu_sys, cpu_utilization, \
+                  key_setup_ns, elapsed_seconds, samples_from, measurement, low_samples, \
+                  cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, samples_to) \
+         JOIN jobs j ON j.id = r.job_id JOIN hosts h ON h.id = j.host_id \
+         ON CONFLICT (job_id) DO NOTHING \
+         RETURNING id, job_id",
+    )
+    .bind(c.job_id)
+    .bind(c.path_used)
+    .bind(c.throughput_mb_s)
+    .bind(c.ops_per_s)
+    .bind(c.p50)
+    .bind(c.p90)
+    .bind(c.p99)
+    .bind(c.p999)
+    .bind(c.max)
+    .bind(c.latency_method)
+    .bind(c.batch_ops)
+    .bind(c.cv)
+    .bind(c.samples)
+    .bind(c.cpu_user)
+    .bind(c.cpu_sys)
+    .bind(c.cpu_utilization)
+    .bind(c.key_setup_ns)
+    .bind(c.elapsed_seconds)
+    .bind(c.samples_from)
+    .bind(c.measurement)
+    .bind(c.low_samples)
+    .bind(c.cipher_state_bytes)
+    .bind(c.peak_rss_bytes)
+    .bind(c.heap_bytes_per_op)
+    .bind(c.allocs_per_op)
+    .bind(c.samples_to)
+    .bind(c.sample_values)
+    .fetch_all(tx)
+    .await?;
+    Ok(rows.into_iter().map(|(id, job)| (job, id)).collect())
+}
+
+/// Results as the column arrays of [`insert_rows`]' `UNNEST`.
+#[derive(Default)]
+struct Columns<'a> {
+    job_id: Vec<Uuid>,
+    path_used: Vec<&'static str>,
+    throughput_mb_s: Vec<f64>,
+    ops_per_s: Vec<f64>,
+    p50: Vec<i64>,
+    p90: Vec<i64>,
+    p99: Vec<i64>,
+    p999: Vec<i64>,
+    max: Vec<i64>,
+    latency_method: Vec<&'static str>,
+    batch_ops: Vec<i64>,
+    cv: Vec<Option<f64>>,
+    samples: Vec<i32>,
+    cpu_user: Vec<f64>,
+    cpu_sys: Vec<f64>,
+    cpu_utilization: Vec<f64>,
+    key_setup_ns: Vec<f64>,
+    elapsed_seconds: Vec<f64>,
+    /// Every result's samples one after another, and each result's 1-based
+    /// first and last index in them: arrays of arrays must be rectangular, and
+    /// a slice per row costs PostgreSQL far less than converting a JSON array.
+    sample_values: Vec<f64>,
+    samples_from: Vec<i32>,
+    samples_to: Vec<i32>,
+    measurement: Vec<&'a str>,
+    low_samples: Vec<bool>,
+    cipher_state_bytes: Vec<Option<i64>>,
+    peak_rss_bytes: Vec<Option<i64>>,
+    heap_bytes_per_op: Vec<Option<f64>>,
+    allocs_per_op: Vec<Option<f64>>,
+}
+
+impl<'a> Columns<'a> {
+    fn push(&mut self, job_id: Uuid, r: &'a Checked) {
+        let f = &r.figures;
+        let memory = StoredMemory::from(f.memory.as_ref());
+        self.job_id.push(job_id);
+        self.path_used.push(r.path_used.as_str());
+        self.throughput_mb_s.push(f.throughput_mb_s);
+        self.ops_per_s.push(f.ops_per_s);
+        self.p50.push(bigint(f.latency_ns.p50));
+        self.p90.push(bigint(f.latency_ns.p90));
+        self.p99.push(bigint(f.latency_ns.p99));
+        self.p999.push(bigint(f.latency_ns.p999));
+        self.max.push(bigint(f.latency_ns.max));
+        self.latency_method.push(f.latency_method.as_str());
+        self.batch_ops.push(bigint(f.batch_ops));
+        self.cv.push(f.cv);
+        self.samples.push(i32::try_from(f.samples).unwrap_or(i32::MAX));
+        self.cpu_user.push(f.cpu_user_seconds);
+        self.cpu_sys.push(f.cpu_sys_seconds);
+        self.cpu_utilization.push(f.cpu_utilization);
+        self.key_setup_ns.push(f.key_setup_ns);
+        self.elapsed_seconds.push(f.elapsed_seconds);
+        // An empty slice (from = to + 1) is the empty array.
+        self.samples_from.push(index(self.sample_values.len() + 1));
+        self.sample_values.extend_from_slice(&f.sample_throughputs_mb_s);
+        self.samples_to.push(index(self.sample_values.len()));
+        self.measurement.push(&r.json);
+        self.low_samples.push(f.low_samples);
+        self.cipher_state_bytes.push(memory.cipher_state_bytes);
+        self.peak_rss_bytes.push(memory.peak_rss_bytes);
+        self.heap_bytes_per_op.push(memory.heap_bytes_per_op);
+        self.allocs_per_op.push(memory.allocs_per_op);
+    }
+}
+
+/// A position in a batch's samples as PostgreSQL's array subscript: a batch
+/// of [`crate::ingest::Config::batch`] results of at most `wire::MAX_SAMPLES`
+/// (65,536) samples each stays far inside `integer`.
+fn index(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// A count as PostgreSQL's `bigint`. Nanoseconds and batch sizes past 2^63
+/// are not measurements anyone took; saturating keeps the row rather than
+/// refusing it over a figure nobody could act on.
+fn bigint(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Number of stored results for a job: 0 or 1.
+pub async fn count_for_job(db: impl PgExecutor<'_>, job_id: Uuid) -> Result<i64> {
+    Ok(sqlx::query_scalar("SELECT count(*) FROM results WHERE job_id = $1")
+        .bind(job_id)
+        .fetch_one(db)
+        .await?)
+}
+
+/// Stored results in total.
+pub async fn count(db: impl PgExecutor<'_>) -> Result<i64> {
+    Ok(sqlx::query_scalar("SELECT count(*) FROM results").fetch_one(db).await?)
+}
+
+/// A stored result with the measurement object exactly as the agent sent it.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct StoredResult {
+    pub id: i64,
+    pub job_id: Uuid,
+    pub campaign_id: Option<i64>,
+    pub host_id: i64,
+    pub host_name: String,
+    pub snapshot_id: Option<i64>,
+    pub created_at: DateTime<Utc>,
+    pub measurement: Value,
+}
+
+/// Result `result_id` with its host's name, if it exists.
+pub async fn stored(db: impl PgExecutor<'_>, result_id: i64) -> Result<Option<StoredResult>> {
+    Ok(sqlx::query_as(
+        "SELECT r.id, r.job_id, (SELECT j.campaign_id FROM jobs j WHERE j.id = r.job_id) AS campaign_id, \
+             r.host_id, h.name AS host_name, r.snapshot_id, r.created_at, r.measurement \
+         FROM results r JOIN hosts h ON h.id = r.host_id WHERE r.id = $1",
+    )
+    .bind(result_id)
+    .fetch_optional(db)
+    .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_past_the_bigint_range_saturate() {
+        assert_eq!((bigint(0), bigint(9000)), (0, 9000));
+        assert_eq!(bigint(u64::MAX), i64::MAX);
+    }
+}
