@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
 
 /// Items at the crate root and the module they belong to: the macro
 /// `latest_result_columns!` is exported from `domain::latest`.
-const ROOT_ITEMS: &[(&str, &str)] = &[("latest_result_columns", "domain"), ("MIGRATOR", "store")];
+const ROOT_ITEMS: &[(&str, &str)] = &[("latest_result_columns", "domain")];
 
 /// One import: `from` (a node: a top-level module or one of its children)
 /// uses `to`, in `file`.

@@ -47,6 +47,3 @@ pub mod web;
 
 #[cfg(test)]
 mod layers;
-
-/// The schema, embedded from `migrations/` and applied at start ([`store::connect`]).
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");

@@ -200,4 +200,46 @@ pub(crate) mod tests {
         assert_eq!(all.low_samples, 1);
         assert_eq!(cell_stats(&[&old, &old]).unwrap().memory, StoredMemory::default());
     }
+
+    /// Medians and spreads are computed in one language, here and in
+    /// `cipherfleet_core::stats`: no query or stored procedure computes them
+    /// again (two definitions drift apart, as the SQL copy of the class
+    /// cells' median once had to be kept equal "to the bit").
+    #[test]
+    fn no_statistic_is_computed_in_sql() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = Vec::new();
+        let mut dirs = vec![root.join("src"), root.join("../functions")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())) {
+                let path = entry.expect("a directory entry").path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs" || e == "sql")
+                    && !path.ends_with("analysis/cells.rs")
+                {
+                    files.push(path);
+                }
+            }
+        }
+        assert!(files.len() > 100, "the source was read");
+        let statistics = [
+            "percentile_cont",
+            "percentile_disc",
+            "stddev",
+            "var_samp",
+            "var_pop",
+            "mode() within",
+        ];
+        let mut found = Vec::new();
+        for path in files {
+            let text = std::fs::read_to_string(&path)
+                .expect("a readable file")
+                .to_ascii_lowercase();
+            for s in statistics.iter().filter(|s| text.contains(*s)) {
+                found.push(format!("{} computes {s}", path.display()));
+            }
+        }
+        assert!(found.is_empty(), "statistics in SQL: {found:?}");
+    }
 }

@@ -54,7 +54,7 @@ pub async fn lock_transaction(tx: impl PgExecutor<'_>, lock: Lock) -> Result<()>
 /// each other crosswise. They live in PostgreSQL's two-key advisory space,
 /// which does not overlap the one-key space of [`Lock`], and a host's key is
 /// its id's low 31 bits: two hosts that share one only take turns too. One
-/// definition, in SQL (`cipherfleet_lock_hosts`, migrations/0031), which a
+/// definition, in SQL (`functions/cipherfleet_lock_hosts.sql`), which a
 /// session's start calls as well. Unlike the host's row, this lock does not
 /// wait for heartbeat flushes or hellos writing to the row.
 pub async fn lock_hosts_transaction(tx: &mut PgConnection, host_ids: &[i64]) -> Result<()> {

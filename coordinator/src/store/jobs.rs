@@ -77,7 +77,7 @@ pub struct Requeued {
 
 /// The agent of `host_id` went away: its running job goes back to the queue
 /// with one more attempt counted, or fails once [`MAX_ATTEMPTS`] is reached.
-/// One statement (`cipherfleet_requeue_lost`, migrations/0031, which a
+/// One statement (`functions/cipherfleet_requeue_lost.sql`, which a
 /// session's start runs too when the agent comes back running nothing).
 pub async fn requeue_lost(pool: &PgPool, host_id: i64) -> Result<Requeued> {
     let rows: Vec<(Uuid, String, i64)> =

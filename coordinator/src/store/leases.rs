@@ -49,7 +49,7 @@ pub struct Held {
 /// when nobody holds it, when its lease expired (its coordinator died), or
 /// when `holder` itself holds it from an earlier session. False while another
 /// coordinator holds it live. The first step of [`super::sessions::start`]
-/// (`cipherfleet_acquire_lease`, migrations/0031), here on its own; the
+/// (`functions/cipherfleet_acquire_lease.sql`), here on its own; the
 /// lease is not welcomed yet ([`welcome`]).
 pub async fn acquire(
     db: impl PgExecutor<'_>,

@@ -22,6 +22,7 @@
 //! - [`schedules`]: schedules, their due times and firings.
 //! - [`verifications`]: the last verification campaign per host, and the points it ran before.
 //! - [`outbox`]: findings events waiting for the webhook.
+//! - [`schema`]: the migrations and the stored procedures, applied at start.
 
 pub mod advisory;
 pub mod campaigns;
@@ -36,6 +37,7 @@ pub mod outbox;
 pub mod points;
 pub mod results;
 pub mod schedules;
+pub mod schema;
 pub mod series;
 pub mod sessions;
 pub mod snapshots;
@@ -119,7 +121,7 @@ pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
 pub async fn connect(url: &str) -> Result<PgPool> {
     let options: PgConnectOptions = url.parse()?;
     let mut migrating = options.connect().await?;
-    crate::MIGRATOR.run(&mut migrating).await?;
+    schema::apply(&mut migrating).await?;
     migrating.close().await?;
     let options = options.options([("statement_timeout", STATEMENT_TIMEOUT.as_millis())]);
     let pool = PgPoolOptions::new()

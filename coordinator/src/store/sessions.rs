@@ -62,15 +62,14 @@ pub struct Started {
     pub queued_work: bool,
 }
 
-/// Starts a session of `host_id` in one round trip (`cipherfleet_start_session`,
-/// migrations/0031): takes the host's lease for `lease` (when nobody holds it
+/// Starts a session of `host_id` in one round trip (`functions/cipherfleet_start_session.sql`): takes the host's lease for `lease` (when nobody holds it
 /// live, or the same coordinator did), ends its other open sessions (of a
 /// coordinator that died: the lease allows one live session in the cluster)
 /// and records this one, with the host's current facts snapshot; then adopts
 /// the job the agent still runs, under the host's claim lock, putting any
 /// other running job of the host back in the queue, or, when it runs none,
 /// re-queues what the host had running ([`jobs::requeue_lost`]'s rule) but a
-/// job whose outcome it has spooled (migrations/0032), which keeps running
+/// job whose outcome it has spooled, which keeps running
 /// with a fresh deadline until that outcome, sent after `Welcome`, ends it.
 /// `None`, with nothing changed, while another coordinator holds the lease live.
 pub async fn start(pool: &PgPool, host_id: i64, lease: LeaseOf<'_>, opening: Opening<'_>) -> Result<Option<Started>> {

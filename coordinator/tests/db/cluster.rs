@@ -3,9 +3,9 @@
 
 use std::os::unix::fs::MetadataExt;
 
-use cipherfleet_coordinator::MIGRATOR;
 use cipherfleet_coordinator::pg::PrivateCluster;
 use cipherfleet_coordinator::store::hosts;
+use cipherfleet_coordinator::store::schema;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
@@ -28,7 +28,7 @@ async fn cluster_keeps_data_across_stop_and_start() {
         assert_ne!(owner, 0, "the server runs as root");
     }
     let pool = PgPool::connect(cluster.url()).await.unwrap();
-    MIGRATOR.run(&pool).await.unwrap();
+    schema::apply(&pool).await.unwrap();
     hosts::upsert_host_with_facts(&pool, "bench-01", None, &facts("6.1.0-18-amd64"))
         .await
         .unwrap();
@@ -38,7 +38,7 @@ async fn cluster_keeps_data_across_stop_and_start() {
 
     let cluster = PrivateCluster::start(&data_dir).await.unwrap();
     let pool = PgPool::connect(cluster.url()).await.unwrap();
-    MIGRATOR.run(&pool).await.unwrap();
+    schema::apply(&pool).await.unwrap();
     assert_eq!(host_names(&pool).await, ["bench-01"]);
     pool.close().await;
     cluster.stop().await.unwrap();
@@ -53,7 +53,7 @@ async fn pool_recovers_after_restart() {
         .connect(cluster.url())
         .await
         .unwrap();
-    MIGRATOR.run(&pool).await.unwrap();
+    schema::apply(&pool).await.unwrap();
     // Several connections open and idle in the pool when the server goes away.
     let held: Vec<_> = acquire_several(&pool, 3).await;
     drop(held);
@@ -86,7 +86,7 @@ async fn a_server_left_running_by_a_crashed_coordinator_is_adopted() {
     let data_dir = dir.path().join("pg");
     let crashed = PrivateCluster::start(&data_dir).await.unwrap();
     let pool = PgPool::connect(crashed.url()).await.unwrap();
-    MIGRATOR.run(&pool).await.unwrap();
+    schema::apply(&pool).await.unwrap();
     hosts::upsert_host_with_facts(&pool, "bench-01", None, &facts("6.1.0-18-amd64"))
         .await
         .unwrap();
@@ -115,7 +115,7 @@ async fn a_data_dir_too_long_for_a_socket_path_still_works() {
 
     let cluster = PrivateCluster::start(&data_dir).await.unwrap();
     let pool = PgPool::connect(cluster.url()).await.unwrap();
-    MIGRATOR.run(&pool).await.unwrap();
+    schema::apply(&pool).await.unwrap();
     assert!(host_names(&pool).await.is_empty());
     pool.close().await;
     let socket_dir = cluster.connect_options("postgres").get_socket().cloned().unwrap();
@@ -244,7 +244,7 @@ async fn the_postmaster_pid_of_a_server_that_is_gone_is_removed_not_adopted() {
     let _ = sleeper.wait();
     let cluster = started.unwrap();
     let pool = PgPool::connect(cluster.url()).await.unwrap();
-    MIGRATOR.run(&pool).await.unwrap();
+    schema::apply(&pool).await.unwrap();
     pool.close().await;
     let now = std::fs::read_to_string(&pid_file).unwrap();
     assert_ne!(

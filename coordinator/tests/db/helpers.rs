@@ -8,7 +8,6 @@
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use cipherfleet_coordinator::MIGRATOR;
 use cipherfleet_coordinator::domain::labels::Labels;
 use cipherfleet_coordinator::pg::PrivateCluster;
 use cipherfleet_coordinator::store::campaigns::{self, NewCampaign, NewJob};
@@ -16,6 +15,7 @@ use cipherfleet_coordinator::store::hosts;
 use cipherfleet_coordinator::store::jobs::{self, Job};
 use cipherfleet_coordinator::store::leases::{self, Holder};
 use cipherfleet_coordinator::store::results::{self, Checked, NewResult, RecordOutcome};
+use cipherfleet_coordinator::store::schema::{self, MIGRATOR};
 use cipherfleet_core::measurement::{
     Figures, Harness, Latency, LatencyMethod, Measurement, Memory, SampleKind, WorkerReport,
 };
@@ -73,7 +73,7 @@ extern "C" fn stop_shared_cluster() {
 /// A fresh database with the schema applied, in the shared cluster.
 pub async fn fresh_db() -> PgPool {
     let pool = empty_db().await;
-    MIGRATOR.run(&pool).await.expect("migrating the test database");
+    schema::apply(&pool).await.expect("migrating the test database");
     pool
 }
 

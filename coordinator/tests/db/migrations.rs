@@ -1,11 +1,11 @@
 //! What a migration does to data stored before it: rows written by the
 //! schema of the migration before, then the rest applied.
 
-use cipherfleet_coordinator::MIGRATOR;
 use cipherfleet_coordinator::domain::facts::FactColumns;
 use cipherfleet_coordinator::domain::memory::StoredMemory;
 use cipherfleet_coordinator::report::host_results;
 use cipherfleet_coordinator::report::matrix;
+use cipherfleet_coordinator::store::schema;
 use cipherfleet_coordinator::store::snapshots;
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::Direction;
@@ -90,7 +90,7 @@ async fn migration_5_fills_memory_low_samples_and_the_build_profile_from_what_wa
         .await
         .unwrap();
 
-    MIGRATOR.run(&pool).await.expect("the remaining migrations apply");
+    schema::apply(&pool).await.expect("the remaining migrations apply");
 
     // The profile reads as if the coordinator had stored the snapshot itself.
     let want = FactColumns::from_facts(&probed);

@@ -120,8 +120,8 @@ pub async fn mark_started_many(db: impl PgExecutor<'_>, started: &[Start]) -> Re
 /// the agent is not running it. False if the job is not this host's, already
 /// finished, or dispatched again since that attempt. Under the host's claim
 /// lock, so a claim racing it finds the host busy instead of tripping the
-/// one-running-job index: a step of a session's start (`cipherfleet_adopt`,
-/// migrations/0031, [`crate::store::sessions::start`]), here on its own.
+/// one-running-job index: a step of a session's start (`functions/cipherfleet_adopt.sql`,
+/// [`crate::store::sessions::start`]), here on its own.
 pub async fn adopt(pool: &PgPool, job_id: Uuid, host_id: i64, attempt_id: Uuid) -> Result<bool> {
     Ok(sqlx::query_scalar("SELECT cipherfleet_adopt($1, $2, $3)")
         .bind(host_id)

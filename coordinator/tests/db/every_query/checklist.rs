@@ -138,6 +138,7 @@ const COVERED: &[&str] = &[
     "results::record_and_claim",
     "results::record_batch",
     "results::stored",
+    "schema::apply",
     "scenarios::logical_cores",
     "scenarios::points",
     "schedules::campaign_running",
