@@ -13,7 +13,7 @@
 # temporary directory (needs PostgreSQL's server binaries, as `serve` does).
 # About ten minutes on 2 cores.
 # Usage: deploy/bench-report.sh
-# To look at a part only (the full run is what the README quotes):
+# To look at a part only (the full run is what docs/performance.md quotes):
 #   CIPHERFLEET_REPORT_DATASETS=1000000   the sizes to load and time (comma-separated)
 #   CIPHERFLEET_REPORT_PAGES=compare,/modes   pages whose name or path contains a part
 #   CIPHERFLEET_REPORT_FINDINGS=0   skip the findings pass;  CIPHERFLEET_REPORT_PLANS=0   skip the plan check

@@ -2,7 +2,7 @@
 # cipherfleet-agent bench against `openssl speed`, alternating, on this machine: per
 # algorithm and size, openssl's MB/s, the agent's own (engine) figure and its
 # `--openssl-compat` figure, each with its ratio to openssl; printed as a Markdown table
-# with the date and the machine (the README's "Against openssl speed" section).
+# with the date and the machine (docs/performance.md, "Against openssl speed").
 #
 #   openssl speed -elapsed -seconds S -bytes N -evp ALG   (plus -aead for AEADs)
 #   cipherfleet-agent bench -a ALG --size N --seconds S [--openssl-compat]

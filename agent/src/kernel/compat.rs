@@ -12,7 +12,7 @@
 //!   chains across messages, CTR and ChaCha20 continue their keystream, Poly1305
 //!   absorbs the ciphertext.
 //!
-//! The engine's own kernels (the other files) follow DESIGN.md instead. The only
+//! The engine's own kernels (the other files) follow docs/measurement.md instead. The only
 //! deviation from openssl: AEAD nonces still count up (openssl reuses one; the
 //! cost is the same, and a repeated nonce is never benchmarked here).
 

@@ -1,7 +1,7 @@
 //! Per-operation work for every algorithm: one file per cipher family.
 //!
 //! A kernel owns one thread's cipher instance(s) and buffers and performs
-//! operation number `op` when asked. Rules every kernel follows (DESIGN.md):
+//! operation number `op` when asked. Rules every kernel follows (docs/measurement.md):
 //! - a fresh nonce/IV per operation from `(thread, op)`, never reused under one key;
 //! - encryption reads random plaintext and writes a separate output buffer
 //!   (no copy in the measured loop, nothing the optimiser can drop: results
