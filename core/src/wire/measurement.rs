@@ -9,6 +9,7 @@ use cipherfleet_proto::v1;
 use super::{MAX_FIELD_LEN, MAX_LIST_LEN, MAX_MEASUREMENT_JSON_LEN, MAX_SAMPLES, WireError, check_text, wire_error};
 use crate::measurement::{ACCEPTED_SCHEMAS, Measurement, SCHEMA, Status};
 use crate::path::PathUsed;
+use crate::point::Point;
 use crate::spec::JobSpec;
 
 impl TryFrom<&Measurement> for v1::Measurement {
@@ -218,7 +219,8 @@ pub fn check_measurement_matches(spec: &JobSpec, m: &v1::Measurement) -> Result<
 }
 
 /// [`check_measurement_matches`] for a measurement parsed already: `got` is
-/// the point it says it measured ([`Measurement::spec`]).
+/// the job it says it measured ([`Measurement::spec`]): the job's point
+/// exactly, and its seconds.
 pub fn check_spec_matches(spec: &JobSpec, got: &JobSpec) -> Result<(), WireError> {
     let mismatch = |what: &str, got: String, want: String| {
         Err(wire_error(
@@ -226,42 +228,39 @@ pub fn check_spec_matches(spec: &JobSpec, got: &JobSpec) -> Result<(), WireError
             format!("{got} does not match the job's {want}"),
         ))
     };
-    if got.algorithm != spec.algorithm {
-        return mismatch("algorithm", got.algorithm.to_string(), spec.algorithm.to_string());
-    }
-    if got.direction != spec.direction {
-        return mismatch(
-            "direction",
-            got.direction.as_str().into(),
-            spec.direction.as_str().into(),
-        );
-    }
-    if got.size_bytes != spec.size_bytes {
-        return mismatch("size_bytes", got.size_bytes.to_string(), spec.size_bytes.to_string());
-    }
-    if got.threads != spec.threads {
-        return mismatch("threads", got.threads.to_string(), spec.threads.to_string());
-    }
-    if got.concurrency != spec.concurrency {
-        return mismatch(
-            "concurrency",
-            format!("{:?}", got.concurrency),
-            format!("{:?}", spec.concurrency),
-        );
-    }
-    if got.key_mode != spec.key_mode {
-        return mismatch("key_mode", got.key_mode.as_str().into(), spec.key_mode.as_str().into());
-    }
-    if got.nonce != spec.nonce {
-        return mismatch("nonce", got.nonce.as_str().into(), spec.nonce.as_str().into());
-    }
-    if got.path != spec.path {
-        return mismatch("path_requested", got.path.as_str().into(), spec.path.as_str().into());
+    if got.point != spec.point {
+        let (what, got, want) = point_difference(&got.point, &spec.point);
+        return mismatch(&what, got, want);
     }
     if !close(got.seconds, spec.seconds) {
         return mismatch("seconds_requested", got.seconds.to_string(), spec.seconds.to_string());
     }
     Ok(())
+}
+
+/// Where two different points differ, for the error: the first field, named
+/// as the measurement's JSON names it, and both values. Read off the points'
+/// JSON, so that the fields of a point are listed in `Point` alone.
+fn point_difference(got: &Point, want: &Point) -> (String, String, String) {
+    let fields = |p: &Point| match serde_json::to_value(p) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        _ => serde_json::Map::new(),
+    };
+    let text = |v: Option<&serde_json::Value>| match v {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => "nothing".into(),
+    };
+    let (got_fields, want_fields) = (fields(got), fields(want));
+    got_fields
+        .iter()
+        .find(|(key, value)| want_fields.get(*key) != Some(*value))
+        .map(|(key, value)| {
+            // The measurement names the path asked for `path_requested` (beside `path_used`).
+            let what = if key == "path" { "path_requested" } else { key.as_str() };
+            (what.to_string(), text(Some(value)), text(want_fields.get(key)))
+        })
+        .unwrap_or_else(|| ("point".into(), format!("{got:?}"), format!("{want:?}")))
 }
 
 fn check_figure(field: &str, value: f64) -> Result<(), WireError> {
@@ -386,7 +385,7 @@ pub(crate) mod tests {
     use crate::spec::{Direction, KeyMode, Nonce};
 
     pub(crate) fn spec() -> JobSpec {
-        JobSpec {
+        Point {
             algorithm: "aes-128-gcm".parse().unwrap(),
             direction: Direction::Encrypt,
             size_bytes: 1024,
@@ -395,8 +394,8 @@ pub(crate) mod tests {
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
             nonce: Nonce::Counter,
-            seconds: 0.05,
         }
+        .spec(0.05)
     }
 
     /// A plausible successful measurement of [`spec`], with figures that do not round-trip trivially.
@@ -636,62 +635,27 @@ pub(crate) mod tests {
     #[test]
     fn a_measurement_of_another_point_does_not_match_the_job() {
         let wire = v1::Measurement::try_from(&measurement()).unwrap();
+        let with = |edit: fn(&mut Point)| {
+            let mut s = spec();
+            edit(&mut s.point);
+            s
+        };
         let cases: Vec<(JobSpec, &str)> = vec![
-            (
-                JobSpec {
-                    algorithm: "aes-256-gcm".parse().unwrap(),
-                    ..spec()
-                },
-                "algorithm",
-            ),
-            (
-                JobSpec {
-                    direction: Direction::Decrypt,
-                    ..spec()
-                },
-                "direction",
-            ),
-            (
-                JobSpec {
-                    size_bytes: 16,
-                    ..spec()
-                },
-                "size_bytes",
-            ),
-            (JobSpec { threads: 2, ..spec() }, "threads"),
-            (
-                JobSpec {
-                    concurrency: Some(1),
-                    ..spec()
-                },
-                "concurrency",
-            ),
-            (
-                JobSpec {
-                    key_mode: KeyMode::PerOp,
-                    ..spec()
-                },
-                "key_mode",
-            ),
-            (
-                JobSpec {
-                    nonce: Nonce::Random,
-                    ..spec()
-                },
-                "nonce",
-            ),
-            (
-                JobSpec {
-                    path: Path::Software,
-                    ..spec()
-                },
-                "path_requested",
-            ),
+            (with(|p| p.algorithm = "aes-256-gcm".parse().unwrap()), "algorithm"),
+            (with(|p| p.direction = Direction::Decrypt), "direction"),
+            (with(|p| p.size_bytes = 16), "size_bytes"),
+            (with(|p| p.threads = 2), "threads"),
+            (with(|p| p.concurrency = Some(1)), "concurrency"),
+            (with(|p| p.key_mode = KeyMode::PerOp), "key_mode"),
+            (with(|p| p.nonce = Nonce::Random), "nonce"),
+            (with(|p| p.path = Path::Software), "path_requested"),
             (JobSpec { seconds: 1.0, ..spec() }, "seconds_requested"),
         ];
         for (other, what) in cases {
             let err = check_measurement_matches(&other, &wire).unwrap_err();
             assert_eq!(err.field, format!("measurement.measurement_json.{what}"), "{err}");
         }
+        let err = check_measurement_matches(&with(|p| p.threads = 2), &wire).unwrap_err();
+        assert_eq!(err.message, "1 does not match the job's 2");
     }
 }
