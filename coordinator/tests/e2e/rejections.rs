@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::JobSpec;
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::{
     self, AgentMessage, CoordinatorMessage, agent_message, agent_service_client::AgentServiceClient,
@@ -72,6 +74,13 @@ pub(crate) fn one_point() -> v1::Matrix {
         nonces: vec![],
         seconds: 0.1,
     }
+}
+
+/// A successful measurement of `run`'s point at `throughput_mb_s`, as an agent sends it.
+pub(crate) fn result_of(run: &v1::RunJob, throughput_mb_s: f64) -> v1::Measurement {
+    let spec = JobSpec::try_from(run.spec.as_ref().expect("a spec")).expect("a valid spec");
+    let m = crate::db_helpers::measurement(&spec, Path::Accelerated, throughput_mb_s);
+    v1::Measurement::try_from(&m).expect("a successful measurement converts")
 }
 
 pub(crate) async fn open(app: &App, first: AgentMessage) -> Result<RawAgent, tonic::Status> {
@@ -143,6 +152,7 @@ async fn a_wrong_protocol_version_names_both_versions() {
         err.message().contains("99") && err.message().contains(&PROTOCOL_VERSION.to_string()),
         "{err:?}"
     );
+    assert!(err.message().ends_with("upgrade the coordinator"), "{err:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -180,14 +190,9 @@ async fn a_foreign_jobs_result_and_an_invalid_measurement_are_refused_by_name() 
     };
 
     // b reports a result for a's job: refused, and the session stays usable.
-    let measurement = v1::Measurement {
-        throughput_mb_s: 100.0,
-        samples: 5,
-        ..Default::default()
-    };
     b.send(agent_message::Body::JobResult(v1::JobResult {
         job_id: job_a.job_id.clone(),
-        measurement: Some(measurement),
+        measurement: Some(result_of(&job_a, 100.0)),
         attempt_id: job_a.attempt_id.clone(),
     }))
     .await;
@@ -198,14 +203,9 @@ async fn a_foreign_jobs_result_and_an_invalid_measurement_are_refused_by_name() 
     assert!(ack.rejected.contains("not assigned to this host"), "{ack:?}");
 
     // b's own job with a negative throughput: refused by name, job failed with the reason.
-    let bad = v1::Measurement {
-        throughput_mb_s: -5.0,
-        samples: 5,
-        ..Default::default()
-    };
     b.send(agent_message::Body::JobResult(v1::JobResult {
         job_id: job_b.job_id.clone(),
-        measurement: Some(bad),
+        measurement: Some(result_of(&job_b, -5.0)),
         attempt_id: job_b.attempt_id.clone(),
     }))
     .await;
