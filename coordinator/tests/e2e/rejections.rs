@@ -155,6 +155,59 @@ async fn a_wrong_protocol_version_names_both_versions() {
     assert!(err.message().ends_with("upgrade the coordinator"), "{err:?}");
 }
 
+/// A coordinator serves agents one protocol version behind its own, so a
+/// fleet upgrades its coordinator first: such an agent is welcomed and its
+/// results stored (the typed figures it also sends are skipped when decoding,
+/// `cipherfleet_proto`'s tests; its JSON is what this test sends). An agent
+/// two versions behind is refused, told which side to upgrade.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_one_protocol_version_behind_is_served_and_an_older_one_is_refused() {
+    let app = spawn_app().await;
+    let mut behind = open(&app, hello("raw-behind", AGENT_TOKEN, PROTOCOL_VERSION - 1))
+        .await
+        .expect("one version behind is served");
+    assert!(matches!(behind.next().await, coordinator_message::Body::Welcome(_)));
+    let request = v1::StartCampaignRequest {
+        points: Some(v1::start_campaign_request::Points::Matrix(one_point())),
+        ..Default::default()
+    };
+    app.admin().await.start_campaign(request).await.unwrap();
+    let coordinator_message::Body::RunJob(run) = behind.next().await else {
+        panic!("a job")
+    };
+    behind
+        .send(agent_message::Body::JobResult(v1::JobResult {
+            job_id: run.job_id.clone(),
+            measurement: Some(result_of(&run, 1234.5)),
+            attempt_id: run.attempt_id.clone(),
+        }))
+        .await;
+    let coordinator_message::Body::ResultAck(ack) = behind.next().await else {
+        panic!("an ack")
+    };
+    assert!(ack.rejected.is_empty(), "stored: {ack:?}");
+    let stored: f64 = sqlx::query_scalar("SELECT throughput_mb_s FROM results")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 1234.5);
+
+    let older = PROTOCOL_VERSION - 2;
+    let err = open(&app, hello("raw-older", AGENT_TOKEN, older))
+        .await
+        .err()
+        .expect("two versions behind is refused");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    let both = format!("agent speaks protocol version {older}, this coordinator speaks version {PROTOCOL_VERSION}");
+    assert!(err.message().starts_with(&both), "{err:?}");
+    assert!(err.message().ends_with("upgrade the agent"), "{err:?}");
+    let hosts: Vec<String> = sqlx::query_scalar("SELECT name FROM hosts ORDER BY name")
+        .fetch_all(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(hosts, ["raw-behind"], "nothing stored of the refused agent");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_message_must_be_hello() {
     let app = spawn_app().await;
