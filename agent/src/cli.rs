@@ -439,14 +439,19 @@ fn openssl_compat(args: &BenchArgs, points: &[JobSpec]) -> Result<Harness, Strin
     if args.format == Format::Csv {
         return Err("--openssl-compat prints a table or JSON lines (which say `\"harness\":\"openssl-compat\"`); CSV rows could not tell its figures from the engine's".into());
     }
-    if points.iter().any(|p| !p.nonce.is_counter()) {
+    if points.iter().any(|p| !p.point.nonce.is_counter()) {
         return Err(
             "--openssl-compat measures openssl speed's per-message shape, nonces included; leave out --nonce random"
                 .into(),
         );
     }
     for p in points {
-        if let Some(why) = kernel::compat::unsupported(p.algorithm, p.size_bytes, p.key_mode, p.concurrency) {
+        if let Some(why) = kernel::compat::unsupported(
+            p.point.algorithm,
+            p.point.size_bytes,
+            p.point.key_mode,
+            p.point.concurrency,
+        ) {
             return Err(why);
         }
     }
@@ -477,7 +482,7 @@ fn bench(args: BenchArgs) -> i32 {
     };
     // Refuse up front rather than fail every software point one by one.
     for path in [Path::Accelerated, Path::Software] {
-        if points.iter().any(|p| p.path == path)
+        if points.iter().any(|p| p.point.path == path)
             && let Err(e) = worker::binary_for(path)
         {
             return usage_error(e);
@@ -569,7 +574,7 @@ mod tests {
         .unwrap();
         assert_eq!(args.nonce, [Nonce::Random]);
         let points: Vec<JobSpec> = matrices(&args, 2).unwrap().iter().flat_map(Matrix::expand).collect();
-        assert!(points.iter().all(|p| p.nonce == Nonce::Random), "{points:?}");
+        assert!(points.iter().all(|p| p.point.nonce == Nonce::Random), "{points:?}");
         for refused in [
             &["-a", "aes-256-cbc", "--nonce", "random"][..],
             &["-a", "aes-256-gcm", "--direction", "both", "--nonce", "random"][..],
@@ -587,11 +592,14 @@ mod tests {
             .iter()
             .flat_map(Matrix::expand)
             .collect();
-        assert!(points.iter().all(|p| p.nonce == Nonce::Counter));
+        assert!(points.iter().all(|p| p.point.nonce == Nonce::Counter));
         // The field-level suite sets counters against random nonces by itself.
         let field = parse(&["--suite", "field-level"]).unwrap();
         let points: Vec<JobSpec> = matrices(&field, 2).unwrap().iter().flat_map(Matrix::expand).collect();
-        assert!(points.iter().any(|p| p.nonce == Nonce::Random) && points.iter().any(|p| p.nonce == Nonce::Counter));
+        assert!(
+            points.iter().any(|p| p.point.nonce == Nonce::Random)
+                && points.iter().any(|p| p.point.nonce == Nonce::Counter)
+        );
         let both = parse(&["-a", "aes-256-gcm", "--size", "11", "--nonce", "counter,random"]).unwrap();
         assert_eq!(matrices(&both, 2).unwrap()[0].expand().len(), 2);
         let err = parse(&["--nonce", "urandom"]).unwrap_err();
@@ -627,7 +635,7 @@ mod tests {
         assert!(
             points
                 .iter()
-                .all(|p| p.seconds == 0.1 && [11, 18].contains(&p.size_bytes))
+                .all(|p| p.seconds == 0.1 && [11, 18].contains(&p.point.size_bytes))
         );
     }
 

@@ -182,7 +182,13 @@ impl WorkerJob {
 
 /// Measures `job` in a worker process and returns its report.
 pub fn run_point(job: &WorkerJob) -> Result<WorkerReport, WorkerError> {
-    run_in(&binary_for(job.spec.path)?, job, None, &AtomicBool::new(false), None)
+    run_in(
+        &binary_for(job.spec.point.path)?,
+        job,
+        None,
+        &AtomicBool::new(false),
+        None,
+    )
 }
 
 /// Like [`run_point`], with the time limit given by the caller (`None`: [`time_limit`])
@@ -197,7 +203,7 @@ pub fn run_point_with(
     nice: Option<i32>,
 ) -> Result<WorkerReport, WorkerError> {
     run_in(
-        &daemon_binary_for(spec.path)?,
+        &daemon_binary_for(spec.point.path)?,
         &WorkerJob::engine(spec),
         limit,
         cancel,
@@ -371,21 +377,26 @@ pub fn worker_main() -> i32 {
     };
     if let Err(e) = spec
         .validate()
-        .and_then(|()| validate_arrival_rate(arrival_rate_per_s, spec.concurrency))
+        .and_then(|()| validate_arrival_rate(arrival_rate_per_s, spec.point.concurrency))
     {
         eprintln!("invalid job: {e}");
         return exit::INVALID;
     }
     if harness == Harness::OpensslCompat
-        && let Some(why) = kernel::compat::unsupported(spec.algorithm, spec.size_bytes, spec.key_mode, spec.concurrency)
+        && let Some(why) = kernel::compat::unsupported(
+            spec.point.algorithm,
+            spec.point.size_bytes,
+            spec.point.key_mode,
+            spec.point.concurrency,
+        )
     {
         eprintln!("invalid job: {why}");
         return exit::INVALID;
     }
     #[cfg(debug_assertions)]
     fault::inject(&spec);
-    let mut outcomes = selftest::run_for(spec.algorithm);
-    if spec.key_mode == KeyMode::HkdfPerUser {
+    let mut outcomes = selftest::run_for(spec.point.algorithm);
+    if spec.point.key_mode == KeyMode::HkdfPerUser {
         outcomes.extend(selftest::run_hkdf());
     }
     let failed: Vec<String> = outcomes
@@ -394,7 +405,11 @@ pub fn worker_main() -> i32 {
         .map(|o| format!("{} ({})", o.name, o.detail.as_deref().unwrap_or("mismatch")))
         .collect();
     if !failed.is_empty() || outcomes.is_empty() {
-        eprintln!("{}: known-answer tests failed: {}", spec.algorithm, failed.join("; "));
+        eprintln!(
+            "{}: known-answer tests failed: {}",
+            spec.point.algorithm,
+            failed.join("; ")
+        );
         return exit::SELFTEST;
     }
     let options = RunOptions {
@@ -412,7 +427,7 @@ pub fn worker_main() -> i32 {
     };
     let backends = backend::backends();
     let report = WorkerReport {
-        path_used: backends.path_for(spec.algorithm, spec.key_mode),
+        path_used: backends.path_for(spec.point.algorithm, spec.point.key_mode),
         backends,
         build_flavour: backend::FLAVOUR,
         selftest_passed: outcomes.len() as u32,
@@ -426,6 +441,7 @@ pub fn worker_main() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cipherfleet_core::Point;
     use cipherfleet_core::spec::Nonce;
 
     #[test]
@@ -442,20 +458,26 @@ mod tests {
     #[test]
     fn a_job_without_a_rate_reads_as_the_closed_loop() {
         let spec = JobSpec {
-            algorithm: "aes-128-gcm".parse().unwrap(),
-            direction: cipherfleet_core::spec::Direction::Encrypt,
-            size_bytes: 16,
-            threads: 1,
-            concurrency: Some(4),
-            key_mode: KeyMode::Static,
-            path: Path::Accelerated,
-            nonce: Nonce::Counter,
+            point: Point {
+                algorithm: "aes-128-gcm".parse().unwrap(),
+                direction: cipherfleet_core::spec::Direction::Encrypt,
+                size_bytes: 16,
+                threads: 1,
+                concurrency: Some(4),
+                key_mode: KeyMode::Static,
+                path: Path::Accelerated,
+                nonce: Nonce::Counter,
+            },
             seconds: 0.1,
         };
         let json = format!("{{\"spec\":{}}}", serde_json::to_string(&spec).unwrap());
         let job: WorkerJob = serde_json::from_str(&json).unwrap();
         assert_eq!(job.arrival_rate_per_s, None);
-        assert_eq!(job.spec.nonce, Nonce::Counter, "a job without a nonce uses counters");
+        assert_eq!(
+            job.spec.point.nonce,
+            Nonce::Counter,
+            "a job without a nonce uses counters"
+        );
         assert_eq!(job.harness, Harness::Engine);
         let sent = serde_json::to_string(&WorkerJob::engine(&spec)).unwrap();
         assert!(!sent.contains("nonce"), "counters are not spelled out: {sent}");
@@ -492,7 +514,7 @@ mod fault {
         let Some((kind, alg)) = v.split_once(':') else {
             return;
         };
-        if alg != spec.algorithm.name() {
+        if alg != spec.point.algorithm.name() {
             return;
         }
         match kind {

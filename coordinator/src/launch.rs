@@ -84,12 +84,12 @@ pub fn jobs_for(host: &HostWithFacts, paths: Option<&[Path]>, specs: Vec<JobSpec
     let mut skipped: Vec<Skipped> = Vec::new();
     let mut jobs = Vec::with_capacity(specs.len());
     for spec in specs {
-        if paths.is_some_and(|paths| !paths.contains(&spec.path)) {
-            match skipped.iter_mut().find(|s| s.path == spec.path) {
+        if paths.is_some_and(|paths| !paths.contains(&spec.point.path)) {
+            match skipped.iter_mut().find(|s| s.path == spec.point.path) {
                 Some(s) => s.points += 1,
                 None => skipped.push(Skipped {
                     host_id: host.host.id,
-                    path: spec.path,
+                    path: spec.point.path,
                     points: 1,
                 }),
             }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::algorithm::Algorithm;
 use crate::facts::HostFacts;
 use crate::path::{Backends, Flavour, Path, PathUsed};
+use crate::point::Point;
 use crate::spec::{Direction, JobSpec, KeyMode, Nonce};
 use crate::text_enum;
 
@@ -225,17 +226,18 @@ pub struct Measurement {
 
 impl Measurement {
     fn from_spec(spec: &JobSpec, host: Option<HostFacts>) -> Self {
+        let p = &spec.point;
         Measurement {
             schema: SCHEMA.to_string(),
             status: Status::Failed,
-            algorithm: spec.algorithm,
-            direction: spec.direction,
-            size_bytes: spec.size_bytes,
-            threads: spec.threads,
-            concurrency: spec.concurrency,
-            key_mode: spec.key_mode,
-            nonce: spec.nonce,
-            path_requested: spec.path,
+            algorithm: p.algorithm,
+            direction: p.direction,
+            size_bytes: p.size_bytes,
+            threads: p.threads,
+            concurrency: p.concurrency,
+            key_mode: p.key_mode,
+            nonce: p.nonce,
+            path_requested: p.path,
             seconds_requested: spec.seconds,
             harness: Harness::Engine,
             path_used: None,
@@ -270,8 +272,8 @@ impl Measurement {
     }
 
     /// The point this measures.
-    pub fn spec(&self) -> JobSpec {
-        JobSpec {
+    pub fn point(&self) -> Point {
+        Point {
             algorithm: self.algorithm,
             direction: self.direction,
             size_bytes: self.size_bytes,
@@ -280,7 +282,11 @@ impl Measurement {
             key_mode: self.key_mode,
             path: self.path_requested,
             nonce: self.nonce,
-            seconds: self.seconds_requested,
         }
+    }
+
+    /// The job this measures: its point and the seconds asked for.
+    pub fn spec(&self) -> JobSpec {
+        self.point().spec(self.seconds_requested)
     }
 }

@@ -30,17 +30,7 @@ pub struct Point {
 impl Point {
     /// The job that measures this point for `seconds`.
     pub fn spec(self, seconds: f64) -> JobSpec {
-        JobSpec {
-            algorithm: self.algorithm,
-            direction: self.direction,
-            size_bytes: self.size_bytes,
-            threads: self.threads,
-            concurrency: self.concurrency,
-            key_mode: self.key_mode,
-            path: self.path,
-            nonce: self.nonce,
-            seconds,
-        }
+        JobSpec { point: self, seconds }
     }
 }
 
@@ -108,7 +98,7 @@ mod tests {
         };
         let spec = p.spec(0.5);
         assert_eq!(spec.seconds, 0.5);
-        assert_eq!(spec.point(), p);
+        assert_eq!(spec.point, p);
         let json = serde_json::to_value(p).unwrap();
         assert_eq!(json["direction"], "decrypt");
         assert_eq!(json["path"], "software");

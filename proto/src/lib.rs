@@ -17,6 +17,8 @@
 //! - `redact`: the hand-written `Debug` for [`v1::Hello`] and [`v1::Welcome`],
 //!   which keeps the enrollment token and host credentials out of logs.
 //!
+//! - [`PROTOCOL_VERSION`] and [`check_agent_version`]: the version this build
+//!   speaks and the agents a coordinator serves (its own version and the one before).
 //! - [`client`] (feature `client`): the coordinator URL check and TLS settings
 //!   that the agent and the operator commands dial with.
 //!
@@ -35,9 +37,62 @@ pub mod v1 {
 }
 
 /// The protocol version this build speaks, sent in `Hello.protocol_version`.
-/// Bump it on any change an older peer would misread. 2: per-host credentials
-/// (`Hello.credential`, `Welcome.credential`) and attempt ids on every job message.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// Bump it on any change an older peer would misread. 3: `Measurement` is its
+/// JSON object alone (the typed copies of its figures are gone). 2: per-host
+/// credentials (`Hello.credential`, `Welcome.credential`) and attempt ids on
+/// every job message.
+pub const PROTOCOL_VERSION: u32 = 3;
+
+/// The oldest agent protocol a coordinator of this build serves: one version
+/// behind, so a fleet upgrades its coordinator first and its agents after.
+/// Whatever such an agent sends must still read right: from version 2 that is
+/// `Measurement`'s typed figures (fields 1–20) beside its JSON, skipped unread
+/// as reserved numbers, while the JSON, the same object, is stored.
+pub const OLDEST_AGENT_VERSION: u32 = PROTOCOL_VERSION - 1;
+
+/// Whether a coordinator of this build serves an agent that speaks protocol
+/// `agent`: [`PROTOCOL_VERSION`] or [`OLDEST_AGENT_VERSION`]. The one place
+/// the upgrade rule lives; the error says which side to upgrade.
+pub fn check_agent_version(agent: u32) -> Result<(), VersionMismatch> {
+    if (OLDEST_AGENT_VERSION..=PROTOCOL_VERSION).contains(&agent) {
+        Ok(())
+    } else {
+        Err(VersionMismatch { agent })
+    }
+}
+
+/// An agent's protocol version that this coordinator does not serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VersionMismatch {
+    /// The version the agent sent.
+    pub agent: u32,
+}
+
+impl VersionMismatch {
+    /// The side that is behind: an agent older than [`OLDEST_AGENT_VERSION`]
+    /// is, else the coordinator.
+    pub fn upgrade(&self) -> &'static str {
+        if self.agent < OLDEST_AGENT_VERSION {
+            "the agent"
+        } else {
+            "the coordinator"
+        }
+    }
+}
+
+impl std::fmt::Display for VersionMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "agent speaks protocol version {}, this coordinator speaks version {PROTOCOL_VERSION} \
+             and serves agents of versions {OLDEST_AGENT_VERSION} to {PROTOCOL_VERSION}; upgrade {}",
+            self.agent,
+            self.upgrade()
+        )
+    }
+}
+
+impl std::error::Error for VersionMismatch {}
 
 /// How long an agent waits for the answer to its session request, the
 /// `Welcome` (or a refusal), before it gives up and dials again. A coordinator
@@ -51,6 +106,7 @@ mod tests {
     use prost::Message;
 
     use super::v1::{AgentMessage, CoordinatorMessage, Heartbeat, agent_message};
+    use super::{PROTOCOL_VERSION, check_agent_version};
 
     #[test]
     fn empty_agent_message_decodes_with_no_body() {
@@ -70,6 +126,43 @@ mod tests {
         prost::encoding::string::encode(99, &"from the future".to_string(), &mut bytes);
         let decoded = AgentMessage::decode(bytes.as_slice()).expect("unknown field skipped");
         assert_eq!(decoded.body, None);
+    }
+
+    #[test]
+    fn a_coordinator_serves_its_own_version_and_the_one_before() {
+        assert_eq!(check_agent_version(PROTOCOL_VERSION), Ok(()));
+        assert_eq!(check_agent_version(PROTOCOL_VERSION - 1), Ok(()));
+        let cases = [
+            (PROTOCOL_VERSION - 2, "upgrade the agent"),
+            (0, "upgrade the agent"),
+            (PROTOCOL_VERSION + 1, "upgrade the coordinator"),
+            (u32::MAX, "upgrade the coordinator"),
+        ];
+        for (agent, upgrade) in cases {
+            let refused = check_agent_version(agent).unwrap_err().to_string();
+            assert!(
+                refused.starts_with(&format!(
+                    "agent speaks protocol version {agent}, this coordinator speaks version {PROTOCOL_VERSION} "
+                )),
+                "{refused}"
+            );
+            assert!(refused.ends_with(upgrade), "{refused}");
+        }
+    }
+
+    /// What an agent one version behind sends: the typed figures of protocol
+    /// 2 (fields 1–20) beside the JSON. They decode as unknown fields, skipped.
+    #[test]
+    fn the_typed_figures_of_an_agent_one_version_behind_are_skipped() {
+        let json = r#"{"schema":"cipherfleet.measurement/2"}"#.to_string();
+        let mut bytes = Vec::new();
+        prost::encoding::double::encode(1, &1234.5, &mut bytes); // throughput_mb_s
+        prost::encoding::uint32::encode(11, &3, &mut bytes); // samples
+        prost::encoding::string::encode(8, &"per-op".to_string(), &mut bytes); // latency_method
+        prost::encoding::int32::encode(17, &1, &mut bytes); // path_used
+        prost::encoding::string::encode(21, &json, &mut bytes);
+        let decoded = super::v1::Measurement::decode(bytes.as_slice()).unwrap();
+        assert_eq!(decoded, super::v1::Measurement { measurement_json: json });
     }
 
     #[test]

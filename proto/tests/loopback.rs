@@ -2,15 +2,14 @@
 //! 127.0.0.1, through tonic's HTTP/2 transport: what the agent and the
 //! coordinator will do, minus the business logic.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::agent_service_client::AgentServiceClient;
 use cipherfleet_proto::v1::agent_service_server::{AgentService, AgentServiceServer};
 use cipherfleet_proto::v1::{
-    AgentMessage, Capabilities, CoordinatorMessage, HostFacts, Label, Measurement, Path, ResultAck, Welcome,
-    agent_message, coordinator_message,
+    AgentMessage, Capabilities, CoordinatorMessage, HostFacts, Label, Measurement, ResultAck, Welcome, agent_message,
+    coordinator_message,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -193,17 +192,7 @@ async fn hello_is_welcomed_and_results_are_acknowledged_over_a_real_socket() {
 
     // After the handshake the stream carries traffic both ways.
     let measurement = Measurement {
-        throughput_mb_s: 4321.5,
-        latency_p999_ns: 1_200,
-        cv: Some(0.012),
-        path_used: Path::Accelerated as i32,
-        sample_throughputs_mb_s: vec![4300.0, 4321.5, 4400.25],
-        backends: HashMap::from([
-            ("aes".to_string(), "aes-ni".to_string()),
-            ("ghash".to_string(), "clmul".to_string()),
-        ]),
-        measurement_json: r#"{"schema":"cipherfleet.measurement/1"}"#.into(),
-        ..Default::default()
+        measurement_json: r#"{"schema":"cipherfleet.measurement/2","throughput_mb_s":4321.5,"cv":0.012,"sample_throughputs_mb_s":[4300.0,4321.5,4400.25],"backends":{"aes":"aes-ni","ghash":"clmul"}}"#.into(),
     };
     let result = AgentMessage {
         body: Some(agent_message::Body::JobResult(cipherfleet_proto::v1::JobResult {

@@ -107,10 +107,10 @@ fn parse_memory(s: &str, memory_total: Option<u64>) -> Result<u64, String> {
 impl Ceilings {
     /// Why this agent refuses `spec`, if it does: the field, the ask and the ceiling.
     pub fn refusal(&self, spec: &JobSpec) -> Option<String> {
-        if spec.threads > self.max_threads {
+        if spec.point.threads > self.max_threads {
             return Some(format!(
                 "threads: {} asked, this agent runs at most {} (--max-threads)",
-                spec.threads, self.max_threads
+                spec.point.threads, self.max_threads
             ));
         }
         if spec.seconds > self.max_seconds {
@@ -144,6 +144,7 @@ impl Ceilings {
 
 #[cfg(test)]
 mod tests {
+    use cipherfleet_core::Point;
     use cipherfleet_core::path::Path;
     use cipherfleet_core::spec::{Direction, KeyMode};
 
@@ -151,14 +152,16 @@ mod tests {
 
     fn spec(threads: u32, size_bytes: u64, seconds: f64) -> JobSpec {
         JobSpec {
-            algorithm: "aes-128-gcm".parse().unwrap(),
-            direction: Direction::Encrypt,
-            size_bytes,
-            threads,
-            concurrency: None,
-            key_mode: KeyMode::Static,
-            path: Path::Accelerated,
-            nonce: cipherfleet_core::spec::Nonce::Counter,
+            point: Point {
+                algorithm: "aes-128-gcm".parse().unwrap(),
+                direction: Direction::Encrypt,
+                size_bytes,
+                threads,
+                concurrency: None,
+                key_mode: KeyMode::Static,
+                path: Path::Accelerated,
+                nonce: cipherfleet_core::spec::Nonce::Counter,
+            },
             seconds,
         }
     }

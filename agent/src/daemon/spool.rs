@@ -374,6 +374,7 @@ fn check_owner_and_mode(dir: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cipherfleet_core::Point;
     use cipherfleet_core::path::Path as CryptoPath;
     use cipherfleet_core::spec::{Direction, KeyMode};
 
@@ -396,14 +397,16 @@ mod tests {
 
     fn spec() -> JobSpec {
         JobSpec {
-            algorithm: "aes-128-gcm".parse().unwrap(),
-            direction: Direction::Encrypt,
-            size_bytes: 1024,
-            threads: 1,
-            concurrency: None,
-            key_mode: KeyMode::Static,
-            path: CryptoPath::Accelerated,
-            nonce: cipherfleet_core::spec::Nonce::Counter,
+            point: Point {
+                algorithm: "aes-128-gcm".parse().unwrap(),
+                direction: Direction::Encrypt,
+                size_bytes: 1024,
+                threads: 1,
+                concurrency: None,
+                key_mode: KeyMode::Static,
+                path: CryptoPath::Accelerated,
+                nonce: cipherfleet_core::spec::Nonce::Counter,
+            },
             seconds: 0.05,
         }
     }

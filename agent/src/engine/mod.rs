@@ -96,12 +96,12 @@ struct StartLine {
 /// Measures `spec` in this process within `options`.
 pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, EngineError> {
     spec.validate()?;
-    validate_arrival_rate(options.arrival_rate, spec.concurrency)?;
+    validate_arrival_rate(options.arrival_rate, spec.point.concurrency)?;
     check_memory(spec)?;
     let master: [u8; 64] = kernel::random_bytes(64).try_into().expect("64 bytes");
-    let threads = spec.threads as usize;
+    let threads = spec.point.threads as usize;
     let warmup = Duration::from_secs_f64(spec.warmup_seconds());
-    let objects = spec.concurrency.map(|n| Objects::new(n, options.arrival_rate));
+    let objects = spec.point.concurrency.map(|n| Objects::new(n, options.arrival_rate));
     let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
     let calibrations = Mutex::new(vec![None::<Calibration>; threads]);
     let start_line = OnceLock::<StartLine>::new();
@@ -110,7 +110,7 @@ pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, Eng
     let go = Barrier::new(threads + 1);
 
     let (runs, key, wall, cpu) = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..spec.threads)
+        let handles: Vec<_> = (0..spec.point.threads)
             .map(|thread| {
                 let (master, objects, stop, progress) = (&master, objects.as_ref(), &stop, &progress);
                 let (calibrations, start_line, warmed_up, go) = (&calibrations, &start_line, &warmed_up, &go);
@@ -274,7 +274,7 @@ fn wait_for_samples(
         let operations = progress.operations.load(Ordering::Relaxed);
         let enough = match sampling {
             Sampling::Windows(w) => {
-                let batches = operations / (progress.batch_ops * u64::from(spec.threads)).max(1);
+                let batches = operations / (progress.batch_ops * u64::from(spec.point.threads)).max(1);
                 let mean_batch = elapsed.as_nanos() as u64 / batches.max(1);
                 let per_sample = summary::windows_for(mean_batch, w.as_nanos() as u64).min(1 << 20) as u32;
                 // Stretched batches mean a busy machine, where samples may double
@@ -322,12 +322,12 @@ fn summarise(
         .collect();
     let (sampled, sample_seconds) = match line.plan.sampling {
         Sampling::Windows(w) => {
-            let sampled = summary::windows(&tracks, w.as_nanos() as u64, spec.size_bytes);
+            let sampled = summary::windows(&tracks, w.as_nanos() as u64, spec.point.size_bytes);
             let seconds = w.as_secs_f64() * sampled.windows_per_sample as f64;
             (sampled, seconds)
         }
         Sampling::Operations => (
-            summary::operations(&tracks, spec.threads, spec.size_bytes),
+            summary::operations(&tracks, spec.point.threads, spec.point.size_bytes),
             line.plan.nominal_window.as_secs_f64(),
         ),
     };
@@ -335,7 +335,7 @@ fn summarise(
     let wall_s = wall.as_secs_f64();
     // No whole sample (the cap came first): one sample, the mean over the run, flagged low.
     let samples = if sampled.samples.is_empty() {
-        vec![(operations * spec.size_bytes) as f64 / wall_s.max(1e-9)]
+        vec![(operations * spec.point.size_bytes) as f64 / wall_s.max(1e-9)]
     } else {
         sampled.samples
     };
@@ -345,7 +345,7 @@ fn summarise(
         histogram.add(&r.histogram).expect("same bounds");
     }
     let latency_batch = runs.iter().map(|r| r.batches.latency).max().unwrap_or(1);
-    let latency_method = if spec.concurrency.is_some() {
+    let latency_method = if spec.point.concurrency.is_some() {
         LatencyMethod::PerObject
     } else if latency_batch > 1 {
         LatencyMethod::BatchMean
@@ -361,7 +361,7 @@ fn summarise(
     let counting = heap::is_counting();
     Figures {
         throughput_mb_s: throughput / 1e6,
-        ops_per_s: throughput / spec.size_bytes as f64,
+        ops_per_s: throughput / spec.point.size_bytes as f64,
         latency_ns: Latency {
             p50: histogram.value_at_quantile(0.50),
             p90: histogram.value_at_quantile(0.90),
@@ -381,15 +381,18 @@ fn summarise(
         warmup_seconds: spec.warmup_seconds(),
         elapsed_seconds: wall_s,
         operations,
-        bytes_processed: operations * spec.size_bytes,
+        bytes_processed: operations * spec.point.size_bytes,
         all_running_bytes: sampled.all_running_bytes,
         all_running_seconds: sampled.all_running_seconds,
-        objects: spec.concurrency.map(|_| runs.iter().map(|r| r.objects_counted).sum()),
-        arrival_rate_per_s: spec.concurrency.and(options.arrival_rate),
+        objects: spec
+            .point
+            .concurrency
+            .map(|_| runs.iter().map(|r| r.objects_counted).sum()),
+        arrival_rate_per_s: spec.point.concurrency.and(options.arrival_rate),
         cpu_user_seconds: user,
         cpu_sys_seconds: sys,
         cpu_utilization: if wall_s > 0.0 {
-            (user + sys) / (wall_s * f64::from(spec.threads))
+            (user + sys) / (wall_s * f64::from(spec.point.threads))
         } else {
             0.0
         },
@@ -429,13 +432,13 @@ fn peak_rss_bytes() -> u64 {
 /// ciphertext (and for decryption its pool of sealed messages), each with
 /// room for a tag. The daemon's `--max-memory` and the check below both use it.
 pub fn working_set_bytes(spec: &JobSpec) -> u64 {
-    let messages = match spec.direction {
+    let messages = match spec.point.direction {
         cipherfleet_core::spec::Direction::Encrypt => 2,
-        cipherfleet_core::spec::Direction::Decrypt => 2 + kernel::pool_slots(spec.size_bytes) as u64,
+        cipherfleet_core::spec::Direction::Decrypt => 2 + kernel::pool_slots(spec.point.size_bytes) as u64,
     };
     messages
-        .saturating_mul(spec.size_bytes.saturating_add(64))
-        .saturating_mul(u64::from(spec.threads))
+        .saturating_mul(spec.point.size_bytes.saturating_add(64))
+        .saturating_mul(u64::from(spec.point.threads))
 }
 
 /// Refuses points whose buffers would not fit in available memory.

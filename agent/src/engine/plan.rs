@@ -91,7 +91,7 @@ pub fn batches(op_ns: f64, objects: bool) -> Batches {
 
 /// The plan for `spec` from every thread's warm-up.
 pub fn plan(spec: &JobSpec, calibrations: &[Calibration]) -> Plan {
-    let objects = spec.concurrency.is_some();
+    let objects = spec.point.concurrency.is_some();
     let nominal = Duration::from_secs_f64(spec.seconds / TARGET_SAMPLES).clamp(MIN_WINDOW, MAX_WINDOW);
     let batches: Vec<Batches> = calibrations.iter().map(|c| batches(c.op_ns, objects)).collect();
     let slowest = calibrations.iter().map(|c| c.op_ns).fold(0.0, f64::max);
@@ -118,19 +118,22 @@ pub fn plan(spec: &JobSpec, calibrations: &[Calibration]) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cipherfleet_core::Point;
     use cipherfleet_core::path::Path;
     use cipherfleet_core::spec::{Direction, KeyMode};
 
     fn spec(seconds: f64, concurrency: Option<u32>) -> JobSpec {
         JobSpec {
-            algorithm: "aes-128-gcm".parse().unwrap(),
-            direction: Direction::Encrypt,
-            size_bytes: 16,
-            threads: 1,
-            concurrency,
-            key_mode: KeyMode::Static,
-            path: Path::Accelerated,
-            nonce: cipherfleet_core::spec::Nonce::Counter,
+            point: Point {
+                algorithm: "aes-128-gcm".parse().unwrap(),
+                direction: Direction::Encrypt,
+                size_bytes: 16,
+                threads: 1,
+                concurrency,
+                key_mode: KeyMode::Static,
+                path: Path::Accelerated,
+                nonce: cipherfleet_core::spec::Nonce::Counter,
+            },
             seconds,
         }
     }

@@ -2,13 +2,17 @@
 //! zero allocations), never speeds; speeds belong to `agent/benches`.
 
 use super::*;
+use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::ALL;
 use cipherfleet_core::measurement::SampleKind;
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::{Direction, KeyMode};
 
-fn spec(alg: &str, size: u64) -> JobSpec {
-    JobSpec {
+/// Seconds a point is measured for, unless a test says otherwise.
+const SECONDS: f64 = 0.05;
+
+fn point(alg: &str, size: u64) -> Point {
+    Point {
         algorithm: alg.parse().unwrap(),
         direction: Direction::Encrypt,
         size_bytes: size,
@@ -17,8 +21,11 @@ fn spec(alg: &str, size: u64) -> JobSpec {
         key_mode: KeyMode::Static,
         path: Path::Accelerated,
         nonce: cipherfleet_core::spec::Nonce::Counter,
-        seconds: 0.05,
     }
+}
+
+fn spec(alg: &str, size: u64) -> JobSpec {
+    point(alg, size).spec(SECONDS)
 }
 
 #[test]
@@ -82,10 +89,11 @@ fn a_deadline_shortens_the_run() {
 #[test]
 fn an_operation_longer_than_a_window_makes_every_operation_a_sample() {
     // 64 KiB of 3DES takes over 5 ms (the shortest window) on any CPU, in any build.
-    let s = JobSpec {
+    let s = Point {
         direction: Direction::Decrypt,
-        ..spec("des-ede3-cbc", 64 << 10)
-    };
+        ..point("des-ede3-cbc", 64 << 10)
+    }
+    .spec(SECONDS);
     // A debug build on a busy machine is slower than the budget's conservative
     // rate: give it the room a release build would not need.
     let options = RunOptions {
@@ -133,12 +141,12 @@ fn every_point_reports_memory_and_no_measured_loop_allocates() {
         }
     }
     for (alg, direction, key_mode) in points {
-        let s = JobSpec {
+        let s = Point {
             direction,
             key_mode,
-            seconds: 0.01,
-            ..spec(alg, 64)
-        };
+            ..point(alg, 64)
+        }
+        .spec(0.01);
         let f = measure(&s).unwrap_or_else(|e| panic!("{}: {e}", s.label()));
         let m = f.memory.unwrap_or_else(|| panic!("{}: no memory figures", s.label()));
         assert!(m.cipher_state_bytes > 0, "{}: {m:?}", s.label());
@@ -157,11 +165,11 @@ fn openssl_shaped_points_report_memory_and_do_not_allocate() {
             continue;
         }
         for direction in [Direction::Encrypt, Direction::Decrypt] {
-            let s = JobSpec {
+            let s = Point {
                 direction,
-                seconds: 0.01,
-                ..spec(alg.name(), 64)
-            };
+                ..point(alg.name(), 64)
+            }
+            .spec(0.01);
             let options = RunOptions {
                 harness: Harness::OpensslCompat,
                 ..RunOptions::for_spec(&s, Execution::Native)
@@ -177,11 +185,13 @@ fn openssl_shaped_points_report_memory_and_do_not_allocate() {
 #[test]
 fn key_setup_is_timed_for_every_key_mode() {
     for key_mode in [KeyMode::Static, KeyMode::PerOp, KeyMode::HkdfPerUser] {
-        let f = measure(&JobSpec {
-            key_mode,
-            seconds: 0.01,
-            ..spec("aes-256-gcm", 64)
-        })
+        let f = measure(
+            &Point {
+                key_mode,
+                ..point("aes-256-gcm", 64)
+            }
+            .spec(0.01),
+        )
         .unwrap();
         assert!(f.key_setup_ns > 0.0, "{key_mode:?}");
     }
@@ -189,11 +199,12 @@ fn key_setup_is_timed_for_every_key_mode() {
 
 #[test]
 fn closed_loop_objects_discard_the_first_wave_and_count_ten_per_slot() {
-    let s = JobSpec {
+    let s = Point {
         threads: 2,
         concurrency: Some(8),
-        ..spec("chacha20-poly1305", 16 << 10)
-    };
+        ..point("chacha20-poly1305", 16 << 10)
+    }
+    .spec(SECONDS);
     // Room for a debug build, many times slower than the budget's release rates.
     let f = measure_with(
         &s,
@@ -217,10 +228,11 @@ fn closed_loop_objects_discard_the_first_wave_and_count_ten_per_slot() {
 
 #[test]
 fn open_loop_objects_arrive_at_the_rate_and_count_from_their_arrival() {
-    let s = JobSpec {
+    let s = Point {
         concurrency: Some(4),
-        ..spec("aes-128-gcm", 4 << 10)
-    };
+        ..point("aes-128-gcm", 4 << 10)
+    }
+    .spec(SECONDS);
     let rate = 1000.0;
     let f = measure_with(
         &s,
@@ -275,16 +287,18 @@ fn an_arrival_rate_without_the_object_scenario_is_refused() {
 /// bound is one-sided.
 #[test]
 fn two_threads_never_measure_more_than_twice_one_thread_beyond_the_noise() {
-    let point = |threads| JobSpec {
-        threads,
-        seconds: 0.2,
-        ..spec("aes-128-gcm", 16 << 10)
+    let job = |threads| {
+        Point {
+            threads,
+            ..point("aes-128-gcm", 16 << 10)
+        }
+        .spec(0.2)
     };
     let (mut single_windows, mut double) = (Vec::new(), Vec::new());
     for _ in 0..5 {
-        let one = measure(&point(1)).unwrap();
+        let one = measure(&job(1)).unwrap();
         single_windows.extend(one.sample_throughputs_mb_s);
-        double.push(measure(&point(2)).unwrap().throughput_mb_s);
+        double.push(measure(&job(2)).unwrap().throughput_mb_s);
     }
     let typical = stats::percentile(&single_windows, 90.0).unwrap();
     let spread = 1.4826 * stats::mad(&single_windows).unwrap();
@@ -298,21 +312,27 @@ fn two_threads_never_measure_more_than_twice_one_thread_beyond_the_noise() {
 
 #[test]
 fn invalid_spec_is_rejected_before_work() {
-    let err = measure(&JobSpec {
-        threads: 0,
-        ..spec("aes-128-gcm", 16)
-    })
+    let err = measure(
+        &Point {
+            threads: 0,
+            ..point("aes-128-gcm", 16)
+        }
+        .spec(SECONDS),
+    )
     .unwrap_err();
     assert!(err.to_string().contains("--threads"), "{err}");
 }
 
 #[test]
 fn impossible_memory_is_refused_with_the_flags_named() {
-    let err = measure(&JobSpec {
-        threads: 1024,
-        size_bytes: 1 << 30,
-        ..spec("aes-128-gcm", 1)
-    })
+    let err = measure(
+        &Point {
+            threads: 1024,
+            size_bytes: 1 << 30,
+            ..point("aes-128-gcm", 1)
+        }
+        .spec(SECONDS),
+    )
     .unwrap_err();
     assert!(err.to_string().contains("--threads"), "{err}");
 }

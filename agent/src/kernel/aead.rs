@@ -40,18 +40,18 @@ fn make<A: KeyInit>(key: &[u8]) -> A {
 impl<A: AeadInOut + KeyInit> AeadKernel<A> {
     pub fn new(input: &KernelInput<'_>) -> Result<Self, KernelError> {
         let spec = input.spec;
-        let size = spec.size_bytes as usize;
+        let size = spec.point.size_bytes as usize;
         let mut k = AeadKernel {
-            keys: Keys::new(spec.key_mode, input.master_key, A::key_size(), make::<A>),
-            direction: spec.direction,
+            keys: Keys::new(spec.point.key_mode, input.master_key, A::key_size(), make::<A>),
+            direction: spec.point.direction,
             thread: input.thread,
-            random_nonces: !spec.nonce.is_counter(),
+            random_nonces: !spec.point.nonce.is_counter(),
             plaintext: super::random_bytes(size),
             output: vec![0; size],
             pool: Pool::empty(),
         };
         if super::decrypts(input) {
-            k.pool = Pool::new(spec.size_bytes, size);
+            k.pool = Pool::new(spec.point.size_bytes, size);
             for slot in 0..k.pool.slots() {
                 let nonce = k.nonce(super::pool_counter(slot));
                 let tag = k.seal(slot as u64, &nonce)?;
@@ -134,20 +134,23 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cipherfleet_core::Point;
     use cipherfleet_core::measurement::Harness;
     use cipherfleet_core::path::Path;
     use cipherfleet_core::spec::{JobSpec, KeyMode};
 
     fn kernel(direction: Direction) -> AeadKernel<aes_gcm::Aes256Gcm> {
         let spec = JobSpec {
-            algorithm: "aes-256-gcm".parse().unwrap(),
-            direction,
-            size_bytes: 100,
-            threads: 1,
-            concurrency: None,
-            key_mode: KeyMode::Static,
-            path: Path::Accelerated,
-            nonce: cipherfleet_core::spec::Nonce::Counter,
+            point: Point {
+                algorithm: "aes-256-gcm".parse().unwrap(),
+                direction,
+                size_bytes: 100,
+                threads: 1,
+                concurrency: None,
+                key_mode: KeyMode::Static,
+                path: Path::Accelerated,
+                nonce: cipherfleet_core::spec::Nonce::Counter,
+            },
             seconds: 1.0,
         };
         let master: [u8; 64] = core::array::from_fn(|i| i as u8);

@@ -44,22 +44,22 @@ where
 {
     pub fn new(input: &KernelInput<'_>, mode: Mode) -> Result<Self, KernelError> {
         let spec = input.spec;
-        let size = spec.size_bytes as usize;
+        let size = spec.point.size_bytes as usize;
         let out_len = match mode {
             Mode::Ctr => size,
             _ => padded_len(size, C::block_size()),
         };
         let mut k = BlockKernel {
-            keys: Keys::new(spec.key_mode, input.master_key, C::key_size(), make::<C>),
+            keys: Keys::new(spec.point.key_mode, input.master_key, C::key_size(), make::<C>),
             mode,
-            direction: spec.direction,
+            direction: spec.point.direction,
             thread: input.thread,
             plaintext: super::random_bytes(size),
             output: vec![0; out_len],
             pool: Pool::empty(),
         };
         if super::decrypts(input) {
-            k.pool = Pool::new(spec.size_bytes, out_len);
+            k.pool = Pool::new(spec.point.size_bytes, out_len);
             for slot in 0..k.pool.slots() {
                 let iv = k.seal(slot as u64, super::pool_counter(slot))?;
                 k.pool.push(&k.output, iv);

@@ -51,17 +51,22 @@ where
 {
     pub fn new(input: &KernelInput<'_>) -> Result<Self, KernelError> {
         let spec = input.spec;
-        let size = spec.size_bytes as usize;
+        let size = spec.point.size_bytes as usize;
         let mut k = CbcHmacKernel {
-            keys: Keys::new(spec.key_mode, input.master_key, C::key_size() + MAC_KEY_LEN, make::<C>),
-            direction: spec.direction,
+            keys: Keys::new(
+                spec.point.key_mode,
+                input.master_key,
+                C::key_size() + MAC_KEY_LEN,
+                make::<C>,
+            ),
+            direction: spec.point.direction,
             thread: input.thread,
             plaintext: super::random_bytes(size),
             output: vec![0; padded_len(size, C::block_size())],
             pool: Pool::empty(),
         };
         if super::decrypts(input) {
-            k.pool = Pool::new(spec.size_bytes, k.output.len());
+            k.pool = Pool::new(spec.point.size_bytes, k.output.len());
             for slot in 0..k.pool.slots() {
                 let (iv, tag) = k.seal(slot as u64, super::pool_counter(slot))?;
                 k.pool.push(&k.output, Sealed { iv, tag });

@@ -69,9 +69,9 @@ pub fn unsupported(alg: Algorithm, size: u64, key_mode: KeyMode, concurrency: Op
 pub fn build(input: &KernelInput<'_>) -> Result<Box<dyn Batch>, KernelError> {
     let spec = input.spec;
     let key = input.master_key;
-    let size = spec.size_bytes as usize;
-    let dir = spec.direction;
-    Ok(match (spec.algorithm.cipher, spec.algorithm.mode) {
+    let size = spec.point.size_bytes as usize;
+    let dir = spec.point.direction;
+    Ok(match (spec.point.algorithm.cipher, spec.point.algorithm.mode) {
         (Cipher::Aes128, Mode::Gcm) => Box::new(PerMessage::<aes_gcm::Aes128Gcm>::new(key, size, dir)?),
         (Cipher::Aes192, Mode::Gcm) => Box::new(PerMessage::<aes_gcm::AesGcm<aes::Aes192, aead::consts::U12>>::new(
             key, size, dir,
@@ -353,6 +353,7 @@ impl<C: KeyInit + BlockCipherEncrypt<BlockSize = U16> + Send> Operation for CtrS
 mod tests {
     use super::*;
     use aead::inout::InOutBuf;
+    use cipherfleet_core::Point;
     use cipherfleet_core::measurement::Harness;
     use cipherfleet_core::path::Path;
     use cipherfleet_core::spec::JobSpec;
@@ -361,14 +362,16 @@ mod tests {
 
     fn spec(alg: &str, direction: Direction, size: u64) -> JobSpec {
         JobSpec {
-            algorithm: alg.parse().unwrap(),
-            direction,
-            size_bytes: size,
-            threads: 1,
-            concurrency: None,
-            key_mode: KeyMode::Static,
-            path: Path::Accelerated,
-            nonce: cipherfleet_core::spec::Nonce::Counter,
+            point: Point {
+                algorithm: alg.parse().unwrap(),
+                direction,
+                size_bytes: size,
+                threads: 1,
+                concurrency: None,
+                key_mode: KeyMode::Static,
+                path: Path::Accelerated,
+                nonce: cipherfleet_core::spec::Nonce::Counter,
+            },
             seconds: 1.0,
         }
     }

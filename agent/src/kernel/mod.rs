@@ -94,7 +94,7 @@ pub fn build(input: &KernelInput<'_>) -> Result<Box<dyn Batch>, KernelError> {
     if input.harness == Harness::OpensslCompat {
         return compat::build(input);
     }
-    let alg = input.spec.algorithm;
+    let alg = input.spec.point.algorithm;
     Ok(match (alg.cipher, alg.mode) {
         (Cipher::Aes128, Mode::Gcm) => Box::new(aead::AeadKernel::<aes_gcm::Aes128Gcm>::new(input)?),
         (Cipher::Aes192, Mode::Gcm) => {
@@ -148,7 +148,7 @@ pub fn random_bytes(len: usize) -> Vec<u8> {
 
 /// Whether the point decrypts (and so needs a pool).
 fn decrypts(input: &KernelInput<'_>) -> bool {
-    input.spec.direction == Direction::Decrypt
+    input.spec.point.direction == Direction::Decrypt
 }
 
 #[cfg(test)]

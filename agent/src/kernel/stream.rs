@@ -29,17 +29,17 @@ pub struct ChaChaKernel {
 impl ChaChaKernel {
     pub fn new(input: &KernelInput<'_>) -> Result<Self, KernelError> {
         let spec = input.spec;
-        let size = spec.size_bytes as usize;
+        let size = spec.point.size_bytes as usize;
         let mut k = ChaChaKernel {
-            keys: Keys::new(spec.key_mode, input.master_key, 32, make),
-            direction: spec.direction,
+            keys: Keys::new(spec.point.key_mode, input.master_key, 32, make),
+            direction: spec.point.direction,
             thread: input.thread,
             plaintext: super::random_bytes(size),
             output: vec![0; size],
             pool: Pool::empty(),
         };
         if super::decrypts(input) {
-            k.pool = Pool::new(spec.size_bytes, size);
+            k.pool = Pool::new(spec.point.size_bytes, size);
             for slot in 0..k.pool.slots() {
                 let counter = super::pool_counter(slot);
                 let (plaintext, output, thread) = (&k.plaintext, &mut k.output, k.thread);

@@ -1,18 +1,21 @@
 use super::*;
+use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::ALL;
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::{KeyMode, Nonce};
 
 fn spec(alg: cipherfleet_core::algorithm::Algorithm, direction: Direction, key_mode: KeyMode, size: u64) -> JobSpec {
     JobSpec {
-        algorithm: alg,
-        direction,
-        size_bytes: size,
-        threads: 1,
-        concurrency: None,
-        key_mode,
-        path: Path::Accelerated,
-        nonce: Nonce::Counter,
+        point: Point {
+            algorithm: alg,
+            direction,
+            size_bytes: size,
+            threads: 1,
+            concurrency: None,
+            key_mode,
+            path: Path::Accelerated,
+            nonce: Nonce::Counter,
+        },
         seconds: 1.0,
     }
 }
@@ -79,10 +82,8 @@ fn ccm_runs_past_the_13_byte_nonce_limit_in_both_directions() {
 fn random_nonces_run_every_aead_encryption_the_spec_accepts() {
     let master = [5u8; 64];
     for &alg in ALL {
-        let s = JobSpec {
-            nonce: Nonce::Random,
-            ..spec(alg, Direction::Encrypt, KeyMode::Static, 18)
-        };
+        let mut s = spec(alg, Direction::Encrypt, KeyMode::Static, 18);
+        s.point.nonce = Nonce::Random;
         let aead = alg.is_authenticated() && alg.mode != cipherfleet_core::algorithm::Mode::CbcHmacSha256;
         assert_eq!(s.validate().is_ok(), aead, "{alg}");
         if aead {

@@ -22,13 +22,13 @@ const SAMPLE_SECONDS: f64 = 0.01;
 
 /// The measurement a real agent on `profile` would report for `spec`.
 pub fn measure(profile: &Profile, spec: &JobSpec, rng: &mut Rng) -> Measurement {
-    let (backends, flavour) = match spec.path {
+    let (backends, flavour) = match spec.point.path {
         Path::Accelerated => (profile.backends.clone(), Flavour::Accelerated),
         // The software sibling: every crate forced to its portable backend.
         Path::Software => (Backends::soft(), Flavour::Software),
     };
     let report = WorkerReport {
-        path_used: backends.path_for(spec.algorithm, spec.key_mode),
+        path_used: backends.path_for(spec.point.algorithm, spec.point.key_mode),
         figures: figures(profile, spec, &backends, rng),
         backends,
         build_flavour: flavour,
@@ -123,21 +123,21 @@ fn key_setup_ns(a: Algorithm, b: &Backends, ghz: f64) -> f64 {
 fn figures(profile: &Profile, spec: &JobSpec, b: &Backends, rng: &mut Rng) -> Figures {
     let t = profile.template;
     let ghz = t.ghz * profile.speed;
-    let a = spec.algorithm;
+    let a = spec.point.algorithm;
     let key_setup = key_setup_ns(a, b, ghz);
-    let mut per_op_ns = 60.0 + spec.size_bytes as f64 * cycles_per_byte(a, spec.direction, b) / ghz;
+    let mut per_op_ns = 60.0 + spec.point.size_bytes as f64 * cycles_per_byte(a, spec.point.direction, b) / ghz;
     if a.is_authenticated() {
         per_op_ns += 40.0;
     }
-    match spec.key_mode {
+    match spec.point.key_mode {
         KeyMode::Static => {}
         KeyMode::PerOp => per_op_ns += key_setup,
         // HKDF-SHA256: about six compression blocks, then the key setup.
         KeyMode::HkdfPerUser => per_op_ns += 200.0 + 6.0 * 64.0 * sha256_cpb(&b.sha256) / ghz + key_setup,
     }
-    let workers = spec.threads.min(t.cores).max(1);
+    let workers = spec.point.threads.min(t.cores).max(1);
     let scaling = f64::from(workers) * 0.97f64.powf(f64::from(workers).log2());
-    let rate = spec.size_bytes as f64 / per_op_ns * 1e9 * scaling;
+    let rate = spec.point.size_bytes as f64 / per_op_ns * 1e9 * scaling;
 
     let n = ((spec.seconds / SAMPLE_SECONDS).round() as u32).clamp(LOW_SAMPLES, 200);
     let sample_seconds = spec.seconds / f64::from(n);
@@ -146,31 +146,31 @@ fn figures(profile: &Profile, spec: &JobSpec, b: &Backends, rng: &mut Rng) -> Fi
         .collect();
     let throughput = stats::median(&samples).unwrap_or(rate);
     let elapsed = spec.seconds * rng.range(1.0, 1.03);
-    let operations = ((throughput / spec.size_bytes as f64) * spec.seconds).max(1.0) as u64;
-    let bytes = operations * spec.size_bytes;
+    let operations = ((throughput / spec.point.size_bytes as f64) * spec.seconds).max(1.0) as u64;
+    let bytes = operations * spec.point.size_bytes;
 
     // Operations too short for the clock are timed in batches, as the engine does.
-    let batch_ops = if spec.concurrency.is_none() && per_op_ns < 1000.0 {
+    let batch_ops = if spec.point.concurrency.is_none() && per_op_ns < 1000.0 {
         (1000.0 / per_op_ns).ceil() as u64
     } else {
         1
     };
-    let latency_method = match (spec.concurrency, batch_ops) {
+    let latency_method = match (spec.point.concurrency, batch_ops) {
         (Some(_), _) => LatencyMethod::PerObject,
         (None, 1) => LatencyMethod::PerOp,
         (None, _) => LatencyMethod::BatchMean,
     };
     // An object waits for the ones ahead of it on the pool.
-    let latency = match spec.concurrency {
+    let latency = match spec.point.concurrency {
         Some(c) => per_op_ns * f64::from(c) / f64::from(workers),
         None => per_op_ns,
     } * rng.range(0.98, 1.02);
     let ns = |factor: f64| (latency * factor).round().max(1.0) as u64;
-    let threads = f64::from(spec.threads);
+    let threads = f64::from(spec.point.threads);
     let (user, sys) = (elapsed * threads * 0.97, elapsed * threads * 0.01);
     Figures {
         throughput_mb_s: throughput / 1e6,
-        ops_per_s: throughput / spec.size_bytes as f64,
+        ops_per_s: throughput / spec.point.size_bytes as f64,
         latency_ns: Latency {
             p50: ns(1.0),
             p90: ns(1.04),
@@ -193,7 +193,7 @@ fn figures(profile: &Profile, spec: &JobSpec, b: &Backends, rng: &mut Rng) -> Fi
         bytes_processed: bytes,
         all_running_bytes: (bytes as f64 * 0.97) as u64,
         all_running_seconds: f64::from(n) * sample_seconds,
-        objects: spec.concurrency.map(|c| operations.saturating_sub(u64::from(c))),
+        objects: spec.point.concurrency.map(|c| operations.saturating_sub(u64::from(c))),
         arrival_rate_per_s: None,
         cpu_user_seconds: user,
         cpu_sys_seconds: sys,
@@ -202,7 +202,7 @@ fn figures(profile: &Profile, spec: &JobSpec, b: &Backends, rng: &mut Rng) -> Fi
         sample_throughputs_mb_s: samples.iter().map(|s| s / 1e6).collect(),
         memory: Some(Memory {
             cipher_state_bytes: if a.uses_aes() { 496 } else { 224 },
-            peak_rss_bytes: (4 << 20) + 2 * spec.size_bytes * u64::from(spec.threads),
+            peak_rss_bytes: (4 << 20) + 2 * spec.point.size_bytes * u64::from(spec.point.threads),
             heap_bytes_per_op: Some(0.0),
             allocs_per_op: Some(0.0),
         }),
@@ -211,6 +211,7 @@ fn figures(profile: &Profile, spec: &JobSpec, b: &Backends, rng: &mut Rng) -> Fi
 
 #[cfg(test)]
 mod tests {
+    use cipherfleet_core::Point;
     use cipherfleet_core::path::PathUsed;
     use cipherfleet_core::spec::{Matrix, Nonce, Suite};
     use cipherfleet_core::wire;
@@ -223,14 +224,16 @@ mod tests {
 
     fn spec(algorithm: &str, size: u64, path: Path) -> JobSpec {
         JobSpec {
-            algorithm: algorithm.parse().unwrap(),
-            direction: Direction::Encrypt,
-            size_bytes: size,
-            threads: 1,
-            concurrency: None,
-            key_mode: KeyMode::Static,
-            path,
-            nonce: Nonce::Counter,
+            point: Point {
+                algorithm: algorithm.parse().unwrap(),
+                direction: Direction::Encrypt,
+                size_bytes: size,
+                threads: 1,
+                concurrency: None,
+                key_mode: KeyMode::Static,
+                path,
+                nonce: Nonce::Counter,
+            },
             seconds: 0.2,
         }
     }
@@ -262,7 +265,12 @@ mod tests {
                 assert!(f.throughput_mb_s > 0.0 && f.latency_ns.p50 <= f.latency_ns.p99, "{f:?}");
                 assert_eq!(
                     m.path_used,
-                    Some(m.backends.as_ref().unwrap().path_for(spec.algorithm, spec.key_mode))
+                    Some(
+                        m.backends
+                            .as_ref()
+                            .unwrap()
+                            .path_for(spec.point.algorithm, spec.point.key_mode)
+                    )
                 );
             }
         }
@@ -299,10 +307,8 @@ mod tests {
         let small = mb_s("epyc-7543", &spec("aes-128-gcm", 16, Path::Accelerated));
         let large = mb_s("epyc-7543", &spec("aes-128-gcm", 16384, Path::Accelerated));
         assert!(large > 10.0 * small, "{small} vs {large}");
-        let four = JobSpec {
-            threads: 4,
-            ..spec("chacha20-poly1305", 16384, Path::Accelerated)
-        };
+        let mut four = spec("chacha20-poly1305", 16384, Path::Accelerated);
+        four.point.threads = 4;
         let one = mb_s("epyc-7543", &spec("chacha20-poly1305", 16384, Path::Accelerated));
         let ratio = mb_s("epyc-7543", &four) / one;
         assert!((3.0..4.2).contains(&ratio), "{ratio}");

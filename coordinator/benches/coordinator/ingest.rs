@@ -70,13 +70,13 @@ pub async fn real_measurement(agent: &Path) -> Measurement {
 /// checks against the job are rewritten, then it is converted the way the agent does.
 fn measurement_of(template: &Measurement, spec: &JobSpec) -> v1::Measurement {
     let m = Measurement {
-        algorithm: spec.algorithm,
-        direction: spec.direction,
-        size_bytes: spec.size_bytes,
-        threads: spec.threads,
-        concurrency: spec.concurrency,
-        key_mode: spec.key_mode,
-        path_requested: spec.path,
+        algorithm: spec.point.algorithm,
+        direction: spec.point.direction,
+        size_bytes: spec.point.size_bytes,
+        threads: spec.point.threads,
+        concurrency: spec.point.concurrency,
+        key_mode: spec.point.key_mode,
+        path_requested: spec.point.path,
         seconds_requested: spec.seconds,
         ..template.clone()
     };

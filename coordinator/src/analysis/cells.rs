@@ -110,7 +110,7 @@ pub(crate) mod tests {
             point: Point {
                 algorithm: algorithm.parse().expect("a known algorithm"),
                 size_bytes: 16384,
-                ..Suite::Quick.expand(1)[0].point()
+                ..Suite::Quick.expand(1)[0].point
             },
             path_used: path_used.into(),
             result_id: host_id * 1000 + i64::from(mb_s as i32 % 1000),

@@ -428,7 +428,7 @@ impl Session {
             .as_ref()
             .ok()
             .and_then(|c| c.ran.as_ref())
-            .map(|r| r.algorithm);
+            .map(|r| r.point.algorithm);
         let Recorded { outcome, next } = self.ingest.record(item).await?;
         let judged = match outcome {
             Ok(store::results::RecordOutcome::Ignored(ignored)) => {

@@ -371,7 +371,7 @@ pub struct NewJob {
 /// The point columns, the time limit (the agent's own rule, for the host's
 /// execution) and the spec as sent all come from each job's [`JobSpec`].
 pub async fn insert_jobs(conn: &mut PgConnection, campaign_id: i64, jobs: &[NewJob]) -> Result<u64> {
-    let points = PointColumns::new(jobs.iter().map(|j| j.spec.point()));
+    let points = PointColumns::new(jobs.iter().map(|j| j.spec.point));
     let specs: Vec<Value> = jobs
         .iter()
         .map(|j| serde_json::to_value(&j.spec).expect("a spec serialises"))

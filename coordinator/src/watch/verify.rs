@@ -202,12 +202,14 @@ mod tests {
     fn verification_measures_the_small_suite_on_both_paths_then_earlier_points() {
         let small = matrix().expand();
         assert_eq!(small.len(), 6);
-        assert!(small.iter().all(|p| p.size_bytes == 16 << 10 && p.validate().is_ok()));
+        assert!(
+            small
+                .iter()
+                .all(|p| p.point.size_bytes == 16 << 10 && p.validate().is_ok())
+        );
         let earlier = small[0].clone();
-        let other = JobSpec {
-            size_bytes: 1024,
-            ..small[0].clone()
-        };
+        let mut other = small[0].clone();
+        other.point.size_bytes = 1024;
         let all = points(vec![earlier, other.clone()]);
         assert_eq!(all.len(), 7, "a point already in the small suite is measured once");
         assert_eq!(all.last(), Some(&other));

@@ -243,7 +243,7 @@ mod tests {
             point: cipherfleet_core::Point,
             mb_s: f64,
         }
-        let point = cipherfleet_core::spec::Suite::Quick.expand(1)[0].point();
+        let point = cipherfleet_core::spec::Suite::Quick.expand(1)[0].point;
         let csv = to_csv(&[PointRow {
             host: "h".into(),
             point,

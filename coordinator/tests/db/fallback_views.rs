@@ -99,7 +99,7 @@ const FULL: &[&str] = &["aes", "pclmulqdq", "avx", "avx2"];
 /// One result of `host` at `algorithm`, 16 KiB (or `size`), asked on `path`, that ran `used`.
 async fn result(pool: &PgPool, host: i64, algorithm: &str, size: u64, (path, used): (Path, PathUsed), mb_s: f64) {
     let mut new = job_on(host, size, path);
-    new.spec.algorithm = algorithm.parse().unwrap();
+    new.spec.point.algorithm = algorithm.parse().unwrap();
     campaign(pool, std::slice::from_ref(&new)).await;
     let job = jobs::claim_next_for_host(pool, host)
         .await

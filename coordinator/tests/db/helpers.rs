@@ -16,6 +16,7 @@ use cipherfleet_coordinator::store::jobs::{self, Job};
 use cipherfleet_coordinator::store::leases::{self, Holder};
 use cipherfleet_coordinator::store::results::{self, Checked, NewResult, RecordOutcome};
 use cipherfleet_coordinator::store::schema::{self, MIGRATOR};
+use cipherfleet_core::Point;
 use cipherfleet_core::measurement::{
     Figures, Harness, Latency, LatencyMethod, Measurement, Memory, SampleKind, WorkerReport,
 };
@@ -203,14 +204,16 @@ pub fn job_on(host_id: i64, size_bytes: u64, path: Path) -> NewJob {
     NewJob {
         host_id,
         spec: JobSpec {
-            algorithm: "aes-256-gcm".parse().expect("a known algorithm"),
-            direction: Direction::Encrypt,
-            size_bytes,
-            threads: 1,
-            concurrency: None,
-            key_mode: KeyMode::Static,
-            path,
-            nonce: cipherfleet_core::spec::Nonce::Counter,
+            point: Point {
+                algorithm: "aes-256-gcm".parse().expect("a known algorithm"),
+                direction: Direction::Encrypt,
+                size_bytes,
+                threads: 1,
+                concurrency: None,
+                key_mode: KeyMode::Static,
+                path,
+                nonce: cipherfleet_core::spec::Nonce::Counter,
+            },
             seconds: 0.5,
         },
         execution: Execution::Native,

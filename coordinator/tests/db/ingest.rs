@@ -72,7 +72,7 @@ async fn each_result_of_a_batch_is_judged_alone_and_a_refused_one_fails_only_its
     let other_point = {
         let mut r = result_of(&claimed[3], 200.0);
         if let Ok(c) = &mut r.measurement {
-            c.ran.as_mut().unwrap().size_bytes = 64;
+            c.ran.as_mut().unwrap().point.size_bytes = 64;
         }
         r
     };

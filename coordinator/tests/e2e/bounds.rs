@@ -238,25 +238,27 @@ async fn a_result_as_large_as_an_agent_may_send_passes_the_small_buffers_and_win
     let coordinator_message::Body::RunJob(run) = raw.next().await else {
         panic!("a RunJob")
     };
-    // The most samples a measurement may carry and a measurement_json at its
-    // limit: about 770 KiB, far past the codec's first buffer and the HTTP/2
-    // windows, under the coordinator's 1 MiB message limit.
-    let pad = "x".repeat(wire::MAX_MEASUREMENT_JSON_LEN - 16);
+    // The largest result an agent may send: one a protocol version behind
+    // carries the most samples a measurement may have as typed doubles beside
+    // a measurement_json at its limit, about 770 KiB, far past the codec's
+    // first buffer and the HTTP/2 windows, under the coordinator's 1 MiB
+    // message limit. A measurement_json of that size stands in for both.
+    let pad = "x".repeat(wire::MAX_MEASUREMENT_JSON_LEN + 8 * wire::MAX_SAMPLES);
+    let measurement_json = format!("{{\"pad\":\"{pad}\"}}");
+    let sent = measurement_json.len();
     raw.send(agent_message::Body::JobResult(v1::JobResult {
         job_id: run.job_id.clone(),
-        measurement: Some(v1::Measurement {
-            samples: wire::MAX_SAMPLES as u32,
-            sample_throughputs_mb_s: vec![1000.0; wire::MAX_SAMPLES],
-            measurement_json: format!("{{\"pad\":\"{pad}\"}}"),
-            ..Default::default()
-        }),
+        measurement: Some(v1::Measurement { measurement_json }),
         attempt_id: run.attempt_id.clone(),
     }))
     .await;
-    // It arrived whole: the coordinator read and judged it (it is no measurement of the job).
+    // It arrived whole: the coordinator read and judged all of it (too long a measurement_json).
     let coordinator_message::Body::ResultAck(ack) = raw.next().await else {
         panic!("an ack")
     };
     assert_eq!((&ack.job_id, &ack.attempt_id), (&run.job_id, &run.attempt_id));
-    assert!(!ack.rejected.is_empty(), "{ack:?}");
+    assert!(
+        ack.rejected.contains("measurement_json") && ack.rejected.contains(&format!("{sent} bytes is too long")),
+        "{ack:?}"
+    );
 }

@@ -303,11 +303,7 @@ async fn a_late_outcome_of_attempt_1_is_ignored_after_attempt_2_is_dispatched() 
         }),
         agent_message::Body::JobResult(v1::JobResult {
             job_id: first.job_id.clone(),
-            measurement: Some(v1::Measurement {
-                throughput_mb_s: 100.0,
-                samples: 5,
-                ..Default::default()
-            }),
+            measurement: Some(crate::rejections::result_of(&first, 100.0)),
             attempt_id: first.attempt_id.clone(),
         }),
     ];

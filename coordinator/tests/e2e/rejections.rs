@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::JobSpec;
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::{
     self, AgentMessage, CoordinatorMessage, agent_message, agent_service_client::AgentServiceClient,
@@ -72,6 +74,13 @@ pub(crate) fn one_point() -> v1::Matrix {
         nonces: vec![],
         seconds: 0.1,
     }
+}
+
+/// A successful measurement of `run`'s point at `throughput_mb_s`, as an agent sends it.
+pub(crate) fn result_of(run: &v1::RunJob, throughput_mb_s: f64) -> v1::Measurement {
+    let spec = JobSpec::try_from(run.spec.as_ref().expect("a spec")).expect("a valid spec");
+    let m = crate::db_helpers::measurement(&spec, Path::Accelerated, throughput_mb_s);
+    v1::Measurement::try_from(&m).expect("a successful measurement converts")
 }
 
 pub(crate) async fn open(app: &App, first: AgentMessage) -> Result<RawAgent, tonic::Status> {
@@ -143,6 +152,60 @@ async fn a_wrong_protocol_version_names_both_versions() {
         err.message().contains("99") && err.message().contains(&PROTOCOL_VERSION.to_string()),
         "{err:?}"
     );
+    assert!(err.message().ends_with("upgrade the coordinator"), "{err:?}");
+}
+
+/// A coordinator serves agents one protocol version behind its own, so a
+/// fleet upgrades its coordinator first: such an agent is welcomed and its
+/// results stored (the typed figures it also sends are skipped when decoding,
+/// `cipherfleet_proto`'s tests; its JSON is what this test sends). An agent
+/// two versions behind is refused, told which side to upgrade.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_one_protocol_version_behind_is_served_and_an_older_one_is_refused() {
+    let app = spawn_app().await;
+    let mut behind = open(&app, hello("raw-behind", AGENT_TOKEN, PROTOCOL_VERSION - 1))
+        .await
+        .expect("one version behind is served");
+    assert!(matches!(behind.next().await, coordinator_message::Body::Welcome(_)));
+    let request = v1::StartCampaignRequest {
+        points: Some(v1::start_campaign_request::Points::Matrix(one_point())),
+        ..Default::default()
+    };
+    app.admin().await.start_campaign(request).await.unwrap();
+    let coordinator_message::Body::RunJob(run) = behind.next().await else {
+        panic!("a job")
+    };
+    behind
+        .send(agent_message::Body::JobResult(v1::JobResult {
+            job_id: run.job_id.clone(),
+            measurement: Some(result_of(&run, 1234.5)),
+            attempt_id: run.attempt_id.clone(),
+        }))
+        .await;
+    let coordinator_message::Body::ResultAck(ack) = behind.next().await else {
+        panic!("an ack")
+    };
+    assert!(ack.rejected.is_empty(), "stored: {ack:?}");
+    let stored: f64 = sqlx::query_scalar("SELECT throughput_mb_s FROM results")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 1234.5);
+
+    let older = PROTOCOL_VERSION - 2;
+    let err = open(&app, hello("raw-older", AGENT_TOKEN, older))
+        .await
+        .err()
+        .expect("two versions behind is refused");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    let both = format!("agent speaks protocol version {older}, this coordinator speaks version {PROTOCOL_VERSION}");
+    assert!(err.message().starts_with(&both), "{err:?}");
+    assert!(err.message().ends_with("upgrade the agent"), "{err:?}");
+    let hosts: Vec<String> = sqlx::query_scalar("SELECT name FROM hosts ORDER BY name")
+        .fetch_all(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(hosts, ["raw-behind"], "nothing stored of the refused agent");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -180,14 +243,9 @@ async fn a_foreign_jobs_result_and_an_invalid_measurement_are_refused_by_name() 
     };
 
     // b reports a result for a's job: refused, and the session stays usable.
-    let measurement = v1::Measurement {
-        throughput_mb_s: 100.0,
-        samples: 5,
-        ..Default::default()
-    };
     b.send(agent_message::Body::JobResult(v1::JobResult {
         job_id: job_a.job_id.clone(),
-        measurement: Some(measurement),
+        measurement: Some(result_of(&job_a, 100.0)),
         attempt_id: job_a.attempt_id.clone(),
     }))
     .await;
@@ -198,14 +256,9 @@ async fn a_foreign_jobs_result_and_an_invalid_measurement_are_refused_by_name() 
     assert!(ack.rejected.contains("not assigned to this host"), "{ack:?}");
 
     // b's own job with a negative throughput: refused by name, job failed with the reason.
-    let bad = v1::Measurement {
-        throughput_mb_s: -5.0,
-        samples: 5,
-        ..Default::default()
-    };
     b.send(agent_message::Body::JobResult(v1::JobResult {
         job_id: job_b.job_id.clone(),
-        measurement: Some(bad),
+        measurement: Some(result_of(&job_b, -5.0)),
         attempt_id: job_b.attempt_id.clone(),
     }))
     .await;

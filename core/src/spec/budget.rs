@@ -89,10 +89,10 @@ fn conservative_rate(cipher: Cipher, mode: Mode) -> f64 {
 impl JobSpec {
     /// Seconds one operation may take at the conservative rate, on `execution`.
     pub fn conservative_op_seconds(&self, execution: Execution) -> f64 {
-        let alg = self.algorithm;
+        let alg = self.point.algorithm;
         // Padding and tags add at most a few blocks.
-        let bytes = (self.size_bytes + 64) as f64;
-        let setup = match self.key_mode {
+        let bytes = (self.point.size_bytes + 64) as f64;
+        let setup = match self.point.key_mode {
             KeyMode::Static => 0.0,
             KeyMode::PerOp | KeyMode::HkdfPerUser => KEY_SETUP_SECONDS,
         };
@@ -105,9 +105,9 @@ impl JobSpec {
     /// neither is a sample), or in the object-storage scenario the discarded
     /// first `concurrency` and [`MIN_OBJECTS_PER_SLOT`] times it.
     pub fn operations_needed(&self) -> u64 {
-        match self.concurrency {
+        match self.point.concurrency {
             Some(n) => u64::from(n) * (1 + MIN_OBJECTS_PER_SLOT),
-            None => u64::from(MIN_SAMPLES) + 2 * u64::from(self.threads),
+            None => u64::from(MIN_SAMPLES) + 2 * u64::from(self.point.threads),
         }
     }
 
@@ -120,11 +120,11 @@ impl JobSpec {
         let measure_cap = self.seconds + extension;
         // Before measuring: every thread fills its decrypt pool and warms up
         // (at least two operations to size its batches).
-        let pool = match self.direction {
+        let pool = match self.point.direction {
             super::Direction::Encrypt => 0.0,
             super::Direction::Decrypt => DECRYPT_POOL_MIN_MESSAGES as f64,
         };
-        let setup = (pool + 2.0) * f64::from(self.threads) * op + self.warmup_seconds();
+        let setup = (pool + 2.0) * f64::from(self.point.threads) * op + self.warmup_seconds();
         let base = BASE_SECONDS * execution.slowdown().sqrt();
         Budget {
             measure_cap: Duration::from_secs_f64(measure_cap),
@@ -144,10 +144,11 @@ impl JobSpec {
 mod tests {
     use super::*;
     use crate::path::Path;
+    use crate::point::Point;
     use crate::spec::{Direction, Nonce};
 
-    fn point(alg: &str, size_bytes: u64) -> JobSpec {
-        JobSpec {
+    fn point(alg: &str, size_bytes: u64) -> Point {
+        Point {
             algorithm: alg.parse().unwrap(),
             direction: Direction::Encrypt,
             size_bytes,
@@ -156,13 +157,17 @@ mod tests {
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
             nonce: Nonce::Counter,
-            seconds: 1.0,
         }
+    }
+
+    /// [`point`], measured for a second.
+    fn spec(alg: &str, size_bytes: u64) -> JobSpec {
+        point(alg, size_bytes).spec(1.0)
     }
 
     #[test]
     fn a_small_point_keeps_the_old_floor_and_a_modest_extension() {
-        let b = point("aes-256-gcm", 16).budget(Execution::Native);
+        let b = spec("aes-256-gcm", 16).budget(Execution::Native);
         assert_eq!(
             b.measure_cap,
             Duration::from_secs(4),
@@ -177,19 +182,21 @@ mod tests {
     #[test]
     fn budgets_grow_with_size_threads_slow_algorithms_and_emulation() {
         let limit = |s: &JobSpec, e| s.time_limit(e);
-        let base = point("aes-256-gcm", 1 << 20);
+        let base = spec("aes-256-gcm", 1 << 20);
         let native = limit(&base, Execution::Native);
         for bigger in [
-            point("aes-256-gcm", 10 << 20),
-            JobSpec {
+            spec("aes-256-gcm", 10 << 20),
+            Point {
                 threads: 8,
-                ..base.clone()
-            },
-            point("des-ede3-cbc", 1 << 20),
-            JobSpec {
+                ..base.point
+            }
+            .spec(base.seconds),
+            spec("des-ede3-cbc", 1 << 20),
+            Point {
                 direction: Direction::Decrypt,
-                ..base.clone()
-            },
+                ..base.point
+            }
+            .spec(base.seconds),
         ] {
             assert!(limit(&bigger, Execution::Native) > native, "{}", bigger.label());
         }
@@ -198,10 +205,11 @@ mod tests {
 
     #[test]
     fn ten_mib_3des_decrypt_under_emulation_has_room_for_its_ten_operations() {
-        let s = JobSpec {
+        let s = Point {
             direction: Direction::Decrypt,
             ..point("des-ede3-cbc", 10 << 20)
-        };
+        }
+        .spec(1.0);
         let b = s.budget(Execution::Emulated);
         // Measured here under qemu-x86_64 -cpu Nehalem: 2.4 MB/s, 4.4 s per operation.
         let measured_op = 4.4;
@@ -218,12 +226,12 @@ mod tests {
 
     #[test]
     fn the_object_scenario_budgets_for_its_discarded_and_counted_objects() {
-        let s = JobSpec {
+        let s = Point {
             threads: 2,
             concurrency: Some(32),
-            seconds: 3.0,
             ..point("aes-256-gcm", 10 << 20)
-        };
+        }
+        .spec(3.0);
         assert_eq!(s.operations_needed(), 32 * 11);
         let b = s.budget(Execution::Native);
         assert!(
@@ -234,10 +242,11 @@ mod tests {
 
     #[test]
     fn extension_is_bounded() {
-        let s = JobSpec {
+        let s = Point {
             threads: 1024,
             ..point("des-ede3-cbc", 1 << 30)
-        };
+        }
+        .spec(1.0);
         let b = s.budget(Execution::Emulated);
         assert_eq!(b.measure_cap, Duration::from_secs_f64(1.0 + MAX_EXTENSION_SECONDS));
     }

@@ -8,50 +8,52 @@ use super::{
     invalid,
 };
 use crate::algorithm::{Algorithm, Mode};
-use crate::path::Path;
 use crate::point::Point;
 
-/// One measurement point: everything a worker needs to run it.
+/// One measurement point and how long to measure it: everything a worker needs to run it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
-    pub algorithm: Algorithm,
-    pub direction: Direction,
-    /// Plaintext bytes per operation.
-    pub size_bytes: u64,
-    /// Worker threads, each with its own cipher instance.
-    pub threads: u32,
-    /// Object-storage scenario: this many objects in flight on the `threads` pool,
-    /// latency measured per object from submission to completion. `None`: every
-    /// thread runs operations back to back.
-    pub concurrency: Option<u32>,
-    pub key_mode: KeyMode,
-    /// The path asked for; the result's `path_used` says what really ran.
-    pub path: Path,
-    /// Where encryption nonces come from. Left out of the JSON when counters,
-    /// so a job stored or a worker built before the field still reads it.
-    #[serde(default, skip_serializing_if = "Nonce::is_counter")]
-    pub nonce: Nonce,
+    /// What to measure. Flattened: the JSON (`jobs.spec` in PostgreSQL, a
+    /// worker's stdin) is the flat object it was before the point was a type,
+    /// so stored jobs read as they are.
+    #[serde(flatten, serialize_with = "serialize_point")]
+    pub point: Point,
     /// Measured time (after warm-up), in seconds.
     pub seconds: f64,
+}
+
+/// Writes the point's fields, leaving `nonce` out when it is counters: a job
+/// stored or a worker built before the field still reads the JSON. (`Point`
+/// itself always writes it: the report's JSON and CSV have the column.)
+fn serialize_point<S: serde::Serializer>(point: &Point, s: S) -> Result<S::Ok, S::Error> {
+    let mut fields = match serde_json::to_value(point).map_err(serde::ser::Error::custom)? {
+        serde_json::Value::Object(fields) => fields,
+        other => return Err(serde::ser::Error::custom(format!("a point serialised as {other}"))),
+    };
+    if point.nonce.is_counter() {
+        fields.remove("nonce");
+    }
+    fields.serialize(s)
 }
 
 impl JobSpec {
     /// Checks every field against its accepted range.
     pub fn validate(&self) -> Result<(), InvalidSpec> {
-        validate_size(self.size_bytes)?;
-        validate_message_size(self.algorithm, self.size_bytes)?;
-        validate_threads(self.threads)?;
+        let p = &self.point;
+        validate_size(p.size_bytes)?;
+        validate_message_size(p.algorithm, p.size_bytes)?;
+        validate_threads(p.threads)?;
         validate_seconds(self.seconds)?;
-        validate_nonce(self.nonce, self.algorithm, self.direction)?;
-        if let Some(c) = self.concurrency {
-            validate_concurrency(c, self.threads)?;
-            if self.key_mode != KeyMode::Static {
+        validate_nonce(p.nonce, p.algorithm, p.direction)?;
+        if let Some(c) = p.concurrency {
+            validate_concurrency(c, p.threads)?;
+            if p.key_mode != KeyMode::Static {
                 return Err(invalid(
                     "--key-mode",
                     format!(
                         "'{}' does not apply to the object-storage scenario (--concurrency), which measures one static key per worker thread; use --key-mode static",
-                        self.key_mode.as_str()
+                        p.key_mode.as_str()
                     ),
                 ));
             }
@@ -64,36 +66,23 @@ impl JobSpec {
         (self.seconds / 4.0).clamp(0.05, 1.0)
     }
 
-    /// The point this spec measures (everything but its duration).
-    pub fn point(&self) -> Point {
-        Point {
-            algorithm: self.algorithm,
-            direction: self.direction,
-            size_bytes: self.size_bytes,
-            threads: self.threads,
-            concurrency: self.concurrency,
-            key_mode: self.key_mode,
-            path: self.path,
-            nonce: self.nonce,
-        }
-    }
-
     /// A compact label for progress lines and errors.
     pub fn label(&self) -> String {
+        let p = &self.point;
         let mut s = format!(
             "{} {} {} t={} {} {}",
-            self.algorithm,
-            self.direction.as_str(),
-            format_size(self.size_bytes),
-            self.threads,
-            self.key_mode.as_str(),
-            self.path.as_str()
+            p.algorithm,
+            p.direction.as_str(),
+            format_size(p.size_bytes),
+            p.threads,
+            p.key_mode.as_str(),
+            p.path.as_str()
         );
-        if let Some(c) = self.concurrency {
+        if let Some(c) = p.concurrency {
             s.push_str(&format!(" c={c}"));
         }
-        if !self.nonce.is_counter() {
-            s.push_str(&format!(" nonce={}", self.nonce));
+        if !p.nonce.is_counter() {
+            s.push_str(&format!(" nonce={}", p.nonce));
         }
         s
     }
@@ -210,9 +199,10 @@ fn validate_concurrency(c: u32, threads: u32) -> Result<(), InvalidSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::path::Path;
 
-    fn point() -> JobSpec {
-        JobSpec {
+    fn spec() -> JobSpec {
+        Point {
             algorithm: "aes-256-gcm".parse().unwrap(),
             direction: Direction::Encrypt,
             size_bytes: 16,
@@ -221,132 +211,96 @@ mod tests {
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
             nonce: Nonce::Counter,
-            seconds: 1.0,
         }
+        .spec(1.0)
+    }
+
+    /// [`spec`] with its point changed by `edit`.
+    fn with(edit: impl FnOnce(&mut Point)) -> JobSpec {
+        let mut s = spec();
+        edit(&mut s.point);
+        s
     }
 
     #[test]
     fn validation_names_the_flag() {
         let cases: Vec<(JobSpec, Option<&str>)> = vec![
-            (point(), None),
-            (JobSpec { threads: 0, ..point() }, Some("--threads")),
-            (
-                JobSpec {
-                    threads: 1025,
-                    ..point()
-                },
-                Some("--threads"),
-            ),
-            (
-                JobSpec {
-                    threads: 1024,
-                    ..point()
-                },
-                None,
-            ),
-            (
-                JobSpec {
-                    seconds: 0.0,
-                    ..point()
-                },
-                Some("--seconds"),
-            ),
+            (spec(), None),
+            (with(|p| p.threads = 0), Some("--threads")),
+            (with(|p| p.threads = 1025), Some("--threads")),
+            (with(|p| p.threads = 1024), None),
+            (JobSpec { seconds: 0.0, ..spec() }, Some("--seconds")),
             (
                 JobSpec {
                     seconds: -1.0,
-                    ..point()
+                    ..spec()
                 },
                 Some("--seconds"),
             ),
             (
                 JobSpec {
                     seconds: 600.5,
-                    ..point()
+                    ..spec()
                 },
                 Some("--seconds"),
             ),
             (
                 JobSpec {
                     seconds: f64::NAN,
-                    ..point()
+                    ..spec()
                 },
                 Some("--seconds"),
             ),
+            (with(|p| p.size_bytes = 0), Some("--size")),
             (
-                JobSpec {
-                    size_bytes: 0,
-                    ..point()
-                },
-                Some("--size"),
-            ),
-            (
-                JobSpec {
-                    concurrency: Some(32),
-                    threads: 2,
-                    ..point()
-                },
+                with(|p| {
+                    p.concurrency = Some(32);
+                    p.threads = 2;
+                }),
                 None,
             ),
             (
-                JobSpec {
-                    concurrency: Some(1),
-                    threads: 2,
-                    ..point()
-                },
+                with(|p| {
+                    p.concurrency = Some(1);
+                    p.threads = 2;
+                }),
                 Some("--concurrency"),
             ),
+            (with(|p| p.concurrency = Some(0)), Some("--concurrency")),
             (
-                JobSpec {
-                    concurrency: Some(0),
-                    ..point()
-                },
-                Some("--concurrency"),
-            ),
-            (
-                JobSpec {
-                    concurrency: Some(4),
-                    key_mode: KeyMode::PerOp,
-                    ..point()
-                },
+                with(|p| {
+                    p.concurrency = Some(4);
+                    p.key_mode = KeyMode::PerOp;
+                }),
                 Some("--key-mode"),
             ),
+            (with(|p| p.key_mode = KeyMode::HkdfPerUser), None),
             (
-                JobSpec {
-                    key_mode: KeyMode::HkdfPerUser,
-                    ..point()
-                },
+                with(|p| {
+                    p.nonce = Nonce::Random;
+                    p.key_mode = KeyMode::HkdfPerUser;
+                }),
                 None,
             ),
             (
-                JobSpec {
-                    nonce: Nonce::Random,
-                    key_mode: KeyMode::HkdfPerUser,
-                    ..point()
-                },
-                None,
-            ),
-            (
-                JobSpec {
-                    nonce: Nonce::Random,
-                    direction: Direction::Decrypt,
-                    ..point()
-                },
+                with(|p| {
+                    p.nonce = Nonce::Random;
+                    p.direction = Direction::Decrypt;
+                }),
                 Some("--nonce"),
             ),
             (
-                JobSpec {
-                    nonce: Nonce::Random,
-                    algorithm: "aes-256-cbc-hmac-sha256".parse().unwrap(),
-                    ..point()
-                },
+                with(|p| {
+                    p.nonce = Nonce::Random;
+                    p.algorithm = "aes-256-cbc-hmac-sha256".parse().unwrap();
+                }),
                 Some("--nonce"),
             ),
             (
-                JobSpec {
-                    nonce: Nonce::Random,
-                    algorithm: "aes-256-ctr".parse().unwrap(),
-                    ..point()
-                },
+                with(|p| {
+                    p.nonce = Nonce::Random;
+                    p.algorithm = "aes-256-ctr".parse().unwrap();
+                }),
                 Some("--nonce"),
             ),
         ];
@@ -357,10 +311,11 @@ mod tests {
 
     #[test]
     fn ccm_takes_the_matrix_sizes_and_refuses_what_its_length_field_cannot_hold() {
-        let ccm = |size_bytes| JobSpec {
-            algorithm: "aes-128-ccm".parse().unwrap(),
-            size_bytes,
-            ..point()
+        let ccm = |size_bytes| {
+            with(|p| {
+                p.algorithm = "aes-128-ccm".parse().unwrap();
+                p.size_bytes = size_bytes;
+            })
         };
         // Over 64 KiB: what the 13-byte nonce could not carry, the 12-byte one does.
         for size in [65_535, 65_536, 1 << 20, 10 << 20, crate::algorithm::CCM_MAX_MESSAGE] {
@@ -373,14 +328,7 @@ mod tests {
             "{err}"
         );
         // Other constructions take anything up to MAX_SIZE.
-        assert_eq!(
-            JobSpec {
-                size_bytes: 16 << 20,
-                ..point()
-            }
-            .validate(),
-            Ok(())
-        );
+        assert_eq!(with(|p| p.size_bytes = 16 << 20).validate(), Ok(()));
     }
 
     #[test]
@@ -404,11 +352,10 @@ mod tests {
 
     #[test]
     fn spec_json_round_trips_and_rejects_unknown_fields() {
-        let p = JobSpec {
-            concurrency: Some(4),
-            threads: 2,
-            ..point()
-        };
+        let p = with(|p| {
+            p.concurrency = Some(4);
+            p.threads = 2;
+        });
         let json = serde_json::to_string(&p).unwrap();
         assert!(json.contains("\"algorithm\":\"aes-256-gcm\""), "{json}");
         assert_eq!(serde_json::from_str::<JobSpec>(&json).unwrap(), p);
@@ -416,12 +363,30 @@ mod tests {
         assert!(serde_json::from_str::<JobSpec>(&extra).is_err());
         // Counters are the default and are not spelled out; random ones are.
         assert!(!json.contains("nonce"), "{json}");
-        let random = JobSpec {
-            nonce: Nonce::Random,
-            ..p.clone()
-        };
+        let mut random = p.clone();
+        random.point.nonce = Nonce::Random;
         let json = serde_json::to_string(&random).unwrap();
         assert!(json.contains("\"nonce\":\"random\""), "{json}");
         assert_eq!(serde_json::from_str::<JobSpec>(&json).unwrap(), random);
+    }
+
+    /// `jobs.spec` rows and workers' input are the flat object JobSpec was
+    /// before it held a `Point`: both ways, so no stored job needs migrating.
+    #[test]
+    fn the_spec_json_is_the_flat_object_it_always_was() {
+        let stored = serde_json::json!({
+            "algorithm": "aes-256-gcm", "direction": "encrypt", "size_bytes": 16, "threads": 1,
+            "concurrency": null, "key_mode": "static", "path": "accelerated", "seconds": 1.0
+        });
+        assert_eq!(serde_json::from_value::<JobSpec>(stored.clone()).unwrap(), spec());
+        assert_eq!(serde_json::to_value(spec()).unwrap(), stored);
+        let mut random = stored.clone();
+        random["nonce"] = "random".into();
+        let random_spec = with(|p| p.nonce = Nonce::Random);
+        assert_eq!(serde_json::from_value::<JobSpec>(random.clone()).unwrap(), random_spec);
+        assert_eq!(serde_json::to_value(random_spec).unwrap(), random);
+        let mut no_seconds = stored;
+        no_seconds.as_object_mut().unwrap().remove("seconds");
+        assert!(serde_json::from_value::<JobSpec>(no_seconds).is_err());
     }
 }

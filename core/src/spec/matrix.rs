@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::{Direction, InvalidSpec, JobSpec, KeyMode, Nonce, invalid};
 use crate::algorithm::Algorithm;
 use crate::path::Path;
+use crate::point::Point;
 
 /// A request for many points: the Cartesian product of its lists.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -52,14 +53,16 @@ impl Matrix {
                         self.nonces.iter().flat_map(move |&nonce| {
                             self.threads.iter().flat_map(move |&threads| {
                                 self.sizes.iter().map(move |&size_bytes| JobSpec {
-                                    algorithm,
-                                    direction,
-                                    size_bytes,
-                                    threads,
-                                    concurrency: self.concurrency,
-                                    key_mode,
-                                    path,
-                                    nonce,
+                                    point: Point {
+                                        algorithm,
+                                        direction,
+                                        size_bytes,
+                                        threads,
+                                        concurrency: self.concurrency,
+                                        key_mode,
+                                        path,
+                                        nonce,
+                                    },
                                     seconds: self.seconds,
                                 })
                             })

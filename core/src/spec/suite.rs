@@ -288,7 +288,7 @@ mod tests {
             Suite::Full
                 .expand(8)
                 .iter()
-                .any(|p| p.concurrency == Some(32) && p.size_bytes == 10 << 20)
+                .any(|p| p.point.concurrency == Some(32) && p.point.size_bytes == 10 << 20)
         );
         assert_eq!("fast".parse::<Suite>().unwrap_err().flag, "--suite");
     }
@@ -327,11 +327,9 @@ mod tests {
         for (cores, threads) in [(1, 1), (8, 8), (64, 32)] {
             let points = Suite::ObjectStorage.expand(cores);
             assert_eq!(points.len(), 3 * 2);
-            assert!(
-                points
-                    .iter()
-                    .all(|p| p.concurrency == Some(32) && p.size_bytes == 10 << 20 && p.threads == threads)
-            );
+            assert!(points.iter().all(|p| p.point.concurrency == Some(32)
+                && p.point.size_bytes == 10 << 20
+                && p.point.threads == threads));
         }
     }
 
@@ -339,38 +337,49 @@ mod tests {
     fn scenario_suites_ask_for_what_their_questions_need() {
         let modes = Suite::Modes.expand(4);
         assert_eq!(modes.len(), 6 * 2 * 2);
-        assert!(modes.iter().any(|p| p.threads == 4) && modes.iter().any(|p| p.threads == 1));
+        assert!(modes.iter().any(|p| p.point.threads == 4) && modes.iter().any(|p| p.point.threads == 1));
         assert_eq!(Suite::Modes.expand(1).len(), 6 * 2, "one core: one thread count");
         let legacy = Suite::LegacyMigration.expand(2);
         assert!(
             legacy
                 .iter()
-                .any(|p| p.key_mode == KeyMode::PerOp && p.algorithm.name() == "des-ede3-cbc")
+                .any(|p| p.point.key_mode == KeyMode::PerOp && p.point.algorithm.name() == "des-ede3-cbc")
         );
         let fallback = Suite::Fallback.expand(2);
-        assert_eq!(fallback.iter().filter(|p| p.path == Path::Software).count(), 6);
+        assert_eq!(fallback.iter().filter(|p| p.point.path == Path::Software).count(), 6);
         let field = Suite::FieldLevel.expand(2);
-        assert!(field.iter().all(|p| p.size_bytes == 11 || p.size_bytes == 18));
+        assert!(
+            field
+                .iter()
+                .all(|p| p.point.size_bytes == 11 || p.point.size_bytes == 18)
+        );
         assert_eq!(
-            field.iter().filter(|p| p.key_mode == KeyMode::HkdfPerUser).count(),
+            field
+                .iter()
+                .filter(|p| p.point.key_mode == KeyMode::HkdfPerUser)
+                .count(),
             3 * 2 * 2
         );
         // Counter and random nonces at both sizes, random ones encrypting under a static key.
-        let random: Vec<&JobSpec> = field.iter().filter(|p| p.nonce == Nonce::Random).collect();
+        let random: Vec<&JobSpec> = field.iter().filter(|p| p.point.nonce == Nonce::Random).collect();
         assert_eq!(random.len(), 3 * 2);
         assert!(
             random
                 .iter()
-                .all(|p| p.direction == Direction::Encrypt && p.key_mode == KeyMode::Static)
+                .all(|p| p.point.direction == Direction::Encrypt && p.point.key_mode == KeyMode::Static)
         );
         for size in [11, 18] {
             for nonce in [Nonce::Counter, Nonce::Random] {
-                assert!(field.iter().any(|p| p.size_bytes == size && p.nonce == nonce));
+                assert!(
+                    field
+                        .iter()
+                        .any(|p| p.point.size_bytes == size && p.point.nonce == nonce)
+                );
             }
         }
         // Every other suite uses counters.
         for &suite in SUITES.iter().filter(|s| **s != Suite::FieldLevel) {
-            assert!(suite.expand(2).iter().all(|p| p.nonce.is_counter()), "{suite}");
+            assert!(suite.expand(2).iter().all(|p| p.point.nonce.is_counter()), "{suite}");
         }
     }
 
@@ -387,8 +396,12 @@ mod tests {
         let big_ccm: Vec<JobSpec> = Suite::Full
             .expand(2)
             .into_iter()
-            .filter(|p| p.algorithm.mode == algorithm::Mode::Ccm && p.size_bytes > 64 << 10)
+            .filter(|p| p.point.algorithm.mode == algorithm::Mode::Ccm && p.point.size_bytes > 64 << 10)
             .collect();
-        assert!(big_ccm.iter().any(|p| p.size_bytes == 10 * MIB), "{}", big_ccm.len());
+        assert!(
+            big_ccm.iter().any(|p| p.point.size_bytes == 10 * MIB),
+            "{}",
+            big_ccm.len()
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! The agent converts with the `From`/`TryFrom` impls; the coordinator checks
 //! everything an agent sends with the `validate_*` functions before storing it.
 //! Every error names the protocol field it is about (`spec.threads`,
-//! `hello.labels[2].key`, `measurement.samples`), so it can go straight into a
+//! `hello.labels[2].key`, `measurement.measurement_json.samples`), so it can go straight into a
 //! `Status::invalid_argument` or a `JobFailed`.
 //!
 //! - [`spec`]: `JobSpec` both ways, with the agent's own validation.

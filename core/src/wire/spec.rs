@@ -5,19 +5,20 @@ use cipherfleet_proto::v1;
 use super::{WireError, wire_error};
 use crate::algorithm::{self, Algorithm};
 use crate::path::Path;
+use crate::point::Point;
 use crate::spec::{Direction, JobSpec, KeyMode, Nonce};
 
 impl From<&JobSpec> for v1::JobSpec {
     fn from(spec: &JobSpec) -> Self {
         v1::JobSpec {
-            algorithm: spec.algorithm.name().to_string(),
-            direction: direction_to_wire(spec.direction) as i32,
-            size_bytes: spec.size_bytes,
-            threads: spec.threads,
-            concurrency: spec.concurrency,
-            key_mode: key_mode_to_wire(spec.key_mode) as i32,
-            path: path_to_wire(spec.path) as i32,
-            nonce: nonce_to_wire(spec.nonce) as i32,
+            algorithm: spec.point.algorithm.name().to_string(),
+            direction: direction_to_wire(spec.point.direction) as i32,
+            size_bytes: spec.point.size_bytes,
+            threads: spec.point.threads,
+            concurrency: spec.point.concurrency,
+            key_mode: key_mode_to_wire(spec.point.key_mode) as i32,
+            path: path_to_wire(spec.point.path) as i32,
+            nonce: nonce_to_wire(spec.point.nonce) as i32,
             seconds: spec.seconds,
         }
     }
@@ -43,14 +44,16 @@ impl TryFrom<&v1::JobSpec> for JobSpec {
         let path = path_from_wire("spec.path", spec.path)?;
         let nonce = nonce_from_wire("spec.nonce", spec.nonce)?;
         let out = JobSpec {
-            algorithm,
-            direction,
-            size_bytes: spec.size_bytes,
-            threads: spec.threads,
-            concurrency: spec.concurrency,
-            key_mode,
-            path,
-            nonce,
+            point: Point {
+                algorithm,
+                direction,
+                size_bytes: spec.size_bytes,
+                threads: spec.threads,
+                concurrency: spec.concurrency,
+                key_mode,
+                path,
+                nonce,
+            },
             seconds: spec.seconds,
         };
         out.validate().map_err(|e| {
@@ -292,13 +295,13 @@ mod tests {
     #[test]
     fn a_job_without_a_nonce_means_counters_and_random_ones_travel() {
         assert_eq!(v1::JobSpec::default().nonce, v1::Nonce::Counter as i32);
-        assert_eq!(JobSpec::try_from(&wire_point()).unwrap().nonce, Nonce::Counter);
+        assert_eq!(JobSpec::try_from(&wire_point()).unwrap().point.nonce, Nonce::Counter);
         let random = v1::JobSpec {
             nonce: v1::Nonce::Random as i32,
             ..wire_point()
         };
         let spec = JobSpec::try_from(&random).unwrap();
-        assert_eq!(spec.nonce, Nonce::Random);
+        assert_eq!(spec.point.nonce, Nonce::Random);
         assert_eq!(v1::JobSpec::from(&spec), random);
     }
 

@@ -275,7 +275,7 @@ pub(super) mod tests {
     #[test]
     fn a_class_without_points_of_the_scenario_has_no_answer() {
         let c = class("EPYC", "accelerated");
-        let quick = sample(&c, 1, Suite::Quick.expand(1)[0].point(), 100.0, PathUsed::Accelerated);
+        let quick = sample(&c, 1, Suite::Quick.expand(1)[0].point, 100.0, PathUsed::Accelerated);
         for scenario in Scenario::ALL {
             assert_eq!(
                 view(scenario, std::slice::from_ref(&quick)).classes,

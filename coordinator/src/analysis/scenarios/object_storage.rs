@@ -89,7 +89,7 @@ mod tests {
             size_bytes: 1 << 20,
             threads,
             concurrency: Some(4),
-            ..Suite::Quick.expand(1)[0].point()
+            ..Suite::Quick.expand(1)[0].point
         }
     }
 
@@ -117,7 +117,7 @@ mod tests {
         samples.push(sample(
             &soft,
             3,
-            Suite::Quick.expand(1)[0].point(),
+            Suite::Quick.expand(1)[0].point,
             9999.0,
             PathUsed::Software,
         ));

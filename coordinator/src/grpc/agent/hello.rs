@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cipherfleet_core::wire;
-use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::{self, AgentMessage, agent_message, coordinator_message::Body};
 use rustls_pki_types::CertificateDer;
 use sqlx::PgPool;
@@ -80,11 +79,9 @@ impl AgentSvc {
         let Some(agent_message::Body::Hello(hello)) = first.body else {
             return Err(Status::invalid_argument("the first message of a session must be hello"));
         };
-        if hello.protocol_version != PROTOCOL_VERSION {
-            return Err(Status::failed_precondition(format!(
-                "agent speaks protocol version {}, this coordinator speaks version {PROTOCOL_VERSION}; upgrade the older side",
-                hello.protocol_version
-            )));
+        // Agents one version behind are served: the fleet upgrades its coordinator first.
+        if let Err(refused) = cipherfleet_proto::check_agent_version(hello.protocol_version) {
+            return Err(Status::failed_precondition(refused.to_string()));
         }
         // The token matters only to enroll; a host with a credential need not send it.
         let token_ok = self.token.matches(hello.enrollment_token.as_bytes());

@@ -66,18 +66,7 @@ pub(crate) struct Locked {
 impl Locked {
     /// The job as sent to the agent (its stored spec, from the typed copies).
     pub fn spec(&self) -> JobSpec {
-        let p = &self.point;
-        JobSpec {
-            algorithm: p.algorithm,
-            direction: p.direction,
-            size_bytes: p.size_bytes,
-            threads: p.threads,
-            concurrency: p.concurrency,
-            key_mode: p.key_mode,
-            path: p.path,
-            nonce: p.nonce,
-            seconds: self.seconds,
-        }
+        self.point.spec(self.seconds)
     }
 
     /// Whether an outcome that `host_id` reports for attempt `attempt` of job

@@ -218,7 +218,7 @@ pub(super) mod fixtures {
                 algorithm: algorithm.parse().expect("a known algorithm"),
                 size_bytes: 16384,
                 threads,
-                ..spec.point()
+                ..spec.point
             },
             path_used: cipherfleet_core::path::PathUsed::Accelerated,
             result_id: host_id * 100 + i64::from(threads),

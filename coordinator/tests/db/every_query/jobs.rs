@@ -283,7 +283,7 @@ async fn the_queue_moves_a_job_through_every_transition() {
             (job.campaign_id, job.host_id, job.position),
             (later, new.host_id, i32::try_from(position).unwrap())
         );
-        assert_eq!(job.point, new.spec.point());
+        assert_eq!(job.point, new.spec.point);
         assert_eq!(job.spec, serde_json::to_value(&new.spec).unwrap());
         assert_eq!((job.status, job.attempts), (JobStatus::Queued, 0));
     }
