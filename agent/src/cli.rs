@@ -14,11 +14,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use cipherfleet_core::algorithm::{self, Algorithm};
 use cipherfleet_core::path::{Flavour, Path};
 
-use crate::backend;
 use crate::daemon::{self, RunArgs};
 use crate::report::{self, Format};
 use crate::simulate::{self, SimulateArgs};
 use crate::worker::{self, WorkerJob};
+use crate::{backend, runtime};
 use crate::{kernel, probe, selftest};
 use cipherfleet_core::measurement::{Harness, Measurement, Status};
 use cipherfleet_core::spec::{self, Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Nonce, Suite};
@@ -223,12 +223,12 @@ pub fn main() -> i32 {
 /// `run`: logging to stderr, a two-thread runtime (measurements happen in
 /// worker processes, not here), SIGTERM/SIGINT wired to a clean shutdown.
 fn run_daemon(args: RunArgs) -> i32 {
-    init_logging();
+    runtime::init_logging();
     let config = match args.into_config() {
         Ok(config) => config,
         Err(e) => return usage_error(e),
     };
-    on_runtime(2, |shutdown| async move {
+    runtime::on_runtime(2, |shutdown| async move {
         match daemon::run(config, shutdown).await {
             Ok(reason) => reason.exit_code(),
             Err(e) => {
@@ -241,14 +241,14 @@ fn run_daemon(args: RunArgs) -> i32 {
 
 /// `simulate`: the same runtime and signals as `run`; every simulated host is a task on it.
 fn simulate_fleet(args: SimulateArgs) -> i32 {
-    init_logging();
+    runtime::init_logging();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let threads = usize::from(args.threads);
     let config = match args.into_config(shutdown.clone()) {
         Ok(config) => config,
         Err(e) => return usage_error(e),
     };
-    on_runtime(threads, |signalled| async move {
+    runtime::on_runtime(threads, |signalled| async move {
         tokio::spawn(async move {
             signalled.cancelled().await;
             shutdown.cancel();
@@ -262,66 +262,6 @@ fn simulate_fleet(args: SimulateArgs) -> i32 {
             }
         }
     })
-}
-
-/// Logging to stderr; CIPHERFLEET_LOG=debug (or error, warn, trace) changes the level.
-fn init_logging() {
-    use tracing::level_filters::LevelFilter;
-    let level = std::env::var("CIPHERFLEET_LOG")
-        .ok()
-        .and_then(|v| v.parse::<LevelFilter>().ok())
-        .unwrap_or(LevelFilter::INFO);
-    let _ = tracing_subscriber::fmt()
-        .with_writer(io::stderr)
-        .with_max_level(level)
-        .with_target(false)
-        .try_init();
-}
-
-/// Runs `main` on a runtime of `threads` worker threads with a token SIGTERM/SIGINT cancel;
-/// its exit code.
-fn on_runtime<F, Fut>(threads: usize, main: F) -> i32
-where
-    F: FnOnce(tokio_util::sync::CancellationToken) -> Fut,
-    Fut: std::future::Future<Output = i32>,
-{
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!("cannot start the async runtime: {e}");
-            return 1;
-        }
-    };
-    let code = runtime.block_on(async {
-        let shutdown = tokio_util::sync::CancellationToken::new();
-        if let Err(e) = cancel_on_signal(shutdown.clone()) {
-            tracing::error!("cannot install signal handlers: {e}");
-            return 1;
-        }
-        main(shutdown).await
-    });
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    code
-}
-
-/// Cancels `shutdown` on the first SIGTERM or SIGINT.
-fn cancel_on_signal(shutdown: tokio_util::sync::CancellationToken) -> io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::spawn(async move {
-        let name = tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        };
-        tracing::info!("{name}: shutting down");
-        shutdown.cancel();
-    });
-    Ok(())
 }
 
 fn print_probe(format: ProbeFormat) -> i32 {

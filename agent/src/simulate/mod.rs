@@ -3,14 +3,15 @@
 //! without a fleet. Each simulated host is a task with its own connection,
 //! gRPC stream, name and host credential (proposed by the host and admitted
 //! by the coordinator as for a real agent, so a lost `Welcome` is retried
-//! rather than refused); a job is answered after a delay with a synthetic
-//! measurement of its template. Every host carries the label
+//! rather than refused), speaking the protocol through the agent's own
+//! session engine ([`crate::session`]); a job is answered after a delay with
+//! a synthetic measurement of its template. Every host carries the label
 //! `simulated=true`, which the report and the capacity planner leave out of
 //! their figures unless asked.
 //!
 //! - [`template`]: machine classes and the facts each simulated host says hello with.
 //! - [`figures`]: a plausible measurement of a point on a template.
-//! - [`host`]: one simulated host's sessions.
+//! - [`host`]: one simulated host: what it plugs into the session engine.
 //! - [`stats`]: counters, result→ack latency, the progress and summary lines.
 //! - [`rng`]: the small deterministic generator behind identities and noise.
 
@@ -253,10 +254,13 @@ pub async fn run(config: SimConfig) -> anyhow::Result<stats::Snapshot> {
                 _ = tokio::time::sleep_until(at) => {}
                 _ = fleet.shutdown.cancelled() => return,
             }
-            let labels = fleet.labels.clone();
-            let made = tokio::task::spawn_blocking(move || Host::new(index, name, state_dir.as_deref(), &labels)).await;
+            let made = tokio::task::spawn_blocking({
+                let fleet = fleet.clone();
+                move || Host::new(index, name, state_dir.as_deref(), fleet)
+            })
+            .await;
             match made {
-                Ok(Ok(host)) => host.run(fleet).await,
+                Ok(Ok(host)) => host.run().await,
                 Ok(Err(e)) => {
                     fleet.stats.bump(|s| &s.refused);
                     tracing::error!("{e:#}");
