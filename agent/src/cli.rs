@@ -1,10 +1,9 @@
-//! Command line: `probe`, `bench`, `selftest`, `run`, `simulate` (and the hidden worker mode).
+//! Command line: `probe`, `bench`, `selftest`, `run` (and the hidden worker mode).
 //!
 //! Usage errors exit with status 2 and name the flag; `bench` exits 1 when any
 //! point failed (the others are still reported), 0 otherwise. `run` exits 0
 //! after SIGTERM/SIGINT, 3 when the coordinator refuses the agent, 1 on a
-//! local failure (e.g. an unusable spool directory). `simulate` exits 0 after
-//! SIGTERM/SIGINT or `--duration`, 3 when the coordinator refused every simulated host.
+//! local failure (e.g. an unusable spool directory).
 
 use std::io::{self, IsTerminal, Write};
 use std::time::Instant;
@@ -16,7 +15,6 @@ use cipherfleet_core::path::{Flavour, Path};
 
 use crate::daemon::{self, RunArgs};
 use crate::report::{self, Format};
-use crate::simulate::{self, SimulateArgs};
 use crate::worker::{self, WorkerJob};
 use crate::{backend, runtime};
 use crate::{kernel, probe, selftest};
@@ -52,9 +50,6 @@ enum Command {
     },
     /// Connect to a coordinator and run the benchmark jobs it sends (the daemon).
     Run(RunArgs),
-    /// Simulate many agents in this process (load tests, demos): each with its own connection,
-    /// name and host credential, labelled simulated=true, answering jobs with synthetic results.
-    Simulate(Box<SimulateArgs>),
     /// Internal: measure one point read as JSON on stdin (started by `bench`).
     #[command(name = worker::WORKER_ARG, hide = true)]
     Worker,
@@ -215,7 +210,6 @@ pub fn main() -> i32 {
         Command::Selftest { format } => run_selftest(format),
         Command::Bench(args) => bench(args),
         Command::Run(args) => run_daemon(args),
-        Command::Simulate(args) => simulate_fleet(*args),
         Command::Worker => worker::worker_main(),
     }
 }
@@ -231,31 +225,6 @@ fn run_daemon(args: RunArgs) -> i32 {
     runtime::on_runtime(2, |shutdown| async move {
         match daemon::run(config, shutdown).await {
             Ok(reason) => reason.exit_code(),
-            Err(e) => {
-                tracing::error!("{e:#}");
-                1
-            }
-        }
-    })
-}
-
-/// `simulate`: the same runtime and signals as `run`; every simulated host is a task on it.
-fn simulate_fleet(args: SimulateArgs) -> i32 {
-    runtime::init_logging();
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let threads = usize::from(args.threads);
-    let config = match args.into_config(shutdown.clone()) {
-        Ok(config) => config,
-        Err(e) => return usage_error(e),
-    };
-    runtime::on_runtime(threads, |signalled| async move {
-        tokio::spawn(async move {
-            signalled.cancelled().await;
-            shutdown.cancel();
-        });
-        match simulate::run(config).await {
-            Ok(last) if last.count > 0 && last.refused == last.count => 3,
-            Ok(_) => 0,
             Err(e) => {
                 tracing::error!("{e:#}");
                 1

@@ -13,9 +13,8 @@
 //! - [`session`]: the agent side of the protocol, once: hello, credential, heartbeats, jobs, acks,
 //!   spool hand-over, reconnects; generic over the [`session::Host`] that runs jobs and keeps outcomes.
 //! - [`daemon`]: `run`, the session's host on this machine: jobs in worker processes, outcomes spooled on disk.
-//! - [`simulate`]: `simulate`, many simulated agents in one process (load tests, demos), each a session's host.
-//! - [`runtime`]: logging, the async runtime and signals around `run` and `simulate`.
-//! - [`cli`]: the `probe | bench | selftest | run | simulate` commands.
+//! - [`runtime`]: logging, the async runtime and signals around `run` (and the simulator, `cipherfleet-sim`).
+//! - [`cli`]: the `probe | bench | selftest | run` commands.
 
 pub mod backend;
 pub mod cli;
@@ -28,7 +27,6 @@ pub mod report;
 pub mod runtime;
 pub mod selftest;
 pub mod session;
-pub mod simulate;
 pub mod worker;
 
 // The binary installs the counting allocator in main.rs; the unit tests need it

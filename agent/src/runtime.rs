@@ -1,6 +1,6 @@
-//! The process around an async command, shared by `run` and `simulate`:
-//! logging to stderr, a tokio runtime, and SIGTERM or SIGINT turned into a
-//! shutdown token.
+//! The process around an async command, shared by `run` and the simulator
+//! (`cipherfleet-sim`): logging to stderr, a tokio runtime, and SIGTERM or
+//! SIGINT turned into a shutdown token.
 
 use std::io;
 

@@ -16,7 +16,7 @@ use crate::session::CoordinatorUrl;
 /// Environment variable holding the enrollment token when `--token-file` is not given.
 pub const TOKEN_ENV: &str = "CIPHERFLEET_TOKEN";
 
-/// How to reach the coordinator: the flags `run` and `simulate` share.
+/// How to reach the coordinator: the flags `run` and `cipherfleet-sim` share.
 #[derive(Args, Debug)]
 pub struct ConnectArgs {
     /// Coordinator URL: https://coordinator.example:7443 (TLS); http://… only to this machine's

@@ -1,5 +1,5 @@
 //! The agent side of the protocol, written once: the daemon (`run`) and every
-//! simulated host of `simulate` speak it through [`run`], and plug in
+//! simulated host of `cipherfleet-sim` speak it through [`run`], and plug in
 //! what differs between them as a [`Host`]: how a job runs (a worker process,
 //! or a timer and synthetic figures), where outcomes wait for their
 //! acknowledgement (the spool on disk, or memory), what `Hello` presents, and

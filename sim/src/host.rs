@@ -1,8 +1,8 @@
 //! One simulated host: a task (no thread) with its own gRPC connection and
 //! stream, name and host credential, speaking the agent protocol through the
-//! agent's own session engine ([`crate::session`]). What it plugs
+//! agent's own session engine ([`cipherfleet_agent::session`]). What it plugs
 //! in: a job is a timer, not a measurement, and its result comes from
-//! [`super::figures`]; outcomes wait for their acknowledgement in memory;
+//! [`crate::figures`]; outcomes wait for their acknowledgement in memory;
 //! heartbeats are jittered so a fleet in one process spreads out; every event
 //! is counted in [`Stats`] rather than logged.
 
@@ -12,21 +12,21 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::session::{
+use anyhow::Context as _;
+use cipherfleet_agent::session::{
     self, Agent, CoordinatorUrl, Ended, Event, Happening, HostCredential, Outcome, OutcomeResult, Presence,
     StartRefusal,
 };
-use anyhow::Context as _;
 use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::token::Secret;
 use cipherfleet_proto::v1;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::figures;
-use super::rng::Rng;
-use super::stats::Stats;
-use super::template::Profile;
+use crate::figures;
+use crate::rng::Rng;
+use crate::stats::Stats;
+use crate::template::Profile;
 
 /// A slow job (`--slow-prob`) takes this many times its delay.
 pub const SLOW_FACTOR: f64 = 10.0;
