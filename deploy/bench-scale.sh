@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Scale benchmark of the coordinator on this machine: builds the release binaries, starts a
 # private PostgreSQL cluster in a temporary directory, runs every scenario of
-# deploy/bench-scale/ against simulated agents (`cipherfleet-agent simulate`), each bounded
+# deploy/bench-scale/ against simulated agents (`cipherfleet-sim`), each bounded
 # in time, and prints ONE table. Scenarios: 10-connect (connect storm, RSS, idle CPU),
 # 20-ingest (a campaign on every host: dispatch and ingest rates, result→ack p99),
 # 21-postgres-floor (PostgreSQL alone storing results as ingest does, with pgbench: the
@@ -39,7 +39,7 @@
 #   BENCH_CONNECT_LIMIT, BENCH_INGEST_LIMIT          seconds to wait for a connect / a campaign
 # and BENCH_HEARTBEAT (heartbeat seconds, default 5), BENCH_SUITE (a suite name or a matrix
 # in JSON; default lib.sh's TEN_JOBS: 10 jobs a host), BENCH_SERVE_ARGS (extra `serve` flags),
-# BENCH_SIM_ARGS (extra `simulate` flags), BENCH_RAMP (10: the storm spread over this long),
+# BENCH_SIM_ARGS (extra `cipherfleet-sim` flags), BENCH_RAMP (10: the storm spread over this long),
 # BENCH_PG_SLEEP (40: seconds a result insert sleeps, default 0.2), BENCH_JOB_DELAY (50: each
 # simulated job's time, default 0.5s) and BENCH_PG_CONF (lines added to postgresql.conf, e.g.
 # "shared_preload_libraries = 'pg_stat_statements'", which makes 20-ingest log the statements
@@ -52,7 +52,7 @@
 # the open-files hard limit allows, the driver raises it (with CAP_SYS_RESOURCE; up to
 # fs.nr_open) for everything it starts; where it cannot, 10-connect splits the fleet over
 # several simulators and coordinators. Above 10,000 agents the simulator's hosts dial from several loopback
-# source addresses (127.0.0.2, 127.0.0.3, …, one per 5,000 hosts; `simulate --local-address`):
+# source addresses (127.0.0.2, 127.0.0.3, …, one per 5,000 hosts; `cipherfleet-sim --local-address`):
 # one source address has about 28,000 ephemeral ports towards one coordinator, and a bound
 # source address takes its ports from the other half of the range than connect() prefers, so
 # other programs' loopback connections keep theirs.
@@ -96,7 +96,7 @@ if [ "$count" -gt 10000 ] && [[ "${BENCH_SIM_ARGS:-}" != *--local-address* ]]; t
 fi
 
 if [ $build = 1 ]; then
-  cargo build --release -p cipherfleet-coordinator -p cipherfleet-agent --bin cipherfleet-coordinator --bin cipherfleet-agent
+  cargo build --release -p cipherfleet-coordinator -p cipherfleet-sim --bin cipherfleet-coordinator --bin cipherfleet-sim
 fi
 export BENCH_BIN=${BENCH_BIN:-$PWD/target/release} BENCH_COUNT=$count BENCH_QUICK=$quick
 export BENCH_DIR; BENCH_DIR=$(mktemp -d -t cipherfleet-bench-scale.XXXXXX)

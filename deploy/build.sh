@@ -2,6 +2,8 @@
 # Builds both agent flavours and puts the software sibling next to the accelerated one:
 #   target/<profile>/cipherfleet-agent       run-time detection (AES-NI, ARMv8 AES, CLMUL, AVX2…)
 #   target/<profile>/cipherfleet-agent-soft  every crypto crate forced to its portable software backend
+# and, for the tests, the simulator target/debug/cipherfleet-sim (debug builds without --target
+# only: it ships to no host, and deploy/bench-scale.sh builds its own release one).
 # The RustCrypto crates can only be forced to software at build time, hence two builds.
 # The software build has its own target dir (target-soft/) so the two never invalidate each other.
 # --release is the profile that measures (thin LTO, one codegen unit; root Cargo.toml): about
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
     --release) profile=release; cargo_args+=(--release) ;;
     --target) target="$2"; cargo_args+=(--target "$2"); shift ;;
     --soft-rustflags) soft_rustflags; echo; exit 0 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "build.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -49,4 +51,9 @@ cargo build "${cargo_args[@]}" -p cipherfleet-agent --bin cipherfleet-agent
 RUSTFLAGS="${RUSTFLAGS:-} $(soft_rustflags)" CARGO_TARGET_DIR=target-soft \
   cargo build "${cargo_args[@]}" -p cipherfleet-agent --bin cipherfleet-agent
 cp "$soft_out/cipherfleet-agent" "$out/cipherfleet-agent-soft"
-echo "built $out/cipherfleet-agent and $out/cipherfleet-agent-soft"
+if [ "$profile" = debug ] && [ -z "$target" ]; then
+  cargo build -p cipherfleet-sim --bin cipherfleet-sim
+  echo "built $out/cipherfleet-agent, $out/cipherfleet-agent-soft and $out/cipherfleet-sim"
+else
+  echo "built $out/cipherfleet-agent and $out/cipherfleet-agent-soft"
+fi

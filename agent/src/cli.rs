@@ -1,10 +1,9 @@
-//! Command line: `probe`, `bench`, `selftest`, `run`, `simulate` (and the hidden worker mode).
+//! Command line: `probe`, `bench`, `selftest`, `run` (and the hidden worker mode).
 //!
 //! Usage errors exit with status 2 and name the flag; `bench` exits 1 when any
 //! point failed (the others are still reported), 0 otherwise. `run` exits 0
 //! after SIGTERM/SIGINT, 3 when the coordinator refuses the agent, 1 on a
-//! local failure (e.g. an unusable spool directory). `simulate` exits 0 after
-//! SIGTERM/SIGINT or `--duration`, 3 when the coordinator refused every simulated host.
+//! local failure (e.g. an unusable spool directory).
 
 use std::io::{self, IsTerminal, Write};
 use std::time::Instant;
@@ -14,11 +13,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use cipherfleet_core::algorithm::{self, Algorithm};
 use cipherfleet_core::path::{Flavour, Path};
 
-use crate::backend;
 use crate::daemon::{self, RunArgs};
 use crate::report::{self, Format};
-use crate::simulate::{self, SimulateArgs};
 use crate::worker::{self, WorkerJob};
+use crate::{backend, runtime};
 use crate::{kernel, probe, selftest};
 use cipherfleet_core::measurement::{Harness, Measurement, Status};
 use cipherfleet_core::spec::{self, Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Nonce, Suite};
@@ -52,9 +50,6 @@ enum Command {
     },
     /// Connect to a coordinator and run the benchmark jobs it sends (the daemon).
     Run(RunArgs),
-    /// Simulate many agents in this process (load tests, demos): each with its own connection,
-    /// name and host credential, labelled simulated=true, answering jobs with synthetic results.
-    Simulate(Box<SimulateArgs>),
     /// Internal: measure one point read as JSON on stdin (started by `bench`).
     #[command(name = worker::WORKER_ARG, hide = true)]
     Worker,
@@ -215,7 +210,6 @@ pub fn main() -> i32 {
         Command::Selftest { format } => run_selftest(format),
         Command::Bench(args) => bench(args),
         Command::Run(args) => run_daemon(args),
-        Command::Simulate(args) => simulate_fleet(*args),
         Command::Worker => worker::worker_main(),
     }
 }
@@ -223,12 +217,12 @@ pub fn main() -> i32 {
 /// `run`: logging to stderr, a two-thread runtime (measurements happen in
 /// worker processes, not here), SIGTERM/SIGINT wired to a clean shutdown.
 fn run_daemon(args: RunArgs) -> i32 {
-    init_logging();
+    runtime::init_logging();
     let config = match args.into_config() {
         Ok(config) => config,
         Err(e) => return usage_error(e),
     };
-    on_runtime(2, |shutdown| async move {
+    runtime::on_runtime(2, |shutdown| async move {
         match daemon::run(config, shutdown).await {
             Ok(reason) => reason.exit_code(),
             Err(e) => {
@@ -237,91 +231,6 @@ fn run_daemon(args: RunArgs) -> i32 {
             }
         }
     })
-}
-
-/// `simulate`: the same runtime and signals as `run`; every simulated host is a task on it.
-fn simulate_fleet(args: SimulateArgs) -> i32 {
-    init_logging();
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let threads = usize::from(args.threads);
-    let config = match args.into_config(shutdown.clone()) {
-        Ok(config) => config,
-        Err(e) => return usage_error(e),
-    };
-    on_runtime(threads, |signalled| async move {
-        tokio::spawn(async move {
-            signalled.cancelled().await;
-            shutdown.cancel();
-        });
-        match simulate::run(config).await {
-            Ok(last) if last.count > 0 && last.refused == last.count => 3,
-            Ok(_) => 0,
-            Err(e) => {
-                tracing::error!("{e:#}");
-                1
-            }
-        }
-    })
-}
-
-/// Logging to stderr; CIPHERFLEET_LOG=debug (or error, warn, trace) changes the level.
-fn init_logging() {
-    use tracing::level_filters::LevelFilter;
-    let level = std::env::var("CIPHERFLEET_LOG")
-        .ok()
-        .and_then(|v| v.parse::<LevelFilter>().ok())
-        .unwrap_or(LevelFilter::INFO);
-    let _ = tracing_subscriber::fmt()
-        .with_writer(io::stderr)
-        .with_max_level(level)
-        .with_target(false)
-        .try_init();
-}
-
-/// Runs `main` on a runtime of `threads` worker threads with a token SIGTERM/SIGINT cancel;
-/// its exit code.
-fn on_runtime<F, Fut>(threads: usize, main: F) -> i32
-where
-    F: FnOnce(tokio_util::sync::CancellationToken) -> Fut,
-    Fut: std::future::Future<Output = i32>,
-{
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!("cannot start the async runtime: {e}");
-            return 1;
-        }
-    };
-    let code = runtime.block_on(async {
-        let shutdown = tokio_util::sync::CancellationToken::new();
-        if let Err(e) = cancel_on_signal(shutdown.clone()) {
-            tracing::error!("cannot install signal handlers: {e}");
-            return 1;
-        }
-        main(shutdown).await
-    });
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    code
-}
-
-/// Cancels `shutdown` on the first SIGTERM or SIGINT.
-fn cancel_on_signal(shutdown: tokio_util::sync::CancellationToken) -> io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::spawn(async move {
-        let name = tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        };
-        tracing::info!("{name}: shutting down");
-        shutdown.cancel();
-    });
-    Ok(())
 }
 
 fn print_probe(format: ProbeFormat) -> i32 {

@@ -10,9 +10,11 @@
 //! - [`heap`]: the counting allocator behind the memory figures.
 //! - [`worker`]: runs each measurement in a child process with a time limit.
 //! - [`report`]: table, JSON and CSV output.
-//! - [`daemon`]: `run`, the coordinator session: jobs pushed over gRPC, outcomes spooled until acknowledged.
-//! - [`simulate`]: `simulate`, many simulated agents in one process (load tests, demos).
-//! - [`cli`]: the `probe | bench | selftest | run | simulate` commands.
+//! - [`session`]: the agent side of the protocol, once: hello, credential, heartbeats, jobs, acks,
+//!   spool hand-over, reconnects; generic over the [`session::Host`] that runs jobs and keeps outcomes.
+//! - [`daemon`]: `run`, the session's host on this machine: jobs in worker processes, outcomes spooled on disk.
+//! - [`runtime`]: logging, the async runtime and signals around `run` (and the simulator, `cipherfleet-sim`).
+//! - [`cli`]: the `probe | bench | selftest | run` commands.
 
 pub mod backend;
 pub mod cli;
@@ -22,8 +24,9 @@ pub mod heap;
 pub mod kernel;
 pub mod probe;
 pub mod report;
+pub mod runtime;
 pub mod selftest;
-pub mod simulate;
+pub mod session;
 pub mod worker;
 
 // The binary installs the counting allocator in main.rs; the unit tests need it

@@ -69,7 +69,7 @@ coord_start() {
 coord_kill() { kill -KILL "$COORD_PID" 2>/dev/null || true; wait "$COORD_PID" 2>/dev/null || true; }
 coord_stop() { kill -TERM "$COORD_PID" 2>/dev/null || true; wait "$COORD_PID" 2>/dev/null || true; }
 
-# sim_start COUNT [simulate flags…]: the simulator against $GRPC; sets SIM_PID and SIM_STATS
+# sim_start COUNT [cipherfleet-sim flags…]: the simulator against $GRPC; sets SIM_PID and SIM_STATS
 # (SIM_TAG, if set, tells the stats files of several simulators apart; SIM_IN_MEMORY=1 keeps
 # the hosts' credentials in memory instead of files, each written with fsyncs, twice).
 sim_start() {
@@ -78,7 +78,7 @@ sim_start() {
   rm -f "$SIM_STATS"
   local state=(--state-dir "$BENCH_DIR/$SCENARIO-sim-state")
   [ "${SIM_IN_MEMORY:-0}" = 1 ] && state=()
-  CIPHERFLEET_LOG=${BENCH_SIMULATOR_LOG:-error} "$BIN/cipherfleet-agent" simulate \
+  CIPHERFLEET_LOG=${BENCH_SIMULATOR_LOG:-error} "$BIN/cipherfleet-sim" \
     --coordinator "http://$GRPC" --token-file "$BENCH_DIR/agent.token" \
     --count "$count" "${state[@]}" --stats-file "$SIM_STATS" \
     --progress 10s ${BENCH_SIM_ARGS:-} "$@" 2>>"$BENCH_DIR/$SCENARIO-sim.log" &

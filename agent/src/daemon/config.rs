@@ -9,14 +9,14 @@ use cipherfleet_core::wire;
 use cipherfleet_proto::client::{self, ClientError};
 use cipherfleet_proto::v1;
 use clap::Args;
-use tonic::transport::ClientTlsConfig;
 
 use super::ceilings::{CeilingArgs, Ceilings};
+use crate::session::CoordinatorUrl;
 
 /// Environment variable holding the enrollment token when `--token-file` is not given.
 pub const TOKEN_ENV: &str = "CIPHERFLEET_TOKEN";
 
-/// How to reach the coordinator: the flags `run` and `simulate` share.
+/// How to reach the coordinator: the flags `run` and `cipherfleet-sim` share.
 #[derive(Args, Debug)]
 pub struct ConnectArgs {
     /// Coordinator URL: https://coordinator.example:7443 (TLS); http://… only to this machine's
@@ -108,17 +108,9 @@ pub struct RunArgs {
     pub ceilings: CeilingArgs,
 }
 
-pub(crate) fn parse_label(s: &str) -> Result<v1::Label, String> {
+/// `KEY=VALUE`, checked as the coordinator checks a label (`--label`).
+pub fn parse_label(s: &str) -> Result<v1::Label, String> {
     wire::parse_label(s).map_err(|e| e.message)
-}
-
-/// One coordinator the agent may connect to.
-#[derive(Debug, Clone)]
-pub struct CoordinatorUrl {
-    /// `http://host:port` or `https://host:port`.
-    pub url: String,
-    /// How to check an `https://` coordinator's certificate; `None` for `http://`.
-    pub tls: Option<ClientTlsConfig>,
 }
 
 /// Everything [`super::run`] needs.

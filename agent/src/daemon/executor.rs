@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::spool::{Outcome, Spool};
+use super::spool::Spool;
+use crate::session::{Outcome, OutcomeResult};
 use crate::worker::{self, WorkerError};
 use cipherfleet_core::measurement::Measurement;
 use cipherfleet_core::spec::JobSpec;
@@ -132,11 +133,11 @@ impl Executor {
             ),
         };
         match &outcome.result {
-            super::spool::OutcomeResult::Measured(m) => {
+            OutcomeResult::Measured(m) => {
                 let mbs = m.figures.as_ref().map_or(0.0, |f| f.throughput_mb_s);
                 tracing::info!("job {job_id:?}: done, {mbs:.1} MB/s");
             }
-            super::spool::OutcomeResult::Failed(e) => tracing::warn!("job {job_id:?}: failed: {e}"),
+            OutcomeResult::Failed(e) => tracing::warn!("job {job_id:?}: failed: {e}"),
         }
         if let Err(e) = self.spool.write(&outcome) {
             // Still delivered if a session is open; only a restart before the ack loses it.

@@ -4,12 +4,10 @@
 //! coordinator acknowledges it.
 //!
 //! - [`config`]: flags, the enrollment token, default host name, state directory and spool place.
-//! - [`credential`]: the host credential in the state directory (proposed by the agent at enrollment).
-//! - [`session`]: one connected session (handshake, message handling, heartbeats).
+//! - [`host`]: what the daemon plugs into the session engine ([`crate::session`]): workers, spool, probed facts, logs.
 //! - [`executor`]: runs a job in a worker process on a blocking thread; cancellable.
 //! - [`ceilings`]: what a pushed job may use at most (threads, seconds, memory, time, priority).
 //! - [`spool`]: outcomes on disk until acknowledged.
-//! - [`backoff`]: reconnect delays.
 //!
 //! A job outlives the session it came in: when the stream breaks the agent
 //! reconnects (exponential backoff with full jitter) while the job runs on, and
@@ -21,31 +19,23 @@
 //! credential, ends the agent with [`ExitReason::Rejected`] (exit status 3).
 //! Another live session of the same host is waited out: the agent retries.
 
-pub(crate) mod backoff;
 mod ceilings;
 mod config;
-pub(crate) mod credential;
 mod executor;
-pub(crate) mod session;
+mod host;
 mod spool;
-
-use std::sync::Mutex;
 
 use anyhow::Context as _;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-pub(crate) use config::parse_label;
-pub use config::{
-    ConfigError, ConnectArgs, CoordinatorUrl, DaemonConfig, RunArgs, TOKEN_ENV, check_labels, default_name,
-};
+pub use config::{ConfigError, ConnectArgs, DaemonConfig, RunArgs, TOKEN_ENV, check_labels, default_name, parse_label};
 
-use backoff::Backoff;
-use credential::HostCredential;
+use crate::session::{self, Agent, Ended, HostCredential};
 use executor::Executor;
-use session::SessionEnd;
-use spool::{Outcome, Spool};
+use host::Machine;
+use spool::Spool;
 
 /// Why [`run`] returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,16 +55,6 @@ impl ExitReason {
             ExitReason::Rejected(_) => 3,
         }
     }
-}
-
-/// What every session shares.
-struct Context {
-    config: DaemonConfig,
-    /// The host credential (and its proposal), kept in the state directory.
-    credential: Mutex<HostCredential>,
-    spool: Spool,
-    executor: Executor,
-    shutdown: CancellationToken,
 }
 
 /// Runs the daemon until `shutdown` is cancelled (then lets a running job
@@ -98,7 +78,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::R
             "job {job:?} was running when the agent last stopped; it was not measured and the coordinator queues it again"
         );
     }
-    let (done_tx, mut done) = mpsc::unbounded_channel();
+    let (done_tx, done) = mpsc::unbounded_channel();
     let executor = Executor::new(spool.clone(), done_tx, config.ceilings.nice);
     info!(
         "agent {} (name {:?}) for coordinator {}; spool {}; {}",
@@ -130,84 +110,39 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::R
             }
         }
     });
-    let ctx = Context {
-        config,
-        credential: Mutex::new(credential),
+    let agent = Agent {
+        name: &config.name,
+        labels: &config.labels,
+        token: &config.token,
+        coordinators: &config.coordinators,
+        first: 0,
+        local_address: None,
+        shutdown: &shutdown,
+    };
+    let mut machine = Machine {
+        config: &config,
         spool,
         executor,
-        shutdown,
+        done,
     };
-    let reason = serve(&ctx, &mut done).await;
+    let reason = match session::run(&agent, &mut credential, &mut machine).await {
+        Ended::Shutdown => {
+            // Shut down while disconnected: the outcome waits in the spool for the next start.
+            if let Some(job) = machine.executor.running() {
+                info!("shutting down: waiting up to {:?} for job {job:?}", config.grace);
+            }
+            ExitReason::Shutdown
+        }
+        Ended::Rejected(reason) => {
+            error!("{reason}; exiting");
+            // Nothing more will be accepted from this agent: stop the job, keep its outcome.
+            machine
+                .executor
+                .cancel(None, None, "agent exiting: the coordinator refused its session".into());
+            ExitReason::Rejected(reason)
+        }
+    };
+    machine.wait_idle().await;
     grace_timer.abort();
     Ok(reason)
-}
-
-/// The reconnect loop.
-async fn serve(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcome>) -> ExitReason {
-    let mut backoff = Backoff::default();
-    let mut turn = 0;
-    while !ctx.shutdown.is_cancelled() {
-        let coordinator = &ctx.config.coordinators[turn % ctx.config.coordinators.len()];
-        match session::run(ctx, coordinator, done).await {
-            SessionEnd::Shutdown => return ExitReason::Shutdown,
-            SessionEnd::Rejected(reason) => {
-                error!("{reason}; exiting");
-                // Nothing more will be accepted from this agent: stop the job, keep its outcome.
-                ctx.executor
-                    .cancel(None, None, "agent exiting: the coordinator refused its session".into());
-                wait_idle(ctx, done).await;
-                return ExitReason::Rejected(reason);
-            }
-            SessionEnd::Lost {
-                reason,
-                welcomed,
-                held_elsewhere,
-                pushback,
-            } => {
-                if welcomed {
-                    backoff.reset();
-                }
-                // The next coordinator of the list, if there are several; the same one when it
-                // answered that the host's session is held elsewhere or that it is busy (it is
-                // up: it admits the host once that lease ends, or at the time it named).
-                if !held_elsewhere {
-                    turn = turn.wrapping_add(1);
-                }
-                let delay = backoff.after(held_elsewhere, pushback);
-                let running = ctx
-                    .executor
-                    .running()
-                    .map(|job| format!(" (job {job:?} keeps running)"))
-                    .unwrap_or_default();
-                warn!(
-                    "session lost: {reason}; reconnecting in {} ms{running}",
-                    delay.as_millis()
-                );
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    _ = ctx.shutdown.cancelled() => {}
-                }
-            }
-        }
-    }
-    // Shut down while disconnected: the outcome waits in the spool for the next start.
-    if let Some(job) = ctx.executor.running() {
-        info!("shutting down: waiting up to {:?} for job {job:?}", ctx.config.grace);
-    }
-    wait_idle(ctx, done).await;
-    ExitReason::Shutdown
-}
-
-/// Waits until no job runs (its outcome is then spooled).
-async fn wait_idle(ctx: &Context, done: &mut mpsc::UnboundedReceiver<Outcome>) {
-    loop {
-        // An outcome is queued before the executor reads as idle, so draining first is race-free.
-        while done.try_recv().is_ok() {}
-        if ctx.executor.running().is_none() {
-            return;
-        }
-        if done.recv().await.is_none() {
-            return;
-        }
-    }
 }

@@ -1,5 +1,7 @@
 //! A scripted coordinator (a real gRPC server on 127.0.0.1:0) and the real
 //! agent binary as a child process, with one method per thing a test does.
+//! The coordinator also serves an agent run in the test's own process
+//! (`host.rs`): anything [`Logged`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -113,7 +115,7 @@ impl Coordinator {
     }
 
     /// The next agent session (its `Hello` already read).
-    pub async fn next_session(&mut self, agent: &Agent) -> AgentSession {
+    pub async fn next_session(&mut self, agent: &impl Logged) -> AgentSession {
         match tokio::time::timeout(SESSION, self.sessions.recv()).await {
             Ok(Some(session)) => session,
             _ => panic!("no agent session within {SESSION:?}; agent log:\n{}", agent.log()),
@@ -192,7 +194,7 @@ impl AgentSession {
     }
 
     /// The next message of any kind, heartbeats included.
-    pub async fn next_any(&mut self, within: Duration, agent: &Agent) -> agent_message::Body {
+    pub async fn next_any(&mut self, within: Duration, agent: &impl Logged) -> agent_message::Body {
         match tokio::time::timeout(within, self.from_agent.message()).await {
             Ok(Ok(Some(AgentMessage { body: Some(body) }))) => body,
             Ok(other) => panic!("agent stream: {other:?}; agent log:\n{}", agent.log()),
@@ -204,7 +206,7 @@ impl AgentSession {
     }
 
     /// The next message that is not a heartbeat.
-    pub async fn next(&mut self, within: Duration, agent: &Agent) -> agent_message::Body {
+    pub async fn next(&mut self, within: Duration, agent: &impl Logged) -> agent_message::Body {
         let deadline = tokio::time::Instant::now() + within;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -217,7 +219,7 @@ impl AgentSession {
 
     /// Round trip through the agent's message loop: every message sent before
     /// this has been handled when it returns.
-    pub async fn sync(&mut self, agent: &Agent) {
+    pub async fn sync(&mut self, agent: &impl Logged) {
         const SEQ: u64 = 987_654_321;
         self.send(coordinator_message::Body::Ping(v1::Ping { seq: SEQ })).await;
         loop {
@@ -227,6 +229,18 @@ impl AgentSession {
                 return;
             }
         }
+    }
+}
+
+/// What an agent under test logged, shown when a step fails: the binary's
+/// log, or what an in-process session told its host.
+pub trait Logged {
+    fn log(&self) -> String;
+}
+
+impl Logged for Agent {
+    fn log(&self) -> String {
+        Agent::log(self)
     }
 }
 

@@ -15,7 +15,7 @@ use crate::domain::facts::FactColumns;
 /// emulated CPU.
 pub const EMULATED_LABEL: &str = "emulated";
 
-/// A host with this label is a simulated agent (`cipherfleet-agent simulate`): its
+/// A host with this label is a simulated agent (`cipherfleet-sim`): its
 /// figures are made up.
 pub const SIMULATED_LABEL: &str = "simulated";
 

@@ -35,6 +35,17 @@ pub fn agent_binary() -> PathBuf {
     bin
 }
 
+/// The simulator (`cipherfleet-sim`), built by `deploy/build.sh` next to the agent.
+pub fn sim_binary() -> PathBuf {
+    let bin = agent_binary().with_file_name("cipherfleet-sim");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run deploy/build.sh before these tests",
+        bin.display()
+    );
+    bin
+}
+
 /// `algorithms` × `sizes`, encrypt, one thread, static key, the accelerated
 /// path, `seconds` a point: change the rest with `v1::Matrix { …, ..matrix(…) }`.
 pub fn matrix(algorithms: &[&str], sizes: &[u64], seconds: f64) -> v1::Matrix {

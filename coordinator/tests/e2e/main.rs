@@ -1,7 +1,7 @@
 //! End to end: the real coordinator binary, real agents (the agent binary,
 //! measuring for real, briefly), real gRPC over loopback, a real PostgreSQL.
-//! `deploy/build.sh` must have built `target/debug/cipherfleet-agent` first
-//! (the test command does).
+//! `deploy/build.sh` must have built `target/debug/cipherfleet-agent` (and the
+//! simulator, `cipherfleet-sim`) first (the test command does).
 
 mod app;
 mod bounds;

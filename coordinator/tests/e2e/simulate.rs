@@ -1,4 +1,4 @@
-//! `cipherfleet-agent simulate`: simulated hosts enroll like real agents (one
+//! `cipherfleet-sim`: simulated hosts enroll like real agents (one
 //! connection and credential each), run a campaign to the end with exactly
 //! one result per job, report what their templates' hardware would run, carry
 //! the `simulated` label, and come back as the same hosts after a restart,
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cipherfleet_proto::v1;
 
-use crate::app::{App, agent_binary, spawn_app, spawn_app_with, wait_for};
+use crate::app::{App, sim_binary, spawn_app, spawn_app_with, wait_for};
 use crate::identity::{enroll_and_lose_the_welcome, proposal_in};
 
 const HOSTS: usize = 20;
@@ -20,9 +20,8 @@ fn start_simulator(app: &mut App) -> usize {
 }
 
 fn start_simulator_with(app: &mut App, extra: &[&str]) -> usize {
-    let child = Command::new(agent_binary())
+    let child = Command::new(sim_binary())
         .args([
-            "simulate",
             "--coordinator",
             &app.url(),
             "--count",
@@ -173,9 +172,8 @@ async fn simulated_hosts_dial_from_the_local_addresses_given_in_turn() {
     );
 
     // An address this machine does not have is a usage error, not 20 failing hosts.
-    let refused = Command::new(agent_binary())
+    let refused = Command::new(sim_binary())
         .args([
-            "simulate",
             "--coordinator",
             &app.url(),
             "--count",

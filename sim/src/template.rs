@@ -10,14 +10,14 @@
 //!
 //! Facts are built as the probe would report them, so they pass the
 //! coordinator's checks like a real `Hello`; the backends come from the same
-//! rule the agent's own detection uses ([`crate::backend`]).
+//! rule the agent's own detection uses ([`cipherfleet_agent::backend`]).
 
 use cipherfleet_core::facts::{ArmId, HostFacts, Noise, Os};
 use cipherfleet_core::path::{Backends, Flavour};
 
-use super::rng::Rng;
-use crate::backend::{self, CpuSupport};
-use crate::probe;
+use crate::rng::Rng;
+use cipherfleet_agent::backend::{self, CpuSupport};
+use cipherfleet_agent::probe;
 
 /// One machine class.
 #[derive(Debug)]

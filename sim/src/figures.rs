@@ -12,8 +12,8 @@ use cipherfleet_core::path::{Backends, Flavour, Path, is_hardware};
 use cipherfleet_core::spec::{Direction, JobSpec, KeyMode, LOW_SAMPLES};
 use cipherfleet_core::stats;
 
-use super::rng::Rng;
-use super::template::Profile;
+use crate::rng::Rng;
+use crate::template::Profile;
 
 /// Relative spread of one sample around the point's rate.
 const SAMPLE_NOISE: f64 = 0.02;
@@ -218,9 +218,9 @@ mod tests {
     use cipherfleet_proto::v1;
 
     use super::*;
-    use crate::simulate::template::TEMPLATES;
+    use crate::template::TEMPLATES;
 
-    use crate::simulate::template::tests::profile_of as profile;
+    use crate::template::tests::profile_of as profile;
 
     fn spec(algorithm: &str, size: u64, path: Path) -> JobSpec {
         JobSpec {

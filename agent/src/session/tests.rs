@@ -1,6 +1,12 @@
 //! How a session's end is classified, the pushback it keeps, and its re-paced heartbeats.
 
-use super::*;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tonic::Status;
+
+use super::connect::{self, MAX_PUSHBACK, PUSHBACK_KEY, SessionEnd, classify};
+use super::heartbeat::repaced;
 
 fn busy(ms: &str) -> Status {
     let mut status = Status::unavailable("busy admitting other agents");
@@ -21,8 +27,8 @@ fn a_busy_coordinator_s_pushback_keeps_the_agent_on_it_until_the_time_named() {
     assert!(held_elsewhere, "the same coordinator: it is up");
     assert_eq!(pushback, Some(Duration::from_millis(4200)));
     // Bounded by the backoff's ceiling; nonsense is no pushback.
-    assert_eq!(super::pushback(&busy("86400000")), Some(MAX_PUSHBACK));
-    assert_eq!(super::pushback(&busy("soon")), None);
+    assert_eq!(connect::pushback(&busy("86400000")), Some(MAX_PUSHBACK));
+    assert_eq!(connect::pushback(&busy("soon")), None);
     // Without one, UNAVAILABLE is an ordinary loss: the next coordinator, the usual backoff.
     let SessionEnd::Lost {
         held_elsewhere,

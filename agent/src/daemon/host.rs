@@ -1,0 +1,181 @@
+//! What the daemon plugs into the session engine ([`crate::session`]): jobs
+//! measured in worker processes within the ceilings, outcomes in the spool on
+//! disk, this machine's probed facts in every `Hello`, and each event logged
+//! for an operator.
+
+use std::io;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use super::DaemonConfig;
+use super::executor::{Executor, StartError};
+use super::spool::Spool;
+use crate::session::{Event, Happening, Host, Outcome, Presence, StartRefusal};
+use crate::{probe, worker};
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::JobSpec;
+use cipherfleet_proto::v1;
+
+/// This machine, as the session engine sees it.
+pub(super) struct Machine<'a> {
+    pub config: &'a DaemonConfig,
+    pub spool: Spool,
+    pub executor: Executor,
+    /// Every finished job's outcome, after it is spooled.
+    pub done: mpsc::UnboundedReceiver<Outcome>,
+}
+
+impl Machine<'_> {
+    /// Waits until no job runs (its outcome is then spooled).
+    pub async fn wait_idle(&mut self) {
+        loop {
+            // An outcome is queued before the executor reads as idle, so draining first is race-free.
+            while self.done.try_recv().is_ok() {}
+            if self.executor.running().is_none() {
+                return;
+            }
+            if self.done.recv().await.is_none() {
+                return;
+            }
+        }
+    }
+}
+
+impl Host for Machine<'_> {
+    fn presence(&mut self) -> Presence {
+        let paths = [Path::Accelerated, Path::Software]
+            .into_iter()
+            .filter(|p| worker::daemon_binary_for(*p).is_ok())
+            .map(|p| p.as_str().to_string())
+            .collect();
+        let spooled = self.spool.list().unwrap_or_else(|e| {
+            warn!("cannot read the spool: {e}");
+            Vec::new()
+        });
+        Presence {
+            facts: v1::HostFacts::from(&probe::probe()),
+            paths,
+            max_threads: self.config.ceilings.max_threads,
+            running: self.executor.running_attempt(),
+            spooled: spooled.into_iter().map(|o| o.job_id).collect(),
+        }
+    }
+
+    fn running(&self) -> Option<(String, String)> {
+        self.executor.running_attempt()
+    }
+
+    fn start(
+        &mut self,
+        job_id: &str,
+        attempt_id: &str,
+        spec: JobSpec,
+        time_limit: Option<Duration>,
+    ) -> Result<(), StartRefusal> {
+        let ceilings = &self.config.ceilings;
+        if let Some(why) = ceilings.refusal(&spec) {
+            warn!("job {job_id:?}: refused: {why}");
+            return Err(StartRefusal::Refused(why));
+        }
+        let limit = Some(ceilings.time_limit(&spec, time_limit));
+        self.executor
+            .start(job_id.to_string(), attempt_id.to_string(), spec, limit)
+            .map_err(|e| StartRefusal::NotStarted {
+                busy: matches!(e, StartError::Busy(_)),
+                error: e.to_string(),
+            })
+    }
+
+    fn cancel(&mut self, job_id: Option<&str>, attempt_id: Option<&str>, error: String) -> bool {
+        self.executor.cancel(job_id, attempt_id, error)
+    }
+
+    async fn next(&mut self) -> Happening {
+        match self.done.recv().await {
+            Some(outcome) => Happening::Finished(outcome),
+            // The executor lives as long as the daemon: never closed while a session runs.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn ready(&mut self) -> Option<Outcome> {
+        self.done.try_recv().ok()
+    }
+
+    fn spooled(&self) -> io::Result<Vec<Outcome>> {
+        self.spool.list()
+    }
+
+    fn spooled_attempt(&self, job_id: &str, attempt_id: &str) -> Option<Outcome> {
+        self.spool.read(job_id).filter(|o| o.attempt_id == attempt_id)
+    }
+
+    fn spool(&mut self, outcome: &Outcome) -> io::Result<()> {
+        self.spool.write(outcome)
+    }
+
+    fn unspool(&mut self, job_id: &str, attempt_id: &str) -> io::Result<bool> {
+        self.spool.remove(job_id, attempt_id)
+    }
+
+    fn note(&mut self, event: Event<'_>) {
+        match event {
+            Event::Enrolled { credential_file } => info!(
+                "enrolled as host {:?}; its credential is in {}",
+                self.config.name,
+                credential_file.unwrap_or(std::path::Path::new("")).display()
+            ),
+            Event::Welcomed { coordinator, welcome } => info!(
+                "connected to {coordinator} as agent {:?} (heartbeat every {} ms)",
+                welcome.agent_id, welcome.heartbeat_interval_ms
+            ),
+            Event::Resending(n) => info!("re-sending {n} spooled outcome(s)"),
+            Event::Repaced(every) => info!(
+                "the coordinator asks for a heartbeat every {} ms from now on",
+                every.as_millis()
+            ),
+            Event::Busy {
+                job_id,
+                attempt_id,
+                current,
+            } => warn!("RunJob {job_id:?} (attempt {attempt_id:?}) while busy with {current:?}; refused"),
+            Event::Redelivering { job_id, attempt_id } => {
+                info!("job {job_id:?} (attempt {attempt_id:?}) already finished; re-sending its outcome")
+            }
+            Event::Cancelled {
+                job_id,
+                reason,
+                stopped: true,
+            } => info!("job {job_id:?}: cancelled by the coordinator ({reason:?})"),
+            Event::Cancelled { job_id, .. } => info!("CancelJob for job {job_id:?}, which is not running; ignored"),
+            Event::Acknowledged { ack, .. } => {
+                if !ack.rejected.is_empty() {
+                    // Refused for good: re-sending would not help, so it is dropped all the same.
+                    warn!(
+                        "job {:?}: the coordinator refused its outcome: {:?}",
+                        ack.job_id, ack.rejected
+                    );
+                }
+            }
+            Event::Draining { job_id } => info!(
+                "shutting down: no new jobs; waiting up to {:?} for job {job_id:?}",
+                self.config.grace
+            ),
+            Event::Reconnecting { reason, delay } => {
+                let running = self
+                    .executor
+                    .running()
+                    .map(|job| format!(" (job {job:?} keeps running)"))
+                    .unwrap_or_default();
+                warn!(
+                    "session lost: {reason}; reconnecting in {} ms{running}",
+                    delay.as_millis()
+                );
+            }
+            // What broke is in the reconnect line; heartbeats are routine.
+            Event::Heartbeat { .. } | Event::Broken(_) | Event::Closed => {}
+        }
+    }
+}
