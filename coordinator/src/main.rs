@@ -1,10 +1,9 @@
 use clap::Parser;
 
-// glibc's malloc spent a quarter of the coordinator's CPU in `_int_malloc`
-// (sorting its free lists) in a storm of 50,000 agents over three
-// coordinators; side by side, mimalloc took 144 instead of 173 µs of CPU a
-// result, and at 50,000 agents 62 instead of 130 µs a heartbeat (README,
-// scale figures). musl builds keep musl's allocator.
+// glibc's malloc is the coordinator's bottleneck in a connect storm: profiles
+// put much of its CPU in `_int_malloc`, sorting its free lists. Side by side,
+// mimalloc costs less CPU per result and per heartbeat (docs/performance.md,
+// "Two changes from profiling the storms"). musl builds keep musl's allocator.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -330,7 +330,8 @@ pub async fn run_guarded(
         ))
         .add_service(AdminServiceServer::new(admin).max_decoding_message_size(grpc::MAX_MESSAGE_BYTES))
         // Nagle off: a ResultAck followed at once by the next RunJob would otherwise
-        // wait for the agent's delayed ACK (~40 ms per job; deploy/bench-coordinator.sh).
+        // wait for the agent's delayed ACK, on every job (docs/performance.md,
+        // "Coordinator queries and sessions").
         .serve_with_incoming_shutdown(
             limits::limit_connections(TcpIncoming::from(grpc).with_nodelay(Some(true)), caps.connections),
             shutdown.clone().cancelled_owned(),

@@ -216,7 +216,8 @@ impl AdminService for AdminSvc {
         tx.commit().await.map_err(|e| db_status(e.into()))?;
         let (campaign_id, jobs, points_skipped) = (launched.campaign_id, launched.jobs, launched.points_skipped);
         // The campaign is committed: answer now and hand out its first jobs in
-        // the background (at a thousand hosts, dispatching in turn took a minute).
+        // the background (dispatching to a large fleet in turn kept the caller
+        // waiting: docs/performance.md, "Coordinator queries and sessions").
         let scheduler = self.scheduler.clone();
         tokio::spawn(async move {
             if let Err(e) = scheduler.dispatch_all().await {

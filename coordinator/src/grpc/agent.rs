@@ -189,7 +189,8 @@ impl Session {
     async fn run(self, mut inbound: impl Stream<Item = Result<AgentMessage, Status>> + Unpin) {
         // What the session awaits besides reading its agent is boxed, for as long
         // as it runs: a future is as large as its largest step, and storing a
-        // result (`handle`) would make every idle session's task 13 KiB.
+        // result (`handle`) inline would bloat every idle session's task
+        // (docs/performance.md, "Coordinator queries and sessions").
         if self.dispatch_on_connect
             && let Err(e) = Box::pin(self.scheduler.dispatch(self.host_id)).await
         {

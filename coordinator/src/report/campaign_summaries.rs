@@ -108,9 +108,9 @@ static FINISHED: Mutex<Option<(String, HashMap<i64, JobCounts>)>> = Mutex::new(N
 /// Every campaign's jobs by status, summed: the finished campaigns' read
 /// once each and kept (their jobs have all ended and no longer change), the
 /// others' from their `campaign_host_jobs` rows now. Sized by the campaigns
-/// running, not by the jobs stored (a million rows at 10,000 hosts took a
-/// few hundred milliseconds to count). Its `done` is also the results
-/// stored: storing its result is what ends a job done.
+/// running, not by the jobs stored, whose count grew with the history
+/// (docs/performance.md, "Coordinator queries and sessions"). Its `done` is
+/// also the results stored: storing its result is what ends a job done.
 pub async fn all_jobs(pool: &PgPool) -> Result<JobCounts> {
     let (database, finished, others) = finished_or_not(pool).await?;
     let unread: Vec<i64> = match &*kept_finished() {

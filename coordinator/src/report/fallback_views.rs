@@ -4,8 +4,9 @@
 //! The list groups every row of a point that the rule
 //! ([`crate::analysis::software_speed`]) finds at software speed, ordered by
 //! each host's worst row: 80,000 rows at 10,000 hosts when 4,000 lack AES,
-//! 200–330 ms of database time. So it is computed once per point and read
-//! back while nothing it depends on changed:
+//! too slow a query for every view (docs/performance.md, "How it got there").
+//! So it is computed once per point and read back while nothing it depends on
+//! changed:
 //!
 //! - the point's rows: the triggers writing `fallback_pairs` leave a change
 //!   marker per point and transaction, and a list computed as of a snapshot

@@ -102,8 +102,8 @@ fn slice(view: &View) -> (i64, i32, &'static str, &'static str) {
 /// either way: there is nothing to show until then).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stale {
-    /// Recompute them before reading: the figures are exact, the view waits
-    /// (seconds at 10,000 hosts).
+    /// Recompute them before reading: the figures are exact, the view waits,
+    /// long at fleet scale (docs/performance.md, "Coordinator queries and sessions").
     Recompute,
     /// Read them as they are, saying since when they miss newer results
     /// ([`Cells::changed_since`]): the caller has them refreshed in the background.

@@ -236,9 +236,10 @@ pub async fn idle_with_work(db: impl PgExecutor<'_>, hosts: &[i64]) -> Result<Ve
 /// campaign's, and only a running campaign has queued jobs (one closes when
 /// none is left; a cancel cancels them): the sweep picks the running
 /// campaigns past their time to live first and reads only their active jobs
-/// (`jobs_active_per_campaign`), not every queued job of the fleet. In a
-/// campaign of 100,000 queued jobs that is 3 ms a sweep instead of 30–65 ms
-/// (`EXPLAIN ANALYZE`, 2026-12-02), every few seconds while it runs.
+/// (`jobs_active_per_campaign`), not every queued job of the fleet: a sweep,
+/// every few seconds while a campaign runs, then costs a small fraction of
+/// what it did in a large campaign (docs/performance.md, "Coordinator queries
+/// and sessions").
 pub async fn expire_queued(pool: &PgPool) -> Result<Vec<(Uuid, i64)>> {
     let mut tx = pool.begin().await?;
     let rows: Vec<(Uuid, i64, i64)> = sqlx::query_as(

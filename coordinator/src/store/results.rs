@@ -205,9 +205,9 @@ async fn store(pool: &PgPool, started: &[Start], items: &[NewResult], claim: boo
     // Starts of jobs without a result here are noted first, on their own and
     // committed at once: inside the batch's transaction they would hold their
     // jobs' rows until it commits, and the batch with their results, stored
-    // alongside, would wait for it (at 2,000 agents the jobs' lock statement
-    // waited 2.8 s per 20,000 results so, 0.17 s without). Their results come
-    // later; if one's batch commits first, the start is noted all the same
+    // alongside, would wait for it (the jobs' lock statement waited many times
+    // as long so: docs/performance.md, "Ingest, 10,000 agents"). Their results
+    // come later; if one's batch commits first, the start is noted all the same
     // ([`jobs::mark_started_many`]).
     let (started, alone): (Vec<Start>, Vec<_>) = started
         .iter()

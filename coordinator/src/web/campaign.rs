@@ -236,8 +236,9 @@ async fn page(
 }
 
 /// `GET /api/v1/campaigns/{id}/hosts`: the per-host progress, [`PER_PAGE`]
-/// hosts to a page by name as on the page (10,000 hosts in one answer took
-/// seconds), with a `Link: <…>; rel="next"` header (RFC 8288) while more follow.
+/// hosts to a page by name as on the page (a large fleet in one answer was
+/// slow: docs/performance.md, "Coordinator queries and sessions"), with a
+/// `Link: <…>; rel="next"` header (RFC 8288) while more follow.
 async fn api_hosts(
     State(state): State<WebState>,
     Path(raw_id): Path<String>,

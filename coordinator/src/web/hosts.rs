@@ -27,8 +27,9 @@ use crate::report::host_summaries::{self, ListedHost, Selection};
 /// Rows per page of the hosts table.
 const PER_PAGE: u64 = 50;
 
-/// Rows per page of `/api/v1/hosts`: all of a fleet of 10,000 hosts is 3 MB
-/// of JSON, too much for one answer.
+/// Rows per page of `/api/v1/hosts`: all of a fleet of 10,000 hosts is
+/// megabytes of JSON, too much for one answer (docs/performance.md, "How it
+/// got there").
 const API_PER_PAGE: u64 = 1000;
 
 pub fn routes() -> Router<WebState> {

@@ -7,13 +7,13 @@
 //! connections, and declaring those agents lost ends live sessions and sends
 //! every one of them back into the storm, which puts the coordinator further
 //! behind — the way a 50,000-agent storm on this project's 2-core test machine
-//! collapsed to 10,000. The silence timer itself tells how far behind the
-//! process is: it fires late by as much. A timer [`BEHIND`] late or more
-//! excuses the silence for twice that lateness (time to read what waited), as
-//! long as the agent has been silent less than [`MAX_EXCUSED`] silences; an
-//! agent still silent after that is lost whatever the coordinator's state.
-//! This is the failure detectors' rule of not convicting a peer for one's
-//! own pause.
+//! collapsed (docs/performance.md, "Coordinator queries and sessions"). The
+//! silence timer itself tells how far behind the process is: it fires late by
+//! as much. A timer [`BEHIND`] late or more excuses the silence for twice that
+//! lateness (time to read what waited), as long as the agent has been silent
+//! less than [`MAX_EXCUSED`] silences; an agent still silent after that is lost
+//! whatever the coordinator's state. This is the failure detectors' rule of not
+//! convicting a peer for one's own pause.
 
 use std::sync::Mutex;
 use std::time::Duration;

@@ -129,8 +129,9 @@ pub(super) struct FindingsQuery {
     page: Option<String>,
 }
 
-/// Findings per page of `/api/v1/findings` (`?page=N`): 10,000 hosts had
-/// 6,000 open, 5 MB of JSON with their evidence.
+/// Findings per page of `/api/v1/findings` (`?page=N`): with their evidence,
+/// a large fleet's open findings are megabytes of JSON (docs/performance.md,
+/// "How it got there").
 const FINDINGS_PER_PAGE: u64 = 1000;
 
 /// `GET /api/v1/findings`: open (default), resolved or all findings, most
