@@ -164,8 +164,9 @@ pub struct Build {
     pub crates: BTreeMap<String, String>,
     /// How the compiler built the agent. Two agents of one version measure the
     /// same CPU differently when these differ: without LTO and with several
-    /// codegen units the crates' calls do not inline across crates (AES-256-GCM
-    /// at 16 B ran at less than half speed). `None` from agents that predate it.
+    /// codegen units the crates' calls do not inline across crates, and
+    /// AES-256-GCM runs far slower (docs/performance.md, "The build profile").
+    /// `None` from agents that predate it.
     #[serde(default)]
     pub codegen: Option<Codegen>,
 }

@@ -1,12 +1,12 @@
 //! Points on an emulated CPU (qemu-user): the worker runs under the emulator
 //! through `CIPHERFLEET_WORKER_PREFIX`, as on an emulated test host.
 //!
-//! An emulated debug build is far too slow for a 10 MiB 3DES point (about
-//! 2 minutes per operation), so this uses an optimised agent: the static
-//! build `deploy/build-static.sh` leaves in `dist/x86_64-unknown-linux-musl/`
-//! (the test command builds it first), or the binary named by
-//! `CIPHERFLEET_OPTIMISED_AGENT`. Without one the test skips, unless
-//! `CIPHERFLEET_REQUIRE_STATIC` is set.
+//! An emulated debug build is far too slow for a 10 MiB 3DES point (minutes
+//! per operation: docs/performance.md, "Emulated hosts and the time budget"),
+//! so this uses an optimised agent: the static build `deploy/build-static.sh`
+//! leaves in `dist/x86_64-unknown-linux-musl/` (the test command builds it
+//! first), or the binary named by `CIPHERFLEET_OPTIMISED_AGENT`. Without one
+//! the test skips, unless `CIPHERFLEET_REQUIRE_STATIC` is set.
 
 use std::path::PathBuf;
 use std::process::Command;

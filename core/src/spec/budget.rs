@@ -28,8 +28,8 @@ pub const MIN_OBJECTS_PER_SLOT: u64 = 10;
 pub const DECRYPT_POOL_MIN_MESSAGES: u64 = 4;
 
 /// How much slower than native the budget assumes an emulated host (qemu-user
-/// TCG) runs: measured here 3× (3DES) to 8× (AES and GHASH in software), so
-/// 10 leaves room.
+/// TCG) runs: above the slowdowns measured on the project's build VM, so it
+/// leaves room (docs/performance.md, "Emulated hosts and the time budget").
 pub const EMULATION_SLOWDOWN: f64 = 10.0;
 
 /// Fixed time every worker may take besides its own work: process start,
@@ -71,8 +71,8 @@ pub struct Budget {
 
 /// Bytes per second a slow core reaches on the software path of a release
 /// build: about a third of what this project's 2-core build VM measures with
-/// forced software backends (`des` 18 MB/s, 3DES 6.4 MB/s, AES fixsliced
-/// modes 40–200 MB/s), so a slower CPU still fits.
+/// forced software backends (docs/performance.md, "Emulated hosts and the
+/// time budget"), so a slower CPU still fits.
 fn conservative_rate(cipher: Cipher, mode: Mode) -> f64 {
     const MB: f64 = 1e6;
     match (cipher, mode) {
@@ -211,7 +211,8 @@ mod tests {
         }
         .spec(1.0);
         let b = s.budget(Execution::Emulated);
-        // Measured here under qemu-x86_64 -cpu Nehalem: 2.4 MB/s, 4.4 s per operation.
+        // One operation's time as measured under qemu-x86_64 -cpu Nehalem
+        // (docs/performance.md, "Emulated hosts and the time budget").
         let measured_op = 4.4;
         let needed = f64::from(MIN_SAMPLES + 2) * measured_op;
         assert!(b.measure_cap.as_secs_f64() >= 2.0 * needed, "{b:?}");
