@@ -6,7 +6,8 @@
 # cluster in a temporary directory (needs PostgreSQL's server binaries, as `serve` does).
 # First it checks that an oversized matrix (10^7 points, or ~10^6 with every list
 # within its cap) is refused in milliseconds and leaves the coordinator's RSS where
-# it was. Builds the release binaries first; the bench itself takes about two minutes.
+# it was. Builds the release binaries first; how long the bench itself takes:
+# docs/performance.md, "The benchmarks".
 # Usage: deploy/bench-coordinator.sh
 # Only the refusal figures, on the debug build and without an agent:
 #   cargo bench -p cipherfleet-coordinator --bench coordinator --profile dev -- refusal

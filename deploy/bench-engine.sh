@@ -3,9 +3,9 @@
 # crate of its own (deploy/reference-loop, thin LTO as a user's service would ship it), per
 # cell engine MB/s, reference MB/s, their ratio, the CV over rounds and the target checked;
 # then the other algorithm families and the accelerated/software ratio.
-# Builds both agent flavours and the reference loop first (LTO: several minutes from
-# cold on 2 cores), then measures for about five minutes. Exits 1 when a cell misses its
-# target. Usage: deploy/bench-engine.sh
+# Builds both agent flavours and the reference loop first (LTO: slow from cold), then
+# measures; how long each takes: docs/performance.md, "The benchmarks". Exits 1 when a cell
+# misses its target. Usage: deploy/bench-engine.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -11,7 +11,7 @@
 # one table at the end.
 # Simulated hosts and bulk-loaded results on a private PostgreSQL cluster in a
 # temporary directory (needs PostgreSQL's server binaries, as `serve` does).
-# About ten minutes on 2 cores.
+# How long it takes: docs/performance.md, "The benchmarks".
 # Usage: deploy/bench-report.sh
 # To look at a part only (the full run is what docs/performance.md quotes):
 #   CIPHERFLEET_REPORT_DATASETS=1000000   the sizes to load and time (comma-separated)

@@ -14,7 +14,7 @@
 #
 # Usage: deploy/bench-scale.sh [--count N] [--quick] [--only PATTERN] [--no-build] [--keep]
 #   --count N      simulated agents (default 10000; --quick: 200)
-#   --quick        short waits and a small fleet, to check the scenarios themselves (~3 min)
+#   --quick        short waits and a small fleet, to check the scenarios themselves
 #   --only PAT     run the scenarios whose file name matches the shell pattern PAT (e.g. '2*')
 #   --no-build     use target/release as it is
 #   --keep         keep the temporary directory (logs, databases) and print its path

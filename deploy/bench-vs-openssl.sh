@@ -9,7 +9,8 @@
 #
 # -elapsed: openssl otherwise divides by the CPU time of its process (user time), which
 # reads high on a busy or throttled machine; the agent divides by wall time, so both do.
-# Builds the release agent first if needed. About 3 minutes with the defaults.
+# Builds the release agent first if needed. How long a run takes: docs/performance.md,
+# "The benchmarks".
 # Usage: deploy/bench-vs-openssl.sh [ROUNDS (default 3)] [SECONDS (whole, default 1)]
 set -euo pipefail
 cd "$(dirname "$0")/.."

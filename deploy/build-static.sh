@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Static musl builds of both agent flavours for x86-64 and ARM64, linked with rust-lld, in the
 # release profile that measures (thin LTO, one codegen unit: see the root Cargo.toml), copied
-# stripped to dist/<triple>/{cipherfleet-agent,cipherfleet-agent-soft} (~6 MB each instead of
-# ~30 MB; target/<triple>/release/ keeps the unstripped ones, with symbols for perf).
+# stripped to dist/<triple>/{cipherfleet-agent,cipherfleet-agent-soft} (far smaller: docs/performance.md,
+# "Scripts: time and disk"; target/<triple>/release/ keeps the unstripped ones, with symbols for perf).
 # --coordinator also builds the coordinator statically into dist/<triple>/cipherfleet-coordinator,
 # for the FROM-scratch container image (deploy/build-images.sh); it needs an external PostgreSQL
 # (--database-url) there, since the image holds no PostgreSQL binaries for a private cluster.

@@ -6,8 +6,8 @@
 # only: it ships to no host, and deploy/bench-scale.sh builds its own release one).
 # The RustCrypto crates can only be forced to software at build time, hence two builds.
 # The software build has its own target dir (target-soft/) so the two never invalidate each other.
-# --release is the profile that measures (thin LTO, one codegen unit; root Cargo.toml): about
-# 5 minutes per flavour from cold on 2 cores, under 2 minutes after a change to the agent alone.
+# --release is the profile that measures (thin LTO, one codegen unit; root Cargo.toml); it builds
+# slowest (times: docs/performance.md, "Scripts: time and disk").
 #
 # Usage: deploy/build.sh [--release] [--target TRIPLE]
 #        deploy/build.sh --soft-rustflags   prints the software build's flags, for RUSTFLAGS

@@ -9,7 +9,7 @@
 #   monitoring  `promtool check rules` and `promtool test rules`, deploy/check-monitoring.py (metric
 #               names against coordinator/src/metrics.rs, the Grafana dashboard's JSON and panels)
 #   images      deploy/build-images.sh, when buildah works here (skipped with the reason otherwise)
-# Under a minute without the images.
+# Quick without the images (docs/performance.md, "Scripts: time and disk").
 #
 # Usage: deploy/check-deploy.sh [--no-images]
 set -euo pipefail

@@ -11,8 +11,9 @@
 #   6. runs the `quick` campaign on every host with a progress display;
 #   7. prints the report's URL and a summary (hosts, findings by reason), and stays up until Ctrl-C;
 #   8. then stops everything it started.
-# The emulated hosts measure at emulated speed: quick takes them a few minutes (the native ones under
-# one). Their figures are not performance; the report marks them and keeps them out of capacity.
+# The emulated hosts measure at emulated speed: quick takes them longest (docs/performance.md,
+# "Building and the quickstart"). Their figures are not performance; the report marks them and keeps
+# them out of capacity.
 #
 # Usage: deploy/quickstart.sh [--no-fleet] [--keep] [--suite NAME] [--data-dir DIR] [--http-listen ADDR]
 #        deploy/quickstart.sh --stop [--data-dir DIR]

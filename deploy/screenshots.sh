@@ -7,7 +7,7 @@
 # The agents are the release static builds of dist/ (deploy/build-static.sh), so the real hosts'
 # figures are real speeds of this machine; the emulated hosts' are marked as not performance.
 # Needs root (network namespaces), qemu-user, chromium and PostgreSQL (deploy/install-deps.sh).
-# About ten minutes after the builds.
+# How long it takes after the builds: docs/performance.md, "Scripts: time and disk".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -3,17 +3,19 @@
 # checks formatting and lints, builds both agent flavours natively and statically
 # for x86-64 and ARM64 (and the x86-64 coordinator), checks the deployment files
 # (deploy/check-deploy.sh) and the static builds on emulated hosts, then runs every test.
-# About 25–40 minutes on 2 cores from a clean clone; the five static release builds (thin
-# LTO, one codegen unit) are about half of that, under 5 minutes when nothing needs rebuilding.
+# From a clean clone the five static release builds (thin LTO, one codegen unit) are much of
+# the run, and quick when nothing needs rebuilding; how long it takes: docs/performance.md,
+# "Scripts: time and disk".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
 
 step "disk space"
-# A clean clone's builds take about 14 GB here (target/ ~11, target-soft/ ~2.5) and the tests'
-# PostgreSQL clusters and scratch directories up to 2 GB in TMPDIR; a disk that fills half way
-# through fails tests far from the cause (PostgreSQL refusing writes), so say so here instead.
+# A clean clone's builds and the tests' PostgreSQL clusters and scratch directories (in TMPDIR)
+# need the room asked for below, as measured here (docs/performance.md, "Scripts: time and
+# disk"); a disk that fills half way through fails tests far from the cause (PostgreSQL refusing
+# writes), so say so here instead.
 # enough DIR KB: fails unless DIR's filesystem has KB free.
 enough() {
   local free_kb

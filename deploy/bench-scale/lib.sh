@@ -165,8 +165,9 @@ campaign_start() {
 }
 
 # jobs_by_status DB CAMPAIGN: "done failed other" counts, from the per-host counts the jobs
-# triggers keep (migrations/0019): counting 100,000 jobs every second of a wait cost PostgreSQL
-# about 0.1 s each time, which the ingest scenario's CPU figures then charged to ingest.
+# triggers keep (migrations/0019): counting a large campaign's jobs every second of a wait cost
+# PostgreSQL enough CPU to show in the ingest scenario's figures, charged to ingest
+# (docs/performance.md, "The scale bench's polling").
 jobs_by_status() {
   psql_db "$1" "SELECT coalesce(sum(done), 0), coalesce(sum(failed), 0), coalesce(sum(queued + running), 0)
                 FROM campaign_host_jobs WHERE campaign_id = $2" | tr '\t' ' '
