@@ -39,7 +39,7 @@ pub struct ServeArgs {
     http_allowed_hosts: Vec<String>,
     /// PostgreSQL URL. Without it a private cluster runs under --data-dir from
     /// the system's PostgreSQL binaries. Several coordinators may share one database
-    /// (each host's session is leased to one of them; see the README, "Several coordinators").
+    /// (each host's session is leased to one of them; see docs/operations.md, "Several coordinators").
     #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_parser = database_url)]
     database_url: Option<Secret>,
     /// Where the private PostgreSQL cluster lives.
