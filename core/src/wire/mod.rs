@@ -9,12 +9,14 @@
 //!
 //! - [`spec`]: `JobSpec` both ways, with the agent's own validation.
 //! - [`measurement`]: `Measurement` to the wire, and its checks on arrival.
+//! - [`plausible`]: the bounds physics puts on a measurement's figures.
 //! - [`hello`]: host facts, labels and the checks on a `Hello`.
 //! - `matrix`: a campaign's matrix, bounded, de-duplicated and validated.
 
 mod hello;
 mod matrix;
 mod measurement;
+pub mod plausible;
 mod spec;
 
 pub use hello::{parse_label, validate_facts, validate_hello, validate_label};
