@@ -260,6 +260,8 @@ fn parse_json(json: &str) -> Result<Measurement, WireError> {
     }
     check_length(json)?;
     let parsed: Measurement = serde_json::from_str(json).map_err(|_| explain::<Measurement>(json))?;
+    // Stored whole as `jsonb`, which holds no `\u0000`, whatever fields it has.
+    super::check_storable_json(FIELD, json)?;
     if !ACCEPTED_SCHEMAS.contains(&parsed.schema.as_str()) {
         return Err(wire_error(
             field!("schema"),
@@ -592,6 +594,16 @@ pub(crate) mod tests {
                 "unknown status 'fine'",
             ),
             (edited("\"samples\":3,", ""), "", "missing field `samples`"),
+            (
+                edited("\"aes\":\"aes-ni\"", "\"aes\":\"aes-ni\\u0000\""),
+                ".backends.aes",
+                "\\u0000",
+            ),
+            (
+                edited("\"schema\":", "\"extra\":\"\\u0000\",\"schema\":"),
+                ".extra",
+                "cannot store",
+            ),
         ];
         for (json, field, words) in cases {
             let wire = v1::Measurement { measurement_json: json };
