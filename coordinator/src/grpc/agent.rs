@@ -359,20 +359,22 @@ impl Session {
                     }
                     return Ok(());
                 }
-                let rejected = match Box::pin(store::jobs::fail_attempt(pool, job_id, self.host_id, attempt, &f.error))
-                    .await
-                {
-                    Ok(Ok(())) => None,
-                    Ok(Err(ignored)) => {
-                        tracing::info!(host = self.host_id, job = %job_id, attempt = %f.attempt_id, %ignored, "failure report ignored");
-                        Some(ignored.to_string())
+                // Free text from the agent's worker (its stderr): kept, with
+                // what the database cannot hold replaced, and said so.
+                let error = wire::storable_text(&f.error);
+                let rejected = match self.fail(job_id, attempt, &error).await {
+                    // Whatever else the database refuses of the report, the job
+                    // still ends, failed with why, and the report is answered:
+                    // an agent must not resend one it cannot fix for ever.
+                    Err(e) if e.is_bad_input() => {
+                        let why = e.refused_value().unwrap_or_default();
+                        tracing::warn!(host = self.host_id, job = %job_id, why, "a failure report the database refuses");
+                        let error = format!("failed; the agent's report of why could not be stored ({why})");
+                        self.fail(job_id, attempt, &error).await
                     }
-                    Err(store::Error::UnknownJob(_)) => Some(format!("job {job_id} does not exist")),
-                    Err(store::Error::JobOfAnotherHost { .. }) => {
-                        Some(format!("job {job_id} is not assigned to this host"))
-                    }
-                    Err(e) => return Err(super::db_status(e)),
-                };
+                    other => other,
+                }
+                .map_err(super::db_status)?;
                 self.ack(&f.job_id, &f.attempt_id, rejected).await?;
                 Box::pin(self.scheduler.dispatch(self.host_id))
                     .await
@@ -403,6 +405,31 @@ impl Session {
                 }
                 .map_err(super::db_status)
             }
+        }
+    }
+
+    /// Fails attempt `attempt` of `job_id` with `error`, as its agent
+    /// reported: why the report is ignored or refused for good, if it is.
+    async fn fail(&self, job_id: Uuid, attempt: Option<Uuid>, error: &str) -> Result<Option<String>, store::Error> {
+        match Box::pin(store::jobs::fail_attempt(
+            &self.pool,
+            job_id,
+            self.host_id,
+            attempt,
+            error,
+        ))
+        .await
+        {
+            Ok(Ok(())) => Ok(None),
+            Ok(Err(ignored)) => {
+                tracing::info!(host = self.host_id, job = %job_id, attempt = ?attempt, %ignored, "failure report ignored");
+                Ok(Some(ignored.to_string()))
+            }
+            Err(store::Error::UnknownJob(_)) => Ok(Some(format!("job {job_id} does not exist"))),
+            Err(store::Error::JobOfAnotherHost { .. }) => {
+                Ok(Some(format!("job {job_id} is not assigned to this host")))
+            }
+            Err(e) => Err(e),
         }
     }
 

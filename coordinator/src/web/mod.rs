@@ -97,6 +97,7 @@ pub fn router(state: WebState) -> Router {
         .merge(capacity::routes())
         .merge(scenarios::routes())
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(params::refuse_unstorable))
         .layer(axum::middleware::map_response(security_headers))
         .with_state(state)
 }
