@@ -1,11 +1,15 @@
 //! Hostile and faulty input. Text the database cannot store (a NUL) is
 //! refused with its field named, or, in free text such as a worker's stderr,
-//! made storable, so no host is stuck re-sending one message. The faulty
-//! agents are a real agent with a worker that misbehaves, or raw gRPC clients.
+//! made storable, so no host is stuck re-sending one message; figures no
+//! machine produces are refused. The faulty agents are a real agent with a
+//! worker that misbehaves, or raw gRPC clients.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use cipherfleet_core::measurement::Figures;
+use cipherfleet_core::path::Path as CryptoPath;
+use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::wire;
 use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1::{self, agent_message, coordinator_message};
@@ -226,4 +230,67 @@ async fn a_nul_in_a_report_filter_is_a_bad_request_naming_the_parameter() {
         }
     }
     assert_eq!(app.get("/hosts?label=rack%3Db7").await.status, 200);
+}
+
+/// A successful measurement of `run`'s point with `edit` applied to its figures.
+fn measurement_of(run: &v1::RunJob, edit: impl FnOnce(&mut Figures)) -> v1::Measurement {
+    let spec = JobSpec::try_from(run.spec.as_ref().expect("a spec")).expect("a valid spec");
+    let mut m = crate::db_helpers::measurement(&spec, CryptoPath::Accelerated, 100.0);
+    edit(m.figures.as_mut().unwrap());
+    v1::Measurement::try_from(&m).expect("a successful measurement converts")
+}
+
+/// Found stored: 1e300 MB/s, latencies of 2^64 − 1 ns (kept as 2^63 − 1),
+/// `bytes_processed` of 2^64 − 1; the report then ranked and coloured by them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn figures_no_machine_produces_are_refused_naming_the_figure() {
+    let app = spawn_app().await;
+    type Edit = fn(&mut Figures);
+    let cases: [(Edit, &str); 3] = [
+        (
+            |f| {
+                f.throughput_mb_s = 1e300;
+                f.sample_throughputs_mb_s = vec![1e300; 3];
+            },
+            "measurement.measurement_json.throughput_mb_s",
+        ),
+        (
+            |f| {
+                let l = &mut f.latency_ns;
+                (l.p50, l.p90, l.p99, l.p999, l.max) = (u64::MAX, u64::MAX, u64::MAX, u64::MAX, u64::MAX);
+            },
+            "measurement.measurement_json.latency_ns.p50",
+        ),
+        (
+            |f| f.bytes_processed = u64::MAX,
+            "measurement.measurement_json.bytes_processed",
+        ),
+    ];
+    for (i, (edit, field)) in cases.into_iter().enumerate() {
+        let (mut raw, beat, run) = raw_agent_with_a_job(&app, &format!("raw-implausible-{i}")).await;
+        raw.send(agent_message::Body::JobResult(v1::JobResult {
+            job_id: run.job_id.clone(),
+            measurement: Some(measurement_of(&run, edit)),
+            attempt_id: run.attempt_id.clone(),
+        }))
+        .await;
+        let coordinator_message::Body::ResultAck(ack) = raw.next().await else {
+            panic!("an ack")
+        };
+        assert!(ack.rejected.contains(field), "{field}: {ack:?}");
+        let (status, error): (String, Option<String>) =
+            sqlx::query_as("SELECT status, error FROM jobs WHERE id = $1::uuid")
+                .bind(&run.job_id)
+                .fetch_one(&app.pool)
+                .await
+                .unwrap();
+        assert_eq!(status, "failed", "{field}");
+        assert!(error.unwrap().contains(field), "{field}");
+        beat.abort();
+    }
+    let results: i64 = sqlx::query_scalar("SELECT count(*) FROM results")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(results, 0, "nothing implausible stored");
 }
