@@ -175,6 +175,14 @@ impl End {
     }
 }
 
+/// Whether a stream error is a message the agent sent that cannot be read:
+/// over [`super::MAX_MESSAGE_BYTES`] (tonic's `OUT_OF_RANGE`) or not decodable
+/// (`INVALID_ARGUMENT`, [`cipherfleet_proto::codec`]), rather than the agent
+/// going away (a reset stream or connection).
+fn unreadable(status: &Status) -> bool {
+    matches!(status.code(), tonic::Code::OutOfRange | tonic::Code::InvalidArgument)
+}
+
 /// The refusal of an agent that sends faster than [`rate::SESSION_PER_SECOND`].
 fn too_many_messages() -> Status {
     Status::resource_exhausted(format!(
@@ -242,6 +250,14 @@ impl Session {
                     }
                 };
                 let message = match next {
+                    // A message over the size limit or one that does not decode: the
+                    // agent's mistake, answered with what was wrong (not an "OK" end).
+                    Some(Err(status)) if unreadable(&status) => {
+                        break End::Refused(Status::new(
+                            status.code(),
+                            format!("a message the coordinator cannot read: {}", status.message()),
+                        ));
+                    }
                     // The agent hung up (a stop, a restart, a network cut): its job, if any, is lost
                     // all the same, but this is no silence worth a warning.
                     Some(Err(status)) => {

@@ -1,8 +1,9 @@
 //! Hostile and faulty input. Text the database cannot store (a NUL) is
 //! refused with its field named, or, in free text such as a worker's stderr,
 //! made storable, so no host is stuck re-sending one message; figures no
-//! machine produces are refused. The faulty agents are a real agent with a
-//! worker that misbehaves, or raw gRPC clients.
+//! machine produces are refused; a message the coordinator cannot read ends
+//! its session saying why. The faulty agents are a real agent with a worker
+//! that misbehaves, or raw gRPC clients.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,10 +13,13 @@ use cipherfleet_core::path::Path as CryptoPath;
 use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::wire;
 use cipherfleet_proto::PROTOCOL_VERSION;
+use cipherfleet_proto::codec::LeanCodec;
 use cipherfleet_proto::v1::{self, agent_message, coordinator_message};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 
-use crate::app::{AGENT_TOKEN, App, spawn_app};
+use crate::app::{AGENT_TOKEN, App, connect, spawn_app};
 use crate::identity::keep_alive;
 use crate::rejections::{RawAgent, hello, one_point, open};
 
@@ -293,4 +297,88 @@ async fn figures_no_machine_produces_are_refused_naming_the_figure() {
         .await
         .unwrap();
     assert_eq!(results, 0, "nothing implausible stored");
+}
+
+/// `JobFailed` with its error as raw bytes: what a client that does not
+/// check its strings sends. The same field numbers as `v1::AgentMessage`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawMessage {
+    #[prost(message, optional, tag = "1")]
+    hello: Option<v1::Hello>,
+    #[prost(message, optional, tag = "6")]
+    job_failed: Option<RawJobFailed>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawJobFailed {
+    #[prost(string, tag = "1")]
+    job_id: String,
+    #[prost(bytes = "vec", tag = "2")]
+    error: Vec<u8>,
+}
+
+/// How a session opened by `first` (its `Hello`) ends after `then`, sent once welcomed.
+async fn end_after(app: &App, first: RawMessage, then: RawMessage) -> tonic::Status {
+    let mut grpc = tonic::client::Grpc::new(connect(&app.url()).await);
+    grpc.ready().await.expect("the channel is ready");
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(first).await.unwrap();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/cipherfleet.v1.AgentService/Session");
+    let codec = LeanCodec::<RawMessage, v1::CoordinatorMessage>::default();
+    let mut inbound = grpc
+        .streaming(tonic::Request::new(ReceiverStream::new(rx)), path, codec)
+        .await
+        .expect("the session opens")
+        .into_inner();
+    let welcome = inbound.message().await.expect("a message").expect("the stream open");
+    assert!(matches!(welcome.body, Some(coordinator_message::Body::Welcome(_))));
+    tx.send(then).await.unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match inbound.message().await {
+                Ok(Some(_)) => continue,
+                Ok(None) => return tonic::Status::ok("the stream ended with grpc-status OK"),
+                Err(status) => return status,
+            }
+        }
+    })
+    .await
+    .expect("the session ends in time");
+    drop(tx);
+    end
+}
+
+/// A message over the limit, or one that does not decode, in the middle of
+/// a session ends it with the reason (it ended "OK", and silently, before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_the_coordinator_cannot_read_ends_the_session_saying_why() {
+    let app = spawn_app().await;
+    let said_hello = |name: &str| {
+        let Some(agent_message::Body::Hello(h)) = hello(name, AGENT_TOKEN, PROTOCOL_VERSION).body else {
+            unreachable!("a hello")
+        };
+        RawMessage {
+            hello: Some(h),
+            job_failed: None,
+        }
+    };
+    let failed = |error: Vec<u8>| RawMessage {
+        hello: None,
+        job_failed: Some(RawJobFailed {
+            job_id: uuid::Uuid::new_v4().to_string(),
+            error,
+        }),
+    };
+
+    // Twice the coordinator's 1 MiB message limit.
+    let end = end_after(&app, said_hello("raw-big"), failed(vec![b'x'; 2 << 20])).await;
+    assert_eq!(end.code(), Code::OutOfRange, "{end:?}");
+    assert!(end.message().contains("too large"), "{end:?}");
+
+    let end = end_after(&app, said_hello("raw-utf8"), failed(b"bad \xff byte".to_vec())).await;
+    assert_eq!(end.code(), Code::InvalidArgument, "{end:?}");
+    assert!(
+        end.message().contains("JobFailed.error") && end.message().contains("UTF-8"),
+        "{end:?}"
+    );
 }
