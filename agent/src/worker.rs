@@ -270,9 +270,7 @@ fn run_in(
         }
     };
     let stdout = stdout.join().unwrap_or_default();
-    let stderr = String::from_utf8_lossy(&stderr.join().unwrap_or_default())
-        .trim()
-        .to_string();
+    let stderr = stderr_text(&stderr.join().unwrap_or_default());
     if !status.success() {
         return Err(WorkerError::Failed(describe_exit(status, &stderr)));
     }
@@ -331,6 +329,20 @@ fn drain<R: Read + Send + 'static>(mut r: R) -> std::thread::JoinHandle<Vec<u8>>
         let _ = r.read_to_end(&mut buf);
         buf
     })
+}
+
+/// What a worker wrote to stderr, as text: bytes that are not UTF-8 are
+/// replaced with U+FFFD, and the text says so, since it is all a failed job's
+/// reader gets. (A NUL is valid UTF-8 and kept: the coordinator replaces what
+/// its database cannot store.)
+fn stderr_text(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let replaced = matches!(text, std::borrow::Cow::Owned(_));
+    let mut text = text.trim().to_string();
+    if replaced {
+        text.push_str(" [bytes that are not UTF-8 replaced with U+FFFD]");
+    }
+    text
 }
 
 fn describe_exit(status: ExitStatus, stderr: &str) -> String {
@@ -443,6 +455,16 @@ mod tests {
     use super::*;
     use cipherfleet_core::Point;
     use cipherfleet_core::spec::Nonce;
+
+    #[test]
+    fn stderr_that_is_not_utf8_is_kept_as_text_that_says_so() {
+        assert_eq!(stderr_text(b"  panicked: out of memory\n"), "panicked: out of memory");
+        let text = stderr_text(b"bad \xff byte\0 and a NUL\n");
+        assert_eq!(
+            text,
+            "bad \u{FFFD} byte\0 and a NUL [bytes that are not UTF-8 replaced with U+FFFD]"
+        );
+    }
 
     #[test]
     fn the_worker_stops_ahead_of_its_parent() {

@@ -8,11 +8,17 @@
 //! between the two ends. [`LeanCodec`] starts them at [`BUFFER_BYTES`]; a larger message
 //! (a result with its samples, up to the services' message limits) grows the
 //! buffer as it arrives, as with the default, so nothing is refused for size.
+//!
+//! A message that does not decode (a string that is not UTF-8, a truncated
+//! field) is its sender's mistake and is answered `INVALID_ARGUMENT` naming
+//! the field ([`LeanDecoder`]), not prost's `INTERNAL`, which reads as the
+//! receiver's own fault.
 
 use std::marker::PhantomData;
 
 use prost::Message;
-use tonic::codec::{BufferSettings, Codec};
+use tonic::Status;
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
 use tonic_prost::{ProstDecoder, ProstEncoder};
 
 /// Bytes each call's encode and decode buffers start with.
@@ -42,13 +48,33 @@ where
     type Encode = T;
     type Decode = U;
     type Encoder = ProstEncoder<T>;
-    type Decoder = ProstDecoder<U>;
+    type Decoder = LeanDecoder<U>;
 
     fn encoder(&mut self) -> Self::Encoder {
         ProstEncoder::new(buffers())
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        ProstDecoder::new(buffers())
+        LeanDecoder(ProstDecoder::new(buffers()))
+    }
+}
+
+/// prost's decoder, answering a message that does not decode with
+/// `INVALID_ARGUMENT` and prost's reason (which names the field).
+#[derive(Debug)]
+pub struct LeanDecoder<U>(ProstDecoder<U>);
+
+impl<U: Message + Default> Decoder for LeanDecoder<U> {
+    type Item = U;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
+        self.0
+            .decode(src)
+            .map_err(|e| Status::invalid_argument(format!("a message that does not decode: {}", e.message())))
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        self.0.buffer_settings()
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::{InvalidSpec, JobSpec, Matrix, Suite};
+use cipherfleet_core::wire;
 use cipherfleet_proto::v1::admin_service_server::AdminService;
 use cipherfleet_proto::v1::{self, start_campaign_request::Points as Requested};
 use sqlx::PgPool;
@@ -85,14 +86,34 @@ fn launch_status(e: LaunchError) -> Status {
     }
 }
 
-fn selector_from(s: Option<&v1::HostSelector>) -> Selector {
-    let Some(s) = s else { return Selector::default() };
-    Selector {
+/// Refuses text the database cannot store (a NUL), naming its field: stored
+/// as it is, it would be refused by the database instead, field unknown.
+fn storable(field: &str, value: &str) -> Result<(), Status> {
+    wire::check_storable(field, value).map_err(|e| Status::invalid_argument(e.to_string()))
+}
+
+/// The selector of request field `field`, its text checked [`storable`].
+fn selector_from(field: &str, s: Option<&v1::HostSelector>) -> Result<Selector, Status> {
+    let Some(s) = s else { return Ok(Selector::default()) };
+    for (i, label) in s.labels.iter().enumerate() {
+        storable(&format!("{field}.labels[{i}].key"), &label.key)?;
+        storable(&format!("{field}.labels[{i}].value"), &label.value)?;
+    }
+    for (list, values) in [
+        ("arch", &s.arch),
+        ("cpu_model", &s.cpu_model),
+        ("host_names", &s.host_names),
+    ] {
+        for (i, value) in values.iter().enumerate() {
+            storable(&format!("{field}.{list}[{i}]"), value)?;
+        }
+    }
+    Ok(Selector {
         labels: s.labels.iter().map(|l| (l.key.clone(), l.value.clone())).collect(),
         arch: s.arch.clone(),
         cpu_model: s.cpu_model.clone(),
         host_names: s.host_names.clone(),
-    }
+    })
 }
 
 fn unknown_host(name: &str) -> Status {
@@ -192,8 +213,10 @@ impl AdminService for AdminSvc {
         if req.name.len() > 200 || req.started_by.len() > 200 {
             return Err(Status::invalid_argument("name, started_by: at most 200 bytes"));
         }
+        storable("name", &req.name)?;
+        storable("started_by", &req.started_by)?;
         let queued_ttl = queued_ttl(req.queued_ttl_seconds)?;
-        let selector = selector_from(req.hosts.as_ref());
+        let selector = selector_from("hosts", req.hosts.as_ref())?;
         // Online anywhere in the cluster: a host on another coordinator runs its jobs too.
         let online = match req.include_offline {
             true => None,
@@ -309,6 +332,7 @@ impl AdminService for AdminSvc {
         self.authorize(&request)?;
         let req = request.into_inner();
         let id = parse_campaign_id(&req.campaign_id)?;
+        storable("reason", &req.reason)?;
         let pool = &self.pool;
         let reason = if req.reason.is_empty() {
             "campaign cancelled".to_string()
@@ -342,7 +366,7 @@ impl AdminService for AdminSvc {
     ) -> Result<Response<v1::ListHostsResponse>, Status> {
         self.authorize(&request)?;
         let req = request.get_ref();
-        let selector = selector_from(req.selector.as_ref());
+        let selector = selector_from("selector", req.selector.as_ref())?;
         let size = paging::page_size(req.page_size)?;
         let online = self.scheduler.online_in_cluster().await.map_err(db_status)?;
         // Each host's acceleration status as the report shows it: judged
@@ -389,6 +413,7 @@ impl AdminService for AdminSvc {
     ) -> Result<Response<v1::ResetHostCredentialResponse>, Status> {
         self.authorize(&request)?;
         let name = &request.get_ref().name;
+        storable("name", name)?;
         let host_id = store::identity::reset_credential(&self.pool, name)
             .await
             .map_err(db_status)?
@@ -418,6 +443,7 @@ impl AdminService for AdminSvc {
     ) -> Result<Response<v1::RetireHostResponse>, Status> {
         self.authorize(&request)?;
         let name = &request.get_ref().name;
+        storable("name", name)?;
         let retired = store::identity::retire(&self.pool, name)
             .await
             .map_err(db_status)?
@@ -512,9 +538,10 @@ impl AdminService for AdminSvc {
         if req.created_by.len() > 200 {
             return Err(Status::invalid_argument("created_by: at most 200 bytes"));
         }
+        storable("created_by", &req.created_by)?;
         let new = NewSchedule {
             suite,
-            selector: selector_from(req.hosts.as_ref()),
+            selector: selector_from("hosts", req.hosts.as_ref())?,
             timing,
             if_running,
             created_by: if req.created_by.is_empty() {

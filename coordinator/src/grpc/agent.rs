@@ -175,6 +175,14 @@ impl End {
     }
 }
 
+/// Whether a stream error is a message the agent sent that cannot be read:
+/// over [`super::MAX_MESSAGE_BYTES`] (tonic's `OUT_OF_RANGE`) or not decodable
+/// (`INVALID_ARGUMENT`, [`cipherfleet_proto::codec`]), rather than the agent
+/// going away (a reset stream or connection).
+fn unreadable(status: &Status) -> bool {
+    matches!(status.code(), tonic::Code::OutOfRange | tonic::Code::InvalidArgument)
+}
+
 /// The refusal of an agent that sends faster than [`rate::SESSION_PER_SECOND`].
 fn too_many_messages() -> Status {
     Status::resource_exhausted(format!(
@@ -243,6 +251,14 @@ impl Session {
                     }
                 };
                 let message = match next {
+                    // A message over the size limit or one that does not decode: the
+                    // agent's mistake, answered with what was wrong (not an "OK" end).
+                    Some(Err(status)) if unreadable(&status) => {
+                        break End::Refused(Status::new(
+                            status.code(),
+                            format!("a message the coordinator cannot read: {}", status.message()),
+                        ));
+                    }
                     // The agent hung up (a stop, a restart, a network cut): its job, if any, is lost
                     // all the same, but this is no silence worth a warning.
                     Some(Err(status)) => {
@@ -360,20 +376,22 @@ impl Session {
                     }
                     return Ok(());
                 }
-                let rejected = match Box::pin(store::jobs::fail_attempt(pool, job_id, self.host_id, attempt, &f.error))
-                    .await
-                {
-                    Ok(Ok(())) => None,
-                    Ok(Err(ignored)) => {
-                        tracing::info!(host = self.host_id, job = %job_id, attempt = %f.attempt_id, %ignored, "failure report ignored");
-                        Some(ignored.to_string())
+                // Free text from the agent's worker (its stderr): kept, with
+                // what the database cannot hold replaced, and said so.
+                let error = wire::storable_text(&f.error);
+                let rejected = match self.fail(job_id, attempt, &error).await {
+                    // Whatever else the database refuses of the report, the job
+                    // still ends, failed with why, and the report is answered:
+                    // an agent must not resend one it cannot fix for ever.
+                    Err(e) if e.is_bad_input() => {
+                        let why = e.refused_value().unwrap_or_default();
+                        tracing::warn!(host = self.host_id, job = %job_id, why, "a failure report the database refuses");
+                        let error = format!("failed; the agent's report of why could not be stored ({why})");
+                        self.fail(job_id, attempt, &error).await
                     }
-                    Err(store::Error::UnknownJob(_)) => Some(format!("job {job_id} does not exist")),
-                    Err(store::Error::JobOfAnotherHost { .. }) => {
-                        Some(format!("job {job_id} is not assigned to this host"))
-                    }
-                    Err(e) => return Err(super::db_status(e)),
-                };
+                    other => other,
+                }
+                .map_err(super::db_status)?;
                 self.ack(&f.job_id, &f.attempt_id, rejected).await?;
                 Box::pin(self.scheduler.dispatch(self.host_id))
                     .await
@@ -404,6 +422,31 @@ impl Session {
                 }
                 .map_err(super::db_status)
             }
+        }
+    }
+
+    /// Fails attempt `attempt` of `job_id` with `error`, as its agent
+    /// reported: why the report is ignored or refused for good, if it is.
+    async fn fail(&self, job_id: Uuid, attempt: Option<Uuid>, error: &str) -> Result<Option<String>, store::Error> {
+        match Box::pin(store::jobs::fail_attempt(
+            &self.pool,
+            job_id,
+            self.host_id,
+            attempt,
+            error,
+        ))
+        .await
+        {
+            Ok(Ok(())) => Ok(None),
+            Ok(Err(ignored)) => {
+                tracing::info!(host = self.host_id, job = %job_id, attempt = ?attempt, %ignored, "failure report ignored");
+                Ok(Some(ignored.to_string()))
+            }
+            Err(store::Error::UnknownJob(_)) => Ok(Some(format!("job {job_id} does not exist"))),
+            Err(store::Error::JobOfAnotherHost { .. }) => {
+                Ok(Some(format!("job {job_id} is not assigned to this host")))
+            }
+            Err(e) => Err(e),
         }
     }
 

@@ -27,7 +27,9 @@ pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 /// The one conversion point from storage errors to gRPC status: a database
 /// that is away is `UNAVAILABLE` (clients retry); a bug in our query
 /// ([`store::Error::is_query_bug`]) is `INTERNAL`, logged as an error, since a
-/// retry would fail the same way; a job of another host is `PERMISSION_DENIED`.
+/// retry would fail the same way; a value the database refuses to hold
+/// ([`store::Error::is_bad_input`]) is `INVALID_ARGUMENT`, the sender's to
+/// fix, never "unavailable"; a job of another host is `PERMISSION_DENIED`.
 pub fn db_status(e: store::Error) -> Status {
     status_of(&e)
 }
@@ -37,6 +39,11 @@ fn status_of(e: &store::Error) -> Status {
         store::Error::UnknownJob(id) => Status::not_found(format!("job {id} does not exist")),
         store::Error::JobOfAnotherHost { job, .. } => {
             Status::permission_denied(format!("job {job} is not assigned to this host"))
+        }
+        refused if refused.is_bad_input() => {
+            let why = refused.refused_value().unwrap_or_default();
+            tracing::info!(sqlstate = refused.sqlstate(), why, "a value the database refuses");
+            Status::invalid_argument(format!("a value the coordinator's database cannot store: {why}"))
         }
         bug if bug.is_query_bug() => {
             tracing::error!(sqlstate = bug.sqlstate(), error = %bug, "database query failed: a bug in the query");

@@ -243,9 +243,12 @@ pub async fn cancel_because(
     if !cancelled {
         return Ok(None);
     }
+    // Locked in id order first, as every statement over several jobs' rows.
     sqlx::query(
         "UPDATE jobs SET status = 'cancelled', finished_at = now() \
-         WHERE campaign_id = $1 AND status = 'queued'",
+         FROM (SELECT id FROM jobs WHERE campaign_id = $1 AND status = 'queued' \
+               ORDER BY id FOR NO KEY UPDATE) queued \
+         WHERE jobs.id = queued.id AND jobs.status = 'queued'",
     )
     .bind(campaign_id)
     .execute(&mut *tx)

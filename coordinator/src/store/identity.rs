@@ -219,9 +219,13 @@ pub async fn retire(pool: &PgPool, name: &str) -> Result<Option<Retired>> {
     let Some(host_id) = host_id else {
         return Ok(None);
     };
+    // Locked in id order first, as every statement over several jobs' rows.
     let failed: Vec<(Uuid, i64)> = sqlx::query_as(
         "UPDATE jobs SET status = 'failed', finished_at = now(), error = $2 \
-         WHERE host_id = $1 AND status IN ('queued', 'running') RETURNING id, campaign_id",
+         FROM (SELECT id FROM jobs WHERE host_id = $1 AND status IN ('queued', 'running') \
+               ORDER BY id FOR NO KEY UPDATE) unfinished \
+         WHERE jobs.id = unfinished.id AND jobs.status IN ('queued', 'running') \
+         RETURNING jobs.id, jobs.campaign_id",
     )
     .bind(host_id)
     .bind(format!("host {name} was retired by an operator"))

@@ -100,6 +100,34 @@ impl Error {
         }
     }
 
+    /// A value the database refuses to hold, whatever the query or the
+    /// database's state: SQLSTATE class 22 (data exception: text with a NUL,
+    /// `\u0000` in JSON, a number out of range) or a violated check constraint
+    /// (23514, a negative figure). It came from what a client sent, so it is
+    /// answered as that client's mistake, never as an outage worth a retry:
+    /// the same value would be refused again. The one place this is decided.
+    pub fn is_bad_input(&self) -> bool {
+        self.refused_value().is_some()
+    }
+
+    /// What the database said of a value it refuses ([`Error::is_bad_input`]),
+    /// with the constraint or column it names.
+    pub fn refused_value(&self) -> Option<String> {
+        let Error::Database(sqlx::Error::Database(e)) = self else {
+            return None;
+        };
+        let code = e.code()?;
+        if !(code.starts_with("22") || code == "23514") {
+            return None;
+        }
+        let pg = e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>();
+        let named = pg.and_then(|pg| pg.constraint().or(pg.column()));
+        Some(match named {
+            Some(name) => format!("{} ({name})", e.message()),
+            None => e.message().to_string(),
+        })
+    }
+
     /// The SQLSTATE PostgreSQL answered with, if the error came from the server.
     pub fn sqlstate(&self) -> Option<String> {
         match self {
@@ -198,6 +226,34 @@ mod tests {
             assert_eq!(e.sqlstate().as_deref(), Some(code));
             assert_eq!(e.is_query_bug(), bug, "SQLSTATE {code}");
         }
+    }
+
+    #[test]
+    fn values_the_database_refuses_are_bad_input_and_nothing_else_is() {
+        let cases = [
+            ("22021", true),  // character_not_in_repertoire: a NUL in text
+            ("22P05", true),  // untranslatable_character: \u0000 in jsonb
+            ("22003", true),  // numeric_value_out_of_range
+            ("22001", true),  // string_data_right_truncation
+            ("22P02", true),  // invalid_text_representation
+            ("23514", true),  // check_violation: a negative figure
+            ("23505", false), // unique_violation: callers branch on it
+            ("23503", false), // foreign_key_violation: a race or our bug, not the input
+            ("42703", false), // undefined_column: our bug
+            ("57P01", false), // admin_shutdown: the database is away
+            ("08006", false), // connection_failure
+            ("40P01", false), // deadlock_detected: worth a retry
+            ("57014", false), // query_canceled: the statement timeout
+        ];
+        for (code, bad) in cases {
+            let e = answered(code);
+            assert_eq!(e.is_bad_input(), bad, "SQLSTATE {code}");
+            assert_eq!(e.refused_value().is_some(), bad, "SQLSTATE {code}");
+            if bad {
+                assert!(!e.is_query_bug() && !e.is_database_away(), "SQLSTATE {code}");
+            }
+        }
+        assert!(!Error::from(sqlx::Error::PoolTimedOut).is_bad_input());
     }
 
     #[test]

@@ -180,20 +180,13 @@ async fn store_batch(pool: &PgPool, started: &[Start], items: &[NewResult], clai
     Ok(Stored { outcomes, claimed })
 }
 
-/// The database's reason when `e` refuses what a result holds: a violated
-/// check constraint (a negative figure) or a data exception (SQLSTATE class
-/// 22: text `jsonb` does not take, such as `\u0000`). Either fails that
-/// result alone; were it an error of the whole batch, its agent would resend
-/// it, and it would fail every batch it lands in.
+/// The database's reason when `e` refuses what a result holds
+/// ([`super::Error::refused_value`]: a violated check constraint, such as a
+/// negative figure, or a data exception, such as `\u0000` in `jsonb`). Either
+/// fails that result alone; were it an error of the whole batch, its agent
+/// would resend it, and it would fail every batch it lands in.
 fn check_violation(e: &super::Error) -> Option<String> {
-    match e {
-        super::Error::Database(sqlx::Error::Database(d))
-            if d.is_check_violation() || d.code().is_some_and(|c| c.starts_with("22")) =>
-        {
-            Some(d.message().to_string())
-        }
-        _ => None,
-    }
+    e.refused_value()
 }
 
 /// One transaction of [`record_batch`]'s rules, claiming the next jobs of the

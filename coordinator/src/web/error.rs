@@ -14,10 +14,19 @@ pub enum WebError {
     /// A query parameter or form field the page cannot use.
     #[error("{0}")]
     BadRequest(String),
-    #[error("database: {0}")]
+    /// A value the database refuses to hold is the request's mistake (400);
+    /// any other database error is the server's.
+    #[error("{}", database_message(.0))]
     Database(#[from] crate::store::Error),
     #[error("rendering the page: {0}")]
     Template(#[from] askama::Error),
+}
+
+fn database_message(e: &crate::store::Error) -> String {
+    match e.refused_value() {
+        Some(why) => format!("a value the database cannot store: {why}"),
+        None => format!("database: {e}"),
+    }
 }
 
 impl From<sqlx::Error> for WebError {
@@ -40,6 +49,8 @@ impl WebError {
         match self {
             WebError::NotFound(_) => StatusCode::NOT_FOUND,
             WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            // The request carried a value the database cannot hold: the same again fails again.
+            WebError::Database(e) if e.is_bad_input() => StatusCode::BAD_REQUEST,
             // Our query does not fit the schema: retrying will not help.
             WebError::Database(e) if e.is_query_bug() => StatusCode::INTERNAL_SERVER_ERROR,
             // Most likely the database is restarting: worth a retry.
@@ -53,6 +64,7 @@ impl WebError {
     /// with the request is not logged, and its message is the client's to read.
     pub(super) fn log_server_side(&self, what: &str) -> bool {
         match self {
+            WebError::Database(e) if e.is_bad_input() => return false,
             WebError::Database(e) if e.is_query_bug() => {
                 tracing::error!(sqlstate = e.sqlstate(), error = %e, "{what}: a bug in the query");
             }

@@ -97,6 +97,7 @@ pub fn router(state: WebState) -> Router {
         .merge(capacity::routes())
         .merge(scenarios::routes())
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(params::refuse_unstorable))
         .layer(axum::middleware::map_response(security_headers))
         .with_state(state)
 }
@@ -182,13 +183,27 @@ async fn metrics(State(state): State<WebState>) -> Response {
     }
 }
 
-/// `ok` when the database answers, with the number of agents connected to this coordinator.
+/// How long `/healthz` waits for the database: a health check must answer
+/// in time for its prober (a load balancer, Kubernetes) whatever the database
+/// does, not after the pool's [`crate::store::ACQUIRE_TIMEOUT`].
+pub const HEALTH_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(800);
+
+/// `ok` when the database answers within [`HEALTH_TIMEOUT`], with the number
+/// of agents connected to this coordinator; 503 otherwise.
 async fn healthz(State(state): State<WebState>) -> (StatusCode, String) {
-    match sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&state.pool).await {
-        Ok(_) => (
+    let check = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&state.pool);
+    match tokio::time::timeout(HEALTH_TIMEOUT, check).await {
+        Ok(Ok(_)) => (
             StatusCode::OK,
             format!("ok agents_online={}\n", state.scheduler.online_hosts().len()),
         ),
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable\n".into()),
+        Ok(Err(_)) => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable\n".into()),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "database unavailable: no answer within {} ms\n",
+                HEALTH_TIMEOUT.as_millis()
+            ),
+        ),
     }
 }

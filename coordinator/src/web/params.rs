@@ -6,7 +6,9 @@
 //! The wording of a refusal stays with each page (its 400 names the
 //! parameter in the page's own words), so the readers here answer `Option`
 //! or the parser's message and leave the [`WebError`] to the caller; only the
-//! filter pages' "use one of …" refusal is shared, as [`require`].
+//! filter pages' "use one of …" refusal is shared, as [`require`]. A
+//! value the database cannot hold is refused for every page at once
+//! ([`refuse_unstorable`]).
 //!
 //! Values that are a `text_enum!` (direction, key mode, path, acceleration)
 //! are read and offered through [`TextEnum`], so no page retypes their names:
@@ -17,10 +19,16 @@
 use std::fmt::Display;
 use std::str::FromStr;
 
+use axum::extract::{Query, Request};
+use axum::http::Uri;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::{Direction, KeyMode};
+use cipherfleet_core::wire;
 
 use super::WebError;
+use super::api::ApiError;
 use crate::analysis::acceleration::Acceleration;
 use crate::domain::labels::Labels;
 
@@ -162,6 +170,43 @@ pub fn plain_choices(values: &[&str], current: &str) -> Vec<Choice> {
     choices(values.iter().map(|v| (v.to_string(), v.to_string())), current)
 }
 
+/// Refuses a request whose path or query holds text the database cannot
+/// store or compare (a NUL, `%00`), naming the parameter, as the page or the
+/// `/api/` table answers a bad request: every page's filters (`label`,
+/// `arch`, `cpu`, `kernel`, …) and path segments reach SQL as bind
+/// parameters, and PostgreSQL refuses a whole statement for one NUL. One
+/// layer for every page ([`super::router`]), so no page can forget it.
+pub async fn refuse_unstorable(request: Request, next: Next) -> Response {
+    let Some(refusal) = unstorable(request.uri()) else {
+        return next.run(request).await;
+    };
+    let error = WebError::BadRequest(refusal);
+    if request.uri().path().starts_with("/api/") {
+        ApiError(error).into_response()
+    } else {
+        error.into_response()
+    }
+}
+
+/// Why `uri` cannot be answered from the database, if it cannot.
+fn unstorable(uri: &Uri) -> Option<String> {
+    // A NUL reaches a path only percent-encoded.
+    if uri.path().contains("%00") {
+        return Some(format!(
+            "the path {:?} holds %00 (a NUL character), which the database cannot store",
+            uri.path()
+        ));
+    }
+    let pairs = Query::<Vec<(String, String)>>::try_from_uri(uri).ok()?.0;
+    pairs.iter().find_map(|(name, value)| {
+        let shown = name.replace('\0', "%00");
+        wire::check_storable(&shown, value)
+            .and_then(|()| wire::check_storable(&shown, name))
+            .err()
+            .map(|e| format!("{}={value:?}: {}", e.field, e.message))
+    })
+}
+
 /// A page's query struct from `name=value` pairs, read by the router's own
 /// extractor so a test sees what a request would (blank values included).
 #[cfg(test)]
@@ -200,6 +245,29 @@ mod tests {
         assert!(label_matches(&Some(label("rack")), &labels));
         assert!(!label_matches(&Some(label("rack=b8")), &labels));
         assert!(label_matches(&None, &labels));
+    }
+
+    #[test]
+    fn a_nul_anywhere_in_a_request_is_refused_naming_where() {
+        let refused = |uri: &str| unstorable(&uri.parse().unwrap());
+        for fine in [
+            "/hosts",
+            "/hosts?label=rack%3Db7&arch=x86_64",
+            "/hosts/bench%2001",
+            "/?q=%0100",
+        ] {
+            assert_eq!(refused(fine), None, "{fine}");
+        }
+        for (uri, named) in [
+            ("/hosts?arch=x86_64&label=%00", "label="),
+            ("/api/v1/hosts?kernel=6.1%00", "kernel="),
+            ("/compare?cpu=Xeon%00&size=16", "cpu="),
+            ("/hosts?%00=1", "%00="),
+            ("/hosts/bench%0001", "the path"),
+        ] {
+            let why = refused(uri).unwrap_or_else(|| panic!("{uri} was not refused"));
+            assert!(why.starts_with(named) && why.contains("NUL"), "{uri}: {why}");
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! How a failed query is answered, with the errors a real PostgreSQL gives: a
 //! bug in our SQL (SQLSTATE class 42) or a row that does not fit its type is
-//! an internal error; a connection the server ends is "unavailable, retry".
+//! an internal error; a value the database refuses to hold is the client's
+//! mistake (400, `INVALID_ARGUMENT`); a connection the server ends is
+//! "unavailable, retry".
 
 use std::task::Poll;
 
@@ -76,6 +78,49 @@ async fn a_row_that_does_not_decode_into_its_type_is_a_bug() {
     );
     assert_eq!(e.sqlstate(), None);
     assert_eq!(answers(decode).await, BUG);
+}
+
+/// Values a client could send that PostgreSQL refuses: a NUL in text, `\u0000`
+/// in `jsonb`, a number out of range, a violated check constraint. Retrying
+/// cannot help and the database is not away: the answer says the value was bad.
+#[tokio::test]
+async fn a_value_the_database_refuses_is_bad_input_not_an_outage() {
+    let pool = fresh_db().await;
+    sqlx::query("CREATE TABLE figures (mb_s double precision CHECK (mb_s >= 0))")
+        .execute(&pool)
+        .await
+        .expect("creating");
+    let refused = async |sql: &'static str, value: &'static str| {
+        let outcome = sqlx::query(sql).bind(value).execute(&pool).await;
+        store::Error::from(outcome.expect_err("the value was stored"))
+    };
+    let cases = [
+        ("SELECT $1::text", "host\0name", "22021"),
+        ("SELECT $1::jsonb", r#"{"cpu": "\u0000"}"#, "22P05"),
+        ("SELECT $1::float8 * 1e308", "10", "22003"),
+        ("INSERT INTO figures VALUES ($1::float8)", "-1", "23514"),
+    ];
+    for (sql, value, sqlstate) in cases {
+        let e = refused(sql, value).await;
+        assert_eq!(e.sqlstate().as_deref(), Some(sqlstate), "{sql}: {e}");
+        assert!(
+            e.is_bad_input() && !e.is_query_bug() && !e.is_database_away(),
+            "{sql}: {e}"
+        );
+        assert_eq!(
+            answers(async || refused(sql, value).await).await,
+            (
+                StatusCode::BAD_REQUEST,
+                StatusCode::BAD_REQUEST,
+                tonic::Code::InvalidArgument
+            ),
+            "{sql}"
+        );
+        let status = db_status(refused(sql, value).await);
+        assert!(status.message().contains("cannot store"), "{status:?}");
+    }
+    let check = refused("INSERT INTO figures VALUES ($1::float8)", "-1").await;
+    assert!(check.refused_value().unwrap().contains("figures_mb_s_check"), "{check}");
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use crate::helpers::{campaign, fresh_db, holder_of, host, job, start};
 
+mod lock_order;
 mod reconnect;
 
 /// Claims for `host_id` started all at once; returns the jobs handed out.

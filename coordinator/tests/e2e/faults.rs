@@ -132,6 +132,85 @@ async fn a_postgres_outage_mid_campaign_is_survived_without_losing_results_or_th
     cluster.stop().await.expect("stopping PostgreSQL");
 }
 
+/// A TCP door to a PostgreSQL listening on a unix socket that can be made to
+/// stop answering: once [`Freezable::freeze`]d, it relays nothing more either
+/// way and accepts connections it never relays, every socket kept open, as a
+/// database host that hangs (not one that refuses) does. Thawed, it closes
+/// what it froze, as a healed network resets its connections, and relays again.
+struct Freezable {
+    addr: std::net::SocketAddr,
+    frozen: tokio::sync::watch::Sender<bool>,
+}
+
+impl Freezable {
+    async fn to_socket(socket: std::path::PathBuf) -> Freezable {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (frozen, watch) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let (socket, mut watch) = (socket.clone(), watch.clone());
+                tokio::spawn(async move {
+                    if !*watch.borrow() {
+                        let Ok(mut server) = tokio::net::UnixStream::connect(&socket).await else {
+                            return;
+                        };
+                        tokio::select! {
+                            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => return,
+                            _ = watch.wait_for(|f| *f) => {}
+                        }
+                    }
+                    // Frozen: the sockets stay open and silent until thawed, then close.
+                    let _ = watch.wait_for(|f| !*f).await;
+                });
+            }
+        });
+        Freezable { addr, frozen }
+    }
+
+    fn freeze(&self, frozen: bool) {
+        self.frozen.send_replace(frozen);
+    }
+}
+
+/// A health check must answer in time for its prober whatever the database
+/// does: it answered 503 only after the pool's 10 s acquire timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_answers_within_a_second_while_the_database_does_not() {
+    let pool = crate::db_helpers::fresh_db().await;
+    let options = pool.connect_options();
+    let socket = options
+        .get_socket()
+        .expect("the test cluster listens on a unix socket")
+        .join(format!(".s.PGSQL.{}", options.get_port()));
+    let door = Freezable::to_socket(socket).await;
+    let url = format!(
+        "postgres://{}@{}/{}?sslmode=disable",
+        options.get_username(),
+        door.addr,
+        options.get_database().expect("a database")
+    );
+    let app = App::with_database(pool, url).await;
+    assert_eq!(app.get("/healthz").await.status, 200);
+
+    door.freeze(true);
+    for _ in 0..3 {
+        let asked = std::time::Instant::now();
+        let answer = app.get("/healthz").await;
+        let took = asked.elapsed();
+        assert_eq!(
+            answer.status, 503,
+            "healthz of a database that does not answer ({took:?})"
+        );
+        assert!(took < Duration::from_secs(1), "healthz took {took:?}");
+    }
+    door.freeze(false);
+    wait_for("healthz to recover", Duration::from_secs(30), || async {
+        (app.get("/healthz").await.status == 200).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_stops_queued_jobs_and_aborts_the_running_one() {
     let mut app = spawn_app().await;

@@ -6,8 +6,8 @@ use cipherfleet_proto::v1;
 
 use super::{
     MAX_CREDENTIAL_LEN, MAX_FACTS_JSON_LEN, MAX_FIELD_LEN, MAX_LABEL_KEY_LEN, MAX_LABEL_VALUE_LEN, MAX_LABELS,
-    MAX_LIST_LEN, MAX_NAME_LEN, MAX_SPOOLED_JOB_IDS, MAX_TOKEN_LEN, WireError, check_text, truncate, validate_job_id,
-    wire_error,
+    MAX_LIST_LEN, MAX_NAME_LEN, MAX_SPOOLED_JOB_IDS, MAX_TOKEN_LEN, WireError, check_storable_json, check_text,
+    truncate, validate_job_id, wire_error,
 };
 use crate::credential;
 use crate::facts::HostFacts;
@@ -75,7 +75,8 @@ pub fn validate_label(field: &str, label: &v1::Label) -> Result<(), WireError> {
 }
 
 /// Checks host facts: `facts_json` a JSON object of at most
-/// [`MAX_FACTS_JSON_LEN`] bytes, typed strings and lists bounded.
+/// [`MAX_FACTS_JSON_LEN`] bytes the database can store, typed strings and
+/// lists bounded.
 pub fn validate_facts(field: &str, facts: &v1::HostFacts) -> Result<(), WireError> {
     let json_field = format!("{field}.facts_json");
     if facts.facts_json.len() > MAX_FACTS_JSON_LEN {
@@ -93,6 +94,8 @@ pub fn validate_facts(field: &str, facts: &v1::HostFacts) -> Result<(), WireErro
         Ok(_) => return Err(wire_error(json_field, "must be a JSON object")),
         Err(e) => return Err(wire_error(json_field, format!("not JSON: {e}"))),
     }
+    // Stored as `jsonb`, which holds no `\u0000`.
+    check_storable_json(&json_field, &facts.facts_json)?;
     for (name, value, allow_empty) in [
         ("hostname", &facts.hostname, true),
         ("arch", &facts.arch, false),
@@ -322,6 +325,15 @@ pub(crate) mod tests {
                 |h| h.facts.as_mut().unwrap().facts_json = " ".repeat(MAX_FACTS_JSON_LEN + 1),
                 "hello.facts.facts_json",
             ),
+            (
+                |h| h.facts.as_mut().unwrap().facts_json = r#"{"kernel_release":"6.1\u0000"}"#.into(),
+                "hello.facts.facts_json.kernel_release",
+            ),
+            (
+                |h| h.facts.as_mut().unwrap().hostname = "a\0b".into(),
+                "hello.facts.hostname",
+            ),
+            (|h| h.labels[0].value = "b\0seven".into(), "hello.labels[0].value"),
             (|h| h.facts.as_mut().unwrap().arch.clear(), "hello.facts.arch"),
             (
                 |h| h.facts.as_mut().unwrap().cpu_model_name = "m".repeat(MAX_FIELD_LEN + 1),

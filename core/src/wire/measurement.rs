@@ -44,8 +44,9 @@ impl TryFrom<&Measurement> for v1::Measurement {
 }
 
 /// Checks a measurement an agent sent: `measurement_json` a successful
-/// measurement of an [accepted schema](ACCEPTED_SCHEMAS), every figure finite
-/// and non-negative, one throughput per sample, backend names bounded.
+/// measurement of an [accepted schema](ACCEPTED_SCHEMAS), every figure finite,
+/// non-negative and within what a machine can do ([`super::plausible`]), one
+/// throughput per sample, backend names bounded.
 pub fn validate_measurement(m: &v1::Measurement) -> Result<(), WireError> {
     checked_measurement(m).map(drop)
 }
@@ -148,6 +149,7 @@ fn check(m: &Measurement, json: &str) -> Result<(), WireError> {
     }
     let (f, backends) = successful(m)?;
     check_figures(f)?;
+    super::plausible::check(m, f)?;
     for (name, backend) in [
         (field!("backends.aes"), Some(&backends.aes)),
         (field!("backends.ghash"), Some(&backends.ghash)),
@@ -172,6 +174,10 @@ fn check_figures(f: &Figures) -> Result<(), WireError> {
         (field!("key_setup_ns"), Some(f.key_setup_ns)),
         (field!("elapsed_seconds"), Some(f.elapsed_seconds)),
         (field!("all_running_seconds"), Some(f.all_running_seconds)),
+        (field!("sample_seconds"), Some(f.sample_seconds)),
+        (field!("warmup_seconds"), Some(f.warmup_seconds)),
+        (field!("cpu_user_seconds"), Some(f.cpu_user_seconds)),
+        (field!("cpu_sys_seconds"), Some(f.cpu_sys_seconds)),
         (field!("cv"), f.cv),
         (
             field!("memory.heap_bytes_per_op"),
@@ -254,6 +260,8 @@ fn parse_json(json: &str) -> Result<Measurement, WireError> {
     }
     check_length(json)?;
     let parsed: Measurement = serde_json::from_str(json).map_err(|_| explain::<Measurement>(json))?;
+    // Stored whole as `jsonb`, which holds no `\u0000`, whatever fields it has.
+    super::check_storable_json(FIELD, json)?;
     if !ACCEPTED_SCHEMAS.contains(&parsed.schema.as_str()) {
         return Err(wire_error(
             field!("schema"),
@@ -536,6 +544,13 @@ pub(crate) mod tests {
                 "memory.heap_bytes_per_op",
             ),
             (|m| figures(m).all_running_seconds = -1.0, "all_running_seconds"),
+            (|m| figures(m).sample_seconds = -0.005, "sample_seconds"),
+            (|m| figures(m).warmup_seconds = -1.0, "warmup_seconds"),
+            (|m| figures(m).cpu_user_seconds = -0.1, "cpu_user_seconds"),
+            (|m| figures(m).cpu_sys_seconds = -0.1, "cpu_sys_seconds"),
+            (|m| figures(m).throughput_mb_s = 1e300, "throughput_mb_s"),
+            (|m| figures(m).latency_ns.p99 = u64::MAX, "latency_ns.p99"),
+            (|m| figures(m).bytes_processed = u64::MAX, "bytes_processed"),
             (|m| figures(m).all_running_bytes = 99_999_999_999, "all_running_bytes"),
             (|m| figures(m).objects = Some(61_001), "objects"),
             (|m| figures(m).arrival_rate_per_s = Some(100.0), "arrival_rate_per_s"),
@@ -579,6 +594,16 @@ pub(crate) mod tests {
                 "unknown status 'fine'",
             ),
             (edited("\"samples\":3,", ""), "", "missing field `samples`"),
+            (
+                edited("\"aes\":\"aes-ni\"", "\"aes\":\"aes-ni\\u0000\""),
+                ".backends.aes",
+                "\\u0000",
+            ),
+            (
+                edited("\"schema\":", "\"extra\":\"\\u0000\",\"schema\":"),
+                ".extra",
+                "cannot store",
+            ),
         ];
         for (json, field, words) in cases {
             let wire = v1::Measurement { measurement_json: json };
@@ -597,6 +622,8 @@ pub(crate) mod tests {
             (|f| f.ops_per_s = f64::NAN, "ops_per_s"),
             (|f| f.throughput_mb_s = f64::INFINITY, "throughput_mb_s"),
             (|f| f.cv = Some(f64::NEG_INFINITY), "cv"),
+            (|f| f.warmup_seconds = f64::NAN, "warmup_seconds"),
+            (|f| f.cpu_sys_seconds = f64::INFINITY, "cpu_sys_seconds"),
             (
                 |f| {
                     f.samples = MAX_SAMPLES as u32 + 1;

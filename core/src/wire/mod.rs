@@ -9,17 +9,22 @@
 //!
 //! - [`spec`]: `JobSpec` both ways, with the agent's own validation.
 //! - [`measurement`]: `Measurement` to the wire, and its checks on arrival.
+//! - [`plausible`]: the bounds physics puts on a measurement's figures.
+//! - [`storable`]: text the database can hold (no NUL), refused or made so.
 //! - [`hello`]: host facts, labels and the checks on a `Hello`.
 //! - `matrix`: a campaign's matrix, bounded, de-duplicated and validated.
 
 mod hello;
 mod matrix;
 mod measurement;
+pub mod plausible;
 mod spec;
+mod storable;
 
 pub use hello::{parse_label, validate_facts, validate_hello, validate_label};
 pub use matrix::MAX_RAW_LIST_LEN;
 pub use measurement::{check_measurement_matches, check_spec_matches, checked_measurement, validate_measurement};
+pub use storable::{NUL_REPLACED, check_storable, check_storable_json, storable_text};
 
 /// Longest host name (`Hello.name`), in bytes.
 pub const MAX_NAME_LEN: usize = 128;

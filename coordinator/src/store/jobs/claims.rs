@@ -91,6 +91,13 @@ pub struct Start {
 /// its own time, also on a job that attempt has ended meanwhile (done,
 /// failed, cancelled: its result's batch committed first) but not on one
 /// queued again. Returns how many were marked.
+///
+/// The rows are locked in id order before any is updated, as every statement
+/// that locks several jobs does: the ingest batch locks its jobs so
+/// ([`super::lock_for_outcomes`]), and an update joined to the starts as they
+/// came would lock in their order, holding one job's row while it waits for
+/// another's that the batch holds, and the batch waiting for the first: a
+/// deadlock, which PostgreSQL ends by aborting one of the two.
 pub async fn mark_started_many(db: impl PgExecutor<'_>, started: &[Start]) -> Result<u64> {
     if started.is_empty() {
         return Ok(0);
@@ -101,9 +108,10 @@ pub async fn mark_started_many(db: impl PgExecutor<'_>, started: &[Start]) -> Re
     let at: Vec<DateTime<Utc>> = started.iter().map(|s| s.at).collect();
     let done = sqlx::query(
         "UPDATE jobs SET started_at = s.at \
-         FROM UNNEST($1::uuid[], $2::bigint[], $3::uuid[], $4::timestamptz[]) AS s(id, host_id, attempt_id, at) \
-         WHERE jobs.id = s.id AND jobs.host_id = s.host_id AND jobs.attempt_id = s.attempt_id \
-           AND jobs.status <> 'queued' AND jobs.started_at IS NULL",
+         FROM UNNEST($1::uuid[], $2::bigint[], $3::uuid[], $4::timestamptz[]) AS s(id, host_id, attempt_id, at), \
+             (SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE) locked \
+         WHERE jobs.id = locked.id AND jobs.id = s.id AND jobs.host_id = s.host_id \
+           AND jobs.attempt_id = s.attempt_id AND jobs.status <> 'queued' AND jobs.started_at IS NULL",
     )
     .bind(jobs)
     .bind(hosts)
