@@ -40,6 +40,10 @@ pub struct ServeArgs {
     /// PostgreSQL URL. Without it a private cluster runs under --data-dir from
     /// the system's PostgreSQL binaries. Several coordinators may share one database
     /// (each host's session is leased to one of them; see docs/operations.md, "Several coordinators").
+    /// TLS as libpq spells it: `?sslmode=verify-full&sslrootcert=/path/ca.pem` checks the
+    /// server's certificate against that CA (and the system's) and its name against the host;
+    /// `verify-ca` skips the name, `require` only encrypts (no check: a managed database's
+    /// weakest setting, not a safe one).
     #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_parser = database_url)]
     database_url: Option<Secret>,
     /// Where the private PostgreSQL cluster lives.

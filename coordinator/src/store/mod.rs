@@ -59,8 +59,31 @@ pub enum Error {
     JobOfAnotherHost { job: Uuid, host: i64 },
     #[error("applying database migrations: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// TLS to PostgreSQL: the server's certificate was refused. Retrying
+    /// cannot help; the operator's settings or the server's certificate must change.
+    #[error(
+        "TLS to PostgreSQL: the server's certificate was refused ({0}); check that sslrootcert is the CA \
+         that signed it and that the certificate names the host dialled (sslmode=verify-ca does not check the name)"
+    )]
+    Certificate(String),
     #[error(transparent)]
     Database(#[from] sqlx::Error),
+}
+
+impl Error {
+    /// `e` from opening a connection: a refused server certificate is told
+    /// apart (sqlx reports it as an I/O error, as it does a network that is away).
+    fn connecting(e: sqlx::Error) -> Error {
+        if let sqlx::Error::Io(io) = &e
+            && let Some(tls) = io
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<tokio_rustls::rustls::Error>())
+            && matches!(tls, tokio_rustls::rustls::Error::InvalidCertificate(_))
+        {
+            return Error::Certificate(tls.to_string());
+        }
+        Error::Database(e)
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -148,7 +171,7 @@ pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
 /// connection of their own without the statement timeout.
 pub async fn connect(url: &str) -> Result<PgPool> {
     let options: PgConnectOptions = url.parse()?;
-    let mut migrating = options.connect().await?;
+    let mut migrating = options.connect().await.map_err(Error::connecting)?;
     schema::apply(&mut migrating).await?;
     migrating.close().await?;
     let options = options.options([("statement_timeout", STATEMENT_TIMEOUT.as_millis())]);
@@ -156,7 +179,8 @@ pub async fn connect(url: &str) -> Result<PgPool> {
         .max_connections(10)
         .acquire_timeout(ACQUIRE_TIMEOUT)
         .connect_with(options)
-        .await?;
+        .await
+        .map_err(Error::connecting)?;
     Ok(pool)
 }
 

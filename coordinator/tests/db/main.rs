@@ -14,3 +14,4 @@ mod ingest;
 mod jobs;
 mod migrations;
 mod results;
+mod tls;
