@@ -26,12 +26,13 @@ use crate::cluster::{self, leader::Leader};
 use crate::domain::auth::Token;
 use crate::findings;
 use crate::grpc::agent::pace::{Pace, Pacer};
-use crate::grpc::rate::FailedAuth;
 use crate::grpc::{self, admin::AdminSvc, agent::AgentSvc, limits};
+use crate::guard::auth::FailedAuth;
 use crate::ingest::Ingest;
 use crate::report::refresh::{self, Wanted};
 use crate::scheduler::{self, Scheduler};
 use crate::seen::LastSeen;
+use crate::store::coordinators::Listener;
 use crate::store::leases::Holder;
 use crate::watch::schedule;
 use crate::watch::verify::VerifyOnChange;
@@ -237,7 +238,11 @@ pub async fn run_guarded(
     let holder = Holder::this_process();
     tracing::info!(coordinator = %holder.id, name = %holder.name, "coordinator identity for host leases");
     // A predecessor that died here (this coordinator restarted) gives up its leases now.
-    cluster::take_over(&pool, &holder)
+    let listener = Listener {
+        net_namespace: cluster::process::net_namespace(),
+        grpc: grpc.local_addr().context("the gRPC listener's address")?.to_string(),
+    };
+    cluster::take_over(&pool, &holder, Some(&listener))
         .await
         .context("registering this coordinator")?;
     // Sessions of a coordinator that stopped without closing them, and whose
@@ -280,7 +285,7 @@ pub async fn run_guarded(
         pool: pool.clone(),
         scheduler: scheduler.clone(),
         token: app.admin_token,
-        failed_auth,
+        failed_auth: failed_auth.clone(),
     };
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = tls {
@@ -309,7 +314,12 @@ pub async fn run_guarded(
             ingest: ingest.clone(),
             refresh: wanted,
         };
-        tokio::spawn(web::serve_with(l, state, report, shutdown.clone()))
+        tokio::spawn(web::serve_with(
+            l,
+            state,
+            report.limited_by(failed_auth.clone()),
+            shutdown.clone(),
+        ))
     });
 
     let serving = builder

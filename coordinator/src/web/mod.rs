@@ -112,9 +112,13 @@ pub async fn serve_with(listener: TcpListener, state: WebState, access: Access, 
     let app = router(state)
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .layer(axum::middleware::map_response(security_headers));
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    // The peer's address reaches the guard: failed tokens are counted by it.
+    if let Err(e) = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown.cancelled_owned())
+    .await
     {
         tracing::warn!(error = %e, "HTTP server");
     }

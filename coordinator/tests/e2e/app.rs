@@ -133,6 +133,11 @@ impl App {
         App::start(pool, db_url, None, &["--verify-on-change=false"])
     }
 
+    /// [`App::with_database`] with these `serve` flags instead of the default ones.
+    pub async fn with_database_and(pool: PgPool, db_url: String, serve_args: &[&str]) -> App {
+        App::start(pool, db_url, None, serve_args)
+    }
+
     fn start(pool: PgPool, db_url: String, tls: Option<TlsFiles>, serve_args: &[&str]) -> App {
         let dir = TempDir::new("e2e");
         for (file, token) in [("agent.token", AGENT_TOKEN), ("admin.token", ADMIN_TOKEN)] {

@@ -16,6 +16,7 @@ mod detection;
 mod faults;
 mod findings;
 mod fleet;
+mod guessing;
 mod html;
 mod http;
 mod identity;

@@ -1,0 +1,7 @@
+//! Bounds that hold before a client is known, shared by both boundaries
+//! (the gRPC services and the report): token buckets ([`bucket`]) and the
+//! one failed-authentication limit for every kind of secret ([`auth`]).
+//! Infrastructure: nothing here imports the rest of the crate.
+
+pub mod auth;
+pub mod bucket;
