@@ -17,7 +17,6 @@
 //! are answered 429 with `Retry-After`, without the token being looked at.
 //! A request that presents none (a browser's first visit) costs nothing.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Request, State};
@@ -152,7 +151,10 @@ pub async fn guard(State(access): State<Access>, request: Request, next: Next) -
     }
     // Only a request that presents something can present a wrong token.
     if request.headers().contains_key(header::AUTHORIZATION) {
-        let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+        let peer = request
+            .extensions()
+            .get::<ConnectInfo<super::Peer>>()
+            .map(|c| c.0.0.ip());
         match access.failed_auth.attempt(SecretKind::ReportToken, peer, "") {
             Err(limited) => {
                 tracing::warn!(peer = ?peer, %limited, "report request refused before its token was checked");

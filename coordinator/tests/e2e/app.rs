@@ -215,6 +215,11 @@ impl App {
         self.coordinator = Some(child);
     }
 
+    /// The coordinator's process id, while it runs.
+    pub fn coordinator_pid(&self) -> Option<u32> {
+        self.coordinator.as_ref().map(Child::id)
+    }
+
     /// SIGKILL: no chance to clean up.
     pub fn kill_coordinator(&mut self) {
         if let Some(mut c) = self.coordinator.take() {

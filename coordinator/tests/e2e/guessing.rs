@@ -123,8 +123,16 @@ async fn wrong_admin_tokens_never_keep_agents_out_at_the_same_address() {
         };
         assert_eq!(err.code(), expected, "attempt {attempt}: {err:?}");
     }
-    // From the guesser's address: an agent restarted with its credential, and a new one
-    // with the enrollment token, are both admitted.
+    // From the guesser's address, while it keeps guessing: an agent restarted with its
+    // credential, and a new one with the enrollment token, are both admitted.
+    let url = app.url();
+    let guesser = tokio::spawn(async move {
+        loop {
+            let mut wrong = admin_with_token(&url, "not-the-admin-token-0000").await;
+            let _ = wrong.list_hosts(v1::ListHostsRequest::default()).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
     app.kill_agent(0);
     app.spawn_agent("fleet-1", &[]);
     app.spawn_agent("fleet-2", &[]);
@@ -136,6 +144,7 @@ async fn wrong_admin_tokens_never_keep_agents_out_at_the_same_address() {
         (n == 2).then_some(())
     })
     .await;
+    guesser.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,10 +171,19 @@ async fn failures_of_other_secrets_never_refuse_a_valid_credential() {
     )
     .await;
     assert_eq!(code, Code::ResourceExhausted, "the guesser is limited");
-    // The host with its credential comes back at once.
+    // The host with its credential comes back at once, while the guessing goes on.
+    let guessing = {
+        let app = GuessAt { url: app.url() };
+        tokio::spawn(async move {
+            loop {
+                app.wrong_hellos().await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
     app.kill_agent(0);
     app.spawn_agent("keeper", &[]);
-    wait_for("keeper back online", Duration::from_secs(20), || async {
+    wait_for("keeper back online", Duration::from_secs(5), || async {
         let n: i64 = sqlx::query_scalar("SELECT count(*) FROM host_leases WHERE welcomed AND expires_at > now()")
             .fetch_one(&app.pool)
             .await
@@ -173,6 +191,29 @@ async fn failures_of_other_secrets_never_refuse_a_valid_credential() {
         (n == 1).then_some(())
     })
     .await;
+    guessing.abort();
+}
+
+/// A coordinator to guess at from a task of its own.
+struct GuessAt {
+    url: String,
+}
+
+impl GuessAt {
+    /// A wrong enrollment token, and a wrong credential for another host.
+    async fn wrong_hellos(&self) {
+        for message in [
+            hello("intruder", "not-the-token-0123456789", PROTOCOL_VERSION),
+            hello_presenting("other-0", "", &"ef".repeat(32)),
+        ] {
+            let mut client = cipherfleet_proto::v1::agent_service_client::AgentServiceClient::new(
+                crate::app::connect(&self.url).await,
+            );
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            tx.send(message).await.unwrap();
+            let _ = client.session(tokio_stream::wrappers::ReceiverStream::new(rx)).await;
+        }
+    }
 }
 
 /// `GET path` with `authorization` from local address `from`; the status and `Retry-After`.

@@ -20,6 +20,7 @@ mod guessing;
 mod html;
 mod http;
 mod identity;
+mod idle;
 mod mtls;
 mod old_kernel;
 mod pace;
