@@ -215,6 +215,13 @@ impl App {
         self.coordinator = Some(child);
     }
 
+    /// Whether the coordinator process still runs (false once it exited, however).
+    pub fn coordinator_alive(&mut self) -> bool {
+        self.coordinator
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
     /// The coordinator's process id, while it runs.
     pub fn coordinator_pid(&self) -> Option<u32> {
         self.coordinator.as_ref().map(Child::id)

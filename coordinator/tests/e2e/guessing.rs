@@ -21,7 +21,7 @@ use crate::rejections::{hello, open};
 const BURST: usize = 10;
 
 /// A hello for `name` with `token` and `credential` (either may be empty).
-fn hello_presenting(name: &str, token: &str, credential: &str) -> AgentMessage {
+pub(crate) fn hello_presenting(name: &str, token: &str, credential: &str) -> AgentMessage {
     let mut message = hello(name, token, PROTOCOL_VERSION);
     if let Some(agent_message::Body::Hello(h)) = &mut message.body {
         h.credential = credential.to_string();
@@ -217,7 +217,7 @@ impl GuessAt {
 }
 
 /// `GET path` with `authorization` from local address `from`; the status and `Retry-After`.
-async fn get_from(from: &str, to: SocketAddr, path: &str, authorization: &str) -> (u16, Option<String>) {
+pub(crate) async fn get_from(from: &str, to: SocketAddr, path: &str, authorization: &str) -> (u16, Option<String>) {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
     let mut stream = socket.connect(to).await.expect("connecting to the report");

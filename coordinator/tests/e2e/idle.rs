@@ -23,7 +23,7 @@ const GRPC_CAP: usize = 64;
 const HTTP_CAP: usize = 32;
 
 /// `n` connections to `addr` that send nothing.
-async fn idle_sockets(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+pub(crate) async fn idle_sockets(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
     let mut sockets = Vec::with_capacity(n);
     for _ in 0..n {
         // Past the caps some are accepted and closed at once: they count as opened all the same.
@@ -35,7 +35,7 @@ async fn idle_sockets(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
 }
 
 /// How many of `sockets` the server has closed (a read ends or fails at once).
-async fn closed(sockets: &mut [TcpStream]) -> usize {
+pub(crate) async fn closed(sockets: &mut [TcpStream]) -> usize {
     let mut n = 0;
     for s in sockets.iter_mut() {
         let mut byte = [0u8; 1];

@@ -4,6 +4,7 @@
 //! simulator, `cipherfleet-sim`) first (the test command does).
 
 mod app;
+mod attack;
 mod bounds;
 mod browser;
 mod campaigns;
