@@ -10,7 +10,8 @@
 //! - **The cap.** At most `cap` connections are open ([`Connections::admit`]).
 //!   One more arriving at the cap closes the connection that has been idle
 //!   longest (a socket that never sent a request goes first) and takes its
-//!   place; only when every open connection has a request in progress is the
+//!   place at once, without waiting for it to close (a few dozen such at a
+//!   time); only when every open connection has a request in progress is the
 //!   new one closed instead. So idle sockets, however many, never keep an
 //!   agent, an operator or a probe out: they are the first to go.
 //!
@@ -23,7 +24,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -46,6 +47,9 @@ pub const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
     idle: Duration::from_secs(60),
 };
 
+/// Connections evicted and not closed yet whose places were handed on at
+/// once; past it a new connection waits for its victim to close.
+const MAX_HANDED_OVER: usize = 64;
 /// How long a connection that one more is waiting to replace has to close.
 const EVICTION_WAIT: Duration = Duration::from_secs(1);
 
@@ -67,6 +71,8 @@ pub struct Connections {
     what: &'static str,
     next: AtomicU64,
     inner: Mutex<Inner>,
+    /// Evicted connections whose places were handed on before they closed.
+    handed_over: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -94,6 +100,10 @@ struct State {
     served: bool,
     /// Its key in [`Inner::idle`] while it is there.
     idle_key: Option<u64>,
+    /// Its connection was dropped.
+    closed: bool,
+    /// Evicted, its place already given to another: its permit is forgotten, not released.
+    handed_over: bool,
 }
 
 impl Conn {
@@ -112,6 +122,7 @@ impl Connections {
             what,
             next: AtomicU64::new(0),
             inner: Mutex::default(),
+            handed_over: AtomicUsize::new(0),
         })
     }
 
@@ -130,36 +141,7 @@ impl Connections {
         let peer = io.peer_addr().ok()?;
         let permit = match self.permits.clone().try_acquire_owned() {
             Ok(permit) => permit,
-            Err(_) => {
-                let victim = {
-                    let mut inner = self.inner();
-                    inner.idle.pop_first().map(|(_, conn)| conn)
-                };
-                let Some(victim) = victim else {
-                    tracing::warn!(
-                        listener = self.what,
-                        cap = self.cap,
-                        ?peer,
-                        "every connection serves a request: closing a new one"
-                    );
-                    return None;
-                };
-                victim.state().idle_key = None;
-                tracing::debug!(listener = self.what, victim = ?victim.peer, ?peer, "at the cap: closing the connection idle longest");
-                victim.evict.notify_one();
-                match tokio::time::timeout(EVICTION_WAIT, self.permits.clone().acquire_owned()).await {
-                    Ok(Ok(permit)) => permit,
-                    _ => {
-                        tracing::warn!(
-                            listener = self.what,
-                            cap = self.cap,
-                            ?peer,
-                            "no connection closed in time: closing a new one"
-                        );
-                        return None;
-                    }
-                }
-            }
+            Err(_) => self.evict_for(peer).await?,
         };
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let conn = Arc::new(Conn {
@@ -170,6 +152,8 @@ impl Connections {
                 since: Instant::now(),
                 served: false,
                 idle_key: Some(id),
+                closed: false,
+                handed_over: false,
             }),
             evict: Notify::new(),
         });
@@ -184,8 +168,58 @@ impl Connections {
             conns: self.clone(),
             conn,
             closing,
-            _permit: permit,
+            permit: Some(permit),
         })
+    }
+
+    /// A place for a new connection from `peer` at the cap: the one of the
+    /// connection idle longest, which is told to close. Its place is handed
+    /// on at once (its permit forgotten when it closes) while fewer than
+    /// [`MAX_HANDED_OVER`] are, else when it has closed. `None` when no
+    /// connection is idle, or none closed in time.
+    async fn evict_for(&self, peer: SocketAddr) -> Option<OwnedSemaphorePermit> {
+        let Some(victim) = self.inner().idle.pop_first().map(|(_, conn)| conn) else {
+            tracing::warn!(
+                listener = self.what,
+                cap = self.cap,
+                ?peer,
+                "every connection serves a request: closing a new one"
+            );
+            return None;
+        };
+        let hand_over = self.handed_over.load(Ordering::Relaxed) < MAX_HANDED_OVER;
+        let closing_already = {
+            let mut state = victim.state();
+            state.idle_key = None;
+            // Set under its lock: its drop then forgets its permit, or has released it already.
+            if !state.closed && hand_over {
+                state.handed_over = true;
+                self.handed_over.fetch_add(1, Ordering::Relaxed);
+            }
+            state.closed
+        };
+        if !closing_already {
+            tracing::debug!(listener = self.what, victim = ?victim.peer, ?peer, "at the cap: closing the connection idle longest");
+            victim.evict.notify_one();
+            if hand_over {
+                self.permits.add_permits(1);
+                if let Ok(permit) = self.permits.clone().try_acquire_owned() {
+                    return Some(permit);
+                }
+            }
+        }
+        match tokio::time::timeout(EVICTION_WAIT, self.permits.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Some(permit),
+            _ => {
+                tracing::warn!(
+                    listener = self.what,
+                    cap = self.cap,
+                    ?peer,
+                    "no connection closed in time: closing a new one"
+                );
+                None
+            }
+        }
     }
 
     /// A request of the connection from `peer` starts; it ends when the
@@ -287,7 +321,8 @@ pub struct Guarded {
     conns: Arc<Connections>,
     conn: Arc<Conn>,
     closing: Pin<Box<dyn Future<Output = &'static str> + Send + Sync>>,
-    _permit: OwnedSemaphorePermit,
+    /// Its place under the cap.
+    permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Guarded {
@@ -304,6 +339,16 @@ impl Guarded {
 
 impl Drop for Guarded {
     fn drop(&mut self) {
+        let handed_over = {
+            let mut state = self.conn.state();
+            state.closed = true;
+            state.handed_over
+        };
+        if handed_over && let Some(permit) = self.permit.take() {
+            // Its place went to another connection when it was evicted.
+            permit.forget();
+            self.conns.handed_over.fetch_sub(1, Ordering::Relaxed);
+        }
         self.conns.closed(&self.conn);
     }
 }
