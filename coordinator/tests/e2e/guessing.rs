@@ -133,17 +133,11 @@ async fn wrong_admin_tokens_never_keep_agents_out_at_the_same_address() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
+    let since = now(&app).await;
     app.kill_agent(0);
     app.spawn_agent("fleet-1", &[]);
     app.spawn_agent("fleet-2", &[]);
-    wait_for("both agents online", Duration::from_secs(30), || async {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM host_leases WHERE welcomed AND expires_at > now()")
-            .fetch_one(&app.pool)
-            .await
-            .ok()?;
-        (n == 2).then_some(())
-    })
-    .await;
+    wait_back(&app, &["fleet-1", "fleet-2"], since, Duration::from_secs(30)).await;
     guesser.abort();
 }
 
@@ -181,17 +175,35 @@ async fn failures_of_other_secrets_never_refuse_a_valid_credential() {
             }
         })
     };
+    let since = now(&app).await;
     app.kill_agent(0);
     app.spawn_agent("keeper", &[]);
-    wait_for("keeper back online", Duration::from_secs(5), || async {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM host_leases WHERE welcomed AND expires_at > now()")
-            .fetch_one(&app.pool)
-            .await
-            .ok()?;
-        (n == 1).then_some(())
+    wait_back(&app, &["keeper"], since, Duration::from_secs(10)).await;
+    guessing.abort();
+}
+
+/// The database's clock now.
+async fn now(app: &App) -> chrono::DateTime<chrono::Utc> {
+    sqlx::query_scalar("SELECT now()").fetch_one(&app.pool).await.unwrap()
+}
+
+/// Waits until each of `names` has a session welcomed since `since` (a new one, not the
+/// lease of a session the coordinator has not yet seen end).
+async fn wait_back(app: &App, names: &[&str], since: chrono::DateTime<chrono::Utc>, limit: Duration) {
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    wait_for("the agents back with new sessions", limit, || async {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM host_leases l JOIN hosts h ON h.id = l.host_id \
+             WHERE l.welcomed AND l.expires_at > now() AND l.acquired_at > $1 AND h.name = ANY($2)",
+        )
+        .bind(since)
+        .bind(&names)
+        .fetch_one(&app.pool)
+        .await
+        .ok()?;
+        (n == names.len() as i64).then_some(())
     })
     .await;
-    guessing.abort();
 }
 
 /// A coordinator to guess at from a task of its own.
