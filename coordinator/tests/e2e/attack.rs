@@ -148,9 +148,13 @@ fn bearer() -> String {
     format!("Bearer {REPORT_TOKEN}")
 }
 
-/// The guessers dial from addresses of their own (loopback has them all): what they
-/// spend of their allowances must not be what the rest of the table needs.
-const GUESSER: &str = "127.0.0.3";
+/// The guessers dial from addresses of their own (loopback has them all), one per
+/// case: what one spends of its allowances must not be what another case, or the
+/// rest of the table, needs.
+const ENROLLMENT_GUESSER: &str = "127.0.0.3";
+const ADMIN_GUESSER: &str = "127.0.0.4";
+const REPORT_GUESSER: &str = "127.0.0.5";
+const NAME_PROBER: &str = "127.0.0.6";
 
 /// A channel to the coordinator from local address `from`.
 async fn channel_from(app: &App, from: &str) -> tonic::transport::Channel {
@@ -241,7 +245,7 @@ async fn enrollment_token(app: &App, n: usize) -> Row {
         let name = format!("attack-enrol-{i}");
         let code = hello_from(
             app,
-            GUESSER,
+            ENROLLMENT_GUESSER,
             hello_presenting(&name, "not-the-token-0123456789", &credential),
         )
         .await;
@@ -258,7 +262,7 @@ async fn admin_token(app: &App, n: usize) -> Row {
     for i in 0..n.max(BURST + 1) {
         let value: tonic::metadata::MetadataValue<_> = "Bearer not-the-admin-token-0000".parse().unwrap();
         let mut wrong = v1::admin_service_client::AdminServiceClient::with_interceptor(
-            channel_from(app, GUESSER).await,
+            channel_from(app, ADMIN_GUESSER).await,
             move |mut request: tonic::Request<()>| {
                 request.metadata_mut().insert("authorization", value.clone());
                 Ok(request)
@@ -280,7 +284,7 @@ async fn admin_token(app: &App, n: usize) -> Row {
 async fn report_token(app: &App, n: usize) -> Row {
     let mut row = Row::new("wrong report token", true);
     for i in 0..n.max(BURST + 1) {
-        let (status, _) = get_from(GUESSER, app.http, "/hosts", "Bearer not-the-report-token").await;
+        let (status, _) = get_from(REPORT_GUESSER, app.http, "/hosts", "Bearer not-the-report-token").await;
         if i >= BURST && status != 429 {
             row.guessed += 1;
         }
@@ -301,7 +305,7 @@ async fn host_names(app: &App, n: usize) -> Row {
             format!("attack-nobody-{i}")
         };
         // Each name once past its own limit would answer RESOURCE_EXHAUSTED: stay under it.
-        let mut client = v1::agent_service_client::AgentServiceClient::new(channel_from(app, GUESSER).await);
+        let mut client = v1::agent_service_client::AgentServiceClient::new(channel_from(app, NAME_PROBER).await);
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         tx.send(hello_presenting(&name, "", &format!("{:02x}", i % 256).repeat(32)))
             .await
@@ -471,7 +475,8 @@ async fn implausible_figures(app: &App, n: usize) -> Row {
 }
 
 async fn idle(app: &App, n: usize) -> Row {
-    let mut row = Row::new("idle sockets on the report and gRPC ports", false);
+    // Every idle socket must be closed by the coordinator: its refusal.
+    let mut row = Row::new("idle sockets on the report and gRPC ports", true);
     let http = idle_sockets(app.http, n).await;
     let grpc = idle_sockets(app.grpc, n).await;
     row.tried = http.len() + grpc.len();
