@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The layers from the bottom up; a module may import from its own layer and
-/// those below. `pg` and `tls` are infrastructure and import nothing of the crate.
+/// those below. `pg`, `tls` and `guard` are infrastructure and import nothing of the crate.
 const LAYERS: &[&[&str]] = &[
-    &["pg", "tls"],
+    &["pg", "tls", "guard"],
     &["domain"],
     &["analysis"],
     &["store"],

@@ -7,6 +7,8 @@
 //! - [`findings`]: the deriver — runs the analysis over stored facts and results after
 //!   results and campaigns, and keeps the `findings` table (open → resolved) in step.
 //! - [`metrics`]: `/metrics` in the Prometheus text format.
+//! - [`guard`]: bounds before a client is known — token buckets and the one
+//!   failed-authentication limit for every kind of secret.
 //! - [`server`]: `serve` — wires storage, scheduler and services; `run(listeners, shutdown)`.
 //! - [`grpc`]: the agents' session stream and the operators' admin API.
 //! - [`scheduler`]: connected hosts and dispatch (one job at a time per host), overdue sweeps.
@@ -32,6 +34,7 @@ pub mod cluster;
 pub mod domain;
 pub mod findings;
 pub mod grpc;
+pub mod guard;
 pub mod ingest;
 pub mod launch;
 pub mod metrics;

@@ -26,12 +26,14 @@ use crate::cluster::{self, leader::Leader};
 use crate::domain::auth::Token;
 use crate::findings;
 use crate::grpc::agent::pace::{Pace, Pacer};
-use crate::grpc::rate::FailedAuth;
 use crate::grpc::{self, admin::AdminSvc, agent::AgentSvc, limits};
+use crate::guard::auth::FailedAuth;
+use crate::guard::conn::{Connections, Timeouts};
 use crate::ingest::Ingest;
 use crate::report::refresh::{self, Wanted};
 use crate::scheduler::{self, Scheduler};
 use crate::seen::LastSeen;
+use crate::store::coordinators::Listener;
 use crate::store::leases::Holder;
 use crate::watch::schedule;
 use crate::watch::verify::VerifyOnChange;
@@ -68,6 +70,10 @@ pub struct ServeConfig {
     /// open-files limit at start ([`limits::Caps::fit`]).
     pub max_connections: Option<usize>,
     pub max_sessions: Option<usize>,
+    /// `--http-max-connections`: the report's open connections.
+    pub http_connections: usize,
+    /// `--first-request-timeout` and `--idle-timeout`, on both listeners.
+    pub timeouts: Timeouts,
 }
 
 /// Watching without a person ([`crate::watch`]): verification on fact changes and the webhook.
@@ -79,8 +85,8 @@ pub struct Watch {
     pub webhook: Option<Webhook>,
 }
 
-/// How the listeners are guarded: TLS or not on gRPC, the report's checks on HTTP.
-#[derive(Default)]
+/// How the listeners are guarded: TLS or not on gRPC, the report's checks on
+/// HTTP, the caps and timeouts of connections on both.
 pub struct Guards {
     pub tls: Option<ServerTlsConfig>,
     /// `tls` requires client certificates (`--client-ca`): an agent's `Hello` name must be
@@ -91,6 +97,24 @@ pub struct Guards {
     pub report: web::Access,
     /// Open connections and agent sessions served at once.
     pub caps: limits::Caps,
+    /// The report's open connections.
+    pub http_connections: usize,
+    /// When connections without a request are closed, on both listeners.
+    pub timeouts: Timeouts,
+}
+
+impl Default for Guards {
+    fn default() -> Guards {
+        Guards {
+            tls: None,
+            client_certs: false,
+            warn_plaintext: false,
+            report: web::Access::default(),
+            caps: limits::Caps::default(),
+            http_connections: limits::DEFAULT_HTTP_CONNECTIONS,
+            timeouts: limits::DEFAULT_TIMEOUTS,
+        }
+    }
 }
 
 /// The running parts `run` needs.
@@ -196,6 +220,8 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         client_certs: config.client_certs,
         report: config.report,
         caps,
+        http_connections: config.http_connections,
+        timeouts: config.timeouts,
     };
     let result = run_guarded(app, grpc, guards, http, shutdown).await;
     if let Some(cluster) = cluster
@@ -232,12 +258,18 @@ pub async fn run_guarded(
         warn_plaintext,
         report,
         caps,
+        http_connections,
+        timeouts,
     } = guards;
     let pool = app.pool;
     let holder = Holder::this_process();
     tracing::info!(coordinator = %holder.id, name = %holder.name, "coordinator identity for host leases");
     // A predecessor that died here (this coordinator restarted) gives up its leases now.
-    cluster::take_over(&pool, &holder)
+    let listener = Listener {
+        net_namespace: cluster::process::net_namespace(),
+        grpc: grpc.local_addr().context("the gRPC listener's address")?.to_string(),
+    };
+    cluster::take_over(&pool, &holder, Some(&listener))
         .await
         .context("registering this coordinator")?;
     // Sessions of a coordinator that stopped without closing them, and whose
@@ -280,7 +312,7 @@ pub async fn run_guarded(
         pool: pool.clone(),
         scheduler: scheduler.clone(),
         token: app.admin_token,
-        failed_auth,
+        failed_auth: failed_auth.clone(),
     };
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = tls {
@@ -309,31 +341,42 @@ pub async fn run_guarded(
             ingest: ingest.clone(),
             refresh: wanted,
         };
-        tokio::spawn(web::serve_with(l, state, report, shutdown.clone()))
+        let conns = Connections::new("HTTP", http_connections, timeouts);
+        let access = report.limited_by(failed_auth.clone());
+        tokio::spawn(web::serve_guarded(l, state, access, conns, shutdown.clone()))
     });
 
+    // Connections (plain or TLS) without a stream close after their timeouts, and
+    // at the cap a new one takes the place of the one idle longest.
+    let grpc_conns = Connections::new("gRPC", caps.connections, timeouts);
     let serving = builder
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .max_concurrent_streams(Some(limits::MAX_STREAMS_PER_CONNECTION))
         .initial_connection_window_size(limits::RECEIVE_WINDOW_BYTES)
         .initial_stream_window_size(limits::RECEIVE_WINDOW_BYTES)
-        .add_service(InterceptedService::new(
-            AgentServiceServer::new(agent)
-                .max_decoding_message_size(grpc::MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(grpc::MAX_MESSAGE_BYTES),
-            move |request: tonic::Request<()>| {
-                if warn_plaintext {
-                    warn_plaintext_session(&request);
-                }
-                Ok(request)
-            },
+        .add_service(limits::tracked(
+            InterceptedService::new(
+                AgentServiceServer::new(agent)
+                    .max_decoding_message_size(grpc::MAX_MESSAGE_BYTES)
+                    .max_encoding_message_size(grpc::MAX_MESSAGE_BYTES),
+                move |request: tonic::Request<()>| {
+                    if warn_plaintext {
+                        warn_plaintext_session(&request);
+                    }
+                    Ok(request)
+                },
+            ),
+            grpc_conns.clone(),
         ))
-        .add_service(AdminServiceServer::new(admin).max_decoding_message_size(grpc::MAX_MESSAGE_BYTES))
+        .add_service(limits::tracked(
+            AdminServiceServer::new(admin).max_decoding_message_size(grpc::MAX_MESSAGE_BYTES),
+            grpc_conns.clone(),
+        ))
         // Nagle off: a ResultAck followed at once by the next RunJob would otherwise
         // wait for the agent's delayed ACK, on every job (docs/performance.md,
         // "Coordinator queries and sessions").
         .serve_with_incoming_shutdown(
-            limits::limit_connections(TcpIncoming::from(grpc).with_nodelay(Some(true)), caps.connections),
+            limits::admitted(TcpIncoming::from(grpc).with_nodelay(Some(true)), grpc_conns),
             shutdown.clone().cancelled_owned(),
         );
     // A graceful stop waits for every stream to finish, and the stream of an

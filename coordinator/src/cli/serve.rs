@@ -13,6 +13,8 @@ use cipherfleet_core::token::Secret;
 use super::watch_args;
 use crate::domain::auth::Token;
 use crate::grpc::agent::pace::Pace;
+use crate::grpc::limits;
+use crate::guard::conn::Timeouts;
 use crate::server::{self, ServeConfig};
 use crate::{ingest, tls, web};
 
@@ -115,6 +117,18 @@ pub struct ServeArgs {
     /// RESOURCE_EXHAUSTED and its agent retries later. Default: --max-connections.
     #[arg(long, value_name = "N")]
     max_sessions: Option<usize>,
+    /// Most open connections to the report (--http-listen); at the cap a new one takes the place
+    /// of the one idle longest. They count within the 1024 open files kept aside from gRPC.
+    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_HTTP_CONNECTIONS, value_parser = http_max_connections)]
+    http_max_connections: usize,
+    /// Seconds a new connection (gRPC, TLS or not, and HTTP) may take to start its first request
+    /// (HTTP: to send its headers) before it is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = limits::DEFAULT_TIMEOUTS.first_request.as_secs_f64(), value_parser = timeout_seconds)]
+    first_request_timeout: f64,
+    /// Seconds a connection may stay open without a request in progress after its last one
+    /// (keep-alive) before it is closed. An agent's session is one long request: it stays.
+    #[arg(long, value_name = "SECONDS", default_value_t = limits::DEFAULT_TIMEOUTS.idle.as_secs_f64(), value_parser = timeout_seconds)]
+    idle_timeout: f64,
     #[command(flatten)]
     pub(super) watch: watch_args::WatchArgs,
 }
@@ -122,6 +136,23 @@ pub struct ServeArgs {
 /// The URL as given; held as a [`Secret`] because it usually carries a password.
 fn database_url(raw: &str) -> Result<Secret, String> {
     Ok(Secret::new(raw))
+}
+
+fn http_max_connections(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (16..=limits::MAX_HTTP_CONNECTIONS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?}: accepted 16 to {} connections",
+            limits::MAX_HTTP_CONNECTIONS
+        )),
+    }
+}
+
+fn timeout_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(t) if (0.1..=3600.0).contains(&t) => Ok(t),
+        _ => Err(format!("{s:?}: accepted 0.1 to 3600 seconds")),
+    }
 }
 
 fn ingest_queue(s: &str) -> Result<usize, String> {
@@ -211,6 +242,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
         max_connections: args.max_connections,
         max_sessions: args.max_sessions,
+        http_connections: args.http_max_connections,
+        timeouts: Timeouts {
+            first_request: Duration::from_secs_f64(args.first_request_timeout),
+            idle: Duration::from_secs_f64(args.idle_timeout),
+        },
     };
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();

@@ -9,8 +9,13 @@
 //!   take them over (re-queueing what the agent no longer runs, as after any
 //!   reconnect; only a job's current attempt counts, so nothing runs twice).
 //!   A coordinator starting where a dead one ran (same machine, PID namespace
-//!   and user; its [`process`] gone) ends that one's leases at once
-//!   ([`take_over`]), so a restarted coordinator's agents need not wait them out;
+//!   and user, its [`process`] gone; or the same machine, network namespace and
+//!   gRPC listening address, which a live one would still hold) ends that one's
+//!   leases at once ([`take_over`]), so a restarted coordinator's agents need
+//!   not wait them out. A coordinator asked to admit a host whose lease another
+//!   one holds judges that one ([`judge_holder`]): dead on this machine, its
+//!   leases end there and then; silent past a renewal, the agent is told to
+//!   come back soon rather than when the lease ends;
 //! - jobs are claimed with `FOR UPDATE SKIP LOCKED` (`store::jobs`), and queueing
 //!   jobs anywhere wakes every coordinator ([`wake`]), and so does cancelling
 //!   a campaign: each one stops its own agents' jobs of it ([`cancel`]);
@@ -26,6 +31,7 @@ use uuid::Uuid;
 
 use crate::scheduler::Scheduler;
 use crate::store;
+use crate::store::coordinators::Listener;
 use crate::store::leases::Holder;
 
 pub mod cancel;
@@ -36,35 +42,97 @@ pub mod wake;
 /// Renewals a lease survives missing: it lives this many heartbeat intervals.
 pub const MISSED_RENEWALS: u32 = 3;
 
-/// Registers this coordinator (`store::coordinators`), and ends the leases of
-/// every coordinator registered where this one runs whose process is gone:
-/// this coordinator's dead predecessor, after a crash and a restart. Its agents
-/// are then admitted at once, here or anywhere, instead of after their leases
-/// expire. A live coordinator's leases are never touched: one in another
-/// machine, PID namespace or user, or with anything unreadable, counts as
-/// alive. Returns how many leases were ended.
-pub async fn take_over(pool: &PgPool, holder: &Holder) -> Result<u64, store::Error> {
+/// Registers this coordinator (`store::coordinators`), listening on
+/// `listener`, and ends the leases of every coordinator that is certainly
+/// dead: one registered where this one runs whose process is gone, or one
+/// registered as listening where this one now listens (same boot and network
+/// namespace: it would still hold the address if it lived, whatever its PID
+/// namespace). That is this coordinator's predecessor, after a crash and a
+/// restart — also a container restarted in its pod. Its agents are then
+/// admitted at once, here or anywhere, instead of after their leases expire.
+/// A live coordinator's leases are never touched: one in another machine,
+/// PID namespace or user, or with anything unreadable, counts as alive.
+/// Returns how many leases were ended.
+pub async fn take_over(pool: &PgPool, holder: &Holder, listener: Option<&Listener>) -> Result<u64, store::Error> {
     let me = process::this();
     store::coordinators::forget_unseen(pool).await?;
     store::coordinators::register(pool, holder, &me).await?;
-    let dead: Vec<_> = store::coordinators::on_machine(pool, holder, &me)
+    let mut dead: Vec<Uuid> = store::coordinators::on_machine(pool, holder, &me)
         .await?
         .into_iter()
         .filter(|n| process::is_gone(n.pid, n.pid_start))
+        .map(|n| n.id)
         .collect();
+    if let Some(listener) = listener {
+        store::coordinators::set_listener(pool, holder, listener).await?;
+        for id in store::coordinators::same_listener(pool, holder, me.boot_id, listener).await? {
+            if !dead.contains(&id) {
+                dead.push(id);
+            }
+        }
+    }
     if dead.is_empty() {
         return Ok(0);
     }
-    let ids: Vec<Uuid> = dead.iter().map(|n| n.id).collect();
-    let ended = store::leases::end_all_of(pool, &ids).await?;
-    store::coordinators::forget(pool, &ids).await?;
-    let names: Vec<&str> = dead.iter().map(|n| n.name.as_str()).collect();
+    let ended = store::leases::end_all_of(pool, &dead).await?;
+    store::coordinators::forget(pool, &dead).await?;
     tracing::info!(
-        coordinators = ?names,
+        coordinators = ?dead,
         leases = ended,
-        "ended the leases of coordinators that died on this machine: their agents are admitted at once"
+        "ended the leases of coordinators that died where this one runs: their agents are admitted at once"
     );
     Ok(ended)
+}
+
+/// The coordinator holding a host's lease, as [`judge_holder`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holding {
+    /// No other coordinator holds a live lease of the host (any more).
+    Free,
+    /// It renews its leases: the host has a session there.
+    Live,
+    /// It missed a renewal (or is not registered): likely gone, not certainly
+    /// (a paused VM comes back), so its lease is left to end or be ended.
+    Silent,
+    /// It ran on this machine and its process is gone: its leases were ended here.
+    Dead,
+}
+
+/// Judges the coordinator other than `holder` that holds `host_id`'s live
+/// lease, renewing every `renewal` when alive: see [`Holding`]. A dead one's
+/// leases (all of them) are ended as its successor would ([`take_over`]).
+pub async fn judge_holder(
+    pool: &PgPool,
+    holder: &Holder,
+    host_id: i64,
+    renewal: Duration,
+) -> Result<Holding, store::Error> {
+    let Some(other) = store::coordinators::lease_holder(pool, host_id, holder).await? else {
+        return Ok(Holding::Free);
+    };
+    let me = process::this();
+    let dead_here = other.process.as_ref().is_some_and(|p| {
+        let same_machine = me.boot_id.is_some()
+            && p.boot_id == me.boot_id
+            && me.pid_namespace.is_some()
+            && p.pid_namespace == me.pid_namespace
+            && me.uid.is_some()
+            && p.uid == me.uid;
+        same_machine && p.pid_start.is_some_and(|start| process::is_gone(p.pid, start))
+    });
+    if dead_here {
+        let ended = store::leases::end_all_of(pool, &[other.id]).await?;
+        store::coordinators::forget(pool, &[other.id]).await?;
+        tracing::info!(
+            coordinator = %other.name,
+            leases = ended,
+            "a coordinator on this machine died: its leases are ended, its agents admitted at once"
+        );
+        return Ok(Holding::Dead);
+    }
+    // Renewals come every `renewal`; half of one more is late.
+    let silent = other.silent_for.is_none_or(|s| s > renewal.mul_f64(1.5));
+    Ok(if silent { Holding::Silent } else { Holding::Live })
 }
 
 /// The background task: renews this coordinator's leases every `interval`

@@ -25,6 +25,11 @@ pub fn this() -> Process {
     }
 }
 
+/// This process's network namespace (the inode of `/proc/self/ns/net`).
+pub fn net_namespace() -> Option<i64> {
+    std::fs::metadata("/proc/self/ns/net").ok().map(|m| m.ino() as i64)
+}
+
 /// Whether process `pid` started at `start` (clock ticks after boot) is gone:
 /// no such PID, or the PID now belongs to a process started at another time.
 /// False when it runs, or when `/proc` cannot tell.

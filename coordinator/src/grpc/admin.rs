@@ -12,10 +12,10 @@ use cipherfleet_proto::v1::{self, start_campaign_request::Points as Requested};
 use sqlx::PgPool;
 use tonic::{Request, Response, Status};
 
-use super::rate::{self, FailedAuth};
 use super::{db_status, paging};
 use crate::domain::auth::Token;
 use crate::domain::selector::{Candidate, Selector};
+use crate::guard::auth::{FailedAuth, SecretKind};
 use crate::launch::{self, Launch, LaunchError, Points};
 use crate::report;
 use crate::scheduler::Scheduler;
@@ -30,26 +30,27 @@ pub struct AdminSvc {
     pub pool: PgPool,
     pub scheduler: Arc<Scheduler>,
     pub token: Token,
-    /// Failed token attempts per peer address, shared with the agent service.
+    /// Failed secrets, counted per kind ([`crate::guard::auth`]): wrong admin
+    /// tokens from an address hold back only the admin token from there.
     pub failed_auth: Arc<FailedAuth>,
 }
 
 impl AdminSvc {
     fn authorize<T>(&self, request: &Request<T>) -> Result<(), Status> {
         let peer = request.remote_addr().map(|p| p.ip());
-        if !self.failed_auth.allowed(peer) {
-            return Err(rate::too_many_failures());
-        }
         let presented = request
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or_else(|| Status::unauthenticated("missing admin token (authorization: Bearer …)"))?;
-        if self.token.matches(presented.as_bytes()) {
+        let attempt = self.failed_auth.attempt(SecretKind::AdminToken, peer, "").inspect_err(
+            |limited| tracing::warn!(peer = ?peer, %limited, "admin call refused before its token was checked"),
+        )?;
+        if attempt.judge(self.token.matches(presented.as_bytes())) {
             Ok(())
         } else {
-            self.failed_auth.failed(peer);
+            tracing::warn!(peer = ?peer, "admin call with a wrong token");
             Err(Status::unauthenticated("invalid admin token"))
         }
     }

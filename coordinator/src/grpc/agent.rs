@@ -19,14 +19,13 @@
 //! stops waiting for its answer, and in two round trips to the database for
 //! a known host whose hello changes nothing stored.
 //!
-//! Bounds: a session slot and a peer address that has not failed its token
-//! too often come before the hello is read ([`super::limits`],
-//! [`super::rate`]), a turn at the database before the hello's database work
+//! Bounds: a session slot comes before the hello is read ([`super::limits`]),
+//! the failed-authentication limit before each secret of the hello is checked
+//! ([`crate::guard::auth`]), a turn at the database before the hello's database work
 //! ([`super::turns`]); what the coordinator sends goes through a bounded queue
 //! that nobody waits on ([`super::outbound`]); what the agent sends is
 //! rate-limited per session.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,11 +43,12 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use uuid::Uuid;
 
-use super::rate::{self, Bucket, FailedAuth};
+use super::rate;
 use super::turns::Turns;
 use crate::domain::attempt;
 use crate::domain::auth::Token;
 use crate::findings::Deriver;
+use crate::guard::auth::FailedAuth;
 use crate::ingest::{Ingest, Next, Recorded};
 use crate::scheduler::Scheduler;
 use crate::scheduler::outbound::{Outbound, OutboundStream};
@@ -84,7 +84,7 @@ pub struct AgentSvc {
     pub sessions: Arc<Semaphore>,
     /// Turns for the database work of a handshake ([`super::turns`]).
     pub handshakes: Arc<Turns>,
-    /// Failed token attempts per peer address, shared with the admin API.
+    /// Failed secrets, counted per kind ([`crate::guard::auth`]); shared with the admin API and the report.
     pub failed_auth: Arc<FailedAuth>,
     /// `--client-ca`: a `Hello` name must be a name of the session's client certificate.
     pub client_certs: bool,
@@ -100,7 +100,7 @@ impl AgentService for AgentSvc {
     ) -> Result<Response<Self::SessionStream>, Status> {
         let answer_by = super::deadline::answer_by(request.metadata(), Instant::now());
         let peer = request.remote_addr();
-        let permit = self.pre_auth(peer)?;
+        let permit = self.pre_auth()?;
         let peer_certs = request.peer_certs();
         let mut inbound = request.into_inner();
         let (session, rx) = self
@@ -115,18 +115,16 @@ impl AgentService for AgentSvc {
 }
 
 impl AgentSvc {
-    /// What holds before a stream is read: a free session slot (kept for the
-    /// session's life), and a peer that has not failed its token too often.
-    fn pre_auth(&self, peer: Option<SocketAddr>) -> Result<OwnedSemaphorePermit, Status> {
-        let slot = self.sessions.clone().try_acquire_owned().map_err(|_| {
+    /// What holds before a stream is read: a free session slot, kept for the
+    /// session's life. (Failed secrets are limited where each is checked, by
+    /// its own kind and key, in [`hello`]: one kind's failures at an address
+    /// never hold back the others.)
+    fn pre_auth(&self) -> Result<OwnedSemaphorePermit, Status> {
+        self.sessions.clone().try_acquire_owned().map_err(|_| {
             Status::resource_exhausted(
                 "the coordinator serves as many agent sessions as it may (serve --max-sessions); retry later",
             )
-        })?;
-        if !self.failed_auth.allowed(peer.map(|p| p.ip())) {
-            return Err(rate::too_many_failures());
-        }
-        Ok(slot)
+        })
     }
 }
 
@@ -204,7 +202,7 @@ impl Session {
         {
             tracing::warn!(host = self.host_id, error = %e, "dispatch on connect failed");
         }
-        let mut allowance = Bucket::for_session();
+        let mut allowance = rate::session_allowance();
         let end = {
             // Made once for the session, not once a message: a heartbeat then
             // registers no waiter on the cluster-wide shutdown token and no timer.

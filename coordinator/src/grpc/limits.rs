@@ -1,7 +1,8 @@
-//! Caps that hold before anyone is authenticated: open connections (a
-//! semaphore around the listener: past the cap a new connection is closed at
-//! once), HTTP/2 streams per connection (a server setting), and agent sessions
-//! (a semaphore taken before `Hello` is read).
+//! Caps that hold before anyone is authenticated: open connections (at the
+//! cap a new connection takes the place of the one idle longest, and
+//! connections without a stream close after their timeouts:
+//! [`crate::guard::conn`]), HTTP/2 streams per connection (a server setting),
+//! and agent sessions (a semaphore taken before `Hello` is read).
 //!
 //! The connection and session caps are `serve --max-connections` and
 //! `--max-sessions`. Every connection is an open file, so at start the soft
@@ -9,16 +10,23 @@
 //! it ([`Caps::fit`]): a cap given that cannot fit is an error, a default that
 //! cannot is lowered to fit, with a warning.
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use http_body_util::BodyExt;
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_stream::{Stream, StreamExt};
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tonic::body::Body;
+use tonic::codegen::{Body as HttpBody, Service, http};
+use tonic::server::NamedService;
+use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
+
+use crate::guard::conn::{Connections, Guarded};
 
 /// Default cap on open gRPC connections, agents and operators together.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 65_536;
@@ -43,8 +51,12 @@ pub const RECEIVE_WINDOW_BYTES: u32 = 256 * 1024;
 /// (`UNAVAILABLE`, with a time to come back: [`super::turns`]).
 pub const HANDSHAKES_AT_ONCE: usize = 16;
 /// Open files kept aside from gRPC connections: the database pools, the
-/// HTTP listener and its clients, the private cluster's pipes, logs.
+/// HTTP listener and its clients (at most [`MAX_HTTP_CONNECTIONS`]), the
+/// private cluster's pipes, logs.
 pub const RESERVED_FILES: u64 = 1024;
+/// The most `--http-max-connections` may be: half of [`RESERVED_FILES`].
+pub const MAX_HTTP_CONNECTIONS: usize = 512;
+pub use crate::guard::conn::{DEFAULT_HTTP_CONNECTIONS, DEFAULT_TIMEOUTS};
 /// The least a cap may be.
 const MIN_CAP: usize = 16;
 
@@ -177,77 +189,100 @@ fn raise_open_files() -> anyhow::Result<u64> {
     }
 }
 
-/// A connection that holds one of the [`Caps::connections`] permits while open.
-pub struct Limited {
-    io: TcpStream,
-    _permit: OwnedSemaphorePermit,
-}
-
-/// `incoming`, with at most `cap` connections open at once: one past it is
-/// closed as soon as it is accepted (and logged), which costs it nothing but
-/// the attempt.
-pub fn limit_connections<S>(incoming: S, cap: usize) -> impl Stream<Item = io::Result<Limited>>
+/// `incoming`, each connection admitted by `conns` (the cap, the timeouts);
+/// one that cannot be is closed at once.
+pub fn admitted<S>(incoming: S, conns: Arc<Connections>) -> impl Stream<Item = io::Result<Guarded>>
 where
     S: Stream<Item = io::Result<TcpStream>>,
 {
-    let open = Arc::new(Semaphore::new(cap));
-    incoming.filter_map(move |accepted| match accepted {
-        Ok(io) => match open.clone().try_acquire_owned() {
-            Ok(permit) => Some(Ok(Limited { io, _permit: permit })),
-            Err(_) => {
-                tracing::warn!(peer = ?io.peer_addr().ok(), cap, "too many open connections: closing a new one");
-                None
+    incoming
+        .then(move |accepted| {
+            let conns = conns.clone();
+            async move {
+                match accepted {
+                    Ok(io) => Ok(conns.admit(io).await),
+                    Err(e) => Err(e),
+                }
             }
-        },
-        Err(e) => Some(Err(e)),
-    })
+        })
+        .filter_map(|admitted| match admitted {
+            Ok(Some(io)) => Some(Ok(io)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        })
 }
 
-impl Connected for Limited {
+impl Connected for Guarded {
     type ConnectInfo = TcpConnectInfo;
 
     fn connect_info(&self) -> TcpConnectInfo {
-        self.io.connect_info()
+        self.tcp().connect_info()
     }
 }
 
-impl AsyncRead for Limited {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
+/// A gRPC service whose requests (streams) count as in progress on their
+/// connection until their response ends ([`Connections::request`]): a
+/// connection with an open stream is never closed as idle.
+#[derive(Clone)]
+pub struct Tracked<S> {
+    inner: S,
+    conns: Arc<Connections>,
 }
 
-impl AsyncWrite for Limited {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+/// `service`, its streams counted on their connections in `conns`.
+pub fn tracked<S>(service: S, conns: Arc<Connections>) -> Tracked<S> {
+    Tracked { inner: service, conns }
+}
+
+impl<S: NamedService> NamedService for Tracked<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S, B> Service<http::Request<Body>> for Tracked<S>
+where
+    S: Service<http::Request<Body>, Response = http::Response<B>, Error = Infallible>,
+    S::Future: Send + 'static,
+    B: HttpBody<Data = tonic::codegen::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let extensions = request.extensions();
+        let peer = extensions
+            .get::<TcpConnectInfo>()
+            .and_then(TcpConnectInfo::remote_addr)
+            .or_else(|| {
+                extensions
+                    .get::<TlsConnectInfo<TcpConnectInfo>>()
+                    .and_then(|i| i.get_ref().remote_addr())
+            });
+        let in_flight = peer.and_then(|peer| self.conns.request(peer));
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            Ok(match in_flight {
+                // Held by the body: a session's stream is in progress until it ends.
+                Some(in_flight) => response.map(|body| {
+                    Body::new(body.map_frame(move |frame| {
+                        let _ = &in_flight;
+                        frame
+                    }))
+                }),
+                None => response.map(Body::new),
+            })
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use tokio::io::AsyncReadExt;
-    use tokio_stream::wrappers::TcpListenerStream;
-
     use super::*;
 
     #[test]
@@ -296,13 +331,19 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_past_the_cap_is_closed_and_a_freed_permit_admits_the_next() {
+        use tokio::io::AsyncReadExt;
+        use tokio_stream::wrappers::TcpListenerStream;
+
         let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut incoming = Box::pin(limit_connections(TcpListenerStream::new(listener), 1));
+        let conns = Connections::new("test", 1, DEFAULT_TIMEOUTS);
+        let mut incoming = Box::pin(admitted(TcpListenerStream::new(listener), conns.clone()));
 
         let _first_client = TcpStream::connect(addr).await.unwrap();
         let first = incoming.next().await.unwrap().unwrap();
         assert_eq!(first.connect_info().local_addr(), Some(addr));
+        // Serving a request: it keeps its place (an idle one would give it up).
+        let in_flight = conns.request(first.peer()).unwrap();
 
         // Over the cap: accepted and closed, so the client reads end of stream.
         let mut second_client = TcpStream::connect(addr).await.unwrap();
@@ -314,6 +355,7 @@ mod tests {
         assert_eq!(second_client.read(&mut byte).await.unwrap(), 0, "closed by the server");
 
         // The first one closes: the next connection is served.
+        drop(in_flight);
         drop(first);
         let _third_client = TcpStream::connect(addr).await.unwrap();
         let (_incoming, third) = next.await.unwrap();

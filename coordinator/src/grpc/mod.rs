@@ -1,7 +1,8 @@
 //! The gRPC side of the coordinator: the agents' session stream
 //! ([`agent::AgentSvc`]) and the operators' admin API ([`admin::AdminSvc`]);
 //! each session's bounded queue to its agent ([`outbound`]), the rate
-//! limits of agents' messages and failed token attempts ([`rate`]), and the
+//! limit of agents' messages and the answer past the failed-authentication
+//! limit ([`rate`], the limit itself in [`crate::guard::auth`]), and the
 //! caps on connections, streams and sessions ([`limits`]), the handshakes'
 //! turns at the database ([`turns`]) and when each must be answered
 //! ([`deadline`]), and pages of the admin API's lists ([`paging`]); the paths

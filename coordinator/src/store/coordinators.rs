@@ -1,7 +1,12 @@
 //! `coordinators`: the processes behind the leases' holders. A coordinator
 //! registers at start and at every lease renewal ([`register`]); a successor
 //! on the same machine reads which of its neighbours' processes are gone
-//! ([`on_machine`]) and ends their leases at once (`leases::end_all_of`).
+//! ([`on_machine`]), or which registered coordinator listened where it now
+//! listens ([`same_listener`]), and ends their leases at once
+//! (`leases::end_all_of`). Any coordinator can tell who holds a host's lease
+//! and how lately it renewed ([`lease_holder`]).
+
+use std::time::Duration;
 
 use sqlx::PgExecutor;
 use uuid::Uuid;
@@ -32,6 +37,28 @@ pub struct Neighbour {
     pub name: String,
     pub pid: i32,
     pub pid_start: i64,
+}
+
+/// Where a coordinator listens for gRPC: a listening address is one live
+/// process's at a time within a network namespace of one boot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    /// The inode of `/proc/self/ns/net`; `None`: unknown.
+    pub net_namespace: Option<i64>,
+    /// The bound gRPC address, as `SocketAddr` prints it.
+    pub grpc: String,
+}
+
+/// The coordinator holding a host's live lease, as another one sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHolder {
+    pub id: Uuid,
+    /// For people: hostname/pid.
+    pub name: String,
+    /// Its registered process; `None` when it is not registered (forgotten: gone).
+    pub process: Option<Process>,
+    /// Since it last renewed (was seen); `None` when it is not registered.
+    pub silent_for: Option<Duration>,
 }
 
 /// Registers `holder` as `process`, or marks it seen now if it is registered
@@ -72,6 +99,79 @@ pub async fn on_machine(db: impl PgExecutor<'_>, holder: &Holder, process: &Proc
     .bind(holder.id)
     .fetch_all(db)
     .await?)
+}
+
+/// Records where `holder` (registered) listens.
+pub async fn set_listener(db: impl PgExecutor<'_>, holder: &Holder, listener: &Listener) -> Result<bool> {
+    let done = sqlx::query("UPDATE coordinators SET net_namespace = $2, grpc_listen = $3 WHERE id = $1")
+        .bind(holder.id)
+        .bind(listener.net_namespace)
+        .bind(&listener.grpc)
+        .execute(db)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The other coordinators registered as listening where `listener` now
+/// listens, in the same boot: dead, since this one could bind it. None if
+/// the boot or the network namespace is unknown.
+pub async fn same_listener(
+    db: impl PgExecutor<'_>,
+    holder: &Holder,
+    boot_id: Option<Uuid>,
+    listener: &Listener,
+) -> Result<Vec<Uuid>> {
+    let (Some(boot_id), Some(net_namespace)) = (boot_id, listener.net_namespace) else {
+        return Ok(Vec::new());
+    };
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM coordinators WHERE boot_id = $1 AND net_namespace = $2 AND grpc_listen = $3 AND id <> $4 \
+         ORDER BY started_at",
+    )
+    .bind(boot_id)
+    .bind(net_namespace)
+    .bind(&listener.grpc)
+    .bind(holder.id)
+    .fetch_all(db)
+    .await?)
+}
+
+/// Who holds `host_id`'s live lease, if a coordinator other than `holder` does.
+pub async fn lease_holder(db: impl PgExecutor<'_>, host_id: i64, holder: &Holder) -> Result<Option<LeaseHolder>> {
+    type Row = (
+        Uuid,
+        String,
+        Option<i32>,
+        Option<Uuid>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<f64>,
+    );
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT l.coordinator, l.coordinator_name, c.pid, c.boot_id, c.pid_namespace, c.uid, c.pid_start, \
+             extract(epoch FROM now() - c.seen_at)::float8 \
+         FROM host_leases l LEFT JOIN coordinators c ON c.id = l.coordinator \
+         WHERE l.host_id = $1 AND l.expires_at > now() AND l.coordinator <> $2",
+    )
+    .bind(host_id)
+    .bind(holder.id)
+    .fetch_optional(db)
+    .await?;
+    Ok(row.map(
+        |(id, name, pid, boot_id, pid_namespace, uid, pid_start, silent)| LeaseHolder {
+            id,
+            name,
+            process: pid.map(|pid| Process {
+                boot_id,
+                pid_namespace,
+                uid,
+                pid,
+                pid_start,
+            }),
+            silent_for: silent.map(|s| Duration::from_secs_f64(s.max(0.0))),
+        },
+    ))
 }
 
 /// Forgets the coordinators `ids` (dead, or `holder` itself at a clean shutdown).

@@ -11,14 +11,22 @@
 //! `authorization.credentials_file`) or as HTTP Basic with any user name and the
 //! token as password, which every browser prompts for on the 401 answer and
 //! then sends by itself. No cookie, so no cross-site request carries it.
+//!
+//! A wrong token counts against its address's allowance of report-token
+//! failures ([`crate::guard::auth`]); past it, requests that present a token
+//! are answered 429 with `Retry-After`, without the token being looked at.
+//! A request that presents none (a browser's first visit) costs nothing.
 
-use axum::extract::{Request, State};
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 
 use crate::domain::auth::Token;
+use crate::guard::auth::{FailedAuth, Limited, SecretKind};
 
 /// The report's checks, from `serve`'s flags; the default lets everything in.
 #[derive(Clone, Debug, Default)]
@@ -26,6 +34,8 @@ pub struct Access {
     /// `--http-allowed-host` names, lower case, each with its port if one was given.
     allowed: Vec<(String, Option<u16>)>,
     token: Option<Token>,
+    /// Failed tokens, shared with the gRPC side ([`Access::limited_by`]).
+    failed_auth: Arc<FailedAuth>,
 }
 
 impl Access {
@@ -48,7 +58,17 @@ impl Access {
             }
             allowed.push((name.to_string(), port));
         }
-        Ok(Access { allowed, token })
+        Ok(Access {
+            allowed,
+            token,
+            failed_auth: Arc::default(),
+        })
+    }
+
+    /// Counts failed tokens in `failed_auth` (the coordinator's one limit) instead of its own.
+    pub fn limited_by(mut self, failed_auth: Arc<FailedAuth>) -> Access {
+        self.failed_auth = failed_auth;
+        self
     }
 
     /// Whether a request with this `Host` header may be answered.
@@ -126,8 +146,27 @@ pub async fn guard(State(access): State<Access>, request: Request, next: Next) -
         }
         None => return (StatusCode::BAD_REQUEST, "the request has no Host header\n").into_response(),
     }
-    if request.uri().path() == "/healthz" || access.authorized(request.headers()) {
+    if request.uri().path() == "/healthz" || access.token.is_none() {
         return next.run(request).await;
+    }
+    // Only a request that presents something can present a wrong token.
+    if request.headers().contains_key(header::AUTHORIZATION) {
+        let peer = request
+            .extensions()
+            .get::<ConnectInfo<super::Peer>>()
+            .map(|c| c.0.0.ip());
+        match access.failed_auth.attempt(SecretKind::ReportToken, peer, "") {
+            Err(limited) => {
+                tracing::warn!(peer = ?peer, %limited, "report request refused before its token was checked");
+                return too_many_failures(&limited);
+            }
+            Ok(attempt) => {
+                if attempt.judge(access.authorized(request.headers())) {
+                    return next.run(request).await;
+                }
+                tracing::warn!(peer = ?peer, "report request with a wrong token");
+            }
+        }
     }
     let mut response = (
         StatusCode::UNAUTHORIZED,
@@ -142,6 +181,23 @@ pub async fn guard(State(access): State<Access>, request: Request, next: Next) -
         HeaderValue::from_static("Basic realm=\"cipherfleet report\", charset=\"UTF-8\""),
     );
     response
+}
+
+/// 429 with `Retry-After`: the address failed the token too often lately.
+fn too_many_failures(limited: &Limited) -> Response {
+    let seconds = limited.retry_after.as_secs_f64().ceil().max(1.0) as u64;
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            ),
+            (header::RETRY_AFTER, HeaderValue::from(seconds)),
+        ],
+        format!("{limited}\n"),
+    )
+        .into_response()
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! planner), `campaigns`, `campaign` (+ `campaign_skips`: points skipped for lack of a path) and `campaign_compare` (two campaigns' change per host and point), `scenarios` (the scenario suites' answers per class), `result` (`/api/v1/results/{id}`).
 //! Shared by the pages:
 //! - [`access`]: the `Host` check (DNS rebinding) and the optional token.
+//! - [`listener`]: connections under a cap and timeouts, each request counted on its connection.
 //! - [`error`]: [`WebError`], the one conversion of failures into responses.
 //! - [`api`]: `?format=json|csv` answers for every table.
 //! - [`format`]: numbers, sizes and times as the pages print them (units always stated).
@@ -38,6 +39,7 @@ pub mod format;
 mod host;
 mod host_facts;
 pub(crate) mod hosts;
+mod listener;
 mod modes;
 mod overview;
 mod paging;
@@ -58,11 +60,13 @@ use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::guard::conn::{Connections, DEFAULT_HTTP_CONNECTIONS, DEFAULT_TIMEOUTS};
 use crate::ingest::Ingest;
 use crate::report::refresh::Wanted;
 use crate::scheduler::Scheduler;
 pub use access::Access;
 pub use error::WebError;
+pub use listener::Peer;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -109,11 +113,27 @@ pub async fn serve(listener: TcpListener, state: WebState, shutdown: Cancellatio
 
 /// [`serve`], behind `access`: the `Host` check and the token when one is set.
 pub async fn serve_with(listener: TcpListener, state: WebState, access: Access, shutdown: CancellationToken) {
+    let conns = Connections::new("HTTP", DEFAULT_HTTP_CONNECTIONS, DEFAULT_TIMEOUTS);
+    serve_guarded(listener, state, access, conns, shutdown).await
+}
+
+/// [`serve_with`], its connections admitted by `conns` (a cap, timeouts for
+/// connections that send no request).
+pub async fn serve_guarded(
+    listener: TcpListener,
+    state: WebState,
+    access: Access,
+    conns: Arc<Connections>,
+    shutdown: CancellationToken,
+) {
     // The security headers again outside the guard, for its own 401 and 421 answers.
     let app = router(state)
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
-        .layer(axum::middleware::map_response(security_headers));
-    if let Err(e) = axum::serve(listener, app)
+        .layer(axum::middleware::map_response(security_headers))
+        .layer(axum::middleware::from_fn_with_state(conns.clone(), listener::track));
+    // The peer's address reaches the guard: failed tokens are counted by it.
+    let listener = listener::Admitting::new(listener, conns);
+    if let Err(e) = axum::serve(listener, app.into_make_service_with_connect_info::<listener::Peer>())
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
     {

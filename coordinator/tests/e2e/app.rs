@@ -133,6 +133,11 @@ impl App {
         App::start(pool, db_url, None, &["--verify-on-change=false"])
     }
 
+    /// [`App::with_database`] with these `serve` flags instead of the default ones.
+    pub async fn with_database_and(pool: PgPool, db_url: String, serve_args: &[&str]) -> App {
+        App::start(pool, db_url, None, serve_args)
+    }
+
     fn start(pool: PgPool, db_url: String, tls: Option<TlsFiles>, serve_args: &[&str]) -> App {
         let dir = TempDir::new("e2e");
         for (file, token) in [("agent.token", AGENT_TOKEN), ("admin.token", ADMIN_TOKEN)] {
@@ -208,6 +213,18 @@ impl App {
             .unwrap_or_else(|| panic!("coordinator did not print its HTTP address: {line:?}"));
         self.http = http.parse().unwrap();
         self.coordinator = Some(child);
+    }
+
+    /// Whether the coordinator process still runs (false once it exited, however).
+    pub fn coordinator_alive(&mut self) -> bool {
+        self.coordinator
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
+    /// The coordinator's process id, while it runs.
+    pub fn coordinator_pid(&self) -> Option<u32> {
+        self.coordinator.as_ref().map(Child::id)
     }
 
     /// SIGKILL: no chance to clean up.

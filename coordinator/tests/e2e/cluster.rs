@@ -245,6 +245,49 @@ async fn a_coordinator_restarted_after_sigkill_takes_over_its_predecessors_lease
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_killed_and_restarted_has_its_agents_back_at_once_though_they_asked_the_other_first() {
+    // Leases live three 5 s heartbeats: waited out (as a refusal's pushback used to
+    // say), the agents would be back 15 to 19 s after the kill.
+    let args = ["--verify-on-change=false", "--heartbeat-seconds", "5"];
+    let mut first = spawn_app_with(&args).await;
+    let second = App::with_database_and(first.pool.clone(), first.db_url.clone(), &args).await;
+    for i in 0..AGENTS_EACH {
+        // The killed coordinator first, the other next: they ask the other while the first restarts.
+        let agent = first
+            .agent_command(&format!("e2e-cluster-back{i}"))
+            .args(["--coordinator", &second.url()])
+            .spawn()
+            .unwrap();
+        first.track_agent(agent);
+    }
+    first.wait_online(AGENTS_EACH).await;
+    let before: Vec<uuid::Uuid> =
+        sqlx::query_scalar("SELECT DISTINCT coordinator FROM host_leases WHERE expires_at > now()")
+            .fetch_all(&first.pool)
+            .await
+            .unwrap();
+    assert_eq!(before.len(), 1, "all on the first coordinator");
+    let addr = first.grpc;
+    first.kill_coordinator();
+    let killed = Instant::now();
+    first.start_coordinator(addr);
+    wait_for("every agent back", Duration::from_secs(30), || async {
+        let back: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM host_leases WHERE expires_at > now() AND welcomed AND coordinator <> $1",
+        )
+        .bind(before[0])
+        .fetch_one(&first.pool)
+        .await
+        .ok()?;
+        (back == AGENTS_EACH as i64).then_some(())
+    })
+    .await;
+    let back = killed.elapsed();
+    eprintln!("every agent back {back:?} after the kill");
+    assert!(back < Duration::from_secs(8), "agents took {back:?} to come back");
+}
+
 /// An agent the test waits on itself, killed if the test ends first.
 struct KillOnDrop(std::process::Child);
 

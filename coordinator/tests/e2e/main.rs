@@ -4,6 +4,7 @@
 //! simulator, `cipherfleet-sim`) first (the test command does).
 
 mod app;
+mod attack;
 mod bounds;
 mod browser;
 mod campaigns;
@@ -16,10 +17,12 @@ mod detection;
 mod faults;
 mod findings;
 mod fleet;
+mod guessing;
 mod hostile;
 mod html;
 mod http;
 mod identity;
+mod idle;
 mod mtls;
 mod old_kernel;
 mod pace;

@@ -16,7 +16,7 @@
 //! half-way (its agent gave up and reset the stream) gives both back
 //! ([`Handshaking`]).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,12 +30,14 @@ use tonic::Status;
 use uuid::Uuid;
 
 use super::{AgentSvc, LOGGED_NAME_LEN, Session, truncate};
+use crate::cluster::{self, Holding};
 use crate::domain::credential::NewCredential;
 use crate::domain::facts::NormalisedFacts;
 use crate::domain::labels::Labels;
 use crate::grpc::capabilities;
 use crate::grpc::db_status;
 use crate::grpc::turns::PUSHBACK_KEY;
+use crate::guard::auth::SecretKind;
 use crate::scheduler::Scheduler;
 use crate::scheduler::outbound::{Outbound, OutboundStream};
 use crate::store;
@@ -49,6 +51,12 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// that lease ends, plus a random part of this, so the hosts of a coordinator
 /// that died (whose leases end together) come back spread out.
 const HELD_SPREAD: Duration = Duration::from_secs(4);
+/// A host whose lease is held by a coordinator that missed a renewal (likely
+/// gone) is told to come back within this …
+const SILENT_BACK: Duration = Duration::from_secs(1);
+/// … plus a random part of this: soon, since a restarted successor ends the
+/// dead one's leases at its start, but spread, since all its hosts ask at once.
+const SILENT_SPREAD: Duration = Duration::from_secs(1);
 
 /// What a `Hello` says, checked, before any of it is stored.
 struct Said {
@@ -83,15 +91,16 @@ impl AgentSvc {
         if let Err(refused) = cipherfleet_proto::check_agent_version(hello.protocol_version) {
             return Err(Status::failed_precondition(refused.to_string()));
         }
-        // The token matters only to enroll; a host with a credential need not send it.
-        let token_ok = self.token.matches(hello.enrollment_token.as_bytes());
-        if !token_ok && hello.credential.is_empty() {
-            self.failed_auth.failed(peer.map(|p| p.ip()));
+        wire::validate_hello(&hello).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let peer_ip = peer.map(|p| p.ip());
+        // What the hello proves is checked lazily, each secret under its own limit: a host
+        // presenting its credential needs no token, and its token is then never looked at.
+        let mut token = TokenCheck::new(&hello.enrollment_token);
+        if hello.credential.is_empty() && !token.proved(self, peer_ip)? {
             let name = truncate(&hello.name, LOGGED_NAME_LEN);
             tracing::warn!(peer = ?peer, name = ?name, "hello with a wrong enrollment token");
             return Err(Status::unauthenticated("invalid enrollment token"));
         }
-        wire::validate_hello(&hello).map_err(|e| Status::invalid_argument(e.to_string()))?;
         // Under mutual TLS the certificate names the host; the credential is still checked below.
         if self.client_certs
             && let Err(mismatch) = client_cert::check_host_name(peer_certs, &hello.name)
@@ -104,6 +113,19 @@ impl AgentSvc {
             return Err(Status::permission_denied(mismatch.to_string()));
         }
         let said = said(&hello)?;
+        // The credential's check, limited by its host name's failures alone.
+        let credential = if hello.credential.is_empty() {
+            None
+        } else {
+            Some(
+                self.failed_auth
+                    .attempt(SecretKind::HostCredential, peer_ip, &hello.name)
+                    .inspect_err(|limited| {
+                        let name = truncate(&hello.name, LOGGED_NAME_LEN);
+                        tracing::warn!(peer = ?peer, name = ?name, %limited, "hello refused before its credential was checked");
+                    })?,
+            )
+        };
         // A turn for the database work, held until the session is welcomed; refused
         // with a time to come back when none is free in time for the agent.
         let turn = self.handshakes.take_before(answer_by).await?;
@@ -117,12 +139,12 @@ impl AgentSvc {
         // The credential the agent is to store, when this hello enrolls the host.
         let (host_id, unchanged, issued) = match found {
             Some(known) if known.admits(&hello.credential) => {
+                if let Some(attempt) = credential {
+                    attempt.judge(true);
+                }
                 if let Some(ms) = known.held_elsewhere_ms {
-                    return Err(held_elsewhere(
-                        &hello.name,
-                        peer,
-                        Duration::from_millis(ms.max(0) as u64),
-                    ));
+                    let lease_left = Duration::from_millis(ms.max(0) as u64);
+                    Box::pin(self.wait_for_holder(known.host_id, &hello.name, peer, lease_left)).await?;
                 }
                 let unchanged = known.labels.0 == said.labels
                     && known.facts_hash.as_deref() == Some(&said.normalised.hash[..])
@@ -130,7 +152,18 @@ impl AgentSvc {
                 (known.host_id, unchanged, None)
             }
             _ => {
-                let (host_id, issued) = Box::pin(self.enroll(&hello, token_ok, peer)).await?;
+                // Not a known host with its credential: enrolling needs the token (looked at
+                // only now), unless the host holds the credential it proposes already.
+                let token_ok = token.proved(self, peer_ip)?;
+                let enrolled = Box::pin(self.enroll(&hello, token_ok, peer)).await;
+                if let Some(attempt) = credential {
+                    // A refusal, not a database error, says the credential was wrong.
+                    let refused = enrolled.as_ref().is_err_and(|s| {
+                        matches!(s.code(), tonic::Code::PermissionDenied | tonic::Code::Unauthenticated)
+                    });
+                    attempt.judge(!refused);
+                }
+                let (host_id, issued) = enrolled?;
                 (host_id, false, issued)
             }
         };
@@ -269,7 +302,7 @@ impl AgentSvc {
         let admission = store::identity::admit(&self.pool, &hello.name, &hello.credential, token_ok, &new_credential)
             .await
             .map_err(db_status)?
-            .map_err(|refusal| refused(refusal, &hello.name, peer))?;
+            .map_err(|refusal| refused(refusal, &hello.name, peer, token_ok))?;
         let host_id = admission.host_id();
         let how = match admission {
             Admission::Known { .. } => return Ok((host_id, None)),
@@ -317,9 +350,20 @@ impl AgentSvc {
 }
 
 /// The answer to a refused `Hello`: names the host and what to do. Logged
-/// with the name cut short, since it comes from whoever connected.
-fn refused(refusal: Refusal, name: &str, peer: Option<SocketAddr>) -> Status {
+/// with the name cut short, since it comes from whoever connected. Until the
+/// caller proved the enrollment token (`token_ok`) it is one answer for every
+/// name, enrolled, retired or unknown: host names cannot be enumerated.
+fn refused(refusal: Refusal, name: &str, peer: Option<SocketAddr>, token_ok: bool) -> Status {
     tracing::warn!(peer = ?peer, name = ?truncate(name, LOGGED_NAME_LEN), ?refusal, "hello refused");
+    if !token_ok {
+        return Status::permission_denied(format!(
+            "host {name:?} was not admitted: the credential presented is not its credential and no valid \
+             enrollment token came with it. If this is that host, run the agent with its state directory (the \
+             credential file in it); if its credential is lost, an operator runs \
+             `cipherfleet-coordinator hosts reset-credential {name}` and the agent enrolls again with the \
+             enrollment token; a new host enrolls with the enrollment token"
+        ));
+    }
     match refusal {
         Refusal::BadToken => Status::unauthenticated("invalid enrollment token"),
         Refusal::WrongCredential => Status::permission_denied(format!(
@@ -335,6 +379,43 @@ fn refused(refusal: Refusal, name: &str, peer: Option<SocketAddr>) -> Status {
     }
 }
 
+/// A hello's enrollment token, checked at most once and only when what the
+/// hello asks for needs it, under the limit of failed enrollment tokens from
+/// its address ([`SecretKind::EnrollmentToken`]).
+struct TokenCheck<'h> {
+    presented: &'h str,
+    proved: Option<bool>,
+}
+
+impl<'h> TokenCheck<'h> {
+    fn new(presented: &'h str) -> TokenCheck<'h> {
+        TokenCheck {
+            presented,
+            proved: None,
+        }
+    }
+
+    /// Whether the token is right; `RESOURCE_EXHAUSTED` when its address failed it
+    /// too often lately (it is then not looked at). An empty token proves nothing
+    /// and counts nothing.
+    fn proved(&mut self, svc: &AgentSvc, peer: Option<IpAddr>) -> Result<bool, Status> {
+        if let Some(proved) = self.proved {
+            return Ok(proved);
+        }
+        let proved = !self.presented.is_empty() && {
+            let attempt = svc
+                .failed_auth
+                .attempt(SecretKind::EnrollmentToken, peer, "")
+                .inspect_err(
+                    |limited| tracing::warn!(peer = ?peer, %limited, "hello refused before its token was checked"),
+                )?;
+            attempt.judge(svc.token.matches(self.presented.as_bytes()))
+        };
+        self.proved = Some(proved);
+        Ok(proved)
+    }
+}
+
 /// The refusal of a second live session of a host (`ALREADY_EXISTS`).
 fn second_session(name: &str, host_id: i64, peer: Option<SocketAddr>) -> Status {
     tracing::warn!(host = host_id, name = ?name, peer = ?peer, "second session of a host refused");
@@ -346,12 +427,49 @@ fn second_session(name: &str, host_id: i64, peer: Option<SocketAddr>) -> Status 
     ))
 }
 
+impl AgentSvc {
+    /// A known host whose live lease another coordinator holds for `lease_left`
+    /// still: `Ok` when that one turns out dead on this machine (its leases are
+    /// ended, [`cluster::judge_holder`]) or its lease is gone, else the refusal
+    /// with when to come back: when the lease ends, or soon when its holder
+    /// missed a renewal (it is likely gone, and a restarted successor would end
+    /// its leases at start: the agent should not wait them out).
+    async fn wait_for_holder(
+        &self,
+        host_id: i64,
+        name: &str,
+        peer: Option<SocketAddr>,
+        lease_left: Duration,
+    ) -> Result<(), Status> {
+        let holding = cluster::judge_holder(&self.pool, self.scheduler.holder(), host_id, self.heartbeat.base())
+            .await
+            .map_err(db_status)?;
+        match holding {
+            Holding::Free | Holding::Dead => Ok(()),
+            Holding::Silent => Err(held_elsewhere(
+                name,
+                peer,
+                lease_left,
+                lease_left.min(SILENT_BACK),
+                SILENT_SPREAD,
+            )),
+            Holding::Live => Err(held_elsewhere(name, peer, lease_left, lease_left, HELD_SPREAD)),
+        }
+    }
+}
+
 /// [`second_session`] for a host whose lease another coordinator holds for
-/// `lease_left` still: come back when it ends, plus up to [`HELD_SPREAD`].
-fn held_elsewhere(name: &str, peer: Option<SocketAddr>, lease_left: Duration) -> Status {
+/// `lease_left` still: come back in `back`, plus a random part of `spread`.
+fn held_elsewhere(
+    name: &str,
+    peer: Option<SocketAddr>,
+    lease_left: Duration,
+    back: Duration,
+    spread: Duration,
+) -> Status {
     let random = getrandom::u64().unwrap_or(u64::MAX / 2);
-    let spread = (u128::from(random) * HELD_SPREAD.as_millis()) / u128::from(u64::MAX);
-    let back = lease_left.as_millis() + spread;
+    let spread = (u128::from(random) * spread.as_millis()) / u128::from(u64::MAX);
+    let back = back.as_millis() + spread;
     tracing::debug!(name = ?truncate(name, LOGGED_NAME_LEN), peer = ?peer, back_ms = %back, "host held by another coordinator");
     let mut status = Status::already_exists(format!(
         "host {name:?} has a live session on another coordinator (or the one that served it died, and its \

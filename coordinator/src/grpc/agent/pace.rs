@@ -62,6 +62,11 @@ pub struct Pacer {
 }
 
 impl Pacer {
+    /// The set interval (`--heartbeat-seconds`): also how often leases are renewed.
+    pub fn base(&self) -> Duration {
+        self.pace.base
+    }
+
     pub fn new(pace: Pace) -> Arc<Pacer> {
         Arc::new(Pacer {
             pace,

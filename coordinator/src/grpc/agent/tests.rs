@@ -4,12 +4,15 @@
 use cipherfleet_core::measurement::{Latency, LatencyMethod, SampleKind, WorkerReport};
 use cipherfleet_core::path::{Backends, Flavour};
 use cipherfleet_core::spec::Suite;
+use std::net::SocketAddr;
+
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::*;
+use crate::guard::auth::{FAILED_BURST, SecretKind};
 use crate::store::leases::Holder;
 
 const HEARTBEAT: Duration = Duration::from_secs(10);
@@ -242,21 +245,66 @@ async fn a_hello_that_gets_no_turn_in_time_is_refused_with_a_time_to_come_back_b
 }
 
 #[tokio::test]
-async fn no_session_slot_or_a_peer_that_keeps_failing_is_refused_before_hello() {
+async fn no_session_slot_is_refused_before_hello() {
     let svc = service_without_database();
-    let peer: SocketAddr = "192.0.2.9:4000".parse().unwrap();
-    let slot = svc.pre_auth(Some(peer)).expect("a free slot");
-    let full = svc.pre_auth(Some(peer)).unwrap_err();
+    let slot = svc.pre_auth().expect("a free slot");
+    let full = svc.pre_auth().unwrap_err();
     assert_eq!(full.code(), tonic::Code::ResourceExhausted);
     assert!(full.message().contains("agent sessions"), "{full:?}");
     drop(slot);
-    for _ in 0..rate::FAILED_AUTH_BURST {
-        svc.failed_auth.failed(Some(peer.ip()));
+    assert!(svc.pre_auth().is_ok());
+}
+
+/// `hello` from `peer` with `token` and no credential, answered without the database.
+async fn hello_from(svc: &AgentSvc, peer: SocketAddr, token: &str) -> Status {
+    let mut message = hello().unwrap();
+    if let Some(agent_message::Body::Hello(h)) = message.body.as_mut() {
+        h.enrollment_token = token.into();
     }
-    let refused = svc.pre_auth(Some(peer)).unwrap_err();
-    assert!(refused.message().contains("failed token attempts"), "{refused:?}");
+    let (agent, inbound) = mpsc::channel(1);
+    agent.send(Ok(message)).await.unwrap();
+    let answer_by = Instant::now() + Duration::from_secs(20);
+    svc.handshake(&mut ReceiverStream::new(inbound), answer_by, Some(peer), None)
+        .await
+        .err()
+        .expect("refused before the database")
+}
+
+#[tokio::test]
+async fn wrong_enrollment_tokens_from_an_address_hold_back_only_that_token_from_it() {
+    let svc = service_without_database();
+    let peer: SocketAddr = "192.0.2.9:4000".parse().unwrap();
+    for _ in 0..FAILED_BURST {
+        let refused = hello_from(&svc, peer, "not-the-token-0123456789").await;
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
+    }
+    let refused = hello_from(&svc, peer, "not-the-token-0123456789").await;
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("enrollment token"), "{refused:?}");
+    assert!(
+        refused.metadata().get(super::super::turns::PUSHBACK_KEY).is_some(),
+        "{refused:?}"
+    );
+    // The right token from there is not looked at either, while another address is.
+    let refused = hello_from(&svc, peer, TOKEN).await;
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused:?}");
     let other: SocketAddr = "192.0.2.10:4000".parse().unwrap();
-    assert!(svc.pre_auth(Some(other)).is_ok(), "another address is not held back");
+    assert_eq!(
+        hello_from(&svc, other, "not-the-token-0123456789").await.code(),
+        tonic::Code::Unauthenticated
+    );
+    // Nor do the admin token's failures at that address count against a hello.
+    for _ in 0..2 * FAILED_BURST {
+        let attempt = svc
+            .failed_auth
+            .attempt(SecretKind::AdminToken, Some(other.ip()), "")
+            .ok();
+        attempt.map(|a| a.judge(false));
+    }
+    assert_eq!(
+        hello_from(&svc, other, "not-the-token-0123456789").await.code(),
+        tonic::Code::Unauthenticated
+    );
 }
 
 fn figures() -> Figures {

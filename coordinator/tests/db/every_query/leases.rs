@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use cipherfleet_coordinator::cluster;
 use cipherfleet_coordinator::domain::job::JobStatus;
 use cipherfleet_coordinator::store::advisory::{self, Lock};
-use cipherfleet_coordinator::store::coordinators::{self, Neighbour, Process};
+use cipherfleet_coordinator::store::coordinators::{self, LeaseHolder, Listener, Neighbour, Process};
 use cipherfleet_coordinator::store::leases::{self, Held, Holder};
 use cipherfleet_coordinator::store::{hosts, jobs, sessions};
 use sqlx::Connection;
@@ -368,4 +369,121 @@ async fn an_advisory_lock_is_held_by_one_session_at_a_time() {
     let mut conn = pool.acquire().await.unwrap();
     let n: i64 = sqlx::query_scalar(held).fetch_one(&mut *conn).await.unwrap();
     assert_eq!(n, 0, "released at commit");
+}
+
+#[tokio::test]
+async fn a_coordinator_that_listened_where_a_new_one_listens_is_dead_and_its_leases_end_at_start() {
+    let pool = fresh_db().await;
+    // The predecessor ran in another PID namespace (a container since restarted in its pod):
+    // its process cannot be checked from here, but it listened on this boot, network
+    // namespace and address, which it would still hold if it lived.
+    let me_here = cluster::process::this();
+    let listener = Listener {
+        net_namespace: cluster::process::net_namespace(),
+        grpc: "127.0.0.1:7443".into(),
+    };
+    let before = Process {
+        pid_namespace: Some(1),
+        pid: 7,
+        pid_start: Some(99),
+        ..me_here.clone()
+    };
+    let (old, other, me) = (coordinator("pod/7"), coordinator("pod/8"), coordinator("pod/9"));
+    coordinators::register(&pool, &old, &before).await.unwrap();
+    assert!(coordinators::set_listener(&pool, &old, &listener).await.unwrap());
+    // A live neighbour on another port is left alone.
+    coordinators::register(&pool, &other, &before).await.unwrap();
+    let elsewhere = Listener {
+        grpc: "127.0.0.1:7444".into(),
+        ..listener.clone()
+    };
+    assert!(coordinators::set_listener(&pool, &other, &elsewhere).await.unwrap());
+    let (h1, h2) = (host(&pool, "pod-host-1").await, host(&pool, "pod-host-2").await);
+    assert!(leases::acquire(&pool, h1, &old, 1, TTL).await.unwrap());
+    assert!(leases::acquire(&pool, h2, &other, 1, TTL).await.unwrap());
+    assert_eq!(
+        coordinators::same_listener(&pool, &me, me_here.boot_id, &listener)
+            .await
+            .unwrap(),
+        [old.id]
+    );
+    assert!(
+        coordinators::same_listener(&pool, &me, None, &listener)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Seen from another coordinator: who holds the lease, and how lately it renewed.
+    let seen = coordinators::lease_holder(&pool, h1, &me).await.unwrap().expect("held");
+    assert_eq!(
+        (seen.id, seen.name.as_str(), seen.process.as_ref()),
+        (old.id, "pod/7", Some(&before))
+    );
+    assert!(seen.silent_for.is_some_and(|s| s < Duration::from_secs(60)), "{seen:?}");
+    assert_eq!(
+        coordinators::lease_holder(&pool, h1, &old).await.unwrap(),
+        None,
+        "its own lease"
+    );
+
+    assert_eq!(cluster::take_over(&pool, &me, Some(&listener)).await.unwrap(), 1);
+    assert!(leases::acquire(&pool, h1, &me, 1, TTL).await.unwrap(), "free at once");
+    assert!(
+        !leases::acquire(&pool, h2, &me, 1, TTL).await.unwrap(),
+        "the live neighbour's stays"
+    );
+    let unregistered: Option<LeaseHolder> = coordinators::lease_holder(&pool, h2, &me).await.unwrap();
+    assert_eq!(unregistered.map(|h| h.id), Some(other.id));
+    assert!(
+        coordinators::same_listener(&pool, &me, me_here.boot_id, &listener)
+            .await
+            .unwrap()
+            .is_empty(),
+        "the dead one is forgotten; this one is registered there now"
+    );
+}
+
+#[tokio::test]
+async fn a_lease_holder_that_missed_a_renewal_is_judged_silent_and_a_renewing_one_live() {
+    let pool = fresh_db().await;
+    let (other, me) = (coordinator("far/1"), coordinator("near/2"));
+    // On another machine: its process cannot be checked from here.
+    let far = Process {
+        boot_id: Some(Uuid::new_v4()),
+        pid_namespace: Some(1),
+        uid: Some(1000),
+        pid: 1,
+        pid_start: Some(1),
+    };
+    coordinators::register(&pool, &other, &far).await.unwrap();
+    let h = host(&pool, "judged").await;
+    let renewal = Duration::from_secs(5);
+    assert_eq!(
+        cluster::judge_holder(&pool, &me, h, renewal).await.unwrap(),
+        cluster::Holding::Free
+    );
+    assert!(leases::acquire(&pool, h, &other, 1, TTL).await.unwrap());
+    assert_eq!(
+        cluster::judge_holder(&pool, &me, h, renewal).await.unwrap(),
+        cluster::Holding::Live
+    );
+    sqlx::query("UPDATE coordinators SET seen_at = now() - interval '8 seconds' WHERE id = $1")
+        .bind(other.id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        cluster::judge_holder(&pool, &me, h, renewal).await.unwrap(),
+        cluster::Holding::Silent
+    );
+    coordinators::forget(&pool, &[other.id]).await.unwrap();
+    assert_eq!(
+        cluster::judge_holder(&pool, &me, h, renewal).await.unwrap(),
+        cluster::Holding::Silent,
+        "not registered: gone"
+    );
+    assert!(
+        !leases::acquire(&pool, h, &me, 1, TTL).await.unwrap(),
+        "a silent holder's lease is left alone"
+    );
 }
