@@ -11,7 +11,7 @@
 # apart), health checks unanswered. Exits non-zero when any row fails: any crash, 5xx, stuck
 # host, lost or duplicated result, unlimited guessing, unanswered health check, or an input that
 # must be refused and was not. The cases live in coordinator/tests/e2e/attack.rs; the test command
-# runs those of the limits at a small count.
+# runs every case at a small count.
 #
 # Usage: deploy/attack.sh [--count N] [--limits-only] [--no-build]
 #   --count N       inputs per case (default 200; idle sockets: N on each port)

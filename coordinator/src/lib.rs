@@ -1,32 +1,30 @@
 //! The cipherfleet coordinator: pushes benchmark jobs to agents and stores
-//! every result in PostgreSQL.
+//! every result in PostgreSQL. Its modules are layers, each importing only
+//! from its own layer and those below (bottom first; `layers.rs` checks it):
 //!
-//! - [`pg`]: a private PostgreSQL cluster run from the system's binaries, for
-//!   a coordinator started without `--database-url` (one per `--data-dir`, locked).
-//! - [`analysis`]: fallback and slow-path findings as pure functions.
-//! - [`findings`]: the deriver — runs the analysis over stored facts and results after
-//!   results and campaigns, and keeps the `findings` table (open → resolved) in step.
-//! - [`metrics`]: `/metrics` in the Prometheus text format.
-//! - [`guard`]: bounds before a client is known — token buckets and the one
-//!   failed-authentication limit for every kind of secret.
-//! - [`server`]: `serve` — wires storage, scheduler and services; `run(listeners, shutdown)`.
-//! - [`grpc`]: the agents' session stream and the operators' admin API.
-//! - [`scheduler`]: connected hosts and dispatch (one job at a time per host), overdue sweeps.
-//! - [`cluster`]: several coordinators on one database — host leases, dispatch wake-ups, the leader.
-//! - [`launch`]: points × host selector → a campaign and its jobs (admin API, schedules, verification).
-//! - [`watch`]: schedules, verification campaigns on fact changes, the findings webhook.
-//! - [`ingest`]: agents' results and job starts, queued (bounded) and stored in batches.
-//! - [`seen`]: hosts' `last_seen`, coalesced in memory and written in batches.
-//! - [`selector`]: which hosts a campaign runs on.
-//! - [`auth`]: enrollment and admin tokens (constant-time comparison, never logged).
-//! - [`credential`]: per-host credentials — issued at enrollment, stored hashed.
-//! - [`attempt`]: which outcome of a job counts (only its current attempt's).
-//! - [`tls`]: `--tls-cert` / `--tls-key`, read and checked at start; `--self-signed`;
-//!   plain gRPC only on loopback unless `--insecure-plaintext`.
-//! - [`web`]: the HTML report, its CSV/JSON API, `/metrics` and `/healthz`.
-//! - [`cli`]: `serve`, `campaign start|status|cancel`, `hosts`, `check`, `schedule add|list|remove`.
-//! - [`db`]: the storage layer — hosts and their fact history, agent sessions,
-//!   campaigns, the job queue and results — over the schema in `migrations/`.
+//! 1. Infrastructure, importing nothing of the crate: [`pg`] (a private
+//!    PostgreSQL cluster from the system's binaries, for a coordinator started
+//!    without `--database-url`), [`tls`] (`--tls-cert`/`--tls-key`,
+//!    `--self-signed`; plain gRPC only on loopback unless `--insecure-plaintext`),
+//!    [`guard`] (bounds before a client is known: connection admission, token
+//!    buckets, the one failed-authentication limit for every kind of secret).
+//! 2. [`domain`]: types and rules several layers share — job status and the
+//!    attempt rule, stored facts, labels, the latest-result row, selectors,
+//!    tokens, per-host credentials.
+//! 3. [`analysis`]: pure functions — fallback reasons, slow paths, classes,
+//!    capacity, the statistics of a cell.
+//! 4. [`store`]: the tables, and the schema (migrations and stored procedures).
+//! 5. [`report`]: the pages' read-models and their background refresh.
+//! 6. The work: [`ingest`] (results and job starts, batched), [`scheduler`]
+//!    (connected hosts and dispatch, one job at a time per host), [`findings`]
+//!    (the deriver), [`watch`] (schedules, verification on change, the
+//!    webhook), [`cluster`] (several coordinators on one database), [`seen`]
+//!    (hosts' `last_seen`, coalesced), [`launch`] (points × selector → a campaign).
+//! 7. The boundaries: [`grpc`] (the agents' session stream, the admin API),
+//!    [`web`] (the HTML report, its CSV/JSON API, `/healthz`), [`metrics`]
+//!    (`/metrics` in the Prometheus text format).
+//! 8. [`server`]: `serve` wires it all; `run(listeners, shutdown)`.
+//! 9. [`cli`]: `serve`, `campaign start|status|cancel`, `hosts`, `check`, `schedule add|list|remove`.
 
 pub mod analysis;
 pub mod cli;

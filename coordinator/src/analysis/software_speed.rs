@@ -2,7 +2,7 @@
 //! accelerated path counts as running at software speed (it fell back wholly
 //! or partly, or it ran on hardware barely faster than the software path),
 //! and which open findings explain an algorithm being slow on its host. The
-//! page and its API ([`crate::web::fallback`]) call these; the threshold is
+//! page and its API (`web::fallback`) call these; the threshold is
 //! the findings deriver's own ([`Thresholds`]).
 
 use cipherfleet_core::algorithm::{Algorithm, Cipher, Mode};

@@ -23,7 +23,7 @@
 //! the failed-authentication limit before each secret of the hello is checked
 //! ([`crate::guard::auth`]), a turn at the database before the hello's database work
 //! ([`super::turns`]); what the coordinator sends goes through a bounded queue
-//! that nobody waits on ([`super::outbound`]); what the agent sends is
+//! that nobody waits on ([`crate::scheduler::outbound`]); what the agent sends is
 //! rate-limited per session.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The gRPC side of the coordinator: the agents' session stream
 //! ([`agent::AgentSvc`]) and the operators' admin API ([`admin::AdminSvc`]);
-//! each session's bounded queue to its agent ([`outbound`]), the rate
+//! each session's bounded queue to its agent ([`crate::scheduler::outbound`]), the rate
 //! limit of agents' messages and the answer past the failed-authentication
 //! limit ([`rate`], the limit itself in [`crate::guard::auth`]), and the
 //! caps on connections, streams and sessions ([`limits`]), the handshakes'

@@ -17,7 +17,7 @@
 //!
 //! A request is attributed to its connection by the peer's address and port
 //! ([`Connections::request`]): a tower layer on the gRPC side
-//! (`grpc::limits::tracked`), a middleware on the HTTP side ([`Peer`]).
+//! (`grpc::limits::tracked`), a middleware on the HTTP side (`web::listener::Peer`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;

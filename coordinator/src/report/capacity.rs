@@ -1,6 +1,6 @@
 //! Reads of the capacity planner: every host with the facts its machine class
 //! is made of, and the latest measured points at one payload size, direction
-//! and path ([`super::points`]), so the page never scans `results`.
+//! and path ([`crate::store::points`]), so the page never scans `results`.
 
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;

@@ -173,7 +173,7 @@ pub async fn slow_candidates(
         .await?)
 }
 
-/// Open findings in [`super::findings::list_open`]'s order, `limit` from
+/// Open findings in [`crate::store::findings::list_open`]'s order, `limit` from
 /// `offset`: a page of the fallback page's findings list.
 pub async fn open_findings(db: impl PgExecutor<'_>, limit: i64, offset: i64) -> Result<Vec<Finding>> {
     Ok(sqlx::query_as(
@@ -255,7 +255,7 @@ pub async fn archs(db: impl PgExecutor<'_>) -> Result<Vec<String>> {
 /// Findings with status `open` or `resolved` (`None`: both), most severe and
 /// open first, then by host — what `/api/v1/findings` lists — `limit` of
 /// them from `offset` (`None`: all).
-/// ([`super::findings`] has the open ones and one host's history; this adds the fleet's resolved ones.)
+/// ([`crate::store::findings`] has the open ones and one host's history; this adds the fleet's resolved ones.)
 pub async fn findings(
     db: impl PgExecutor<'_>,
     status: Option<&str>,

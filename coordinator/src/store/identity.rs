@@ -71,7 +71,7 @@ pub struct Enrolled {
     pub labels: Json<Labels>,
     /// The paths it said it has ([`super::capabilities`]), `None` before it said.
     pub paths: Option<Vec<String>>,
-    /// The hash of its current facts ([`super::snapshots::NormalisedFacts`]).
+    /// The hash of its current facts ([`crate::domain::facts::NormalisedFacts`]).
     pub facts_hash: Option<Vec<u8>>,
     /// How long the live lease of another coordinator than the one looking
     /// still lives, in milliseconds: that one serves the host meanwhile.

@@ -3,7 +3,7 @@
 //! per job: an agent that reconnects and sends a result again, or two copies
 //! racing, leave one row, and the job is marked done in the same transaction.
 //! Reads of one result (the raw measurement behind a report's figure) and the
-//! total are here too; a host's results pages are [`super::host_results`].
+//! total are here too; a host's results pages are [`crate::report::host_results`].
 //! [`StoredMemory`] is how every read of a result carries its memory figures.
 
 use std::collections::{HashMap, HashSet};
@@ -31,7 +31,7 @@ pub enum RecordOutcome {
     /// The job already had a result of this attempt; nothing changed.
     Duplicate,
     /// Not the job's current attempt, or the job ended otherwise
-    /// ([`attempt::judge`]); nothing changed.
+    /// ([`crate::domain::attempt::judge`]); nothing changed.
     Ignored(Ignored),
     /// The measurement cannot be this job's result (malformed, of another
     /// point, or refused by the database's checks): the job failed with this
@@ -120,7 +120,7 @@ pub struct Stored {
 ///
 /// The rules, for each result: only the job's own host may report it (else
 /// `JobOfAnotherHost`, or `UnknownJob`); only the current attempt of a job
-/// not yet finished counts ([`attempt::judge`]): a failed or cancelled job
+/// not yet finished counts ([`crate::domain::attempt::judge`]): a failed or cancelled job
 /// stays so, an earlier attempt's result is `Ignored`, the same attempt's
 /// again (a re-send after a lost ack, or two copies in one batch) is a
 /// `Duplicate`; a result that counts is stored tied to the host's current
