@@ -58,8 +58,15 @@ cmd_fetch() {
   [ "$(id -u)" -eq 0 ] || die "fetch runs apt-get: run as root"
   [ "$arch" = "$(dpkg --print-architecture)" ] || die "fetch $arch: only this machine's architecture"
   # The metapackage names the current ABI's package: linux-image-6.1.0-NN-amd64.
-  abi=$(apt-cache depends "linux-image-$arch" 2>/dev/null | sed -n "s/^ *Depends: \(linux-image-[^ ]*-$arch\)$/\1/p" | head -n 1)
-  [ -n "$abi" ] || die "apt-cache knows no linux-image-$arch (apt-get update first?)"
+  current_abi() {
+    apt-cache depends "linux-image-$arch" 2>/dev/null | sed -n "s/^ *Depends: \(linux-image-[^ ]*-$arch\)$/\1/p" | head -n 1
+  }
+  abi=$(current_abi)
+  if [ -z "$abi" ]; then
+    apt-get update -qq
+    abi=$(current_abi)
+  fi
+  [ -n "$abi" ] || die "apt-cache knows no linux-image-$arch, even after apt-get update"
   if [ -d "$cache/kernel-$arch/lib/modules/${abi#linux-image-}" ]; then
     echo "vm-image: $abi already unpacked in $cache/kernel-$arch"
     return
@@ -101,7 +108,9 @@ cmd_build() {
   triple=$(triple_of "$arch")
   local agent=$bin/$triple/cipherfleet-agent busybox=/bin/busybox
   for f in "$agent" "$agent-soft"; do [ -x "$f" ] || die "$f is missing: run deploy/build-static.sh"; done
-  [ -x "$busybox" ] && "$busybox" --list | grep -qx cpio || die "busybox-static is missing: run deploy/install-deps.sh"
+  # (The list captured first: `grep -q` ending a pipe early fails it under pipefail.)
+  local applets
+  applets=$("$busybox" --list 2>/dev/null) && grep -qx cpio <<<"$applets" || die "busybox-static is missing: run deploy/install-deps.sh"
   command -v depmod >/dev/null && command -v kmod >/dev/null || die "kmod is missing: run deploy/install-deps.sh"
   # What the image is made of: a change to any of these makes a new one.
   local inputs key out
