@@ -165,7 +165,9 @@ running_pid() {
   pid=$(cat "$f")
   [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
   if is_vm "$1"; then
-    tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF "file=$dir/hosts/$1/disk.img,format=raw,if=virtio" || return 1
+    local args
+    args=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+    grep -qxF "file=$dir/hosts/$1/disk.img,format=raw,if=virtio" <<<"$args" || return 1
   else
     [ "$(ip netns identify "$pid" 2>/dev/null)" = "$(ns_of "$1")" ] || return 1
   fi
@@ -387,7 +389,9 @@ cmd_up() {
   } >"$conf"
   net_up
   local h
-  for h in "${hosts[@]}"; do start_agent "$h"; done
+  # The VMs first: they take longest to come up.
+  for h in "${hosts[@]}"; do ! is_vm "$h" || start_agent "$h"; done
+  for h in "${hosts[@]}"; do is_vm "$h" || start_agent "$h"; done
 }
 
 cmd_net() {
