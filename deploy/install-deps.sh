@@ -15,7 +15,8 @@
 #   rustup: musl targets for the static builds, rustfmt and clippy
 #   Debian: python3-seccomp (deploy/enosys/run-under-3.10, the old-kernel host's ENOSYS filter)
 #   Debian, for the fleet's VM hosts (without recommended packages): qemu-system-x86, busybox-static
-#           and kmod (their initramfs), e2fsprogs (their state disks); and Debian's kernel package,
+#           and kmod (their initramfs), e2fsprogs (their state disks), xz-utils (to take the kernel
+#           out of its vmlinuz); and Debian's kernel package,
 #           downloaded and unpacked into the VM cache by deploy/vm/image.sh fetch (not installed:
 #           this machine keeps its own kernel)
 # --quickstart: only what deploy/quickstart.sh needs (PostgreSQL, clang/llvm, python3, iproute2,
@@ -74,6 +75,7 @@ if $vm; then
   dpkg-query -W -f '${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || need_vm+=(busybox-static)
   command -v depmod >/dev/null && command -v kmod >/dev/null || need_vm+=(kmod)
   command -v mke2fs >/dev/null || need_vm+=(e2fsprogs)
+  command -v xz >/dev/null || need_vm+=(xz-utils)
   [ ${#need_vm[@]} -eq 0 ] || apt_install --no-install-recommends -- "${need_vm[@]}"
   # Debian's kernel for the VM hosts, unpacked into the VM cache (a no-op when it is there).
   "$(dirname "$0")/vm/image.sh" fetch amd64

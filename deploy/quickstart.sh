@@ -271,7 +271,7 @@ per_host = Counter(f["host_name"] for f in findings)
 print(f"{len(hosts)} hosts:")
 for h in sorted(hosts, key=lambda h: h["name"]):
     emulated = " (emulated)" if h["labels"].get("emulated") else ""
-    print(f"  {h['name']:<16} {h['arch']:<8} {h['acceleration']:<12} kernel {h['kernel_release']:<24} "
+    print(f"  {h['name']:<19} {h['arch']:<8} {h['acceleration']:<12} kernel {h['kernel_release']:<24} "
           f"{per_host[h['name']]} finding(s){emulated}")
 reasons = Counter(f["reason"] for f in findings)
 print("open findings by reason: " + (", ".join(f"{r} {n}" for r, n in sorted(reasons.items())) or "none"))

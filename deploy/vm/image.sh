@@ -3,7 +3,9 @@
 #   fetch [ARCH]   downloads Debian's kernel package (linux-image-amd64's current ABI) with
 #                  `apt-get download` and unpacks the kernel, its config and the modules the VM hosts
 #                  load into the cache; the package itself is not kept (deploy/install-deps.sh runs this)
-#   build [ARCH]   prints `KERNEL INITRAMFS RELEASE`, making the initramfs when one of its inputs changed:
+#   build [ARCH]   prints `KERNEL INITRAMFS RELEASE`, making the initramfs when one of its inputs changed
+#                  (KERNEL is the uncompressed ELF kernel, extracted once from Debian's vmlinuz: qemu boots
+#                  it through its PVH entry, so TCG does not run the XZ decompressor at every boot):
 #                  busybox-static; the static agent and its software sibling (CIPHERFLEET_FLEET_BIN/<triple>/);
 #                  kmod as modprobe, so that `modprobe.blacklist=` on the kernel command line holds as on
 #                  any Debian host; the modules with their dependencies (virtio, ext4 for the state disk,
@@ -51,6 +53,22 @@ kernel_release() {
   d=$(ls -d "$cache/kernel-$1"/lib/modules/*/ 2>/dev/null | sort -V | tail -n 1)
   [ -n "$d" ] || die "no $1 kernel in $cache: run deploy/install-deps.sh (or deploy/vm/image.sh fetch $1)"
   basename "$d"
+}
+
+# The uncompressed kernel inside Debian's vmlinuz (an XZ stream after the setup code), as
+# the kernel's scripts/extract-vmlinux finds it; made once per release.
+vmlinux_of() { # KERNEL-DIR RELEASE: prints the path of vmlinux-RELEASE
+  local boot=$1/boot release=$2 off
+  if [ ! -s "$boot/vmlinux-$release" ]; then
+    off=$(grep -abo $'\xfd7zXZ\x00' "$boot/vmlinuz-$release" | head -n 1 | cut -d: -f1)
+    [ -n "$off" ] || die "$boot/vmlinuz-$release has no XZ stream: not a Debian x86 kernel?"
+    # xz stops with an error at the bytes after the stream; what it wrote is the whole kernel.
+    tail -c +$((off + 1)) "$boot/vmlinuz-$release" | xz -dc >"$boot/vmlinux-$release.tmp" 2>/dev/null || true
+    [ "$(head -c 4 "$boot/vmlinux-$release.tmp" | od -An -c | tr -d ' ')" = '177ELF' ] \
+      || die "could not extract the kernel from $boot/vmlinuz-$release (xz-utils installed?)"
+    mv "$boot/vmlinux-$release.tmp" "$boot/vmlinux-$release"
+  fi
+  echo "$boot/vmlinux-$release"
 }
 
 cmd_fetch() {
@@ -160,7 +178,7 @@ cmd_build() {
     (cd "$root" && find . -mindepth 1 | LC_ALL=C sort | "$busybox" cpio -o -H newc -R 0:0 2>/dev/null) >"$out.tmp"
     mv "$out.tmp" "$out"
   fi
-  echo "$kdir/boot/vmlinuz-$release $out $release"
+  echo "$(vmlinux_of "$kdir" "$release") $out $release"
 }
 
 [ $# -ge 1 ] || { usage >&2; exit 2; }
