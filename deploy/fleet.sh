@@ -14,9 +14,10 @@
 #   x86-soft-build  the software-flavoured build alone (cipherfleet-agent-soft as the daemon)
 # VM hosts boot Debian's own kernel (qemu-system-x86_64 -cpu max, TCG unless a probe boot shows that KVM
 # runs a guest here) with an initramfs deploy/vm/image.sh makes at run time, a virtio disk for the
-# state directory and spool (a restarted VM keeps its identity) and the console in log/HOST.log:
+# state directory and spool (a restarted VM keeps its identity) and the console in log/HOST.log
+# (labels vm=qemu-tcg and emulated=qemu-tcg; under KVM vm=qemu-kvm alone):
 #   x86-kernel-generic  booted with modprobe.blacklist=aesni_intel: the kernel's AES is generic while
-#                       userspace has AES-NI                   (labels vm=qemu-tcg, emulated=qemu-tcg)
+#                       userspace has AES-NI
 #   x86-noxsave         booted with noxsave: XCR0 has no AVX state, CPUID still has AVX; its agent is
 #                       installed by deploy/install-agent.sh inside the VM (its non-systemd path)
 # Every host also carries the label fleet=box. Emulated hosts' workers run under the same emulator
@@ -28,8 +29,8 @@
 #        deploy/fleet.sh net                   only the bridge and the namespaces (to start a coordinator on
 #                                              the bridge's address before the agents)
 #        deploy/fleet.sh link HOST up|down     take a host's link down or bring it back
-#   up      makes what is missing and starts the agents that are not running (idempotent: a second `up`
-#           restarts only an agent that died; a link taken down with `link` stays down). URL default https://BRIDGE-ADDRESS:7443; the CA and the
+#   up      makes what is missing and starts the agents and VMs that are not running (idempotent: a
+#           second `up` restarts only an agent or VM that died; a link taken down with `link` stays down). URL default https://BRIDGE-ADDRESS:7443; the CA and the
 #           token file also from CIPHERFLEET_CA_CERT and CIPHERFLEET_TOKEN_FILE (URL: CIPHERFLEET_COORDINATOR).
 #   status  each host: pid, address, whether its agent (or VM) runs, and whether the coordinator sees it
 #           online (asks `cipherfleet-coordinator hosts` with the admin token: --admin-token-file or

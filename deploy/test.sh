@@ -73,9 +73,9 @@ set +e
 #   CIPHERFLEET_REQUIRE_SOFT      the software sibling target/debug/cipherfleet-agent-soft (deploy/build.sh)
 #   CIPHERFLEET_REQUIRE_CHROMIUM  chromium for the report's browser and XSS tests (deploy/install-deps.sh)
 #   CIPHERFLEET_REQUIRE_STATIC    the static agents in dist/ for the emulated 10 MiB 3DES point and the
-#                                 five-host fleet of deploy/fleet.sh (deploy/build-static.sh), qemu-user
-#   CIPHERFLEET_REQUIRE_NETNS     root and network namespaces for the five-host fleet (e2e fleet.rs)
-#   CIPHERFLEET_REQUIRE_VM        the fleet's VM hosts: qemu-system-x86_64, busybox-static, kmod and
+#                                 fleet of deploy/fleet.sh (deploy/build-static.sh), qemu-user
+#   CIPHERFLEET_REQUIRE_NETNS     root and network namespaces for the fleet (e2e fleet.rs)
+#   CIPHERFLEET_REQUIRE_VM        the fleet's VM hosts: qemu-system-x86_64, busybox-static, kmod, xz and
 #                                 Debian's kernel in the VM cache (deploy/install-deps.sh)
 CIPHERFLEET_REQUIRE_SOFT=1 CIPHERFLEET_REQUIRE_CHROMIUM=1 CIPHERFLEET_REQUIRE_STATIC=1 CIPHERFLEET_REQUIRE_NETNS=1 \
   CIPHERFLEET_REQUIRE_VM=1 \

@@ -256,7 +256,7 @@ fn unsuitable_machine() -> Option<String> {
 /// What an installation or build step provides, if missing.
 fn missing_prerequisite() -> Option<String> {
     if std::env::consts::ARCH != "x86_64" {
-        return Some("not x86-64: three of the five hosts are x86-64".into());
+        return Some("not x86-64: most of the fleet's hosts are x86-64".into());
     }
     let binaries = [
         "x86_64-unknown-linux-musl/cipherfleet-agent",
