@@ -767,7 +767,7 @@ async fn vm_hosts_show_their_own_kernels<'a>(
 }
 
 /// For the README's pictures (`CIPHERFLEET_SCREENSHOTS`, deploy/screenshots.sh):
-/// a wider matrix on all five hosts (accelerated path), and the scenario suites on the two real
+/// a wider matrix on every host (accelerated path), and the scenario suites on the two real
 /// ones (the scenario views leave emulated hosts out). Returns the last campaign.
 async fn readme_campaigns(app: &App) -> String {
     // The accelerated path (software-path points on arm64 would need its sibling); the
