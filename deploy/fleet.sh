@@ -328,6 +328,8 @@ start_vm() { # HOST
   local labels=(fleet=box "vm=qemu-$vm_accel") extra=()
   [ "$vm_accel" = kvm ] || labels+=(emulated=qemu-tcg)
   read -r -a extra <<<"$agent_args"
+  # host.env is sourced by the guest's shell, each value in single quotes.
+  [[ "$coordinator ${extra[*]}" != *"'"* ]] || die "$h: a single quote in the coordinator URL or CIPHERFLEET_FLEET_AGENT_ARGS cannot reach a VM"
   local cfg
   cfg=$(mktemp -d "$dir/run/$h.boot.XXXXXX")
   mkdir -p "$cfg/etc/cipherfleet-vm"
