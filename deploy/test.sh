@@ -74,7 +74,7 @@ set +e
 #   CIPHERFLEET_REQUIRE_CHROMIUM  chromium for the report's browser and XSS tests (deploy/install-deps.sh)
 #   CIPHERFLEET_REQUIRE_STATIC    the static agents in dist/ for the emulated 10 MiB 3DES point and the
 #                                 fleet of deploy/fleet.sh (deploy/build-static.sh), qemu-user
-#   CIPHERFLEET_REQUIRE_NETNS     root and network namespaces for the fleet (e2e fleet.rs)
+#   CIPHERFLEET_REQUIRE_NETNS     root and network namespaces for the fleet (e2e fleet/)
 #   CIPHERFLEET_REQUIRE_VM        the fleet's VM hosts: qemu-system-x86_64, busybox-static, kmod, xz and
 #                                 Debian's kernel in the VM cache (deploy/install-deps.sh)
 CIPHERFLEET_REQUIRE_SOFT=1 CIPHERFLEET_REQUIRE_CHROMIUM=1 CIPHERFLEET_REQUIRE_STATIC=1 CIPHERFLEET_REQUIRE_NETNS=1 \
