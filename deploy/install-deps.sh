@@ -14,22 +14,29 @@
 #           buildah (the FROM-scratch images)
 #   rustup: musl targets for the static builds, rustfmt and clippy
 #   Debian: python3-seccomp (deploy/enosys/run-under-3.10, the old-kernel host's ENOSYS filter)
+#   Debian, for the fleet's VM hosts (without recommended packages): qemu-system-x86, busybox-static
+#           and kmod (their initramfs), e2fsprogs (their state disks), xz-utils (to take the kernel
+#           out of its vmlinuz); and Debian's kernel package,
+#           downloaded and unpacked into the VM cache by deploy/vm/image.sh fetch (not installed:
+#           this machine keeps its own kernel)
 # --quickstart: only what deploy/quickstart.sh needs (PostgreSQL, clang/llvm, python3, iproute2,
-# qemu-user-static and python3-seccomp, the musl targets); --no-qemu leaves the last two Debian ones out.
+# qemu-user-static and python3-seccomp, the VM hosts' packages and kernel, the musl targets);
+# --no-qemu leaves out the emulators and the VM hosts' packages, --no-vm only the VM hosts' ones.
 #
-# Usage: deploy/install-deps.sh [--quickstart [--no-qemu]]
+# Usage: deploy/install-deps.sh [--quickstart [--no-qemu | --no-vm]]
 set -euo pipefail
 
-quickstart=false qemu=true
+quickstart=false qemu=true vm=true
 for arg in "$@"; do
   case "$arg" in
     --quickstart) quickstart=true ;;
-    --no-qemu) qemu=false ;;
+    --no-qemu) qemu=false vm=false ;;
+    --no-vm) vm=false ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "install-deps: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
-$qemu || $quickstart || { echo "install-deps: --no-qemu goes with --quickstart" >&2; exit 2; }
+$vm || $quickstart || { echo "install-deps: --no-qemu and --no-vm go with --quickstart" >&2; exit 2; }
 
 # apt_install [APT-OPTION…] -- PACKAGE…: as root, or says what to run.
 apt_install() {
@@ -60,6 +67,19 @@ if ! $quickstart; then
   command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need_apt+=(chromium)
 fi
 [ ${#need_apt[@]} -eq 0 ] || apt_install -- "${need_apt[@]}"
+
+if $vm; then
+  need_vm=()
+  command -v qemu-system-x86_64 >/dev/null || need_vm+=(qemu-system-x86)
+  # The static busybox (deploy/vm/image.sh copies it into the initramfs), not a dynamic one.
+  dpkg-query -W -f '${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || need_vm+=(busybox-static)
+  command -v depmod >/dev/null && command -v kmod >/dev/null || need_vm+=(kmod)
+  command -v mke2fs >/dev/null || need_vm+=(e2fsprogs)
+  command -v xz >/dev/null || need_vm+=(xz-utils)
+  [ ${#need_vm[@]} -eq 0 ] || apt_install --no-install-recommends -- "${need_vm[@]}"
+  # Debian's kernel for the VM hosts, unpacked into the VM cache (a no-op when it is there).
+  "$(dirname "$0")/vm/image.sh" fetch amd64
+fi
 
 if $quickstart; then
   installed=$(rustup target list --installed)

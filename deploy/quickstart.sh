@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The whole system on one machine, as root (the README's main command):
 #   1. installs what is missing (deploy/install-deps.sh --quickstart: PostgreSQL, clang/llvm, the musl
-#      targets, qemu-user-static unless --no-fleet);
+#      targets, qemu-user-static unless --no-fleet, qemu-system and Debian's kernel unless --no-vm);
 #   2. builds the release binaries (deploy/build-static.sh): both agent flavours and the coordinator for
 #      x86-64, the static aarch64 agent for the ARM host;
 #   3. makes the tokens and, through `serve --self-signed`, a private CA (TLS on), in DATA-DIR;
 #   4. starts the coordinator with its private PostgreSQL under DATA-DIR (reused by later runs);
-#   5. starts the emulated five-host fleet (deploy/fleet.sh up) on a bridge, or with --no-fleet one
-#      local agent;
+#   5. starts the emulated fleet (deploy/fleet.sh up) on a bridge: five process hosts and two VM hosts
+#      booting Debian's kernel (--no-vm: the five alone); or with --no-fleet one local agent;
 #   6. runs the `quick` campaign on every host with a progress display;
 #   7. prints the report's URL and a summary (hosts, findings by reason), and stays up until Ctrl-C;
 #   8. then stops everything it started.
@@ -15,9 +15,11 @@
 # "Building and the quickstart"). Their figures are not performance; the report marks them and keeps
 # them out of capacity.
 #
-# Usage: deploy/quickstart.sh [--no-fleet] [--keep] [--suite NAME] [--data-dir DIR] [--http-listen ADDR]
+# Usage: deploy/quickstart.sh [--no-fleet | --no-vm] [--keep] [--suite NAME] [--data-dir DIR] [--http-listen ADDR]
 #        deploy/quickstart.sh --stop [--data-dir DIR]
-#   --no-fleet        one local agent (this machine's own CPU) instead of the five emulated hosts
+#   --no-fleet        one local agent (this machine's own CPU) instead of the emulated fleet
+#   --no-vm           the fleet without its VM hosts (x86-kernel-generic, x86-noxsave): no qemu-system,
+#                     no kernel download, a faster start
 #   --keep            leave everything running and print how to stop it (--stop)
 #   --suite NAME      the campaign's suite instead of quick: e.g. fallback (fewer points), standard
 #   --data-dir DIR    tokens, CA, PostgreSQL, the fleet's run directory (/var/lib/cipherfleet-quickstart)
@@ -33,11 +35,12 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 die() { echo "quickstart: $*" >&2; exit 2; }
 say() { printf '\n== %s\n' "$*"; }
 
-fleet=true keep=false stop=false build=true suite=quick http_listen=127.0.0.1:8080
+fleet=true vm=true keep=false stop=false build=true suite=quick http_listen=127.0.0.1:8080
 data=/var/lib/cipherfleet-quickstart
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-fleet) fleet=false ;;
+    --no-vm) vm=false ;;
     --keep) keep=true ;;
     --stop) stop=true ;;
     --no-build) build=false ;;
@@ -60,6 +63,8 @@ chmod 0755 "$data"
 data=$(cd "$data" && pwd)
 
 export CIPHERFLEET_FLEET_DIR=$data/fleet
+# Every host, or the five process hosts (fleet.sh's names for the two sets).
+if $vm; then export CIPHERFLEET_FLEET_HOSTS=all; else export CIPHERFLEET_FLEET_HOSTS=process; fi
 triple=x86_64-unknown-linux-musl
 dist=$repo/dist/$triple
 coordinator_bin=$dist/cipherfleet-coordinator
@@ -114,7 +119,10 @@ trap 'exit 143' TERM
 if $build; then
   say "dependencies"
   command -v cargo >/dev/null || die "cargo is missing: install a Rust toolchain with rustup (https://rustup.rs), then run this again"
-  if $fleet; then deploy/install-deps.sh --quickstart; else deploy/install-deps.sh --quickstart --no-qemu; fi
+  if ! $fleet; then deploy/install-deps.sh --quickstart --no-qemu
+  elif ! $vm; then deploy/install-deps.sh --quickstart --no-vm
+  else deploy/install-deps.sh --quickstart
+  fi
 
   say "release builds (deploy/build-static.sh; about 25 minutes the first time on 2 cores, seconds later)"
   t0=$(date +%s)
@@ -171,7 +179,7 @@ if $fleet; then
   say "the emulated fleet (deploy/fleet.sh up)"
   deploy/fleet.sh up --coordinator "$CIPHERFLEET_COORDINATOR" --ca-cert "$CIPHERFLEET_CA_CERT" \
     --token-file "$tokens/agent.token"
-  want=5
+  if $vm; then want=7; else want=5; fi
 else
   say "one local agent"
   mkdir -p "$data/agent"
@@ -263,7 +271,7 @@ per_host = Counter(f["host_name"] for f in findings)
 print(f"{len(hosts)} hosts:")
 for h in sorted(hosts, key=lambda h: h["name"]):
     emulated = " (emulated)" if h["labels"].get("emulated") else ""
-    print(f"  {h['name']:<16} {h['arch']:<8} {h['acceleration']:<12} kernel {h['kernel_release']:<24} "
+    print(f"  {h['name']:<19} {h['arch']:<8} {h['acceleration']:<12} kernel {h['kernel_release']:<24} "
           f"{per_host[h['name']]} finding(s){emulated}")
 reasons = Counter(f["reason"] for f in findings)
 print("open findings by reason: " + (", ".join(f"{r} {n}" for r, n in sorted(reasons.items())) or "none"))
@@ -273,6 +281,12 @@ echo "report: http://$http/   (findings: http://$http/fallback, capacity: http:/
 echo "operator commands: export CIPHERFLEET_COORDINATOR=$CIPHERFLEET_COORDINATOR CIPHERFLEET_CA_CERT=$CIPHERFLEET_CA_CERT"
 echo "                   $coordinator_bin hosts --admin-token-file $tokens/admin.token"
 $fleet && echo "fleet: CIPHERFLEET_FLEET_DIR=$CIPHERFLEET_FLEET_DIR deploy/fleet.sh status --admin-token-file $tokens/admin.token"
+if $fleet && $vm; then
+  echo "VM hosts (Debian's kernel under qemu-system; each checked at boot which driver serves the kernel's AES):"
+  deploy/fleet.sh status | grep 'kernel aes:' | sed 's/^/  /' || true
+elif $fleet; then
+  echo "VM hosts: left out (--no-vm)"
+fi
 
 if $keep; then
   echo

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates the report's screenshots in docs/screenshots/, one PNG per page, from the five-host fleet
-# of deploy/fleet.sh: the e2e fleet test (coordinator/tests/e2e/fleet.rs) with CIPHERFLEET_SCREENSHOTS
-# set, which after its campaign runs a wider matrix on all five hosts and the five scenario suites on
+# Regenerates the report's screenshots in docs/screenshots/, one PNG per page, from the fleet
+# of deploy/fleet.sh: the e2e fleet test (coordinator/tests/e2e/fleet/) with CIPHERFLEET_SCREENSHOTS
+# set, which after its campaign runs a wider matrix on every host and the five scenario suites on
 # the two real ones (x86-aesni, x86-soft-build), then saves overview, hosts, host-<name>, compare,
 # modes, fallback, capacity, campaigns, campaign, scenarios and scenario-<name>.
 # The agents are the release static builds of dist/ (deploy/build-static.sh), so the real hosts'

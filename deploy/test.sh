@@ -2,7 +2,8 @@
 # The test command (README; CI runs exactly this): installs what the tests need,
 # checks formatting and lints, builds both agent flavours natively and statically
 # for x86-64 and ARM64 (and the x86-64 coordinator), checks the deployment files
-# (deploy/check-deploy.sh) and the static builds on emulated hosts, then runs every test.
+# (deploy/check-deploy.sh) and the static builds on emulated hosts, then runs every test (the
+# fleet test with its VM hosts, whose packages and kernel deploy/install-deps.sh installs).
 # From a clean clone the five static release builds (thin LTO, one codegen unit) are much of
 # the run, and quick when nothing needs rebuilding; how long it takes: docs/performance.md,
 # "Scripts: time and disk".
@@ -72,9 +73,12 @@ set +e
 #   CIPHERFLEET_REQUIRE_SOFT      the software sibling target/debug/cipherfleet-agent-soft (deploy/build.sh)
 #   CIPHERFLEET_REQUIRE_CHROMIUM  chromium for the report's browser and XSS tests (deploy/install-deps.sh)
 #   CIPHERFLEET_REQUIRE_STATIC    the static agents in dist/ for the emulated 10 MiB 3DES point and the
-#                                 five-host fleet of deploy/fleet.sh (deploy/build-static.sh), qemu-user
-#   CIPHERFLEET_REQUIRE_NETNS     root and network namespaces for the five-host fleet (e2e fleet.rs)
+#                                 fleet of deploy/fleet.sh (deploy/build-static.sh), qemu-user
+#   CIPHERFLEET_REQUIRE_NETNS     root and network namespaces for the fleet (e2e fleet/)
+#   CIPHERFLEET_REQUIRE_VM        the fleet's VM hosts: qemu-system-x86_64, busybox-static, kmod, xz and
+#                                 Debian's kernel in the VM cache (deploy/install-deps.sh)
 CIPHERFLEET_REQUIRE_SOFT=1 CIPHERFLEET_REQUIRE_CHROMIUM=1 CIPHERFLEET_REQUIRE_STATIC=1 CIPHERFLEET_REQUIRE_NETNS=1 \
+  CIPHERFLEET_REQUIRE_VM=1 \
   cargo test --workspace --lib --bins --tests 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e

@@ -1,0 +1,136 @@
+//! The fleet's report in headless Chromium.
+
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::browser::{Problems, Screenshots, texts, visit};
+use crate::chromium::Browser;
+
+use super::harness::Fleet;
+use super::{EMULATED, OLD_KERNEL, SCENARIOS};
+
+/// The report in Chromium: every page loads clean (no script error, no CSP
+/// violation), the overview and hosts list name every host, each host's page
+/// its facts, features, emulation badge and findings.
+pub(super) async fn pages_show_the_fleet(
+    browser: &mut Browser,
+    app: &App,
+    fleet: &Fleet,
+    hosts: &[Value],
+    shots: &Screenshots,
+    campaign: &str,
+) {
+    let base = format!("http://{}", app.http);
+    let mut p = Problems::default();
+    if let Some(page) = visit(browser, &base, "/", "overview", shots, &mut p) {
+        for host in &fleet.hosts {
+            p.check(page.shows(host), format!("/: names {host}"));
+        }
+    }
+    if let Some(page) = visit(browser, &base, "/hosts", "hosts", shots, &mut p) {
+        for host in &fleet.hosts {
+            p.check(page.shows(host), format!("/hosts: lists {host}"));
+        }
+    }
+    for &host in &fleet.hosts {
+        let id = hosts.iter().find(|h| h["name"] == host).unwrap()["id"].clone();
+        let path = format!("/hosts/{id}");
+        let Some(page) = visit(browser, &base, &path, &format!("host-{host}"), shots, &mut p) else {
+            continue;
+        };
+        let badge = browser.eval("!!document.querySelector('h1 .badge.emulated')");
+        p.check(
+            badge == json!(EMULATED.contains(&host)),
+            format!("{path}: {host} has the emulated badge exactly when emulated: {badge}"),
+        );
+        let feature = |browser: &mut Browser, name: &str| {
+            browser.eval(&format!(
+                "Array.from(document.querySelectorAll('table.features tr[data-feature={}] td'), td => td.textContent.trim())",
+                json!(name)
+            ))
+        };
+        match host {
+            "x86-old-kernel" => {
+                p.check(page.shows(OLD_KERNEL), format!("{path}: shows kernel {OLD_KERNEL}"));
+                let avx = feature(browser, "avx");
+                p.check(avx == json!(["avx", "no", "no"]), format!("{path}: AVX absent: {avx}"));
+            }
+            "arm64" => {
+                p.check(page.shows("aarch64"), format!("{path}: shows aarch64"));
+                let aes = feature(browser, "aes");
+                p.check(
+                    aes == json!(["aes", "yes", "yes"]),
+                    format!("{path}: AES usable: {aes}"),
+                );
+            }
+            "x86-no-aesni" => {
+                let reasons = browser.eval(&texts("table.findings tbody tr"));
+                p.check(
+                    reasons.to_string().contains("cpu-lacks"),
+                    format!("{path}: a cpu-lacks finding: {reasons}"),
+                );
+            }
+            "x86-soft-build" => {
+                let reasons = browser.eval(&texts("table.findings tbody tr"));
+                p.check(
+                    reasons.to_string().contains("software-build"),
+                    format!("{path}: a software-build finding: {reasons}"),
+                );
+            }
+            "x86-noxsave" => {
+                let kernel = fleet.booted_kernel(host);
+                p.check(page.shows(&kernel), format!("{path}: shows kernel {kernel}"));
+                let avx = feature(browser, "avx");
+                p.check(
+                    avx == json!(["avx", "yes", "advertised but not usable"]),
+                    format!("{path}: AVX advertised, not enabled: {avx}"),
+                );
+                let reasons = browser.eval(&texts("table.findings tbody tr"));
+                p.check(
+                    reasons.to_string().contains("os-disabled"),
+                    format!("{path}: an os-disabled finding: {reasons}"),
+                );
+            }
+            "x86-kernel-generic" => {
+                let kernel = fleet.booted_kernel(host);
+                p.check(page.shows(&kernel), format!("{path}: shows kernel {kernel}"));
+                let aes = feature(browser, "aes");
+                p.check(
+                    aes == json!(["aes", "yes", "yes"]),
+                    format!("{path}: AES-NI usable in userspace: {aes}"),
+                );
+            }
+            _ => p.check(
+                page.shows("No findings"),
+                format!("{path}: the native host has no finding"),
+            ),
+        }
+    }
+    if let Some(page) = visit(browser, &base, "/fallback", "fallback", shots, &mut p) {
+        for host in ["x86-no-aesni", "x86-soft-build"] {
+            p.check(page.shows(host), format!("/fallback: names {host}"));
+        }
+    }
+    let aesni = hosts.iter().find(|h| h["name"] == "x86-aesni").unwrap()["id"].clone();
+    let rest = [
+        (
+            "/compare?rows=hosts&size=16384&threads=1&direction=encrypt&path=accelerated".to_string(),
+            "compare".to_string(),
+        ),
+        (format!("/modes?host={aesni}"), "modes".into()),
+        ("/capacity?algorithm=aes-128-gcm&size=1024".into(), "capacity".into()),
+        ("/campaigns".into(), "campaigns".into()),
+        (format!("/campaigns/{campaign}"), "campaign".into()),
+        ("/scenarios".into(), "scenarios".into()),
+    ]
+    .into_iter()
+    .chain(
+        SCENARIOS
+            .iter()
+            .map(|s| (format!("/scenarios/{s}"), format!("scenario-{s}"))),
+    );
+    for (path, name) in rest {
+        visit(browser, &base, &path, &name, shots, &mut p);
+    }
+    p.assert_none();
+}

@@ -1,0 +1,103 @@
+//! What the VM hosts' own kernels show, checked after the fleet's campaign.
+
+use serde_json::Value;
+
+use crate::app::App;
+
+use super::harness::Fleet;
+use super::{VM_HOSTS, features};
+
+/// What the VM hosts' own kernels make of them, today: each runs the kernel it
+/// booted (not this machine's), x86-noxsave's XCR0 lacks AVX state so its
+/// `os-disabled` finding comes from that kernel, x86-kernel-generic's kernel
+/// serves `aes` from the generic driver while its userspace has AES-NI (each
+/// VM's boot check, in `fleet.sh status`), the restarted VM enrolled once, and
+/// x86-noxsave's agent is the one `install-agent.sh` installed inside it.
+pub(super) async fn vm_hosts_show_their_own_kernels<'a>(
+    app: &App,
+    fleet: &Fleet,
+    open: &[(String, String, String)],
+    row: &dyn Fn(&str) -> &'a Value,
+) {
+    let ours = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    for host in VM_HOSTS {
+        let booted = fleet.booted_kernel(host);
+        assert_ne!(booted, ours.trim(), "{host} boots Debian's kernel, not this machine's");
+        assert_eq!(row(host)["kernel"], booted.as_str(), "{host}'s facts: {:?}", row(host));
+        assert_eq!(row(host)["arch"], "x86_64");
+    }
+    let findings = |h: &str| -> Vec<(&str, &str)> {
+        open.iter()
+            .filter(|(host, ..)| host == h)
+            .map(|(_, r, s)| (r.as_str(), s.as_str()))
+            .collect()
+    };
+    assert!(
+        findings("x86-noxsave").contains(&("os-disabled", "avx-state")),
+        "{open:?}"
+    );
+    let (usable, advertised) = features(app, "x86-noxsave").await;
+    assert!(
+        advertised.iter().any(|f| f == "avx") && !usable.iter().any(|f| f == "avx"),
+        "noxsave: CPUID has AVX, XCR0 not: {usable:?} {advertised:?}"
+    );
+    assert!(usable.iter().any(|f| f == "aes"), "{usable:?}");
+    let (usable, _) = features(app, "x86-kernel-generic").await;
+    for f in ["aes", "pclmulqdq", "avx"] {
+        assert!(
+            usable.iter().any(|u| u == f),
+            "x86-kernel-generic's userspace has {f}: {usable:?}"
+        );
+    }
+    assert!(
+        !findings("x86-kernel-generic")
+            .iter()
+            .any(|(r, _)| ["cpu-lacks", "os-disabled", "hypervisor-masks"].contains(r)),
+        "x86-kernel-generic's CPU and XCR0 are whole: {open:?}"
+    );
+    assert_eq!(row("x86-kernel-generic")["acceleration"], "accelerated");
+
+    // Each VM's own check of /proc/crypto at boot, as `fleet.sh status` reports it.
+    let status = fleet.run(&["status"]).await;
+    let check = |host: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(host) && l.contains("kernel aes:"))
+            .unwrap_or_else(|| panic!("no kernel aes line for {host}: {status}"))
+            .to_string()
+    };
+    let generic = check("x86-kernel-generic");
+    assert!(
+        generic.contains("driver aes-generic (generic), expected generic: ok"),
+        "{generic}"
+    );
+    let accelerated = check("x86-noxsave");
+    assert!(
+        accelerated.contains("driver aes-aesni (accelerated), expected accelerated: ok"),
+        "{accelerated}"
+    );
+    let console = fleet.log("x86-kernel-generic");
+    assert!(
+        console.contains("modules after ") && !console.contains(" aesni_intel "),
+        "the blacklisted driver stays out: {console}"
+    );
+    for module in ["af_alg", "algif_skcipher", "algif_aead"] {
+        assert!(
+            console.contains(&format!(" {module} ")),
+            "{module} is loaded: {console}"
+        );
+    }
+    // The SIGKILLed VM booted twice and enrolled once: its second boot found its credential.
+    assert_eq!(console.matches("reached /init").count(), 2, "{console}");
+    assert_eq!(console.matches("no host credential yet").count(), 1, "{console}");
+
+    // deploy/install-agent.sh inside x86-noxsave, on its non-systemd path.
+    let console = fleet.log("x86-noxsave");
+    for said in [
+        "install-agent: systemd is not running here: skipped systemctl restart cipherfleet-agent.service",
+        "install-agent: installed for",
+        "starting the installed agent as cipherfleet-agent",
+    ] {
+        assert!(console.contains(said), "x86-noxsave's console says {said:?}: {console}");
+    }
+}
