@@ -127,7 +127,9 @@ struct CellView {
     /// "CV 1.2 %" (hosts) or "3 hosts · CV 4.0 % across hosts" (classes).
     note: String,
     href: Option<String>,
-    heat: u8,
+    /// The cell's class: `heat-0` … `heat-9` within its column, or `unranked`
+    /// (greyed) for emulated and simulated rows, which never rank.
+    shade: String,
     /// The metric as a plain number, for click-to-sort.
     sort: String,
     /// What ran other than asked, and its badge's status class (`software`, `partial`).
@@ -159,7 +161,7 @@ fn fell_back_badge(c: &Cell, rows: Rows) -> Option<(String, &'static str)> {
     Some((text, status))
 }
 
-fn cell_view(c: &Cell, heat: u8, metric: Metric, rows: Rows) -> CellView {
+fn cell_view(c: &Cell, heat: Option<u8>, metric: Metric, rows: Rows) -> CellView {
     let note = match rows {
         Rows::Hosts => match c.cv {
             Some(cv) => format!("CV {}", format::percent(cv)),
@@ -178,7 +180,7 @@ fn cell_view(c: &Cell, heat: u8, metric: Metric, rows: Rows) -> CellView {
         p99: (metric == Metric::P99).then(|| format!("P99 {}", format::nanos(c.latency_p99_ns))),
         note,
         href: c.result_id.map(|id| format!("/api/v1/results/{id}")),
-        heat,
+        shade: heat.map_or_else(|| "unranked".to_string(), |h| format!("heat-{h}")),
         sort: c.metric(metric).to_string(),
         fell_back: fell_back_badge(c, rows),
     }
@@ -326,10 +328,7 @@ fn compare_page(params: &CompareParams, loaded: &Loaded, slices: &[Slice]) -> Co
             cells: cells
                 .iter()
                 .zip(heats)
-                .map(|(c, h)| {
-                    c.as_ref()
-                        .map(|c| cell_view(c, h.unwrap_or(0), params.metric, params.rows))
-                })
+                .map(|(c, h)| c.as_ref().map(|c| cell_view(c, *h, params.metric, params.rows)))
                 .collect(),
         })
         .collect();

@@ -129,10 +129,14 @@ impl RowView {
             cores_needed_sort: r.cores_needed.map(|v| v.to_string()).unwrap_or_default(),
             hosts_needed: text_or_dash(r.hosts_needed, |h| h.to_string()),
             hosts_needed_sort: r.hosts_needed.map(|v| v.to_string()).unwrap_or_default(),
-            recommended: text_or_dash(r.recommended_algorithm, |a| {
-                let mb_s = r.recommended_per_core_mb_s.map(format::mb_s).unwrap_or_default();
-                format!("{a} ({mb_s} per core)")
-            }),
+            recommended: match (r.recommended_algorithm, r.emulated || r.simulated) {
+                (Some(a), _) => {
+                    let mb_s = r.recommended_per_core_mb_s.map(format::mb_s).unwrap_or_default();
+                    format!("{a} ({mb_s} per core)")
+                }
+                (None, true) => "not ranked: these timings are not real performance".into(),
+                (None, false) => "–".into(),
+            },
             recommended_lead,
             warnings: r
                 .warnings
