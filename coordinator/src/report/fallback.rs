@@ -5,9 +5,10 @@
 //! side, kept from `result_points` by triggers), never from `results`: a page
 //! of the worst ratios is one range of its `(point, ratio)` index.
 
+use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::Algorithm;
-use cipherfleet_core::path::PathUsed;
-use cipherfleet_core::spec::{Direction, KeyMode};
+use cipherfleet_core::path::{Path, PathUsed};
+use cipherfleet_core::spec::{Direction, KeyMode, Nonce};
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use sqlx::{PgExecutor, Row};
@@ -26,6 +27,22 @@ pub struct PathPoint {
     pub threads: u32,
     pub direction: Direction,
     pub key_mode: KeyMode,
+}
+
+impl PathPoint {
+    /// The whole point of `algorithm` on `path` (counter nonces, no concurrency, as the view reads).
+    pub fn at(&self, algorithm: Algorithm, path: Path) -> Point {
+        Point {
+            algorithm,
+            direction: self.direction,
+            size_bytes: self.size_bytes,
+            threads: self.threads,
+            concurrency: None,
+            key_mode: self.key_mode,
+            path,
+            nonce: Nonce::Counter,
+        }
+    }
 }
 
 /// One host and algorithm with its latest accelerated-path and software-path
