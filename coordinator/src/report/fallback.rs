@@ -190,6 +190,32 @@ pub async fn slow_candidates(
         .await?)
 }
 
+/// Both paths of one `algorithm` at `point`, hosts by name (byte order),
+/// at most `limit`, leaving out the hosts `except`; `hosts` (`None`: every
+/// host) keeps only those. The hosts of `/fallback`'s chart beside those at
+/// software speed: an order that ranks nothing.
+pub async fn algorithm_pairs(
+    db: impl PgExecutor<'_>,
+    point: &PathPoint,
+    hosts: Option<&[i64]>,
+    algorithm: Algorithm,
+    except: &[i64],
+    limit: i64,
+) -> Result<Vec<PathPair>> {
+    let q = sqlx::query_as(concat!(
+        "SELECT ",
+        pair_columns!(),
+        " AND p.algorithm = $6 AND NOT (p.host_id = ANY($7)) ORDER BY h.name COLLATE \"C\" LIMIT $8"
+    ));
+    Ok(bind_point(q, point)
+        .bind(hosts)
+        .bind(algorithm.name())
+        .bind(except)
+        .bind(limit)
+        .fetch_all(db)
+        .await?)
+}
+
 /// Open findings in [`super::findings::list_open`]'s order, `limit` from
 /// `offset`: a page of the fallback page's findings list.
 pub async fn open_findings(db: impl PgExecutor<'_>, limit: i64, offset: i64) -> Result<Vec<Finding>> {

@@ -17,6 +17,7 @@
 //! findings of the hosts shown are read. A reason filter needs every row's
 //! explanation, so that view reads all its rows and open findings.
 //!
+//! - [`chart`]: the chart the page opens with, both paths per host.
 //! - [`hosts`]: the fleet's hosts, read again only after they change.
 //! - [`evidence`]: findings' evidence and fact changes as readable lines.
 //! - [`sections`]: the lists as the template shows them, each with its own pager.
@@ -57,6 +58,7 @@ use sections::{
 };
 
 mod api;
+mod chart;
 mod evidence;
 mod sections;
 
@@ -493,6 +495,8 @@ struct FallbackPage {
     reasons: Vec<Choice>,
     csv_href: String,
     json_href: String,
+    /// Both paths per host of one algorithm, the answer at a glance.
+    chart: Option<chart::ChartView>,
     slow_hosts: Vec<SlowHostView>,
     slow_pager: PagerView,
     /// "12:03:04 UTC (42 s ago)" when the list misses newer results.
@@ -539,6 +543,7 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
     };
     let form = async { Ok::<_, WebError>(tokio::try_join!(model::sizes(&state.pool), model::archs(&state.pool))?) };
     let (lists, (measured_sizes, archs)) = tokio::try_join!(lists, form)?;
+    let chart = chart::chart(&state, &filters, &point, &lists).await?;
     let pairs = filters.query_pairs();
 
     let mut sizes: Vec<u64> = measured_sizes;
@@ -571,6 +576,7 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
             &[pairs.clone(), vec![("format", "csv".into())]].concat(),
         ),
         json_href: with_query("/api/v1/fallback", &pairs),
+        chart,
         any_emulated: lists.any_emulated,
         rows: lists.rows.iter().map(|r| row_view(r, &lists.open, &point)).collect(),
         missing: missing(&lists.rows, &point),

@@ -11,8 +11,10 @@
 //!
 //! - [`ticks`]: the axes' scales and their labelled ticks.
 //! - [`look`]: each series' colour, dash and marker.
+//! - [`paths`]: `/fallback`'s chart, both paths per host on a log axis.
 
 mod look;
+pub mod paths;
 mod ticks;
 
 use std::fmt::Write as _;
@@ -369,7 +371,7 @@ mod tests {
 
     /// Checks that every tag is closed in order and that no raw `<` or `&`
     /// reaches text: the chart is well-formed XML as far as a page can tell.
-    fn assert_well_formed(svg: &str) {
+    pub(super) fn assert_well_formed(svg: &str) {
         let mut open: Vec<String> = Vec::new();
         let mut rest = svg;
         while let Some(start) = rest.find('<') {

@@ -45,6 +45,7 @@ const COVERED: &[&str] = &[
     "coordinators::forget_unseen",
     "coordinators::on_machine",
     "coordinators::register",
+    "fallback::algorithm_pairs",
     "fallback::archs",
     "fallback::count_findings",
     "fallback::count_pairs",
