@@ -15,6 +15,11 @@ use serde::Serialize;
 /// The operator command that starts a campaign.
 const CAMPAIGN_START: &str = "cipherfleet-coordinator campaign start";
 
+/// A suite of more points than this (on a one-core host) takes hours —
+/// `full` — and is never the answer to a few missing figures: a matrix of
+/// just those points is.
+const MAX_SUITE_POINTS: u64 = 1000;
+
 /// How to measure what a view lacks. The API sends it as
 /// `{"suite": "fallback", "command": "…"}` or `{"matrix": {…}, "command": "…"}`.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,13 +33,15 @@ pub enum Fill {
 impl Fill {
     /// What measures every one of `points`: the named suite with the fewest
     /// points among those that measure them all (thread counts as each
-    /// host's "all cores" would be), else a matrix of their values. `None`
-    /// for no points.
+    /// host's "all cores" would be) and take minutes, not hours
+    /// ([`MAX_SUITE_POINTS`]); else a matrix of their values. `None` for no
+    /// points.
     pub fn of(points: &[Point]) -> Option<Fill> {
         let first = points.first()?;
         let suite = SUITES
             .iter()
             .copied()
+            .filter(|s| suite_points(*s) <= MAX_SUITE_POINTS)
             .filter(|s| points.iter().all(|p| measures(*s, p)))
             .min_by_key(|s| suite_points(*s));
         Some(match suite {
@@ -194,5 +201,21 @@ mod tests {
         // What the CLI's --matrix reads back.
         let json = command.split('\'').nth(1).unwrap();
         assert_eq!(&serde_json::from_str::<Matrix>(json).unwrap(), &**m);
+
+        // All cores of AES-128-GCM: only `full` has it, which takes hours.
+        let gcm = [
+            point("aes-128-gcm", 16 << 10, 1, KeyMode::Static, Path::Accelerated),
+            point("aes-128-gcm", 16 << 10, 8, KeyMode::Static, Path::Accelerated),
+        ];
+        assert!(measures(Suite::Full, &gcm[1]));
+        let Some(Fill::Matrix(m)) = Fill::of(&gcm) else {
+            panic!("a matrix, not the full suite")
+        };
+        assert_eq!((m.threads.as_slice(), m.expand().len()), ([1, 8].as_slice(), 2));
+        assert!(
+            suite_points(Suite::Standard) <= MAX_SUITE_POINTS,
+            "standard takes minutes"
+        );
+        assert!(suite_points(Suite::Full) > MAX_SUITE_POINTS);
     }
 }

@@ -28,11 +28,13 @@ use axum::routing::get;
 use chrono::{DateTime, Utc};
 
 use cipherfleet_core::Point;
-use cipherfleet_core::spec::KeyMode;
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::spec::{KeyMode, Suite};
 
 use super::paging::{Pager, with_query};
 use super::params::{Choice, choices, enum_choices};
 use super::{WebError, WebState, format};
+use crate::analysis::fill::Fill;
 use crate::domain::latest::LatestResult;
 use crate::report::classes::{self, ClassRow};
 use crate::report::matrix::{self, Slice, View};
@@ -234,6 +236,22 @@ fn view_point(view: &View, algorithm: cipherfleet_core::algorithm::Algorithm) ->
     }
 }
 
+/// What measures the view: its algorithms (the quick suite's headline six
+/// when none were asked for) at its point.
+fn view_fill(params: &CompareParams) -> Fill {
+    let algorithms: Vec<Algorithm> = if params.algorithms.is_empty() {
+        Suite::Quick
+            .matrices(1)
+            .into_iter()
+            .flat_map(|m| m.algorithms)
+            .collect()
+    } else {
+        params.algorithms.clone()
+    };
+    let points: Vec<Point> = algorithms.into_iter().map(|a| view_point(&params.view, a)).collect();
+    Fill::of(&points).expect("a view has algorithms")
+}
+
 /// What a view read: the fleet's class rows, one page of the matrix, and
 /// the latest results behind a page of host rows.
 struct Loaded {
@@ -361,7 +379,7 @@ fn compare_page(params: &CompareParams, loaded: &Loaded, slices: &[Slice]) -> Co
             if let Some(class) = &params.class {
                 what.push_str(&format!(", class {class}"));
             }
-            format!("No results for {what}.")
+            format!("No results for {what}: {} measures them.", view_fill(params).command())
         }
     });
     let suggestions = if m.total == 0 {
@@ -555,7 +573,10 @@ mod tests {
         let empty = compare_page(&p, &loaded(&p, &groups, &[]), &[slice(16384, 1), slice(1024, 2)]);
         assert_eq!(
             empty.empty.as_deref(),
-            Some("No results for 64 B per operation, 1 thread, encrypt, accelerated path, algorithms des-cbc.")
+            Some(
+                "No results for 64 B per operation, 1 thread, encrypt, accelerated path, algorithms des-cbc: \
+                 cipherfleet-coordinator campaign start --suite standard measures them."
+            )
         );
         let texts: Vec<&str> = empty.suggestions.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(texts, ["1 KiB × 2 threads", "16 KiB × 1 thread"]);

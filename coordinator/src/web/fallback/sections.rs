@@ -263,9 +263,10 @@ pub(super) fn slow_hosts<'a>(rows: &'a [Judged], point: &PathPoint) -> Vec<SlowH
                     (None, Some(s)) => (format!("{} on the software path; ", format::mb_s(s)), Path::Accelerated),
                     _ => (String::new(), Path::Software),
                 };
+                // The whole command is above the tables; here what tells it apart.
                 format!(
-                    "{known}the {path} path is not measured: {}",
-                    fill_of(point, p.algorithm, path).command()
+                    "{known}the {path} path is not measured: run {}",
+                    fill_of(point, p.algorithm, path).flag()
                 )
             }
         };

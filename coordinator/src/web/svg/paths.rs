@@ -66,7 +66,7 @@ const AXIS_Y: f64 = 70.0;
 const ROWS_TOP: f64 = 78.0;
 const BAR_HEIGHT: f64 = 10.0;
 /// A row's two bars; a row with badges has a line more.
-const ROW_HEIGHT: f64 = 32.0;
+const ROW_HEIGHT: f64 = 34.0;
 const BADGE_LINE: f64 = 20.0;
 const BADGE_HEIGHT: f64 = 16.0;
 /// Roughly the width of one character of the badges' 11 px text.
