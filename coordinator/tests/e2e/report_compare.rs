@@ -261,7 +261,7 @@ async fn compare_and_modes_show_exactly_what_a_real_campaign_stored() {
         assert_eq!(r["result_id"].as_i64(), Some(p.result_id));
         assert_eq!(r["latency_p99_ns"].as_i64(), Some(p.latency_p99_ns));
         assert_eq!(r["cv"].as_f64(), p.cv);
-        assert_eq!(r["host"], p.host.as_str());
+        assert_eq!(r["host_name"], p.host.as_str());
         assert_eq!(r["emulated"], p.host == EMULATED);
     }
     let csv = app.get("/api/v1/compare?size=16&path=software&format=csv").await;

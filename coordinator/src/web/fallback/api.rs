@@ -25,7 +25,7 @@ use crate::web::{WebError, WebState};
 #[derive(Debug, Serialize)]
 struct FallbackApiRow {
     host_id: i64,
-    host: String,
+    host_name: String,
     algorithm: Algorithm,
     size_bytes: u64,
     /// MB/s (10^6 bytes/s) of the latest accelerated-path result; empty when never measured.
@@ -105,7 +105,7 @@ pub(super) async fn fallback(
                 .collect::<Vec<_>>()
                 .join("; "),
             host_id: r.pair.host_id,
-            host: r.host.host.name.clone(),
+            host_name: r.host.host.name.clone(),
             algorithm: r.pair.algorithm,
             size_bytes: filters.size_bytes,
             accelerated_mb_s: r.pair.accelerated_mb_s,
