@@ -4,6 +4,10 @@
 //! measurement-noise context. Probing lives in the agent; these are the data.
 //!
 //! Every fact that could not be read is `None` (JSON `null`); nothing is guessed.
+//!
+//! - [`arm`]: aarch64 implementer and part names, from the numbers MIDR_EL1 carries.
+
+pub mod arm;
 
 use std::collections::BTreeMap;
 

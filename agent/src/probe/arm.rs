@@ -10,6 +10,8 @@
 
 use std::collections::BTreeMap;
 
+use cipherfleet_core::facts::arm::{implementer_name, part_name};
+
 use super::{ArmId, Cpu};
 
 // AT_HWCAP bits from the Linux arm64 uapi (arch/arm64/include/uapi/asm/hwcap.h),
@@ -89,75 +91,6 @@ pub(super) fn arm_id_from_cpuinfo(fields: &BTreeMap<String, String>) -> ArmId {
         part_name: None,
         midr: None,
     }
-}
-
-/// Implementer names as util-linux `lscpu` prints them.
-pub(super) fn implementer_name(implementer: u32) -> Option<&'static str> {
-    Some(match implementer {
-        0x41 => "ARM",
-        0x42 => "Broadcom",
-        0x43 => "Cavium",
-        0x46 => "FUJITSU",
-        0x48 => "HiSilicon",
-        0x4e => "NVIDIA",
-        0x50 => "APM",
-        0x51 => "Qualcomm",
-        0x53 => "Samsung",
-        0x56 => "Marvell",
-        0x61 => "Apple",
-        0x6d => "Microsoft",
-        0x70 => "Phytium",
-        0xc0 => "Ampere",
-        _ => return None,
-    })
-}
-
-/// Names of common server/desktop parts (util-linux `lscpu-arm.c`, Linux `cputype.h`).
-pub(super) fn part_name(implementer: u32, part: u32) -> Option<&'static str> {
-    Some(match (implementer, part) {
-        (0x41, 0xd03) => "Cortex-A53",
-        (0x41, 0xd04) => "Cortex-A35",
-        (0x41, 0xd05) => "Cortex-A55",
-        (0x41, 0xd07) => "Cortex-A57",
-        (0x41, 0xd08) => "Cortex-A72",
-        (0x41, 0xd09) => "Cortex-A73",
-        (0x41, 0xd0a) => "Cortex-A75",
-        (0x41, 0xd0b) => "Cortex-A76",
-        (0x41, 0xd0c) => "Neoverse-N1",
-        (0x41, 0xd0d) => "Cortex-A77",
-        (0x41, 0xd40) => "Neoverse-V1",
-        (0x41, 0xd41) => "Cortex-A78",
-        (0x41, 0xd44) => "Cortex-X1",
-        (0x41, 0xd46) => "Cortex-A510",
-        (0x41, 0xd47) => "Cortex-A710",
-        (0x41, 0xd48) => "Cortex-X2",
-        (0x41, 0xd49) => "Neoverse-N2",
-        (0x41, 0xd4a) => "Neoverse-E1",
-        (0x41, 0xd4b) => "Cortex-A78C",
-        (0x41, 0xd4d) => "Cortex-A715",
-        (0x41, 0xd4e) => "Cortex-X3",
-        (0x41, 0xd4f) => "Neoverse-V2",
-        (0x41, 0xd81) => "Cortex-A720",
-        (0x41, 0xd82) => "Cortex-X4",
-        (0x41, 0xd84) => "Neoverse-V3",
-        (0x41, 0xd85) => "Cortex-X925",
-        (0x41, 0xd87) => "Cortex-A725",
-        (0x41, 0xd8e) => "Neoverse-N3",
-        (0x42, 0x516) => "ThunderX2",
-        (0x43, 0x0af) => "ThunderX2-99xx",
-        (0x46, 0x001) => "A64FX",
-        (0x48, 0xd01) => "Kunpeng-920",
-        (0x4e, 0x004) => "Carmel",
-        (0x50, 0x000) => "X-Gene",
-        (0x51, 0xc00) => "Falkor",
-        (0x61, 0x022) => "Icestorm-M1",
-        (0x61, 0x023) => "Firestorm-M1",
-        (0x61, 0x032) => "Blizzard-M2",
-        (0x61, 0x033) => "Avalanche-M2",
-        (0xc0, 0xac3) => "Ampere-1",
-        (0xc0, 0xac4) => "Ampere-1a",
-        _ => return None,
-    })
 }
 
 /// CPU identity from the first `/proc/cpuinfo` block and, for anything missing

@@ -1,7 +1,8 @@
 //! Hosts whose timings are not performance: emulated ones (their findings
 //! are real detections, their figures are not) and simulated ones (not
 //! measured at all). One rule, which every page, the planner and the
-//! findings apply.
+//! findings apply; and [`ranks`], the rule that keeps their figures out of
+//! every colour scale, "fastest" and ordering by speed.
 //!
 //! An operator marks a host with a label; the facts mark an emulated host
 //! without one: `/proc/cpuinfo` describing another CPU than the one the agent
@@ -60,6 +61,15 @@ pub fn is_emulated(labels: &BTreeMap<String, String>, facts: EmulationFacts) -> 
     is_marked(labels, EMULATED_LABEL) || facts.show_emulation()
 }
 
+/// Whether the figures of a host (or of a class of hosts all marked alike)
+/// may rank: set a colour scale's ends, be called fastest or slowest, order
+/// a list by speed. Emulated and simulated figures are shown, badged and
+/// greyed, but never rank: a qemu-emulated 3DES beating a real one says
+/// nothing about either machine.
+pub fn ranks(emulated: bool, simulated: bool) -> bool {
+    !emulated && !simulated
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +92,22 @@ mod tests {
         ];
         for (pairs, want) in cases {
             assert_eq!(is_marked(&labels(&pairs), EMULATED_LABEL), want, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn only_unmarked_hosts_rank() {
+        for (emulated, simulated, ranked) in [
+            (false, false, true),
+            (true, false, false),
+            (false, true, false),
+            (true, true, false),
+        ] {
+            assert_eq!(
+                ranks(emulated, simulated),
+                ranked,
+                "emulated {emulated}, simulated {simulated}"
+            );
         }
     }
 

@@ -19,6 +19,7 @@
 //! - [`capacity`]: per-core throughput, thread scaling, cores and hosts for a target rate, the recommended algorithm.
 //! - [`overhead`]: what a construction stores beside its ciphertext (nonce, IV, tag, MAC, padding).
 //! - [`scenarios`]: the scenario suites' questions answered per class (`/scenarios`).
+//! - [`fill`]: what fills a view that lacks data — the smallest suite measuring its points, as a command.
 //!
 //! [`crate::findings`] runs these over the database and stores the findings.
 
@@ -29,6 +30,7 @@ pub mod cells;
 pub mod changes;
 pub mod class;
 pub mod fallback;
+pub mod fill;
 pub mod marks;
 pub mod overhead;
 pub mod robust;

@@ -5,9 +5,10 @@
 //! side, kept from `result_points` by triggers), never from `results`: a page
 //! of the worst ratios is one range of its `(point, ratio)` index.
 
+use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::Algorithm;
-use cipherfleet_core::path::PathUsed;
-use cipherfleet_core::spec::{Direction, KeyMode};
+use cipherfleet_core::path::{Path, PathUsed};
+use cipherfleet_core::spec::{Direction, KeyMode, Nonce};
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use sqlx::{PgExecutor, Row};
@@ -26,6 +27,22 @@ pub struct PathPoint {
     pub threads: u32,
     pub direction: Direction,
     pub key_mode: KeyMode,
+}
+
+impl PathPoint {
+    /// The whole point of `algorithm` on `path` (counter nonces, no concurrency, as the view reads).
+    pub fn at(&self, algorithm: Algorithm, path: Path) -> Point {
+        Point {
+            algorithm,
+            direction: self.direction,
+            size_bytes: self.size_bytes,
+            threads: self.threads,
+            concurrency: None,
+            key_mode: self.key_mode,
+            path,
+            nonce: Nonce::Counter,
+        }
+    }
 }
 
 /// One host and algorithm with its latest accelerated-path and software-path
@@ -169,6 +186,32 @@ pub async fn slow_candidates(
         .bind(algorithms)
         .bind(PathUsed::Accelerated.as_str())
         .bind(near_ratio)
+        .fetch_all(db)
+        .await?)
+}
+
+/// Both paths of one `algorithm` at `point`, hosts by name (byte order),
+/// at most `limit`, leaving out the hosts `except`; `hosts` (`None`: every
+/// host) keeps only those. The hosts of `/fallback`'s chart beside those at
+/// software speed: an order that ranks nothing.
+pub async fn algorithm_pairs(
+    db: impl PgExecutor<'_>,
+    point: &PathPoint,
+    hosts: Option<&[i64]>,
+    algorithm: Algorithm,
+    except: &[i64],
+    limit: i64,
+) -> Result<Vec<PathPair>> {
+    let q = sqlx::query_as(concat!(
+        "SELECT ",
+        pair_columns!(),
+        " AND p.algorithm = $6 AND NOT (p.host_id = ANY($7)) ORDER BY h.name COLLATE \"C\" LIMIT $8"
+    ));
+    Ok(bind_point(q, point)
+        .bind(hosts)
+        .bind(algorithm.name())
+        .bind(except)
+        .bind(limit)
         .fetch_all(db)
         .await?)
 }

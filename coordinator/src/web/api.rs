@@ -51,14 +51,14 @@ impl IntoResponse for ApiError {
 }
 
 /// A finding as every findings table of the API sends it (`/api/v1/findings`,
-/// `/api/v1/hosts/{id}/findings`): evidence and fact changes as compact JSON
-/// strings, so the CSV stays one row per finding and a script can still
-/// parse the numbers back.
+/// `/api/v1/hosts/{id}/findings`), named as `check --format json` names it:
+/// evidence and fact changes are JSON objects (in the CSV, a cell of their
+/// JSON text, so the CSV stays one row per finding).
 #[derive(Debug, Serialize)]
 pub struct FindingApiRow {
     pub id: i64,
     pub host_id: i64,
-    pub host: String,
+    pub host_name: String,
     pub reason: String,
     pub kind: Option<String>,
     pub subject: String,
@@ -69,8 +69,8 @@ pub struct FindingApiRow {
     pub last_seen: DateTime<Utc>,
     pub resolved_at: Option<DateTime<Utc>>,
     pub summary: String,
-    pub evidence: String,
-    pub fact_changes: String,
+    pub evidence: serde_json::Value,
+    pub fact_changes: serde_json::Value,
 }
 
 impl From<Finding> for FindingApiRow {
@@ -78,7 +78,7 @@ impl From<Finding> for FindingApiRow {
         FindingApiRow {
             id: f.id,
             host_id: f.host_id,
-            host: f.host_name,
+            host_name: f.host_name,
             reason: f.reason,
             kind: f.kind,
             subject: f.subject,
@@ -88,8 +88,8 @@ impl From<Finding> for FindingApiRow {
             last_seen: f.last_seen,
             resolved_at: f.resolved_at,
             summary: f.summary,
-            evidence: f.evidence.to_string(),
-            fact_changes: f.fact_changes.to_string(),
+            evidence: f.evidence,
+            fact_changes: f.fact_changes,
         }
     }
 }

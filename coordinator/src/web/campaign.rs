@@ -44,7 +44,7 @@ pub fn routes() -> Router<WebState> {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HostProgress {
     pub host_id: i64,
-    pub host: String,
+    pub host_name: String,
     pub queued: i64,
     pub running: i64,
     pub done: i64,
@@ -54,10 +54,10 @@ pub struct HostProgress {
 }
 
 impl HostProgress {
-    fn new(host_id: i64, host: String, c: &JobCounts) -> Self {
+    fn new(host_id: i64, host_name: String, c: &JobCounts) -> Self {
         HostProgress {
             host_id,
-            host,
+            host_name,
             queued: c.queued,
             running: c.running,
             done: c.done,
@@ -88,7 +88,7 @@ pub struct Failure {
     pub job_id: uuid::Uuid,
     pub host_id: i64,
     /// The host's name as its agent reported it: untrusted text.
-    pub host: String,
+    pub host_name: String,
     /// The job's point (its path is the one asked for).
     #[serde(flatten)]
     pub point: Point,
@@ -100,11 +100,11 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn new(job: Job, host: String) -> Self {
+    fn new(job: Job, host_name: String) -> Self {
         Failure {
             job_id: job.id,
             host_id: job.host_id,
-            host,
+            host_name,
             point: job.point,
             attempts: job.attempts,
             finished_at: job.finished_at,
@@ -191,7 +191,7 @@ async fn failure_rows(state: &WebState, campaign_id: i64) -> Result<Vec<Failure>
     Ok(jobs::failures(&state.pool, campaign_id, FAILURES_SHOWN)
         .await?
         .into_iter()
-        .map(|(job, host)| Failure::new(job, host))
+        .map(|(job, host_name)| Failure::new(job, host_name))
         .collect())
 }
 

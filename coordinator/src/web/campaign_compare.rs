@@ -33,7 +33,7 @@ pub fn routes() -> Router<WebState> {
 pub struct ChangeRow {
     pub host_id: i64,
     /// As the agent reported it: untrusted text.
-    pub host: String,
+    pub host_name: String,
     #[serde(flatten)]
     pub point: Point,
     pub before_result_id: Option<i64>,
@@ -57,7 +57,7 @@ impl ChangeRow {
         let path = |s: Option<String>| s.and_then(|s| s.parse().ok());
         ChangeRow {
             host_id: p.host_id,
-            host: p.host_name,
+            host_name: p.host_name,
             point: p.point,
             before_result_id: p.before_result_id,
             before_path_used: path(p.before_path_used),

@@ -28,11 +28,13 @@ use axum::routing::get;
 use chrono::{DateTime, Utc};
 
 use cipherfleet_core::Point;
-use cipherfleet_core::spec::KeyMode;
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::spec::{KeyMode, Suite};
 
 use super::paging::{Pager, with_query};
 use super::params::{Choice, choices, enum_choices};
 use super::{WebError, WebState, format};
+use crate::analysis::fill::Fill;
 use crate::domain::latest::LatestResult;
 use crate::report::classes::{self, ClassRow};
 use crate::report::matrix::{self, Slice, View};
@@ -127,7 +129,9 @@ struct CellView {
     /// "CV 1.2 %" (hosts) or "3 hosts · CV 4.0 % across hosts" (classes).
     note: String,
     href: Option<String>,
-    heat: u8,
+    /// The cell's class: `heat-0` … `heat-9` within its column, or `unranked`
+    /// (greyed) for emulated and simulated rows, which never rank.
+    shade: String,
     /// The metric as a plain number, for click-to-sort.
     sort: String,
     /// What ran other than asked, and its badge's status class (`software`, `partial`).
@@ -159,7 +163,7 @@ fn fell_back_badge(c: &Cell, rows: Rows) -> Option<(String, &'static str)> {
     Some((text, status))
 }
 
-fn cell_view(c: &Cell, heat: u8, metric: Metric, rows: Rows) -> CellView {
+fn cell_view(c: &Cell, heat: Option<u8>, metric: Metric, rows: Rows) -> CellView {
     let note = match rows {
         Rows::Hosts => match c.cv {
             Some(cv) => format!("CV {}", format::percent(cv)),
@@ -178,7 +182,7 @@ fn cell_view(c: &Cell, heat: u8, metric: Metric, rows: Rows) -> CellView {
         p99: (metric == Metric::P99).then(|| format!("P99 {}", format::nanos(c.latency_p99_ns))),
         note,
         href: c.result_id.map(|id| format!("/api/v1/results/{id}")),
-        heat,
+        shade: heat.map_or_else(|| "unranked".to_string(), |h| format!("heat-{h}")),
         sort: c.metric(metric).to_string(),
         fell_back: fell_back_badge(c, rows),
     }
@@ -230,6 +234,22 @@ fn view_point(view: &View, algorithm: cipherfleet_core::algorithm::Algorithm) ->
         path: view.path,
         nonce: cipherfleet_core::spec::Nonce::Counter,
     }
+}
+
+/// What measures the view: its algorithms (the quick suite's headline six
+/// when none were asked for) at its point.
+fn view_fill(params: &CompareParams) -> Fill {
+    let algorithms: Vec<Algorithm> = if params.algorithms.is_empty() {
+        Suite::Quick
+            .matrices(1)
+            .into_iter()
+            .flat_map(|m| m.algorithms)
+            .collect()
+    } else {
+        params.algorithms.clone()
+    };
+    let points: Vec<Point> = algorithms.into_iter().map(|a| view_point(&params.view, a)).collect();
+    Fill::of(&points).expect("a view has algorithms")
 }
 
 /// What a view read: the fleet's class rows, one page of the matrix, and
@@ -326,10 +346,7 @@ fn compare_page(params: &CompareParams, loaded: &Loaded, slices: &[Slice]) -> Co
             cells: cells
                 .iter()
                 .zip(heats)
-                .map(|(c, h)| {
-                    c.as_ref()
-                        .map(|c| cell_view(c, h.unwrap_or(0), params.metric, params.rows))
-                })
+                .map(|(c, h)| c.as_ref().map(|c| cell_view(c, *h, params.metric, params.rows)))
                 .collect(),
         })
         .collect();
@@ -362,7 +379,7 @@ fn compare_page(params: &CompareParams, loaded: &Loaded, slices: &[Slice]) -> Co
             if let Some(class) = &params.class {
                 what.push_str(&format!(", class {class}"));
             }
-            format!("No results for {what}.")
+            format!("No results for {what}: {} measures them.", view_fill(params).command())
         }
     });
     let suggestions = if m.total == 0 {
@@ -556,7 +573,10 @@ mod tests {
         let empty = compare_page(&p, &loaded(&p, &groups, &[]), &[slice(16384, 1), slice(1024, 2)]);
         assert_eq!(
             empty.empty.as_deref(),
-            Some("No results for 64 B per operation, 1 thread, encrypt, accelerated path, algorithms des-cbc.")
+            Some(
+                "No results for 64 B per operation, 1 thread, encrypt, accelerated path, algorithms des-cbc: \
+                 cipherfleet-coordinator campaign start --suite standard measures them."
+            )
         );
         let texts: Vec<&str> = empty.suggestions.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(texts, ["1 KiB × 2 threads", "16 KiB × 1 thread"]);

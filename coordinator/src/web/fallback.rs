@@ -17,6 +17,7 @@
 //! findings of the hosts shown are read. A reason filter needs every row's
 //! explanation, so that view reads all its rows and open findings.
 //!
+//! - [`chart`]: the chart the page opens with, both paths per host.
 //! - [`hosts`]: the fleet's hosts, read again only after they change.
 //! - [`evidence`]: findings' evidence and fact changes as readable lines.
 //! - [`sections`]: the lists as the template shows them, each with its own pager.
@@ -35,13 +36,16 @@ use axum::routing::get;
 use serde::Deserialize;
 
 use super::paging::{Pager, with_query};
-use cipherfleet_core::spec::{Direction, KeyMode};
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::Path;
+use cipherfleet_core::spec::{Direction, KeyMode, Suite};
 
 use super::params::{
     Choice, DEFAULT_SIZE_BYTES, LabelFilter, choices, enum_choices, given, label, label_matches, label_text, require,
     require_one_of, spelled_size, thread_count,
 };
 use super::{WebError, WebState, format};
+use crate::analysis::fill::Fill;
 use crate::analysis::slow::Thresholds;
 use crate::analysis::software_speed::{HostCpu, SoftwareSpeed, explains, judge, ratio};
 use crate::findings::REASONS;
@@ -49,9 +53,12 @@ use crate::report::fallback::{self as model, FallbackHost, PathPair, PathPoint};
 use crate::report::fallback_hosts::{HostInfo, Keep, ViewHosts};
 use crate::report::fallback_views as views;
 use crate::store::findings::{self as findings_store, Finding};
-use sections::{FindingView, PAGE_PARAMS, PagerView, Pages, RowView, SlowHostView, row_view, slow_hosts};
+use sections::{
+    FindingView, MissingView, PAGE_PARAMS, PagerView, Pages, RowView, SlowHostView, missing, row_view, slow_hosts,
+};
 
 mod api;
+mod chart;
 mod evidence;
 mod sections;
 
@@ -197,6 +204,22 @@ fn reason_label(f: &Finding) -> String {
     match &f.kind {
         Some(kind) => format!("{} ({kind})", f.reason),
         None => f.reason.clone(),
+    }
+}
+
+/// A finding's reason with what it is about, where no Subject column is
+/// beside it: `cpu-lacks: aes`, `slow-accelerated: aes-256-gcm (near-software)`.
+/// A host lacking three instructions has three findings that differ only there.
+fn reason_with_subject(f: &Finding) -> String {
+    // A software build is the whole build: its subject adds nothing.
+    let subject = match f.subject.as_str() {
+        "" | "build" => None,
+        s => Some(s.replace(',', ", ")),
+    };
+    match (subject, &f.kind) {
+        (Some(s), Some(kind)) => format!("{}: {s} ({kind})", f.reason),
+        (Some(s), None) => format!("{}: {s}", f.reason),
+        (None, _) => reason_label(f),
     }
 }
 
@@ -437,6 +460,25 @@ fn slow_host_order(rows: &[Judged]) -> Vec<i64> {
         .collect()
 }
 
+/// The algorithms of the `fallback` suite: what the page is about first.
+fn fallback_algorithms() -> Vec<Algorithm> {
+    Suite::Fallback
+        .matrices(1)
+        .into_iter()
+        .flat_map(|m| m.algorithms)
+        .collect()
+}
+
+/// What measures both paths of the fallback suite's algorithms at `point`:
+/// the `fallback` suite itself at its sizes, a bigger suite or a matrix elsewhere.
+fn page_fill(point: &PathPoint) -> Fill {
+    let points: Vec<_> = fallback_algorithms()
+        .into_iter()
+        .flat_map(|a| [point.at(a, Path::Accelerated), point.at(a, Path::Software)])
+        .collect();
+    Fill::of(&points).expect("the fallback suite has algorithms")
+}
+
 /// The page; every string is escaped by the template (no `|safe` anywhere).
 #[derive(Template)]
 #[template(path = "fallback.html")]
@@ -453,12 +495,22 @@ struct FallbackPage {
     reasons: Vec<Choice>,
     csv_href: String,
     json_href: String,
+    /// Both paths per host of one algorithm, the answer at a glance.
+    chart: Option<chart::ChartView>,
     slow_hosts: Vec<SlowHostView>,
     slow_pager: PagerView,
     /// "12:03:04 UTC (42 s ago)" when the list misses newer results.
     slow_as_of: Option<String>,
     rows: Vec<RowView>,
     rows_pager: PagerView,
+    /// Paths some rows of the page lack, each with the command that measures it.
+    missing: Vec<MissingView>,
+    /// What measures both paths of the fallback suite's algorithms at this
+    /// point: `cipherfleet-coordinator campaign start --suite fallback` at the
+    /// default one.
+    fill: String,
+    /// Those algorithms, named in the sentence around [`FallbackPage::fill`].
+    fill_algorithms: String,
     any_emulated: bool,
     findings: Vec<FindingView>,
     findings_pager: PagerView,
@@ -491,6 +543,7 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
     };
     let form = async { Ok::<_, WebError>(tokio::try_join!(model::sizes(&state.pool), model::archs(&state.pool))?) };
     let (lists, (measured_sizes, archs)) = tokio::try_join!(lists, form)?;
+    let chart = chart::chart(&state, &filters, &point, &lists).await?;
     let pairs = filters.query_pairs();
 
     let mut sizes: Vec<u64> = measured_sizes;
@@ -523,12 +576,23 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
             &[pairs.clone(), vec![("format", "csv".into())]].concat(),
         ),
         json_href: with_query("/api/v1/fallback", &pairs),
+        chart,
         any_emulated: lists.any_emulated,
-        rows: lists.rows.iter().map(|r| row_view(r, &lists.open)).collect(),
+        rows: lists.rows.iter().map(|r| row_view(r, &lists.open, &point)).collect(),
+        missing: missing(&lists.rows, &point),
+        fill: page_fill(&point).command(),
+        fill_algorithms: fallback_algorithms()
+            .iter()
+            .map(|a| a.name())
+            .collect::<Vec<_>>()
+            .join(", "),
         rows_pager: lists.pages.view(&pairs, 0),
         slow_pager: lists.pages.view(&pairs, 1),
         slow_as_of: lists.slow_as_of.map(format::as_of),
-        slow_hosts: slow_hosts(&lists.slow).iter().map(|h| h.view(&lists.open)).collect(),
+        slow_hosts: slow_hosts(&lists.slow, &point)
+            .iter()
+            .map(|h| h.view(&lists.open))
+            .collect(),
         findings: lists.findings.iter().map(FindingView::new).collect(),
         findings_pager: lists.pages.view(&pairs, 2),
     };

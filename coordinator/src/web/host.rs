@@ -17,9 +17,7 @@ use serde_json::Value;
 
 use super::api::{self, ApiError, FindingApiRow, FormatParam};
 use super::format::MemoryText;
-use super::host_facts::{
-    Fact, FactChange, FeatureRow, fact_changes, facts_table, feature_rows, features_checked, or_dash,
-};
+use super::host_facts::{Fact, FactChange, FeatureRow, fact_changes, facts_table, feature_rows, features_checked};
 use super::hosts::label_texts;
 use super::paging::{Pager, parse_id};
 use super::svg::{LineChart, XAxis, time_x};
@@ -129,7 +127,6 @@ struct ResultView {
     /// What was measured; its `path` is the one asked for.
     point: Point,
     size: String,
-    concurrency: String,
     path_used: PathUsed,
     /// It ran another path than asked (partly or wholly in software): badged
     /// on the page, with this status class (`partial` or `software`).
@@ -157,7 +154,6 @@ impl ResultView {
             at_sort: r.created_at.timestamp(),
             point: r.point,
             size: format::bytes(r.point.size_bytes),
-            concurrency: or_dash(&r.point.concurrency),
             path_used: r.path_used,
             fell_back: r.fell_back().then_some(match r.path_used {
                 PathUsed::Partial => "partial",

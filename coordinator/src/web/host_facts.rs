@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
+use cipherfleet_core::facts::ArmId;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -39,19 +40,9 @@ pub fn facts_table(s: &Snapshot) -> Vec<Fact> {
     let fact = |name, value| Fact { name, value };
     let text = |pointer: &str| s.facts.pointer(pointer).and_then(Value::as_str).map(str::to_owned);
     let clock_read = s.facts.pointer("/noise/clock_read_ns").and_then(Value::as_f64);
-    vec![
-        fact("Architecture", or_dash(&c.arch)),
-        fact("CPU vendor", or_dash(&c.cpu_vendor)),
-        fact("CPU model", or_dash(&c.cpu_model_name)),
-        fact(
-            "Family / model / stepping",
-            format!(
-                "{} / {} / {}",
-                or_dash(&c.cpu_family),
-                or_dash(&c.cpu_model),
-                or_dash(&c.cpu_stepping)
-            ),
-        ),
+    let mut facts = vec![fact("Architecture", or_dash(&c.arch))];
+    facts.extend(cpu_identity(s));
+    facts.extend([
         fact("Logical cores", or_dash(&c.logical_cores)),
         fact(
             "Memory",
@@ -96,7 +87,63 @@ pub fn facts_table(s: &Snapshot) -> Vec<Fact> {
                 c.build_target_features.join(" ")
             },
         ),
-    ]
+    ]);
+    facts
+}
+
+/// Who made the CPU and which it is. x86 reports a brand string and CPUID's
+/// family, model and stepping; aarch64 only numbers (MIDR_EL1's implementer,
+/// part, variant and revision), named here from the one table both programs
+/// share ([`cipherfleet_core::facts::arm`]), so facts stored before the table
+/// knew a part are named too, each with its number beside it.
+fn cpu_identity(s: &Snapshot) -> [Fact; 3] {
+    let c = &s.columns;
+    let arm = s
+        .facts
+        .pointer("/cpu/arm")
+        .and_then(|v| serde_json::from_value::<ArmId>(v.clone()).ok())
+        .filter(|a| a.implementer.is_some() || a.part.is_some());
+    let fact = |name, value| Fact { name, value };
+    match arm {
+        Some(arm) => [
+            fact(
+                "CPU vendor",
+                arm.implementer_text()
+                    .or_else(|| c.cpu_vendor.clone())
+                    .unwrap_or_else(|| "–".into()),
+            ),
+            // A `model name` the kernel printed (32-bit tasks) wins; the part otherwise.
+            fact(
+                "CPU model",
+                c.cpu_model_name
+                    .clone()
+                    .or_else(|| arm.model_text())
+                    .unwrap_or_else(|| "–".into()),
+            ),
+            fact(
+                "Implementer / part / revision",
+                format!(
+                    "{} / {} / {}",
+                    arm.implementer.map_or_else(|| "–".into(), |i| format!("{i:#04x}")),
+                    arm.part.map_or_else(|| "–".into(), |p| format!("{p:#05x}")),
+                    arm.revision_text().unwrap_or_else(|| "–".into())
+                ),
+            ),
+        ],
+        None => [
+            fact("CPU vendor", or_dash(&c.cpu_vendor)),
+            fact("CPU model", or_dash(&c.cpu_model_name)),
+            fact(
+                "Family / model / stepping",
+                format!(
+                    "{} / {} / {}",
+                    or_dash(&c.cpu_family),
+                    or_dash(&c.cpu_model),
+                    or_dash(&c.cpu_stepping)
+                ),
+            ),
+        ],
+    }
 }
 
 /// A clock read this slow (ns) or slower is worth a word: a fast clock source
@@ -471,6 +518,36 @@ mod tests {
         s.columns.cpuinfo_foreign = Some(false);
         assert_eq!(get(&s, "Clock read"), "31.6 ns");
         assert_eq!(get(&s, "CPU emulation"), "none seen");
+    }
+
+    #[test]
+    fn arm_parts_are_named_with_their_numbers_even_when_the_agent_did_not_name_them() {
+        // The emulated Cortex-A72 as an agent whose table lacked the part stored it:
+        // the part number in `model`, no name, no model name.
+        let facts = json!({
+            "arch": "aarch64",
+            "cpu": {"vendor": "ARM", "model_name": null, "family": null, "model": 3336, "stepping": 3,
+                    "arm": {"implementer": 65, "variant": 0, "architecture": null, "part": 3336,
+                            "revision": 3, "part_name": null, "midr": "0x00000000410fd083"}},
+        });
+        let s = Snapshot {
+            columns: FactColumns::from_facts(&facts),
+            facts,
+            ..snapshot(1, 0, "6.1.0", &[], "0.1.0")
+        };
+        let shown = facts_table(&s);
+        let get = |n: &str| shown.iter().find(|f| f.name == n).map(|f| f.value.clone());
+        assert_eq!(get("CPU vendor").as_deref(), Some("ARM (0x41)"));
+        assert_eq!(get("CPU model").as_deref(), Some("Cortex-A72 (part 0xd08)"));
+        assert_eq!(
+            get("Implementer / part / revision").as_deref(),
+            Some("0x41 / 0xd08 / r0p3")
+        );
+        assert_eq!(
+            get("Family / model / stepping"),
+            None,
+            "x86's numbers mean nothing on ARM"
+        );
     }
 
     #[test]

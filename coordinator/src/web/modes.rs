@@ -25,11 +25,13 @@ use super::api::{self, ApiError, FormatParam};
 use super::compare::Link;
 use super::paging::with_query;
 use cipherfleet_core::Point;
-use cipherfleet_core::spec::KeyMode;
+use cipherfleet_core::spec::{KeyMode, Nonce};
 
 use super::params::{Choice, choices, enum_choices};
 use super::svg::{LineChart, XAxis};
 use super::{WebError, WebState, format};
+use crate::analysis::fill::Fill;
+use crate::analysis::scenarios::Scenario;
 use crate::domain::latest::LatestResult;
 use crate::domain::memory::StoredMemory;
 use crate::report::matrix::{self, ClassGroup};
@@ -193,6 +195,8 @@ struct ModesPage {
     any_low_samples: bool,
     scaling_rows: Vec<ScalingView>,
     has_scaling: bool,
+    /// One thread count or none at this size: what measures the scaling.
+    scaling_fill: Option<String>,
     csv_href: String,
     json_href: String,
 }
@@ -377,6 +381,7 @@ fn modes_page(
         any_low_samples: false,
         scaling_rows: Vec::new(),
         has_scaling: false,
+        scaling_fill: None,
         csv_href: String::new(),
         json_href: String::new(),
     };
@@ -410,6 +415,12 @@ fn modes_page(
     );
     let (scaling_chart, scaling_rows) = scaling_section(scaling_title, &results, &merged, params.size_bytes);
     page.has_scaling = !scaling_rows.is_empty();
+    if !merged
+        .iter()
+        .any(|m| m.size_bytes == params.size_bytes && m.threads > 1)
+    {
+        page.scaling_fill = Some(scaling_fill(params).command());
+    }
     page.scaling_rows = scaling_rows;
     // Sizes with a thread-scaling curve (more than one thread count stored).
     let mut with_threads: BTreeMap<u64, BTreeSet<u32>> = BTreeMap::new();
@@ -464,6 +475,28 @@ fn modes_page(
     page.csv_href = with_format("csv");
     page.json_href = with_format("json");
     page
+}
+
+/// What measures thread scaling at the page's size: the AES-256 modes on one
+/// thread and on all cores (the `modes` suite at 16 KiB; elsewhere a matrix).
+fn scaling_fill(params: &ModesParams) -> Fill {
+    let points: Vec<Point> = Scenario::Modes
+        .algorithms()
+        .into_iter()
+        .flat_map(|algorithm| {
+            [1, 2].map(|threads| Point {
+                algorithm,
+                direction: params.direction,
+                size_bytes: params.size_bytes,
+                threads,
+                concurrency: None,
+                key_mode: KeyMode::Static,
+                path: params.path,
+                nonce: Nonce::Counter,
+            })
+        })
+        .collect();
+    Fill::of(&points).expect("the modes scenario has algorithms")
 }
 
 /// One point as `/api/v1/modes` sends it.
@@ -566,6 +599,30 @@ mod tests {
         r.point.size_bytes = size_bytes;
         r.point.threads = threads;
         r
+    }
+
+    #[test]
+    fn one_thread_count_names_what_measures_thread_scaling() {
+        let hosts = fleet(&[(1, "arm-1", false)]);
+        let subject = params(&[("host", "1")]).subject.unwrap();
+        let one_thread = || vec![at(1, "aes-256-ctr", 16384, 1, 1000.0)];
+        let who = resolve(&subject, &hosts).unwrap();
+        let page = modes_page(&params(&[("host", "1")]), &hosts, Some((&subject, who, one_thread())));
+        assert_eq!(
+            page.scaling_fill.as_deref(),
+            Some("cipherfleet-coordinator campaign start --suite modes")
+        );
+        let mut scaled = one_thread();
+        scaled.push(at(1, "aes-256-ctr", 16384, 2, 1900.0));
+        let who = resolve(&subject, &hosts).unwrap();
+        let page = modes_page(&params(&[("host", "1")]), &hosts, Some((&subject, who, scaled)));
+        assert_eq!(page.scaling_fill, None, "two thread counts: measured");
+        // No suite measures the modes on all cores at 1 KiB: a matrix of those points.
+        let fill = scaling_fill(&params(&[("host", "1"), ("size", "1024")])).command();
+        assert!(
+            fill.contains("--matrix") && fill.contains("\"threads\":[1,2]"),
+            "{fill}"
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@ async fn raw_result(State(state): State<WebState>, Path(raw_id): Path<String>) -
         "job_id": r.job_id,
         "campaign_id": r.campaign_id,
         "host_id": r.host_id,
-        "host": r.host_name,
+        "host_name": r.host_name,
         "snapshot_id": r.snapshot_id,
         "created_at": r.created_at,
         "measurement": r.measurement,

@@ -82,10 +82,11 @@ async fn load(state: &WebState, wanted: &[Scenario]) -> Result<Vec<View>, WebErr
     Ok(views)
 }
 
-/// A figure as printed: the median, and the min–max when hosts differ.
+/// A figure as printed: the median, and the min–max when hosts differ. The
+/// class's fill line says what measures one that is not measured.
 fn figure_text(f: &Option<Figure>) -> String {
     match f {
-        None => "—".into(),
+        None => "not measured".into(),
         Some(f) if f.hosts > 1 && f.max > f.min => format!(
             "{} ({}–{}, {} hosts)",
             format::significant(f.median),
@@ -108,6 +109,8 @@ struct ClassView {
     hosts: usize,
     answer: String,
     rows: Vec<RowView>,
+    /// The command that measures what the class lacks.
+    fill: Option<String>,
 }
 
 struct OverheadView {
@@ -144,6 +147,7 @@ fn class_views(v: &View) -> Vec<ClassView> {
             class: c.class.clone(),
             hosts: c.hosts,
             answer: c.answer.clone(),
+            fill: c.fill.as_ref().map(|f| f.command()),
             rows: c
                 .rows
                 .iter()
@@ -160,6 +164,8 @@ struct ScenarioSummary {
     name: &'static str,
     question: &'static str,
     classes: Vec<ClassView>,
+    /// The command that runs the scenario, for a scenario no class measured.
+    fill: String,
 }
 
 #[derive(Template)]
@@ -173,6 +179,8 @@ struct ListPage {
 struct ViewPage {
     name: &'static str,
     question: &'static str,
+    /// The command that runs the scenario.
+    fill: String,
     columns: Vec<&'static str>,
     classes: Vec<ClassView>,
     overhead: Vec<OverheadView>,
@@ -186,6 +194,7 @@ async fn list_page(State(state): State<WebState>) -> Result<Html<String>, WebErr
             name: v.scenario.name(),
             question: v.scenario.question(),
             classes: class_views(v),
+            fill: v.scenario.fill().command(),
         })
         .collect();
     Ok(Html(ListPage { scenarios }.render()?))
@@ -197,6 +206,7 @@ async fn view_page(State(state): State<WebState>, Path(name): Path<String>) -> R
     let page = ViewPage {
         name: scenario.name(),
         question: scenario.question(),
+        fill: scenario.fill().command(),
         columns: view.columns.clone(),
         classes: class_views(&view),
         overhead: view.overhead.iter().map(OverheadView::from).collect(),
@@ -213,10 +223,13 @@ struct FigureRow<'a> {
     answer: &'a str,
     subject: &'a str,
     column: &'static str,
+    /// Empty when not measured (then `fill` says what measures it).
     median: Option<f64>,
     min: Option<f64>,
     max: Option<f64>,
     hosts: Option<usize>,
+    /// The command that measures a figure that is not measured.
+    fill: Option<String>,
 }
 
 fn figure_rows(v: &View) -> Vec<FigureRow<'_>> {
@@ -235,6 +248,7 @@ fn figure_rows(v: &View) -> Vec<FigureRow<'_>> {
                     min: f.map(|f| f.min),
                     max: f.map(|f| f.max),
                     hosts: f.map(|f| f.hosts),
+                    fill: f.is_none().then(|| v.scenario.fill().command()),
                 });
             }
         }
@@ -263,6 +277,8 @@ struct AnswerRow<'a> {
     class: &'a str,
     hosts: usize,
     answer: &'a str,
+    /// The command that measures what the class lacks; empty when nothing is.
+    fill: Option<String>,
 }
 
 async fn api_list(State(state): State<WebState>, Query(f): Query<FormatParam>) -> Result<Response, ApiError> {
@@ -276,6 +292,7 @@ async fn api_list(State(state): State<WebState>, Query(f): Query<FormatParam>) -
                 class: &c.class,
                 hosts: c.hosts,
                 answer: &c.answer,
+                fill: c.fill.as_ref().map(|f| f.command()),
             })
         })
         .collect();

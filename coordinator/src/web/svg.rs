@@ -11,8 +11,10 @@
 //!
 //! - [`ticks`]: the axes' scales and their labelled ticks.
 //! - [`look`]: each series' colour, dash and marker.
+//! - [`paths`]: `/fallback`'s chart, both paths per host on a log axis.
 
 mod look;
+pub mod paths;
 mod ticks;
 
 use std::fmt::Write as _;
@@ -181,11 +183,12 @@ impl LineChart {
             );
         }
         for (t, label) in &plot.x.ticks {
+            let x = plot.px(*t);
             let _ = write!(
                 svg,
-                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{BOTTOM}" y2="{b}" stroke="#222"/><text x="{x:.1}" y="{ty}" text-anchor="middle">{label}</text>"##,
-                x = plot.px(*t),
+                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{BOTTOM}" y2="{b}" stroke="#222"/><text x="{tx:.1}" y="{ty}" text-anchor="middle">{label}</text>"##,
                 b = BOTTOM + 4.0,
+                tx = label_x(x, label),
                 ty = BOTTOM + 17.0,
                 label = format::xml_escape(label),
             );
@@ -281,6 +284,18 @@ fn draw_no_data(svg: &mut String) {
     );
 }
 
+/// Roughly half the width of an x tick label of the charts' 12 px text.
+fn half_width(label: &str) -> f64 {
+    label.chars().count() as f64 * 3.5
+}
+
+/// Where a tick label centred under `x` is drawn: moved in just enough to
+/// stay inside the chart, so the last time label (`12-05 08:00`) is not cut.
+fn label_x(x: f64, label: &str) -> f64 {
+    let half = half_width(label);
+    x.min(WIDTH - 2.0 - half).max(half + 2.0)
+}
+
 /// Legend entries side by side under the plot.
 fn legend_columns() -> usize {
     (PLOT_WIDTH / LEGEND_COLUMN).floor().max(1.0) as usize
@@ -356,7 +371,7 @@ mod tests {
 
     /// Checks that every tag is closed in order and that no raw `<` or `&`
     /// reaches text: the chart is well-formed XML as far as a page can tell.
-    fn assert_well_formed(svg: &str) {
+    pub(super) fn assert_well_formed(svg: &str) {
         let mut open: Vec<String> = Vec::new();
         let mut rest = svg;
         while let Some(start) = rest.find('<') {
@@ -483,6 +498,36 @@ mod tests {
             "a tick at midnight: {svg}"
         );
         assert_well_formed(&svg);
+    }
+
+    #[test]
+    fn tick_labels_at_the_edges_stay_inside_the_chart() {
+        // The host page's chart: its last tick falls on the plot's right end.
+        let t0 = DateTime::<Utc>::from_timestamp(1_764_900_000, 0).unwrap();
+        let svg = LineChart::new("Key algorithms over time", XAxis::Time)
+            .series("aes-256-gcm", [(time_x(t0), 10.0), (time_x(t0) + 6.0 * 3600.0, 12.0)])
+            .render();
+        let labels: Vec<(f64, &str)> = svg
+            .split(r#"<text x=""#)
+            .skip(1)
+            .filter_map(|t| {
+                let (x, rest) = t.split_once('"')?;
+                let label = rest.strip_prefix(&format!(r#" y="{}" text-anchor="middle">"#, BOTTOM + 17.0))?;
+                Some((x.parse().ok()?, label.split('<').next()?))
+            })
+            .collect();
+        assert!(labels.len() >= 3, "{svg}");
+        for (x, label) in labels {
+            assert!(
+                x - half_width(label) >= 0.0 && x + half_width(label) <= WIDTH,
+                "{label:?} at {x} runs past the chart"
+            );
+        }
+        assert_eq!(
+            label_x(400.0, "12-05 08:00"),
+            400.0,
+            "a label in the middle stays centred"
+        );
     }
 
     #[test]

@@ -77,6 +77,20 @@ async fn every_page_shows_real_campaign_results_in_a_real_browser() {
             contains_row(&findings, SOFT),
             format!("/: an open finding for the software build: {findings}"),
         );
+        let headers = browser.eval(&texts("table.configurations thead th"));
+        let names: Vec<&str> = headers
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h.as_str())
+            .collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        p.check(
+            unique.len() == names.len(),
+            format!("/: one heading per column of the configurations: {names:?}"),
+        );
         let campaigns = browser.eval(&texts(&format!("tr[data-campaign=\"{campaign}\"]")));
         p.check(
             contains_row(&campaigns, &format!("{0} / {0}", algorithms.len() * sizes.len() * 4)),
@@ -104,6 +118,14 @@ async fn every_page_shows_real_campaign_results_in_a_real_browser() {
                 format!("{path}: heading names {name}: {h1}"),
             );
             p.check(page.charts >= 1, format!("{path}: a chart of key algorithms over time"));
+            fits_1400_px(&mut browser, &path, &mut p);
+            let tallest = browser.eval(
+                "Math.max(...Array.from(document.querySelectorAll('table.features tbody tr'), r => r.getBoundingClientRect().height))",
+            );
+            p.check(
+                tallest.as_f64().is_some_and(|h| h < 40.0),
+                format!("{path}: CPU-feature rows are one line high, not stretched: {tallest} px"),
+            );
             p.check(
                 page.svg_text.contains("aes-256-gcm") || page.svg_text.contains("AES-256-GCM"),
                 format!("{path}: the chart names AES-256-GCM: {:?}", page.svg_text),
@@ -184,7 +206,40 @@ async fn every_page_shows_real_campaign_results_in_a_real_browser() {
             format!("{modes}: the chart's axis states MB/s"),
         );
     }
-    if visit(&mut browser, &base, "/fallback", "fallback", &shots, &mut p).is_some() {
+    if let Some(page) = visit(&mut browser, &base, "/fallback", "fallback", &shots, &mut p) {
+        // The page opens with its answer: both paths per host, the software build
+        // highlighted (its AES-256-GCM ran in software) with its reason as a badge.
+        let chart = browser.eval(
+            "Array.from(document.querySelectorAll('svg.paths-chart g.host-row'), g => \
+               ({host: g.dataset.host, slow: g.classList.contains('at-software-speed'), text: g.textContent}))",
+        );
+        let row = |host: &str| {
+            chart
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["host"] == host)
+                .cloned()
+                .unwrap_or_default()
+        };
+        p.check(
+            row(FAST)["slow"] == false && row(FAST)["text"].as_str().is_some_and(|t| t.contains('×')),
+            format!("/fallback: the chart shows {FAST}'s ratio, not highlighted: {chart}"),
+        );
+        p.check(
+            row(SOFT)["slow"] == (soft_gcm.path_used == "software")
+                && row(SOFT)["text"].as_str().is_some_and(|t| t.contains("software-build")),
+            format!("/fallback: the chart highlights {SOFT} with its software-build badge: {chart}"),
+        );
+        p.check(
+            chart.as_array().is_some_and(|rows| {
+                let first_fast = rows.iter().position(|r| r["slow"] == false).unwrap_or(rows.len());
+                rows.iter().skip(first_fast).all(|r| r["slow"] == false)
+            }),
+            format!("/fallback: hosts at software speed come first in the chart: {chart}"),
+        );
+        says_what_fills_it(&page, "/fallback", &mut p);
+        fits_1400_px(&mut browser, "/fallback", &mut p);
         // The software build is a fact of the host (a finding), whatever ran.
         let findings = browser.eval(&format!(
             "Array.from(document.querySelectorAll('#findings tr')).filter(r => r.dataset.host === {}).map(r => r.dataset.reason)",
@@ -236,6 +291,12 @@ async fn every_page_shows_real_campaign_results_in_a_real_browser() {
         );
         p.check(page.shows("Hosts needed"), "/capacity: says how many hosts are needed");
     }
+    for path in ["/scenarios", "/scenarios/legacy-migration", "/scenarios/fallback"] {
+        let shot = path.trim_start_matches('/').replace('/', "-");
+        if let Some(page) = visit(&mut browser, &base, path, &shot, &shots, &mut p) {
+            says_what_fills_it(&page, path, &mut p);
+        }
+    }
     if visit(&mut browser, &base, "/campaigns", "campaigns", &shots, &mut p).is_some() {
         let row = browser.eval(&texts(&format!("tr[data-campaign=\"{campaign}\"]")));
         p.check(
@@ -259,6 +320,49 @@ async fn every_page_shows_real_campaign_results_in_a_real_browser() {
         shots.dir.display()
     );
     p.assert_none();
+}
+
+/// A page that lacks data says what fills it: no `?` standing for a figure,
+/// and a "not measured" only on a page that names the command measuring it.
+fn says_what_fills_it(page: &Page, path: &str, p: &mut Problems) {
+    let questions: Vec<&str> = page
+        .text
+        .lines()
+        .filter(|l| l.contains(" ? ") || l.contains(" ?)") || l.ends_with(" ?"))
+        .collect();
+    p.check(
+        questions.is_empty(),
+        format!("{path}: '?' in place of a figure: {questions:?}"),
+    );
+    p.check(
+        !page.shows("not measured") || page.shows("cipherfleet-coordinator campaign start --"),
+        format!("{path}: says 'not measured' without the command that measures it"),
+    );
+}
+
+/// The page fits a 1,400 px window: nothing wider than the page, no table
+/// wider than its scroll box, no chart text past its SVG's edge.
+fn fits_1400_px(browser: &mut Browser, path: &str, p: &mut Problems) {
+    let overflow = browser.eval(
+        "(() => { const found = [];\
+           if (document.documentElement.scrollWidth > window.innerWidth) found.push('page ' + document.documentElement.scrollWidth);\
+           for (const w of document.querySelectorAll('.table-wrap')) {\
+             const t = w.querySelector('table');\
+             if (t && t.scrollWidth > w.clientWidth + 1) found.push(t.className + ' ' + t.scrollWidth + ' > ' + w.clientWidth);\
+           }\
+           for (const svg of document.querySelectorAll('svg.chart')) {\
+             const s = svg.getBoundingClientRect();\
+             for (const t of svg.querySelectorAll('text')) {\
+               const r = t.getBoundingClientRect();\
+               if (r.left < s.left - 0.5 || r.right > s.right + 0.5) found.push('chart text ' + t.textContent);\
+             }\
+           }\
+           return found; })()",
+    );
+    p.check(
+        overflow.as_array().is_some_and(Vec::is_empty),
+        format!("{path}: wider than a 1,400 px window: {overflow}"),
+    );
 }
 
 /// A stored result, as the database has it.

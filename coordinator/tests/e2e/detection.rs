@@ -210,7 +210,7 @@ async fn workers_losing_aes_ni_under_intact_facts_are_found_after_one_campaign()
     let api = app.get(&format!("/api/v1/campaigns/{before}/compare/{after}")).await;
     let rows: Vec<Value> = serde_json::from_str(&api.body).unwrap();
     assert_eq!(rows.len(), 4, "{rows:#?}");
-    for r in rows.iter().filter(|r| r["host"] == "e2e-moved") {
+    for r in rows.iter().filter(|r| r["host_name"] == "e2e-moved") {
         assert_eq!(
             (&r["before_path_used"], &r["after_path_used"]),
             (&"accelerated".into(), &"software".into())
@@ -232,7 +232,7 @@ async fn workers_losing_aes_ni_under_intact_facts_are_found_after_one_campaign()
     assert_eq!(csv.header("content-type"), Some("text/csv; charset=utf-8"));
     assert!(
         csv.body.starts_with(
-            "host_id,host,algorithm,direction,size_bytes,threads,concurrency,key_mode,path,nonce,before_result_id,"
+            "host_id,host_name,algorithm,direction,size_bytes,threads,concurrency,key_mode,path,nonce,before_result_id,"
         ),
         "{}",
         csv.body

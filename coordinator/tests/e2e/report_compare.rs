@@ -157,6 +157,22 @@ async fn compare_and_modes_show_exactly_what_a_real_campaign_stored() {
                 !accel_row.contains("badge emulated"),
                 "{url}: only the emulated host is marked"
             );
+            // Emulated figures never rank: greyed, never a colour of the scale,
+            // whether qemu ran faster or slower than the real hosts.
+            for (algorithm, cell) in matrix_row(&page.body, &emulated.to_string()) {
+                assert!(
+                    cell.starts_with("<td class=\"num unranked\""),
+                    "{url}: the emulated host's {algorithm} is greyed: {cell}"
+                );
+            }
+            for host in [accel, soft] {
+                for (algorithm, cell) in matrix_row(&page.body, &host.to_string()) {
+                    assert!(
+                        cell.starts_with("<td class=\"num heat-"),
+                        "{url}: host {host}'s {algorithm} is on the colour scale: {cell}"
+                    );
+                }
+            }
         }
     }
     // DES has no hardware path: asked for acceleration it runs in software,
@@ -183,6 +199,16 @@ async fn compare_and_modes_show_exactly_what_a_real_campaign_stored() {
     assert_ne!(key_of(soft), class_key, "the software build is another class");
     let real = matrix_row(&page.body, &class_key);
     let twin_row = matrix_row(&page.body, &format!("{class_key}-emulated"));
+    assert!(
+        twin_row
+            .values()
+            .all(|cell| cell.starts_with("<td class=\"num unranked\"")),
+        "the emulated twin's class row is greyed: {twin_row:?}"
+    );
+    assert!(
+        real.values().all(|cell| cell.starts_with("<td class=\"num heat-")),
+        "the real class is coloured: {real:?}"
+    );
     let at = |host: i64, algorithm: &str| {
         points
             .iter()
@@ -261,7 +287,7 @@ async fn compare_and_modes_show_exactly_what_a_real_campaign_stored() {
         assert_eq!(r["result_id"].as_i64(), Some(p.result_id));
         assert_eq!(r["latency_p99_ns"].as_i64(), Some(p.latency_p99_ns));
         assert_eq!(r["cv"].as_f64(), p.cv);
-        assert_eq!(r["host"], p.host.as_str());
+        assert_eq!(r["host_name"], p.host.as_str());
         assert_eq!(r["emulated"], p.host == EMULATED);
     }
     let csv = app.get("/api/v1/compare?size=16&path=software&format=csv").await;

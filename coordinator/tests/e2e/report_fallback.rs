@@ -197,7 +197,7 @@ async fn fallback_page_shows_both_paths_their_ratio_and_why_the_soft_build_runs_
     assert_eq!(rows.len(), 4);
     for row in &rows {
         let key = (
-            row["host"].as_str().unwrap().to_string(),
+            row["host_name"].as_str().unwrap().to_string(),
             row["algorithm"].as_str().unwrap().to_string(),
         );
         let s = &db[&key];
@@ -218,7 +218,7 @@ async fn fallback_page_shows_both_paths_their_ratio_and_why_the_soft_build_runs_
         headers.iter().take(9).collect::<Vec<_>>(),
         [
             "host_id",
-            "host",
+            "host_name",
             "algorithm",
             "size_bytes",
             "accelerated_mb_s",
@@ -231,7 +231,7 @@ async fn fallback_page_shows_both_paths_their_ratio_and_why_the_soft_build_runs_
     let csv_rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
     assert_eq!(csv_rows.len(), rows.len());
     for (record, row) in csv_rows.iter().zip(&rows) {
-        assert_eq!(&record[1], row["host"].as_str().unwrap());
+        assert_eq!(&record[1], row["host_name"].as_str().unwrap());
         assert_eq!(&record[2], row["algorithm"].as_str().unwrap());
         assert_close(record[7].parse::<f64>().unwrap(), row["ratio"].as_f64().unwrap());
         assert_eq!(&record[8], row["reasons"].as_str().unwrap());
@@ -240,11 +240,11 @@ async fn fallback_page_shows_both_paths_their_ratio_and_why_the_soft_build_runs_
     // Filters narrow the view; the findings API carries the evidence.
     let labelled: Vec<Value> = serde_json::from_str(&app.get("/api/v1/fallback?label=rack%3Dr1").await.body).unwrap();
     assert_eq!(labelled.len(), 2);
-    assert!(labelled.iter().all(|r| r["host"] == "fb-normal"), "{labelled:?}");
+    assert!(labelled.iter().all(|r| r["host_name"] == "fb-normal"), "{labelled:?}");
     let explained: Vec<Value> =
         serde_json::from_str(&app.get("/api/v1/fallback?reason=software-build").await.body).unwrap();
     assert!(
-        explained.len() == 2 && explained.iter().all(|r| r["host"] == "fb-soft"),
+        explained.len() == 2 && explained.iter().all(|r| r["host_name"] == "fb-soft"),
         "{explained:?}"
     );
     let open: Vec<Value> = serde_json::from_str(&app.get("/api/v1/findings").await.body).unwrap();
@@ -252,8 +252,29 @@ async fn fallback_page_shows_both_paths_their_ratio_and_why_the_soft_build_runs_
         .iter()
         .find(|f| f["id"] == soft_finding)
         .expect("the finding is listed");
-    assert_eq!(listed["host"], "fb-soft");
-    let evidence: Value = serde_json::from_str(listed["evidence"].as_str().unwrap()).unwrap();
+    // Named as `check --format json` names it, evidence and fact changes as objects.
+    assert_eq!(listed["host_name"], "fb-soft");
+    assert_eq!(listed.get("host"), None, "one name for the host: host_name");
+    assert_eq!(listed["evidence"]["build_flavour"], "software");
+    assert!(listed["fact_changes"].is_object(), "{listed}");
+    // The CSV keeps one row per finding: the objects as JSON text in their cells.
+    let findings_csv = app.get("/api/v1/findings?format=csv").await;
+    let mut reader = csv::Reader::from_reader(findings_csv.body.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    let column = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("{name} in {headers:?}"))
+    };
+    let (host_col, evidence_col) = (column("host_name"), column("evidence"));
+    let record = reader
+        .records()
+        .map(Result::unwrap)
+        .find(|r| r[0] == soft_finding.to_string())
+        .expect("the finding's CSV row");
+    assert_eq!(&record[host_col], "fb-soft");
+    let evidence: Value = serde_json::from_str(&record[evidence_col]).unwrap();
     assert_eq!(evidence["build_flavour"], "software");
 
     // A filter value is echoed into the form escaped, never as markup.

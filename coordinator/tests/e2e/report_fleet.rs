@@ -270,7 +270,7 @@ async fn fleet_pages_show_the_hosts_campaign_and_results_the_database_holds() {
             assert!(r.contains(&format::mb_s(*mb_s)), "{} in {r}", format::mb_s(*mb_s));
             assert!(r.contains(&format!("href=\"/api/v1/results/{rid}\"")), "{r}");
             let raw = json(&app, &format!("/api/v1/results/{rid}")).await;
-            assert_eq!(raw["host"], name);
+            assert_eq!(raw["host_name"], name);
             assert_eq!(raw["measurement"]["throughput_mb_s"].as_f64(), Some(*mb_s));
         }
         let (header, rows) = csv(&app, &format!("/api/v1/hosts/{id}/results?format=csv")).await;
@@ -324,14 +324,14 @@ async fn fleet_pages_show_the_hosts_campaign_and_results_the_database_holds() {
     assert!(failure.contains("worker killed by signal"), "{failure}");
     let per_host = json(&app, &format!("/api/v1/campaigns/{campaign}/hosts")).await;
     for h in per_host.as_array().unwrap() {
-        let name = h["host"].as_str().unwrap();
+        let name = h["host_name"].as_str().unwrap();
         assert_eq!(h["done"], count(name, "done"), "{h}");
         assert_eq!(h["failed"], count(name, "failed"), "{h}");
     }
     let failures = json(&app, &format!("/api/v1/campaigns/{campaign}/failures")).await;
     assert_eq!(failures.as_array().unwrap().len(), 1, "{failures}");
     assert_eq!(failures[0]["error"], error.as_str());
-    assert_eq!(failures[0]["host"], NORMAL);
+    assert_eq!(failures[0]["host_name"], NORMAL);
     let (header, rows) = csv(&app, "/api/v1/campaigns?format=csv").await;
     assert!(header.starts_with("id,name,suite,status,"), "{header}");
     assert_eq!(rows.len(), 1);

@@ -172,7 +172,7 @@ async fn campaign_and_fallback_pages_put_together_are_the_whole_table() {
         .iter()
         .flat_map(|b| serde_json::from_str::<Vec<serde_json::Value>>(b).unwrap())
         .collect();
-    let api_names: Vec<&str> = api.iter().map(|h| h["host"].as_str().unwrap()).collect();
+    let api_names: Vec<&str> = api.iter().map(|h| h["host_name"].as_str().unwrap()).collect();
     assert_eq!(api_names, names);
     assert!(api.iter().all(|h| h["done"] == 2 && h["total"] == 2), "{api:?}");
     let csv = app.get(&format!("{hosts_api}?format=csv")).await;
@@ -226,7 +226,7 @@ async fn campaign_and_fallback_pages_put_together_are_the_whole_table() {
     rest.sort();
     assert_eq!(paged[fell_back.len()..], rest[..]);
     let api: Vec<serde_json::Value> = serde_json::from_str(&body(&app, "/api/v1/fallback").await).unwrap();
-    let api_hosts: Vec<&str> = api.iter().map(|r| r["host"].as_str().unwrap()).collect();
+    let api_hosts: Vec<&str> = api.iter().map(|r| r["host_name"].as_str().unwrap()).collect();
     assert_eq!(api_hosts, paged);
     let api_slow = api.iter().filter(|r| r["at_software_speed"] == true).count();
     assert_eq!(api_slow, fell_back.len());

@@ -104,6 +104,14 @@ async fn object_storage_view_recommends_the_fastest_aead_per_class_and_chacha_fo
     let list = app.get("/scenarios").await;
     assert_eq!(list.status, 200, "{}", list.body);
     assert!(list.body.contains("/scenarios/field-level") && list.body.contains("No class has measured"));
+    // A scenario no class measured names the command that measures it, never a "?".
+    assert!(
+        list.body
+            .contains("<code class=\"command\">cipherfleet-coordinator campaign start --suite field-level</code>"),
+        "{}",
+        list.body
+    );
+    assert!(!list.body.contains(" ? "), "{}", list.body);
     assert_eq!(
         list.body.matches("AES ran in software").count(),
         1,

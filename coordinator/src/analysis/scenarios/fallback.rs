@@ -8,8 +8,8 @@ use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::format_size;
 
-use super::figure::{Figure, figure, mb_s, per_host};
-use super::{Row, Sample, Scenario};
+use super::figure::{Figure, figure, lacking, mb_s, per_host};
+use super::{Answered, Row, Sample, Scenario};
 use crate::analysis::software_speed;
 use crate::domain::latest::LatestResult;
 
@@ -24,7 +24,7 @@ fn cost(accelerated: &BTreeMap<i64, f64>, software: &BTreeMap<i64, f64>) -> Opti
     Figure::of(&ratios)
 }
 
-pub(super) fn answer(samples: &[&Sample]) -> (String, Vec<Row>) {
+pub(super) fn answer(samples: &[&Sample]) -> Answered {
     let mut rows = Vec::new();
     let mut worst: Option<(Algorithm, u64, f64)> = None;
     for a in Scenario::Fallback.algorithms() {
@@ -46,14 +46,18 @@ pub(super) fn answer(samples: &[&Sample]) -> (String, Vec<Row>) {
             });
         }
     }
-    let answer = match worst {
+    let text = match worst {
         Some((a, size, x)) if x >= 1.5 => {
             format!("losing acceleration costs up to {x:.1}× ({a} at {})", format_size(size))
         }
         Some((_, _, x)) => format!("both paths run alike (at most {x:.1}×): this class has no acceleration to lose"),
-        None => "no host measured both paths".to_string(),
+        None => "the accelerated and software paths are not measured side by side on this class yet".to_string(),
     };
-    (answer, rows)
+    Answered {
+        lacking: lacking(&rows, None),
+        text,
+        rows,
+    }
 }
 
 #[cfg(test)]
@@ -80,5 +84,27 @@ mod tests {
         let row = &v.classes[0].rows[1];
         assert_eq!(row.subject, "aes-256-gcm at 16KiB");
         assert_eq!(row.cells[2].unwrap().median, 50.0);
+    }
+
+    #[test]
+    fn without_the_software_path_the_answer_names_the_suite_that_measures_it() {
+        // After the quick suite: the accelerated path alone.
+        let c = class("EPYC", "accelerated");
+        let gcm = at(
+            "aes-256-gcm",
+            16 << 10,
+            KeyMode::Static,
+            Direction::Encrypt,
+            1,
+            Path::Accelerated,
+        );
+        let v = view(Scenario::Fallback, &[sample(&c, 1, gcm, 3000.0, PathUsed::Accelerated)]);
+        let answer = &v.classes[0];
+        assert!(!answer.answer.contains('?'), "{}", answer.answer);
+        assert!(answer.answer.contains("not measured"), "{}", answer.answer);
+        assert_eq!(
+            answer.fill.as_ref().map(|f| f.command()).as_deref(),
+            Some("cipherfleet-coordinator campaign start --suite fallback")
+        );
     }
 }

@@ -6,8 +6,8 @@
 
 use cipherfleet_core::spec::{Direction, KeyMode, Nonce};
 
-use super::figure::{Figure, figure, per_host, ratio};
-use super::{Row, Sample, Scenario};
+use super::figure::{Figure, figure, lacking, per_host, ratio};
+use super::{Answered, Row, Sample, Scenario};
 use crate::domain::latest::LatestResult;
 
 pub(super) const COLUMNS: [&str; 6] = [
@@ -25,7 +25,7 @@ struct Costs {
     random_nonces: Option<Figure>,
 }
 
-pub(super) fn answer(samples: &[&Sample]) -> (String, Vec<Row>) {
+pub(super) fn answer(samples: &[&Sample]) -> Answered {
     let mut rows = Vec::new();
     let mut at_11 = Vec::new();
     for a in Scenario::FieldLevel.algorithms() {
@@ -81,15 +81,20 @@ pub(super) fn answer(samples: &[&Sample]) -> (String, Vec<Row>) {
     if !random.is_empty() {
         answer.push(format!("random nonces cost {}", random.join(", ")));
     }
-    let answer = if answer.is_empty() {
-        "no host measured static keys with counter nonces beside per-user keys or random nonces".to_string()
+    let text = if answer.is_empty() {
+        "static keys with counter nonces beside per-user keys or random nonces are not measured on this class yet"
+            .to_string()
     } else {
         format!(
             "{} at 11 B, against one static key with counter nonces",
             answer.join("; ")
         )
     };
-    (answer, rows)
+    Answered {
+        lacking: lacking(&rows, None),
+        text,
+        rows,
+    }
 }
 
 #[cfg(test)]

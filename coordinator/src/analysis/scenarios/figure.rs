@@ -56,7 +56,18 @@ pub(super) fn mb_s(s: &Sample) -> f64 {
     s.result.throughput_mb_s
 }
 
-/// A ratio's median as the answers print it: `2.5×`, or `?`.
-pub(super) fn times(f: Option<Figure>) -> String {
-    f.map_or_else(|| "?".to_string(), |f| format!("{:.1}×", f.median))
+/// A ratio's median as the answers print it: `2.5×`.
+pub(super) fn times(f: Figure) -> String {
+    format!("{:.1}×", f.median)
+}
+
+/// Whether some figure of `rows` (in `columns`, all when `None`) is not measured.
+pub(super) fn lacking(rows: &[super::Row], columns: Option<std::ops::Range<usize>>) -> bool {
+    rows.iter().any(|r| {
+        let cells = match &columns {
+            Some(c) => &r.cells[c.clone()],
+            None => &r.cells[..],
+        };
+        cells.iter().any(Option::is_none)
+    })
 }

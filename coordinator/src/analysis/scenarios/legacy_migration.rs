@@ -4,8 +4,8 @@
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::spec::KeyMode;
 
-use super::figure::{figure, mb_s, per_host, ratio, times};
-use super::{Row, Sample, Scenario};
+use super::figure::{figure, lacking, mb_s, per_host, ratio, times};
+use super::{Answered, Row, Sample, Scenario};
 use crate::domain::latest::LatestResult;
 
 pub(super) const COLUMNS: [&str; 5] = [
@@ -16,7 +16,7 @@ pub(super) const COLUMNS: [&str; 5] = [
     "× DES at 16 KiB with key setup",
 ];
 
-pub(super) fn answer(samples: &[&Sample]) -> (String, Vec<Row>) {
+pub(super) fn answer(samples: &[&Sample]) -> Answered {
     let at = |algorithm: Algorithm, size: u64, key: KeyMode| {
         move |r: &LatestResult| r.point.algorithm == algorithm && r.point.size_bytes == size && r.point.key_mode == key
     };
@@ -36,18 +36,33 @@ pub(super) fn answer(samples: &[&Sample]) -> (String, Vec<Row>) {
             ],
         });
     }
-    let answer = names[2..]
+    // Only what was measured is said; what is not is left to the fill.
+    let parts: Vec<String> = names[2..]
         .iter()
-        .map(|&a| {
-            format!(
-                "{a} is {} faster than 3DES and {} than DES",
-                times(ratio(&bulk_keyed(a), &bulk_keyed(tdes))),
-                times(ratio(&bulk_keyed(a), &bulk_keyed(des)))
-            )
+        .filter_map(|&a| {
+            let over = |old| ratio(&bulk_keyed(a), &bulk_keyed(old));
+            match (over(tdes), over(des)) {
+                (Some(t), Some(d)) => Some(format!(
+                    "{a} is {} faster than 3DES and {} than DES",
+                    times(t),
+                    times(d)
+                )),
+                (Some(t), None) => Some(format!("{a} is {} faster than 3DES", times(t))),
+                (None, Some(d)) => Some(format!("{a} is {} faster than DES", times(d))),
+                (None, None) => None,
+            }
         })
-        .collect::<Vec<_>>()
-        .join("; ");
-    (format!("{answer} (16 KiB, key setup per op)"), rows)
+        .collect();
+    let text = if parts.is_empty() {
+        "AES against DES and 3DES with a key setup per operation is not measured on this class yet".to_string()
+    } else {
+        format!("{} (16 KiB, key setup per op)", parts.join("; "))
+    };
+    Answered {
+        lacking: lacking(&rows, None),
+        text,
+        rows,
+    }
 }
 
 #[cfg(test)]
@@ -80,6 +95,42 @@ mod tests {
                 .starts_with("aes-128-cbc is 50.0× faster than 3DES and 25.0× than DES"),
             "{}",
             v.classes[0].answer
+        );
+        assert!(
+            v.classes[0].fill.is_some(),
+            "the static-key and 16 B points are not measured"
+        );
+    }
+
+    #[test]
+    fn legacy_migration_after_quick_says_what_fills_it_not_question_marks() {
+        // What the quick suite leaves: AES-128-CBC and 3DES at 16 KiB, static key only.
+        let c = class("EPYC", "accelerated");
+        let quick: Vec<Sample> = [("aes-128-cbc", 500.0), ("des-ede3-cbc", 10.0)]
+            .into_iter()
+            .map(|(a, v)| {
+                let p = at(a, 16 << 10, KeyMode::Static, Direction::Encrypt, 1, Path::Accelerated);
+                sample(&c, 1, p, v, PathUsed::Accelerated)
+            })
+            .collect();
+        let v = view(Scenario::LegacyMigration, &quick);
+        let answer = &v.classes[0];
+        assert!(!answer.answer.contains('?'), "{}", answer.answer);
+        assert!(answer.answer.contains("not measured"), "{}", answer.answer);
+        assert_eq!(
+            answer.fill.as_ref().map(|f| f.command()).as_deref(),
+            Some("cipherfleet-coordinator campaign start --suite legacy-migration")
+        );
+        // Once measured, partly: what is known is said, nothing is made up.
+        let mut keyed = quick.clone();
+        for (a, v) in [("aes-128-cbc", 400.0), ("des-ede3-cbc", 8.0)] {
+            let p = at(a, 16 << 10, KeyMode::PerOp, Direction::Encrypt, 1, Path::Accelerated);
+            keyed.push(sample(&c, 1, p, v, PathUsed::Accelerated));
+        }
+        let v = view(Scenario::LegacyMigration, &keyed);
+        assert_eq!(
+            v.classes[0].answer,
+            "aes-128-cbc is 50.0× faster than 3DES (16 KiB, key setup per op)"
         );
     }
 }

@@ -32,6 +32,7 @@ use cipherfleet_core::spec::{KeyMode, Nonce, Suite};
 use serde::Serialize;
 
 use super::class::MachineClass;
+use super::fill::Fill;
 use super::overhead::{Overhead, overhead};
 use crate::domain::latest::LatestResult;
 
@@ -74,6 +75,11 @@ impl Scenario {
 
     pub fn from_name(name: &str) -> Option<Scenario> {
         Scenario::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// What measures every point the view reads: its own suite.
+    pub fn fill(self) -> Fill {
+        Fill::Suite(self.suite())
     }
 
     /// The question the view answers.
@@ -147,9 +153,21 @@ pub struct ClassAnswer {
     pub class_key: String,
     pub class: String,
     pub hosts: usize,
-    /// The answer in one sentence, from the figures below.
+    /// The answer in one sentence, from the figures below; it says what is
+    /// not measured rather than guess.
     pub answer: String,
     pub rows: Vec<Row>,
+    /// What measures the figures this class lacks (the scenario's suite);
+    /// `None` when every figure is there.
+    pub fill: Option<Fill>,
+}
+
+/// What a scenario module answers for one class, before the view adds who it is about.
+pub(super) struct Answered {
+    text: String,
+    rows: Vec<Row>,
+    /// Some figure the answer or its table needs is not measured.
+    lacking: bool,
 }
 
 /// A scenario's view: its columns, the answer per class, and for
@@ -176,11 +194,11 @@ pub fn view(scenario: Scenario, samples: &[Sample]) -> View {
             let mut hosts: Vec<i64> = samples.iter().map(|s| s.result.host_id).collect();
             hosts.sort();
             hosts.dedup();
-            let (answer, rows) = match scenario {
+            let answered = match scenario {
                 Scenario::ObjectStorage => {
-                    let (answer, rows, size) = object_storage::answer(&samples)?;
+                    let (answered, size) = object_storage::answer(&samples)?;
                     sizes.push(size);
-                    (answer, rows)
+                    answered
                 }
                 Scenario::LegacyMigration => legacy_migration::answer(&samples),
                 Scenario::Modes => modes::answer(&samples),
@@ -191,8 +209,9 @@ pub fn view(scenario: Scenario, samples: &[Sample]) -> View {
                 class_key: class.key(),
                 class: class.label(),
                 hosts: hosts.len(),
-                answer,
-                rows,
+                answer: answered.text,
+                rows: answered.rows,
+                fill: answered.lacking.then(|| scenario.fill()),
             })
         })
         .collect();

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use cipherfleet_core::algorithm::{Algorithm, Mode};
 use cipherfleet_core::spec::Direction;
 
-use super::figure::{Figure, figure, mb_s, per_host, ratio};
-use super::{Row, Sample, Scenario};
+use super::figure::{Figure, figure, lacking, mb_s, per_host, ratio};
+use super::{Answered, Row, Sample, Scenario};
 use crate::analysis::scaling::{HostSeries, ThreadPoint, thread_scaling};
 use crate::domain::latest::LatestResult;
 
@@ -24,7 +24,7 @@ fn parallel_encrypt(mode: Mode) -> bool {
     !matches!(mode, Mode::Cbc | Mode::Ccm | Mode::CbcHmacSha256)
 }
 
-pub(super) fn answer(samples: &[&Sample]) -> (String, Vec<Row>) {
+pub(super) fn answer(samples: &[&Sample]) -> Answered {
     let one = |a: Algorithm, d: Direction| {
         move |r: &LatestResult| r.point.algorithm == a && r.point.direction == d && r.point.threads == 1
     };
@@ -72,11 +72,19 @@ pub(super) fn answer(samples: &[&Sample]) -> (String, Vec<Row>) {
             cells: vec![figure(&enc), figure(&dec), dec_over_enc, speedup],
         });
     }
-    let answer = format!(
-        "CBC decrypt runs {} CBC encrypt on one thread; every mode scales across threads (one message a thread)",
-        cbc_ratio.map_or_else(|| "?".to_string(), |f| format!("at {:.1}× the speed of", f.median))
-    );
-    (answer, rows)
+    let cbc = match cbc_ratio {
+        Some(f) => format!(
+            "CBC decrypt runs at {:.1}× the speed of CBC encrypt on one thread",
+            f.median
+        ),
+        None => "CBC decrypt against encrypt is not measured on this class yet".to_string(),
+    };
+    Answered {
+        text: format!("{cbc}; every mode scales across threads (one message a thread)"),
+        // The speed-up needs two thread counts, which a one-core host never has.
+        lacking: lacking(&rows, Some(0..3)),
+        rows,
+    }
 }
 
 #[cfg(test)]
@@ -110,5 +118,29 @@ mod tests {
             .unwrap();
         assert!(cbc.subject.contains("encrypt serial"));
         assert!((cbc.cells[3].unwrap().median - 3.6).abs() < 1e-9);
+        assert!(v.classes[0].fill.is_some(), "the other modes are not measured");
+    }
+
+    #[test]
+    fn modes_without_cbc_decrypt_says_so_and_what_measures_it() {
+        let c = class("EPYC", "accelerated");
+        let enc = at(
+            "aes-256-ctr",
+            16 << 10,
+            KeyMode::Static,
+            Direction::Encrypt,
+            1,
+            Path::Accelerated,
+        );
+        let v = view(Scenario::Modes, &[sample(&c, 1, enc, 2000.0, PathUsed::Accelerated)]);
+        let answer = &v.classes[0];
+        assert!(
+            answer
+                .answer
+                .starts_with("CBC decrypt against encrypt is not measured on this class yet"),
+            "{}",
+            answer.answer
+        );
+        assert_eq!(answer.fill, Some(Scenario::Modes.fill()));
     }
 }

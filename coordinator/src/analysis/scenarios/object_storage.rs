@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{Direction, format_size};
 
-use super::figure::{figure, mb_s, per_host};
-use super::{Row, Sample, Scenario};
+use super::figure::{figure, lacking, mb_s, per_host};
+use super::{Answered, Row, Sample, Scenario};
 use crate::analysis::capacity::{MB_S_PER_GBIT_S, recommend};
 use crate::domain::latest::LatestResult;
 
@@ -30,8 +30,8 @@ fn aes_in_software(samples: &[&Sample]) -> bool {
     })
 }
 
-/// The class's answer and rows, and the object size they are at; `None` without an encryption.
-pub(super) fn answer(samples: &[&Sample]) -> Option<(String, Vec<Row>, u64)> {
+/// The class's answer, and the object size it is at; `None` without an encryption.
+pub(super) fn answer(samples: &[&Sample]) -> Option<(Answered, u64)> {
     let encrypt: Vec<&Sample> = samples
         .iter()
         .copied()
@@ -64,13 +64,18 @@ pub(super) fn answer(samples: &[&Sample]) -> Option<(String, Vec<Row>, u64)> {
             (Some(second), Some(x)) => format!("{} ({x:.1}× {second} per core)", r.algorithm),
             _ => format!("{} (the only one measured)", r.algorithm),
         },
-        None => "nothing measured".to_string(),
+        None => "no AEAD's per-core rate is measured on this class yet".to_string(),
     };
     answer.push_str(&format!(" at {}, {in_flight} in flight", format_size(size)));
     if aes_in_software(&encrypt) {
         answer.push_str("; AES ran in software on this class");
     }
-    Some((answer, rows, size))
+    let answered = Answered {
+        lacking: lacking(&rows, None),
+        text: answer,
+        rows,
+    };
+    Some((answered, size))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::Inputs;
 use crate::analysis::capacity as model;
 use crate::analysis::class::MachineClass;
+use crate::analysis::marks::ranks;
 use crate::analysis::scaling::{HostSeries, ThreadPoint};
 use crate::domain::latest::LatestResult;
 use crate::report::capacity::ClassHost;
@@ -120,7 +121,10 @@ pub fn plan_rows(m: &Measurements, inputs: &Inputs) -> (Vec<CapacityRow>, usize)
                 .filter(|a| model::is_candidate(*a))
                 .filter_map(|a| Some((a, model::estimate(&series(hosts, a), inputs.path)?.per_core_mb_s)))
                 .collect();
-            let recommendation = model::recommend(&candidates);
+            // Emulated and simulated figures never rank: no "fastest" among them.
+            let recommendation = ranks(*emulated, *simulated)
+                .then(|| model::recommend(&candidates))
+                .flatten();
             let e = estimate.as_ref();
             CapacityRow {
                 class_key: class.key(),
@@ -296,6 +300,10 @@ mod tests {
         let marked: Vec<&CapacityRow> = rows.iter().filter(|r| r.emulated).collect();
         assert_eq!(marked.len(), 1, "the emulated host is a row of its own");
         assert_eq!((marked[0].hosts_in_class, marked[0].per_core_mb_s), (1, Some(10.0)));
+        assert_eq!(
+            marked[0].recommended_algorithm, None,
+            "planned with on request, but its figures never name a fastest algorithm"
+        );
         assert_eq!(
             rows.iter()
                 .find(|r| !r.emulated && r.class_key == marked[0].class_key)

@@ -5,12 +5,14 @@
 use askama::Template;
 
 use super::super::format;
+use cipherfleet_core::Point;
 use cipherfleet_core::path::{Path, PathUsed};
-use cipherfleet_core::spec;
+use cipherfleet_core::spec::{self, KeyMode, Nonce};
 
 use super::super::params::{Choice, choices, enum_choices};
 use super::{CapacityRow, Inputs, Measurements, plan_rows};
 use crate::analysis::capacity::RateUnit;
+use crate::analysis::fill::Fill;
 
 /// One table row as printed; numbers carry `data-sort` twins for report.js.
 struct RowView {
@@ -41,6 +43,26 @@ struct RowView {
     recommended: String,
     recommended_lead: String,
     warnings: Vec<String>,
+    /// Scaling assumed linear, or nothing measured: what measures it.
+    fill: Option<String>,
+}
+
+/// What measures `r`'s algorithm at its point on one thread and on all of
+/// a host's cores (two when the count is unknown): the suite or matrix that
+/// replaces an assumed scaling with a measured one.
+fn fill(r: &CapacityRow) -> String {
+    let at = |threads: u32| Point {
+        algorithm: r.algorithm,
+        direction: r.direction,
+        size_bytes: r.size_bytes,
+        threads,
+        concurrency: None,
+        key_mode: KeyMode::Static,
+        path: r.path,
+        nonce: Nonce::Counter,
+    };
+    let cores = r.cores_per_host.unwrap_or(2).max(2);
+    Fill::of(&[at(1), at(cores)]).expect("two points").command()
 }
 
 /// The badge class for what a row's results ran (`used`, space separated):
@@ -129,10 +151,14 @@ impl RowView {
             cores_needed_sort: r.cores_needed.map(|v| v.to_string()).unwrap_or_default(),
             hosts_needed: text_or_dash(r.hosts_needed, |h| h.to_string()),
             hosts_needed_sort: r.hosts_needed.map(|v| v.to_string()).unwrap_or_default(),
-            recommended: text_or_dash(r.recommended_algorithm, |a| {
-                let mb_s = r.recommended_per_core_mb_s.map(format::mb_s).unwrap_or_default();
-                format!("{a} ({mb_s} per core)")
-            }),
+            recommended: match (r.recommended_algorithm, r.emulated || r.simulated) {
+                (Some(a), _) => {
+                    let mb_s = r.recommended_per_core_mb_s.map(format::mb_s).unwrap_or_default();
+                    format!("{a} ({mb_s} per core)")
+                }
+                (None, true) => "not ranked: these timings are not real performance".into(),
+                (None, false) => "–".into(),
+            },
             recommended_lead,
             warnings: r
                 .warnings
@@ -140,6 +166,7 @@ impl RowView {
                 .filter(|w| !w.is_empty())
                 .map(str::to_string)
                 .collect(),
+            fill: (!measured || r.scaling_assumed_linear == Some(true)).then(|| fill(r)),
         }
     }
 }

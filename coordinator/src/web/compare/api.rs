@@ -25,7 +25,7 @@ pub const CELLS_AS_OF: &str = "cipherfleet-class-cells-as-of";
 #[derive(Debug, Serialize)]
 struct HostCellRow {
     host_id: i64,
-    host: String,
+    host_name: String,
     emulated: bool,
     simulated: bool,
     class_key: String,
@@ -86,7 +86,7 @@ pub(super) async fn compare(
                     };
                     rows.push(HostCellRow {
                         host_id,
-                        host: head.label.clone(),
+                        host_name: head.label.clone(),
                         emulated: head.emulated,
                         simulated: head.simulated,
                         class_key: class_of.get(&host_id).copied().unwrap_or_default().to_string(),

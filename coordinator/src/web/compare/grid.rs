@@ -16,6 +16,7 @@ use cipherfleet_core::algorithm::{self, Algorithm};
 use super::super::paging::with_query;
 use super::params::{CompareParams, Metric, Rows};
 use crate::analysis::cells::{cell_stats, heat};
+use crate::analysis::marks::ranks;
 use crate::domain::latest::LatestResult;
 use crate::report::classes::ClassRow;
 use crate::report::matrix::{Slice, View};
@@ -59,7 +60,8 @@ pub struct Grid {
     pub rows: Vec<(RowHead, Vec<Option<Cell>>)>,
     /// Rows of the view in all.
     pub total: u64,
-    /// Per column, the lowest and highest figure of the metric over every row of the view.
+    /// Per column, the lowest and highest figure of the metric over every
+    /// row of the view that ranks ([`ranks`]); `(inf, -inf)` when none does.
     pub ranges: Vec<(f64, f64)>,
     /// Some row of the view is emulated or simulated.
     pub any_marked: bool,
@@ -129,11 +131,17 @@ impl<'a> Frame<'a> {
         self.rows.iter().any(|(r, _)| r.emulated || r.simulated)
     }
 
-    /// Per column, the metric's range over every host (host rows) or class row.
+    /// Per column, the metric's range over every host (host rows) or class
+    /// row that ranks: emulated and simulated classes (their hosts are never
+    /// in a real class) neither set nor stretch a colour scale.
     fn ranges(&self, rows: Rows, metric: Metric) -> Vec<(f64, f64)> {
         (0..self.columns.len())
             .map(|col| {
-                let cells = self.rows.iter().filter_map(|(_, cells)| cells[col]);
+                let cells = self
+                    .rows
+                    .iter()
+                    .filter(|(row, _)| ranks(row.emulated, row.simulated))
+                    .filter_map(|(_, cells)| cells[col]);
                 cells.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), c| {
                     let (low, high) = match (rows, metric) {
                         (Rows::Hosts, Metric::Throughput) => (c.min_mb_s, c.max_mb_s),
@@ -278,16 +286,20 @@ impl Cell {
     }
 }
 
-/// Heat classes of the page's cells, scaled per column over every row of the view.
+/// Heat classes of the page's cells, scaled per column over every row of
+/// the view that ranks; `None` for an empty cell and for every cell of a row
+/// that does not rank ([`ranks`]: emulated or simulated), which is greyed.
 pub fn heat_map(m: &Grid, metric: Metric) -> Vec<Vec<Option<u8>>> {
     m.rows
         .iter()
-        .map(|(_, cells)| {
+        .map(|(head, cells)| {
+            let ranked = ranks(head.emulated, head.simulated);
             cells
                 .iter()
                 .zip(&m.ranges)
                 .map(|(cell, (lo, hi))| {
                     cell.as_ref()
+                        .filter(|_| ranked)
                         .map(|x| heat(x.metric(metric), *lo, *hi, metric == Metric::Throughput))
                 })
                 .collect()
@@ -417,12 +429,58 @@ pub(crate) mod tests {
         assert_eq!((head.label.as_str(), head.href.as_str()), ("b", "/hosts/2"));
         assert_eq!(cells[0].as_ref().unwrap().result_id, Some(12));
         assert!(cells[1].is_none(), "b measured no DES");
-        assert_eq!(m.ranges[0], (5.0, 3000.0), "the emulated host counts in the colours");
+        assert_eq!(
+            m.ranges[0],
+            (1000.0, 3000.0),
+            "the real hosts set the colour scale, the emulated one (5 MB/s) does not"
+        );
         assert_eq!(heat_map(&m, Metric::Throughput)[0][0], Some(9), "fastest of the column");
-        // The emulated host's page.
+        // The emulated host's page: shown, not ranked.
         let m = Grid::hosts(&params, &frame, &rows, &[(4, "qemu".into())], &points[3..4], 4);
         assert!(m.rows[0].0.emulated);
-        assert_eq!(heat_map(&m, Metric::Throughput)[0][0], Some(0), "slowest of the column");
+        assert_eq!(m.rows[0].1[0].as_ref().unwrap().throughput_mb_s, 5.0);
+        assert_eq!(heat_map(&m, Metric::Throughput)[0][0], None, "greyed, not the slowest");
+    }
+
+    #[test]
+    fn an_emulated_host_faster_than_the_real_one_is_greyed_not_green() {
+        // The fleet's des-ede3-cbc column: qemu's Nehalem beat the native host.
+        let rows = class_rows(&[group(&[1], "Xeon", false), group(&[2], "Nehalem", true)]);
+        let points = [
+            point(1, "des-ede3-cbc", 2.70, 1, Path::Accelerated),
+            point(2, "des-ede3-cbc", 5.16, 2, Path::Accelerated),
+        ];
+        let cells = cells_of(&rows, &points);
+        for rows_as in ["hosts", "classes"] {
+            let params = CompareParams::parse(&query(&[("rows", rows_as)])).unwrap();
+            let frame = Frame::new(&params, &rows, &cells);
+            let m = match params.rows {
+                Rows::Hosts => Grid::hosts(
+                    &params,
+                    &frame,
+                    &rows,
+                    &[(1, "native".into()), (2, "qemu".into())],
+                    &points,
+                    2,
+                ),
+                Rows::Classes => Grid::classes(&params, &frame, &HashMap::new(), (0, 50)),
+            };
+            assert_eq!(m.ranges[0], (2.70, 2.70), "{rows_as}: only the real host ranks");
+            let heat: Vec<(bool, Option<u8>)> = m
+                .rows
+                .iter()
+                .zip(heat_map(&m, Metric::Throughput))
+                .map(|((head, _), heat)| (head.emulated, heat[0]))
+                .collect();
+            assert!(
+                heat.contains(&(false, Some(5))),
+                "{rows_as}: the real host alone is mid-scale: {heat:?}"
+            );
+            assert!(
+                heat.contains(&(true, None)),
+                "{rows_as}: the emulated host is greyed: {heat:?}"
+            );
+        }
     }
 
     #[test]

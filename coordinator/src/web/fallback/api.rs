@@ -9,7 +9,9 @@ use cipherfleet_core::spec::{Direction, KeyMode};
 use serde::{Deserialize, Serialize};
 
 use super::super::params::given;
-use super::{FallbackQuery, Filters, Judged, ViewHosts, explain, findings_of, judge_pair, load_all, reason_label};
+use super::{
+    FallbackQuery, Filters, Judged, ViewHosts, explain, findings_of, judge_pair, load_all, reason_with_subject,
+};
 use crate::report::fallback as model;
 use crate::web::api::{self, ApiError, FindingApiRow, FormatParam};
 use crate::web::paging::Pager;
@@ -23,7 +25,7 @@ use crate::web::{WebError, WebState};
 #[derive(Debug, Serialize)]
 struct FallbackApiRow {
     host_id: i64,
-    host: String,
+    host_name: String,
     algorithm: Algorithm,
     size_bytes: u64,
     /// MB/s (10^6 bytes/s) of the latest accelerated-path result; empty when never measured.
@@ -33,7 +35,8 @@ struct FallbackApiRow {
     software_mb_s: Option<f64>,
     /// accelerated / software; empty unless both were measured.
     ratio: Option<f64>,
-    /// The explaining open findings' reasons, `; `-separated.
+    /// The explaining open findings' reasons with their subjects
+    /// (`cpu-lacks: aes; cpu-lacks: pclmulqdq`), `; `-separated.
     reasons: String,
     threads: u32,
     direction: Direction,
@@ -98,11 +101,11 @@ pub(super) async fn fallback(
             reasons: r
                 .reasons
                 .iter()
-                .map(|&i| reason_label(&open[i]))
+                .map(|&i| reason_with_subject(&open[i]))
                 .collect::<Vec<_>>()
                 .join("; "),
             host_id: r.pair.host_id,
-            host: r.host.host.name.clone(),
+            host_name: r.host.host.name.clone(),
             algorithm: r.pair.algorithm,
             size_bytes: filters.size_bytes,
             accelerated_mb_s: r.pair.accelerated_mb_s,

@@ -8,16 +8,20 @@ use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::PathUsed;
 use serde_json::Value;
 
+use cipherfleet_core::path::Path;
+
 use super::evidence::{change_lines, evidence_lines, ratio_text};
-use super::{Judged, reason_label};
+use super::{Judged, reason_label, reason_with_subject};
+use crate::analysis::fill::Fill;
 use crate::analysis::software_speed::SoftwareSpeed;
+use crate::report::fallback::PathPoint;
 use crate::store::findings::Finding;
 use crate::web::format;
 use crate::web::paging::{Pager, with_query};
 
 /// A throughput cell: the figure, a link to the raw result, its sample CV.
 pub(super) struct Cell {
-    /// `1230 MB/s`, or "not measured".
+    /// `1230 MB/s`, or "not measured" (with [`Cell::fill`]).
     pub(super) text: String,
     /// MB/s as a plain number for sorting; empty when not measured.
     pub(super) sort: String,
@@ -25,24 +29,71 @@ pub(super) struct Cell {
     pub(super) href: Option<String>,
     /// `CV 2.30 %`: how much the samples spread, so a noisy ratio is not over-read.
     pub(super) cv: Option<String>,
+    /// Not measured: what measures it (`--suite fallback`), the whole
+    /// command being in the note above the table.
+    pub(super) fill: Option<String>,
 }
 
 impl Cell {
-    pub(super) fn new(mb_s: Option<f64>, result_id: Option<i64>, cv: Option<f64>) -> Self {
+    /// `fill` says what measures the figure, asked only when it is missing.
+    pub(super) fn new(mb_s: Option<f64>, result_id: Option<i64>, cv: Option<f64>, fill: impl FnOnce() -> Fill) -> Self {
         Cell {
             text: mb_s.map_or_else(|| "not measured".into(), format::mb_s),
             sort: mb_s.map(|v| v.to_string()).unwrap_or_default(),
             href: result_id.map(|id| format!("/api/v1/results/{id}")),
             cv: cv.map(|c| format!("CV {}", format::percent(c))),
+            fill: mb_s.is_none().then(|| fill().flag()),
         }
     }
+}
+
+/// What measures `algorithm` on `path` at the view's point.
+pub(super) fn fill_of(point: &PathPoint, algorithm: Algorithm, path: Path) -> Fill {
+    Fill::of(&[point.at(algorithm, path)]).expect("one point")
+}
+
+/// A path not measured for some rows of the page, and the command that measures it.
+pub(super) struct MissingView {
+    /// `software path`.
+    pub(super) path: &'static str,
+    /// The algorithms whose rows lack it, in the page's order.
+    pub(super) algorithms: Vec<Algorithm>,
+    pub(super) command: String,
+}
+
+/// The rows' missing paths, grouped by the command that measures them.
+pub(super) fn missing(rows: &[Judged], point: &PathPoint) -> Vec<MissingView> {
+    let mut out: Vec<MissingView> = Vec::new();
+    for r in rows {
+        let p = &r.pair;
+        for (path, name, mb_s) in [
+            (Path::Accelerated, "accelerated path", p.accelerated_mb_s),
+            (Path::Software, "software path", p.software_mb_s),
+        ] {
+            if mb_s.is_some() {
+                continue;
+            }
+            let command = fill_of(point, p.algorithm, path).command();
+            match out.iter_mut().find(|m| m.path == name && m.command == command) {
+                Some(m) if m.algorithms.contains(&p.algorithm) => {}
+                Some(m) => m.algorithms.push(p.algorithm),
+                None => out.push(MissingView {
+                    path: name,
+                    algorithms: vec![p.algorithm],
+                    command,
+                }),
+            }
+        }
+    }
+    out
 }
 
 /// A link to a finding in the list below.
 pub(super) struct ReasonLink {
     /// The finding's id: the link target is its row, `#finding-{id}`.
     pub(super) id: i64,
-    /// The reason, with the kind for slow paths: `slow-accelerated (near-software)`.
+    /// The reason with its subject, and the kind for slow paths:
+    /// `cpu-lacks: aes`, `slow-accelerated: aes-256-gcm (near-software)`.
     pub(super) label: String,
     pub(super) severity: &'static str,
 }
@@ -59,7 +110,7 @@ pub(super) struct RowView {
     /// What ran for the accelerated request; `None` if not measured.
     pub(super) path_used: Option<PathUsed>,
     pub(super) software: Cell,
-    /// `1.02×`, or a dash; `ratio_sort` is the bare number for report.js.
+    /// `1.02×`, or what it needs; `ratio_sort` is the bare number for report.js.
     pub(super) ratio: String,
     pub(super) ratio_sort: String,
     /// Also listed in the section above: the row is highlighted.
@@ -136,6 +187,16 @@ pub(super) struct SlowHostView {
     pub(super) other: Vec<ReasonLink>,
 }
 
+impl ReasonLink {
+    fn new(f: &Finding) -> Self {
+        ReasonLink {
+            id: f.id,
+            label: reason_with_subject(f),
+            severity: f.severity.as_str(),
+        }
+    }
+}
+
 impl SlowHost<'_> {
     pub(super) fn view(&self, open: &[Finding]) -> SlowHostView {
         let info = &self.first.host;
@@ -155,23 +216,26 @@ impl SlowHost<'_> {
                     why: i.why.clone(),
                 })
                 .collect(),
-            reasons: self.reasons.iter().map(|&i| FindingView::new(&open[i])).collect(),
+            reasons: self
+                .reasons
+                .iter()
+                .map(|&i| FindingView {
+                    label: reason_with_subject(&open[i]),
+                    ..FindingView::new(&open[i])
+                })
+                .collect(),
             other: open
                 .iter()
                 .enumerate()
                 .filter(|(i, f)| f.host_id == h.id && !self.reasons.contains(i))
-                .map(|(_, f)| ReasonLink {
-                    id: f.id,
-                    label: reason_label(f),
-                    severity: f.severity.as_str(),
-                })
+                .map(|(_, f)| ReasonLink::new(f))
                 .collect(),
         }
     }
 }
 
 /// The rows at software speed grouped by host, worst host first.
-pub(super) fn slow_hosts(rows: &[Judged]) -> Vec<SlowHost<'_>> {
+pub(super) fn slow_hosts<'a>(rows: &'a [Judged], point: &PathPoint) -> Vec<SlowHost<'a>> {
     let mut hosts: Vec<SlowHost> = Vec::new();
     let mut index: HashMap<i64, usize> = HashMap::new();
     for r in rows {
@@ -185,12 +249,27 @@ pub(super) fn slow_hosts(rows: &[Judged]) -> Vec<SlowHost<'_>> {
             });
             hosts.len() - 1
         });
-        let measured = format!(
-            "{} against {} on the software path, {}",
-            p.accelerated_mb_s.map_or_else(|| "–".into(), format::mb_s),
-            p.software_mb_s.map_or_else(|| "not measured".into(), format::mb_s),
-            ratio_text(r.ratio)
-        );
+        // The figures as far as they are measured; what is not, with what measures it.
+        let measured = match (p.accelerated_mb_s, p.software_mb_s) {
+            (Some(a), Some(s)) => format!(
+                "{} against {} on the software path, {}",
+                format::mb_s(a),
+                format::mb_s(s),
+                ratio_text(r.ratio)
+            ),
+            (a, s) => {
+                let (known, path) = match (a, s) {
+                    (Some(a), None) => (format!("{}; ", format::mb_s(a)), Path::Software),
+                    (None, Some(s)) => (format!("{} on the software path; ", format::mb_s(s)), Path::Accelerated),
+                    _ => (String::new(), Path::Software),
+                };
+                // The whole command is above the tables; here what tells it apart.
+                format!(
+                    "{known}the {path} path is not measured: run {}",
+                    fill_of(point, p.algorithm, path).flag()
+                )
+            }
+        };
         let why = match speed {
             SoftwareSpeed::RanSoftware => format!("the accelerated request ran the software path ({measured})"),
             SoftwareSpeed::RanPartial => {
@@ -253,8 +332,9 @@ impl Pages {
     }
 }
 
-pub(super) fn row_view(r: &Judged, open: &[Finding]) -> RowView {
+pub(super) fn row_view(r: &Judged, open: &[Finding], point: &PathPoint) -> RowView {
     let p = &r.pair;
+    let fill = |path| move || fill_of(point, p.algorithm, path);
     RowView {
         host_id: p.host_id,
         host: r.host.host.name.clone(),
@@ -262,20 +342,24 @@ pub(super) fn row_view(r: &Judged, open: &[Finding]) -> RowView {
         simulated: r.host.simulated,
         arch: r.host.host.arch.clone().unwrap_or_else(|| "–".into()),
         algorithm: p.algorithm,
-        accelerated: Cell::new(p.accelerated_mb_s, p.accelerated_result_id, p.accelerated_cv),
+        accelerated: Cell::new(
+            p.accelerated_mb_s,
+            p.accelerated_result_id,
+            p.accelerated_cv,
+            fill(Path::Accelerated),
+        ),
         path_used: p.accelerated_path_used,
-        software: Cell::new(p.software_mb_s, p.software_result_id, p.software_cv),
-        ratio: ratio_text(r.ratio),
+        software: Cell::new(
+            p.software_mb_s,
+            p.software_result_id,
+            p.software_cv,
+            fill(Path::Software),
+        ),
+        ratio: r
+            .ratio
+            .map_or_else(|| "needs both paths".into(), |x| ratio_text(Some(x))),
         ratio_sort: r.ratio.map(|v| v.to_string()).unwrap_or_default(),
         at_software_speed: r.speed.is_some(),
-        reasons: r
-            .reasons
-            .iter()
-            .map(|&i| ReasonLink {
-                id: open[i].id,
-                label: reason_label(&open[i]),
-                severity: open[i].severity.as_str(),
-            })
-            .collect(),
+        reasons: r.reasons.iter().map(|&i| ReasonLink::new(&open[i])).collect(),
     }
 }

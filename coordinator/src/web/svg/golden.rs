@@ -2,7 +2,8 @@
 //!
 //! Pages embed the chart markup as it is, so any change to it is a change
 //! users see. These charts cover each axis kind, series beyond the palette
-//! (dashes and markers cycle), undrawable points and empty charts. After a
+//! (dashes and markers cycle), undrawable points and empty charts; and
+//! `/fallback`'s paths chart ([`super::paths`]). After a
 //! deliberate change to the output, rewrite the files with
 //! `CIPHERFLEET_BLESS=1 cargo test -p cipherfleet-coordinator --lib svg::golden`
 //! and review the diff.
@@ -139,25 +140,41 @@ fn around(s: &str, at: usize) -> &str {
     &s[s.floor_char_boundary(at.saturating_sub(80))..s.ceil_char_boundary(at + 80)]
 }
 
+/// Compares `got` with the file `name` (or rewrites it under `CIPHERFLEET_BLESS`).
+fn check(name: &str, got: &str) {
+    let file = path(name);
+    if std::env::var_os("CIPHERFLEET_BLESS").is_some() {
+        std::fs::write(&file, got).unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
+        return;
+    }
+    let want = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+    if got != want {
+        let at = got.bytes().zip(want.bytes()).take_while(|(a, b)| a == b).count();
+        panic!(
+            "{name}: the chart differs from {} at byte {at}\n got: …{}…\nwant: …{}…",
+            file.display(),
+            around(got, at),
+            around(&want, at)
+        );
+    }
+}
+
 #[test]
 fn charts_render_exactly_as_recorded() {
-    let bless = std::env::var_os("CIPHERFLEET_BLESS").is_some();
     for (name, chart) in charts() {
-        let got = chart.render();
-        let file = path(name);
-        if bless {
-            std::fs::write(&file, &got).unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
-            continue;
-        }
-        let want = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
-        if got != want {
-            let at = got.bytes().zip(want.bytes()).take_while(|(a, b)| a == b).count();
-            panic!(
-                "{name}: the chart differs from {} at byte {at}\n got: …{}…\nwant: …{}…",
-                file.display(),
-                around(&got, at),
-                around(&want, at)
-            );
-        }
+        check(name, &chart.render());
     }
+}
+
+/// `/fallback`'s chart: a fleet with a host at software speed for each
+/// reason, a path not measured, an emulated host and a hostile name; and
+/// the chart of a view without hosts.
+#[test]
+fn paths_charts_render_exactly_as_recorded() {
+    check("paths-fleet", &super::paths::tests::fleet().render());
+    let empty = super::paths::PathsChart {
+        title: "chacha20-poly1305 at 16 B, 1 thread, encrypt, static key".into(),
+        rows: Vec::new(),
+    };
+    check("paths-empty", &empty.render());
 }

@@ -48,6 +48,7 @@ const COVERED: &[&str] = &[
     "coordinators::register",
     "coordinators::same_listener",
     "coordinators::set_listener",
+    "fallback::algorithm_pairs",
     "fallback::archs",
     "fallback::count_findings",
     "fallback::count_pairs",

@@ -259,6 +259,32 @@ async fn the_report_reads_the_latest_point_of_every_host() {
             .unwrap()
             .is_empty()
     );
+    // The chart's rows of one algorithm: by host name (bench-01, vm-01), not by ratio.
+    assert_eq!(
+        fallback::algorithm_pairs(pool, &at, None, gcm(), &[], 10)
+            .await
+            .unwrap(),
+        expected
+    );
+    assert_eq!(
+        fallback::algorithm_pairs(pool, &at, None, gcm(), &[f.bench], 10)
+            .await
+            .unwrap(),
+        expected[1..],
+        "the hosts already shown are left out"
+    );
+    assert_eq!(
+        fallback::algorithm_pairs(pool, &at, Some(&[f.bench]), gcm(), &[], 1)
+            .await
+            .unwrap(),
+        expected[..1]
+    );
+    assert!(
+        fallback::algorithm_pairs(pool, &at, None, "des-cbc".parse().unwrap(), &[], 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // The hosts at software speed, grouped in SQL from the cases their CPU
     // has (here a fallback to software, or the accelerated path whatever its
     // ratio), stored per point with the point's rows.
