@@ -88,6 +88,7 @@ pub fn probe() -> HostFacts {
         },
         build: build_info(),
         noise: linux::noise(),
+        providers: None,
     }
 }
 
