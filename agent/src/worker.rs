@@ -15,8 +15,9 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use cipherfleet_core::measurement::{Harness, WorkerReport};
+use cipherfleet_core::measurement::{Harness, Implementation, WorkerReport};
 use cipherfleet_core::path::{Flavour, Path};
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::{Execution, JobSpec, KeyMode, validate_arrival_rate};
 use serde::{Deserialize, Serialize};
 
@@ -167,28 +168,88 @@ pub struct WorkerJob {
     pub arrival_rate_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Harness::is_engine")]
     pub harness: Harness,
+    /// The implementation to measure (local `bench --provider`; jobs are RustCrypto's).
+    #[serde(default, skip_serializing_if = "Provider::is_rustcrypto")]
+    pub provider: Provider,
+    /// The `openssl` binary for the `openssl` provider (`bench --openssl PATH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openssl: Option<PathBuf>,
 }
 
 impl WorkerJob {
-    /// `spec` as a job of the fleet: closed loop, the engine's own shape.
+    /// `spec` as a job of the fleet: closed loop, the engine's own shape, the crates.
     pub fn engine(spec: &JobSpec) -> Self {
         WorkerJob {
             spec: spec.clone(),
             arrival_rate_per_s: None,
             harness: Harness::Engine,
+            provider: Provider::RustCrypto,
+            openssl: None,
         }
     }
 }
 
-/// Measures `job` in a worker process and returns its report.
-pub fn run_point(job: &WorkerJob) -> Result<WorkerReport, WorkerError> {
-    run_in(
-        &binary_for(job.spec.point.path)?,
-        job,
-        None,
-        &AtomicBool::new(false),
-        None,
-    )
+/// What a worker prints: its report, and on which provider and implementation it measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerOutput {
+    #[serde(flatten)]
+    pub report: WorkerReport,
+    #[serde(default, skip_serializing_if = "Provider::is_rustcrypto")]
+    pub provider: Provider,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub implementation: Option<Implementation>,
+}
+
+impl WorkerOutput {
+    /// The measurement of `spec` this output makes, with the host's facts.
+    pub fn measurement(
+        self,
+        spec: &JobSpec,
+        host: Option<cipherfleet_core::facts::HostFacts>,
+    ) -> cipherfleet_core::measurement::Measurement {
+        cipherfleet_core::measurement::Measurement::ok(spec, self.report, host)
+            .on_provider(self.provider, self.implementation)
+    }
+}
+
+/// Why a provider cannot measure `spec`'s point, before any worker starts.
+pub fn provider_refuses(provider: Provider, spec: &JobSpec, harness: Harness) -> Option<String> {
+    let p = &spec.point;
+    if !provider.runs(p.algorithm) {
+        let list: Vec<&str> = provider.algorithms().iter().map(|a| a.name()).collect();
+        return Some(format!(
+            "the {provider} provider has no {}; it runs {}",
+            p.algorithm,
+            list.join(", ")
+        ));
+    }
+    if provider != Provider::RustCrypto && harness != Harness::Engine {
+        return Some(format!(
+            "--openssl-compat shapes the crates' kernels; the {provider} provider has its own"
+        ));
+    }
+    match provider {
+        Provider::Ring if p.path == Path::Software => Some(
+            "ring cannot be built software-only (it has no such switch): its software figures come from hosts \
+             without the instructions, such as emulated ones; use --path accelerated"
+                .into(),
+        ),
+        Provider::Kernel | Provider::Openssl if p.concurrency.is_some() => Some(format!(
+            "the {provider} provider has no object-storage scenario; leave out --concurrency"
+        )),
+        _ => None,
+    }
+}
+
+/// Measures `job` in a worker process and returns its output. The software
+/// path of the crates runs in the sibling build; every other provider's
+/// software path is this binary's (a capability mask, a generic driver).
+pub fn run_point(job: &WorkerJob) -> Result<WorkerOutput, WorkerError> {
+    let binary = match job.provider {
+        Provider::RustCrypto => binary_for(job.spec.point.path)?,
+        _ => binary_for(Path::Accelerated)?,
+    };
+    run_in(&binary, job, None, &AtomicBool::new(false), None)
 }
 
 /// Like [`run_point`], with the time limit given by the caller (`None`: [`time_limit`])
@@ -201,7 +262,7 @@ pub fn run_point_with(
     limit: Option<Duration>,
     cancel: &AtomicBool,
     nice: Option<i32>,
-) -> Result<WorkerReport, WorkerError> {
+) -> Result<WorkerOutput, WorkerError> {
     run_in(
         &daemon_binary_for(spec.point.path)?,
         &WorkerJob::engine(spec),
@@ -217,7 +278,7 @@ fn run_in(
     limit: Option<Duration>,
     cancel: &AtomicBool,
     nice: Option<i32>,
-) -> Result<WorkerReport, WorkerError> {
+) -> Result<WorkerOutput, WorkerError> {
     let spec = &job.spec;
     let mut command = match worker_prefix() {
         Some(prefix) => {
@@ -231,7 +292,7 @@ fn run_in(
     if let Some(nice) = nice {
         lower_priority(&mut command, nice);
     }
-    let limit = limit.unwrap_or_else(|| time_limit(spec));
+    let limit = limit.unwrap_or_else(|| time_limit(spec).max(openssl_allowance(job)));
     let mut child = command
         .env(TIME_LIMIT_ENV, format!("{:.3}", limit.as_secs_f64()))
         .arg(WORKER_ARG)
@@ -276,6 +337,17 @@ fn run_in(
     }
     serde_json::from_slice(&stdout)
         .map_err(|e| WorkerError::Failed(format!("worker printed an unreadable report: {e}")))
+}
+
+/// The least time an `openssl` point needs: its runs of a second each (three
+/// at least) and their start-up, under emulation slower, and 1.0.2's fixed
+/// sizes of 3 s each in one run. Zero for the other providers.
+fn openssl_allowance(job: &WorkerJob) -> Duration {
+    if job.provider != Provider::Openssl {
+        return Duration::ZERO;
+    }
+    let runs = job.spec.seconds.ceil().max(3.0);
+    Duration::from_secs_f64((runs * 1.5 + 20.0) * execution().slowdown().sqrt())
 }
 
 /// Makes the kernel kill the worker when the thread that started it dies, so a
@@ -380,6 +452,8 @@ pub fn worker_main() -> i32 {
         spec,
         arrival_rate_per_s,
         harness,
+        provider,
+        openssl,
     } = match serde_json::from_str(&input) {
         Ok(job) => job,
         Err(e) => {
@@ -392,6 +466,10 @@ pub fn worker_main() -> i32 {
         .and_then(|()| validate_arrival_rate(arrival_rate_per_s, spec.point.concurrency))
     {
         eprintln!("invalid job: {e}");
+        return exit::INVALID;
+    }
+    if let Some(why) = provider_refuses(provider, &spec, harness) {
+        eprintln!("invalid job: {why}");
         return exit::INVALID;
     }
     if harness == Harness::OpensslCompat
@@ -407,8 +485,29 @@ pub fn worker_main() -> i32 {
     }
     #[cfg(debug_assertions)]
     fault::inject(&spec);
-    let mut outcomes = selftest::run_for(spec.point.algorithm);
-    if spec.point.key_mode == KeyMode::HkdfPerUser {
+    let deadline = configured_time_limit().map(|limit| worker_deadline(started, limit));
+    // The openssl provider's binary, found (and described) before its KATs.
+    let openssl_build = match provider {
+        Provider::Openssl => {
+            match crate::provider::openssl::find(openssl.as_deref())
+                .and_then(|b| crate::provider::openssl::inspect(&b).map(|build| (b, build)))
+            {
+                Ok(found) => Some(found),
+                Err(e) => {
+                    eprintln!("no usable openssl: {e}");
+                    return exit::MEASUREMENT;
+                }
+            }
+        }
+        _ => None,
+    };
+    let mut outcomes = selftest::run_for_provider(
+        provider,
+        spec.point.algorithm,
+        spec.point.path,
+        openssl_build.as_ref().map(|(b, _)| b.as_path()),
+    );
+    if spec.point.key_mode == KeyMode::HkdfPerUser && provider != Provider::Ring {
         outcomes.extend(selftest::run_hkdf());
     }
     let failed: Vec<String> = outcomes
@@ -416,38 +515,115 @@ pub fn worker_main() -> i32 {
         .filter(|o| !o.passed)
         .map(|o| format!("{} ({})", o.name, o.detail.as_deref().unwrap_or("mismatch")))
         .collect();
-    if !failed.is_empty() || outcomes.is_empty() {
-        eprintln!(
-            "{}: known-answer tests failed: {}",
-            spec.point.algorithm,
-            failed.join("; ")
-        );
+    // OpenSSL's DES has no `openssl enc` check here: no KAT is not a failure for it.
+    let none_needed = provider == Provider::Openssl;
+    if !failed.is_empty() || (outcomes.is_empty() && !none_needed) {
+        let why = if failed.is_empty() {
+            match provider {
+                Provider::Kernel => crate::provider::linux::bind_for(spec.point.algorithm, spec.point.path)
+                    .err()
+                    .unwrap_or_else(|| "no known-answer test covers it".into()),
+                _ => "no known-answer test covers it".into(),
+            }
+        } else {
+            format!("known-answer tests failed: {}", failed.join("; "))
+        };
+        eprintln!("{} on {provider}: {why}", spec.point.algorithm);
         return exit::SELFTEST;
     }
-    let options = RunOptions {
-        deadline: configured_time_limit().map(|limit| worker_deadline(started, limit)),
-        arrival_rate: arrival_rate_per_s,
-        harness,
-        ..RunOptions::for_spec(&spec, execution())
-    };
-    let figures = match engine::measure_with(&spec, &options) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("{e}");
-            return exit::MEASUREMENT;
+    let output = match (provider, openssl_build) {
+        (Provider::Openssl, Some((binary, build))) => {
+            match crate::provider::openssl::measure::measure(&spec, &binary, &build, deadline) {
+                Ok(m) => WorkerOutput {
+                    report: WorkerReport {
+                        path_used: m.backends.path_for(spec.point.algorithm, spec.point.key_mode),
+                        backends: m.backends,
+                        build_flavour: backend::FLAVOUR,
+                        selftest_passed: outcomes.len() as u32,
+                        figures: m.figures,
+                        harness: Harness::OpensslSpeed,
+                    },
+                    provider,
+                    implementation: Some(m.implementation),
+                },
+                Err(e) => {
+                    eprintln!("{e}");
+                    return exit::MEASUREMENT;
+                }
+            }
+        }
+        _ => {
+            let options = RunOptions {
+                deadline,
+                arrival_rate: arrival_rate_per_s,
+                harness,
+                provider,
+                ..RunOptions::for_spec(&spec, execution())
+            };
+            let figures = match engine::measure_with(&spec, &options) {
+                Ok(f) => f,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return exit::MEASUREMENT;
+                }
+            };
+            let (backends, implementation) = what_ran(provider, &spec);
+            WorkerOutput {
+                report: WorkerReport {
+                    path_used: backends.path_for(spec.point.algorithm, spec.point.key_mode),
+                    backends,
+                    build_flavour: backend::FLAVOUR,
+                    selftest_passed: outcomes.len() as u32,
+                    figures,
+                    harness,
+                },
+                provider,
+                implementation,
+            }
         }
     };
-    let backends = backend::backends();
-    let report = WorkerReport {
-        path_used: backends.path_for(spec.point.algorithm, spec.point.key_mode),
-        backends,
-        build_flavour: backend::FLAVOUR,
-        selftest_passed: outcomes.len() as u32,
-        figures,
-        harness,
-    };
-    println!("{}", serde_json::to_string(&report).expect("a report serialises"));
+    println!("{}", serde_json::to_string(&output).expect("a report serialises"));
     0
+}
+
+/// The backends a point ran on the engine's kernels and, for the providers
+/// that do not say, what ran: ring's by the CPU features its dispatcher reads,
+/// the kernel's by the driver it picked (or the generic one bound).
+fn what_ran(provider: Provider, spec: &JobSpec) -> (cipherfleet_core::path::Backends, Option<Implementation>) {
+    match provider {
+        Provider::RustCrypto | Provider::Openssl => (backend::backends(), None),
+        Provider::Ring => (
+            crate::provider::ring_backends(&crate::probe::cpu_flags()),
+            Some(Implementation {
+                name: format!("ring {}", crate::probe::crate_version("ring").unwrap_or("unknown")),
+                ..Implementation::default()
+            }),
+        ),
+        Provider::Kernel => {
+            let transform = crate::provider::linux::bind_for(spec.point.algorithm, spec.point.path);
+            let (driver, module, bound) = match &transform {
+                Ok(t) => {
+                    let (d, m) = crate::provider::linux::driver_of(t);
+                    (d, m, format!("AF_ALG {} {}", t.kind.as_str(), t.name))
+                }
+                Err(e) => (e.clone(), "unknown".into(), String::new()),
+            };
+            let backends = cipherfleet_core::provider::kernel::backends(
+                &driver,
+                std::env::consts::ARCH,
+                &crate::probe::cpu_flags(),
+            );
+            (
+                backends,
+                Some(Implementation {
+                    name: driver,
+                    library: Some(module),
+                    command: Some(bound),
+                    ..Implementation::default()
+                }),
+            )
+        }
+    }
 }
 
 #[cfg(test)]
