@@ -300,8 +300,11 @@ fn print_probe(format: ProbeFormat, openssl: Option<&std::path::Path>) -> i32 {
 
 fn run_selftest(format: ProbeFormat, openssl: Option<&std::path::Path>) -> i32 {
     let mut outcomes = selftest::run_all();
-    // The kernel's and the host OpenSSL's answers, where they can be reached here.
-    let binary = crate::provider::openssl::find(openssl).ok();
+    // The kernel's and the host OpenSSL's answers, where they can be reached here: an
+    // `openssl` that does not run (another architecture's, on an emulated host) is left out.
+    let binary = crate::provider::openssl::find(openssl)
+        .ok()
+        .filter(|b| crate::provider::openssl::inspect(b).is_ok());
     outcomes.extend(selftest::run_providers(binary.as_deref()));
     let failed = outcomes.iter().filter(|o| !o.passed).count();
     let mut out = io::stdout().lock();

@@ -608,11 +608,15 @@ fn what_ran(provider: Provider, spec: &JobSpec) -> (cipherfleet_core::path::Back
                 }
                 Err(e) => (e.clone(), "unknown".into(), String::new()),
             };
-            let backends = cipherfleet_core::provider::kernel::backends(
-                &driver,
-                std::env::consts::ARCH,
-                &crate::probe::cpu_flags(),
-            );
+            let backends = cipherfleet_core::path::Backends {
+                // hkdf-per-user derives its keys with the crates' HKDF: their SHA-256 ran.
+                sha256: backend::backends().sha256,
+                ..cipherfleet_core::provider::kernel::backends(
+                    &driver,
+                    std::env::consts::ARCH,
+                    &crate::probe::cpu_flags(),
+                )
+            };
             (
                 backends,
                 Some(Implementation {

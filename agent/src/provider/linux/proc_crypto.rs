@@ -169,6 +169,10 @@ mod tests {
         let chacha = driver(&found, "chacha20");
         assert_eq!(chacha.driver, "chacha20-simd");
         assert_eq!(chacha.path, PathUsed::Accelerated, "AVX2 on this CPU");
+        // Instantiated by the agent's probe binding it, as a first user would.
+        let aead = driver(&found, "rfc7539(chacha20,poly1305)");
+        assert_eq!(aead.driver, "rfc7539(chacha20-simd,poly1305-simd)");
+        assert_eq!(aead.path, PathUsed::Accelerated);
     }
 
     #[test]
