@@ -493,6 +493,10 @@ fn bench(args: BenchArgs) -> i32 {
     if args.list {
         println!("algorithms: {}", algorithm::valid_names());
         println!("suites: {}", spec::suite_names());
+        for p in Provider::ALL {
+            let names: Vec<&str> = p.algorithms().iter().map(|a| a.name()).collect();
+            println!("provider {p}: {}", names.join(", "));
+        }
         return 0;
     }
     let cores = std::thread::available_parallelism()

@@ -117,16 +117,16 @@ fn kernel_capability(kernel: Option<&KernelCrypto>) -> Capability {
         }
     };
     let algorithms: Vec<Algorithm> = Provider::Kernel.algorithms().into_iter().filter(usable).collect();
-    let reasons: Vec<String> = [&k.af_alg_skcipher, &k.af_alg_aead]
+    // Without AF_ALG at all both types give the same reason: say it once.
+    let mut reasons: Vec<String> = [&k.af_alg_skcipher, &k.af_alg_aead]
         .iter()
         .filter_map(|a| a.reason.clone())
         .collect();
-    let mut reasons_dedup = reasons.clone();
-    reasons_dedup.dedup();
+    reasons.dedup();
     Capability {
         provider: Provider::Kernel,
         available: !algorithms.is_empty(),
-        reason: (!reasons_dedup.is_empty()).then(|| reasons_dedup.join("; ")),
+        reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
         algorithms,
         software_path:
             "the generic drivers bound by name (cbc(aes-generic), gcm_base(ctr(aes-generic),ghash-generic), \
