@@ -446,7 +446,7 @@ fn provider_points(args: &BenchArgs, points: &[JobSpec], harness: Harness) -> Re
             continue;
         }
         for p in points {
-            let refusal = worker::provider_refuses(provider, p, harness).or_else(|| match provider {
+            let refusal = crate::provider::refuses(provider, p, harness).or_else(|| match provider {
                 // AF_ALG may offer one socket type and not the other, or lack a generic driver.
                 Provider::Kernel => crate::provider::linux::bind_for(p.point.algorithm, p.point.path).err(),
                 _ => None,

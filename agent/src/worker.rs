@@ -212,35 +212,6 @@ impl WorkerOutput {
     }
 }
 
-/// Why a provider cannot measure `spec`'s point, before any worker starts.
-pub fn provider_refuses(provider: Provider, spec: &JobSpec, harness: Harness) -> Option<String> {
-    let p = &spec.point;
-    if !provider.runs(p.algorithm) {
-        let list: Vec<&str> = provider.algorithms().iter().map(|a| a.name()).collect();
-        return Some(format!(
-            "the {provider} provider has no {}; it runs {}",
-            p.algorithm,
-            list.join(", ")
-        ));
-    }
-    if provider != Provider::RustCrypto && harness != Harness::Engine {
-        return Some(format!(
-            "--openssl-compat shapes the crates' kernels; the {provider} provider has its own"
-        ));
-    }
-    match provider {
-        Provider::Ring if p.path == Path::Software => Some(
-            "ring cannot be built software-only (it has no such switch): its software figures come from hosts \
-             without the instructions, such as emulated ones; use --path accelerated"
-                .into(),
-        ),
-        Provider::Kernel | Provider::Openssl if p.concurrency.is_some() => Some(format!(
-            "the {provider} provider has no object-storage scenario; leave out --concurrency"
-        )),
-        _ => None,
-    }
-}
-
 /// Measures `job` in a worker process and returns its output. The software
 /// path of the crates runs in the sibling build; every other provider's
 /// software path is this binary's (a capability mask, a generic driver).
@@ -292,7 +263,7 @@ fn run_in(
     if let Some(nice) = nice {
         lower_priority(&mut command, nice);
     }
-    let limit = limit.unwrap_or_else(|| time_limit(spec).max(openssl_allowance(job)));
+    let limit = limit.unwrap_or_else(|| time_limit(spec).max(crate::provider::time_allowance(job.provider, spec)));
     let mut child = command
         .env(TIME_LIMIT_ENV, format!("{:.3}", limit.as_secs_f64()))
         .arg(WORKER_ARG)
@@ -337,17 +308,6 @@ fn run_in(
     }
     serde_json::from_slice(&stdout)
         .map_err(|e| WorkerError::Failed(format!("worker printed an unreadable report: {e}")))
-}
-
-/// The least time an `openssl` point needs: its runs of a second each (three
-/// at least) and their start-up, under emulation slower, and 1.0.2's fixed
-/// sizes of 3 s each in one run. Zero for the other providers.
-fn openssl_allowance(job: &WorkerJob) -> Duration {
-    if job.provider != Provider::Openssl {
-        return Duration::ZERO;
-    }
-    let runs = job.spec.seconds.ceil().max(3.0);
-    Duration::from_secs_f64((runs * 1.5 + 20.0) * execution().slowdown().sqrt())
 }
 
 /// Makes the kernel kill the worker when the thread that started it dies, so a
@@ -468,7 +428,7 @@ pub fn worker_main() -> i32 {
         eprintln!("invalid job: {e}");
         return exit::INVALID;
     }
-    if let Some(why) = provider_refuses(provider, &spec, harness) {
+    if let Some(why) = crate::provider::refuses(provider, &spec, harness) {
         eprintln!("invalid job: {why}");
         return exit::INVALID;
     }
@@ -567,7 +527,7 @@ pub fn worker_main() -> i32 {
                     return exit::MEASUREMENT;
                 }
             };
-            let (backends, implementation) = what_ran(provider, &spec);
+            let (backends, implementation) = crate::provider::what_ran(provider, &spec);
             WorkerOutput {
                 report: WorkerReport {
                     path_used: backends.path_for(spec.point.algorithm, spec.point.key_mode),
@@ -584,50 +544,6 @@ pub fn worker_main() -> i32 {
     };
     println!("{}", serde_json::to_string(&output).expect("a report serialises"));
     0
-}
-
-/// The backends a point ran on the engine's kernels and, for the providers
-/// that do not say, what ran: ring's by the CPU features its dispatcher reads,
-/// the kernel's by the driver it picked (or the generic one bound).
-fn what_ran(provider: Provider, spec: &JobSpec) -> (cipherfleet_core::path::Backends, Option<Implementation>) {
-    match provider {
-        Provider::RustCrypto | Provider::Openssl => (backend::backends(), None),
-        Provider::Ring => (
-            crate::provider::ring_backends(&crate::probe::cpu_flags()),
-            Some(Implementation {
-                name: format!("ring {}", crate::probe::crate_version("ring").unwrap_or("unknown")),
-                ..Implementation::default()
-            }),
-        ),
-        Provider::Kernel => {
-            let transform = crate::provider::linux::bind_for(spec.point.algorithm, spec.point.path);
-            let (driver, module, bound) = match &transform {
-                Ok(t) => {
-                    let (d, m) = crate::provider::linux::driver_of(t);
-                    (d, m, format!("AF_ALG {} {}", t.kind.as_str(), t.name))
-                }
-                Err(e) => (e.clone(), "unknown".into(), String::new()),
-            };
-            let backends = cipherfleet_core::path::Backends {
-                // hkdf-per-user derives its keys with the crates' HKDF: their SHA-256 ran.
-                sha256: backend::backends().sha256,
-                ..cipherfleet_core::provider::kernel::backends(
-                    &driver,
-                    std::env::consts::ARCH,
-                    &crate::probe::cpu_flags(),
-                )
-            };
-            (
-                backends,
-                Some(Implementation {
-                    name: driver,
-                    library: Some(module),
-                    command: Some(bound),
-                    ..Implementation::default()
-                }),
-            )
-        }
-    }
 }
 
 #[cfg(test)]

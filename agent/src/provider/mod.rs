@@ -6,15 +6,23 @@
 //!
 //! ring is built in ([`crate::kernel::ring`]); its path is inferred from the
 //! CPU ([`cipherfleet_core::provider::ring`]).
+//!
+//! This file: [`facts`] (every provider's capability here, for `probe`),
+//! [`refuses`] (what a provider cannot measure, before a worker starts),
+//! [`time_allowance`] and [`what_ran`] (the worker's record of the implementation).
 
 pub mod linux;
 pub mod openssl;
 
 use std::path::Path as FsPath;
+use std::time::Duration;
 
 use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::measurement::{Harness, Implementation};
+use cipherfleet_core::path::Path;
 use cipherfleet_core::provider::facts::{Capability, KernelCrypto, OpensslBuild, ProviderFacts};
 use cipherfleet_core::provider::{CpuFlags, Provider};
+use cipherfleet_core::spec::JobSpec;
 
 use crate::worker;
 
@@ -43,7 +51,7 @@ pub fn facts(openssl: Option<&FsPath>) -> ProviderFacts {
 }
 
 fn rustcrypto() -> Capability {
-    let sibling = worker::binary_for(cipherfleet_core::path::Path::Software);
+    let sibling = worker::binary_for(Path::Software);
     Capability {
         provider: Provider::RustCrypto,
         available: true,
@@ -148,4 +156,88 @@ fn unavailable(provider: Provider, reason: String) -> Capability {
 /// ring's backends on this CPU (its path is inferred: ring does not say).
 pub fn ring_backends(cpu: &CpuFlags) -> cipherfleet_core::path::Backends {
     cipherfleet_core::provider::ring::backends(std::env::consts::ARCH, cpu)
+}
+
+/// Why a provider cannot measure `spec`'s point, before any worker starts.
+pub fn refuses(provider: Provider, spec: &JobSpec, harness: Harness) -> Option<String> {
+    let p = &spec.point;
+    if !provider.runs(p.algorithm) {
+        let list: Vec<&str> = provider.algorithms().iter().map(|a| a.name()).collect();
+        return Some(format!(
+            "the {provider} provider has no {}; it runs {}",
+            p.algorithm,
+            list.join(", ")
+        ));
+    }
+    if provider != Provider::RustCrypto && harness != Harness::Engine {
+        return Some(format!(
+            "--openssl-compat shapes the crates' kernels; the {provider} provider has its own"
+        ));
+    }
+    match provider {
+        Provider::Ring if p.path == Path::Software => Some(
+            "ring cannot be built software-only (it has no such switch): its software figures come from hosts \
+             without the instructions, such as emulated ones; use --path accelerated"
+                .into(),
+        ),
+        Provider::Kernel | Provider::Openssl if p.concurrency.is_some() => Some(format!(
+            "the {provider} provider has no object-storage scenario; leave out --concurrency"
+        )),
+        _ => None,
+    }
+}
+
+/// The least time an `openssl` point needs: its runs of a second each (three
+/// at least) and their start-up, under emulation slower, and 1.0.2's fixed
+/// sizes of 3 s each in one run. Zero for the other providers.
+pub fn time_allowance(provider: Provider, spec: &JobSpec) -> Duration {
+    if provider != Provider::Openssl {
+        return Duration::ZERO;
+    }
+    let runs = spec.seconds.ceil().max(3.0);
+    Duration::from_secs_f64((runs * 1.5 + 20.0) * worker::execution().slowdown().sqrt())
+}
+
+/// The backends a point ran on the engine's kernels and, for the providers
+/// that do not say, what ran: ring's by the CPU features its dispatcher reads,
+/// the kernel's by the driver it picked (or the generic one bound).
+pub fn what_ran(provider: Provider, spec: &JobSpec) -> (cipherfleet_core::path::Backends, Option<Implementation>) {
+    match provider {
+        Provider::RustCrypto | Provider::Openssl => (crate::backend::backends(), None),
+        Provider::Ring => (
+            ring_backends(&crate::probe::cpu_flags()),
+            Some(Implementation {
+                name: format!("ring {}", crate::probe::crate_version("ring").unwrap_or("unknown")),
+                ..Implementation::default()
+            }),
+        ),
+        Provider::Kernel => {
+            let transform = linux::bind_for(spec.point.algorithm, spec.point.path);
+            let (driver, module, bound) = match &transform {
+                Ok(t) => {
+                    let (d, m) = linux::driver_of(t);
+                    (d, m, format!("AF_ALG {} {}", t.kind.as_str(), t.name))
+                }
+                Err(e) => (e.clone(), "unknown".into(), String::new()),
+            };
+            let backends = cipherfleet_core::path::Backends {
+                // hkdf-per-user derives its keys with the crates' HKDF: their SHA-256 ran.
+                sha256: crate::backend::backends().sha256,
+                ..cipherfleet_core::provider::kernel::backends(
+                    &driver,
+                    std::env::consts::ARCH,
+                    &crate::probe::cpu_flags(),
+                )
+            };
+            (
+                backends,
+                Some(Implementation {
+                    name: driver,
+                    library: Some(module),
+                    command: Some(bound),
+                    ..Implementation::default()
+                }),
+            )
+        }
+    }
 }
