@@ -4,7 +4,8 @@
 # correctness only:
 #   ARM64 Cortex-A72                       → arch aarch64, AES usable, emulation seen in cpuinfo,
 #                                            selftest passes (both flavours; the soft one all-soft, Poly1305 included)
-#   x86-64 Nehalem (no AES-NI)             → AES not advertised/usable, soft backend, selftest passes
+#   x86-64 Nehalem (no AES-NI)             → AES not advertised/usable, soft backend, selftest passes;
+#                                            ring and the host openssl (under the emulator) say software
 #   x86-64 Westmere, old kernel release    → AES-NI usable, AVX absent, kernel 3.10.0-1160.el7.x86_64;
 #                                            a CBC-HMAC point (no SHA-NI) says path_used=partial;
 #                                            then the same without the system calls newer than 3.10
@@ -80,6 +81,18 @@ if out=$(CIPHERFLEET_WORKER_PREFIX="${NEHALEM[*]}" "${NEHALEM[@]}" "$x86/cipherf
   echo "ok   x86-64 Nehalem: accelerated request measured as path_used=software"
 else
   echo "FAIL x86-64 Nehalem: bench"; echo "$out" | head -5; fail=1
+fi
+
+# ring and the host's OpenSSL on a CPU without AES-NI: ring's inferred path is software (vpaes,
+# it has no software build), and the host's openssl runs under the same emulator (the prefix),
+# so its software path is Nehalem's too. OpenSSL's point takes three runs of a second.
+if command -v openssl >/dev/null; then
+  if out=$(CIPHERFLEET_WORKER_PREFIX="${NEHALEM[*]}" "${NEHALEM[@]}" "$x86/cipherfleet-agent" bench --provider ring,openssl -a aes-256-gcm --size 1k --seconds 1 --format json 2>&1) \
+     && python3 -c 'import json,sys; rows={r["provider"]: r for r in map(json.loads, sys.stdin)}; ok=lambda p: rows[p]["status"]=="ok" and rows[p]["path_used"]=="software" and rows[p]["path_basis"]=="inferred" and rows[p]["backends"]["aes"]=="vpaes"; sys.exit(0 if ok("ring") and ok("openssl") else 1)' <<<"$out"; then
+    echo "ok   x86-64 Nehalem: ring and the host's openssl measured, path_used=software (inferred)"
+  else
+    echo "FAIL x86-64 Nehalem: bench --provider ring,openssl"; echo "$out" | head -5; fail=1
+  fi
 fi
 
 # The old-kernel host as the emulated fleet runs it: also without the system calls added after 3.10.

@@ -19,6 +19,7 @@ use crate::worker::{self, WorkerJob};
 use crate::{backend, runtime};
 use crate::{kernel, probe, selftest};
 use cipherfleet_core::measurement::{Harness, Measurement, Status};
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::{self, Direction, InvalidSpec, JobSpec, KeyMode, Matrix, Nonce, Suite};
 
 const AFTER_HELP: &str = "\
@@ -40,6 +41,9 @@ enum Command {
     Probe {
         #[arg(long, value_enum, default_value_t = ProbeFormat::Table)]
         format: ProbeFormat,
+        /// The host's `openssl` binary to describe (default: the first `openssl` on PATH).
+        #[arg(long, value_name = "PATH")]
+        openssl: Option<std::path::PathBuf>,
     },
     /// Benchmark algorithms locally and print a table, JSON lines or CSV.
     Bench(BenchArgs),
@@ -47,6 +51,9 @@ enum Command {
     Selftest {
         #[arg(long, value_enum, default_value_t = ProbeFormat::Table)]
         format: ProbeFormat,
+        /// The host's `openssl` binary whose answers to check (default: the first `openssl` on PATH).
+        #[arg(long, value_name = "PATH")]
+        openssl: Option<std::path::PathBuf>,
     },
     /// Connect to a coordinator and run the benchmark jobs it sends (the daemon).
     Run(RunArgs),
@@ -141,9 +148,54 @@ struct BenchArgs {
     /// tag. Table or JSON output; the results never go to a coordinator.
     #[arg(long)]
     openssl_compat: bool,
+    /// Implementations to measure, comma separated: rustcrypto (the crates built in, the
+    /// default), ring (built in), openssl (the host's, through `openssl speed`), kernel (the
+    /// kernel crypto API through AF_ALG), or all.
+    ///
+    /// Results are printed side by side. A provider that cannot run here, or lacks an
+    /// algorithm, is skipped saying why (`probe` lists what each can run). ring's path is
+    /// inferred from the CPU (it has no software build); openssl's software path masks its
+    /// capability vector (OPENSSL_ia32cap/OPENSSL_armcap); the kernel's binds its generic drivers.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_provider)]
+    provider: Vec<ProviderChoice>,
+    /// The `openssl` binary of the openssl provider (default: the first `openssl` on PATH).
+    #[arg(long, value_name = "PATH")]
+    openssl: Option<std::path::PathBuf>,
     /// List the algorithms and suites, then exit.
     #[arg(long)]
     list: bool,
+}
+
+/// A `--provider` value: one provider, or all of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ProviderChoice {
+    One(Provider),
+    All,
+}
+
+fn parse_provider(s: &str) -> Result<ProviderChoice, String> {
+    match s.trim() {
+        "all" => Ok(ProviderChoice::All),
+        other => other
+            .parse()
+            .map(ProviderChoice::One)
+            .map_err(|e: cipherfleet_core::text::UnknownValue| format!("{e}, all")),
+    }
+}
+
+/// The providers `--provider` names, in table order (default: rustcrypto).
+fn providers(args: &BenchArgs) -> Vec<Provider> {
+    if args.provider.is_empty() {
+        return vec![Provider::RustCrypto];
+    }
+    if args.provider.contains(&ProviderChoice::All) {
+        return Provider::ALL.to_vec();
+    }
+    Provider::ALL
+        .iter()
+        .copied()
+        .filter(|p| args.provider.contains(&ProviderChoice::One(*p)))
+        .collect()
 }
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
@@ -206,8 +258,8 @@ pub fn main() -> i32 {
         }
     };
     match cli.command {
-        Command::Probe { format } => print_probe(format),
-        Command::Selftest { format } => run_selftest(format),
+        Command::Probe { format, openssl } => print_probe(format, openssl.as_deref()),
+        Command::Selftest { format, openssl } => run_selftest(format, openssl.as_deref()),
         Command::Bench(args) => bench(args),
         Command::Run(args) => run_daemon(args),
         Command::Worker => worker::worker_main(),
@@ -233,8 +285,9 @@ fn run_daemon(args: RunArgs) -> i32 {
     })
 }
 
-fn print_probe(format: ProbeFormat) -> i32 {
-    let facts = probe::probe();
+fn print_probe(format: ProbeFormat, openssl: Option<&std::path::Path>) -> i32 {
+    let mut facts = probe::probe();
+    facts.providers = Some(crate::provider::facts(openssl));
     let mut out = io::stdout().lock();
     let written = match format {
         ProbeFormat::Table => probe::write_table(&facts, &mut out),
@@ -245,8 +298,14 @@ fn print_probe(format: ProbeFormat) -> i32 {
     if written.is_err() { 1 } else { 0 }
 }
 
-fn run_selftest(format: ProbeFormat) -> i32 {
-    let outcomes = selftest::run_all();
+fn run_selftest(format: ProbeFormat, openssl: Option<&std::path::Path>) -> i32 {
+    let mut outcomes = selftest::run_all();
+    // The kernel's and the host OpenSSL's answers, where they can be reached here: an
+    // `openssl` that does not run (another architecture's, on an emulated host) is left out.
+    let binary = crate::provider::openssl::find(openssl)
+        .ok()
+        .filter(|b| crate::provider::openssl::inspect(b).is_ok());
+    outcomes.extend(selftest::run_providers(binary.as_deref()));
     let failed = outcomes.iter().filter(|o| !o.passed).count();
     let mut out = io::stdout().lock();
     let _ = match format {
@@ -367,6 +426,64 @@ fn openssl_compat(args: &BenchArgs, points: &[JobSpec]) -> Result<Harness, Strin
     Ok(Harness::OpensslCompat)
 }
 
+/// Points with their providers, and what was skipped and why (one line each).
+type Planned = (Vec<(Provider, JobSpec)>, Vec<String>);
+
+/// The points to run, each with its provider, and what was skipped and why.
+/// A provider named alone that cannot run here, or cannot run a point, is an
+/// error; with several (`all`), what one cannot run is skipped, saying why.
+fn provider_points(args: &BenchArgs, points: &[JobSpec], harness: Harness) -> Result<Planned, String> {
+    let providers = providers(args);
+    let alone = providers.len() == 1;
+    let mut planned = Vec::new();
+    let mut skipped = Vec::new();
+    for provider in providers {
+        if let Some(why) = unavailable_here(provider, args.openssl.as_deref()) {
+            if alone {
+                return Err(format!("--provider {provider}: {why}"));
+            }
+            skipped.push(format!("{provider}: {why}"));
+            continue;
+        }
+        for p in points {
+            let refusal = crate::provider::refuses(provider, p, harness).or_else(|| match provider {
+                // AF_ALG may offer one socket type and not the other, or lack a generic driver.
+                Provider::Kernel => crate::provider::linux::bind_for(p.point.algorithm, p.point.path).err(),
+                _ => None,
+            });
+            match refusal {
+                Some(why) if alone => return Err(format!("--provider {provider}: {why}")),
+                Some(why) => {
+                    let line = format!("{provider} {}: {why}", p.point.algorithm);
+                    if !skipped.contains(&line) {
+                        skipped.push(line);
+                    }
+                }
+                None => planned.push((provider, p.clone())),
+            }
+        }
+    }
+    Ok((planned, skipped))
+}
+
+/// Why `provider` cannot run on this host at all, if it cannot.
+fn unavailable_here(provider: Provider, openssl: Option<&std::path::Path>) -> Option<String> {
+    match provider {
+        Provider::RustCrypto | Provider::Ring => None,
+        Provider::Openssl => crate::provider::openssl::find(openssl)
+            .and_then(|b| crate::provider::openssl::inspect(&b))
+            .err(),
+        Provider::Kernel => {
+            let skcipher = crate::provider::linux::bind_for("aes-128-cbc".parse().expect("known"), Path::Accelerated);
+            let aead = crate::provider::linux::bind_for("aes-128-gcm".parse().expect("known"), Path::Accelerated);
+            match (skcipher, aead) {
+                (Err(a), Err(_)) => Some(a),
+                _ => None,
+            }
+        }
+    }
+}
+
 fn usage_error(message: impl std::fmt::Display) -> i32 {
     eprintln!("error: {message}");
     2
@@ -376,6 +493,10 @@ fn bench(args: BenchArgs) -> i32 {
     if args.list {
         println!("algorithms: {}", algorithm::valid_names());
         println!("suites: {}", spec::suite_names());
+        for p in Provider::ALL {
+            let names: Vec<&str> = p.algorithms().iter().map(|a| a.name()).collect();
+            println!("provider {p}: {}", names.join(", "));
+        }
         return 0;
     }
     let cores = std::thread::available_parallelism()
@@ -389,9 +510,15 @@ fn bench(args: BenchArgs) -> i32 {
         Ok(h) => h,
         Err(e) => return usage_error(e),
     };
+    let (points, skipped) = match provider_points(&args, &points, harness) {
+        Ok(planned) => planned,
+        Err(e) => return usage_error(e),
+    };
     // Refuse up front rather than fail every software point one by one.
     for path in [Path::Accelerated, Path::Software] {
-        if points.iter().any(|p| p.point.path == path)
+        if points
+            .iter()
+            .any(|(provider, p)| p.point.path == path && *provider == Provider::RustCrypto)
             && let Err(e) = worker::binary_for(path)
         {
             return usage_error(e);
@@ -400,7 +527,7 @@ fn bench(args: BenchArgs) -> i32 {
     let host = probe::probe();
     let progress = io::stderr().is_terminal();
     if progress {
-        let secs: f64 = points.iter().map(|p| p.seconds + p.warmup_seconds()).sum();
+        let secs: f64 = points.iter().map(|(_, p)| p.seconds + p.warmup_seconds()).sum();
         eprintln!("{} points, about {:.0} s of measuring", points.len(), secs);
     }
     let mut stdout = io::stdout().lock();
@@ -409,12 +536,13 @@ fn bench(args: BenchArgs) -> i32 {
     }
     let started = Instant::now();
     let mut results = Vec::with_capacity(points.len());
-    for (i, point) in points.iter().enumerate() {
+    for (i, (provider, point)) in points.iter().enumerate() {
         if progress {
             eprint!(
-                "\r\x1b[K[{}/{}] {} ({:.0} s)",
+                "\r\x1b[K[{}/{}] {} {} ({:.0} s)",
                 i + 1,
                 points.len(),
+                provider,
                 point.label(),
                 started.elapsed().as_secs_f64()
             );
@@ -423,10 +551,12 @@ fn bench(args: BenchArgs) -> i32 {
             spec: point.clone(),
             arrival_rate_per_s: args.arrival_rate,
             harness,
+            provider: *provider,
+            openssl: args.openssl.clone(),
         };
         let m = match worker::run_point(&job) {
-            Ok(report) => Measurement::ok(point, report, Some(host.clone())),
-            Err(e) => Measurement::failed(point, e.to_string(), Some(host.clone())),
+            Ok(output) => output.measurement(point, Some(host.clone())),
+            Err(e) => Measurement::failed(point, e.to_string(), Some(host.clone())).on_provider(*provider, None),
         };
         let written = match args.format {
             Format::Json => report::write_json_line(&m, &mut stdout),
@@ -455,6 +585,13 @@ fn bench(args: BenchArgs) -> i32 {
                 stdout,
                 "nonce=random: a nonce drawn from the OS for every message inside the measured loop"
             );
+        }
+    }
+    if !skipped.is_empty() {
+        let mut err = io::stderr().lock();
+        let _ = writeln!(err, "skipped:");
+        for line in &skipped {
+            let _ = writeln!(err, "  {line}");
         }
     }
     let failed = results.iter().filter(|m| m.status == Status::Failed).count();

@@ -5,7 +5,10 @@
 //! - [`backend`]: which implementation the crypto crates pick here, and the build flavour.
 //! - [`probe`]: host facts (CPU, features advertised vs usable, kernel, virtualization).
 //! - [`selftest`]: known-answer tests for every algorithm, run before measuring.
-//! - [`kernel`]: one file per cipher family; each turns a spec into a tight per-operation loop body.
+//! - [`kernel`]: one file per cipher family (and per built-in or kernel provider); each turns a spec
+//!   into a tight per-operation loop body.
+//! - [`provider`]: the providers outside the crates on this host: the host's OpenSSL (`openssl speed`),
+//!   the kernel crypto API (`/proc/crypto`, AF_ALG); what each can run here and why not.
 //! - [`engine`]: warm-up, timed batches, samples, threads and the object-storage scenario.
 //! - [`heap`]: the counting allocator behind the memory figures.
 //! - [`worker`]: runs each measurement in a child process with a time limit.
@@ -23,6 +26,7 @@ pub mod engine;
 pub mod heap;
 pub mod kernel;
 pub mod probe;
+pub mod provider;
 pub mod report;
 pub mod runtime;
 pub mod selftest;

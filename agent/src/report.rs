@@ -24,7 +24,7 @@ pub enum Format {
 
 /// CSV header; one column per scalar field of the measurement schema. Columns
 /// added later go at the end, so older readers keep their positions.
-pub const CSV_HEADER: &str = "algorithm,direction,size_bytes,threads,concurrency,key_mode,path_requested,path_used,status,throughput_mb_s,ops_per_s,p50_ns,p90_ns,p99_ns,p999_ns,max_ns,latency_method,batch_ops,cv,samples,cpu_utilization,key_setup_ns,error,low_samples,sample_kind,latency_samples,throughput_batch_ops,all_running_bytes,all_running_seconds,objects,arrival_rate_per_s,cipher_state_bytes,peak_rss_bytes,heap_bytes_per_op,allocs_per_op,nonce";
+pub const CSV_HEADER: &str = "algorithm,direction,size_bytes,threads,concurrency,key_mode,path_requested,path_used,status,throughput_mb_s,ops_per_s,p50_ns,p90_ns,p99_ns,p999_ns,max_ns,latency_method,batch_ops,cv,samples,cpu_utilization,key_setup_ns,error,low_samples,sample_kind,latency_samples,throughput_batch_ops,all_running_bytes,all_running_seconds,objects,arrival_rate_per_s,cipher_state_bytes,peak_rss_bytes,heap_bytes_per_op,allocs_per_op,nonce,provider,path_basis";
 
 /// Writes one measurement as a JSON line.
 pub fn write_json_line(m: &Measurement, out: &mut dyn Write) -> io::Result<()> {
@@ -81,6 +81,8 @@ pub fn write_csv_row(m: &Measurement, out: &mut dyn Write) -> io::Result<()> {
         opt(mem.and_then(|m| m.heap_bytes_per_op).map(|v| v.to_string())),
         opt(mem.and_then(|m| m.allocs_per_op).map(|v| v.to_string())),
         m.nonce.as_str().to_string(),
+        m.provider.as_str().to_string(),
+        m.path_basis.as_str().to_string(),
     ];
     let line: Vec<String> = cells.iter().map(|c| csv_escape(c)).collect();
     writeln!(out, "{}", line.join(","))?;
@@ -142,19 +144,43 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
             "harness: openssl-compat, shaped as `openssl speed -evp`/`-aead` does (in place, one key; GCM/CCM/OCB re-keyed per message with 13 B AAD; other modes one stream): not comparable with the engine's own figures"
         )?;
     }
+    // Providers side by side: a column of their own when any but the crates ran.
+    let show_provider = results.iter().any(|m| !m.provider.is_rustcrypto());
+    if show_provider {
+        writeln!(
+            out,
+            "provider: rustcrypto = the crates built in; ring = built in; openssl = the host's `openssl speed`; kernel = the kernel crypto API through AF_ALG"
+        )?;
+    }
+    if results.iter().any(|m| !m.path_basis.is_detected()) {
+        writeln!(
+            out,
+            "path (ring, openssl, kernel) is inferred from what their dispatchers read (CPU features, OpenSSL's capability vector, the kernel's chosen driver), not reported by them"
+        )?;
+    }
+    if results.iter().any(|m| m.harness == Harness::OpensslSpeed) {
+        writeln!(
+            out,
+            "openssl: `openssl speed -elapsed -evp`, its own shape (GCM re-keyed per message with -aead, other modes one stream); each sample one run, p99 the slowest run's mean per operation"
+        )?;
+    }
     let mut sizes: Vec<u64> = results.iter().map(|m| m.size_bytes).collect();
     sizes.sort_unstable();
     sizes.dedup();
     let mut rows: BTreeMap<RowKey, BTreeMap<u64, &Measurement>> = BTreeMap::new();
     for (i, m) in results.iter().enumerate() {
-        let mut label = format!(
+        let mut label = String::new();
+        if show_provider {
+            label.push_str(&format!("{:<10} ", m.provider.as_str()));
+        }
+        label.push_str(&format!(
             "{:<24} {:<7} {:<11} {:>3} {:<13}",
             m.algorithm.name(),
             m.direction.as_str(),
             m.path_used.map_or(m.path_requested.as_str(), |p| p.as_str()),
             m.threads,
             m.key_mode.as_str()
-        );
+        ));
         if let Some(c) = m.concurrency {
             label.push_str(&format!(" c={c}"));
         }
@@ -170,10 +196,14 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
     }
     let width = 12;
     const MEMORY: usize = 14;
-    let head = format!(
+    let mut head = String::new();
+    if show_provider {
+        head.push_str(&format!("{:<10} ", "provider"));
+    }
+    head.push_str(&format!(
         "{:<24} {:<7} {:<11} {:>3} {:<13}",
         "algorithm", "dir", "path", "thr", "key"
-    );
+    ));
     write!(out, "{head} |")?;
     for s in &sizes {
         let size = format_size(*s);
@@ -266,10 +296,17 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
             line(&|m| fig(m, |f| f.cv.map(|c| format!("{:.1}%", c * 100.0)).unwrap_or("-".into())))
         )?;
     }
+    let label = |m: &Measurement| {
+        if show_provider {
+            format!("{} {}", m.provider, m.spec().label())
+        } else {
+            m.spec().label()
+        }
+    };
     let low: Vec<String> = results
         .iter()
         .filter(|m| ok(m).is_some_and(|f| f.low_samples))
-        .map(|m| m.spec().label())
+        .map(label)
         .collect();
     if !low.is_empty() {
         writeln!(
@@ -282,12 +319,7 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
     if !failures.is_empty() {
         writeln!(out, "\n{} point(s) failed:", failures.len())?;
         for m in failures {
-            writeln!(
-                out,
-                "  {}: {}",
-                m.spec().label(),
-                m.error.as_deref().unwrap_or("unknown error")
-            )?;
+            writeln!(out, "  {}: {}", label(m), m.error.as_deref().unwrap_or("unknown error"))?;
         }
     }
     // What an accelerated request ran instead, by what ran.
@@ -303,10 +335,16 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
             "some primitives ran in software",
         ),
     ] {
-        let names: std::collections::BTreeSet<&str> = results
+        let names: std::collections::BTreeSet<String> = results
             .iter()
             .filter(|m| m.path_requested == Path::Accelerated && m.path_used == Some(used))
-            .map(|m| m.algorithm.name())
+            .map(|m| {
+                if show_provider {
+                    format!("{} {}", m.provider, m.algorithm.name())
+                } else {
+                    m.algorithm.name().to_string()
+                }
+            })
             .collect();
         if !names.is_empty() {
             let list = names.into_iter().collect::<Vec<_>>().join(", ");

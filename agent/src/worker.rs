@@ -15,8 +15,9 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use cipherfleet_core::measurement::{Harness, WorkerReport};
+use cipherfleet_core::measurement::{Harness, Implementation, WorkerReport};
 use cipherfleet_core::path::{Flavour, Path};
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::{Execution, JobSpec, KeyMode, validate_arrival_rate};
 use serde::{Deserialize, Serialize};
 
@@ -167,28 +168,59 @@ pub struct WorkerJob {
     pub arrival_rate_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Harness::is_engine")]
     pub harness: Harness,
+    /// The implementation to measure (local `bench --provider`; jobs are RustCrypto's).
+    #[serde(default, skip_serializing_if = "Provider::is_rustcrypto")]
+    pub provider: Provider,
+    /// The `openssl` binary for the `openssl` provider (`bench --openssl PATH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openssl: Option<PathBuf>,
 }
 
 impl WorkerJob {
-    /// `spec` as a job of the fleet: closed loop, the engine's own shape.
+    /// `spec` as a job of the fleet: closed loop, the engine's own shape, the crates.
     pub fn engine(spec: &JobSpec) -> Self {
         WorkerJob {
             spec: spec.clone(),
             arrival_rate_per_s: None,
             harness: Harness::Engine,
+            provider: Provider::RustCrypto,
+            openssl: None,
         }
     }
 }
 
-/// Measures `job` in a worker process and returns its report.
-pub fn run_point(job: &WorkerJob) -> Result<WorkerReport, WorkerError> {
-    run_in(
-        &binary_for(job.spec.point.path)?,
-        job,
-        None,
-        &AtomicBool::new(false),
-        None,
-    )
+/// What a worker prints: its report, and on which provider and implementation it measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerOutput {
+    #[serde(flatten)]
+    pub report: WorkerReport,
+    #[serde(default, skip_serializing_if = "Provider::is_rustcrypto")]
+    pub provider: Provider,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub implementation: Option<Implementation>,
+}
+
+impl WorkerOutput {
+    /// The measurement of `spec` this output makes, with the host's facts.
+    pub fn measurement(
+        self,
+        spec: &JobSpec,
+        host: Option<cipherfleet_core::facts::HostFacts>,
+    ) -> cipherfleet_core::measurement::Measurement {
+        cipherfleet_core::measurement::Measurement::ok(spec, self.report, host)
+            .on_provider(self.provider, self.implementation)
+    }
+}
+
+/// Measures `job` in a worker process and returns its output. The software
+/// path of the crates runs in the sibling build; every other provider's
+/// software path is this binary's (a capability mask, a generic driver).
+pub fn run_point(job: &WorkerJob) -> Result<WorkerOutput, WorkerError> {
+    let binary = match job.provider {
+        Provider::RustCrypto => binary_for(job.spec.point.path)?,
+        _ => binary_for(Path::Accelerated)?,
+    };
+    run_in(&binary, job, None, &AtomicBool::new(false), None)
 }
 
 /// Like [`run_point`], with the time limit given by the caller (`None`: [`time_limit`])
@@ -201,7 +233,7 @@ pub fn run_point_with(
     limit: Option<Duration>,
     cancel: &AtomicBool,
     nice: Option<i32>,
-) -> Result<WorkerReport, WorkerError> {
+) -> Result<WorkerOutput, WorkerError> {
     run_in(
         &daemon_binary_for(spec.point.path)?,
         &WorkerJob::engine(spec),
@@ -217,7 +249,7 @@ fn run_in(
     limit: Option<Duration>,
     cancel: &AtomicBool,
     nice: Option<i32>,
-) -> Result<WorkerReport, WorkerError> {
+) -> Result<WorkerOutput, WorkerError> {
     let spec = &job.spec;
     let mut command = match worker_prefix() {
         Some(prefix) => {
@@ -231,7 +263,7 @@ fn run_in(
     if let Some(nice) = nice {
         lower_priority(&mut command, nice);
     }
-    let limit = limit.unwrap_or_else(|| time_limit(spec));
+    let limit = limit.unwrap_or_else(|| time_limit(spec).max(crate::provider::time_allowance(job.provider, spec)));
     let mut child = command
         .env(TIME_LIMIT_ENV, format!("{:.3}", limit.as_secs_f64()))
         .arg(WORKER_ARG)
@@ -380,6 +412,8 @@ pub fn worker_main() -> i32 {
         spec,
         arrival_rate_per_s,
         harness,
+        provider,
+        openssl,
     } = match serde_json::from_str(&input) {
         Ok(job) => job,
         Err(e) => {
@@ -392,6 +426,10 @@ pub fn worker_main() -> i32 {
         .and_then(|()| validate_arrival_rate(arrival_rate_per_s, spec.point.concurrency))
     {
         eprintln!("invalid job: {e}");
+        return exit::INVALID;
+    }
+    if let Some(why) = crate::provider::refuses(provider, &spec, harness) {
+        eprintln!("invalid job: {why}");
         return exit::INVALID;
     }
     if harness == Harness::OpensslCompat
@@ -407,8 +445,29 @@ pub fn worker_main() -> i32 {
     }
     #[cfg(debug_assertions)]
     fault::inject(&spec);
-    let mut outcomes = selftest::run_for(spec.point.algorithm);
-    if spec.point.key_mode == KeyMode::HkdfPerUser {
+    let deadline = configured_time_limit().map(|limit| worker_deadline(started, limit));
+    // The openssl provider's binary, found (and described) before its KATs.
+    let openssl_build = match provider {
+        Provider::Openssl => {
+            match crate::provider::openssl::find(openssl.as_deref())
+                .and_then(|b| crate::provider::openssl::inspect(&b).map(|build| (b, build)))
+            {
+                Ok(found) => Some(found),
+                Err(e) => {
+                    eprintln!("no usable openssl: {e}");
+                    return exit::MEASUREMENT;
+                }
+            }
+        }
+        _ => None,
+    };
+    let mut outcomes = selftest::run_for_provider(
+        provider,
+        spec.point.algorithm,
+        spec.point.path,
+        openssl_build.as_ref().map(|(b, _)| b.as_path()),
+    );
+    if spec.point.key_mode == KeyMode::HkdfPerUser && provider != Provider::Ring {
         outcomes.extend(selftest::run_hkdf());
     }
     let failed: Vec<String> = outcomes
@@ -416,37 +475,74 @@ pub fn worker_main() -> i32 {
         .filter(|o| !o.passed)
         .map(|o| format!("{} ({})", o.name, o.detail.as_deref().unwrap_or("mismatch")))
         .collect();
-    if !failed.is_empty() || outcomes.is_empty() {
-        eprintln!(
-            "{}: known-answer tests failed: {}",
-            spec.point.algorithm,
-            failed.join("; ")
-        );
+    // OpenSSL's DES has no `openssl enc` check here: no KAT is not a failure for it.
+    let none_needed = provider == Provider::Openssl;
+    if !failed.is_empty() || (outcomes.is_empty() && !none_needed) {
+        let why = if failed.is_empty() {
+            match provider {
+                Provider::Kernel => crate::provider::linux::bind_for(spec.point.algorithm, spec.point.path)
+                    .err()
+                    .unwrap_or_else(|| "no known-answer test covers it".into()),
+                _ => "no known-answer test covers it".into(),
+            }
+        } else {
+            format!("known-answer tests failed: {}", failed.join("; "))
+        };
+        eprintln!("{} on {provider}: {why}", spec.point.algorithm);
         return exit::SELFTEST;
     }
-    let options = RunOptions {
-        deadline: configured_time_limit().map(|limit| worker_deadline(started, limit)),
-        arrival_rate: arrival_rate_per_s,
-        harness,
-        ..RunOptions::for_spec(&spec, execution())
-    };
-    let figures = match engine::measure_with(&spec, &options) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("{e}");
-            return exit::MEASUREMENT;
+    let output = match (provider, openssl_build) {
+        (Provider::Openssl, Some((binary, build))) => {
+            match crate::provider::openssl::measure::measure(&spec, &binary, &build, deadline) {
+                Ok(m) => WorkerOutput {
+                    report: WorkerReport {
+                        path_used: m.backends.path_for(spec.point.algorithm, spec.point.key_mode),
+                        backends: m.backends,
+                        build_flavour: backend::FLAVOUR,
+                        selftest_passed: outcomes.len() as u32,
+                        figures: m.figures,
+                        harness: Harness::OpensslSpeed,
+                    },
+                    provider,
+                    implementation: Some(m.implementation),
+                },
+                Err(e) => {
+                    eprintln!("{e}");
+                    return exit::MEASUREMENT;
+                }
+            }
+        }
+        _ => {
+            let options = RunOptions {
+                deadline,
+                arrival_rate: arrival_rate_per_s,
+                harness,
+                provider,
+                ..RunOptions::for_spec(&spec, execution())
+            };
+            let figures = match engine::measure_with(&spec, &options) {
+                Ok(f) => f,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return exit::MEASUREMENT;
+                }
+            };
+            let (backends, implementation) = crate::provider::what_ran(provider, &spec);
+            WorkerOutput {
+                report: WorkerReport {
+                    path_used: backends.path_for(spec.point.algorithm, spec.point.key_mode),
+                    backends,
+                    build_flavour: backend::FLAVOUR,
+                    selftest_passed: outcomes.len() as u32,
+                    figures,
+                    harness,
+                },
+                provider,
+                implementation,
+            }
         }
     };
-    let backends = backend::backends();
-    let report = WorkerReport {
-        path_used: backends.path_for(spec.point.algorithm, spec.point.key_mode),
-        backends,
-        build_flavour: backend::FLAVOUR,
-        selftest_passed: outcomes.len() as u32,
-        figures,
-        harness,
-    };
-    println!("{}", serde_json::to_string(&report).expect("a report serialises"));
+    println!("{}", serde_json::to_string(&output).expect("a report serialises"));
     0
 }
 

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::path::{Backends, Flavour};
+use crate::provider::facts::ProviderFacts;
 
 /// Version of the JSON layout of [`HostFacts`]; bump on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -39,6 +40,11 @@ pub struct HostFacts {
     pub crypto: CryptoPaths,
     pub build: Build,
     pub noise: Noise,
+    /// The providers the agent can measure on here, with the kernel's crypto
+    /// drivers and the host's OpenSSL build. `probe` fills it; the facts a daemon
+    /// sends and a measurement carries leave it out (absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub providers: Option<ProviderFacts>,
 }
 
 /// Operating system identity from `/etc/os-release` (or `/usr/lib/os-release`).
@@ -264,6 +270,7 @@ impl HostFacts {
                 codegen: None,
             },
             noise: Noise::default(),
+            providers: None,
         }
     }
 

@@ -6,6 +6,8 @@
 //! - [`algorithm`]: the benchmarkable algorithms and their OpenSSL-style names.
 //! - [`spec`]: one point to measure (`JobSpec`), matrices, suites, sizes, validation, time limits.
 //! - [`point`]: the seven fields that say what a result measured, as one type.
+//! - [`provider`]: the implementations a point runs on (rustcrypto, ring, openssl, kernel), what each
+//!   runs, how each knows its path, and what the agent found about them on its host.
 //! - [`path`]: the path asked for and the path that ran (accelerated/partial/software), build flavour, backends → path rule.
 //! - [`measurement`]: the versioned result schema (`cipherfleet.measurement/2`).
 //! - [`facts`]: the host facts the agent probes.
@@ -21,6 +23,7 @@ pub mod facts;
 pub mod measurement;
 pub mod path;
 pub mod point;
+pub mod provider;
 pub mod spec;
 pub mod stats;
 pub mod text;

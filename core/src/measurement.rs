@@ -8,6 +8,7 @@ use crate::algorithm::Algorithm;
 use crate::facts::HostFacts;
 use crate::path::{Backends, Flavour, Path, PathUsed};
 use crate::point::Point;
+use crate::provider::{PathBasis, Provider};
 use crate::spec::{Direction, JobSpec, KeyMode, Nonce};
 use crate::text_enum;
 
@@ -69,6 +70,29 @@ pub struct Memory {
     pub allocs_per_op: Option<f64>,
 }
 
+/// What ran, for a provider whose implementation the agent does not carry
+/// itself or cannot see through its own detection.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Implementation {
+    /// ring: `ring 0.17.14`; openssl: its version line (`OpenSSL 3.0.19 27 Jan 2026`);
+    /// kernel: the driver the kernel picks (`generic-gcm-aesni`).
+    pub name: String,
+    /// openssl: the libcrypto the binary maps; kernel: the driver's module (`kernel` when built in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
+    /// openssl: the binary run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<String>,
+    /// openssl: the command line, with the capability mask put in its environment
+    /// for the software path; kernel: the AF_ALG type and name bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// What the figure is not, where that matters: an old OpenSSL's nearest
+    /// fixed size, a `no-asm` build.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
 text_enum! {
     /// The shape of each measured operation.
     #[derive(Default)]
@@ -83,6 +107,11 @@ text_enum! {
         /// bytes of associated data, as `-aead` does; every other mode, ChaCha20-Poly1305
         /// included, is one continuous stream with no per-message nonce, IV or tag.
         OpensslCompat = "openssl-compat",
+        /// The host's own `openssl speed -elapsed -evp` (the `openssl` provider): its
+        /// operations are shaped as `openssl-compat` describes, and its figures are
+        /// what `openssl speed` counts: each sample one run's bytes over its elapsed
+        /// time, latency only the mean per operation of each run.
+        OpensslSpeed = "openssl-speed",
     }
 }
 
@@ -208,11 +237,22 @@ pub struct Measurement {
     pub nonce: Nonce,
     pub path_requested: Path,
     pub seconds_requested: f64,
-    /// `openssl-compat` for `bench --openssl-compat`; absent for the engine's own shape.
+    /// `openssl-compat` for `bench --openssl-compat`, `openssl-speed` for the
+    /// `openssl` provider; absent for the engine's own shape.
     #[serde(default, skip_serializing_if = "Harness::is_engine")]
     pub harness: Harness,
+    /// The implementation measured; absent for `rustcrypto`, the built-in default.
+    #[serde(default, skip_serializing_if = "Provider::is_rustcrypto")]
+    pub provider: Provider,
     /// What the worker really ran, from its run-time detection (absent on failure).
     pub path_used: Option<PathUsed>,
+    /// How `path_used` is known: `inferred` for providers that do not say which code
+    /// they ran (ring, openssl, kernel); absent where detected.
+    #[serde(default, skip_serializing_if = "PathBasis::is_detected")]
+    pub path_basis: PathBasis,
+    /// What ran, for the ring, openssl and kernel providers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub implementation: Option<Implementation>,
     pub backends: Option<Backends>,
     pub build_flavour: Option<Flavour>,
     pub selftest_passed: Option<u32>,
@@ -240,7 +280,10 @@ impl Measurement {
             path_requested: p.path,
             seconds_requested: spec.seconds,
             harness: Harness::Engine,
+            provider: Provider::RustCrypto,
             path_used: None,
+            path_basis: PathBasis::Detected,
+            implementation: None,
             backends: None,
             build_flavour: None,
             selftest_passed: None,
@@ -268,6 +311,16 @@ impl Measurement {
         Measurement {
             error: Some(error),
             ..Self::from_spec(spec, host)
+        }
+    }
+
+    /// This measurement, made on `provider`: its path `basis` and what ran.
+    pub fn on_provider(self, provider: Provider, implementation: Option<Implementation>) -> Self {
+        Measurement {
+            provider,
+            path_basis: provider.path_basis(),
+            implementation,
+            ..self
         }
     }
 

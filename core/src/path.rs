@@ -87,9 +87,11 @@ pub struct Backends {
 /// beyond its architecture's baseline, the ones a CPU model, a hypervisor or
 /// the OS can take away. SSE2 is in every x86-64 CPU and NEON in every AArch64
 /// one, so ChaCha20 on them is the path a host has when it lacks (or lost)
-/// AVX2, not acceleration.
+/// AVX2, not acceleration. The same holds for the vector code ring and
+/// OpenSSL fall back to without AES-NI or AVX2: SSSE3's and NEON's
+/// vector-permute AES (`vpaes`), and SSSE3 or SSE4.1 ChaCha20 and Poly1305.
 pub fn is_hardware(backend: &str) -> bool {
-    !matches!(backend, "soft" | "sse2" | "neon")
+    !matches!(backend, "soft" | "sse2" | "neon" | "vpaes" | "ssse3" | "sse4.1")
 }
 
 impl Backends {

@@ -11,7 +11,6 @@ use tokio::sync::mpsc;
 use super::spool::Spool;
 use crate::session::{Outcome, OutcomeResult};
 use crate::worker::{self, WorkerError};
-use cipherfleet_core::measurement::Measurement;
 use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::wire;
 
@@ -121,7 +120,7 @@ impl Executor {
         // Facts as of this job (load average, governor) travel with its measurement.
         let host = probe::probe();
         let outcome = match worker::run_point_with(&spec, limit, &cancel.flag, Some(self.nice)) {
-            Ok(report) => Outcome::measured(job_id.clone(), attempt_id, Measurement::ok(&spec, report, Some(host))),
+            Ok(output) => Outcome::measured(job_id.clone(), attempt_id, output.measurement(&spec, Some(host))),
             Err(WorkerError::Cancelled) => {
                 let error = lock(&cancel.error).clone().unwrap_or_else(|| "cancelled".into());
                 Outcome::failed(job_id.clone(), attempt_id, error)

@@ -28,6 +28,7 @@ use std::sync::{Barrier, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use cipherfleet_core::measurement::{Figures, Harness, Latency, LatencyMethod, Memory};
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::{Execution, InvalidSpec, JobSpec, LOW_SAMPLES, MIN_SAMPLES, validate_arrival_rate};
 use cipherfleet_core::stats;
 
@@ -60,6 +61,8 @@ pub struct RunOptions {
     pub arrival_rate: Option<f64>,
     /// The shape of each operation (`bench --openssl-compat`: `openssl speed`'s).
     pub harness: Harness,
+    /// The implementation measured: the RustCrypto crates or ring.
+    pub provider: Provider,
 }
 
 impl RunOptions {
@@ -70,6 +73,7 @@ impl RunOptions {
             deadline: None,
             arrival_rate: None,
             harness: Harness::Engine,
+            provider: Provider::RustCrypto,
         }
     }
 }
@@ -120,6 +124,7 @@ pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, Eng
                         thread,
                         master_key: master,
                         harness: options.harness,
+                        provider: options.provider,
                     });
                     let warmed = kernel.and_then(|mut k| {
                         let calibration = thread::warm_up(k.as_mut(), warmup, objects)?;

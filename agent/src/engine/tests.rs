@@ -6,6 +6,7 @@ use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::ALL;
 use cipherfleet_core::measurement::SampleKind;
 use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::{Direction, KeyMode};
 
 /// Seconds a point is measured for, unless a test says otherwise.
@@ -180,6 +181,47 @@ fn openssl_shaped_points_report_memory_and_do_not_allocate() {
             assert_eq!(m.allocs_per_op, Some(0.0), "{}: the measured loop allocates", s.label());
         }
     }
+}
+
+/// The ring provider runs through the same engine: every algorithm, both
+/// directions, every key mode and random nonces, with memory figures, key
+/// setups timed, samples taken and no allocation in the measured loops.
+#[test]
+fn ring_points_follow_the_engines_rules() {
+    let ring = |s: &JobSpec| RunOptions {
+        provider: Provider::Ring,
+        ..RunOptions::for_spec(s, Execution::Native)
+    };
+    for alg in Provider::Ring.algorithms() {
+        for direction in [Direction::Encrypt, Direction::Decrypt] {
+            for key_mode in [KeyMode::Static, KeyMode::PerOp, KeyMode::HkdfPerUser] {
+                let s = Point {
+                    direction,
+                    key_mode,
+                    ..point(alg.name(), 64)
+                }
+                .spec(0.01);
+                let f = measure_with(&s, &ring(&s)).unwrap_or_else(|e| panic!("ring {}: {e}", s.label()));
+                assert!(f.key_setup_ns > 0.0 && f.operations > 0, "{}: {f:?}", s.label());
+                let m = f.memory.unwrap_or_else(|| panic!("{}: no memory figures", s.label()));
+                assert!(m.cipher_state_bytes > 0, "{}: {m:?}", s.label());
+                assert_eq!(m.allocs_per_op, Some(0.0), "{}: the measured loop allocates", s.label());
+            }
+        }
+        let random = Point {
+            nonce: cipherfleet_core::spec::Nonce::Random,
+            ..point(alg.name(), 64)
+        }
+        .spec(0.01);
+        assert!(measure_with(&random, &ring(&random)).unwrap().operations > 0);
+    }
+    let s = spec("aes-256-gcm", 1024);
+    let f = measure_with(&s, &ring(&s)).unwrap();
+    assert!(f.samples >= MIN_SAMPLES && f.throughput_mb_s > 0.0, "{f:?}");
+    // ring has no AES-192; the engine says so rather than measure the crates instead.
+    let s = spec("aes-192-gcm", 64);
+    let e = measure_with(&s, &ring(&s)).unwrap_err().to_string();
+    assert!(e.contains("ring has no aes-192-gcm"), "{e}");
 }
 
 #[test]

@@ -159,6 +159,7 @@ mod tests {
             thread: 3,
             master_key: &master,
             harness: Harness::Engine,
+            provider: cipherfleet_core::provider::Provider::RustCrypto,
         })
         .unwrap()
     }

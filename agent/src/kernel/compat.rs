@@ -382,6 +382,7 @@ mod tests {
             thread: 0,
             master_key: &MASTER,
             harness: Harness::OpensslCompat,
+            provider: cipherfleet_core::provider::Provider::RustCrypto,
         })
         .unwrap_or_else(|e| panic!("{}: {e}", s.label()))
     }

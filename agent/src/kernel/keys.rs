@@ -9,10 +9,13 @@ use cipherfleet_core::spec::KeyMode;
 /// Users the `hkdf-per-user` mode cycles through.
 pub const USERS: u64 = 10_000;
 /// Keys the `per-op` mode rotates through (random, so no two neighbours match).
-const ROTATING_KEYS: usize = 16;
+pub(super) const ROTATING_KEYS: usize = 16;
+
+/// HKDF salt of the per-user keys (the master key is the input key material).
+pub(super) const HKDF_SALT: &[u8] = b"cipherfleet user keys";
 
 /// HKDF info for the user of operation `index`: `user:` and the user number.
-fn user_info(index: u64) -> [u8; 13] {
+pub(super) fn user_info(index: u64) -> [u8; 13] {
     let mut info = *b"user:\0\0\0\0\0\0\0\0";
     info[5..].copy_from_slice(&(index % USERS).to_be_bytes());
     info
@@ -36,7 +39,7 @@ impl<C> Keys<C> {
             make,
             static_instance: make(&master[..key_len]),
             rotating: (0..ROTATING_KEYS).map(|_| super::random_bytes(key_len)).collect(),
-            hkdf: Hkdf::<Sha256>::new(Some(b"cipherfleet user keys"), &master[..]),
+            hkdf: Hkdf::<Sha256>::new(Some(HKDF_SALT), &master[..]),
             derived: vec![0; key_len],
         }
     }

@@ -14,14 +14,17 @@
 //! no dynamic dispatch per operation.
 //!
 //! `bench --openssl-compat` swaps in the kernels of [`compat`], shaped as
-//! `openssl speed` shapes its operations ([`KernelInput::harness`]).
+//! `openssl speed` shapes its operations ([`KernelInput::harness`]); the
+//! `ring` provider swaps in [`ring`]'s ([`KernelInput::provider`]).
 
 mod aead;
+pub mod af_alg;
 mod block;
 mod cbc_hmac;
 pub mod compat;
 mod keys;
 pub mod pool;
+pub mod ring;
 mod stream;
 
 pub use aead::Ccm;
@@ -30,6 +33,7 @@ pub use pool::{Pool, pool_slots};
 
 use cipherfleet_core::algorithm::{Cipher, Mode};
 use cipherfleet_core::measurement::Harness;
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::{Direction, JobSpec};
 
 /// A failure inside the measured loop: always fatal for the point.
@@ -39,6 +43,9 @@ pub enum KernelError {
     Verify(&'static str),
     #[error("encryption failed: {0}")]
     Encrypt(&'static str),
+    /// The provider cannot run the point (no such algorithm, or no way to reach it here).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// One operation on one payload.
@@ -87,14 +94,40 @@ pub struct KernelInput<'a> {
     pub master_key: &'a [u8; 64],
     /// The shape of each operation: the engine's own, or `openssl speed`'s ([`compat`]).
     pub harness: Harness,
+    /// The implementation measured: the RustCrypto crates, or ring ([`ring`]).
+    pub provider: Provider,
 }
 
 /// Builds the kernel for `input.spec`, including the decrypt pool.
 pub fn build(input: &KernelInput<'_>) -> Result<Box<dyn Batch>, KernelError> {
+    let alg = input.spec.point.algorithm;
+    match input.provider {
+        Provider::RustCrypto => {}
+        Provider::Ring => {
+            return match ring::algorithm(alg) {
+                Some(ring_alg) if input.harness == Harness::Engine => {
+                    Ok(Box::new(ring::RingAead::new(input, ring_alg)?))
+                }
+                Some(_) => Err(KernelError::Unsupported(
+                    "ring is measured with the engine's own harness only".into(),
+                )),
+                None => Err(KernelError::Unsupported(format!("ring has no {alg}"))),
+            };
+        }
+        Provider::Kernel => {
+            let transform =
+                crate::provider::linux::bind_for(alg, input.spec.point.path).map_err(KernelError::Unsupported)?;
+            return Ok(Box::new(af_alg::AfAlgKernel::new(input, transform)?));
+        }
+        Provider::Openssl => {
+            return Err(KernelError::Unsupported(
+                "the openssl provider runs `openssl speed`, not the engine's kernels".into(),
+            ));
+        }
+    }
     if input.harness == Harness::OpensslCompat {
         return compat::build(input);
     }
-    let alg = input.spec.point.algorithm;
     Ok(match (alg.cipher, alg.mode) {
         (Cipher::Aes128, Mode::Gcm) => Box::new(aead::AeadKernel::<aes_gcm::Aes128Gcm>::new(input)?),
         (Cipher::Aes192, Mode::Gcm) => {

@@ -33,6 +33,7 @@ fn every_algorithm_runs_in_both_directions_and_every_key_mode() {
                         thread: 1,
                         master_key: &master,
                         harness: Harness::Engine,
+                        provider: cipherfleet_core::provider::Provider::RustCrypto,
                     })
                     .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
                     // More operations than pool slots or rotating keys, so every slot is reused.
@@ -72,6 +73,7 @@ fn ccm_runs_past_the_13_byte_nonce_limit_in_both_directions() {
             thread: 0,
             master_key: &master,
             harness: Harness::Engine,
+            provider: cipherfleet_core::provider::Provider::RustCrypto,
         })
         .unwrap_or_else(|e| panic!("{}: {e}", s.label()));
         k.run_batch(0, 3).unwrap_or_else(|e| panic!("{}: {e}", s.label()));
@@ -92,6 +94,7 @@ fn random_nonces_run_every_aead_encryption_the_spec_accepts() {
                 thread: 0,
                 master_key: &master,
                 harness: Harness::Engine,
+                provider: cipherfleet_core::provider::Provider::RustCrypto,
             })
             .unwrap();
             k.run_batch(0, 8).unwrap_or_else(|e| panic!("{alg}: {e}"));

@@ -13,7 +13,7 @@
 //! - [`clock`]: the clock source and the cost of one clock read.
 //! - [`linux`]: `/proc`, `/sys`, `/etc/os-release`, `uname(2)`, hostname.
 //! - [`versions`]: versions of the crypto crates compiled in.
-//! - [`table`]: the human-readable `lscpu`-style table.
+//! - [`table`]: the human-readable `lscpu`-style table; `providers` its provider sections.
 
 mod arm;
 /// The build script's resolution of the Cargo profile, compiled here for its tests.
@@ -22,6 +22,7 @@ mod arm;
 mod build_codegen;
 mod clock;
 mod linux;
+mod providers;
 mod table;
 mod versions;
 mod virt;
@@ -32,6 +33,40 @@ use cipherfleet_core::facts::{
 };
 
 pub use table::write_table;
+
+/// The version of a crate compiled in (`ring`, `aes`…), from the build's table.
+pub fn crate_version(name: &str) -> Option<&'static str> {
+    versions::CRATE_VERSIONS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| *v)
+}
+
+/// The CPU features ring's and OpenSSL's dispatchers read, on this CPU.
+pub fn cpu_flags() -> cipherfleet_core::provider::CpuFlags {
+    #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+    {
+        let s = x86::CpuidSnapshot::read();
+        x86::dispatch_flags(s.leaf1.map_or(0, |l| l[2]), s.leaf7, s.xcr0)
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        // SAFETY: getauxval only reads the auxiliary vector; it returns 0 for an absent entry.
+        let hwcap = unsafe { libc::getauxval(libc::AT_HWCAP) } as u64;
+        let has = |name: &str| arm::hwcap_features(hwcap).contains(&name);
+        cipherfleet_core::provider::CpuFlags {
+            aes: has("aes"),
+            pmull: has("pmull"),
+            sha: has("sha2"),
+            neon: true,
+            ..Default::default()
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "x86", target_arch = "aarch64")))]
+    {
+        cipherfleet_core::provider::CpuFlags::default()
+    }
+}
 
 /// The crypto features the probe checks on `arch` (`features.checked`), in report order.
 pub fn checked_features(arch: &str) -> Vec<&'static str> {
@@ -88,6 +123,7 @@ pub fn probe() -> HostFacts {
         },
         build: build_info(),
         noise: linux::noise(),
+        providers: None,
     }
 }
 

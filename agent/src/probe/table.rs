@@ -175,7 +175,7 @@ fn sections(f: &HostFacts) -> Vec<(&'static str, Rows)> {
     let clock = n.clock_read_ns.map(|ns| format!("{ns:.1} ns"));
     row(&mut noise, "clock read", opt(&clock));
 
-    vec![
+    let mut all = vec![
         ("Host", host_rows(f)),
         ("CPU", cpu_rows(&f.cpu)),
         ("Virtualization", virt),
@@ -184,7 +184,11 @@ fn sections(f: &HostFacts) -> Vec<(&'static str, Rows)> {
         ("Build", build),
         ("Crypto crates", crates),
         ("Measurement noise", noise),
-    ]
+    ];
+    if let Some(p) = &f.providers {
+        all.extend(super::providers::sections(p));
+    }
+    all
 }
 
 /// Human-readable table (aligned "key  value" lines grouped in sections), like `lscpu`.

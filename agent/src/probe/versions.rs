@@ -26,6 +26,7 @@ pub(super) const CRATE_VERSIONS: &[(&str, &str)] = &[
     ("ocb3", "0.2.0"),
     ("poly1305", "0.9.1"),
     ("polyval", "0.7.3"),
+    ("ring", "0.17.14"),
     ("sha2", "0.11.1"),
 ];
 

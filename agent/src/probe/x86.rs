@@ -9,6 +9,7 @@
 #![cfg_attr(not(any(target_arch = "x86_64", target_arch = "x86")), allow(dead_code))]
 
 use super::{Cpu, Features, Virtualization};
+use cipherfleet_core::provider::CpuFlags;
 
 /// Raw CPUID (and XGETBV) output needed by the probe.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -211,6 +212,32 @@ pub(super) fn usable(advertised: &[&str], osxsave: bool, xcr0: Option<u64>) -> V
 }
 
 /// Short name for a CPUID leaf 0x40000000 signature (already trimmed).
+/// The features ring's and OpenSSL's dispatchers read ([`CpuFlags`]), from CPUID
+/// leaf 1 ECX, leaf 7 and XCR0: AVX, AVX2 and VAES+VPCLMULQDQ only with the YMM
+/// state enabled (as ring's and OpenSSL's `cpuid` setup check it), AVX-512F
+/// only with the ZMM state too.
+pub(super) fn dispatch_flags(leaf1_ecx: u32, leaf7: Option<[u32; 4]>, xcr0: Option<u64>) -> CpuFlags {
+    let [_, ebx7, ecx7, _] = leaf7.unwrap_or_default();
+    let bit = |reg: u32, n: u32| reg & (1 << n) != 0;
+    let ymm = xcr0.is_some_and(|x| x & 0b110 == 0b110);
+    let zmm = ymm && xcr0.is_some_and(|x| x & 0xe0 == 0xe0);
+    CpuFlags {
+        pclmulqdq: bit(leaf1_ecx, 1),
+        ssse3: bit(leaf1_ecx, 9),
+        sse41: bit(leaf1_ecx, 19),
+        movbe: bit(leaf1_ecx, 22),
+        aes: bit(leaf1_ecx, 25),
+        avx: ymm && bit(leaf1_ecx, 28),
+        avx2: ymm && bit(ebx7, 5),
+        bmi2: bit(ebx7, 8),
+        avx512f: zmm && bit(ebx7, 16),
+        sha: bit(ebx7, 29),
+        vaes_vpclmulqdq: ymm && bit(ecx7, 9) && bit(ecx7, 10),
+        pmull: false,
+        neon: false,
+    }
+}
+
 pub(super) fn hypervisor_kind(signature: &str) -> Option<&'static str> {
     Some(match signature {
         "KVMKVMKVM" | "Linux KVM Hv" => "kvm",
@@ -344,6 +371,20 @@ mod read {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dispatch_flags_need_the_os_state_for_avx_class_features() {
+        // AES-NI, PCLMULQDQ, SSSE3, SSE4.1, MOVBE, AVX; AVX2, BMI2; VAES, VPCLMULQDQ.
+        let ecx1 = (1 << 1) | (1 << 9) | (1 << 19) | (1 << 22) | (1 << 25) | (1 << 28);
+        let leaf7 = Some([0, (1 << 5) | (1 << 8), (1 << 9) | (1 << 10), 0]);
+        let full = dispatch_flags(ecx1, leaf7, Some(0b111));
+        assert!(full.aes && full.pclmulqdq && full.movbe && full.avx && full.avx2 && full.vaes_vpclmulqdq);
+        assert!(!full.avx512f, "no ZMM state");
+        // An old kernel that does not enable the YMM state: AVX, AVX2 and VAES go, AES-NI stays.
+        let old = dispatch_flags(ecx1, leaf7, Some(0b011));
+        assert!(old.aes && old.pclmulqdq && old.bmi2 && !old.avx && !old.avx2 && !old.vaes_vpclmulqdq);
+        assert_eq!(dispatch_flags(ecx1, leaf7, None), old);
+    }
 
     fn ascii_regs<const N: usize>(s: &[u8]) -> [u32; N] {
         let mut bytes = vec![0u8; N * 4];

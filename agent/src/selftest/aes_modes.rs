@@ -53,8 +53,29 @@ pub(super) fn sp800_38a_cbc_ciphertext(bits: AesBits) -> Vec<u8> {
     })
 }
 
+/// SP 800-38A F.5 CTR initial counter block.
+pub(super) const SP800_38A_CTR_COUNTER: &str = "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+
+/// SP 800-38A F.5.1/F.5.3/F.5.5 CTR ciphertext.
+pub(super) fn sp800_38a_ctr_ciphertext(bits: AesBits) -> Vec<u8> {
+    hex(match bits {
+        AesBits::B128 => {
+            "874d6191b620e3261bef6864990db6ce 9806f66b7970fdff8617187bb9fffdff
+             5ae4df3edbd5d35e5b4f09020db03eab 1e031dda2fbe03d1792170a0f3009cee"
+        }
+        AesBits::B192 => {
+            "1abc932417521ca24f2b0459fe7e6e0b 090339ec0aa6faefd5ccc2c6f4ce8e94
+             1e36b26bd1ebc670d1bd1d665620abf7 4f78a7f6d29809585a97daec58c6b050"
+        }
+        AesBits::B256 => {
+            "601ec313775789a5b7a7f504bbf3d228 f443e3ca4d62b59aca84e990cacaf5c5
+             2b0930daa23de94ce87017ba2d84988d dfc9c58db67aada613c2dd08457941a6"
+        }
+    })
+}
+
 /// Section numbers (encrypt, decrypt) of an SP 800-38A example, e.g. ("F.2.5", "F.2.6").
-fn sections(appendix: &str, bits: AesBits) -> (String, String) {
+pub(super) fn sections(appendix: &str, bits: AesBits) -> (String, String) {
     let n = match bits {
         AesBits::B128 => 1,
         AesBits::B192 => 3,
@@ -192,22 +213,9 @@ where
 {
     let b = bits.bits();
     let key = sp800_38a_key(bits);
-    let counter = hex("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff");
+    let counter = hex(SP800_38A_CTR_COUNTER);
     let pt = hex(SP800_38A_PLAINTEXT);
-    let ct = hex(match bits {
-        AesBits::B128 => {
-            "874d6191b620e3261bef6864990db6ce 9806f66b7970fdff8617187bb9fffdff
-             5ae4df3edbd5d35e5b4f09020db03eab 1e031dda2fbe03d1792170a0f3009cee"
-        }
-        AesBits::B192 => {
-            "1abc932417521ca24f2b0459fe7e6e0b 090339ec0aa6faefd5ccc2c6f4ce8e94
-             1e36b26bd1ebc670d1bd1d665620abf7 4f78a7f6d29809585a97daec58c6b050"
-        }
-        AesBits::B256 => {
-            "601ec313775789a5b7a7f504bbf3d228 f443e3ca4d62b59aca84e990cacaf5c5
-             2b0930daa23de94ce87017ba2d84988d dfc9c58db67aada613c2dd08457941a6"
-        }
-    });
+    let ct = sp800_38a_ctr_ciphertext(bits);
     let (enc, dec) = sections("F.5", bits);
     ctr_vector::<S>(
         (

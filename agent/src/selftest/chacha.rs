@@ -14,7 +14,7 @@ use super::KatOutcome;
 use super::harness::{AeadVector, aead_kat, hex, result_outcome};
 
 /// The plaintext of RFC 8439 §2.4.2 and §2.8.2 (and the XChaCha draft's A.3.1).
-const SUNSCREEN: &[u8] = b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for \
+pub(super) const SUNSCREEN: &[u8] = b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for \
 the future, sunscreen would be it.";
 
 /// ChaCha20 from byte offset `offset` of the key stream over `input`.
@@ -26,6 +26,13 @@ fn chacha20_at(key: &[u8], nonce: &[u8], offset: u64, input: &[u8]) -> Result<Ve
         .map_err(|e| format!("keystream error: {e}"))?;
     Ok(buf)
 }
+
+/// RFC 8439 §2.4.2: the nonce (with block counter 1 and key 00..1f) and the ciphertext.
+pub(super) const RFC8439_2_4_2_NONCE: &str = "000000000000004a00000000";
+pub(super) const RFC8439_2_4_2_CIPHERTEXT: &str = "6e2e359a2568f98041ba0728dd0d6981e97e7aec1d4360c20a27afccfd9fae0b
+         f91b65c5524733ab8f593dabcd62b3571639d624e65152ab8f530c359f0861d8
+         07ca0dbf500d6a6156a38e088a22b65e52bc514d16ccf806818ce91ab7793736
+         5af90bbf74a35be6b40b8eedf2785e42874d";
 
 pub(super) fn chacha20() -> Vec<KatOutcome> {
     let key: Vec<u8> = (0u8..32).collect();
@@ -42,11 +49,8 @@ pub(super) fn chacha20() -> Vec<KatOutcome> {
     ));
 
     // §2.4.2: encryption of the sunscreen text, counter 1.
-    let nonce = hex("000000000000004a00000000");
-    let ct = hex("6e2e359a2568f98041ba0728dd0d6981e97e7aec1d4360c20a27afccfd9fae0b
-         f91b65c5524733ab8f593dabcd62b3571639d624e65152ab8f530c359f0861d8
-         07ca0dbf500d6a6156a38e088a22b65e52bc514d16ccf806818ce91ab7793736
-         5af90bbf74a35be6b40b8eedf2785e42874d");
+    let nonce = hex(RFC8439_2_4_2_NONCE);
+    let ct = hex(RFC8439_2_4_2_CIPHERTEXT);
     out.push(result_outcome(
         "RFC 8439 2.4.2 ChaCha20.Encrypt",
         "ciphertext",

@@ -148,6 +148,11 @@ fn vector(bits: AesBits, c: &Case) -> AeadVector {
     }
 }
 
+/// The three published vectors of `bits` (for the other providers' KATs).
+pub(super) fn vectors(bits: AesBits) -> Vec<AeadVector> {
+    cases(bits).iter().map(|c| vector(bits, c)).collect()
+}
+
 pub(super) fn run(bits: AesBits) -> Vec<KatOutcome> {
     cases(bits)
         .iter()

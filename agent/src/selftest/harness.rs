@@ -163,6 +163,48 @@ pub(super) fn aead_kat<A: AeadInOut + KeyInit>(v: &AeadVector) -> Vec<KatOutcome
     out
 }
 
+/// An AEAD reached through another API than the `aead` traits: ring, AF_ALG.
+pub(super) trait AeadUnderTest {
+    /// Ciphertext and tag of `pt`.
+    fn seal(&self, key: &[u8], nonce: &[u8], aad: &[u8], pt: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String>;
+    /// The plaintext, or an error when the tag does not verify.
+    fn open(&self, key: &[u8], nonce: &[u8], aad: &[u8], ct: &[u8], tag: &[u8]) -> Result<Vec<u8>, String>;
+}
+
+/// [`aead_kat`] for an [`AeadUnderTest`]; the outcomes' names start with `label: `.
+pub(super) fn aead_kat_with(label: &str, v: &AeadVector, aead: &dyn AeadUnderTest) -> Vec<KatOutcome> {
+    let name = |what: &str| format!("{label}: {}.{what}", v.name);
+    let encrypt = match aead.seal(&v.key, &v.nonce, &v.aad, &v.pt) {
+        Ok((ct, tag)) => KatOutcome::from_problems(
+            name("Encrypt"),
+            [mismatch("ciphertext", &ct, &v.ct), mismatch("tag", &tag, &v.tag)]
+                .into_iter()
+                .flatten()
+                .collect(),
+        ),
+        Err(e) => KatOutcome::fail(name("Encrypt"), e),
+    };
+    let decrypt = match aead.open(&v.key, &v.nonce, &v.aad, &v.ct, &v.tag) {
+        Ok(pt) => compare(name("Decrypt"), "plaintext", &pt, &v.pt),
+        Err(e) => KatOutcome::fail(
+            name("Decrypt"),
+            format!("the published ciphertext and tag were rejected: {e}"),
+        ),
+    };
+    let mut bad_tag = v.tag.clone();
+    if let Some(last) = bad_tag.last_mut() {
+        *last ^= 0x01;
+    }
+    let tamper = match aead.open(&v.key, &v.nonce, &v.aad, &v.ct, &bad_tag) {
+        Err(_) => KatOutcome::pass(name("TamperedTagRejected")),
+        Ok(_) => KatOutcome::fail(
+            name("TamperedTagRejected"),
+            "a tag with its last bit flipped was accepted",
+        ),
+    };
+    vec![encrypt, decrypt, tamper]
+}
+
 /// Deterministic filler bytes for round-trip checks.
 pub(super) fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)

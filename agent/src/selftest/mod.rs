@@ -24,6 +24,7 @@
 //! - `mac`: HMAC-SHA256, HKDF-SHA256 and the CBC-HMAC-SHA256 construction.
 //! - `des`: DES and three-key triple DES in ECB and CBC (FIPS 81, SP 800-20,
 //!   SP 800-67).
+//! - `ring`: ring's AEADs against the GCM and RFC 8439 vectors ([`run_for_provider`]).
 
 mod aes_modes;
 mod ccm;
@@ -31,12 +32,16 @@ mod chacha;
 mod des;
 mod gcm;
 mod harness;
+mod kernel;
 mod mac;
 mod ocb;
+mod openssl;
+mod ring;
 
 use std::fmt::Write as _;
 
 use cipherfleet_core::algorithm::{Algorithm, Cipher, Mode};
+use cipherfleet_core::provider::Provider;
 
 /// One known-answer test's outcome.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -175,6 +180,39 @@ pub fn run_for(alg: Algorithm) -> Vec<KatOutcome> {
     groups_for(alg).into_iter().flat_map(run_group).collect()
 }
 
+/// Runs the KATs of `alg` on `provider`'s implementation: the crates' own for
+/// `rustcrypto`, ring's for `ring`, AF_ALG's answers from the implementation
+/// `path` binds for `kernel`, `openssl enc`'s for `openssl` (`openssl_binary`).
+pub fn run_for_provider(
+    provider: Provider,
+    alg: Algorithm,
+    path: cipherfleet_core::path::Path,
+    openssl_binary: Option<&std::path::Path>,
+) -> Vec<KatOutcome> {
+    match provider {
+        Provider::RustCrypto => run_for(alg),
+        Provider::Ring => ring::run_for(alg),
+        Provider::Kernel => kernel::run_for(alg, path),
+        Provider::Openssl => openssl_binary.map(|b| openssl::run_for(b, alg)).unwrap_or_default(),
+    }
+}
+
+/// The KATs of the providers outside the binary, where they run here: the
+/// kernel's through AF_ALG for each of its algorithms, and `openssl enc`'s.
+pub fn run_providers(openssl_binary: Option<&std::path::Path>) -> Vec<KatOutcome> {
+    let mut out: Vec<KatOutcome> = Provider::Kernel
+        .algorithms()
+        .into_iter()
+        .flat_map(|a| kernel::run_for(a, cipherfleet_core::path::Path::Accelerated))
+        .collect();
+    if let Some(binary) = openssl_binary {
+        for alg in ["aes-128-gcm", "aes-192-gcm", "aes-256-gcm", "chacha20-poly1305"] {
+            out.extend(openssl::run_for(binary, alg.parse().expect("a known algorithm")));
+        }
+    }
+    out
+}
+
 /// Runs the HKDF-SHA256 KATs (RFC 5869), used by the engine's hkdf-per-user key mode.
 pub fn run_hkdf() -> Vec<KatOutcome> {
     run_group(Group::HkdfSha256)
@@ -193,6 +231,8 @@ pub fn run_all() -> Vec<KatOutcome> {
         }
     }
     let mut out: Vec<KatOutcome> = Vec::new();
+    // ring is built in too: its KATs run wherever the crates' do.
+    out.extend(Provider::Ring.algorithms().into_iter().flat_map(ring::run_for));
     for g in groups {
         for o in run_group(g) {
             // Groups never share names, but keep the promise even if one is added that does.
@@ -287,6 +327,22 @@ mod tests {
                 assert!(all.contains(&o.name), "{} missing from run_all()", o.name);
             }
         }
+    }
+
+    #[test]
+    fn ring_passes_the_published_vectors_of_its_three_aeads() {
+        for alg in Provider::Ring.algorithms() {
+            let outcomes = run_for_provider(Provider::Ring, alg, cipherfleet_core::path::Path::Accelerated, None);
+            assert!(outcomes.len() >= 3, "{alg}: {outcomes:?}");
+            assert!(outcomes.iter().all(|o| o.name.starts_with("ring: ")), "{outcomes:?}");
+            let failed = failures(&outcomes);
+            assert!(failed.is_empty(), "{alg}: {}", failed.join(" | "));
+        }
+        let aes192: Algorithm = "aes-192-gcm".parse().unwrap();
+        assert!(
+            run_for_provider(Provider::Ring, aes192, cipherfleet_core::path::Path::Accelerated, None).is_empty(),
+            "ring has no AES-192"
+        );
     }
 
     #[test]

@@ -8,3 +8,4 @@ mod helpers;
 mod measurement;
 mod openssl_compat;
 mod probe;
+mod providers;

@@ -1,0 +1,243 @@
+//! The providers other than the built-in crates, on this host: whether each
+//! can run here and why not, and how the ones outside the binary are reached.
+//!
+//! - [`openssl`]: the host's `openssl` binary (`openssl speed`, `openssl version -a`).
+//! - [`linux`]: the kernel crypto API (`/proc/crypto`, AF_ALG).
+//!
+//! ring is built in ([`crate::kernel::ring`]); its path is inferred from the
+//! CPU ([`cipherfleet_core::provider::ring`]).
+//!
+//! This file: [`facts`] (every provider's capability here, for `probe`),
+//! [`refuses`] (what a provider cannot measure, before a worker starts),
+//! [`time_allowance`] and [`what_ran`] (the worker's record of the implementation).
+
+pub mod linux;
+pub mod openssl;
+
+use std::path::Path as FsPath;
+use std::time::Duration;
+
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::measurement::{Harness, Implementation};
+use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::facts::{Capability, KernelCrypto, OpensslBuild, ProviderFacts};
+use cipherfleet_core::provider::{CpuFlags, Provider};
+use cipherfleet_core::spec::JobSpec;
+
+use crate::worker;
+
+/// Every provider's capability here, the kernel's drivers and the OpenSSL
+/// build. `openssl` is `--openssl PATH`, else the first `openssl` on `PATH`.
+pub fn facts(openssl: Option<&FsPath>) -> ProviderFacts {
+    let arch = std::env::consts::ARCH;
+    let cpu = crate::probe::cpu_flags();
+    let build = openssl::find(openssl).and_then(|binary| openssl::inspect(&binary));
+    let kernel = linux::facts(arch, &cpu);
+    let capabilities = Provider::ALL
+        .iter()
+        .map(|p| match p {
+            Provider::RustCrypto => rustcrypto(),
+            Provider::Ring => ring(),
+            Provider::Openssl => openssl_capability(&build),
+            Provider::Kernel => kernel_capability(kernel.as_ref()),
+        })
+        .collect();
+    ProviderFacts {
+        capabilities,
+        cpu,
+        openssl: build.ok(),
+        kernel,
+    }
+}
+
+fn rustcrypto() -> Capability {
+    let sibling = worker::binary_for(Path::Software);
+    Capability {
+        provider: Provider::RustCrypto,
+        available: true,
+        reason: None,
+        algorithms: Provider::RustCrypto.algorithms(),
+        software_path: match sibling {
+            Ok(p) => format!("the software build, {}", p.display()),
+            Err(_) => "the software build cipherfleet-agent-soft, not installed beside this binary".into(),
+        },
+    }
+}
+
+fn ring() -> Capability {
+    Capability {
+        provider: Provider::Ring,
+        available: true,
+        reason: None,
+        algorithms: Provider::Ring.algorithms(),
+        software_path: "none: ring cannot be built software-only; its software figures come from hosts \
+                        without the instructions (emulated ones)"
+            .into(),
+    }
+}
+
+fn openssl_capability(build: &Result<OpensslBuild, String>) -> Capability {
+    match build {
+        Ok(b) => {
+            let mask = cipherfleet_core::provider::openssl::software_env(std::env::consts::ARCH);
+            let mut limits = Vec::new();
+            if !b.speed_bytes_seconds {
+                limits.push(format!("{} measures only its fixed sizes (16 B to 8 KiB)", b.version));
+            }
+            if b.no_asm {
+                limits.push("a no-asm build: C code only".to_string());
+            }
+            if !b.masked.is_empty() {
+                limits.push(format!(
+                    "{} in the agent's environment masks {}",
+                    b.capability_env.as_deref().unwrap_or(""),
+                    b.masked.join(", ")
+                ));
+            }
+            Capability {
+                provider: Provider::Openssl,
+                available: true,
+                reason: (!limits.is_empty()).then(|| limits.join("; ")),
+                algorithms: Provider::Openssl.algorithms(),
+                software_path: match mask {
+                    Some((name, value)) => format!("{name}={value}"),
+                    None => "none: no capability mask is known for this architecture".into(),
+                },
+            }
+        }
+        Err(why) => unavailable(Provider::Openssl, why.clone()),
+    }
+}
+
+fn kernel_capability(kernel: Option<&KernelCrypto>) -> Capability {
+    let Some(k) = kernel else {
+        return unavailable(Provider::Kernel, "/proc/crypto cannot be read".into());
+    };
+    let usable = |a: &Algorithm| {
+        let aead = matches!(
+            a.mode,
+            cipherfleet_core::algorithm::Mode::Gcm | cipherfleet_core::algorithm::Mode::Poly1305
+        );
+        if aead {
+            k.af_alg_aead.available
+        } else {
+            k.af_alg_skcipher.available
+        }
+    };
+    let algorithms: Vec<Algorithm> = Provider::Kernel.algorithms().into_iter().filter(usable).collect();
+    // Without AF_ALG at all both types give the same reason: say it once.
+    let mut reasons: Vec<String> = [&k.af_alg_skcipher, &k.af_alg_aead]
+        .iter()
+        .filter_map(|a| a.reason.clone())
+        .collect();
+    reasons.dedup();
+    Capability {
+        provider: Provider::Kernel,
+        available: !algorithms.is_empty(),
+        reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
+        algorithms,
+        software_path:
+            "the generic drivers bound by name (cbc(aes-generic), gcm_base(ctr(aes-generic),ghash-generic), \
+                        rfc7539(chacha20-generic,poly1305-generic))"
+                .into(),
+    }
+}
+
+fn unavailable(provider: Provider, reason: String) -> Capability {
+    Capability {
+        provider,
+        available: false,
+        reason: Some(reason),
+        algorithms: Vec::new(),
+        software_path: "none".into(),
+    }
+}
+
+/// ring's backends on this CPU (its path is inferred: ring does not say).
+pub fn ring_backends(cpu: &CpuFlags) -> cipherfleet_core::path::Backends {
+    cipherfleet_core::provider::ring::backends(std::env::consts::ARCH, cpu)
+}
+
+/// Why a provider cannot measure `spec`'s point, before any worker starts.
+pub fn refuses(provider: Provider, spec: &JobSpec, harness: Harness) -> Option<String> {
+    let p = &spec.point;
+    if !provider.runs(p.algorithm) {
+        let list: Vec<&str> = provider.algorithms().iter().map(|a| a.name()).collect();
+        return Some(format!(
+            "the {provider} provider has no {}; it runs {}",
+            p.algorithm,
+            list.join(", ")
+        ));
+    }
+    if provider != Provider::RustCrypto && harness != Harness::Engine {
+        return Some(format!(
+            "--openssl-compat shapes the crates' kernels; the {provider} provider has its own"
+        ));
+    }
+    match provider {
+        Provider::Ring if p.path == Path::Software => Some(
+            "ring cannot be built software-only (it has no such switch): its software figures come from hosts \
+             without the instructions, such as emulated ones; use --path accelerated"
+                .into(),
+        ),
+        Provider::Kernel | Provider::Openssl if p.concurrency.is_some() => Some(format!(
+            "the {provider} provider has no object-storage scenario; leave out --concurrency"
+        )),
+        _ => None,
+    }
+}
+
+/// The least time an `openssl` point needs: its runs of a second each (three
+/// at least) and their start-up, under emulation slower, and 1.0.2's fixed
+/// sizes of 3 s each in one run. Zero for the other providers.
+pub fn time_allowance(provider: Provider, spec: &JobSpec) -> Duration {
+    if provider != Provider::Openssl {
+        return Duration::ZERO;
+    }
+    let runs = spec.seconds.ceil().max(3.0);
+    Duration::from_secs_f64((runs * 1.5 + 20.0) * worker::execution().slowdown().sqrt())
+}
+
+/// The backends a point ran on the engine's kernels and, for the providers
+/// that do not say, what ran: ring's by the CPU features its dispatcher reads,
+/// the kernel's by the driver it picked (or the generic one bound).
+pub fn what_ran(provider: Provider, spec: &JobSpec) -> (cipherfleet_core::path::Backends, Option<Implementation>) {
+    match provider {
+        Provider::RustCrypto | Provider::Openssl => (crate::backend::backends(), None),
+        Provider::Ring => (
+            ring_backends(&crate::probe::cpu_flags()),
+            Some(Implementation {
+                name: format!("ring {}", crate::probe::crate_version("ring").unwrap_or("unknown")),
+                ..Implementation::default()
+            }),
+        ),
+        Provider::Kernel => {
+            let transform = linux::bind_for(spec.point.algorithm, spec.point.path);
+            let (driver, module, bound) = match &transform {
+                Ok(t) => {
+                    let (d, m) = linux::driver_of(t);
+                    (d, m, format!("AF_ALG {} {}", t.kind.as_str(), t.name))
+                }
+                Err(e) => (e.clone(), "unknown".into(), String::new()),
+            };
+            let backends = cipherfleet_core::path::Backends {
+                // hkdf-per-user derives its keys with the crates' HKDF: their SHA-256 ran.
+                sha256: crate::backend::backends().sha256,
+                ..cipherfleet_core::provider::kernel::backends(
+                    &driver,
+                    std::env::consts::ARCH,
+                    &crate::probe::cpu_flags(),
+                )
+            };
+            (
+                backends,
+                Some(Implementation {
+                    name: driver,
+                    library: Some(module),
+                    command: Some(bound),
+                    ..Implementation::default()
+                }),
+            )
+        }
+    }
+}
