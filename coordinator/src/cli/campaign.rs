@@ -20,9 +20,10 @@ pub enum CampaignCommand {
     /// without its cipherfleet-agent-soft sibling) skips that path's points; they are
     /// counted as skipped, not queued.
     Start {
-        /// Named suite: quick, standard, full, or a scenario suite (object-storage, legacy-migration,
-        /// modes, fallback, field-level; each about 15-30 s a host, see `cipherfleet-agent bench --help`).
-        /// Thread counts of "all cores" follow each host's logical cores.
+        /// Named suite: quick, standard, full, a scenario suite (object-storage, legacy-migration,
+        /// modes, fallback, field-level; each about 15-30 s a host, see `cipherfleet-agent bench --help`),
+        /// or tour (what the quickstart runs: enough for every page and scenario view; emulated hosts
+        /// run its quick part only). Thread counts of "all cores" follow each host's logical cores.
         #[arg(long, default_value = "quick")]
         suite: String,
         /// An explicit matrix instead of a suite, as JSON: the lists of `cipherfleet-agent bench`'s
