@@ -2,7 +2,7 @@
 //!
 //! Usage errors exit with status 2 and name the flag; `bench` exits 1 when any
 //! point failed (the others are still reported), 0 otherwise. `run` exits 0
-//! after SIGTERM/SIGINT, 3 when the coordinator refuses the agent, 1 on a
+//! after SIGTERM/SIGINT/SIGHUP, 3 when the coordinator refuses the agent, 1 on a
 //! local failure (e.g. an unusable spool directory).
 
 use std::io::{self, IsTerminal, Write};

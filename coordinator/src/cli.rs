@@ -62,13 +62,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// SIGTERM or SIGINT.
-pub async fn wait_for_signal() {
+/// A token the first SIGTERM, SIGINT or SIGHUP (its terminal closing) cancels.
+/// The handlers are in place when it returns, so a signal that comes while the
+/// private PostgreSQL is starting still ends in a clean stop, never in the
+/// default action's death that would leave that server running.
+pub fn shutdown_on_signal() -> std::io::Result<tokio_util::sync::CancellationToken> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
+        };
+        tracing::info!("{name}: shutting down");
+        on_signal.cancel();
+    });
+    Ok(shutdown)
 }

@@ -390,9 +390,14 @@ impl Agent {
 
     /// Sends SIGTERM.
     pub fn terminate(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Sends `signal` (a valid signal number).
+    pub fn signal(&self, signal: libc::c_int) {
         let pid = self.child.id().expect("agent still running") as libc::pid_t;
         // SAFETY: kill(2) with a valid signal number on our own child.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
     }
 
     /// Waits for the agent to exit and returns its status code.
