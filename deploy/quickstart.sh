@@ -8,20 +8,22 @@
 #   4. starts the coordinator with its private PostgreSQL under DATA-DIR (reused by later runs);
 #   5. starts the emulated five-host fleet (deploy/fleet.sh up) on a bridge, or with --no-fleet one
 #      local agent;
-#   6. runs the `quick` campaign on every host with a progress display;
+#   6. runs the `tour` campaign on every host with a progress display: quick's algorithms on both
+#      paths everywhere, and on the real hosts the points every scenario view reads, so that every page
+#      has its answer;
 #   7. prints the report's URL and a summary (hosts, findings by reason), and stays up until Ctrl-C;
 #   8. then stops everything it started, and checks that it is gone.
 # Ctrl-C, SIGINT, SIGTERM and SIGHUP (its terminal closing) each stop everything it started, however it
 # was started (also in the background of a script, where SIGINT starts out ignored).
-# The emulated hosts measure at emulated speed: quick takes them longest (docs/performance.md,
+# The emulated hosts measure at emulated speed (how long the tour takes: docs/performance.md,
 # "Building and the quickstart"). Their figures are not performance; the report marks them and keeps
-# them out of capacity.
+# them out of capacity and the scenario views.
 #
 # Usage: deploy/quickstart.sh [--no-fleet] [--keep] [--suite NAME] [--data-dir DIR] [--http-listen ADDR]
 #        deploy/quickstart.sh --stop [--data-dir DIR]
 #   --no-fleet        one local agent (this machine's own CPU) instead of the five emulated hosts
 #   --keep            once the campaign is done, leave everything running and print how to stop it (--stop)
-#   --suite NAME      the campaign's suite instead of quick: e.g. fallback (fewer points), standard
+#   --suite NAME      the campaign's suite instead of tour: e.g. quick (fewer points), standard
 #   --data-dir DIR    tokens, CA, PostgreSQL, the fleet's run directory (/var/lib/cipherfleet-quickstart)
 #   --http-listen A   the report's address (127.0.0.1:8080)
 #   --no-build        use the binaries already in dist/ (skip steps 1 and 2)
@@ -44,7 +46,7 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 die() { echo "quickstart: $*" >&2; exit 2; }
 say() { printf '\n== %s\n' "$*"; }
 
-fleet=true keep=false stop=false build=true suite=quick http_listen=127.0.0.1:8080
+fleet=true keep=false stop=false build=true suite=tour http_listen=127.0.0.1:8080
 data=/var/lib/cipherfleet-quickstart
 while [ $# -gt 0 ]; do
   case "$1" in

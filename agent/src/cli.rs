@@ -126,7 +126,7 @@ struct BenchArgs {
     /// fallback (about 15 s: AES-256-GCM, AES-256-CTR, ChaCha20-Poly1305 at 16 B and 16 KiB on
     /// both paths), field-level (about 30 s: 11 B and 18 B under static, per-op and hkdf-per-user
     /// keys with counter nonces, and encrypted under a static key with random nonces), or tour
-    /// (about a minute: quick on both paths, and the points each scenario view reads, at 0.5 s;
+    /// (about 90 s: quick on both paths, and the points each scenario view reads, at 0.5 s;
     /// what the quickstart runs). Flags given with it replace its lists.
     /// Default: quick, unless --algorithm is given (then 16 B to 16 KiB, encrypt, 1 thread, 1 s a point).
     #[arg(long, value_parser = parse_suite)]

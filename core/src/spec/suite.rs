@@ -48,10 +48,11 @@ pub enum Suite {
     /// bytes from the OS per message). 0.5 s a point: about 30 s.
     FieldLevel,
     /// What the quickstart runs: enough for every page and every scenario view
-    /// to have its answer. On every host, quick's algorithms and sizes on both
-    /// paths (the software one where the host has the sibling); on native hosts
-    /// also the points each scenario view reads, and no others (encryptions
-    /// only where a view compares encryptions). 0.5 s a point. Emulated hosts
+    /// to have its answer. On every host, quick's algorithms and sizes and the
+    /// scenarios' other algorithms at 16 KiB, on both paths (the software one
+    /// where the host has the sibling); on native hosts also the points each
+    /// scenario view reads, and no others (encryptions only where a view
+    /// compares encryptions; objects of 1 MiB). 0.5 s a point. Emulated hosts
     /// skip the scenario points: the views leave them out, and object storage
     /// under an emulator would take minutes.
     Tour,
@@ -108,6 +109,11 @@ pub const OBJECT_STORAGE_IN_FLIGHT: u32 = 32;
 pub const OBJECT_STORAGE_SIZE: u64 = 10 * MIB;
 /// Measured seconds of each tour point.
 const TOUR_SECONDS: f64 = 0.5;
+/// The tour's objects, 32 in flight: a tenth of the scenario's 10 MiB, so that a
+/// native host whose AES runs in software (the software build) still answers in
+/// seconds. Per-core rates and the recommendation come out as at 10 MiB; P99 per
+/// object is for 1 MiB (the view names the size), `object-storage` measures 10 MiB.
+const TOUR_OBJECT_SIZE: u64 = MIB;
 
 impl Suite {
     /// The name `--suite` takes.
@@ -282,14 +288,30 @@ impl Suite {
                 vec![counter, random]
             }
             Suite::Tour => {
-                let quick = Suite::Quick.matrices(cores).remove(0);
-                let mut matrices = vec![Matrix {
+                let quick = Matrix {
                     paths: both_paths,
                     seconds: TOUR_SECONDS,
-                    ..quick
-                }];
+                    ..Suite::Quick.matrices(cores).remove(0)
+                };
+                let scenarios = scenario_points(cores);
+                // The scenarios' other algorithms at 16 KiB on both paths, on every host: the
+                // comparison matrix and /fallback then have every cell for every host.
+                let mut others: Vec<Algorithm> = Vec::new();
+                for a in scenarios.iter().flat_map(|m| m.algorithms.iter().copied()) {
+                    if !quick.algorithms.contains(&a) && !others.contains(&a) {
+                        others.push(a);
+                    }
+                }
+                let mut matrices = vec![
+                    quick.clone(),
+                    Matrix {
+                        algorithms: others,
+                        sizes: vec![16 * KIB],
+                        ..quick
+                    },
+                ];
                 if execution == Execution::Native {
-                    matrices.extend(scenario_points(cores));
+                    matrices.extend(scenarios);
                 }
                 matrices
             }
@@ -328,10 +350,11 @@ fn scenario_points(cores: u32) -> Vec<Matrix> {
     };
     let encrypt = || vec![Direction::Encrypt];
     let mut matrices = Vec::new();
-    // object-storage compares encryptions of its objects.
+    // object-storage compares encryptions of its objects, here of 1 MiB.
     for m in Suite::ObjectStorage.matrices(cores) {
         matrices.push(short(Matrix {
             directions: encrypt(),
+            sizes: vec![TOUR_OBJECT_SIZE],
             ..m
         }));
     }
@@ -489,16 +512,17 @@ mod tests {
         let native = Suite::Tour.expand(2);
         let distinct: HashSet<_> = native.iter().map(|p| p.point).collect();
         assert_eq!(distinct.len(), native.len(), "a point twice");
-        // quick's 18 points on both paths everywhere.
+        // quick's 18 points on both paths everywhere, and the scenarios' six other algorithms
+        // (modes', des-cbc and the object's CBC+HMAC) at 16 KiB.
         let emulated = Suite::Tour.expand_on(2, Execution::Emulated);
-        assert_eq!(emulated.len(), 18 * 2);
+        assert_eq!(emulated.len(), (18 + 6) * 2);
         for q in Suite::Quick.expand(2) {
             for path in [Path::Accelerated, Path::Software] {
                 let point = crate::Point { path, ..q.point };
                 assert!(emulated.iter().any(|p| p.point == point), "{}", q.label());
             }
         }
-        // Natively, every other point is one of a scenario suite's, at 0.5 s.
+        // Natively, every other point is one of a scenario suite's (objects of 1 MiB), at 0.5 s.
         let scenarios: HashSet<_> = [
             Suite::ObjectStorage,
             Suite::LegacyMigration,
@@ -508,7 +532,13 @@ mod tests {
         ]
         .iter()
         .flat_map(|s| s.expand(2))
-        .map(|p| p.point)
+        .map(|p| match p.point.concurrency {
+            Some(_) => crate::Point {
+                size_bytes: TOUR_OBJECT_SIZE,
+                ..p.point
+            },
+            None => p.point,
+        })
         .collect();
         for p in native.iter().filter(|p| !emulated.contains(p)) {
             assert!(scenarios.contains(&p.point), "{}", p.label());
@@ -524,8 +554,8 @@ mod tests {
         assert!(Suite::Tour.expand(1).iter().all(|p| p.point.threads == 1));
         // Measuring time (with warm-ups): the fleet's wall time is in docs/performance.md.
         let budget = |points: &[JobSpec]| points.iter().map(|p| p.seconds + p.warmup_seconds()).sum::<f64>();
-        assert!(budget(&native) < 70.0, "{}", budget(&native));
-        assert!(budget(&emulated) < 25.0, "{}", budget(&emulated));
+        assert!(budget(&native) < 75.0, "{}", budget(&native));
+        assert!(budget(&emulated) < 35.0, "{}", budget(&emulated));
     }
 
     #[test]
