@@ -4,7 +4,9 @@
 //!
 //! - [`serve`]: `serve`'s flags and the binary's side of starting a coordinator;
 //! - [`admin`]: the flags, client and output format every operator command shares;
-//! - [`campaign`], [`hosts`], [`check`], [`schedule`]: one operator command each.
+//! - [`campaign`], [`hosts`], [`check`], [`schedule`]: one operator command each;
+//! - [`out`]: their standard output: a closed pipe ends them quietly, tables escape what
+//!   would act on the terminal.
 
 use clap::{Parser, Subcommand};
 
@@ -12,6 +14,7 @@ mod admin;
 mod campaign;
 mod check;
 mod hosts;
+mod out;
 mod schedule;
 mod serve;
 mod watch_args;
@@ -46,6 +49,27 @@ enum Command {
     /// Start a suite on selected hosts every period: schedule add|list|remove.
     #[command(subcommand, after_help = schedule::ABOUT)]
     Schedule(schedule::ScheduleCommand),
+}
+
+/// The exit status of a command that failed with `e`, after saying why on stderr: a
+/// command's own status ([`Exit`]), success when only its reader went away, else 1.
+pub fn exit_status(e: anyhow::Error) -> std::process::ExitCode {
+    if out::closed(&e) {
+        return std::process::ExitCode::SUCCESS;
+    }
+    match e.downcast::<Exit>() {
+        Ok(exit) => exit.report(),
+        Err(e) => {
+            eprintln!("error: {}", error_text(&e));
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+/// `e` and its causes, each said once (layers of the transport repeat their inner
+/// error's words: "tcp connect error: tcp connect error: …").
+pub(crate) fn error_text(e: &anyhow::Error) -> String {
+    cipherfleet_proto::client::error_chain(e.as_ref())
 }
 
 /// Runs the parsed command.

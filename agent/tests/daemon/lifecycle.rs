@@ -90,6 +90,28 @@ async fn sigterm_during_a_job_reports_it_failed_after_the_grace_period() {
 }
 
 #[tokio::test]
+async fn an_agent_that_cannot_connect_says_so_once_and_no_session_lost() {
+    let mut agent = Agent::start_unreachable("unreachable");
+    let started = Instant::now();
+    while !agent.log().contains("retrying in") && started.elapsed() < STEP {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    agent.terminate();
+    assert_eq!(agent.exit_code(STEP).await, 0);
+    let log = agent.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("retrying in"))
+        .unwrap_or_else(|| panic!("no retry line:\n{log}"));
+    assert!(
+        line.contains("cannot connect: transport error: tcp connect error: "),
+        "{line}"
+    );
+    assert_eq!(line.matches("tcp connect error").count(), 1, "{line}");
+    assert!(!log.contains("session lost"), "no session was ever had:\n{log}");
+}
+
+#[tokio::test]
 async fn missing_token_is_a_usage_error() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_cipherfleet-agent"))
         .args(["run", "--coordinator", "http://127.0.0.1:9"])

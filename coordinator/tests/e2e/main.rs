@@ -22,6 +22,7 @@ mod http;
 mod identity;
 mod mtls;
 mod old_kernel;
+mod operator_cli;
 mod pace;
 mod paths;
 mod rejections;
