@@ -25,6 +25,7 @@ mod identity;
 mod idle;
 mod mtls;
 mod old_kernel;
+mod operator_cli;
 mod pace;
 mod paths;
 mod rejections;
