@@ -4,21 +4,26 @@
 # stripped to dist/<triple>/{cipherfleet-agent,cipherfleet-agent-soft} (far smaller: docs/performance.md,
 # "Scripts: time and disk"; target/<triple>/release/ keeps the unstripped ones, with symbols for perf).
 # --coordinator also builds the coordinator statically into dist/<triple>/cipherfleet-coordinator,
-# for the FROM-scratch container image (deploy/build-images.sh); it needs an external PostgreSQL
-# (--database-url) there, since the image holds no PostgreSQL binaries for a private cluster.
+# for the FROM-scratch container image (deploy/build-images.sh) and the quickstart; it needs an
+# external PostgreSQL (--database-url) in the image, which holds no PostgreSQL binaries for a
+# private cluster. It shares the agent's profile, and so the agent's compiled dependencies: a
+# profile of its own (16 codegen units, no LTO) built slower from nothing (deploy/bench-build.sh).
+# --no-soft leaves the software flavour out (the quickstart's ARM64 host runs the accelerated one).
+# Each build prints a line when it starts and its time when done.
 # Needs: rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl, clang +
 # llvm-ar for ring's C and assembly, llvm-strip (deploy/install-deps.sh installs them).
 #
-# Usage: deploy/build-static.sh [--coordinator] [TRIPLE…]   (default: both triples)
+# Usage: deploy/build-static.sh [--coordinator] [--no-soft] [TRIPLE…]   (default: both triples)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-coordinator=false
+coordinator=false soft=true
 triples=()
 for arg in "$@"; do
   case "$arg" in
     --coordinator) coordinator=true ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --no-soft) soft=false ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) echo "build-static.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
     *) triples+=("$arg") ;;
   esac
@@ -49,15 +54,32 @@ for arch in x86_64 aarch64; do
     "CFLAGS_${arch}_unknown_linux_musl=--target=$arch-linux-musl"
 done
 
+# timed WHAT CMD…: runs CMD, with a line before and its time after (a first build takes minutes).
+timed() {
+  local what=$1 t0
+  shift
+  t0=$(date +%s)
+  echo "build-static: building $what…"
+  "$@"
+  echo "build-static: $what built in $(($(date +%s) - t0)) s"
+}
+
 for t in "${triples[@]}"; do
-  deploy/build.sh --release --target "$t"
   mkdir -p "dist/$t"
-  for bin in cipherfleet-agent cipherfleet-agent-soft; do
+  if $soft; then
+    timed "both agent flavours for $t" deploy/build.sh --release --target "$t"
+    bins=(cipherfleet-agent cipherfleet-agent-soft)
+  else
+    timed "the agent for $t" cargo build --release --target "$t" -p cipherfleet-agent --bin cipherfleet-agent
+    bins=(cipherfleet-agent)
+  fi
+  for bin in "${bins[@]}"; do
     # llvm-strip reads both architectures; the shipped binaries need no symbols or line tables.
     llvm-strip -o "dist/$t/$bin" "target/$t/release/$bin"
   done
   if $coordinator; then
-    cargo build --release --target "$t" -p cipherfleet-coordinator --bin cipherfleet-coordinator
+    timed "the coordinator for $t" \
+      cargo build --release --target "$t" -p cipherfleet-coordinator --bin cipherfleet-coordinator
     llvm-strip -o "dist/$t/cipherfleet-coordinator" "target/$t/release/cipherfleet-coordinator"
   fi
   echo "dist/$t: $(cd "dist/$t" && ls -s --block-size=M | tail -n +2 | tr '\n' ' ')"

@@ -229,7 +229,8 @@ if $build; then
   say "release builds (deploy/build-static.sh; about 25 minutes the first time on 2 cores, seconds later)"
   t0=$(date +%s)
   run_step deploy/build-static.sh --coordinator "$triple"
-  if $fleet; then run_step deploy/build-static.sh aarch64-unknown-linux-musl; fi
+  # The ARM64 host runs the accelerated agent alone: no software sibling to build for it.
+  if $fleet; then run_step deploy/build-static.sh --no-soft aarch64-unknown-linux-musl; fi
   echo "builds: $(($(date +%s) - t0)) s"
 else
   for f in "$coordinator_bin" "$dist/cipherfleet-agent" "$dist/cipherfleet-agent-soft"; do
