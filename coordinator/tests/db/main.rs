@@ -15,3 +15,4 @@ mod jobs;
 mod migrations;
 mod results;
 mod tls;
+mod upgrade;
