@@ -83,6 +83,9 @@ pub struct App {
     self_signed: Option<(PathBuf, Vec<String>)>,
     /// Set: [`App::admin`] presents this client certificate and key (`serve --client-ca`).
     pub client_identity: Option<(PathBuf, PathBuf)>,
+    /// Set: the coordinator runs its private cluster under this `--data-dir`
+    /// ([`App::use_data_dir`]) instead of using `db_url`'s database.
+    data_dir: Option<PathBuf>,
     coordinator: Option<Child>,
     agents: Vec<Child>,
 }
@@ -121,6 +124,23 @@ pub async fn spawn_tls_app_with(tls: TlsFiles, serve_args: &[&str]) -> App {
     App::start(pool, db_url, Some(tls), serve_args)
 }
 
+/// A lazy pool for the database of the private cluster under `data_dir` (a
+/// coordinator's `--data-dir`, whose server may not run yet), and its URL.
+fn private_database(data_dir: &Path) -> (PgPool, String) {
+    use cipherfleet_coordinator::pg;
+    let options = sqlx::postgres::PgConnectOptions::new_without_pgpass()
+        .socket(data_dir.join(pg::CLUSTER_DIR))
+        .port(5432)
+        .username(pg::SUPERUSER)
+        .database(pg::DATABASE)
+        .ssl_mode(sqlx::postgres::PgSslMode::Disable);
+    let url = options.to_url_lossy().to_string();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect_lazy_with(options);
+    (pool, url)
+}
+
 /// A connection URL for the pool's database (socket directory and all).
 pub async fn url_of(pool: &PgPool) -> String {
     let options = pool.connect_options();
@@ -138,14 +158,37 @@ impl App {
         App::start(pool, db_url, None, serve_args)
     }
 
+    /// Starts a coordinator on its private PostgreSQL cluster under `data_dir`
+    /// (`--data-dir`, made on the first start); `pool` reaches its database.
+    pub async fn private(data_dir: &Path) -> App {
+        let (pool, db_url) = private_database(data_dir);
+        let mut app = App::unstarted(pool, db_url, None, &["--verify-on-change=false"]);
+        app.data_dir = Some(data_dir.to_path_buf());
+        app.start_coordinator("127.0.0.1:0".parse().unwrap());
+        app
+    }
+
+    /// From the next [`App::start_coordinator`] on: the private cluster under
+    /// `data_dir`, which `pool` reaches from now on.
+    pub fn use_data_dir(&mut self, data_dir: &Path) {
+        (self.pool, self.db_url) = private_database(data_dir);
+        self.data_dir = Some(data_dir.to_path_buf());
+    }
+
     fn start(pool: PgPool, db_url: String, tls: Option<TlsFiles>, serve_args: &[&str]) -> App {
+        let mut app = App::unstarted(pool, db_url, tls, serve_args);
+        app.start_coordinator("127.0.0.1:0".parse().unwrap());
+        app
+    }
+
+    fn unstarted(pool: PgPool, db_url: String, tls: Option<TlsFiles>, serve_args: &[&str]) -> App {
         let dir = TempDir::new("e2e");
         for (file, token) in [("agent.token", AGENT_TOKEN), ("admin.token", ADMIN_TOKEN)] {
             let path = dir.path().join(file);
             std::fs::write(&path, token).unwrap();
             std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         }
-        let mut app = App {
+        App {
             pool,
             db_url,
             dir,
@@ -155,11 +198,10 @@ impl App {
             self_signed: None,
             client_identity: None,
             serve_args: serve_args.iter().map(|a| a.to_string()).collect(),
+            data_dir: None,
             coordinator: None,
             agents: vec![],
-        };
-        app.start_coordinator("127.0.0.1:0".parse().unwrap());
-        app
+        }
     }
 
     /// Starts (or restarts) the coordinator process on `addr` and waits for its address line.
@@ -186,14 +228,16 @@ impl App {
                 command.args(["--tls-name", name]);
             }
         }
+        match &self.data_dir {
+            Some(dir) => command.arg("--data-dir").arg(dir),
+            None => command.arg("--database-url").arg(&self.db_url),
+        };
+        command.env("CIPHERFLEET_LOG", "error");
         let mut child = command
-            .arg("--database-url")
-            .arg(&self.db_url)
             .arg("--agent-token-file")
             .arg(self.dir.path().join("agent.token"))
             .arg("--admin-token-file")
             .arg(self.dir.path().join("admin.token"))
-            .env("CIPHERFLEET_LOG", "error")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()

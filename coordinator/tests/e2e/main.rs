@@ -5,6 +5,7 @@
 
 mod app;
 mod attack;
+mod backup;
 mod bounds;
 mod browser;
 mod campaigns;
