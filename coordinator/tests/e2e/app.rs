@@ -83,9 +83,15 @@ pub struct App {
     self_signed: Option<(PathBuf, Vec<String>)>,
     /// Set: [`App::admin`] presents this client certificate and key (`serve --client-ca`).
     pub client_identity: Option<(PathBuf, PathBuf)>,
+    /// The coordinator build [`App::start_coordinator`] runs: this one's, or a previous release's.
+    pub coordinator_binary: PathBuf,
     /// Set: the coordinator runs its private cluster under this `--data-dir`
     /// ([`App::use_data_dir`]) instead of using `db_url`'s database.
     data_dir: Option<PathBuf>,
+    /// Set: the coordinator logs at this level ([`App::capture_log`]), into `log`.
+    log_level: Option<&'static str>,
+    /// The started coordinator's stderr, line by line, when [`App::capture_log`] asked for it.
+    pub log: Option<std::sync::mpsc::Receiver<String>>,
     coordinator: Option<Child>,
     agents: Vec<Child>,
 }
@@ -158,6 +164,21 @@ impl App {
         App::start(pool, db_url, None, serve_args)
     }
 
+    /// [`App::with_database_and`] running the coordinator build at `binary`.
+    pub async fn with_build(binary: &Path, pool: PgPool, db_url: String, serve_args: &[&str]) -> App {
+        assert!(binary.is_file(), "{} is missing", binary.display());
+        let mut app = App::unstarted(pool, db_url, None, serve_args);
+        app.coordinator_binary = binary.to_path_buf();
+        app.start_coordinator("127.0.0.1:0".parse().unwrap());
+        app
+    }
+
+    /// An app on the database behind `pool` / `db_url` whose coordinator is not
+    /// started yet: set it up, then [`App::start_coordinator`].
+    pub fn unstarted_on(pool: PgPool, db_url: String, serve_args: &[&str]) -> App {
+        App::unstarted(pool, db_url, None, serve_args)
+    }
+
     /// Starts a coordinator on its private PostgreSQL cluster under `data_dir`
     /// (`--data-dir`, made on the first start); `pool` reaches its database.
     pub async fn private(data_dir: &Path) -> App {
@@ -173,6 +194,12 @@ impl App {
     pub fn use_data_dir(&mut self, data_dir: &Path) {
         (self.pool, self.db_url) = private_database(data_dir);
         self.data_dir = Some(data_dir.to_path_buf());
+    }
+
+    /// From the next [`App::start_coordinator`] on: the coordinator logs at
+    /// `level` into [`App::log`] instead of logging errors to the test's stderr.
+    pub fn capture_log(&mut self, level: &'static str) {
+        self.log_level = Some(level);
     }
 
     fn start(pool: PgPool, db_url: String, tls: Option<TlsFiles>, serve_args: &[&str]) -> App {
@@ -198,7 +225,10 @@ impl App {
             self_signed: None,
             client_identity: None,
             serve_args: serve_args.iter().map(|a| a.to_string()).collect(),
+            coordinator_binary: PathBuf::from(env!("CARGO_BIN_EXE_cipherfleet-coordinator")),
             data_dir: None,
+            log_level: None,
+            log: None,
             coordinator: None,
             agents: vec![],
         }
@@ -206,7 +236,7 @@ impl App {
 
     /// Starts (or restarts) the coordinator process on `addr` and waits for its address line.
     pub fn start_coordinator(&mut self, addr: SocketAddr) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"));
+        let mut command = Command::new(&self.coordinator_binary);
         command.args([
             "serve",
             "--grpc-listen",
@@ -232,7 +262,11 @@ impl App {
             Some(dir) => command.arg("--data-dir").arg(dir),
             None => command.arg("--database-url").arg(&self.db_url),
         };
-        command.env("CIPHERFLEET_LOG", "error");
+        if let Some(level) = self.log_level {
+            command.env("CIPHERFLEET_LOG", level).stderr(Stdio::piped());
+        } else {
+            command.env("CIPHERFLEET_LOG", "error");
+        }
         let mut child = command
             .arg("--agent-token-file")
             .arg(self.dir.path().join("agent.token"))
@@ -242,6 +276,7 @@ impl App {
             .stdout(Stdio::piped())
             .spawn()
             .expect("starting the coordinator");
+        self.log = self.log_level.map(|_| crate::tls::stderr_lines(&mut child));
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)

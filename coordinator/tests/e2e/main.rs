@@ -40,5 +40,6 @@ mod scenarios;
 mod simulate;
 mod tls;
 mod transport;
+mod upgrade;
 mod watch;
 mod xss;
