@@ -7,7 +7,8 @@
 #           openssl (the TLS tests make throwaway certificates with it),
 #           iproute2 (the findings test puts each agent in a network namespace of its own),
 #           chromium (the report's browser and XSS tests drive it headless over the DevTools pipe),
-#           python3-seccomp (deploy/enosys/run-under-3.10: the old-kernel host's ENOSYS filter)
+#           python3-seccomp (deploy/enosys/run-under-3.10: the old-kernel host's ENOSYS filter),
+#           tmux (deploy/check-stop.sh presses Ctrl-C on the quickstart's terminal)
 #   Debian, for deploy/check-deploy.sh (without recommended packages, and without starting the
 #   Prometheus server the package ships): systemd (systemd-analyze, systemd-sysusers),
 #           prometheus (promtool), kubernetes-client (kubectl kustomize), python3-yaml,
@@ -65,6 +66,7 @@ command -v ip >/dev/null || need_apt+=(iproute2)
 if ! $quickstart; then
   command -v openssl >/dev/null || need_apt+=(openssl)
   command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need_apt+=(chromium)
+  command -v tmux >/dev/null || need_apt+=(tmux)
 fi
 [ ${#need_apt[@]} -eq 0 ] || apt_install -- "${need_apt[@]}"
 

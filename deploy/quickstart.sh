@@ -8,26 +8,39 @@
 #   4. starts the coordinator with its private PostgreSQL under DATA-DIR (reused by later runs);
 #   5. starts the emulated fleet (deploy/fleet.sh up) on a bridge: five process hosts and two VM hosts
 #      booting Debian's kernel (--no-vm: the five alone); or with --no-fleet one local agent;
-#   6. runs the `quick` campaign on every host with a progress display;
+#   6. runs the `tour` campaign on every host with a progress display: quick's algorithms on both
+#      paths everywhere, and on the real hosts the points every scenario view reads, so that every page
+#      has its answer;
 #   7. prints the report's URL and a summary (hosts, findings by reason), and stays up until Ctrl-C;
-#   8. then stops everything it started.
-# The emulated hosts measure at emulated speed: quick takes them longest (docs/performance.md,
+#   8. then stops everything it started, and checks that it is gone.
+# Ctrl-C, SIGINT, SIGTERM and SIGHUP (its terminal closing) each stop everything it started, however it
+# was started (also in the background of a script, where SIGINT starts out ignored).
+# The emulated hosts measure at emulated speed (how long the tour takes: docs/performance.md,
 # "Building and the quickstart"). Their figures are not performance; the report marks them and keeps
-# them out of capacity.
+# them out of capacity and the scenario views.
 #
 # Usage: deploy/quickstart.sh [--no-fleet | --no-vm] [--keep] [--suite NAME] [--data-dir DIR] [--http-listen ADDR]
 #        deploy/quickstart.sh --stop [--data-dir DIR]
 #   --no-fleet        one local agent (this machine's own CPU) instead of the emulated fleet
 #   --no-vm           the fleet without its VM hosts (x86-kernel-generic, x86-noxsave): no qemu-system,
 #                     no kernel download, a faster start
-#   --keep            leave everything running and print how to stop it (--stop)
-#   --suite NAME      the campaign's suite instead of quick: e.g. fallback (fewer points), standard
+#   --keep            once the campaign is done, leave everything running and print how to stop it (--stop)
+#   --suite NAME      the campaign's suite instead of tour: e.g. quick (fewer points), standard
 #   --data-dir DIR    tokens, CA, PostgreSQL, the fleet's run directory (/var/lib/cipherfleet-quickstart)
 #   --http-listen A   the report's address (127.0.0.1:8080)
 #   --no-build        use the binaries already in dist/ (skip steps 1 and 2)
-#   --stop            stop what a --keep run left running
+#   --stop            stop what a --keep run left running, and check that each process is gone
 # The bridge and its subnet are deploy/fleet.sh's (CIPHERFLEET_FLEET_SUBNET, CIPHERFLEET_FLEET_BRIDGE).
 set -euo pipefail
+
+# A shell without job control starts its background commands with SIGINT ignored, and bash cannot trap
+# a signal that was ignored when it started: `setsid deploy/quickstart.sh &` from a script would then
+# sit through Ctrl-C. So it starts again with INT, TERM and HUP at their defaults, for the traps below.
+if [ "${CIPHERFLEET_QUICKSTART_SIGNALS:-}" != default ]; then
+  exec env --default-signal=INT,TERM,HUP CIPHERFLEET_QUICKSTART_SIGNALS=default "$BASH" "$0" "$@"
+fi
+unset CIPHERFLEET_QUICKSTART_SIGNALS
+
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
@@ -35,7 +48,7 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 die() { echo "quickstart: $*" >&2; exit 2; }
 say() { printf '\n== %s\n' "$*"; }
 
-fleet=true vm=true keep=false stop=false build=true suite=quick http_listen=127.0.0.1:8080
+fleet=true vm=true keep=false stop=false build=true suite=tour http_listen=127.0.0.1:8080
 data=/var/lib/cipherfleet-quickstart
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -71,29 +84,84 @@ coordinator_bin=$dist/cipherfleet-coordinator
 tokens=$data/tokens
 pids=$data/pids
 
-# ---- stopping: also what Ctrl-C and any failure run ----
-stop_pid() { # FILE: SIGTERM to the recorded process, SIGKILL after 30 s
-  local file=$1 pid i
+# ---- stopping: also what a signal and any failure run ----
+alive() { # PID NAME: the process runs and is NAME (a reused PID is another program)
+  local cmdline
+  [[ $1 =~ ^[0-9]+$ ]] && cmdline=$(tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline") && [[ $cmdline == *"$2"* ]]
+}
+stop_pid() { # FILE NAME: SIGTERM to the recorded process, SIGKILL after 30 s
+  local file=$1 name=$2 pid i
   [ -f "$file" ] || return 0
   pid=$(cat "$file")
-  if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+  if alive "$pid" "$name"; then
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    for i in $(seq 150); do alive "$pid" "$name" || break; sleep 0.2; done
+    alive "$pid" "$name" && kill -KILL "$pid" 2>/dev/null || true
   fi
   rm -f "$file"
 }
+pgdata=$data/coordinator/postgres
+postgres_pid() { # the coordinator's PostgreSQL server, if one runs (its postmaster works in its data directory)
+  local pid
+  pid=$(head -n 1 "$pgdata/postmaster.pid" 2>/dev/null) || return 1
+  [[ $pid =~ ^[0-9]+$ ]] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(realpath "$pgdata")" ] && echo "$pid"
+}
+stop_postgres() { # a server left by a coordinator that could not stop it (SIGKILL): fast shutdown
+  local pid i
+  pid=$(postgres_pid) || return 0
+  echo "  PostgreSQL (pid $pid) outlived its coordinator: stopping it"
+  kill -INT "$pid" 2>/dev/null || true
+  for i in $(seq 150); do postgres_pid >/dev/null || return 0; sleep 0.2; done
+}
 stop_all() {
   echo "quickstart: stopping"
-  [ ! -d "$CIPHERFLEET_FLEET_DIR" ] || deploy/fleet.sh down | sed 's/^/  /' || true
-  stop_pid "$pids/agent.pid"
+  # What was started, for the check at the end.
+  local coordinator_pid agent_pid postgres fleet_pids netns="" bridge="" stopped=() left=() pid ns
+  coordinator_pid=$(cat "$pids/coordinator.pid" 2>/dev/null || true)
+  agent_pid=$(cat "$pids/agent.pid" 2>/dev/null || true)
+  postgres=$(postgres_pid || true)
+  fleet_pids=$(cat "$CIPHERFLEET_FLEET_DIR"/run/*.pid 2>/dev/null || true)
+  if [ -f "$CIPHERFLEET_FLEET_DIR/fleet.env" ]; then
+    netns=$(sed -n 's/^netns=//p' "$CIPHERFLEET_FLEET_DIR/fleet.env" | tail -n 1)
+    netns=${netns:-cf-}
+    bridge=$(sed -n 's/^bridge=//p' "$CIPHERFLEET_FLEET_DIR/fleet.env" | tail -n 1)
+    # Into a file first: fleet.sh stops at its first failed write, and this output may have nowhere
+    # to go (a closed terminal, a reader that exited).
+    deploy/fleet.sh down >"$data/fleet-down.log" 2>&1 || true
+    sed 's/^/  /' "$data/fleet-down.log" || true
+  fi
+  stop_pid "$pids/agent.pid" cipherfleet-agent
   # SIGTERM: the coordinator stops its private PostgreSQL before it exits.
-  stop_pid "$pids/coordinator.pid"
+  stop_pid "$pids/coordinator.pid" cipherfleet-coordinator
+  stop_postgres
+  # Each process named, checked gone.
+  if [ -n "$coordinator_pid" ]; then
+    stopped+=("coordinator (pid $coordinator_pid)")
+    ! alive "$coordinator_pid" cipherfleet-coordinator || left+=("coordinator (pid $coordinator_pid)")
+  fi
+  if [ -n "$postgres" ]; then stopped+=("PostgreSQL (pid $postgres)"); fi
+  if pid=$(postgres_pid); then left+=("PostgreSQL (pid $pid, data $pgdata)"); fi
+  for pid in $agent_pid $fleet_pids; do
+    ! alive "$pid" cipherfleet-agent || left+=("agent (pid $pid)")
+  done
+  [ -z "$agent_pid$fleet_pids" ] || stopped+=("agents (pids $(echo $agent_pid $fleet_pids))")
+  if [ -n "$bridge" ]; then
+    for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }'); do
+      case "$ns" in "$netns"*) left+=("network namespace $ns") ;; esac
+    done
+    ! ip link show "$bridge" >/dev/null 2>&1 || left+=("bridge $bridge")
+    stopped+=("the fleet's namespaces ($netns*) and bridge $bridge")
+  fi
+  if [ ${#left[@]} -gt 0 ]; then
+    echo "quickstart: still running: $(printf '%s; ' "${left[@]}" | sed 's/; $//')" >&2
+    return 1
+  fi
+  [ ${#stopped[@]} -eq 0 ] || echo "quickstart: gone: $(printf '%s, ' "${stopped[@]}" | sed 's/, $//')"
   echo "quickstart: everything it started is stopped (data kept in $data)"
 }
 if $stop; then
   stop_all
-  exit 0
+  exit
 fi
 
 if [ -f "$pids/coordinator.pid" ] && kill -0 "$(cat "$pids/coordinator.pid")" 2>/dev/null; then
@@ -105,16 +173,50 @@ fi
 [ "$(uname -m)" = x86_64 ] || triple=aarch64-unknown-linux-musl
 dist=$repo/dist/$triple coordinator_bin=$dist/cipherfleet-coordinator
 
-started=false sleeper=""
+# started: something was started that stop_all stops; leave_running: a --keep run got to its end.
+started=false leave_running=false child="" sleeper=""
 cleanup() {
   local status=$?
-  [ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null || true
-  if $started && ! $keep; then stop_all; fi
+  # A second signal does not cut the stopping short, nor a failing line in it, nor a reader of its
+  # output that is gone (SIGPIPE).
+  trap '' INT TERM HUP PIPE
+  set +e
+  # A long step runs in a process group of its own (run_step): stopped as a whole.
+  [ -z "$child" ] || kill -TERM -- "-$child" 2>/dev/null
+  [ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null
+  if $started && ! $leave_running; then stop_all || status=1; fi
   exit "$status"
 }
+on_signal() { # NAME STATUS
+  trap '' INT TERM HUP PIPE
+  set +e
+  # SIGHUP: the terminal has gone, and writing to it would fail: say it in a log instead.
+  if [ "$1" = HUP ]; then exec >>"$data/quickstart.log" 2>&1; fi
+  echo
+  echo "quickstart: SIG$1"
+  exit "$2"
+}
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'on_signal INT 130' INT
+trap 'on_signal TERM 143' TERM
+trap 'on_signal HUP 129' HUP
+# Runs a step in a process group of its own and waits for it; a signal is then the script's to handle
+# at once (bash waits for a foreground command before its trap runs), and cleanup stops the group.
+# (A background command of a script leads no process group, so setsid does not fork: $! is the group.)
+run_step() {
+  setsid "$@" &
+  child=$!
+  local status=0
+  wait "$child" || status=$?
+  child=""
+  return "$status"
+}
+pause() { # SECONDS: a sleep a signal interrupts at once
+  sleep "$1" &
+  sleeper=$!
+  wait "$sleeper" || true
+  sleeper=""
+}
 
 if $build; then
   say "dependencies"
@@ -126,8 +228,8 @@ if $build; then
 
   say "release builds (deploy/build-static.sh; about 25 minutes the first time on 2 cores, seconds later)"
   t0=$(date +%s)
-  deploy/build-static.sh --coordinator "$triple"
-  $fleet && deploy/build-static.sh aarch64-unknown-linux-musl
+  run_step deploy/build-static.sh --coordinator "$triple"
+  if $fleet; then run_step deploy/build-static.sh aarch64-unknown-linux-musl; fi
   echo "builds: $(($(date +%s) - t0)) s"
 else
   for f in "$coordinator_bin" "$dist/cipherfleet-agent" "$dist/cipherfleet-agent-soft"; do
@@ -199,7 +301,7 @@ online_count() {
 printf 'waiting for %s host(s) online…' "$want"
 for _ in $(seq 120); do
   [ "$(online_count)" -ge "$want" ] && break
-  sleep 1
+  pause 1
 done
 n=$(online_count)
 echo " $n online"
@@ -214,7 +316,7 @@ tty=false
 # The progress display: a bar per host, redrawn in place on a terminal, a line per change otherwise.
 lines=0 last=""
 while :; do
-  status=$("$coordinator_bin" campaign status "$campaign" --format json "${admin[@]}") || { sleep 2; continue; }
+  status=$("$coordinator_bin" campaign status "$campaign" --format json "${admin[@]}") || { pause 2; continue; }
   hosts=$(hosts_json || echo '[]')
   view=$(python3 - "$status" "$hosts" "$(($(date +%s) - t0))" <<'EOF'
 import json, sys
@@ -244,7 +346,7 @@ EOF
     last=${view#*$'\n'}
   fi
   [ "$state" = running ] || break
-  sleep 3
+  pause 3
 done
 python3 - "$status" "$(($(date +%s) - t0))" <<'EOF'
 import json, sys
@@ -257,7 +359,7 @@ EOF
 
 say "summary"
 # Findings are derived when the campaign ends; a moment for that pass.
-sleep 3
+pause 3
 set +e
 findings=$("$coordinator_bin" check --format json --min-severity info "${admin[@]}")
 check_status=$?
@@ -289,14 +391,11 @@ elif $fleet; then
 fi
 
 if $keep; then
+  leave_running=true
   echo
-  echo "left running (--keep). Stop it all with: deploy/quickstart.sh --stop${data:+ --data-dir $data}"
+  echo "left running (--keep). Stop it all with: deploy/quickstart.sh --stop --data-dir $data"
   exit 0
 fi
 echo
-echo "up until Ctrl-C"
-while :; do
-  sleep 3600 &
-  sleeper=$!
-  wait "$sleeper" || true
-done
+echo "up until Ctrl-C (or SIGTERM, SIGHUP)"
+while :; do pause 3600; done

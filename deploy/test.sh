@@ -3,8 +3,9 @@
 # checks formatting and lints, builds both agent flavours natively and statically
 # for x86-64 and ARM64 (and the x86-64 coordinator) and the previous release's
 # coordinator and agent (for the rolling-upgrade test), checks the deployment files
-# (deploy/check-deploy.sh) and the static builds on emulated hosts, then runs every test (the
-# fleet test with its VM hosts, whose packages and kernel deploy/install-deps.sh installs).
+# (deploy/check-deploy.sh), the static builds on emulated hosts and every way of stopping the
+# quickstart (deploy/check-stop.sh), then runs every test (the fleet test with its VM hosts, whose
+# packages and kernel deploy/install-deps.sh installs).
 # From a clean clone the five static release builds (thin LTO, one codegen unit) are much of
 # the run, and quick when nothing needs rebuilding; how long it takes: docs/performance.md,
 # "Scripts: time and disk".
@@ -64,6 +65,9 @@ deploy/check-deploy.sh
 
 step "emulated hosts: ARM64, x86-64 without AES-NI, old kernel"
 deploy/qemu-check.sh
+
+step "stopping the quickstart: Ctrl-C, SIGINT to its group, SIGTERM, SIGHUP, --stop after --keep"
+deploy/check-stop.sh
 
 step "unit tests of the software flavour (KATs on the soft backends)"
 RUSTFLAGS="$(deploy/build.sh --soft-rustflags)" CARGO_TARGET_DIR=target-soft cargo test -p cipherfleet-agent --lib

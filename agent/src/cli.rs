@@ -2,7 +2,7 @@
 //!
 //! Usage errors exit with status 2 and name the flag; `bench` exits 1 when any
 //! point failed (the others are still reported), 0 otherwise. `run` exits 0
-//! after SIGTERM/SIGINT, 3 when the coordinator refuses the agent, 1 on a
+//! after SIGTERM/SIGINT/SIGHUP, 3 when the coordinator refuses the agent, 1 on a
 //! local failure (e.g. an unusable spool directory).
 
 use std::io::{self, IsTerminal, Write};
@@ -132,8 +132,9 @@ struct BenchArgs {
     /// AES-256 ECB/CBC/CTR/GCM/CCM/OCB at 16 KiB, both directions, 1 thread and all cores),
     /// fallback (about 15 s: AES-256-GCM, AES-256-CTR, ChaCha20-Poly1305 at 16 B and 16 KiB on
     /// both paths), field-level (about 30 s: 11 B and 18 B under static, per-op and hkdf-per-user
-    /// keys with counter nonces, and encrypted under a static key with random nonces). Flags given
-    /// with it replace its lists.
+    /// keys with counter nonces, and encrypted under a static key with random nonces), or tour
+    /// (about 90 s: quick on both paths, and the points each scenario view reads, at 0.5 s;
+    /// what the quickstart runs). Flags given with it replace its lists.
     /// Default: quick, unless --algorithm is given (then 16 B to 16 KiB, encrypt, 1 thread, 1 s a point).
     #[arg(long, value_parser = parse_suite)]
     suite: Option<Suite>,
@@ -338,7 +339,7 @@ fn run_selftest(format: ProbeFormat, openssl: Option<&std::path::Path>) -> i32 {
 fn matrices(args: &BenchArgs, cores: u32) -> Result<Vec<Matrix>, InvalidSpec> {
     let explicit = !args.algorithms.is_empty();
     let mut base = match (args.suite, explicit) {
-        (Some(suite), _) => suite.matrices(cores),
+        (Some(suite), _) => suite.matrices_on(cores, worker::execution()),
         (None, false) => Suite::Quick.matrices(cores),
         (None, true) => vec![Matrix {
             algorithms: vec![],
@@ -503,7 +504,7 @@ fn bench(args: BenchArgs) -> i32 {
         .map(|n| n.get() as u32)
         .unwrap_or(1);
     let points: Vec<JobSpec> = match matrices(&args, cores) {
-        Ok(ms) => ms.iter().flat_map(Matrix::expand).collect(),
+        Ok(ms) => spec::expand_all(&ms),
         Err(e) => return usage_error(e),
     };
     let harness = match openssl_compat(&args, &points) {

@@ -13,6 +13,7 @@ use cipherfleet_core::measurement::{
 };
 use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{LOW_SAMPLES, format_size};
+use cipherfleet_core::text::printable;
 
 /// Output format of `bench` and `probe`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -114,9 +115,9 @@ pub fn write_table(results: &[Measurement], host: &HostFacts, out: &mut dyn Writ
         out,
         "cipherfleet-agent {} on {} ({}, {})",
         env!("CARGO_PKG_VERSION"),
-        hostname.escape_debug(),
+        printable(hostname),
         host.arch,
-        host.cpu.model_name.as_deref().unwrap_or("unknown CPU").escape_debug()
+        printable(host.cpu.model_name.as_deref().unwrap_or("unknown CPU"))
     )?;
     let ok_figures = || {
         results

@@ -1,6 +1,6 @@
 //! The process around an async command, shared by `run` and the simulator
-//! (`cipherfleet-sim`): logging to stderr, a tokio runtime, and SIGTERM or
-//! SIGINT turned into a shutdown token.
+//! (`cipherfleet-sim`): logging to stderr, a tokio runtime, and SIGTERM,
+//! SIGINT or SIGHUP turned into a shutdown token.
 
 use std::io;
 
@@ -18,7 +18,7 @@ pub fn init_logging() {
         .try_init();
 }
 
-/// Runs `main` on a runtime of `threads` worker threads with a token SIGTERM/SIGINT cancel;
+/// Runs `main` on a runtime of `threads` worker threads with a token SIGTERM/SIGINT/SIGHUP cancel;
 /// its exit code.
 pub fn on_runtime<F, Fut>(threads: usize, main: F) -> i32
 where
@@ -48,15 +48,18 @@ where
     code
 }
 
-/// Cancels `shutdown` on the first SIGTERM or SIGINT.
+/// Cancels `shutdown` on the first SIGTERM, SIGINT or SIGHUP (a terminal
+/// closing): each ends a running job within its grace and keeps its spool.
 fn cancel_on_signal(shutdown: tokio_util::sync::CancellationToken) -> io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
     tokio::spawn(async move {
         let name = tokio::select! {
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
         };
         tracing::info!("{name}: shutting down");
         shutdown.cancel();

@@ -5,7 +5,9 @@
 //! - [`serve`]: `serve`'s flags and the binary's side of starting a coordinator;
 //! - [`backup`]: `backup` and `restore`, the private cluster's database to a file and back;
 //! - [`admin`]: the flags, client and output format every operator command shares;
-//! - [`campaign`], [`hosts`], [`check`], [`schedule`]: one operator command each.
+//! - [`campaign`], [`hosts`], [`check`], [`schedule`]: one operator command each;
+//! - [`out`]: their standard output: a closed pipe ends them quietly, tables escape what
+//!   would act on the terminal.
 
 use clap::{Parser, Subcommand};
 
@@ -14,6 +16,7 @@ mod backup;
 mod campaign;
 mod check;
 mod hosts;
+mod out;
 mod schedule;
 mod serve;
 mod watch_args;
@@ -55,6 +58,27 @@ enum Command {
     Schedule(schedule::ScheduleCommand),
 }
 
+/// The exit status of a command that failed with `e`, after saying why on stderr: a
+/// command's own status ([`Exit`]), success when only its reader went away, else 1.
+pub fn exit_status(e: anyhow::Error) -> std::process::ExitCode {
+    if out::closed(&e) {
+        return std::process::ExitCode::SUCCESS;
+    }
+    match e.downcast::<Exit>() {
+        Ok(exit) => exit.report(),
+        Err(e) => {
+            eprintln!("error: {}", error_text(&e));
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+/// `e` and its causes, each said once (layers of the transport repeat their inner
+/// error's words: "tcp connect error: tcp connect error: …").
+pub(crate) fn error_text(e: &anyhow::Error) -> String {
+    cipherfleet_proto::client::error_chain(e.as_ref())
+}
+
 /// Runs the parsed command.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
@@ -71,13 +95,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// SIGTERM or SIGINT.
-pub async fn wait_for_signal() {
+/// A token the first SIGTERM, SIGINT or SIGHUP (its terminal closing) cancels.
+/// The handlers are in place when it returns, so a signal that comes while the
+/// private PostgreSQL is starting still ends in a clean stop, never in the
+/// default action's death that would leave that server running.
+pub fn shutdown_on_signal() -> std::io::Result<tokio_util::sync::CancellationToken> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
+        };
+        tracing::info!("{name}: shutting down");
+        on_signal.cancel();
+    });
+    Ok(shutdown)
 }

@@ -37,7 +37,7 @@ impl Points {
 
     fn for_host(&self, host: &HostWithFacts) -> Vec<JobSpec> {
         match self {
-            Points::Suite(s) => s.expand(host.logical_cores.unwrap_or(1).max(1) as u32),
+            Points::Suite(s) => s.expand_on(host.logical_cores.unwrap_or(1).max(1) as u32, execution(host)),
             Points::Matrix(m) => m.expand(),
         }
     }
@@ -65,15 +65,19 @@ pub enum LaunchError {
 /// A job of `spec` on `host`, with the emulated time budget when the host
 /// (by label or by facts) runs its workers under an emulator.
 pub fn job_for(host: &HostWithFacts, spec: JobSpec) -> NewJob {
-    let execution = if host.emulated() {
-        Execution::Emulated
-    } else {
-        Execution::Native
-    };
     NewJob {
         host_id: host.host.id,
         spec,
-        execution,
+        execution: execution(host),
+    }
+}
+
+/// Whether `host` (by label or by facts) runs its workers under an emulator.
+fn execution(host: &HostWithFacts) -> Execution {
+    if host.emulated() {
+        Execution::Emulated
+    } else {
+        Execution::Native
     }
 }
 

@@ -22,13 +22,6 @@ async fn main() -> std::process::ExitCode {
         .init();
     match cipherfleet_coordinator::cli::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => match e.downcast::<cipherfleet_coordinator::cli::Exit>() {
-            // A command with a status of its own (`check`).
-            Ok(exit) => exit.report(),
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                std::process::ExitCode::from(1)
-            }
-        },
+        Err(e) => cipherfleet_coordinator::cli::exit_status(e),
     }
 }

@@ -15,7 +15,7 @@
 //! - [`wire`]: conversions to and from the gRPC protocol, and the bounds both ends check.
 //! - [`token`]: loading shared-secret tokens, by one rule for both programs.
 //! - [`credential`]: the form of a per-host credential.
-//! - [`text`]: enums that travel as text (`text_enum!`).
+//! - [`text`]: enums that travel as text (`text_enum!`), and text from elsewhere made safe to print.
 
 pub mod algorithm;
 pub mod credential;

@@ -1,8 +1,43 @@
-//! Enums that travel as text: in JSON, CSV, query strings, SQL columns and
-//! flags. One macro gives each the same surface, so no layer retypes the
-//! names: `ALL` (every value, in display order), `as_str`, `Display`,
-//! `FromStr` and `TryFrom<String>` (the latter for `#[sqlx(try_from = "String")]`),
-//! and serde as the same text.
+//! Text: enums that travel as text, and text from elsewhere made safe to print.
+//!
+//! Enums travel as text in JSON, CSV, query strings, SQL columns and flags.
+//! One macro gives each the same surface, so no layer retypes the names:
+//! `ALL` (every value, in display order), `as_str`, `Display`, `FromStr` and
+//! `TryFrom<String>` (the latter for `#[sqlx(try_from = "String")]`), and
+//! serde as the same text.
+//!
+//! [`printable`] is how a terminal table shows text that came from a host or
+//! an operator (a host name, a CPU model, a finding's summary).
+
+use std::borrow::Cow;
+
+/// `s` as a terminal line may show it: control characters (a newline, an
+/// escape sequence) and the invisible characters that reorder or hide text
+/// (bidirectional overrides, zero-width marks) are written as `\n`,
+/// `\u{1b}`, `\u{202e}`, so that text cannot forge a line or recolour the
+/// terminal; everything else, quotes and accents included, as it is.
+pub fn printable(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(hides) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if hides(c) {
+                    c.escape_debug().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Whether `c` would act on the terminal or the text around it rather than show.
+fn hides(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
 
 /// A text value that is not one of an enum's names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -104,6 +139,25 @@ mod tests {
             assert_eq!(serde_json::from_str::<Colour>(&json).unwrap(), *c);
         }
         assert_eq!(serde_json::to_string(&Colour::DarkBlue).unwrap(), "\"dark-blue\"");
+    }
+
+    #[test]
+    fn printable_text_escapes_what_acts_on_the_terminal_and_nothing_else() {
+        use super::printable;
+        for (text, shown) in [
+            ("GCM's tag", "GCM's tag"),
+            (
+                "Intel(R) Xeon(R) \"Gold\" – Ünïcode",
+                "Intel(R) Xeon(R) \"Gold\" – Ünïcode",
+            ),
+            ("db-1\nwarning  forged", "db-1\\nwarning  forged"),
+            ("\u{1b}[31mred", "\\u{1b}[31mred"),
+            ("abc\u{202e}fed", "abc\\u{202e}fed"),
+            ("tab\there", "tab\\there"),
+        ] {
+            assert_eq!(printable(text), shown, "{text:?}");
+        }
+        assert!(matches!(printable("plain"), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]

@@ -101,7 +101,7 @@ pub struct RunArgs {
     /// Private key of --client-cert (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC). Needs --client-cert.
     #[arg(long, value_name = "PEM")]
     pub client_key: Option<PathBuf>,
-    /// Seconds a running job may finish after SIGTERM/SIGINT before it is killed.
+    /// Seconds a running job may finish after SIGTERM/SIGINT/SIGHUP before it is killed.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub grace: u64,
     #[command(flatten)]

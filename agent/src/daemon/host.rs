@@ -163,16 +163,23 @@ impl Host for Machine<'_> {
                 "shutting down: no new jobs; waiting up to {:?} for job {job_id:?}",
                 self.config.grace
             ),
-            Event::Reconnecting { reason, delay } => {
+            Event::Reconnecting {
+                reason,
+                welcomed,
+                delay,
+            } => {
                 let running = self
                     .executor
                     .running()
                     .map(|job| format!(" (job {job:?} keeps running)"))
                     .unwrap_or_default();
-                warn!(
-                    "session lost: {reason}; reconnecting in {} ms{running}",
-                    delay.as_millis()
-                );
+                let ms = delay.as_millis();
+                if welcomed {
+                    warn!("session lost: {reason}; reconnecting in {ms} ms{running}");
+                } else {
+                    // No session yet: "cannot connect: …", "the coordinator is busy: …".
+                    warn!("{reason}; retrying in {ms} ms{running}");
+                }
             }
             // What broke is in the reconnect line; heartbeats are routine.
             Event::Heartbeat { .. } | Event::Broken(_) | Event::Closed => {}

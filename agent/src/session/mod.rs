@@ -204,8 +204,13 @@ pub enum Event<'a> {
     Broken(&'a str),
     /// A welcomed session ended, however it ended.
     Closed,
-    /// The session is lost; the next try comes after `delay`.
-    Reconnecting { reason: &'a str, delay: Duration },
+    /// The session is lost, or was never had (`welcomed` false: it could not
+    /// connect, or was not admitted); the next try comes after `delay`.
+    Reconnecting {
+        reason: &'a str,
+        welcomed: bool,
+        delay: Duration,
+    },
 }
 
 /// Who the agent is and where it connects: what all its sessions share.
@@ -265,7 +270,11 @@ pub async fn run<H: Host>(agent: &Agent<'_>, credential: &mut HostCredential, ho
                     turn = turn.wrapping_add(1);
                 }
                 let delay = backoff.after(held_elsewhere, pushback);
-                host.note(Event::Reconnecting { reason: &reason, delay });
+                host.note(Event::Reconnecting {
+                    reason: &reason,
+                    welcomed,
+                    delay,
+                });
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
                     _ = agent.shutdown.cancelled() => {}

@@ -4,6 +4,7 @@
 
 mod bench;
 mod emulated;
+mod help;
 mod helpers;
 mod measurement;
 mod openssl_compat;

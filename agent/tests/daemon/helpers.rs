@@ -305,28 +305,35 @@ impl Agent {
 
     /// [`Agent::start`] with extra environment variables.
     pub fn start_with_env(test: &str, coordinator: &Coordinator, extra: &[&str], env: &[(&str, &str)]) -> Agent {
+        Agent::start_at(test, &coordinator.url(), extra, env)
+    }
+
+    /// [`Agent::start`] against a port nothing listens on.
+    pub fn start_unreachable(test: &str) -> Agent {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let url = format!("http://{}", closed.local_addr().expect("its address"));
+        drop(closed);
+        Agent::start_at(test, &url, &[], &[])
+    }
+
+    fn start_at(test: &str, url: &str, extra: &[&str], env: &[(&str, &str)]) -> Agent {
         let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("daemon-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("test directory");
         let token_file = dir.join("token");
         std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token file");
-        let child = Self::spawn(&dir, coordinator, extra, &env);
+        let child = Self::spawn(&dir, url, extra, &env);
         Agent { child, dir, env }
     }
 
     /// Kills the agent with SIGKILL (no chance to clean up) and starts it again on the same spool.
     pub async fn kill_and_restart(&mut self, coordinator: &Coordinator) {
         self.child.kill().await.expect("kill the agent");
-        self.child = Self::spawn(&self.dir, coordinator, &[], &self.env);
+        self.child = Self::spawn(&self.dir, &coordinator.url(), &[], &self.env);
     }
 
-    fn spawn(
-        dir: &std::path::Path,
-        coordinator: &Coordinator,
-        extra: &[&str],
-        env: &[(String, String)],
-    ) -> tokio::process::Child {
+    fn spawn(dir: &std::path::Path, url: &str, extra: &[&str], env: &[(String, String)]) -> tokio::process::Child {
         let token_file = dir.join("token");
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -335,7 +342,7 @@ impl Agent {
             .expect("log file");
         tokio::process::Command::new(env!("CARGO_BIN_EXE_cipherfleet-agent"))
             .arg("run")
-            .args(["--coordinator", &coordinator.url()])
+            .args(["--coordinator", url])
             .arg("--token-file")
             .arg(&token_file)
             .arg("--state-dir")
@@ -390,9 +397,14 @@ impl Agent {
 
     /// Sends SIGTERM.
     pub fn terminate(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Sends `signal` (a valid signal number).
+    pub fn signal(&self, signal: libc::c_int) {
         let pid = self.child.id().expect("agent still running") as libc::pid_t;
         // SAFETY: kill(2) with a valid signal number on our own child.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
     }
 
     /// Waits for the agent to exit and returns its status code.

@@ -45,6 +45,31 @@ async fn sigterm_while_idle_exits_0() {
 }
 
 #[tokio::test]
+async fn sighup_and_sigint_stop_it_as_sigterm_does() {
+    for (name, signal) in [("sighup", libc::SIGHUP), ("sigint", libc::SIGINT)] {
+        let mut coordinator = Coordinator::start(Admission::Accept).await;
+        let mut agent = Agent::start(name, &coordinator, &["--grace", "1"]);
+        let mut session = coordinator.next_session(&agent).await;
+        session.welcome(60_000).await;
+        session.run_job("long-1", long_job()).await;
+        assert!(matches!(
+            session.next(STEP, &agent).await,
+            agent_message::Body::JobAccepted(_)
+        ));
+        agent.signal(signal);
+        let failed = job_failed(session.next(STEP, &agent).await, "long-1");
+        assert_eq!(failed.error, "agent shutting down", "{name}");
+        session.ack("long-1").await;
+        assert_eq!(agent.exit_code(STEP).await, 0, "{name}");
+        assert!(
+            agent.log().contains(&format!("{}: shutting down", name.to_uppercase())),
+            "{}",
+            agent.log()
+        );
+    }
+}
+
+#[tokio::test]
 async fn sigterm_during_a_job_reports_it_failed_after_the_grace_period() {
     let mut coordinator = Coordinator::start(Admission::Accept).await;
     let mut agent = Agent::start("sigterm-job", &coordinator, &["--grace", "1"]);
@@ -62,6 +87,28 @@ async fn sigterm_during_a_job_reports_it_failed_after_the_grace_period() {
     session.ack("long-1").await;
     assert_eq!(agent.exit_code(STEP).await, 0);
     assert!(agent.spooled().is_empty(), "acknowledged before exit");
+}
+
+#[tokio::test]
+async fn an_agent_that_cannot_connect_says_so_once_and_no_session_lost() {
+    let mut agent = Agent::start_unreachable("unreachable");
+    let started = Instant::now();
+    while !agent.log().contains("retrying in") && started.elapsed() < STEP {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    agent.terminate();
+    assert_eq!(agent.exit_code(STEP).await, 0);
+    let log = agent.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("retrying in"))
+        .unwrap_or_else(|| panic!("no retry line:\n{log}"));
+    assert!(
+        line.contains("cannot connect: transport error: tcp connect error: "),
+        "{line}"
+    );
+    assert_eq!(line.matches("tcp connect error").count(), 1, "{line}");
+    assert!(!log.contains("session lost"), "no session was ever had:\n{log}");
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ use clap::Subcommand;
 
 use cipherfleet_core::spec::Matrix;
 
+use super::out::{outln, printable};
 use super::{AdminArgs, Format, admin_client, proto_selector, status_error};
 use crate::domain::selector::Selector;
 
@@ -20,9 +21,10 @@ pub enum CampaignCommand {
     /// without its cipherfleet-agent-soft sibling) skips that path's points; they are
     /// counted as skipped, not queued.
     Start {
-        /// Named suite: quick, standard, full, or a scenario suite (object-storage, legacy-migration,
-        /// modes, fallback, field-level; each about 15-30 s a host, see `cipherfleet-agent bench --help`).
-        /// Thread counts of "all cores" follow each host's logical cores.
+        /// Named suite: quick, standard, full, a scenario suite (object-storage, legacy-migration,
+        /// modes, fallback, field-level; each about 15-30 s a host, see `cipherfleet-agent bench --help`),
+        /// or tour (what the quickstart runs: enough for every page and scenario view; emulated hosts
+        /// run its quick part only). Thread counts of "all cores" follow each host's logical cores.
         #[arg(long, default_value = "quick")]
         suite: String,
         /// An explicit matrix instead of a suite, as JSON: the lists of `cipherfleet-agent bench`'s
@@ -111,11 +113,11 @@ pub async fn run(command: CampaignCommand) -> anyhow::Result<()> {
                 .map_err(|s| status_error("starting the campaign", s))?
                 .into_inner();
             match admin.format {
-                Format::Json => println!(
+                Format::Json => outln!(
                     "{}",
                     serde_json::json!({"campaign_id": r.campaign_id, "jobs_created": r.jobs_created, "points_skipped": r.points_skipped})
-                ),
-                Format::Table => println!("{}", r.campaign_id),
+                )?,
+                Format::Table => outln!("{}", r.campaign_id)?,
             }
             if admin.format == Format::Table && std::io::stderr().is_terminal() {
                 let skipped = match r.points_skipped {
@@ -158,11 +160,11 @@ pub async fn run(command: CampaignCommand) -> anyhow::Result<()> {
                 .map_err(|s| status_error("cancelling the campaign", s))?
                 .into_inner();
             match admin.format {
-                Format::Json => println!(
+                Format::Json => outln!(
                     "{}",
                     serde_json::json!({"campaign_id": id, "jobs_cancelled": r.jobs_cancelled})
-                ),
-                Format::Table => println!("campaign {id}: {} jobs cancelled", r.jobs_cancelled),
+                )?,
+                Format::Table => outln!("campaign {id}: {} jobs cancelled", r.jobs_cancelled)?,
             }
             Ok(())
         }
@@ -189,7 +191,7 @@ fn print_status(s: &v1::CampaignStatusResponse, format: Format) -> anyhow::Resul
             "points_skipped": s.points_skipped,
             "skipped": s.skipped.iter().map(|k| serde_json::json!({"host_id": k.host_id, "host_name": k.host_name, "path": path_name(k.path), "points": k.points, "reason": k.reason})).collect::<Vec<_>>(),
         });
-        println!("{v}");
+        outln!("{v}")?;
         return Ok(());
     }
     let o = s.overall.unwrap_or_default();
@@ -198,48 +200,48 @@ fn print_status(s: &v1::CampaignStatusResponse, format: Format) -> anyhow::Resul
         0 => String::new(),
         n => format!(", {n} points skipped"),
     };
-    println!(
+    outln!(
         "campaign {} ({}): {state}, {}/{} done, {} running, {} queued, {} failed{skipped}",
         s.campaign_id,
-        s.name.escape_debug(),
+        printable(&s.name),
         o.done,
         total,
         o.running,
         o.queued,
         o.failed
-    );
+    )?;
     for h in &s.hosts {
         let c = h.counts.unwrap_or_default();
         let n = (c.done + c.running + c.queued + c.failed + c.cancelled).max(1);
         let width = 30usize;
         let filled = (c.done + c.failed) as usize * width / n as usize;
-        println!(
+        outln!(
             "  {:<24} [{}{}] done {} running {} queued {} failed {}",
-            h.host_name.escape_debug().to_string(),
+            printable(&h.host_name),
             "#".repeat(filled),
             ".".repeat(width - filled),
             c.done,
             c.running,
             c.queued,
             c.failed
-        );
+        )?;
     }
     for f in &s.failures {
-        println!(
+        outln!(
             "  failed {} on {}: {}",
             f.job_id,
-            f.host_name.escape_debug(),
-            f.error.escape_debug()
-        );
+            printable(&f.host_name),
+            printable(&f.error)
+        )?;
     }
     for k in &s.skipped {
-        println!(
+        outln!(
             "  skipped {} {}-path points on {}: {}",
             k.points,
             path_name(k.path),
-            k.host_name.escape_debug(),
+            printable(&k.host_name),
             k.reason
-        );
+        )?;
     }
     if total == 0 && s.points_skipped == 0 {
         bail!("campaign has no jobs");

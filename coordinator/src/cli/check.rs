@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use cipherfleet_proto::v1;
 use clap::{Args, ValueEnum};
 
+use super::out::{self, outln, printable};
 use super::{AdminArgs, Format, admin_client, status_error};
 use crate::store::findings::Severity;
 
@@ -58,7 +59,7 @@ impl Exit {
     /// Prints the error, if any, and gives the status to exit with.
     pub fn report(&self) -> ExitCode {
         if let Some(e) = &self.error {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", super::error_text(e));
         }
         ExitCode::from(self.code)
     }
@@ -67,7 +68,7 @@ impl Exit {
 impl fmt::Display for Exit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.error {
-            Some(e) => write!(f, "{e:#}"),
+            Some(e) => f.write_str(&super::error_text(e)),
             None => write!(f, "exit status {}", self.code),
         }
     }
@@ -102,9 +103,20 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<()> {
         }
         page_token = page.next_page_token;
     }
-    match args.admin.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&to_json(&findings))?),
+    let printed = match args.admin.format {
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&to_json(&findings))?),
         Format::Table => print_text(&findings),
+    };
+    // A reader that went away (`check | head -1`) cut the listing short, not the answer:
+    // the status still says whether there are findings.
+    if let Err(e) = printed
+        && !out::closed(&e)
+    {
+        return Err(Exit {
+            code: 2,
+            error: Some(e),
+        }
+        .into());
     }
     if std::io::stderr().is_terminal() {
         eprintln!("{} open finding(s) at or above {min}", findings.len());
@@ -134,28 +146,34 @@ fn to_json(findings: &[v1::Finding]) -> serde_json::Value {
 }
 
 /// One line per finding; cron mails whatever is printed, so nothing when all is well.
-fn print_text(findings: &[v1::Finding]) {
+fn print_text(findings: &[v1::Finding]) -> anyhow::Result<()> {
     if findings.is_empty() {
-        return;
+        return Ok(());
     }
-    println!(
+    outln!(
         "{:<9} {:<24} {:<17} {:<19} {:<16} {:<17} summary",
-        "severity", "host", "reason", "kind", "subject", "first seen (UTC)"
-    );
+        "severity",
+        "host",
+        "reason",
+        "kind",
+        "subject",
+        "first seen (UTC)"
+    )?;
     for f in findings {
         let first_seen = chrono::DateTime::from_timestamp_millis(f.first_seen_unix_ms)
             .map(|t| t.format("%Y-%m-%d %H:%M").to_string())
             .unwrap_or_default();
-        // Host names come from agents: escaped, so they cannot forge lines.
-        println!(
+        // Host names come from agents: their control characters escaped, so they cannot forge lines.
+        outln!(
             "{:<9} {:<24} {:<17} {:<19} {:<16} {:<17} {}",
             f.severity,
-            f.host_name.escape_debug().to_string(),
+            printable(&f.host_name),
             f.reason,
             if f.kind.is_empty() { "-" } else { &f.kind },
-            f.subject.escape_debug().to_string(),
+            printable(&f.subject),
             first_seen,
-            f.summary.escape_debug()
-        );
+            printable(&f.summary)
+        )?;
     }
+    Ok(())
 }

@@ -3,6 +3,7 @@
 
 use clap::{Args, Subcommand};
 
+use super::out::{outln, printable};
 use super::{AdminArgs, Format, admin_client, status_error};
 use cipherfleet_proto::v1;
 
@@ -50,18 +51,18 @@ pub async fn run(command: HostsCommand) -> anyhow::Result<()> {
             if admin.format == Format::Json {
                 let row =
                     serde_json::json!({"host_id": done.host_id, "name": name, "session_ended": done.session_ended});
-                println!("{}", serde_json::to_string_pretty(&row)?);
+                outln!("{}", serde_json::to_string_pretty(&row)?)?;
             } else {
-                println!(
+                outln!(
                     "host {} (id {}): credential reset{}; the next agent with the enrollment token may enroll under this name",
-                    name.escape_debug(),
+                    printable(&name),
                     done.host_id,
                     if done.session_ended {
                         ", its live session ended"
                     } else {
                         ""
                     }
-                );
+                )?;
             }
         }
         HostsCommand::Retire { name, admin } => {
@@ -76,11 +77,11 @@ pub async fn run(command: HostsCommand) -> anyhow::Result<()> {
                     "host_id": done.host_id, "name": name, "jobs_failed": done.jobs_failed,
                     "session_ended": done.session_ended,
                 });
-                println!("{}", serde_json::to_string_pretty(&row)?);
+                outln!("{}", serde_json::to_string_pretty(&row)?)?;
             } else {
-                println!(
+                outln!(
                     "host {} (id {}): retired; {} unfinished job(s) failed{}",
-                    name.escape_debug(),
+                    printable(&name),
                     done.host_id,
                     done.jobs_failed,
                     if done.session_ended {
@@ -88,7 +89,7 @@ pub async fn run(command: HostsCommand) -> anyhow::Result<()> {
                     } else {
                         ""
                     }
-                );
+                )?;
             }
         }
     }
@@ -129,18 +130,23 @@ pub async fn list(args: AdminArgs) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(());
     }
-    println!(
+    outln!(
         "{:<6} {:<24} {:<8} {:<8} {:<12} {:<24} cpu",
-        "id", "name", "online", "arch", "crypto", "kernel"
-    );
+        "id",
+        "name",
+        "online",
+        "arch",
+        "crypto",
+        "kernel"
+    )?;
     for h in hosts {
-        println!(
+        outln!(
             "{:<6} {:<24} {:<8} {:<8} {:<12} {:<24} {}",
             h.id,
-            h.name.escape_debug().to_string(),
+            printable(&h.name),
             if h.retired {
                 "retired"
             } else if h.online {
@@ -148,11 +154,11 @@ pub async fn list(args: AdminArgs) -> anyhow::Result<()> {
             } else {
                 "offline"
             },
-            h.arch.escape_debug().to_string(),
+            printable(&h.arch),
             h.acceleration,
-            h.kernel_release.escape_debug().to_string(),
-            h.cpu_model_name.escape_debug()
-        );
+            printable(&h.kernel_release),
+            printable(&h.cpu_model_name)
+        )?;
     }
     Ok(())
 }

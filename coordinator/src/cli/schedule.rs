@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use cipherfleet_proto::v1;
 use clap::Subcommand;
 
+use super::out::{outln, printable};
 use super::{AdminArgs, Format, admin_client, proto_selector, status_error};
 use crate::domain::selector::Selector;
 use crate::watch::schedule::human;
@@ -104,8 +105,8 @@ pub async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
                 .map_err(|s| status_error("adding the schedule", s))?
                 .into_inner();
             match admin.format {
-                Format::Json => println!("{}", json(&s)),
-                Format::Table => println!("{}", s.id),
+                Format::Json => outln!("{}", json(&s))?,
+                Format::Table => outln!("{}", s.id)?,
             }
             Ok(())
         }
@@ -119,19 +120,26 @@ pub async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
                 .schedules;
             if admin.format == Format::Json {
                 let rows: Vec<_> = schedules.iter().map(json).collect();
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                outln!("{}", serde_json::to_string_pretty(&rows)?)?;
                 return Ok(());
             }
-            println!(
+            outln!(
                 "{:<4} {:<9} {:<14} {:<8} {:<10} {:<21} {:>5} {:>5}  last outcome",
-                "id", "suite", "every", "jitter", "if-running", "next due (UTC)", "runs", "skips"
-            );
+                "id",
+                "suite",
+                "every",
+                "jitter",
+                "if-running",
+                "next due (UTC)",
+                "runs",
+                "skips"
+            )?;
             for s in schedules {
                 let every = match s.at_minute {
                     Some(m) => format!("{} at {:02}:{:02}", human(s.every_seconds), m / 60, m % 60),
                     None => human(s.every_seconds),
                 };
-                println!(
+                outln!(
                     "{:<4} {:<9} {:<14} {:<8} {:<10} {:<21} {:>5} {:>5}  {}",
                     s.id,
                     s.suite,
@@ -141,8 +149,8 @@ pub async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
                     time(s.next_fire_unix_ms),
                     s.runs,
                     s.skips,
-                    s.last_outcome.escape_debug()
-                );
+                    printable(&s.last_outcome)
+                )?;
             }
             Ok(())
         }
@@ -154,9 +162,9 @@ pub async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
                 .map_err(|s| status_error("removing the schedule", s))
                 .with_context(|| format!("schedule {id}"))?;
             if admin.format == Format::Json {
-                println!("{}", serde_json::json!({"removed": id}));
+                outln!("{}", serde_json::json!({"removed": id}))?;
             } else {
-                println!("schedule {id} removed");
+                outln!("schedule {id} removed")?;
             }
             Ok(())
         }

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::Args;
-use tokio_util::sync::CancellationToken;
 
 use cipherfleet_core::token::Secret;
 
@@ -183,7 +183,7 @@ fn parse_interval(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Sets up TLS and the tokens from `args`, and serves until SIGTERM or SIGINT.
+/// Sets up TLS and the tokens from `args`, and serves until SIGTERM, SIGINT or SIGHUP.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let self_signed = match &args.self_signed {
         Some(dir) => {
@@ -248,13 +248,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             idle: Duration::from_secs_f64(args.idle_timeout),
         },
     };
-    let shutdown = CancellationToken::new();
-    let on_signal = shutdown.clone();
-    tokio::spawn(async move {
-        super::wait_for_signal().await;
-        tracing::info!("shutting down");
-        on_signal.cancel();
-    });
+    let shutdown = super::shutdown_on_signal().context("installing the signal handlers")?;
     server::serve(config, shutdown).await
 }
 

@@ -56,9 +56,13 @@ impl Account {
         })
     }
 
-    /// Makes `cmd` run under this account, from a working directory every user can enter.
+    /// Makes `cmd` run under this account, from a working directory every user
+    /// can enter, in a process group of its own: a Ctrl-C (or a closing
+    /// terminal) meant for the coordinator must not cut a `pg_ctl start` or
+    /// `stop` short and leave a server the coordinator does not know it runs;
+    /// the coordinator stops the server itself.
     pub fn apply(&self, cmd: &mut tokio::process::Command) {
-        cmd.current_dir("/");
+        cmd.current_dir("/").process_group(0);
         if let Account::Other { uid, gid, .. } = self {
             // std drops supplementary groups too when root changes the uid.
             cmd.uid(*uid).gid(*gid);
@@ -68,7 +72,7 @@ impl Account {
     /// Same as [`Account::apply`] for a blocking command (used from `Drop`).
     pub fn apply_std(&self, cmd: &mut std::process::Command) {
         use std::os::unix::process::CommandExt;
-        cmd.current_dir("/");
+        cmd.current_dir("/").process_group(0);
         if let Account::Other { uid, gid, .. } = self {
             cmd.uid(*uid).gid(*gid);
         }

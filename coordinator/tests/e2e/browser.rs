@@ -324,7 +324,7 @@ async fn every_page_shows_real_campaign_results_in_a_real_browser() {
 
 /// A page that lacks data says what fills it: no `?` standing for a figure,
 /// and a "not measured" only on a page that names the command measuring it.
-fn says_what_fills_it(page: &Page, path: &str, p: &mut Problems) {
+pub(crate) fn says_what_fills_it(page: &Page, path: &str, p: &mut Problems) {
     let questions: Vec<&str> = page
         .text
         .lines()
@@ -342,7 +342,7 @@ fn says_what_fills_it(page: &Page, path: &str, p: &mut Problems) {
 
 /// The page fits a 1,400 px window: nothing wider than the page, no table
 /// wider than its scroll box, no chart text past its SVG's edge.
-fn fits_1400_px(browser: &mut Browser, path: &str, p: &mut Problems) {
+pub(crate) fn fits_1400_px(browser: &mut Browser, path: &str, p: &mut Problems) {
     let overflow = browser.eval(
         "(() => { const found = [];\
            if (document.documentElement.scrollWidth > window.innerWidth) found.push('page ' + document.documentElement.scrollWidth);\

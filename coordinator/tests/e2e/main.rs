@@ -26,6 +26,7 @@ mod identity;
 mod idle;
 mod mtls;
 mod old_kernel;
+mod operator_cli;
 mod pace;
 mod paths;
 mod rejections;

@@ -21,7 +21,7 @@ const ALGORITHMS: [&str; 3] = ["aes-256-gcm", "aes-128-cbc-hmac-sha256", "chacha
 const SIZE: u64 = 16 * 1024;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn object_storage_view_recommends_the_fastest_aead_per_class_and_chacha_for_the_software_build() {
+async fn object_storage_view_recommends_the_fastest_aead_per_class_and_names_aes_in_software() {
     let mut app = spawn_app().await;
     app.spawn_agent("os-native", &[]);
     app.spawn_soft_agent("os-soft", &[]);
@@ -71,7 +71,9 @@ async fn object_storage_view_recommends_the_fastest_aead_per_class_and_chacha_fo
         );
         assert!(answer.contains("16KiB, 2 in flight"), "{answer}");
         if host == "os-soft" {
-            assert!(answer.starts_with("chacha20-poly1305"), "{answer}");
+            // Which AEAD wins in software is the measurement's to say (ChaCha20-Poly1305 by
+            // far on a quiet machine; under heavy load short points have come out the other
+            // way): the answer follows the stored figures (above) and names the fallback.
             assert!(answer.contains("AES ran in software"), "{answer}");
         }
         let rows = class["rows"].as_array().unwrap();

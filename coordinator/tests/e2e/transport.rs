@@ -280,3 +280,56 @@ fn a_second_coordinator_on_the_same_data_dir_exits_with_a_clear_error() {
     assert!(field(&line, "grpc").is_some(), "the lock was not released: {line:?}");
     terminate(&mut third);
 }
+
+/// Whether a PostgreSQL server still runs on the private cluster of `data_dir`
+/// (a live process working in its directory, whatever its `postmaster.pid` says).
+fn server_runs(data_dir: &Path) -> bool {
+    let pgdata = data_dir.join("postgres");
+    let Ok(text) = std::fs::read_to_string(pgdata.join("postmaster.pid")) else {
+        return false;
+    };
+    let pid = text.lines().next().unwrap_or("").trim();
+    std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| Some(cwd) == pgdata.canonicalize().ok())
+}
+
+#[test]
+fn sighup_and_sigint_stop_the_coordinator_and_its_private_cluster_as_sigterm_does() {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let dir = TempDir::new("e2e-signals");
+    let data_dir = dir.path().join("data");
+    let private = ["--grpc-listen", "127.0.0.1:0", "--data-dir", data_dir.to_str().unwrap()];
+    for (name, signal) in [("SIGHUP", libc::SIGHUP), ("SIGINT", libc::SIGINT)] {
+        let mut child = serve_command(dir.path(), &private)
+            .process_group(0)
+            .spawn()
+            .expect("starting the coordinator");
+        let line = address_line(&mut child);
+        assert!(field(&line, "grpc").is_some(), "{name}: it did not start: {line:?}");
+        assert!(server_runs(&data_dir), "{name}: no server while the coordinator runs");
+        // To its process group, as a closing terminal or Ctrl-C sends it.
+        // SAFETY: kill(2) on the group of a child this test started and has not reaped.
+        assert_eq!(unsafe { libc::kill(-(child.id() as i32), signal) }, 0);
+        let status = child.wait().expect("waiting for the coordinator");
+        assert_eq!((status.code(), status.signal()), (Some(0), None), "{name}: {status:?}");
+        assert!(!server_runs(&data_dir), "{name}: the cluster outlived its coordinator");
+    }
+
+    // A signal while the cluster is starting (pg_ctl waiting for it) ends the same way.
+    let mut child = serve_command(dir.path(), &private)
+        .process_group(0)
+        .spawn()
+        .expect("starting the coordinator");
+    let pid_file = data_dir.join("postgres/postmaster.pid");
+    let started = std::time::Instant::now();
+    while !pid_file.exists() && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) }, 0);
+    let status = child.wait().expect("waiting for the coordinator");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(
+        !server_runs(&data_dir),
+        "a signal during the start left the cluster running"
+    );
+}

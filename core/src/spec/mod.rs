@@ -7,8 +7,9 @@
 //! - [`job`]: one point, its validation (random nonces included) and warm-up.
 //! - [`budget`]: what a point may cost: its measurement cap and time limit.
 //! - [`matrix`]: the Cartesian product of lists.
-//! - [`suite`]: the named matrices (`quick`, `standard`, `full`, and the scenario
-//!   suites `object-storage`, `legacy-migration`, `modes`, `fallback`, `field-level`).
+//! - [`suite`]: the named matrices (`quick`, `standard`, `full`, the scenario
+//!   suites `object-storage`, `legacy-migration`, `modes`, `fallback`, `field-level`,
+//!   and the quickstart's `tour`).
 //! - [`size`]: payload sizes as flags spell them (`16KiB`).
 
 mod budget;
@@ -26,7 +27,7 @@ pub use job::{
 };
 pub use matrix::{MAX_LIST_LEN, MAX_POINTS, Matrix};
 pub use size::{format_size, parse_size};
-pub use suite::{OBJECT_STORAGE_IN_FLIGHT, OBJECT_STORAGE_SIZE, SUITES, Suite, suite_names};
+pub use suite::{OBJECT_STORAGE_IN_FLIGHT, OBJECT_STORAGE_SIZE, SUITES, Suite, expand_all, suite_names};
 
 use crate::text_enum;
 

@@ -1,12 +1,13 @@
 //! The named suites shared by `bench --suite` and the coordinator's campaigns.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use super::matrix::counters;
-use super::{Direction, InvalidSpec, JobSpec, KeyMode, MAX_THREADS, Matrix, Nonce, SIZES, invalid};
+use super::{Direction, Execution, InvalidSpec, JobSpec, KeyMode, MAX_THREADS, Matrix, Nonce, SIZES, invalid};
 use crate::algorithm::{self, Algorithm};
 use crate::path::Path;
 
@@ -46,6 +47,15 @@ pub enum Suite {
     /// plus each field encrypted under a static key with random nonces (12 or 24
     /// bytes from the OS per message). 0.5 s a point: about 30 s.
     FieldLevel,
+    /// What the quickstart runs: enough for every page and every scenario view
+    /// to have its answer. On every host, quick's algorithms and sizes and the
+    /// scenarios' other algorithms at 16 KiB, on both paths (the software one
+    /// where the host has the sibling); on native hosts also the points each
+    /// scenario view reads, and no others (encryptions only where a view
+    /// compares encryptions; objects of 1 MiB). 0.5 s a point. Emulated hosts
+    /// skip the scenario points: the views leave them out, and object storage
+    /// under an emulator would take minutes.
+    Tour,
 }
 
 /// Every named suite, in the order `--list` and errors name them.
@@ -58,6 +68,7 @@ pub const SUITES: &[Suite] = &[
     Suite::Modes,
     Suite::Fallback,
     Suite::FieldLevel,
+    Suite::Tour,
 ];
 
 /// The suites' names, comma separated, for `--help`, `--list` and errors.
@@ -96,6 +107,13 @@ const MIB: u64 = 1 << 20;
 pub const OBJECT_STORAGE_IN_FLIGHT: u32 = 32;
 /// The object size of the object-storage scenario.
 pub const OBJECT_STORAGE_SIZE: u64 = 10 * MIB;
+/// Measured seconds of each tour point.
+const TOUR_SECONDS: f64 = 0.5;
+/// The tour's objects, 32 in flight: a tenth of the scenario's 10 MiB, so that a
+/// native host whose AES runs in software (the software build) still answers in
+/// seconds. Per-core rates and the recommendation come out as at 10 MiB; P99 per
+/// object is for 1 MiB (the view names the size), `object-storage` measures 10 MiB.
+const TOUR_OBJECT_SIZE: u64 = MIB;
 
 impl Suite {
     /// The name `--suite` takes.
@@ -109,11 +127,20 @@ impl Suite {
             Suite::Modes => "modes",
             Suite::Fallback => "fallback",
             Suite::FieldLevel => "field-level",
+            Suite::Tour => "tour",
         }
     }
 
-    /// The suite's matrices; `cores` is the host's logical core count (for thread scaling).
+    /// The suite's matrices on a native host; `cores` is the host's logical
+    /// core count (for thread scaling). Matrices of one suite may share points
+    /// (the tour's do): [`expand`](Self::expand) keeps each once.
     pub fn matrices(self, cores: u32) -> Vec<Matrix> {
+        self.matrices_on(cores, Execution::Native)
+    }
+
+    /// The suite's matrices on a host whose workers run `execution`: only the
+    /// tour differs under an emulator.
+    pub fn matrices_on(self, cores: u32, execution: Execution) -> Vec<Matrix> {
         let both_dirs = vec![Direction::Encrypt, Direction::Decrypt];
         let both_paths = vec![Path::Accelerated, Path::Software];
         match self {
@@ -260,13 +287,110 @@ impl Suite {
                 };
                 vec![counter, random]
             }
+            Suite::Tour => {
+                let quick = Matrix {
+                    paths: both_paths,
+                    seconds: TOUR_SECONDS,
+                    ..Suite::Quick.matrices(cores).remove(0)
+                };
+                let scenarios = scenario_points(cores);
+                // The scenarios' other algorithms at 16 KiB on both paths, on every host: the
+                // comparison matrix and /fallback then have every cell for every host.
+                let mut others: Vec<Algorithm> = Vec::new();
+                for a in scenarios.iter().flat_map(|m| m.algorithms.iter().copied()) {
+                    if !quick.algorithms.contains(&a) && !others.contains(&a) {
+                        others.push(a);
+                    }
+                }
+                let mut matrices = vec![
+                    quick.clone(),
+                    Matrix {
+                        algorithms: others,
+                        sizes: vec![16 * KIB],
+                        ..quick
+                    },
+                ];
+                if execution == Execution::Native {
+                    matrices.extend(scenarios);
+                }
+                matrices
+            }
         }
     }
 
-    /// Every point of the suite.
+    /// Every point of the suite on a native host, each once.
     pub fn expand(self, cores: u32) -> Vec<JobSpec> {
-        self.matrices(cores).iter().flat_map(Matrix::expand).collect()
+        self.expand_on(cores, Execution::Native)
     }
+
+    /// Every point of the suite on a host whose workers run `execution`, each once.
+    pub fn expand_on(self, cores: u32, execution: Execution) -> Vec<JobSpec> {
+        expand_all(&self.matrices_on(cores, execution))
+    }
+}
+
+/// Every point of `matrices` in their order, a point that an earlier matrix
+/// already has left out.
+pub fn expand_all(matrices: &[Matrix]) -> Vec<JobSpec> {
+    let mut seen = HashSet::new();
+    matrices
+        .iter()
+        .flat_map(Matrix::points)
+        .filter(|p| seen.insert(p.point))
+        .collect()
+}
+
+/// The tour's share of each scenario suite: the points its view reads, at
+/// [`TOUR_SECONDS`] (`fallback`'s are all in the tour's first matrix). Taken
+/// from the scenario suites themselves, so the views keep reading them.
+fn scenario_points(cores: u32) -> Vec<Matrix> {
+    let short = |m: Matrix| Matrix {
+        seconds: TOUR_SECONDS,
+        ..m
+    };
+    let encrypt = || vec![Direction::Encrypt];
+    let mut matrices = Vec::new();
+    // object-storage compares encryptions of its objects, here of 1 MiB.
+    for m in Suite::ObjectStorage.matrices(cores) {
+        matrices.push(short(Matrix {
+            directions: encrypt(),
+            sizes: vec![TOUR_OBJECT_SIZE],
+            ..m
+        }));
+    }
+    // legacy-migration: 16 KiB under both key handlings, 16 B with a key setup per operation.
+    let legacy = Suite::LegacyMigration.matrices(cores).remove(0);
+    matrices.push(short(Matrix {
+        sizes: vec![16 * KIB],
+        ..legacy.clone()
+    }));
+    matrices.push(short(Matrix {
+        sizes: vec![16],
+        key_modes: vec![KeyMode::PerOp],
+        ..legacy
+    }));
+    // modes: one thread both ways, and encryption at all cores for the speed-up.
+    let modes = Suite::Modes.matrices(cores).remove(0);
+    let all_cores = modes.threads.iter().copied().filter(|&t| t > 1).collect::<Vec<_>>();
+    matrices.push(short(Matrix {
+        threads: vec![1],
+        ..modes.clone()
+    }));
+    if !all_cores.is_empty() {
+        matrices.push(short(Matrix {
+            threads: all_cores,
+            directions: encrypt(),
+            ..modes
+        }));
+    }
+    // field-level's costs are of encryptions.
+    for m in Suite::FieldLevel.matrices(cores) {
+        matrices.push(short(Matrix {
+            directions: encrypt(),
+            ..m
+        }));
+    }
+    matrices
 }
 
 #[cfg(test)]
@@ -377,10 +501,61 @@ mod tests {
                 );
             }
         }
-        // Every other suite uses counters.
-        for &suite in SUITES.iter().filter(|s| **s != Suite::FieldLevel) {
+        // Every other suite uses counters (the tour takes field-level's random nonces too).
+        for &suite in SUITES.iter().filter(|s| !matches!(s, Suite::FieldLevel | Suite::Tour)) {
             assert!(suite.expand(2).iter().all(|p| p.point.nonce.is_counter()), "{suite}");
         }
+    }
+
+    #[test]
+    fn the_tour_measures_each_point_once_and_only_quick_on_emulated_hosts() {
+        let native = Suite::Tour.expand(2);
+        let distinct: HashSet<_> = native.iter().map(|p| p.point).collect();
+        assert_eq!(distinct.len(), native.len(), "a point twice");
+        // quick's 18 points on both paths everywhere, and the scenarios' six other algorithms
+        // (modes', des-cbc and the object's CBC+HMAC) at 16 KiB.
+        let emulated = Suite::Tour.expand_on(2, Execution::Emulated);
+        assert_eq!(emulated.len(), (18 + 6) * 2);
+        for q in Suite::Quick.expand(2) {
+            for path in [Path::Accelerated, Path::Software] {
+                let point = crate::Point { path, ..q.point };
+                assert!(emulated.iter().any(|p| p.point == point), "{}", q.label());
+            }
+        }
+        // Natively, every other point is one of a scenario suite's (objects of 1 MiB), at 0.5 s.
+        let scenarios: HashSet<_> = [
+            Suite::ObjectStorage,
+            Suite::LegacyMigration,
+            Suite::Modes,
+            Suite::Fallback,
+            Suite::FieldLevel,
+        ]
+        .iter()
+        .flat_map(|s| s.expand(2))
+        .map(|p| match p.point.concurrency {
+            Some(_) => crate::Point {
+                size_bytes: TOUR_OBJECT_SIZE,
+                ..p.point
+            },
+            None => p.point,
+        })
+        .collect();
+        for p in native.iter().filter(|p| !emulated.contains(p)) {
+            assert!(scenarios.contains(&p.point), "{}", p.label());
+            assert_eq!(p.seconds, TOUR_SECONDS);
+        }
+        // Object storage at all cores, modes at one thread and all cores, fields at both sizes.
+        assert_eq!(native.iter().filter(|p| p.point.concurrency == Some(32)).count(), 3);
+        assert!(
+            native
+                .iter()
+                .any(|p| p.point.algorithm.name() == "aes-256-ocb" && p.point.threads == 2)
+        );
+        assert!(Suite::Tour.expand(1).iter().all(|p| p.point.threads == 1));
+        // Measuring time (with warm-ups): the fleet's wall time is in docs/performance.md.
+        let budget = |points: &[JobSpec]| points.iter().map(|p| p.seconds + p.warmup_seconds()).sum::<f64>();
+        assert!(budget(&native) < 75.0, "{}", budget(&native));
+        assert!(budget(&emulated) < 35.0, "{}", budget(&emulated));
     }
 
     #[test]

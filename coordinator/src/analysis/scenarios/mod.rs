@@ -292,6 +292,37 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn the_tour_fills_every_cell_and_answer_of_every_view() {
+        let c = class("EPYC", "accelerated");
+        let samples: Vec<Sample> = Suite::Tour
+            .expand(4)
+            .into_iter()
+            .map(|spec| {
+                let p = spec.point;
+                let (mb_s, used) = match p.path {
+                    Path::Accelerated => (1000.0, PathUsed::Accelerated),
+                    Path::Software => (100.0, PathUsed::Software),
+                };
+                let slow = match p.algorithm.cipher {
+                    cipherfleet_core::algorithm::Cipher::Des => 20.0,
+                    cipherfleet_core::algorithm::Cipher::TripleDes => 50.0,
+                    _ => 1.0,
+                };
+                sample(&c, 1, p, mb_s * f64::from(p.threads) / slow, used)
+            })
+            .collect();
+        for scenario in Scenario::ALL {
+            let v = view(scenario, &samples);
+            assert_eq!(v.classes.len(), 1, "{scenario:?}");
+            let answer = &v.classes[0];
+            assert!(!answer.answer.contains('?'), "{scenario:?}: {}", answer.answer);
+            for row in &answer.rows {
+                assert!(row.cells.iter().all(Option::is_some), "{scenario:?}: {row:?}");
+            }
+        }
+    }
+
+    #[test]
     fn a_class_without_points_of_the_scenario_has_no_answer() {
         let c = class("EPYC", "accelerated");
         let quick = sample(&c, 1, Suite::Quick.expand(1)[0].point, 100.0, PathUsed::Accelerated);

@@ -257,6 +257,6 @@ pub(super) fn skip(why: &str, required_by: &[&str]) -> bool {
     for var in required_by {
         assert!(std::env::var_os(var).is_none(), "{var} is set but {why}");
     }
-    eprintln!("\n!!! SKIPPED five_hosts_of_the_fleet_run_one_campaign_through_a_link_cut_and_an_agent_kill: {why}\n");
+    eprintln!("\n!!! SKIPPED every_host_of_the_fleet_runs_one_campaign_through_link_cuts_and_kills: {why}\n");
     true
 }

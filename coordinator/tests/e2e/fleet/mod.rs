@@ -12,7 +12,10 @@
 //! API, the database, `fleet.sh status` and headless Chromium: every job done
 //! with exactly one result, each host's findings and facts as its CPU, kernel
 //! and build dictate, the emulated hosts marked and out of the capacity
-//! figures. `fleet.sh down` runs whatever happened.
+//! figures. Then the quickstart's flow: the `tour` suite on every host and the
+//! report in Chromium as a new user first meets it, every page and scenario
+//! view with its answer (or the command that fills it), emulated hosts never
+//! ranked. `fleet.sh down` runs whatever happened.
 //!
 //! Needs root and network namespaces, else it skips loudly (fails with
 //! `CIPHERFLEET_REQUIRE_NETNS` or `CI` set, as `deploy/test.sh` sets it); the
@@ -52,14 +55,6 @@ const EMULATED: [&str; 5] = [
     "x86-noxsave",
 ];
 const OLD_KERNEL: &str = "3.10.0-1160.el7.x86_64";
-/// The README's wider matrix (`CIPHERFLEET_SCREENSHOTS`).
-const SCREENSHOT_ALGORITHMS: &[&str] = &[
-    "aes-128-gcm",
-    "aes-256-gcm",
-    "aes-128-cbc",
-    "aes-128-ctr",
-    "chacha20-poly1305",
-];
 /// The scenario suites, each with its view at `/scenarios/NAME`.
 const SCENARIOS: [&str; 5] = ["object-storage", "field-level", "legacy-migration", "modes", "fallback"];
 /// Prefix of this test's namespaces; the rest is the test process's pid.
@@ -413,53 +408,39 @@ async fn every_host_of_the_fleet_runs_one_campaign_through_link_cuts_and_kills()
         "{capacity}"
     );
 
+    // The quickstart's flow (deploy/quickstart.sh): the tour on every host, then the pages as a
+    // new user first meets them, pictured (for docs/screenshots/ with CIPHERFLEET_SCREENSHOTS).
+    let tour = tour(&app).await;
     let shots = Screenshots::new(&app);
-    let readme = if shots.for_readme {
-        Some(readme_campaigns(&app).await)
-    } else {
-        None
-    };
     if let Some(mut browser) = Browser::launch() {
-        let last = readme.unwrap_or(campaign);
-        pages_show_the_fleet(&mut browser, &app, &fleet, &listed, &shots, &last).await;
+        pages_show_the_fleet(&mut browser, &app, &fleet, &listed, &shots, &tour).await;
     }
 }
 
-/// For the README's pictures (`CIPHERFLEET_SCREENSHOTS`, deploy/screenshots.sh):
-/// a wider matrix on every host (accelerated path), and the scenario suites on the two real
-/// ones (the scenario views leave emulated hosts out). Returns the last campaign.
-async fn readme_campaigns(app: &App) -> String {
-    // The accelerated path (software-path points on arm64 would need its sibling); the
-    // fallback scenario measures both paths on the real hosts.
-    let wide = matrix(SCREENSHOT_ALGORITHMS, &[16, 1024, 16 * 1024], 0.25);
-    let mut last = app.run_campaign("fleet matrix", wide).await;
-    for suite in SCENARIOS {
-        let request = v1::StartCampaignRequest {
-            points: Some(v1::start_campaign_request::Points::Suite(suite.into())),
-            hosts: Some(v1::HostSelector {
-                host_names: vec!["x86-aesni".into(), "x86-soft-build".into()],
-                ..Default::default()
-            }),
-            started_by: "screenshots".into(),
-            name: format!("scenario {suite}"),
-            ..Default::default()
-        };
-        last = app
-            .admin()
-            .await
-            .start_campaign(request)
-            .await
-            .expect("campaign starts")
-            .into_inner()
-            .campaign_id;
-    }
-    // The queue runs campaigns oldest first: the last one ends last.
-    let status = app.wait_finished(&last, Duration::from_secs(900)).await;
+/// Runs the `tour` suite on every host, as `deploy/quickstart.sh` does; returns its campaign.
+async fn tour(app: &App) -> String {
+    let request = v1::StartCampaignRequest {
+        points: Some(v1::start_campaign_request::Points::Suite("tour".into())),
+        started_by: "quickstart".into(),
+        name: "tour".into(),
+        ..Default::default()
+    };
+    let id = app
+        .admin()
+        .await
+        .start_campaign(request)
+        .await
+        .expect("the tour starts")
+        .into_inner()
+        .campaign_id;
+    let started = Instant::now();
+    let status = app.wait_finished(&id, Duration::from_secs(900)).await;
     assert_eq!(
         status.state,
         v1::CampaignState::Completed as i32,
         "{:?}",
         status.failures
     );
-    last
+    eprintln!("fleet: the tour took {:.1} s", started.elapsed().as_secs_f64());
+    id
 }

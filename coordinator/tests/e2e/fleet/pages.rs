@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use crate::app::App;
-use crate::browser::{Problems, Screenshots, texts, visit};
+use crate::browser::{Problems, Screenshots, fits_1400_px, says_what_fills_it, texts, visit};
 use crate::chromium::Browser;
 
 use super::harness::Fleet;
@@ -110,6 +110,8 @@ pub(super) async fn pages_show_the_fleet(
         for host in ["x86-no-aesni", "x86-soft-build"] {
             p.check(page.shows(host), format!("/fallback: names {host}"));
         }
+        says_what_fills_it(&page, "/fallback", &mut p);
+        fits_1400_px(browser, "/fallback", &mut p);
     }
     let aesni = hosts.iter().find(|h| h["name"] == "x86-aesni").unwrap()["id"].clone();
     let rest = [
@@ -130,7 +132,28 @@ pub(super) async fn pages_show_the_fleet(
             .map(|s| (format!("/scenarios/{s}"), format!("scenario-{s}"))),
     );
     for (path, name) in rest {
-        visit(browser, &base, &path, &name, shots, &mut p);
+        let Some(page) = visit(browser, &base, &path, &name, shots, &mut p) else {
+            continue;
+        };
+        // After the tour every view has its answer, or names the command that fills it.
+        if path.starts_with("/scenarios") || path.starts_with("/compare") || path.starts_with("/capacity") {
+            says_what_fills_it(&page, &path, &mut p);
+        }
+        if path.starts_with("/compare") {
+            // Emulated hosts are shown, badged and greyed, never on the colour scale.
+            let ranked = browser.eval(
+                "(() => { const rows = Array.from(document.querySelectorAll('tr[data-row]'))\
+                   .filter(r => r.querySelector('.badge.emulated'));\
+                   return {emulated: rows.length, ranked: rows.flatMap(r => Array.from(r.querySelectorAll('td.num'))\
+                     .filter(td => Array.from(td.classList).some(c => c.startsWith('heat-')))\
+                     .map(td => r.dataset.row + ': ' + td.textContent.trim()))}; })()",
+            );
+            p.check(
+                ranked["emulated"].as_u64().is_some_and(|n| n > 0)
+                    && ranked["ranked"].as_array().is_some_and(Vec::is_empty),
+                format!("{path}: emulated hosts shown, none on the colour scale: {ranked}"),
+            );
+        }
     }
     p.assert_none();
 }
