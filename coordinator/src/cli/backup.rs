@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
+use super::out::outln;
 use crate::pg::backup;
 
 /// Flags of `backup`.
@@ -38,12 +39,11 @@ pub async fn backup(args: BackupArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("backing up the private cluster under {}", args.data_dir.display()))?;
     let bytes = std::fs::metadata(&args.file).map(|m| m.len()).unwrap_or(0);
-    println!(
+    outln!(
         "backed up {} into {} ({bytes} bytes)",
         args.data_dir.display(),
         args.file.display()
-    );
-    Ok(())
+    )
 }
 
 /// Runs `restore`.
@@ -51,7 +51,7 @@ pub async fn restore(args: RestoreArgs) -> anyhow::Result<()> {
     let restored = backup::restore(&args.data_dir, &args.file)
         .await
         .with_context(|| format!("restoring {} under {}", args.file.display(), args.data_dir.display()))?;
-    println!(
+    outln!(
         "restored {} into {}: migration {}, {} hosts, {} campaigns, {} results; \
          start the coordinator with --data-dir {}",
         args.file.display(),
@@ -61,6 +61,5 @@ pub async fn restore(args: RestoreArgs) -> anyhow::Result<()> {
         restored.campaigns,
         restored.results,
         args.data_dir.display()
-    );
-    Ok(())
+    )
 }
