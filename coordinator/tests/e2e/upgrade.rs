@@ -263,18 +263,22 @@ async fn the_previous_release_serves_beside_this_one_through_a_campaign_and_hand
 
     // The agents follow at their pace: one upgraded in place is the same host.
     new.kill_agent(0);
+    let killed = chrono::Utc::now();
     new.spawn_agent("up-old-at-new", &[]);
+    // Its new session, not the lease the killed one left behind, says it is back.
     wait_for("the upgraded agent back", Duration::from_secs(30), || async {
-        let (known, online): (i64, i64) = sqlx::query_as(
-            "SELECT count(*), count(*) FILTER (WHERE l.expires_at > now()) FROM hosts h \
-             LEFT JOIN host_leases l ON l.host_id = h.id",
+        let back: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT FROM agent_sessions s JOIN hosts h ON h.id = s.host_id \
+             WHERE h.name = 'up-old-at-new' AND s.connected_at > $1 AND s.disconnected_at IS NULL)",
         )
+        .bind(killed)
         .fetch_one(&new.pool)
         .await
         .ok()?;
-        (known == all as i64 && online == all as i64).then_some(())
+        back.then_some(())
     })
     .await;
+    new.wait_online(all).await;
     assert_eq!(hosts(&new).await, before, "the upgraded agent is the host it was");
     let after = new
         .run_campaign("after the upgrade", matrix(&["aes-128-gcm"], &[1024], 0.2))
