@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README; CI runs exactly this): installs what the tests need,
 # checks formatting and lints, builds both agent flavours natively and statically
-# for x86-64 and ARM64 (and the x86-64 coordinator), checks the deployment files
+# for x86-64 and ARM64 (and the x86-64 coordinator) and the previous release's
+# coordinator and agent (for the rolling-upgrade test), checks the deployment files
 # (deploy/check-deploy.sh), the static builds on emulated hosts and every way of stopping the
 # quickstart (deploy/check-stop.sh), then runs every test (the fleet test with its VM hosts, whose
 # packages and kernel deploy/install-deps.sh installs).
@@ -50,6 +51,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "both flavours (debug), software sibling next to the test binaries"
 deploy/build.sh
 
+step "the previous release's coordinator and agent, for the rolling-upgrade test (cached)"
+deploy/build-previous.sh
+
 step "static builds for x86-64 and ARM64"
 deploy/build-static.sh
 # …and the static x86-64 coordinator, for its FROM-scratch image (the ARM64 one only on request:
@@ -81,8 +85,9 @@ set +e
 #   CIPHERFLEET_REQUIRE_NETNS     root and network namespaces for the fleet (e2e fleet/)
 #   CIPHERFLEET_REQUIRE_VM        the fleet's VM hosts: qemu-system-x86_64, busybox-static, kmod, xz and
 #                                 Debian's kernel in the VM cache (deploy/install-deps.sh)
+#   CIPHERFLEET_REQUIRE_PREVIOUS  the previous release's binaries in target/previous/ (deploy/build-previous.sh)
 CIPHERFLEET_REQUIRE_SOFT=1 CIPHERFLEET_REQUIRE_CHROMIUM=1 CIPHERFLEET_REQUIRE_STATIC=1 CIPHERFLEET_REQUIRE_NETNS=1 \
-  CIPHERFLEET_REQUIRE_VM=1 \
+  CIPHERFLEET_REQUIRE_VM=1 CIPHERFLEET_REQUIRE_PREVIOUS=1 \
   cargo test --workspace --lib --bins --tests 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e

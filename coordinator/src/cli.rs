@@ -1,8 +1,9 @@
-//! Command line: `serve`, and the operator commands (`campaign start|status|cancel`,
+//! Command line: `serve`, `backup` and `restore` of its private cluster, and the operator commands (`campaign start|status|cancel`,
 //! `hosts`, `hosts reset-credential|retire` in [`hosts`], `check` in [`check`],
 //! `schedule` in [`schedule`]) that talk to a running coordinator's admin API.
 //!
 //! - [`serve`]: `serve`'s flags and the binary's side of starting a coordinator;
+//! - [`backup`]: `backup` and `restore`, the private cluster's database to a file and back;
 //! - [`admin`]: the flags, client and output format every operator command shares;
 //! - [`campaign`], [`hosts`], [`check`], [`schedule`]: one operator command each;
 //! - [`out`]: their standard output: a closed pipe ends them quietly, tables escape what
@@ -11,6 +12,7 @@
 use clap::{Parser, Subcommand};
 
 mod admin;
+mod backup;
 mod campaign;
 mod check;
 mod hosts;
@@ -37,6 +39,11 @@ pub struct Cli {
 enum Command {
     /// Run the coordinator: gRPC for agents and operators, results in PostgreSQL.
     Serve(Box<serve::ServeArgs>),
+    /// Dump the private cluster's database into a file, while its coordinator runs or not
+    /// (with --database-url, use pg_dump: docs/operations.md, "Backups").
+    Backup(backup::BackupArgs),
+    /// Restore a dump into a new private cluster under --data-dir, for `serve --data-dir`.
+    Restore(backup::RestoreArgs),
     /// Start, watch or cancel a campaign (a suite run on selected hosts).
     #[command(subcommand)]
     Campaign(campaign::CampaignCommand),
@@ -76,6 +83,8 @@ pub(crate) fn error_text(e: &anyhow::Error) -> String {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::serve(*args).await,
+        Command::Backup(args) => backup::backup(args).await,
+        Command::Restore(args) => backup::restore(args).await,
         Command::Hosts(hosts::HostsArgs { action: None, admin }) => hosts::list(admin).await,
         Command::Hosts(hosts::HostsArgs {
             action: Some(command), ..

@@ -142,7 +142,7 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
     let cluster = match &config.database_url {
         Some(_) => None,
         None => {
-            let dir = config.data_dir.join("postgres");
+            let dir = config.data_dir.join(pg::CLUSTER_DIR);
             Some(
                 pg::PrivateCluster::start(&dir)
                     .await

@@ -25,6 +25,20 @@ pub struct DataDirLock {
 impl DataDirLock {
     /// Creates `data_dir` if needed and takes its lock, or says which process holds it.
     pub fn acquire(data_dir: &Path) -> Result<Self, PgError> {
+        Self::try_acquire(data_dir)?.map_err(|held| PgError::DataDir {
+            path: data_dir.to_path_buf(),
+            problem: format!(
+                "another cipherfleet-coordinator{} is running on it and holds {}; stop that one, or \
+                 give this one its own --data-dir (or --database-url)",
+                held.by(),
+                held.path.display()
+            ),
+        })
+    }
+
+    /// [`DataDirLock::acquire`], answering [`Held`] rather than an error when a
+    /// running coordinator holds the lock.
+    pub fn try_acquire(data_dir: &Path) -> Result<Result<Self, Held>, PgError> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)
@@ -49,20 +63,10 @@ impl DataDirLock {
             }
             let mut holder = String::new();
             let _ = file.read_to_string(&mut holder);
-            let holder = holder.trim();
-            let by = if holder.is_empty() {
-                String::new()
-            } else {
-                format!(" (PID {holder})")
-            };
-            return Err(PgError::DataDir {
-                path: data_dir.to_path_buf(),
-                problem: format!(
-                    "another cipherfleet-coordinator{by} is running on it and holds {}; stop that one, or \
-                     give this one its own --data-dir (or --database-url)",
-                    path.display()
-                ),
-            });
+            return Ok(Err(Held {
+                path,
+                pid: holder.trim().to_string(),
+            }));
         }
         // Who holds it, for the message above; the lock itself is the flock.
         let pid = std::process::id().to_string();
@@ -73,12 +77,32 @@ impl DataDirLock {
         if let Err(e) = written {
             tracing::warn!(error = %e, path = %path.display(), "could not note our PID in the lock file");
         }
-        Ok(DataDirLock { _file: file, path })
+        Ok(Ok(DataDirLock { _file: file, path }))
     }
 
     /// The lock file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// The lock of a data directory that a running coordinator holds.
+#[derive(Debug)]
+pub struct Held {
+    /// The lock file.
+    pub path: PathBuf,
+    /// The holder's PID as it noted it (empty if it could not).
+    pub pid: String,
+}
+
+impl Held {
+    /// ` (PID n)`, or nothing when the holder is not known.
+    pub fn by(&self) -> String {
+        if self.pid.is_empty() {
+            String::new()
+        } else {
+            format!(" (PID {})", self.pid)
+        }
     }
 }
 

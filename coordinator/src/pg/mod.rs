@@ -7,6 +7,7 @@
 //! authentication: whoever can reach the socket is the coordinator (or root).
 //! The server is stopped when the [`PrivateCluster`] is stopped or dropped.
 //!
+//! - [`backup`]: a dump of the coordinator's database, and its restore into a new cluster.
 //! - `binaries`: which PostgreSQL installation to run.
 //! - `account`: which OS user runs it (never root; `cipherfleet-pg` for root).
 //! - `data_dir`: creating the cluster, its settings and log files (links there are never followed).
@@ -14,13 +15,14 @@
 //! - `postmaster`: what a `postmaster.pid` left in the data directory stands for.
 
 mod account;
+pub mod backup;
 mod binaries;
 mod data_dir;
 mod lock;
 mod postmaster;
 
 pub use account::SYSTEM_USER;
-pub use lock::DataDirLock;
+pub use lock::{DataDirLock, Held};
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -33,6 +35,8 @@ use tokio::process::Command;
 use account::Account;
 use binaries::Binaries;
 
+/// The cluster's directory (`PGDATA`) inside a coordinator's `--data-dir`.
+pub const CLUSTER_DIR: &str = "postgres";
 /// Superuser role created by `initdb`, independent of the OS user running the server.
 pub const SUPERUSER: &str = "cipherfleet";
 /// The database the coordinator uses inside its private cluster.

@@ -166,13 +166,22 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a statement may run before PostgreSQL cancels it.
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Connects to `url` and brings the schema up to date. The pool has
+/// Connects to `url` and brings the schema up to date ([`schema::apply`]:
+/// beside a newer coordinator, its stored procedures stay, and a warning says
+/// so). The pool has
 /// [`ACQUIRE_TIMEOUT`] and [`STATEMENT_TIMEOUT`]; migrations run before, on a
 /// connection of their own without the statement timeout.
 pub async fn connect(url: &str) -> Result<PgPool> {
     let options: PgConnectOptions = url.parse()?;
     let mut migrating = options.connect().await.map_err(Error::connecting)?;
-    schema::apply(&mut migrating).await?;
+    if let schema::Functions::LeftToNewer { database, known } = schema::apply(&mut migrating).await? {
+        tracing::warn!(
+            database_migration = database,
+            known_migration = known,
+            "the database has migration {database}, newer than this build's {known}: a newer coordinator \
+             shares it, so its stored procedures stay as it applied them; upgrade this coordinator"
+        );
+    }
     migrating.close().await?;
     let options = options.options([("statement_timeout", STATEMENT_TIMEOUT.as_millis())]);
     let pool = PgPoolOptions::new()

@@ -7,8 +7,19 @@
 //! Changing a function is editing its file; adding one is a file here and,
 //! when a migration already needs it (a trigger), a definition in that
 //! migration too; removing one is a migration that drops it and its file gone.
+//!
+//! **Coordinators of two releases on one database** (a rolling upgrade): the
+//! newer one applies its migrations, which must be additive for one release
+//! (docs/operations.md, "Upgrading"), and the older one keeps serving on
+//! them, also across a restart: migrations it does not know, newer than its
+//! own, are no reason to stop. Stored procedures are ordered by migrations:
+//! a coordinator replaces them only when it knows every migration the database
+//! has applied, so an older one restarting leaves the newer definitions alone
+//! instead of putting its own back. That holds while every change to
+//! `functions/` comes with a migration of its own (the test
+//! `functions_change_only_with_a_migration` keeps it).
 
-use sqlx::migrate::Migrator;
+use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::{Acquire, Connection, Postgres};
 
 use super::Result;
@@ -63,31 +74,113 @@ pub const FUNCTIONS: &[Function] = &[
     function!("webhook_finding_resolved"),
 ];
 
+/// What [`apply`] did with the stored procedures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Functions {
+    /// Replaced by this build's files.
+    Applied,
+    /// Left as they are: the database has applied migration `database`, newer
+    /// than `known`, the newest this build has, so a newer coordinator shares
+    /// the database and its definitions stay.
+    LeftToNewer { database: i64, known: i64 },
+}
+
+/// The newest migration this build has.
+pub fn newest_migration() -> i64 {
+    MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
 /// Applies the migrations not applied yet, then every function of
-/// [`FUNCTIONS`], in one transaction under an advisory lock: coordinators
-/// starting together replace them one after the other, never concurrently.
-pub async fn apply<'a, A>(db: A) -> Result<()>
+/// [`FUNCTIONS`] unless the database has a migration newer than this build's
+/// ([`Functions::LeftToNewer`]); the functions in one transaction under an
+/// advisory lock, so coordinators starting together replace them one after
+/// the other, never concurrently. A migration applied in the database that
+/// this build lacks is refused unless it is newer than all of this build's.
+pub async fn apply<'a, A>(db: A) -> Result<Functions>
 where
     A: Acquire<'a, Database = Postgres>,
 {
     let mut conn = db.acquire().await?;
-    MIGRATOR.run(&mut *conn).await?;
+    let known = newest_migration();
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+        .fetch_one(&mut *conn)
+        .await?;
+    if exists {
+        let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
+            .fetch_all(&mut *conn)
+            .await?;
+        // What sqlx checks when it does not ignore missing migrations, less the newer ones.
+        if let Some(&missing) = applied
+            .iter()
+            .find(|&&v| v < known && !MIGRATOR.iter().any(|m| m.version == v))
+        {
+            return Err(MigrateError::VersionMissing(missing).into());
+        }
+    }
+    let mut migrator = Migrator::with_migrations(MIGRATOR.iter().cloned().collect());
+    migrator.set_ignore_missing(true);
+    migrator.run(&mut *conn).await?;
+
     let mut tx = Connection::begin(&mut *conn).await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext('cipherfleet_functions'))")
         .execute(&mut *tx)
         .await?;
+    // Read under the lock: a newer coordinator commits its migrations before it
+    // takes the lock to apply its functions, so either this sees them and
+    // leaves the functions alone, or that one replaces these after.
+    let database: i64 = sqlx::query_scalar("SELECT coalesce(max(version), 0) FROM _sqlx_migrations WHERE success")
+        .fetch_one(&mut *tx)
+        .await?;
+    if database > known {
+        return Ok(Functions::LeftToNewer { database, known });
+    }
     for f in FUNCTIONS {
         sqlx::raw_sql(f.sql).execute(&mut *tx).await?;
     }
     tx.commit().await?;
-    Ok(())
+    Ok(Functions::Applied)
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
 
+    use sha2::{Digest, Sha256};
+
     use super::*;
+
+    /// The newest migration when `functions/` last changed, and the SHA-256 of
+    /// its files then (each name and SQL, in [`FUNCTIONS`]' order).
+    const FUNCTIONS_SINCE: (i64, &str) = (33, "16e13b56c3f7b9959e91a410f9dd6ca3deaef0906708869a9b674a61fce28355");
+
+    /// A coordinator that knows the database's newest migration replaces the
+    /// functions, so two builds with the same newest migration must define them
+    /// alike, or an older one restarting beside a newer one would put its own
+    /// definitions back ([`apply`]).
+    #[test]
+    fn functions_change_only_with_a_migration() {
+        let mut digest = Sha256::new();
+        for f in FUNCTIONS {
+            digest.update(f.name);
+            digest.update([0]);
+            digest.update(f.sql);
+            digest.update([0]);
+        }
+        let digest: String = digest.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let newest = newest_migration();
+        let (since, recorded) = FUNCTIONS_SINCE;
+        assert!(
+            digest == recorded || newest > since,
+            "functions/ changed without a migration: coordinators order stored procedures by \
+             their newest migration (store::schema), so add one (a comment saying which functions \
+             changed will do), then set FUNCTIONS_SINCE to (its version, {digest:?})"
+        );
+        assert_eq!(
+            (since, recorded),
+            (if digest == recorded { since } else { newest }, digest.as_str()),
+            "functions/ changed with migration {newest}: set FUNCTIONS_SINCE to ({newest}, {digest:?})"
+        );
+    }
 
     #[test]
     fn the_list_is_the_folder_and_each_file_defines_its_function_once() {

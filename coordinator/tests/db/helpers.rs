@@ -119,7 +119,7 @@ pub async fn twin_dbs(pool: PgPool) -> (PgPool, PgPool) {
 }
 
 /// A fresh, empty database in the shared cluster.
-async fn empty_db() -> PgPool {
+pub async fn empty_db() -> PgPool {
     let shared = shared();
     let name = format!("test_{}", Uuid::new_v4().simple());
     let mut admin = shared.options.connect().await.expect("connecting to the test cluster");
@@ -133,6 +133,26 @@ async fn empty_db() -> PgPool {
         .connect_with(shared.options.clone().database(&name))
         .await
         .expect("connecting to the test database")
+}
+
+/// The URL `serve` would be given for the database behind `pool`, as libpq (`pg_dump`) reads it too.
+pub fn url_of(pool: &PgPool) -> String {
+    let options = pool.connect_options();
+    let socket = options.get_socket().expect("the test cluster listens on a unix socket");
+    let host: String = socket
+        .to_string_lossy()
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    format!(
+        "postgres:///{}?host={host}&port={}&user={}&sslmode=disable",
+        options.get_database().expect("a named database"),
+        options.get_port(),
+        options.get_username()
+    )
 }
 
 /// Host facts as `cipherfleet-agent probe --format json` prints them.

@@ -2,6 +2,7 @@
 //! fresh migrated database per test (see `helpers`). Needs the PostgreSQL
 //! server binaries (`apt-get install postgresql`).
 
+mod backup;
 mod cluster;
 mod errors;
 mod every_query;
@@ -15,3 +16,4 @@ mod jobs;
 mod migrations;
 mod results;
 mod tls;
+mod upgrade;

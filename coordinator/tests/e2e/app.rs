@@ -83,6 +83,15 @@ pub struct App {
     self_signed: Option<(PathBuf, Vec<String>)>,
     /// Set: [`App::admin`] presents this client certificate and key (`serve --client-ca`).
     pub client_identity: Option<(PathBuf, PathBuf)>,
+    /// The coordinator build [`App::start_coordinator`] runs: this one's, or a previous release's.
+    pub coordinator_binary: PathBuf,
+    /// Set: the coordinator runs its private cluster under this `--data-dir`
+    /// ([`App::use_data_dir`]) instead of using `db_url`'s database.
+    data_dir: Option<PathBuf>,
+    /// Set: the coordinator logs at this level ([`App::capture_log`]), into `log`.
+    log_level: Option<&'static str>,
+    /// The started coordinator's stderr, line by line, when [`App::capture_log`] asked for it.
+    pub log: Option<std::sync::mpsc::Receiver<String>>,
     coordinator: Option<Child>,
     agents: Vec<Child>,
 }
@@ -121,6 +130,23 @@ pub async fn spawn_tls_app_with(tls: TlsFiles, serve_args: &[&str]) -> App {
     App::start(pool, db_url, Some(tls), serve_args)
 }
 
+/// A lazy pool for the database of the private cluster under `data_dir` (a
+/// coordinator's `--data-dir`, whose server may not run yet), and its URL.
+fn private_database(data_dir: &Path) -> (PgPool, String) {
+    use cipherfleet_coordinator::pg;
+    let options = sqlx::postgres::PgConnectOptions::new_without_pgpass()
+        .socket(data_dir.join(pg::CLUSTER_DIR))
+        .port(5432)
+        .username(pg::SUPERUSER)
+        .database(pg::DATABASE)
+        .ssl_mode(sqlx::postgres::PgSslMode::Disable);
+    let url = options.to_url_lossy().to_string();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect_lazy_with(options);
+    (pool, url)
+}
+
 /// A connection URL for the pool's database (socket directory and all).
 pub async fn url_of(pool: &PgPool) -> String {
     let options = pool.connect_options();
@@ -138,14 +164,58 @@ impl App {
         App::start(pool, db_url, None, serve_args)
     }
 
+    /// [`App::with_database_and`] running the coordinator build at `binary`.
+    pub async fn with_build(binary: &Path, pool: PgPool, db_url: String, serve_args: &[&str]) -> App {
+        assert!(binary.is_file(), "{} is missing", binary.display());
+        let mut app = App::unstarted(pool, db_url, None, serve_args);
+        app.coordinator_binary = binary.to_path_buf();
+        app.start_coordinator("127.0.0.1:0".parse().unwrap());
+        app
+    }
+
+    /// An app on the database behind `pool` / `db_url` whose coordinator is not
+    /// started yet: set it up, then [`App::start_coordinator`].
+    pub fn unstarted_on(pool: PgPool, db_url: String, serve_args: &[&str]) -> App {
+        App::unstarted(pool, db_url, None, serve_args)
+    }
+
+    /// Starts a coordinator on its private PostgreSQL cluster under `data_dir`
+    /// (`--data-dir`, made on the first start); `pool` reaches its database.
+    pub async fn private(data_dir: &Path) -> App {
+        let (pool, db_url) = private_database(data_dir);
+        let mut app = App::unstarted(pool, db_url, None, &["--verify-on-change=false"]);
+        app.data_dir = Some(data_dir.to_path_buf());
+        app.start_coordinator("127.0.0.1:0".parse().unwrap());
+        app
+    }
+
+    /// From the next [`App::start_coordinator`] on: the private cluster under
+    /// `data_dir`, which `pool` reaches from now on.
+    pub fn use_data_dir(&mut self, data_dir: &Path) {
+        (self.pool, self.db_url) = private_database(data_dir);
+        self.data_dir = Some(data_dir.to_path_buf());
+    }
+
+    /// From the next [`App::start_coordinator`] on: the coordinator logs at
+    /// `level` into [`App::log`] instead of logging errors to the test's stderr.
+    pub fn capture_log(&mut self, level: &'static str) {
+        self.log_level = Some(level);
+    }
+
     fn start(pool: PgPool, db_url: String, tls: Option<TlsFiles>, serve_args: &[&str]) -> App {
+        let mut app = App::unstarted(pool, db_url, tls, serve_args);
+        app.start_coordinator("127.0.0.1:0".parse().unwrap());
+        app
+    }
+
+    fn unstarted(pool: PgPool, db_url: String, tls: Option<TlsFiles>, serve_args: &[&str]) -> App {
         let dir = TempDir::new("e2e");
         for (file, token) in [("agent.token", AGENT_TOKEN), ("admin.token", ADMIN_TOKEN)] {
             let path = dir.path().join(file);
             std::fs::write(&path, token).unwrap();
             std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         }
-        let mut app = App {
+        App {
             pool,
             db_url,
             dir,
@@ -155,16 +225,18 @@ impl App {
             self_signed: None,
             client_identity: None,
             serve_args: serve_args.iter().map(|a| a.to_string()).collect(),
+            coordinator_binary: PathBuf::from(env!("CARGO_BIN_EXE_cipherfleet-coordinator")),
+            data_dir: None,
+            log_level: None,
+            log: None,
             coordinator: None,
             agents: vec![],
-        };
-        app.start_coordinator("127.0.0.1:0".parse().unwrap());
-        app
+        }
     }
 
     /// Starts (or restarts) the coordinator process on `addr` and waits for its address line.
     pub fn start_coordinator(&mut self, addr: SocketAddr) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cipherfleet-coordinator"));
+        let mut command = Command::new(&self.coordinator_binary);
         command.args([
             "serve",
             "--grpc-listen",
@@ -186,18 +258,25 @@ impl App {
                 command.args(["--tls-name", name]);
             }
         }
+        match &self.data_dir {
+            Some(dir) => command.arg("--data-dir").arg(dir),
+            None => command.arg("--database-url").arg(&self.db_url),
+        };
+        if let Some(level) = self.log_level {
+            command.env("CIPHERFLEET_LOG", level).stderr(Stdio::piped());
+        } else {
+            command.env("CIPHERFLEET_LOG", "error");
+        }
         let mut child = command
-            .arg("--database-url")
-            .arg(&self.db_url)
             .arg("--agent-token-file")
             .arg(self.dir.path().join("agent.token"))
             .arg("--admin-token-file")
             .arg(self.dir.path().join("admin.token"))
-            .env("CIPHERFLEET_LOG", "error")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
             .expect("starting the coordinator");
+        self.log = self.log_level.map(|_| crate::tls::stderr_lines(&mut child));
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)

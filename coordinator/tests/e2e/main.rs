@@ -5,6 +5,7 @@
 
 mod app;
 mod attack;
+mod backup;
 mod bounds;
 mod browser;
 mod campaigns;
@@ -40,5 +41,6 @@ mod scenarios;
 mod simulate;
 mod tls;
 mod transport;
+mod upgrade;
 mod watch;
 mod xss;

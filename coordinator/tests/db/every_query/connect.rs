@@ -2,29 +2,8 @@
 
 use cipherfleet_coordinator::store::schema::{self, MIGRATOR};
 use cipherfleet_coordinator::store::{self, hosts};
-use sqlx::PgPool;
 
-use crate::helpers::fresh_db;
-
-/// The URL `serve` would be given for the database behind `pool`.
-fn url_of(pool: &PgPool) -> String {
-    let options = pool.connect_options();
-    let socket = options.get_socket().expect("the test cluster listens on a unix socket");
-    let host: String = socket
-        .to_string_lossy()
-        .bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
-    format!(
-        "postgres:///{}?host={host}&port={}&user={}&sslmode=disable",
-        options.get_database().expect("a named database"),
-        options.get_port(),
-        options.get_username()
-    )
-}
+use crate::helpers::{fresh_db, url_of};
 
 #[tokio::test]
 async fn connect_reaches_a_migrated_database() {
