@@ -147,16 +147,7 @@ mod tests {
 
     #[test]
     fn a_kernel_driver_change_is_a_change_and_a_first_report_is_not() {
-        let driver = |name: &str, driver: &str| KernelDriver {
-            name: name.into(),
-            driver: driver.into(),
-            module: "kernel".into(),
-            priority: 100,
-            kind: "cipher".into(),
-            generic: true,
-            path: cipherfleet_core::path::PathUsed::Software,
-            candidates: 1,
-        };
+        use crate::analysis::providers::tests::driver;
         let base = facts("6.1.0", &["aes"], "0.1.0", "accelerated");
         let generic = FactColumns {
             kernel_drivers: Some(Json(vec![driver("aes", "aes-generic")])),
