@@ -287,8 +287,7 @@ fn run_daemon(args: RunArgs) -> i32 {
 }
 
 fn print_probe(format: ProbeFormat, openssl: Option<&std::path::Path>) -> i32 {
-    let mut facts = probe::probe();
-    facts.providers = Some(crate::provider::facts(openssl));
+    let facts = probe::probe_with_providers(openssl);
     let mut out = io::stdout().lock();
     let written = match format {
         ProbeFormat::Table => probe::write_table(&facts, &mut out),

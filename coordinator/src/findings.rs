@@ -64,13 +64,15 @@ use writes::{HostChanges, write_chunk};
 /// Every reason, in the spelling `check`, `/metrics` and the database use.
 /// Adding one here (and to the `findings.reason` check of the schema) is all
 /// the report, `/api/v1`, `check` and `/metrics` need to know it.
-pub const REASONS: [&str; 6] = [
+pub const REASONS: [&str; 8] = [
     "cpu-lacks",
     "hypervisor-masks",
     "os-disabled",
     "software-build",
     "slow-accelerated",
     unexplained::REASON,
+    "kernel-crypto-generic",
+    "openssl-masked",
 ];
 
 /// The latest results per series (and path) the detectors see.

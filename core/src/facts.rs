@@ -41,8 +41,8 @@ pub struct HostFacts {
     pub build: Build,
     pub noise: Noise,
     /// The providers the agent can measure on here, with the kernel's crypto
-    /// drivers and the host's OpenSSL build. `probe` fills it; the facts a daemon
-    /// sends and a measurement carries leave it out (absent).
+    /// drivers and the host's OpenSSL build. `probe` and a daemon's `Hello` fill it;
+    /// a measurement's facts leave it out (absent), as did agents before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub providers: Option<ProviderFacts>,
 }

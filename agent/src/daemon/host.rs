@@ -1,6 +1,6 @@
 //! What the daemon plugs into the session engine ([`crate::session`]): jobs
 //! measured in worker processes within the ceilings, outcomes in the spool on
-//! disk, this machine's probed facts in every `Hello`, and each event logged
+//! disk, this machine's probed facts (its providers' included) in every `Hello`, and each event logged
 //! for an operator.
 
 use std::io;
@@ -55,7 +55,8 @@ impl Host for Machine<'_> {
             Vec::new()
         });
         Presence {
-            facts: v1::HostFacts::from(&probe::probe()),
+            // With the providers' facts: the coordinator's kernel-crypto and OpenSSL findings read them.
+            facts: v1::HostFacts::from(&probe::probe_with_providers(None)),
             paths,
             max_threads: self.config.ceilings.max_threads,
             running: self.executor.running_attempt(),

@@ -77,7 +77,18 @@ pub fn checked_features(arch: &str) -> Vec<&'static str> {
     }
 }
 
-/// Gathers all host facts. Never fails: unreadable facts are `None`.
+/// [`probe`] with every provider's facts ([`crate::provider::facts`]): what
+/// `probe` prints and what a daemon's `Hello` carries. `openssl` is
+/// `--openssl PATH`, else the first `openssl` on `PATH`.
+pub fn probe_with_providers(openssl: Option<&std::path::Path>) -> HostFacts {
+    HostFacts {
+        providers: Some(crate::provider::facts(openssl)),
+        ..probe()
+    }
+}
+
+/// Gathers all host facts but the providers' (`providers` is `None`). Never
+/// fails: unreadable facts are `None`.
 pub fn probe() -> HostFacts {
     let (mut cpu, features, mut virtualization) = probe_cpu();
     cpu.logical_cores = linux::online_cpus();

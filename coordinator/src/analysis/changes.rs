@@ -2,9 +2,12 @@
 //! carries ("AES went missing when the kernel went from 6.1 to 6.6").
 //! Only the facts an operator would suspect are compared: kernel, OS, CPU
 //! flags (advertised and usable), hypervisor, agent version and build (flavour,
-//! compiler settings and compile-time target features).
+//! compiler settings and compile-time target features), the kernel's chosen
+//! crypto drivers and the host's OpenSSL version.
 
+use cipherfleet_core::provider::facts::KernelDriver;
 use serde_json::{Map, Value, json};
+use sqlx::types::Json;
 
 use crate::domain::facts::FactColumns;
 
@@ -51,13 +54,33 @@ pub fn diff(before: &FactColumns, after: &FactColumns) -> Map<String, Value> {
             &after.build_target_features,
         ),
     ] {
-        let gained: Vec<&String> = b.iter().filter(|f| !a.contains(f)).collect();
-        let lost: Vec<&String> = a.iter().filter(|f| !b.contains(f)).collect();
-        if !gained.is_empty() || !lost.is_empty() {
-            out.insert(name.to_string(), json!({"gained": gained, "lost": lost}));
-        }
+        gained_lost(&mut out, name, a, b);
+    }
+    // The providers' facts, where both snapshots report them: a first report is no change.
+    if let (Some(a), Some(b)) = (&before.kernel_drivers, &after.kernel_drivers) {
+        let chosen = |d: &Json<Vec<KernelDriver>>| -> Vec<String> {
+            d.0.iter().map(|d| format!("{} → {}", d.name, d.driver)).collect()
+        };
+        gained_lost(&mut out, "kernel_drivers", &chosen(a), &chosen(b));
+    }
+    if let (Some(a), Some(b)) = (&before.openssl_build, &after.openssl_build)
+        && a.0.version != b.0.version
+    {
+        out.insert(
+            "openssl_version".into(),
+            json!({"from": a.0.version, "to": b.0.version}),
+        );
     }
     out
+}
+
+/// Records list `name`'s items gained and lost from `a` to `b`, if any.
+fn gained_lost(out: &mut Map<String, Value>, name: &str, a: &[String], b: &[String]) {
+    let gained: Vec<&String> = b.iter().filter(|f| !a.contains(f)).collect();
+    let lost: Vec<&String> = a.iter().filter(|f| !b.contains(f)).collect();
+    if !gained.is_empty() || !lost.is_empty() {
+        out.insert(name.to_string(), json!({"gained": gained, "lost": lost}));
+    }
 }
 
 #[cfg(test)]
@@ -120,5 +143,24 @@ mod tests {
         for (name, after, want) in cases {
             assert_eq!(Value::Object(diff(&base, &after)), want, "{name}");
         }
+    }
+
+    #[test]
+    fn a_kernel_driver_change_is_a_change_and_a_first_report_is_not() {
+        use crate::analysis::providers::tests::driver;
+        let base = facts("6.1.0", &["aes"], "0.1.0", "accelerated");
+        let generic = FactColumns {
+            kernel_drivers: Some(Json(vec![driver("aes", "aes-generic")])),
+            ..base.clone()
+        };
+        let loaded = FactColumns {
+            kernel_drivers: Some(Json(vec![driver("aes", "aes-aesni")])),
+            ..base.clone()
+        };
+        assert_eq!(diff(&base, &generic), Map::new(), "first reported");
+        assert_eq!(
+            Value::Object(diff(&generic, &loaded)),
+            json!({"kernel_drivers": {"gained": ["aes → aes-aesni"], "lost": ["aes → aes-generic"]}})
+        );
     }
 }

@@ -5,6 +5,10 @@
 //! this host but advertised by a peer with the same identity points at the
 //! hypervisor, not the silicon.
 //!
+//! The providers' facts add two reasons ([`super::providers`]): the kernel's
+//! chosen AES drivers generic on a CPU with the instructions, and an OpenSSL
+//! capability variable masking them.
+//!
 //! A CPU without AES or GHASH instructions is a finding (`cpu-lacks`); one
 //! without AVX2 or SHA-256 instructions is not: most servers before 2019 lack
 //! SHA-NI, and a finding on each would drown the ones that matter. Hidden or
@@ -14,8 +18,11 @@ use std::collections::HashMap;
 
 use cipherfleet_core::algorithm::{Algorithm, Cipher, Mode};
 use cipherfleet_core::path::{Backends, Flavour, is_hardware};
+use cipherfleet_core::provider::facts::KernelDriver;
 use cipherfleet_core::spec::KeyMode;
 use serde::Serialize;
+
+use super::providers;
 
 /// The facts a fallback decision looks at.
 #[derive(Clone, Debug, Default)]
@@ -30,6 +37,14 @@ pub struct HostCrypto {
     pub usable: Vec<String>,
     /// The agent's build; `None` when unknown.
     pub build_flavour: Option<Flavour>,
+    /// `/proc/cpuinfo` describes another CPU (a user-mode emulator): the
+    /// kernel, and its crypto drivers, are the emulator host's, not this CPU's.
+    pub cpuinfo_foreign: Option<bool>,
+    /// The kernel's chosen crypto drivers; empty when not reported.
+    pub kernel_drivers: Vec<KernelDriver>,
+    /// What an OpenSSL capability variable in the agent's environment masks
+    /// (`aes`, `pclmulqdq`…); empty without one, or when not reported.
+    pub openssl_masked: Vec<String>,
 }
 
 /// A reason, as the report and `check` name it.
@@ -44,6 +59,12 @@ pub enum Reason {
     OsDisabled,
     /// The agent is a build that forces software backends.
     SoftwareBuild,
+    /// The kernel's chosen driver for an AES name runs in software although
+    /// the CPU has the instructions its hardware driver needs.
+    KernelCryptoGeneric,
+    /// An `OPENSSL_ia32cap`/`OPENSSL_armcap` in the agent's environment masks
+    /// acceleration from the host's OpenSSL.
+    OpensslMasked,
 }
 
 impl Reason {
@@ -54,6 +75,8 @@ impl Reason {
             Reason::HypervisorMasks => "hypervisor-masks",
             Reason::OsDisabled => "os-disabled",
             Reason::SoftwareBuild => "software-build",
+            Reason::KernelCryptoGeneric => "kernel-crypto-generic",
+            Reason::OpensslMasked => "openssl-masked",
         }
     }
 }
@@ -315,6 +338,20 @@ fn findings_with(host: &HostCrypto, peers_have: impl Fn(&str) -> bool) -> Vec<Fa
     if !disabled.is_empty() {
         out.push(finding(Reason::OsDisabled, disabled));
     }
+    // An emulated CPU's kernel is the emulator host's: its drivers say nothing of this CPU.
+    let generic = providers::kernel_generic(host.arch.as_deref(), &host.usable, &host.kernel_drivers);
+    if host.cpuinfo_foreign != Some(true) && !generic.is_empty() {
+        out.push(finding(
+            Reason::KernelCryptoGeneric,
+            generic.iter().map(|d| d.name.as_str()).collect(),
+        ));
+    }
+    if !host.openssl_masked.is_empty() {
+        out.push(finding(
+            Reason::OpensslMasked,
+            host.openssl_masked.iter().map(String::as_str).collect(),
+        ));
+    }
     out
 }
 
@@ -338,6 +375,7 @@ mod tests {
             advertised: advertised.iter().map(|s| s.to_string()).collect(),
             usable: usable.iter().map(|s| s.to_string()).collect(),
             build_flavour: Some(flavour.parse().unwrap()),
+            ..HostCrypto::default()
         }
     }
 
@@ -452,6 +490,47 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "{name}");
         }
+    }
+
+    #[test]
+    fn the_providers_facts_raise_their_own_reasons() {
+        use crate::analysis::providers::tests::driver;
+        let full = ["aes", "pclmulqdq", "avx", "avx2", "sha"];
+        let generic = vec![
+            driver("aes", "aes-generic"),
+            driver("gcm(aes)", "gcm_base(ctr(aes-generic),ghash-generic)"),
+        ];
+        let kernel_generic = HostCrypto {
+            kernel_drivers: generic.clone(),
+            ..host(1, 85, false, &full, &full, "accelerated")
+        };
+        let emulated = HostCrypto {
+            cpuinfo_foreign: Some(true),
+            ..kernel_generic.clone()
+        };
+        let masked = HostCrypto {
+            openssl_masked: vec!["aes".into(), "pclmulqdq".into()],
+            ..host(2, 85, false, &full, &full, "accelerated")
+        };
+        let reasons = |h: &HostCrypto| -> Vec<(Reason, Vec<String>)> {
+            findings(h, &[]).into_iter().map(|f| (f.reason, f.features)).collect()
+        };
+        let strings = |l: &[&str]| -> Vec<String> { l.iter().map(|s| s.to_string()).collect() };
+        assert_eq!(
+            reasons(&kernel_generic),
+            [(Reason::KernelCryptoGeneric, strings(&["aes", "gcm(aes)"]))]
+        );
+        assert_eq!(
+            reasons(&emulated),
+            [],
+            "an emulated CPU runs on another machine's kernel"
+        );
+        assert_eq!(
+            reasons(&masked),
+            [(Reason::OpensslMasked, strings(&["aes", "pclmulqdq"]))]
+        );
+        let groups = CpuGroups::new([kernel_generic.clone(), masked.clone()]);
+        assert_eq!(groups.findings(&kernel_generic), findings(&kernel_generic, &[]));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! - [`acceleration`]: a host's acceleration status (accelerated, partial, software, unknown) from its facts and what its latest results ran.
 //! - [`robust`]: median and MAD, the statistics the detectors use.
 //! - [`fallback`]: why a host runs a primitive in software (DESIGN.md reasons 1–4) from its facts.
+//! - [`providers`]: the providers' facts judged: a kernel crypto driver in software on a CPU with the instructions, an OpenSSL capability mask.
 //! - [`marks`]: emulated and simulated hosts, by label or (emulation) by facts: one rule for every page.
 //! - [`slow`]: accelerated paths that measure too slow (reason 5): near the
 //!   software path, below same-class peers, or dropped against own history.
@@ -33,6 +34,7 @@ pub mod fallback;
 pub mod fill;
 pub mod marks;
 pub mod overhead;
+pub mod providers;
 pub mod robust;
 pub mod scaling;
 pub mod scenarios;

@@ -3,8 +3,11 @@
 //! and the facts that get typed columns.
 
 use cipherfleet_core::facts::Codegen;
+use cipherfleet_core::provider::facts::{KernelDriver, OpensslBuild};
+use cipherfleet_core::provider::kernel;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+use sqlx::types::Json;
 
 /// JSON pointers of facts that change from one probe to the next without the
 /// machine changing.
@@ -71,6 +74,12 @@ pub struct FactColumns {
     pub build_codegen: Option<String>,
     /// Target features the agent's code was compiled to assume.
     pub build_target_features: Vec<String>,
+    /// The kernel's chosen crypto driver per name of [`kernel::NAMES`] it
+    /// registers, in that order (migrations/0034); `None` when the agent did
+    /// not report them.
+    pub kernel_drivers: Option<Json<Vec<KernelDriver>>>,
+    /// The host's OpenSSL build; `None` when the agent did not report one.
+    pub openssl_build: Option<Json<OpensslBuild>>,
 }
 
 impl FactColumns {
@@ -123,8 +132,31 @@ impl FactColumns {
                 .and_then(Value::as_bool),
             build_codegen: codegen.as_ref().map(Codegen::summary),
             build_target_features: codegen.map(|c| c.target_features).unwrap_or_default(),
+            kernel_drivers: kernel_drivers(facts).map(Json),
+            openssl_build: facts
+                .pointer("/providers/openssl")
+                .and_then(|v| serde_json::from_value::<OpensslBuild>(v.clone()).ok())
+                .map(Json),
         }
     }
+}
+
+/// The drivers of `providers.kernel.drivers` that read as [`KernelDriver`]s
+/// and name one of [`kernel::NAMES`], the first of each name, in that order:
+/// an agent lists no more than the names it is asked about, whatever it sends.
+fn kernel_drivers(facts: &Value) -> Option<Vec<KernelDriver>> {
+    let sent: Vec<KernelDriver> = facts
+        .pointer("/providers/kernel/drivers")?
+        .as_array()?
+        .iter()
+        .filter_map(|d| serde_json::from_value(d.clone()).ok())
+        .collect();
+    Some(
+        kernel::NAMES
+            .iter()
+            .filter_map(|name| sent.iter().find(|d| d.name == *name).cloned())
+            .collect(),
+    )
 }
 
 fn remove_pointer(value: &mut Value, pointer: &str) {
@@ -223,5 +255,43 @@ mod tests {
         assert_eq!(c.features_advertised, ["aes", "avx", "pclmulqdq"]);
         assert_eq!(c.build_flavour.as_deref(), Some("accelerated"));
         assert_eq!(FactColumns::from_facts(&json!({})), FactColumns::default());
+    }
+
+    #[test]
+    fn provider_facts_keep_the_drivers_asked_about_and_the_openssl_build() {
+        let driver = |name: &str, driver: &str| {
+            json!({"name": name, "driver": driver, "module": "kernel", "priority": 100, "kind": "cipher",
+                   "generic": true, "path": "software", "candidates": 1})
+        };
+        let mut f = facts();
+        f["providers"] = json!({
+            "kernel": {"drivers": [
+                driver("gcm(aes)", "gcm_base(ctr(aes-generic),ghash-generic)"),
+                driver("aes", "aes-generic"),
+                driver("aes", "aes-second"),
+                driver("<script>", "x"),
+                {"name": "ctr(aes)", "driver": 7},
+            ]},
+            "openssl": {"binary": "/usr/bin/openssl", "version": "OpenSSL 3.0.19 27 Jan 2026",
+                        "platform": "debian-amd64", "no_asm": false,
+                        "capability_env": "OPENSSL_ia32cap=~0x200000200000000", "masked": ["aes", "pclmulqdq"]},
+        });
+        let c = FactColumns::from_facts(&f);
+        let drivers = c.kernel_drivers.unwrap().0;
+        let names: Vec<(&str, &str)> = drivers.iter().map(|d| (d.name.as_str(), d.driver.as_str())).collect();
+        assert_eq!(
+            names,
+            [
+                ("aes", "aes-generic"),
+                ("gcm(aes)", "gcm_base(ctr(aes-generic),ghash-generic)")
+            ],
+            "in NAMES order, the first of each name, nothing unknown or malformed"
+        );
+        let openssl = c.openssl_build.unwrap().0;
+        assert_eq!(openssl.platform.as_deref(), Some("debian-amd64"));
+        assert_eq!(openssl.masked, ["aes", "pclmulqdq"]);
+        assert!(!openssl.speed_aead, "a field the agent left out reads as its default");
+        let old = FactColumns::from_facts(&facts());
+        assert_eq!((old.kernel_drivers, old.openssl_build), (None, None));
     }
 }

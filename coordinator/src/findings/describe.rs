@@ -11,6 +11,7 @@ use crate::analysis::changes;
 use crate::analysis::class::MachineClass;
 use crate::analysis::fallback::{CpuGroups, HostCrypto, Reason, hardware_features, primitive_of};
 use crate::analysis::marks;
+use crate::analysis::providers;
 use crate::analysis::series::{self, HostSeries, PeerMedians, SeriesVerdict, SlowVerdict};
 use crate::analysis::slow::{SlowKind, Thresholds};
 use crate::analysis::unexplained::{self, Promise, Ran, Unexplained};
@@ -63,7 +64,7 @@ pub(super) fn for_host(
         // Hosts with the same (known) CPU identity that advertise what this one lacks.
         let features: Vec<&str> = f.features.iter().map(String::as_str).collect();
         let peers_with = fleet.others_advertising(&me, &features);
-        let evidence = json!({
+        let mut evidence = json!({
             "features": f.features,
             "advertised": facts.features_advertised,
             "usable": facts.features_usable,
@@ -77,6 +78,18 @@ pub(super) fn for_host(
             "snapshot_id": host.snapshot.id,
             "emulated": emulated,
         });
+        // The providers' facts the reason read, and its remedy.
+        match f.reason {
+            Reason::KernelCryptoGeneric => {
+                evidence["kernel_drivers"] = json!(facts.kernel_drivers);
+                evidence["load_modules"] = json!(providers::kernel_remedy(
+                    f.features.iter().map(String::as_str),
+                    facts.arch.as_deref().unwrap_or_default()
+                ));
+            }
+            Reason::OpensslMasked => evidence["openssl"] = json!(facts.openssl_build),
+            _ => {}
+        }
         out.push(Derived {
             finding: NewFinding {
                 host_id: host.host_id(),
@@ -270,6 +283,8 @@ fn fact_subject(reason: Reason, features: &[String]) -> String {
         Reason::CpuLacks | Reason::HypervisorMasks => features.join(","),
         Reason::OsDisabled => "avx-state".into(),
         Reason::SoftwareBuild => "build".into(),
+        Reason::KernelCryptoGeneric => providers::KERNEL_SUBJECT.into(),
+        Reason::OpensslMasked => providers::OPENSSL_SUBJECT.into(),
     }
 }
 
@@ -282,7 +297,10 @@ pub fn fact_severity(reason: Reason, features: &[String]) -> Severity {
     match reason {
         Reason::HypervisorMasks if major => Severity::Critical,
         Reason::HypervisorMasks => Severity::Warning,
-        Reason::CpuLacks | Reason::SoftwareBuild => Severity::Warning,
+        // The kernel's or OpenSSL's AES in software: what uses them runs at software speed.
+        Reason::CpuLacks | Reason::SoftwareBuild | Reason::KernelCryptoGeneric | Reason::OpensslMasked => {
+            Severity::Warning
+        }
         // AVX/AVX2 state off costs GCM its fast GHASH; AVX-512 and VAES off only the widest paths.
         Reason::OsDisabled if features.iter().any(|f| f == "avx" || f == "avx2") => Severity::Warning,
         Reason::OsDisabled => Severity::Info,
@@ -333,12 +351,69 @@ fn fact_summary(
             "The agent (version {}) runs the build that forces software backends.",
             facts.agent_version.as_deref().unwrap_or("unknown")
         ),
+        Reason::KernelCryptoGeneric => kernel_generic_summary(features, facts),
+        Reason::OpensslMasked => openssl_masked_summary(features, facts),
     };
     if emulated {
         format!("{text}{EMULATED_NOTE}")
     } else {
         text
     }
+}
+
+/// `kernel-crypto-generic`: which names run what, the module to load and what runs slow meanwhile.
+fn kernel_generic_summary(names: &[String], facts: &crate::domain::facts::FactColumns) -> String {
+    let arch = facts.arch.as_deref().unwrap_or_default();
+    let chosen: Vec<String> = facts
+        .kernel_drivers
+        .iter()
+        .flat_map(|d| d.0.iter())
+        .filter(|d| names.contains(&d.name))
+        .map(|d| format!("{} → {} ({})", d.name, d.driver, d.module))
+        .collect();
+    let needs: Vec<&str> = names
+        .iter()
+        .filter_map(|n| providers::kernel_needs(n, arch))
+        .flatten()
+        .copied()
+        .fold(Vec::new(), |mut all, f| {
+            if !all.contains(&f) {
+                all.push(f);
+            }
+            all
+        });
+    let modules = providers::kernel_remedy(names.iter().map(String::as_str), arch);
+    let load: Vec<&str> = modules.iter().filter_map(|m| m.split_whitespace().next()).collect();
+    format!(
+        "The CPU has {} usable, but the kernel's chosen crypto drivers run AES in software: {}. \
+         Load {} (`modprobe {}`; check it is not blacklisted and that kernel {} builds it): until then \
+         {} on this host encrypt in software.",
+        needs.join(", "),
+        chosen.join(", "),
+        modules.join(" and "),
+        load.join(" "),
+        facts.kernel_release.as_deref().unwrap_or("unknown"),
+        providers::KERNEL_USERS,
+    )
+}
+
+/// `openssl-masked`: the variable, what it masks and from which OpenSSL.
+fn openssl_masked_summary(masked: &[String], facts: &crate::domain::facts::FactColumns) -> String {
+    let build = facts.openssl_build.as_ref().map(|b| &b.0);
+    let variable = build
+        .and_then(|b| b.capability_env.as_deref())
+        .unwrap_or("An OpenSSL capability variable");
+    let openssl = build.map_or_else(
+        || "the host's OpenSSL".to_string(),
+        |b| format!("{} ({})", b.version, b.binary),
+    );
+    format!(
+        "{variable} in the agent's environment masks {} from {openssl}: every program started with it runs \
+         them in software. Remove {} from the services' environment (a unit's Environment=, \
+         /etc/environment, a profile script) unless it is there on purpose.",
+        masked.join(", "),
+        providers::variable_name(variable),
+    )
 }
 
 fn slow_summary(v: &SlowVerdict, emulated: bool) -> String {
@@ -439,6 +514,9 @@ pub(super) fn crypto_of(host_id: i64, s: &Snapshot) -> HostCrypto {
         usable: c.features_usable.clone(),
         // A flavour this coordinator does not know is judged as unknown.
         build_flavour: c.build_flavour.as_deref().and_then(|f| f.parse().ok()),
+        cpuinfo_foreign: c.cpuinfo_foreign,
+        kernel_drivers: c.kernel_drivers.as_ref().map(|d| d.0.clone()).unwrap_or_default(),
+        openssl_masked: c.openssl_build.as_ref().map(|b| b.0.masked.clone()).unwrap_or_default(),
     }
 }
 
@@ -484,6 +562,12 @@ mod tests {
             (Reason::SoftwareBuild, features(&[]), Severity::Warning),
             (Reason::OsDisabled, features(&["avx", "avx2"]), Severity::Warning),
             (Reason::OsDisabled, features(&["avx512f", "vaes"]), Severity::Info),
+            (Reason::KernelCryptoGeneric, features(&["aes"]), Severity::Warning),
+            (
+                Reason::OpensslMasked,
+                features(&["aes", "pclmulqdq"]),
+                Severity::Warning,
+            ),
         ];
         for (reason, f, want) in cases {
             assert_eq!(fact_severity(reason, &f), want, "{reason:?} {f:?}");
@@ -500,9 +584,62 @@ mod tests {
             Reason::HypervisorMasks,
             Reason::OsDisabled,
             Reason::SoftwareBuild,
+            Reason::KernelCryptoGeneric,
+            Reason::OpensslMasked,
         ] {
             assert!(REASONS.contains(&r.as_str()));
             assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
         }
+    }
+
+    #[test]
+    fn the_providers_findings_name_their_remedy() {
+        use cipherfleet_core::provider::facts::OpensslBuild;
+        use sqlx::types::Json;
+        let facts = crate::domain::facts::FactColumns {
+            arch: Some("x86_64".into()),
+            kernel_release: Some("6.12.48".into()),
+            kernel_drivers: Some(Json(vec![crate::analysis::providers::tests::driver(
+                "aes",
+                "aes-fixed-time",
+            )])),
+            openssl_build: Some(Json(OpensslBuild {
+                binary: "/usr/bin/openssl".into(),
+                version: "OpenSSL 3.0.19 27 Jan 2026".into(),
+                capability_env: Some("OPENSSL_ia32cap=~0x200000200000000".into()),
+                masked: features(&["aes", "pclmulqdq"]),
+                ..OpensslBuild::default()
+            })),
+            ..Default::default()
+        };
+        let kernel = fact_summary(Reason::KernelCryptoGeneric, &features(&["aes"]), &facts, 0, false);
+        assert_eq!(
+            kernel,
+            "The CPU has aes usable, but the kernel's chosen crypto drivers run AES in software: \
+             aes → aes-fixed-time (kernel). Load aesni_intel (`modprobe aesni_intel`; check it is not \
+             blacklisted and that kernel 6.12.48 builds it): until then dm-crypt/LUKS, IPsec and kTLS on \
+             this host encrypt in software."
+        );
+        let openssl = fact_summary(
+            Reason::OpensslMasked,
+            &features(&["aes", "pclmulqdq"]),
+            &facts,
+            0,
+            false,
+        );
+        assert!(
+            openssl.starts_with(
+                "OPENSSL_ia32cap=~0x200000200000000 in the agent's environment masks aes, pclmulqdq from \
+                 OpenSSL 3.0.19 27 Jan 2026 (/usr/bin/openssl)"
+            ) && openssl.contains("Remove OPENSSL_ia32cap from"),
+            "{openssl}"
+        );
+        assert_eq!(
+            (
+                fact_subject(Reason::KernelCryptoGeneric, &[]),
+                fact_subject(Reason::OpensslMasked, &[])
+            ),
+            ("kernel-aes".to_string(), "openssl".to_string())
+        );
     }
 }

@@ -76,7 +76,7 @@ pub struct Finding {
     pub id: i64,
     pub host_id: i64,
     pub host_name: String,
-    /// `cpu-lacks`, `hypervisor-masks`, `os-disabled`, `software-build` or `slow-accelerated`.
+    /// One of [`crate::findings::REASONS`].
     pub reason: String,
     /// For `slow-accelerated`: `near-software`, `below-peers` or `dropped-vs-history`.
     pub kind: Option<String>,

@@ -39,7 +39,7 @@ pub async fn current_facts(db: impl PgExecutor<'_>) -> Result<Vec<CurrentFacts>>
              s.cpu_model_name, s.cpu_family, s.cpu_model, s.cpu_stepping, s.logical_cores, \
              s.memory_total_bytes, s.os_name, s.kernel_release, s.hypervisor_present, s.hypervisor, \
              s.features_advertised, s.features_usable, s.build_flavour, s.agent_version, s.cpuinfo_foreign, \
-             s.build_codegen, s.build_target_features \
+             s.build_codegen, s.build_target_features, s.kernel_drivers, s.openssl_build \
          FROM hosts h JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id ORDER BY h.id",
     )
     .fetch_all(db)
@@ -128,7 +128,8 @@ pub async fn snapshot_histories(db: impl PgExecutor<'_>, hosts: &[i64]) -> Resul
         "SELECT id, host_id, taken_at, '{}'::jsonb AS facts, arch, cpu_vendor, cpu_model_name, cpu_family, \
              cpu_model, cpu_stepping, logical_cores, memory_total_bytes, os_name, kernel_release, \
              hypervisor_present, hypervisor, features_advertised, features_usable, build_flavour, \
-             agent_version, cpuinfo_foreign, build_codegen, build_target_features \
+             agent_version, cpuinfo_foreign, build_codegen, build_target_features, \
+         kernel_drivers, openssl_build \
          FROM host_fact_snapshots WHERE host_id = ANY($1) ORDER BY host_id, taken_at, id",
     )
     .bind(hosts)

@@ -32,9 +32,9 @@ pub async fn insert(conn: &mut PgConnection, host_id: i64, facts: &NormalisedFac
          cpu_model_name, cpu_family, cpu_model, cpu_stepping, logical_cores, memory_total_bytes, \
          os_name, kernel_release, hypervisor_present, hypervisor, features_advertised, \
          features_usable, build_flavour, agent_version, cpuinfo_foreign, build_codegen, \
-         build_target_features) \
+         build_target_features, kernel_drivers, openssl_build) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
-         $20, $21, $22) \
+         $20, $21, $22, $23, $24) \
          RETURNING id",
     )
     .bind(host_id)
@@ -59,6 +59,8 @@ pub async fn insert(conn: &mut PgConnection, host_id: i64, facts: &NormalisedFac
     .bind(c.cpuinfo_foreign)
     .bind(c.build_codegen)
     .bind(c.build_target_features)
+    .bind(c.kernel_drivers)
+    .bind(c.openssl_build)
     .fetch_one(conn)
     .await?;
     Ok(id)
@@ -90,7 +92,8 @@ pub async fn history(db: impl PgExecutor<'_>, host_id: i64) -> Result<Vec<Snapsh
         "SELECT id, host_id, taken_at, facts, arch, cpu_vendor, cpu_model_name, cpu_family, \
          cpu_model, cpu_stepping, logical_cores, memory_total_bytes, os_name, kernel_release, \
          hypervisor_present, hypervisor, features_advertised, features_usable, build_flavour, \
-         agent_version, cpuinfo_foreign, build_codegen, build_target_features \
+         agent_version, cpuinfo_foreign, build_codegen, build_target_features, \
+         kernel_drivers, openssl_build \
          FROM host_fact_snapshots WHERE host_id = $1 ORDER BY taken_at, id",
     )
     .bind(host_id)

@@ -43,8 +43,9 @@ impl Default for VerifyOnChange {
 /// otherwise get hours of work for a kernel upgrade.
 pub const MAX_PREVIOUS_POINTS: i64 = 200;
 
-/// The facts in [`changes::diff`] that cannot change crypto speed.
-const NOT_SPEED: &[&str] = &["os_name"];
+/// The facts in [`changes::diff`] that cannot change the speed a verification
+/// measures (the built-in crates: the kernel's drivers and OpenSSL are other providers).
+const NOT_SPEED: &[&str] = &["os_name", "kernel_drivers", "openssl_version"];
 
 /// What changed that can change crypto speed, as a JSON object (`{"new_host":
 /// true}` for a host without earlier facts); `None` when nothing did.

@@ -1,13 +1,15 @@
 //! `/hosts/{id}`: one host — its current facts (features advertised against
 //! usable) and how they changed over time ([`super::host_facts`]), its
 //! findings with their evidence, a chart of its key algorithms over time and
-//! its results page by page. Tables also under
-//! `/api/v1/hosts/{id}/{results,changes,findings}`.
+//! its results page by page, with the kernel's crypto drivers and the host's
+//! OpenSSL build beside the CPU features. Tables also under
+//! `/api/v1/hosts/{id}/{results,changes,findings}`; the providers' facts
+//! under `/api/v1/hosts/{id}/providers`.
 
 use askama::Template;
 use axum::Router;
 use axum::extract::{Path as UrlPath, Query, State};
-use axum::response::{Html, Response};
+use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use chrono::{DateTime, Utc};
 use cipherfleet_core::Point;
@@ -17,7 +19,10 @@ use serde_json::Value;
 
 use super::api::{self, ApiError, FindingApiRow, FormatParam};
 use super::format::MemoryText;
-use super::host_facts::{Fact, FactChange, FeatureRow, fact_changes, facts_table, feature_rows, features_checked};
+use super::host_facts::{
+    Fact, FactChange, FeatureRow, KernelDriverRow, fact_changes, facts_table, feature_rows, features_checked,
+    kernel_drivers, openssl_facts,
+};
 use super::hosts::label_texts;
 use super::paging::{Pager, parse_id};
 use super::svg::{LineChart, XAxis, time_x};
@@ -28,7 +33,7 @@ use crate::domain::memory::StoredMemory;
 use crate::report::host_results::{self, HostResult, ThroughputSample};
 use crate::store::findings::{self, Finding};
 use crate::store::hosts::{self, Host, HostWithFacts};
-use crate::store::snapshots;
+use crate::store::snapshots::{self, Snapshot};
 
 /// Results per page on the host page, and per request of the API: a busy
 /// host collects tens of thousands of results, never sent in one answer.
@@ -55,6 +60,7 @@ pub fn routes() -> Router<WebState> {
         .route("/api/v1/hosts/{id}/results", get(api_results))
         .route("/api/v1/hosts/{id}/changes", get(api_changes))
         .route("/api/v1/hosts/{id}/findings", get(api_findings))
+        .route("/api/v1/hosts/{id}/providers", get(api_providers))
 }
 
 /// `?page=` as text, so a bad value gets a clear 400 rather than axum's plain rejection.
@@ -193,6 +199,10 @@ struct HostPage {
     features: Vec<FeatureRow>,
     /// The snapshot says what was checked; without it, unlisted features are unknown.
     features_checked: bool,
+    /// The kernel's chosen crypto drivers; `None` when the agent did not report them.
+    kernel_drivers: Option<Vec<KernelDriverRow>>,
+    /// The host's OpenSSL build; `None` when the agent did not report one.
+    openssl: Option<Vec<Fact>>,
     /// Newest first.
     changes: Vec<FactChange>,
     /// Open and resolved, newest first: the host's history of findings.
@@ -207,6 +217,15 @@ struct HostPage {
     next: Option<String>,
     /// `host=NAME` quoted for the shell, for the copy-paste `campaign start --select`.
     select_arg: String,
+}
+
+/// The host's current snapshot among its `history` (the latest, should the
+/// current one be gone).
+fn current_snapshot<'a>(host: &Host, history: &'a [Snapshot]) -> Option<&'a Snapshot> {
+    history
+        .iter()
+        .find(|s| Some(s.id) == host.current_snapshot_id)
+        .or(history.last())
 }
 
 /// The host or a 404 page naming the id.
@@ -225,10 +244,7 @@ async fn page(
     let page = Pager::parse_page(q.page.as_deref())?;
     let host = host_or_404(&state, &raw_id).await?;
     let history = snapshots::history(&state.pool, host.id).await?;
-    let current = history
-        .iter()
-        .find(|s| Some(s.id) == host.current_snapshot_id)
-        .or(history.last());
+    let current = current_snapshot(&host, &history);
     let findings = findings::list_for_host(&state.pool, host.id).await?;
     // The acceleration verdict is the shared one, over the current facts.
     let with_facts = HostWithFacts {
@@ -267,6 +283,8 @@ async fn page(
         facts: current.map(facts_table).unwrap_or_default(),
         features: current.map(feature_rows).unwrap_or_default(),
         features_checked: current.is_some_and(features_checked),
+        kernel_drivers: current.and_then(kernel_drivers),
+        openssl: current.and_then(openssl_facts),
         changes: fact_changes(&history),
         findings: findings.iter().map(FindingView::new).collect(),
         chart: key_chart(&series),
@@ -366,6 +384,23 @@ async fn api_changes(
     let host = host_or_404(&state, &raw_id).await?;
     let history = snapshots::history(&state.pool, host.id).await?;
     api::table(&format!("host-{}-changes", host.id), &fact_changes(&history), f.format)
+}
+
+/// `GET /api/v1/hosts/{id}/providers`: the providers' facts of the host's
+/// current snapshot — the kernel's chosen crypto drivers and the host's
+/// OpenSSL build, as the agent reported them (`null` when it did not).
+async fn api_providers(State(state): State<WebState>, UrlPath(raw_id): UrlPath<String>) -> Result<Response, ApiError> {
+    let host = host_or_404(&state, &raw_id).await?;
+    let history = snapshots::history(&state.pool, host.id).await?;
+    let current = current_snapshot(&host, &history);
+    let c = current.map(|s| &s.columns);
+    Ok(axum::Json(serde_json::json!({
+        "host_id": host.id,
+        "snapshot_id": current.map(|s| s.id),
+        "kernel_drivers": c.and_then(|c| c.kernel_drivers.as_ref()),
+        "openssl": c.and_then(|c| c.openssl_build.as_ref()),
+    }))
+    .into_response())
 }
 
 async fn api_findings(

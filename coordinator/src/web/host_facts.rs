@@ -233,6 +233,74 @@ fn checked_features(s: &Snapshot) -> impl Iterator<Item = &str> {
         .filter_map(Value::as_str)
 }
 
+/// The kernel crypto API's chosen driver for one algorithm name.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelDriverRow {
+    /// `gcm(aes)`.
+    pub name: String,
+    /// `generic-gcm-aesni`.
+    pub driver: String,
+    /// `aesni_intel`, or `kernel` when built in.
+    pub module: String,
+    /// `accelerated`, `partial` or `software`, as the driver name says.
+    pub path: String,
+    /// The kernel's portable C rather than an architecture's own code.
+    pub generic: bool,
+}
+
+/// The kernel's chosen crypto drivers of the snapshot, `None` when its agent
+/// did not report them (older agents, `/proc/crypto` unreadable).
+pub fn kernel_drivers(s: &Snapshot) -> Option<Vec<KernelDriverRow>> {
+    let drivers = s.columns.kernel_drivers.as_ref()?;
+    Some(
+        drivers
+            .0
+            .iter()
+            .map(|d| KernelDriverRow {
+                name: d.name.clone(),
+                driver: d.driver.clone(),
+                module: d.module.clone(),
+                path: d.path.to_string(),
+                generic: d.generic,
+            })
+            .collect(),
+    )
+}
+
+/// The host's OpenSSL build as (name, value) rows, `None` when the agent
+/// reported none: what a service linking it runs, and whether its assembly is in.
+pub fn openssl_facts(s: &Snapshot) -> Option<Vec<Fact>> {
+    let b = &s.columns.openssl_build.as_ref()?.0;
+    let fact = |name, value| Fact { name, value };
+    let mut facts = vec![
+        fact("Version", b.version.clone()),
+        fact("Library", or_dash(&b.library_version)),
+        fact("Platform", or_dash(&b.platform)),
+        fact(
+            "Assembly",
+            if b.no_asm {
+                "no-asm build: C code only, whatever the CPU".into()
+            } else {
+                "yes".into()
+            },
+        ),
+        fact(
+            "libcrypto",
+            b.libcrypto.clone().unwrap_or_else(|| "– (static, or not seen)".into()),
+        ),
+        fact("Binary", b.binary.clone()),
+    ];
+    if let Some(env) = &b.capability_env {
+        let masks = if b.masked.is_empty() {
+            "masks nothing".to_string()
+        } else {
+            format!("masks {}", b.masked.join(", "))
+        };
+        facts.push(fact("Capability override", format!("{env} ({masks})")));
+    }
+    Some(facts)
+}
+
 /// One changed fact between two consecutive snapshots.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FactChange {
@@ -256,7 +324,7 @@ impl FactChange {
 
 /// What an operator calls the facts [`changes::diff`] compares, in the order
 /// the page lists them.
-const FACT_NAMES: [(&str, &str); 11] = [
+const FACT_NAMES: [(&str, &str); 13] = [
     ("kernel_release", "kernel"),
     ("os_name", "OS"),
     ("cpu_model_name", "CPU model"),
@@ -268,6 +336,8 @@ const FACT_NAMES: [(&str, &str); 11] = [
     ("build_target_features", "agent target features"),
     ("features_advertised", "advertised CPU features"),
     ("features_usable", "usable CPU features"),
+    ("kernel_drivers", "kernel crypto drivers"),
+    ("openssl_version", "OpenSSL"),
 ];
 
 /// (position, name) of a diff key; keys the list does not know go last.

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::{campaign, facts, fresh_db, measurement, record, twin_dbs};
+use crate::helpers::{campaign, facts, fresh_db, measurement, record, twin_dbs, with_providers};
 
 /// Facts with the given advertised and usable features, kernel and flavour.
 fn facts_with(kernel: &str, advertised: &[&str], usable: &[&str], flavour: &str) -> Value {
@@ -191,6 +191,83 @@ async fn each_fact_reason_is_found_with_its_severity() {
     let counts = findings::count_open_by(&pool).await.unwrap();
     assert_eq!(counts.len(), 2);
     assert!(counts.iter().all(|c| c.findings == 1 && c.hosts == 1), "{counts:?}");
+}
+
+#[tokio::test]
+async fn a_generic_kernel_driver_and_a_masked_openssl_are_found_and_resolve_when_the_facts_change() {
+    let pool = fresh_db().await;
+    let x86 = facts_with("6.12.48", FULL, FULL, "accelerated");
+    // AES-NI in the CPU, no aesni_intel in the kernel, OPENSSL_ia32cap masking AES-NI and PCLMULQDQ.
+    let generic = with_providers(
+        x86.clone(),
+        &[
+            ("aes", "aes-fixed-time", true),
+            ("gcm(aes)", "gcm_base(ctr(aes-generic),ghash-generic)", true),
+        ],
+        &["aes", "pclmulqdq"],
+    );
+    let host = hello(&pool, "db-kernel", &generic).await;
+    // An emulated CPU runs on its emulator host's kernel: its drivers are not its own.
+    let mut emulated = generic.clone();
+    emulated["virtualization"]["cpuinfo_foreign"] = json!(true);
+    hello(&pool, "db-emulated", &emulated).await;
+    derive_fleet(&pool).await.unwrap();
+
+    let open = findings::list_open(&pool).await.unwrap();
+    let found: Vec<(&str, &str, &str, Severity)> = open
+        .iter()
+        .map(|f| (f.host_name.as_str(), f.reason.as_str(), f.subject.as_str(), f.severity))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("db-emulated", "openssl-masked", "openssl", Severity::Warning),
+            ("db-kernel", "kernel-crypto-generic", "kernel-aes", Severity::Warning),
+            ("db-kernel", "openssl-masked", "openssl", Severity::Warning),
+        ],
+        "{open:#?}"
+    );
+    let kernel = open.iter().find(|f| f.reason == "kernel-crypto-generic").unwrap();
+    assert_eq!(kernel.evidence["features"], json!(["aes", "gcm(aes)"]));
+    assert_eq!(
+        kernel.evidence["load_modules"],
+        json!(["aesni_intel (and ghash_clmulni_intel before Linux 6.5)"])
+    );
+    for said in [
+        "aes → aes-fixed-time (kernel)",
+        "modprobe aesni_intel",
+        "dm-crypt/LUKS, IPsec and kTLS",
+    ] {
+        assert!(kernel.summary.contains(said), "{said:?} in {}", kernel.summary);
+    }
+    let openssl = open
+        .iter()
+        .find(|f| f.host_name == "db-kernel" && f.reason == "openssl-masked")
+        .unwrap();
+    assert!(
+        openssl
+            .summary
+            .starts_with("OPENSSL_ia32cap=~0x200000200000000 in the agent's environment masks aes, pclmulqdq"),
+        "{}",
+        openssl.summary
+    );
+
+    // aesni_intel loaded, the variable gone: both resolve, and the kernel's change is on record.
+    let fixed = with_providers(
+        x86,
+        &[("aes", "aes-aesni", false), ("gcm(aes)", "generic-gcm-aesni", false)],
+        &[],
+    );
+    hello(&pool, "db-kernel", &fixed).await;
+    derive_fleet(&pool).await.unwrap();
+    let history = findings::list_for_host(&pool, host).await.unwrap();
+    assert!(
+        history
+            .iter()
+            .all(|f| f.status == "resolved" && f.resolved_at.is_some()),
+        "{history:#?}"
+    );
+    assert_eq!(history.len(), 2, "{history:#?}");
 }
 
 #[tokio::test]

@@ -182,6 +182,34 @@ pub fn with_features(features: &[&str]) -> Value {
     f
 }
 
+/// `facts` with the providers' facts an agent reports: the kernel's chosen
+/// drivers for `aes` and `gcm(aes)` (`(name, driver, generic)`) and an OpenSSL
+/// 3.0 build whose capability variable masks `masked` (none when empty).
+pub fn with_providers(mut facts: Value, drivers: &[(&str, &str, bool)], masked: &[&str]) -> Value {
+    let drivers: Vec<Value> = drivers
+        .iter()
+        .map(|(name, driver, generic)| {
+            json!({"name": name, "driver": driver, "module": if *generic { "kernel" } else { "aesni_intel" },
+                   "priority": if *generic { 100 } else { 300 }, "kind": "cipher", "generic": generic,
+                   "path": if *generic { "software" } else { "accelerated" }, "candidates": 2})
+        })
+        .collect();
+    facts["providers"] = json!({
+        "capabilities": [],
+        "cpu": {},
+        "kernel": {"drivers": drivers, "missing": [],
+                   "af_alg_skcipher": {"available": true, "reason": null},
+                   "af_alg_aead": {"available": true, "reason": null}},
+        "openssl": {"binary": "/usr/bin/openssl", "version": "OpenSSL 3.0.19 27 Jan 2026",
+                    "platform": "debian-amd64", "no_asm": false,
+                    "libcrypto": "/usr/lib/x86_64-linux-gnu/libcrypto.so.3",
+                    "speed_bytes_seconds": true, "speed_aead": true,
+                    "capability_env": if masked.is_empty() { Value::Null } else { json!("OPENSSL_ia32cap=~0x200000200000000") },
+                    "masked": masked},
+    });
+    facts
+}
+
 /// A hello of `name` with `labels` and `facts`; the host's id.
 pub async fn hello(pool: &PgPool, name: &str, labels: Option<&Labels>, facts: &Value) -> i64 {
     hosts::upsert_host_with_facts(pool, name, labels, facts)

@@ -2,7 +2,7 @@ use cipherfleet_coordinator::domain::labels::Labels;
 use cipherfleet_coordinator::store::hosts;
 use cipherfleet_coordinator::store::{sessions, snapshots};
 
-use crate::helpers::{facts, fresh_db};
+use crate::helpers::{facts, fresh_db, with_providers};
 
 #[tokio::test]
 async fn same_facts_twice_keep_one_snapshot() {
@@ -77,6 +77,58 @@ async fn an_agent_rebuilt_with_another_profile_is_a_fact_change() {
     assert_eq!(history[1].columns.build_target_features, ["fxsr", "sse", "sse2"]);
     let changes = cipherfleet_coordinator::analysis::changes::diff(&history[0].columns, &history[1].columns);
     assert_eq!(changes.keys().collect::<Vec<_>>(), ["build_codegen"]);
+}
+
+#[tokio::test]
+async fn provider_facts_are_stored_with_the_host_and_a_loaded_driver_is_a_change() {
+    let pool = fresh_db().await;
+    // An agent before providers, then one that reports them, then aesni_intel loaded.
+    let generic = with_providers(facts("6.1.0-18-amd64"), &[("aes", "aes-generic", true)], &[]);
+    let loaded = with_providers(facts("6.1.0-18-amd64"), &[("aes", "aes-aesni", false)], &[]);
+    let mut host_id = 0;
+    for f in [facts("6.1.0-18-amd64"), generic, loaded] {
+        host_id = hosts::upsert_host_with_facts(&pool, "bench-01", None, &f)
+            .await
+            .unwrap()
+            .host_id;
+    }
+    let history = snapshots::history(&pool, host_id).await.unwrap();
+    assert_eq!(
+        history.len(),
+        3,
+        "reporting providers and loading a driver are new facts"
+    );
+    assert_eq!(
+        (&history[0].columns.kernel_drivers, &history[0].columns.openssl_build),
+        (&None, &None)
+    );
+    let drivers = |i: usize| -> Vec<String> {
+        history[i]
+            .columns
+            .kernel_drivers
+            .as_ref()
+            .unwrap()
+            .0
+            .iter()
+            .map(|d| d.driver.clone())
+            .collect()
+    };
+    assert_eq!(
+        (drivers(1), drivers(2)),
+        (vec!["aes-generic".to_string()], vec!["aes-aesni".to_string()])
+    );
+    let openssl = &history[2].columns.openssl_build.as_ref().unwrap().0;
+    assert_eq!(
+        (openssl.platform.as_deref(), openssl.no_asm),
+        (Some("debian-amd64"), false)
+    );
+    let diff =
+        |a: usize, b: usize| cipherfleet_coordinator::analysis::changes::diff(&history[a].columns, &history[b].columns);
+    assert!(diff(0, 1).is_empty(), "a first report is no change: {:?}", diff(0, 1));
+    assert_eq!(
+        serde_json::Value::Object(diff(1, 2)),
+        serde_json::json!({"kernel_drivers": {"gained": ["aes → aes-aesni"], "lost": ["aes → aes-generic"]}})
+    );
 }
 
 #[tokio::test]

@@ -46,6 +46,23 @@ pub fn sim_binary() -> PathBuf {
     bin
 }
 
+/// Whether this machine's kernel runs AES in software on a CPU with AES-NI:
+/// the CPU flags say `aes` and no driver in `/proc/crypto` is AES-NI's
+/// (`aesni_intel` not loaded or not built). Read here apart from the agent's
+/// parser, so a native host's `kernel-crypto-generic` is checked against
+/// the machine, not against the facts it came from.
+pub fn kernel_aes_generic_here() -> bool {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpu_aes = read("/proc/cpuinfo")
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .is_some_and(|l| l.split_whitespace().any(|f| f == "aes"));
+    let aesni = read("/proc/crypto")
+        .lines()
+        .any(|l| l.starts_with("driver") && l.contains("aesni"));
+    cpu_aes && !aesni
+}
+
 /// `algorithms` × `sizes`, encrypt, one thread, static key, the accelerated
 /// path, `seconds` a point: change the rest with `v1::Matrix { …, ..matrix(…) }`.
 pub fn matrix(algorithms: &[&str], sizes: &[u64], seconds: f64) -> v1::Matrix {

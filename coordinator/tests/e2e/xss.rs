@@ -41,6 +41,21 @@ async fn agent_supplied_markup_is_shown_as_text_and_never_runs() {
         .execute(&app.pool)
         .await
         .expect("storing hostile facts");
+    // And its providers' facts: a kernel crypto driver and an OpenSSL build
+    // named with markup (the drivers and the build are the agent's words).
+    sqlx::query("UPDATE host_fact_snapshots SET kernel_drivers = $1, openssl_build = $2 WHERE host_id = $3")
+        .bind(
+            serde_json::json!([{"name": "aes", "driver": IMG_NAME, "module": SCRIPT_NAME, "priority": 100,
+                                  "kind": "cipher", "generic": true, "path": "software", "candidates": 1}]),
+        )
+        .bind(
+            serde_json::json!({"binary": QUOTE_LABEL, "version": SCRIPT_NAME, "platform": IMG_NAME,
+                                 "libcrypto": QUOTE_LABEL, "capability_env": SCRIPT_NAME}),
+        )
+        .bind(script_host)
+        .execute(&app.pool)
+        .await
+        .expect("storing hostile provider facts");
     let shots = Screenshots {
         dir: app.dir.path().join("xss-screenshots"),
         for_readme: false,
@@ -98,6 +113,26 @@ async fn agent_supplied_markup_is_shown_as_text_and_never_runs() {
             p.check(
                 title.as_str().is_some_and(|t| t.contains(names[0])),
                 format!("{path}: the window title shows {:?} as text: {title}", names[0]),
+            );
+        }
+        if *path == format!("/hosts/{script_host}") {
+            let mut text = |table: &str| {
+                browser
+                    .eval(&format!(
+                        "(document.querySelector('{table}') || {{}}).textContent || ''"
+                    ))
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let (drivers, openssl) = (text("table.kernel-drivers"), text("table.openssl"));
+            p.check(
+                drivers.contains(IMG_NAME) && drivers.contains(SCRIPT_NAME),
+                format!("{path}: the kernel driver and module shown as text: {drivers:?}"),
+            );
+            p.check(
+                openssl.contains(SCRIPT_NAME) && openssl.contains(IMG_NAME) && openssl.contains(QUOTE_LABEL),
+                format!("{path}: the OpenSSL build shown as text: {openssl:?}"),
             );
         }
         if path == "/hosts" {

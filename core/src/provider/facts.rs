@@ -43,7 +43,9 @@ pub struct Capability {
 }
 
 /// The host's `openssl` binary and the library it runs, from `openssl version -a`.
+/// A field an agent leaves out reads as its default.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct OpensslBuild {
     /// The binary run (an absolute path, or as given with `--openssl`).
     pub binary: String,

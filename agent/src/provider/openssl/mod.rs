@@ -71,7 +71,10 @@ pub fn run(binary: &Path, args: &[&str], input: &[u8]) -> Result<Vec<u8>, String
     } else {
         let said = String::from_utf8_lossy(&out.stderr);
         let said = said.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-        Err(format!("`openssl {}` failed ({}): {said}", args.join(" "), out.status))
+        // It reaches the host's facts (a capability's reason): with a NUL the
+        // coordinator could store none of them, and would refuse the hello.
+        let error = format!("`openssl {}` failed ({}): {said}", args.join(" "), out.status);
+        Err(cipherfleet_core::wire::storable_text(&error).into_owned())
     }
 }
 
@@ -79,7 +82,8 @@ pub fn run(binary: &Path, args: &[&str], input: &[u8]) -> Result<Vec<u8>, String
 /// capability override in this process's environment. Fails when the binary
 /// does not run or is not OpenSSL.
 pub fn inspect(binary: &Path) -> Result<OpensslBuild, String> {
-    let text = String::from_utf8_lossy(&run(binary, &["version", "-a"], b"")?).into_owned();
+    // Its lines become facts the database stores, which hold no NUL.
+    let text = String::from_utf8_lossy(&run(binary, &["version", "-a"], b"")?).replace('\0', "\u{FFFD}");
     if !text.starts_with("OpenSSL") && !text.starts_with("LibreSSL") {
         let first = text.lines().next().unwrap_or("nothing");
         return Err(format!(
@@ -132,4 +136,28 @@ fn libcrypto(binary: &Path) -> Option<String> {
     let _ = child.kill();
     let _ = child.wait();
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn an_openssl_that_fails_saying_a_nul_is_reported_without_it() {
+        let dir = std::env::temp_dir().join(format!("cipherfleet-nul-openssl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fake = dir.join("openssl");
+        std::fs::write(&fake, "#!/bin/sh\nprintf 'bad\\000byte\\n' >&2\nexit 3\n").unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let error = inspect(&fake).unwrap_err();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            !error.contains('\0')
+                && error.contains("bad\u{FFFD}byte")
+                && error.contains(cipherfleet_core::wire::NUL_REPLACED),
+            "{error:?}"
+        );
+    }
 }

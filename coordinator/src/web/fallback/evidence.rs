@@ -83,7 +83,13 @@ fn evidence_value(key: &str, v: &Value) -> String {
         Value::Array(items) if items.is_empty() => "none".into(),
         Value::Array(items) => items
             .iter()
-            .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_string))
+            .map(|i| match i {
+                Value::String(s) => s.clone(),
+                // A list of records (the kernel's drivers): each as its `name value` pairs,
+                // words a narrow column can wrap rather than one long JSON token.
+                Value::Object(_) => format!("({})", evidence_value(key, i)),
+                other => other.to_string(),
+            })
             .collect::<Vec<_>>()
             .join(", "),
         Value::Object(o) if key == "series" => series_text(o),
@@ -213,6 +219,15 @@ mod tests {
                 ("usable".to_string(), "none".to_string()),
                 ("hypervisor present".to_string(), "yes".to_string()),
             ]
+        );
+        let drivers = evidence_lines(&json!({"kernel_drivers": [
+            {"name": "aes", "driver": "aes-generic", "generic": true},
+            {"name": "cbc(aes)", "driver": "cbc(aes-generic)", "generic": true},
+        ]}));
+        assert_eq!(
+            drivers[0].1,
+            "(driver aes-generic, generic yes, name aes), (driver cbc(aes-generic), generic yes, name cbc(aes))",
+            "records in a list read as words, not JSON"
         );
     }
 

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::app::App;
+use crate::app::{App, kernel_aes_generic_here};
 use crate::browser::{Problems, Screenshots, fits_1400_px, says_what_fills_it, texts, visit};
 use crate::chromium::Browser;
 
@@ -46,6 +46,12 @@ pub(super) async fn pages_show_the_fleet(
         let feature = |browser: &mut Browser, name: &str| {
             browser.eval(&format!(
                 "Array.from(document.querySelectorAll('table.features tr[data-feature={}] td'), td => td.textContent.trim())",
+                json!(name)
+            ))
+        };
+        let kernel_driver = |browser: &mut Browser, name: &str| {
+            browser.eval(&format!(
+                "Array.from(document.querySelectorAll('table.kernel-drivers tr[data-kernel-name={}] td'), td => td.textContent.trim().replace(/\\s+/g, ' '))",
                 json!(name)
             ))
         };
@@ -98,6 +104,32 @@ pub(super) async fn pages_show_the_fleet(
                 p.check(
                     aes == json!(["aes", "yes", "yes"]),
                     format!("{path}: AES-NI usable in userspace: {aes}"),
+                );
+                // Beside the CPU features, the kernel's own choice: the generic driver.
+                let driver = kernel_driver(browser, "aes");
+                p.check(
+                    driver == json!(["aes", "aes-generic", "kernel", "software generic"]),
+                    format!("{path}: the kernel's aes driver, generic: {driver}"),
+                );
+                let reasons = browser.eval(&texts("table.findings tbody tr"));
+                p.check(
+                    reasons.to_string().contains("kernel-crypto-generic")
+                        && reasons.to_string().contains("aesni_intel"),
+                    format!("{path}: a kernel-crypto-generic finding naming aesni_intel: {reasons}"),
+                );
+            }
+            // The native host: this machine's kernel, whose AES is generic without aesni_intel.
+            _ if kernel_aes_generic_here() => {
+                let reasons = browser.eval(&texts("table.findings tbody tr"));
+                let rows = reasons.as_array().map_or(0, Vec::len);
+                p.check(
+                    rows == 1 && reasons.to_string().contains("kernel-crypto-generic"),
+                    format!("{path}: the native host's one finding is its kernel's: {reasons}"),
+                );
+                let driver = kernel_driver(browser, "aes");
+                p.check(
+                    driver[3].as_str().is_some_and(|r| r.starts_with("software")),
+                    format!("{path}: this machine's kernel aes driver runs software: {driver}"),
                 );
             }
             _ => p.check(

@@ -11,7 +11,8 @@ use super::{VM_HOSTS, features};
 /// booted (not this machine's), x86-noxsave's XCR0 lacks AVX state so its
 /// `os-disabled` finding comes from that kernel, x86-kernel-generic's kernel
 /// serves `aes` from the generic driver while its userspace has AES-NI (each
-/// VM's boot check, in `fleet.sh status`), the restarted VM enrolled once, and
+/// VM's boot check, in `fleet.sh status`) and so has `kernel-crypto-generic`
+/// naming `aesni_intel`, the restarted VM enrolled once, and
 /// x86-noxsave's agent is the one `install-agent.sh` installed inside it.
 pub(super) async fn vm_hosts_show_their_own_kernels<'a>(
     app: &App,
@@ -56,6 +57,44 @@ pub(super) async fn vm_hosts_show_their_own_kernels<'a>(
         "x86-kernel-generic's CPU and XCR0 are whole: {open:?}"
     );
     assert_eq!(row("x86-kernel-generic")["acceleration"], "accelerated");
+
+    // Its kernel's generic AES is a finding that names the module to load; x86-noxsave's kernel has it.
+    assert!(
+        findings("x86-kernel-generic").contains(&("kernel-crypto-generic", "kernel-aes")),
+        "{open:?}"
+    );
+    assert!(
+        !findings("x86-noxsave")
+            .iter()
+            .any(|(r, _)| *r == "kernel-crypto-generic"),
+        "x86-noxsave's kernel loads aesni_intel: {open:?}"
+    );
+    let id = &row("x86-kernel-generic")["id"];
+    let listed: Vec<Value> =
+        serde_json::from_str(&app.get(&format!("/api/v1/hosts/{id}/findings")).await.body).unwrap();
+    let kernel = listed
+        .iter()
+        .find(|f| f["reason"] == "kernel-crypto-generic" && f["status"] == "open")
+        .unwrap_or_else(|| panic!("x86-kernel-generic's kernel finding: {listed:?}"));
+    let summary = kernel["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.contains("modprobe aesni_intel") && summary.contains("aes → aes-generic"),
+        "{summary}"
+    );
+    assert!(
+        kernel["evidence"]["load_modules"][0]
+            .as_str()
+            .is_some_and(|m| m.starts_with("aesni_intel"))
+    );
+    let providers: Value = serde_json::from_str(&app.get(&format!("/api/v1/hosts/{id}/providers")).await.body).unwrap();
+    let aes = providers["kernel_drivers"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["name"] == "aes"))
+        .unwrap_or_else(|| panic!("the kernel's aes driver: {providers}"));
+    assert_eq!(
+        (&aes["driver"], &aes["generic"]),
+        (&Value::from("aes-generic"), &Value::from(true))
+    );
 
     // Each VM's own check of /proc/crypto at boot, as `fleet.sh status` reports it.
     let status = fleet.run(&["status"]).await;

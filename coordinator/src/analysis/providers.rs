@@ -1,0 +1,192 @@
+//! Fact rules over the providers' facts a host reports (migrations/0034):
+//! the kernel crypto API running AES in software on a CPU that has the
+//! instructions (`kernel-crypto-generic`), and an OpenSSL capability
+//! variable masking acceleration (`openssl-masked`). Each names its remedy.
+//!
+//! The kernel's path is judged again here from the driver's name by the one
+//! rule in core ([`kernel::path`]), not taken from the agent's word.
+
+use cipherfleet_core::path::PathUsed;
+use cipherfleet_core::provider::CpuFlags;
+use cipherfleet_core::provider::facts::KernelDriver;
+use cipherfleet_core::provider::kernel;
+
+/// The subject of every `kernel-crypto-generic` finding: one per host,
+/// however many names run generic (so a growing list stays one finding).
+pub const KERNEL_SUBJECT: &str = "kernel-aes";
+/// The subject of every `openssl-masked` finding.
+pub const OPENSSL_SUBJECT: &str = "openssl";
+/// What uses the kernel crypto API, and so runs slow on its generic drivers.
+pub const KERNEL_USERS: &str = "dm-crypt/LUKS, IPsec and kTLS";
+
+/// The CPU features the kernel's hardware driver for the AES name `name`
+/// needs on `arch`: AES instructions, and carry-less multiplication for GCM's
+/// GHASH (PCLMULQDQ, PMULL). `None` where no hardware driver is known.
+pub fn kernel_needs(name: &str, arch: &str) -> Option<&'static [&'static str]> {
+    let gcm = name.contains("gcm");
+    match arch {
+        "x86_64" | "x86" if gcm => Some(&["aes", "pclmulqdq"]),
+        "x86_64" | "x86" => Some(&["aes"]),
+        "aarch64" if gcm => Some(&["aes", "pmull"]),
+        "aarch64" => Some(&["aes"]),
+        _ => None,
+    }
+}
+
+/// The kernel's chosen drivers for AES names (`aes`, `cbc(aes)`, `gcm(aes)`…)
+/// that run AES or GHASH in software although `usable` holds every feature
+/// their hardware driver needs on `arch`: what `kernel-crypto-generic` names.
+pub fn kernel_generic<'a>(arch: Option<&str>, usable: &[String], drivers: &'a [KernelDriver]) -> Vec<&'a KernelDriver> {
+    let Some(arch) = arch else {
+        return Vec::new();
+    };
+    let can = |needs: &[&str]| needs.iter().all(|f| usable.iter().any(|u| u == f));
+    drivers
+        .iter()
+        .filter(|d| d.name.contains("aes"))
+        .filter(|d| kernel_needs(&d.name, arch).is_some_and(can))
+        // AES and GHASH do not depend on the CPU flags the rule reads (ChaCha20's SIMD does).
+        .filter(|d| kernel::path(&d.name, &d.driver, arch, &CpuFlags::default()) != PathUsed::Accelerated)
+        .collect()
+}
+
+/// The modules that bring the hardware drivers `names` lack on `arch`, each
+/// once (`aesni_intel` is left out beside `aesni_intel (and
+/// ghash_clmulni_intel before Linux 6.5)`, which says it).
+pub fn kernel_remedy<'a>(names: impl IntoIterator<Item = &'a str>, arch: &str) -> Vec<&'static str> {
+    let mut modules: Vec<&'static str> = Vec::new();
+    for m in names.into_iter().filter_map(|n| kernel::module_for(n, arch)) {
+        if !modules.contains(&m) {
+            modules.push(m);
+        }
+    }
+    let said_by_another = |m: &str, all: &[&str]| all.iter().any(|o| o.len() > m.len() && o.starts_with(m));
+    let all = modules.clone();
+    modules.retain(|m| !said_by_another(m, &all));
+    modules
+}
+
+/// The variable of an OpenSSL capability override as the agent reports it
+/// (`OPENSSL_ia32cap=~0x…`): its name.
+pub fn variable_name(capability_env: &str) -> &str {
+    capability_env.split_once('=').map_or(capability_env, |(name, _)| name)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The kernel's chosen `driver` for `name`, as an agent reports it (module `kernel`).
+    pub(crate) fn driver(name: &str, driver: &str) -> KernelDriver {
+        KernelDriver {
+            name: name.into(),
+            driver: driver.into(),
+            module: "kernel".into(),
+            priority: 100,
+            kind: "cipher".into(),
+            generic: kernel::is_generic(driver),
+            path: kernel::path(name, driver, "x86_64", &CpuFlags::default()),
+            candidates: 1,
+        }
+    }
+
+    fn names(arch: &str, usable: &[&str], drivers: &[KernelDriver]) -> Vec<String> {
+        let usable: Vec<String> = usable.iter().map(|s| s.to_string()).collect();
+        kernel_generic(Some(arch), &usable, drivers)
+            .iter()
+            .map(|d| d.name.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_generic_kernel_driver_on_a_cpu_with_the_instructions_is_named() {
+        // This development machine: AES-NI in the CPU, no aesni_intel in the kernel.
+        let here = [
+            driver("aes", "aes-fixed-time"),
+            driver("cbc(aes)", "cbc(ecb(aes-fixed-time))"),
+        ];
+        let aesni = [
+            driver("aes", "aes-aesni"),
+            driver("gcm(aes)", "generic-gcm-aesni"),
+            driver(
+                "rfc7539(chacha20,poly1305)",
+                "rfc7539(chacha20-generic,poly1305-generic)",
+            ),
+        ];
+        let ghash_generic = [driver("gcm(aes)", "gcm_base(ctr-aes-aesni,ghash-generic)")];
+        let arm_scalar = [driver("aes", "aes-arm64"), driver("gcm(aes)", "gcm-aes-ce")];
+        let x86 = ["aes", "pclmulqdq", "avx"];
+        type Case<'a> = (&'a str, &'a str, &'a [&'a str], &'a [KernelDriver], &'a [&'a str]);
+        let cases: [Case; 7] = [
+            (
+                "generic drivers, AES-NI usable",
+                "x86_64",
+                &x86,
+                &here,
+                &["aes", "cbc(aes)"],
+            ),
+            (
+                "the CPU lacks AES: generic is all it can do",
+                "x86_64",
+                &["pclmulqdq"],
+                &here,
+                &[],
+            ),
+            (
+                "aesni_intel loaded; ChaCha20 is no AES name",
+                "x86_64",
+                &x86,
+                &aesni,
+                &[],
+            ),
+            (
+                "GCM with AES-NI but generic GHASH",
+                "x86_64",
+                &x86,
+                &ghash_generic,
+                &["gcm(aes)"],
+            ),
+            (
+                "GCM needs PCLMULQDQ for its driver",
+                "x86_64",
+                &["aes"],
+                &ghash_generic,
+                &[],
+            ),
+            (
+                "arm64's scalar AES on a CPU with the crypto extensions",
+                "aarch64",
+                &["aes", "pmull"],
+                &arm_scalar,
+                &["aes"],
+            ),
+            (
+                "no hardware driver known on the architecture",
+                "riscv64",
+                &["aes"],
+                &here,
+                &[],
+            ),
+        ];
+        for (what, arch, usable, drivers, want) in cases {
+            assert_eq!(names(arch, usable, drivers), want, "{what}");
+        }
+        assert!(kernel_generic(None, &[], &here).is_empty(), "an unknown arch");
+    }
+
+    #[test]
+    fn the_remedy_names_each_module_once() {
+        assert_eq!(kernel_remedy(["aes", "cbc(aes)"], "x86_64"), ["aesni_intel"]);
+        assert_eq!(
+            kernel_remedy(["aes", "gcm(aes)"], "x86_64"),
+            ["aesni_intel (and ghash_clmulni_intel before Linux 6.5)"]
+        );
+        assert_eq!(
+            kernel_remedy(["aes", "cbc(aes)", "gcm(aes)"], "aarch64"),
+            ["aes_ce_cipher", "aes_ce_blk", "ghash_ce"]
+        );
+        assert!(kernel_remedy(["aes"], "riscv64").is_empty());
+        assert_eq!(variable_name("OPENSSL_ia32cap=~0x200000200000000"), "OPENSSL_ia32cap");
+        assert_eq!(variable_name("OPENSSL_armcap"), "OPENSSL_armcap");
+    }
+}
