@@ -3,7 +3,8 @@
 # (coordinator/tests/e2e/upgrade.rs): target/previous/{cipherfleet-coordinator,cipherfleet-agent}.
 #
 # The previous release is the pinned commit below: the last one before protocol 3 (agents speak
-# protocol 2) whose migrations are today's less one (0033). See docs/operations.md, "Upgrading".
+# protocol 2), whose newest migration is 0032 (the upgrade test's PREVIOUS_SCHEMA names it).
+# See docs/operations.md, "Upgrading".
 # Move the pin when a release changes the protocol or the schema again.
 #
 # Its source comes from git (git archive into target/previous/src: no worktree is registered) and
@@ -26,7 +27,7 @@ force=false
 case "${1:-}" in
   --force) force=true ;;
   "") ;;
-  -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
   *) echo "build-previous.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 

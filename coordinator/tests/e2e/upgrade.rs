@@ -32,6 +32,8 @@ use crate::tls::{stderr_lines, wait_for_line};
 
 /// The protocol of the previous release's agent.
 const PREVIOUS_PROTOCOL: u32 = 2;
+/// The newest migration the previous release knows (deploy/build-previous.sh's pin).
+const PREVIOUS_SCHEMA: i64 = 32;
 
 /// The previous release's coordinator and agent.
 struct Previous {
@@ -127,9 +129,10 @@ async fn the_previous_release_serves_beside_this_one_through_a_campaign_and_hand
         .await
         .unwrap();
     assert_eq!(new_schema, schema::newest_migration());
+    assert!(new_schema > PREVIOUS_SCHEMA, "this build adds migrations: {new_schema}");
 
     // Agents of both versions at either coordinator: the previous one keeps
-    // serving, a hello of a new host included, on the schema one migration ahead.
+    // serving, a hello of a new host included, on the newer schema.
     old.spawn_agent_build(&previous.agent, "up-old-late", &["--coordinator", &new_url]);
     new.spawn_agent_build(&previous.agent, "up-old-at-new", &[]);
     for name in ["up-new-0", "up-new-1"] {
@@ -256,8 +259,12 @@ async fn the_previous_release_serves_beside_this_one_through_a_campaign_and_hand
         .unwrap();
     let err = String::from_utf8_lossy(&restart.stderr);
     assert!(!restart.status.success(), "{err}");
+    // sqlx names the first migration it does not know.
     assert!(
-        err.contains(&format!("migration {new_schema} was previously applied but is missing")),
+        err.contains(&format!(
+            "migration {} was previously applied but is missing",
+            PREVIOUS_SCHEMA + 1
+        )),
         "{err}"
     );
 
