@@ -226,7 +226,7 @@ if $build; then
   else deploy/install-deps.sh --quickstart
   fi
 
-  say "release builds (deploy/build-static.sh; about 25 minutes the first time on 2 cores, seconds later)"
+  say "release builds (deploy/build-static.sh; about 10 minutes the first time on an idle 2-core machine, seconds later)"
   t0=$(date +%s)
   run_step deploy/build-static.sh --coordinator "$triple"
   # The ARM64 host runs the accelerated agent alone: no software sibling to build for it.
