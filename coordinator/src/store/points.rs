@@ -45,6 +45,8 @@ impl PointColumns {
 }
 
 /// Makes result `result_id` the latest of its point; called in the transaction that inserts it.
+/// The built-in provider's point is in `result_points`, every other provider's in
+/// `provider_points` (migrations/0036).
 pub async fn record(tx: &mut Transaction<'_, Postgres>, result_id: i64) -> Result<()> {
     record_many(tx, &[result_id]).await
 }
@@ -70,7 +72,7 @@ pub async fn record_many(tx: &mut PgConnection, result_ids: &[i64]) -> Result<()
              snapshot_id, NULLIF(measurement->'backends', 'null'::jsonb), \
              count(*) OVER (PARTITION BY host_id, algorithm, direction, size_bytes, threads, \
                  coalesce(concurrency, 0), key_mode, path, nonce) \
-         FROM results WHERE id = ANY($1) \
+         FROM results WHERE id = ANY($1) AND provider = 'rustcrypto' \
          ORDER BY host_id, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), key_mode, path, nonce, \
              id DESC \
          ON CONFLICT (host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce) \
@@ -82,6 +84,31 @@ pub async fn record_many(tx: &mut PgConnection, result_ids: &[i64]) -> Result<()
              heap_bytes_per_op = EXCLUDED.heap_bytes_per_op, allocs_per_op = EXCLUDED.allocs_per_op, \
              snapshot_id = EXCLUDED.snapshot_id, backends = EXCLUDED.backends, \
              result_count = p.result_count + EXCLUDED.result_count",
+    )
+    .bind(result_ids)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO provider_points AS p (host_id, provider, algorithm, direction, size_bytes, threads, \
+             concurrency, key_mode, path, nonce, result_id, measured_at, path_used, throughput_mb_s, ops_per_s, \
+             latency_p99_ns, cv, samples, low_samples, snapshot_id, implementation, result_count) \
+         SELECT DISTINCT ON (host_id, provider, algorithm, direction, size_bytes, threads, \
+                 coalesce(concurrency, 0), key_mode, path, nonce) \
+             host_id, provider, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), key_mode, \
+             path, nonce, id, created_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, cv, samples, \
+             low_samples, snapshot_id, NULLIF(measurement->'implementation', 'null'::jsonb), \
+             count(*) OVER (PARTITION BY host_id, provider, algorithm, direction, size_bytes, threads, \
+                 coalesce(concurrency, 0), key_mode, path, nonce) \
+         FROM results WHERE id = ANY($1) AND provider <> 'rustcrypto' \
+         ORDER BY host_id, provider, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), \
+             key_mode, path, nonce, id DESC \
+         ON CONFLICT (host_id, provider, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, \
+             nonce) \
+         DO UPDATE SET result_id = EXCLUDED.result_id, measured_at = EXCLUDED.measured_at, \
+             path_used = EXCLUDED.path_used, throughput_mb_s = EXCLUDED.throughput_mb_s, \
+             ops_per_s = EXCLUDED.ops_per_s, latency_p99_ns = EXCLUDED.latency_p99_ns, cv = EXCLUDED.cv, \
+             samples = EXCLUDED.samples, low_samples = EXCLUDED.low_samples, snapshot_id = EXCLUDED.snapshot_id, \
+             implementation = EXCLUDED.implementation, result_count = p.result_count + EXCLUDED.result_count",
     )
     .bind(result_ids)
     .execute(tx)
