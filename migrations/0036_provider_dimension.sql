@@ -48,3 +48,25 @@ CREATE TABLE provider_points (
 );
 -- The providers page: one size / threads / direction across hosts, providers and algorithms.
 CREATE INDEX provider_points_view ON provider_points (size_bytes, threads, direction, algorithm);
+
+-- The findings pass and the host page read a host's series from this index
+-- alone (migration 0020); they read the built-in provider's series, so the
+-- index carries the provider too. The previous release's queries, which do
+-- not name it, are served as before.
+DROP INDEX results_series;
+CREATE INDEX results_series ON results
+    (host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, created_at DESC, id DESC)
+    INCLUDE (path_used, throughput_mb_s, snapshot_id, provider);
+
+-- Points a campaign skips on a host whose agent lacks their provider (no
+-- `openssl` binary, no AF_ALG, an agent before providers), with the agent's
+-- reason; beside campaign_skips, which counts the points of a missing path.
+CREATE TABLE campaign_provider_skips (
+    campaign_id bigint NOT NULL REFERENCES campaigns (id) ON DELETE CASCADE,
+    host_id bigint NOT NULL REFERENCES hosts (id) ON DELETE CASCADE,
+    provider text NOT NULL CHECK (provider IN ('ring', 'openssl', 'kernel')),
+    points bigint NOT NULL CHECK (points > 0),
+    -- Why, as the agent said it (untrusted text) or as the coordinator knows it.
+    reason text NOT NULL,
+    PRIMARY KEY (campaign_id, host_id, provider)
+);

@@ -132,9 +132,11 @@ struct BenchArgs {
     /// AES-256 ECB/CBC/CTR/GCM/CCM/OCB at 16 KiB, both directions, 1 thread and all cores),
     /// fallback (about 15 s: AES-256-GCM, AES-256-CTR, ChaCha20-Poly1305 at 16 B and 16 KiB on
     /// both paths), field-level (about 30 s: 11 B and 18 B under static, per-op and hkdf-per-user
-    /// keys with counter nonces, and encrypted under a static key with random nonces), or tour
+    /// keys with counter nonces, and encrypted under a static key with random nonces), tour
     /// (about 90 s: quick on both paths, and the points each scenario view reads, at 0.5 s;
-    /// what the quickstart runs). Flags given with it replace its lists.
+    /// what the quickstart runs), or providers (a few minutes: AES-128/256-GCM,
+    /// ChaCha20-Poly1305, AES-128-CBC, AES-256-CTR at 16 B to 10 MiB on both paths, on every
+    /// provider that runs them). Flags given with it replace its lists.
     /// Default: quick, unless --algorithm is given (then 16 B to 16 KiB, encrypt, 1 thread, 1 s a point).
     #[arg(long, value_parser = parse_suite)]
     suite: Option<Suite>,
@@ -150,7 +152,7 @@ struct BenchArgs {
     #[arg(long)]
     openssl_compat: bool,
     /// Implementations to measure, comma separated: rustcrypto (the crates built in, the
-    /// default), ring (built in), openssl (the host's, through `openssl speed`), kernel (the
+    /// default; `--suite providers` names all four itself), ring (built in), openssl (the host's, through `openssl speed`), kernel (the
     /// kernel crypto API through AF_ALG), or all.
     ///
     /// Results are printed side by side. A provider that cannot run here, or lacks an
@@ -184,19 +186,21 @@ fn parse_provider(s: &str) -> Result<ProviderChoice, String> {
     }
 }
 
-/// The providers `--provider` names, in table order (default: rustcrypto).
-fn providers(args: &BenchArgs) -> Vec<Provider> {
+/// The providers `--provider` names, in table order; `None` when it names
+/// none, and each point keeps its own (RustCrypto, but for `--suite providers`).
+fn providers(args: &BenchArgs) -> Option<Vec<Provider>> {
     if args.provider.is_empty() {
-        return vec![Provider::RustCrypto];
+        return None;
     }
-    if args.provider.contains(&ProviderChoice::All) {
-        return Provider::ALL.to_vec();
-    }
-    Provider::ALL
-        .iter()
-        .copied()
-        .filter(|p| args.provider.contains(&ProviderChoice::One(*p)))
-        .collect()
+    Some(if args.provider.contains(&ProviderChoice::All) {
+        Provider::ALL.to_vec()
+    } else {
+        Provider::ALL
+            .iter()
+            .copied()
+            .filter(|p| args.provider.contains(&ProviderChoice::One(*p)))
+            .collect()
+    })
 }
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
@@ -351,6 +355,7 @@ fn matrices(args: &BenchArgs, cores: u32) -> Result<Vec<Matrix>, InvalidSpec> {
             paths: vec![Path::Accelerated],
             nonces: vec![Nonce::Counter],
             seconds: 1.0,
+            providers: vec![cipherfleet_core::provider::Provider::RustCrypto],
         }],
     };
     for m in &mut base {
@@ -433,7 +438,23 @@ type Planned = (Vec<(Provider, JobSpec)>, Vec<String>);
 /// A provider named alone that cannot run here, or cannot run a point, is an
 /// error; with several (`all`), what one cannot run is skipped, saying why.
 fn provider_points(args: &BenchArgs, points: &[JobSpec], harness: Harness) -> Result<Planned, String> {
-    let providers = providers(args);
+    let asked: Vec<JobSpec> = match providers(args) {
+        Some(providers) => providers
+            .iter()
+            .flat_map(|&provider| {
+                points.iter().map(move |p| JobSpec {
+                    point: cipherfleet_core::point::Point { provider, ..p.point },
+                    ..p.clone()
+                })
+            })
+            .collect(),
+        None => points.to_vec(),
+    };
+    let providers: Vec<Provider> = Provider::ALL
+        .iter()
+        .copied()
+        .filter(|&provider| asked.iter().any(|p| p.point.provider == provider))
+        .collect();
     let alone = providers.len() == 1;
     let mut planned = Vec::new();
     let mut skipped = Vec::new();
@@ -445,8 +466,8 @@ fn provider_points(args: &BenchArgs, points: &[JobSpec], harness: Harness) -> Re
             skipped.push(format!("{provider}: {why}"));
             continue;
         }
-        for p in points {
-            let refusal = crate::provider::refuses(provider, p, harness).or_else(|| match provider {
+        for p in asked.iter().filter(|p| p.point.provider == provider) {
+            let refusal = crate::provider::refuses(p, harness).or_else(|| match provider {
                 // AF_ALG may offer one socket type and not the other, or lack a generic driver.
                 Provider::Kernel => crate::provider::linux::bind_for(p.point.algorithm, p.point.path).err(),
                 _ => None,
@@ -551,7 +572,6 @@ fn bench(args: BenchArgs) -> i32 {
             spec: point.clone(),
             arrival_rate_per_s: args.arrival_rate,
             harness,
-            provider: *provider,
             openssl: args.openssl.clone(),
         };
         let m = match worker::run_point(&job) {

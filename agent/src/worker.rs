@@ -168,9 +168,6 @@ pub struct WorkerJob {
     pub arrival_rate_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Harness::is_engine")]
     pub harness: Harness,
-    /// The implementation to measure (local `bench --provider`; jobs are RustCrypto's).
-    #[serde(default, skip_serializing_if = "Provider::is_rustcrypto")]
-    pub provider: Provider,
     /// The `openssl` binary for the `openssl` provider (`bench --openssl PATH`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub openssl: Option<PathBuf>,
@@ -183,7 +180,6 @@ impl WorkerJob {
             spec: spec.clone(),
             arrival_rate_per_s: None,
             harness: Harness::Engine,
-            provider: Provider::RustCrypto,
             openssl: None,
         }
     }
@@ -216,10 +212,7 @@ impl WorkerOutput {
 /// path of the crates runs in the sibling build; every other provider's
 /// software path is this binary's (a capability mask, a generic driver).
 pub fn run_point(job: &WorkerJob) -> Result<WorkerOutput, WorkerError> {
-    let binary = match job.provider {
-        Provider::RustCrypto => binary_for(job.spec.point.path)?,
-        _ => binary_for(Path::Accelerated)?,
-    };
+    let binary = binary_for(worker_path(&job.spec))?;
     run_in(&binary, job, None, &AtomicBool::new(false), None)
 }
 
@@ -235,12 +228,22 @@ pub fn run_point_with(
     nice: Option<i32>,
 ) -> Result<WorkerOutput, WorkerError> {
     run_in(
-        &daemon_binary_for(spec.point.path)?,
+        &daemon_binary_for(worker_path(spec))?,
         &WorkerJob::engine(spec),
         limit,
         cancel,
         nice,
     )
+}
+
+/// The build whose worker measures `spec`: the crates' software path runs in
+/// the sibling build; every other provider's software path is this binary's
+/// (a capability mask, a generic driver).
+fn worker_path(spec: &JobSpec) -> Path {
+    match spec.point.provider {
+        Provider::RustCrypto => spec.point.path,
+        _ => Path::Accelerated,
+    }
 }
 
 fn run_in(
@@ -263,7 +266,7 @@ fn run_in(
     if let Some(nice) = nice {
         lower_priority(&mut command, nice);
     }
-    let limit = limit.unwrap_or_else(|| time_limit(spec).max(crate::provider::time_allowance(job.provider, spec)));
+    let limit = limit.unwrap_or_else(|| time_limit(spec));
     let mut child = command
         .env(TIME_LIMIT_ENV, format!("{:.3}", limit.as_secs_f64()))
         .arg(WORKER_ARG)
@@ -412,7 +415,6 @@ pub fn worker_main() -> i32 {
         spec,
         arrival_rate_per_s,
         harness,
-        provider,
         openssl,
     } = match serde_json::from_str(&input) {
         Ok(job) => job,
@@ -428,7 +430,8 @@ pub fn worker_main() -> i32 {
         eprintln!("invalid job: {e}");
         return exit::INVALID;
     }
-    if let Some(why) = crate::provider::refuses(provider, &spec, harness) {
+    let provider = spec.point.provider;
+    if let Some(why) = crate::provider::refuses(&spec, harness) {
         eprintln!("invalid job: {why}");
         return exit::INVALID;
     }
@@ -585,6 +588,7 @@ mod tests {
                 key_mode: KeyMode::Static,
                 path: Path::Accelerated,
                 nonce: Nonce::Counter,
+                provider: cipherfleet_core::provider::Provider::RustCrypto,
             },
             seconds: 0.1,
         };

@@ -7,11 +7,13 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::facts::Capability;
 use cipherfleet_core::spec::{Execution, JobSpec, Matrix, Suite};
 use sqlx::PgConnection;
 
 use crate::domain::selector::{Candidate, Selector};
-use crate::store::{self, campaigns::NewJob, capabilities::Skipped, hosts::HostWithFacts};
+use crate::store::capabilities::{ProviderSkipped, Skipped, provider_refusal};
+use crate::store::{self, campaigns::NewJob, hosts::HostWithFacts};
 
 /// Most jobs one campaign may queue (points × selected hosts), checked
 /// before any job is built.
@@ -81,19 +83,44 @@ fn execution(host: &HostWithFacts) -> Execution {
     }
 }
 
-/// The jobs of `specs` on `host`, and the points it skips: those on a path
-/// missing from `paths`, what the host's agent said it can run (`None`: it
-/// has not said, so every path is tried).
-pub fn jobs_for(host: &HostWithFacts, paths: Option<&[Path]>, specs: Vec<JobSpec>) -> (Vec<NewJob>, Vec<Skipped>) {
+/// What a host's agent said it can run: its paths (`None`: it has not said,
+/// so every path is tried) and its providers' capabilities (`None`: it
+/// reported none, an agent before providers).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CanRun<'a> {
+    pub paths: Option<&'a [Path]>,
+    pub providers: Option<&'a [Capability]>,
+}
+
+/// The jobs of `specs` on `host`, and the points it skips: those of a
+/// provider its agent lacks (with the reason), and the built-in crates'
+/// points on a path it lacks.
+pub fn jobs_for(
+    host: &HostWithFacts,
+    can: CanRun<'_>,
+    specs: Vec<JobSpec>,
+) -> (Vec<NewJob>, Vec<Skipped>, Vec<ProviderSkipped>) {
     let mut skipped: Vec<Skipped> = Vec::new();
+    let mut provider_skipped: Vec<ProviderSkipped> = Vec::new();
     let mut jobs = Vec::with_capacity(specs.len());
     for spec in specs {
-        if paths.is_some_and(|paths| !paths.contains(&spec.point.path)) {
-            match skipped.iter_mut().find(|s| s.path == spec.point.path) {
+        let p = spec.point;
+        if let Some(reason) = provider_refusal(can.providers, p.provider, p.algorithm) {
+            match provider_skipped.iter_mut().find(|s| s.provider == p.provider) {
+                Some(s) => s.points += 1,
+                None => provider_skipped.push(ProviderSkipped {
+                    host_id: host.host.id,
+                    provider: p.provider,
+                    points: 1,
+                    reason,
+                }),
+            }
+        } else if p.provider.is_rustcrypto() && can.paths.is_some_and(|paths| !paths.contains(&p.path)) {
+            match skipped.iter_mut().find(|s| s.path == p.path) {
                 Some(s) => s.points += 1,
                 None => skipped.push(Skipped {
                     host_id: host.host.id,
-                    path: spec.point.path,
+                    path: p.path,
                     points: 1,
                 }),
             }
@@ -101,7 +128,7 @@ pub fn jobs_for(host: &HostWithFacts, paths: Option<&[Path]>, specs: Vec<JobSpec
             jobs.push(job_for(host, spec));
         }
     }
-    (jobs, skipped)
+    (jobs, skipped, provider_skipped)
 }
 
 /// Whether `selector` picks `host`. Retired hosts keep their history but are
@@ -122,6 +149,8 @@ pub struct Plan {
     pub jobs: Vec<NewJob>,
     /// Points left out on hosts that lack their path ([`jobs_for`]).
     pub skipped: Vec<Skipped>,
+    /// Points left out on hosts that lack their provider ([`jobs_for`]).
+    pub provider_skipped: Vec<ProviderSkipped>,
     /// Hosts chosen.
     pub hosts: usize,
 }
@@ -129,24 +158,27 @@ pub struct Plan {
 impl Plan {
     /// Points skipped over all hosts.
     pub fn points_skipped(&self) -> i64 {
-        self.skipped.iter().map(|s| s.points).sum()
+        self.skipped.iter().map(|s| s.points).sum::<i64>() + self.provider_skipped.iter().map(|s| s.points).sum::<i64>()
     }
 }
 
 /// The jobs of `points` on the hosts `selector` picks. With `online`, a
 /// selected host outside it is left out: a host that is gone would keep the
 /// campaign waiting. `paths` holds what each host said it can run
-/// ([`store::capabilities::paths_of_hosts`]); the points of a path its host
-/// lacks are skipped, not queued.
+/// ([`store::capabilities::paths_of_hosts`]) and `providers` each host's
+/// providers ([`store::capabilities::providers_of_hosts`]); the points its
+/// host lacks the path or provider for are skipped, not queued.
 pub fn plan(
     points: &Points,
     selector: &Selector,
     hosts: &[HostWithFacts],
     online: Option<&HashSet<i64>>,
     paths: &HashMap<i64, Vec<Path>>,
+    providers: &HashMap<i64, Vec<Capability>>,
 ) -> Result<Plan, LaunchError> {
     let mut jobs = Vec::new();
     let mut skipped = Vec::new();
+    let mut provider_skipped = Vec::new();
     let mut chosen = 0;
     let mut offline = 0;
     for h in hosts.iter().filter(|h| selects(selector, h)) {
@@ -159,9 +191,14 @@ pub fn plan(
         if (jobs.len() + specs.len()) as u64 > MAX_CAMPAIGN_JOBS {
             return Err(LaunchError::TooManyJobs { points: specs.len() });
         }
-        let (host_jobs, host_skipped) = jobs_for(h, paths.get(&h.host.id).map(Vec::as_slice), specs);
+        let can = CanRun {
+            paths: paths.get(&h.host.id).map(Vec::as_slice),
+            providers: providers.get(&h.host.id).map(Vec::as_slice),
+        };
+        let (host_jobs, host_skipped, host_provider_skipped) = jobs_for(h, can, specs);
         jobs.extend(host_jobs);
         skipped.extend(host_skipped);
+        provider_skipped.extend(host_provider_skipped);
     }
     if chosen == 0 && offline > 0 {
         return Err(LaunchError::AllOffline { offline });
@@ -172,6 +209,7 @@ pub fn plan(
     Ok(Plan {
         jobs,
         skipped,
+        provider_skipped,
         hosts: chosen,
     })
 }
@@ -197,7 +235,7 @@ pub struct Launched {
     pub campaign_id: i64,
     pub jobs: usize,
     pub hosts: usize,
-    /// Points skipped on hosts that lack their path.
+    /// Points skipped on hosts that lack their path or provider.
     pub points_skipped: i64,
 }
 
@@ -206,11 +244,20 @@ pub struct Launched {
 pub async fn insert(tx: &mut PgConnection, launch: &Launch<'_>) -> Result<Launched, LaunchError> {
     let hosts = store::hosts::list_with_facts(&mut *tx).await?;
     let paths = store::capabilities::paths_of_hosts(&mut *tx).await?;
-    let plan = plan(launch.points, launch.selector, &hosts, launch.online, &paths)?;
+    let providers = store::capabilities::providers_of_hosts(&mut *tx).await?;
+    let plan = plan(
+        launch.points,
+        launch.selector,
+        &hosts,
+        launch.online,
+        &paths,
+        &providers,
+    )?;
     let points_skipped = plan.points_skipped();
     let Plan {
         jobs,
         skipped,
+        provider_skipped,
         hosts: chosen,
     } = plan;
     let suite = launch.points.label();
@@ -234,6 +281,7 @@ pub async fn insert(tx: &mut PgConnection, launch: &Launch<'_>) -> Result<Launch
     };
     let campaign_id = store::campaigns::insert_with_jobs(tx, &new, &jobs).await?;
     store::capabilities::record(tx, campaign_id, &skipped).await?;
+    store::capabilities::record_providers(tx, campaign_id, &provider_skipped).await?;
     tracing::info!(
         campaign = campaign_id,
         jobs = jobs.len(),

@@ -280,9 +280,9 @@ impl Measurement {
             path_requested: p.path,
             seconds_requested: spec.seconds,
             harness: Harness::Engine,
-            provider: Provider::RustCrypto,
+            provider: p.provider,
             path_used: None,
-            path_basis: PathBasis::Detected,
+            path_basis: p.provider.path_basis(),
             implementation: None,
             backends: None,
             build_flavour: None,
@@ -335,6 +335,7 @@ impl Measurement {
             key_mode: self.key_mode,
             path: self.path_requested,
             nonce: self.nonce,
+            provider: self.provider,
         }
     }
 

@@ -1,10 +1,11 @@
-//! A benchmark point: the eight fields that say *what* was measured, as one
+//! A benchmark point: the nine fields that say *what* was measured, as one
 //! type from the agent's job to the database row to the CSV cell.
 
 use serde::{Deserialize, Serialize};
 
 use crate::algorithm::Algorithm;
 use crate::path::Path;
+use crate::provider::Provider;
 use crate::spec::{Direction, JobSpec, KeyMode, Nonce};
 
 /// What one result measures. A [`JobSpec`] is a point plus how long to measure it.
@@ -25,6 +26,10 @@ pub struct Point {
     /// where a record predates the field.
     #[serde(default)]
     pub nonce: Nonce,
+    /// The implementation measured; RustCrypto (the built-in crates) where a
+    /// record predates the field, and left out of JSON when it is.
+    #[serde(default, skip_serializing_if = "Provider::is_rustcrypto")]
+    pub provider: Provider,
 }
 
 impl Point {
@@ -35,7 +40,9 @@ impl Point {
 }
 
 /// Reads a point from the columns `algorithm, direction, size_bytes, threads,
-/// concurrency, key_mode, path, nonce` of a PostgreSQL row, so a row struct can
+/// concurrency, key_mode, path, nonce` and, where the row has it, `provider`
+/// of a PostgreSQL row (`result_points` holds the built-in provider's points
+/// alone and has no such column: a row without it is RustCrypto's), so a row struct can
 /// `#[sqlx(flatten)] point: Point`. A stored value that no longer parses is a
 /// decode error naming the column, not a panic. A concurrency of 0 reads as
 /// `None`: `result_points` stores "no concurrency" as 0 so that it can be part
@@ -76,6 +83,14 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for Point {
             key_mode: text(row, "key_mode")?,
             path: text(row, "path")?,
             nonce: text(row, "nonce")?,
+            provider: match row.try_get::<String, _>("provider") {
+                Ok(raw) => raw.parse().map_err(|e| sqlx::Error::ColumnDecode {
+                    index: "provider".into(),
+                    source: Box::new(e),
+                })?,
+                Err(sqlx::Error::ColumnNotFound(_)) => Provider::RustCrypto,
+                Err(e) => return Err(e),
+            },
         })
     }
 }
@@ -95,6 +110,7 @@ mod tests {
             key_mode: KeyMode::Static,
             path: Path::Software,
             nonce: Nonce::Random,
+            provider: crate::provider::Provider::RustCrypto,
         };
         let spec = p.spec(0.5);
         assert_eq!(spec.seconds, 0.5);

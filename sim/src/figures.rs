@@ -233,6 +233,7 @@ mod tests {
                 key_mode: KeyMode::Static,
                 path,
                 nonce: Nonce::Counter,
+                provider: cipherfleet_core::provider::Provider::RustCrypto,
             },
             seconds: 0.2,
         }

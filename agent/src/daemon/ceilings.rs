@@ -161,6 +161,7 @@ mod tests {
                 key_mode: KeyMode::Static,
                 path: Path::Accelerated,
                 nonce: cipherfleet_core::spec::Nonce::Counter,
+                provider: cipherfleet_core::provider::Provider::RustCrypto,
             },
             seconds,
         }

@@ -357,6 +357,7 @@ mod tests {
                 key_mode: KeyMode::Static,
                 path: CryptoPath::Accelerated,
                 nonce: cipherfleet_core::spec::Nonce::Counter,
+                provider: cipherfleet_core::provider::Provider::RustCrypto,
             },
             seconds: 0.05,
         }

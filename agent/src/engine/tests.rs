@@ -22,6 +22,7 @@ fn point(alg: &str, size: u64) -> Point {
         key_mode: KeyMode::Static,
         path: Path::Accelerated,
         nonce: cipherfleet_core::spec::Nonce::Counter,
+        provider: cipherfleet_core::provider::Provider::RustCrypto,
     }
 }
 

@@ -244,6 +244,7 @@ mod tests {
                 key_mode,
                 path: Path::Accelerated,
                 nonce: NonceKind::Counter,
+                provider: cipherfleet_core::provider::Provider::RustCrypto,
             },
             seconds: 1.0,
         };

@@ -15,6 +15,7 @@ fn spec(alg: cipherfleet_core::algorithm::Algorithm, direction: Direction, key_m
             key_mode,
             path: Path::Accelerated,
             nonce: Nonce::Counter,
+            provider: cipherfleet_core::provider::Provider::RustCrypto,
         },
         seconds: 1.0,
     }

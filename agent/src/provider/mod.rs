@@ -8,14 +8,13 @@
 //! CPU ([`cipherfleet_core::provider::ring`]).
 //!
 //! This file: [`facts`] (every provider's capability here, for `probe`),
-//! [`refuses`] (what a provider cannot measure, before a worker starts),
-//! [`time_allowance`] and [`what_ran`] (the worker's record of the implementation).
+//! [`refuses`] (what a provider cannot measure, before a worker starts)
+//! and [`what_ran`] (the worker's record of the implementation).
 
 pub mod linux;
 pub mod openssl;
 
 use std::path::Path as FsPath;
-use std::time::Duration;
 
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::measurement::{Harness, Implementation};
@@ -158,44 +157,20 @@ pub fn ring_backends(cpu: &CpuFlags) -> cipherfleet_core::path::Backends {
     cipherfleet_core::provider::ring::backends(std::env::consts::ARCH, cpu)
 }
 
-/// Why a provider cannot measure `spec`'s point, before any worker starts.
-pub fn refuses(provider: Provider, spec: &JobSpec, harness: Harness) -> Option<String> {
-    let p = &spec.point;
-    if !provider.runs(p.algorithm) {
-        let list: Vec<&str> = provider.algorithms().iter().map(|a| a.name()).collect();
-        return Some(format!(
-            "the {provider} provider has no {}; it runs {}",
-            p.algorithm,
-            list.join(", ")
-        ));
+/// Why `spec`'s provider cannot measure it, before any worker starts: the
+/// point's own rule ([`JobSpec::validate`]: what the provider runs) and the
+/// harness, which shapes the crates' kernels alone.
+pub fn refuses(spec: &JobSpec, harness: Harness) -> Option<String> {
+    let provider = spec.point.provider;
+    if let Err(e) = spec.validate() {
+        return Some(e.message);
     }
     if provider != Provider::RustCrypto && harness != Harness::Engine {
         return Some(format!(
             "--openssl-compat shapes the crates' kernels; the {provider} provider has its own"
         ));
     }
-    match provider {
-        Provider::Ring if p.path == Path::Software => Some(
-            "ring cannot be built software-only (it has no such switch): its software figures come from hosts \
-             without the instructions, such as emulated ones; use --path accelerated"
-                .into(),
-        ),
-        Provider::Kernel | Provider::Openssl if p.concurrency.is_some() => Some(format!(
-            "the {provider} provider has no object-storage scenario; leave out --concurrency"
-        )),
-        _ => None,
-    }
-}
-
-/// The least time an `openssl` point needs: its runs of a second each (three
-/// at least) and their start-up, under emulation slower, and 1.0.2's fixed
-/// sizes of 3 s each in one run. Zero for the other providers.
-pub fn time_allowance(provider: Provider, spec: &JobSpec) -> Duration {
-    if provider != Provider::Openssl {
-        return Duration::ZERO;
-    }
-    let runs = spec.seconds.ceil().max(3.0);
-    Duration::from_secs_f64((runs * 1.5 + 20.0) * worker::execution().slowdown().sqrt())
+    None
 }
 
 /// The backends a point ran on the engine's kernels and, for the providers

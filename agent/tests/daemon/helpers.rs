@@ -260,6 +260,7 @@ pub fn short_job() -> v1::JobSpec {
         key_mode: v1::KeyMode::Static as i32,
         path: v1::Path::Accelerated as i32,
         nonce: v1::Nonce::Counter as i32,
+        provider: v1::Provider::Rustcrypto as i32,
         seconds: 0.05,
     }
 }

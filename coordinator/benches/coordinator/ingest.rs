@@ -123,6 +123,7 @@ pub async fn ingest(url: &str, pool: &PgPool, template: &Measurement) {
         paths: vec![v1::Path::Accelerated as i32],
         nonces: vec![],
         seconds: SIM_SECONDS,
+        providers: vec![],
     };
     let request = v1::StartCampaignRequest {
         points: Some(Points::Matrix(matrix)),

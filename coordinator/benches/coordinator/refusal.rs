@@ -49,6 +49,7 @@ pub async fn refusal(url: &str) {
         paths: vec![v1::Path::Accelerated as i32],
         nonces: vec![],
         seconds: 1.0,
+        providers: vec![],
     };
     let capped_lists = v1::Matrix {
         // Every list within its cap of 64; the product is still far over the points cap.
@@ -65,6 +66,7 @@ pub async fn refusal(url: &str) {
         paths: vec![v1::Path::Accelerated as i32, v1::Path::Software as i32],
         nonces: vec![],
         seconds: 1.0,
+        providers: vec![],
     };
     let mut admin = admin(url).await;
     for (what, matrix) in [("10^7 points", ten_million), ("lists within caps", capped_lists)] {

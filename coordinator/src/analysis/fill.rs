@@ -57,6 +57,7 @@ impl Fill {
                     paths: points.iter().map(|p| p.path).collect(),
                     nonces: points.iter().map(|p| p.nonce).collect(),
                     seconds: 1.0,
+                    providers: vec![cipherfleet_core::provider::Provider::RustCrypto],
                 };
                 m.dedup();
                 Fill::Matrix(Box::new(m))
@@ -143,6 +144,7 @@ mod tests {
             key_mode,
             path,
             nonce: Nonce::Counter,
+            provider: cipherfleet_core::provider::Provider::RustCrypto,
         }
     }
 

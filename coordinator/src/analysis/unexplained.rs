@@ -118,6 +118,7 @@ mod tests {
                     key_mode: KeyMode::Static,
                     path: Path::Accelerated,
                     nonce: cipherfleet_core::spec::Nonce::Counter,
+                    provider: cipherfleet_core::provider::Provider::RustCrypto,
                 },
                 path_used: used,
                 throughput_mb_s: 100.0,

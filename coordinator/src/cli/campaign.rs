@@ -18,18 +18,22 @@ use crate::domain::selector::Selector;
 #[derive(Subcommand, Debug)]
 pub enum CampaignCommand {
     /// Start a campaign; prints its id. A host whose agent lacks a path (the software path
-    /// without its cipherfleet-agent-soft sibling) skips that path's points; they are
-    /// counted as skipped, not queued.
+    /// without its cipherfleet-agent-soft sibling) or a provider (no `openssl` binary, no
+    /// AF_ALG in its kernel) skips those points, with the reason; they are counted as
+    /// skipped, not queued.
     Start {
         /// Named suite: quick, standard, full, a scenario suite (object-storage, legacy-migration,
         /// modes, fallback, field-level; each about 15-30 s a host, see `cipherfleet-agent bench --help`),
-        /// or tour (what the quickstart runs: enough for every page and scenario view; emulated hosts
-        /// run its quick part only). Thread counts of "all cores" follow each host's logical cores.
+        /// tour (what the quickstart runs: enough for every page and scenario view; emulated hosts
+        /// run its quick part only), or providers (five algorithms at 16 B to 10 MiB on RustCrypto,
+        /// ring, the host's OpenSSL and the kernel crypto API; the /providers page). Thread counts of "all cores" follow each host's logical cores.
         #[arg(long, default_value = "quick")]
         suite: String,
         /// An explicit matrix instead of a suite, as JSON: the lists of `cipherfleet-agent bench`'s
         /// flags, e.g. '{"algorithms":["aes-128-gcm"],"sizes":[16,1024],"directions":["encrypt"],
-        /// "threads":[1],"key_modes":["static"],"paths":["accelerated"],"seconds":0.5}'.
+        /// "threads":[1],"key_modes":["static"],"paths":["accelerated"],"seconds":0.5}'; optionally
+        /// "providers":["rustcrypto","ring","openssl","kernel"] (default rustcrypto), each
+        /// provider measuring only the points it runs.
         #[arg(long, value_name = "JSON", value_parser = matrix_json)]
         matrix: Option<Box<Matrix>>,
         /// Host selector terms, all must hold: arch=aarch64, cpu-model=EPYC, host=NAME, or LABEL=VALUE. Repeatable.
@@ -50,7 +54,7 @@ pub enum CampaignCommand {
         admin: AdminArgs,
     },
     /// Progress per host: done / running / queued / failed, and the points skipped because
-    /// their host lacks the path.
+    /// their host lacks the path (per host) or the provider (on the campaign's page).
     Status {
         id: String,
         /// Refresh until the campaign completes or is cancelled.
@@ -74,7 +78,7 @@ fn matrix_json(s: &str) -> Result<Box<Matrix>, String> {
     serde_json::from_str(s).map_err(|e| {
         format!(
             "not a matrix ({e}); it takes the lists algorithms, sizes, directions, threads, key_modes and \
-             paths, and seconds (concurrency and nonces optional)"
+             paths, and seconds (concurrency, nonces and providers optional)"
         )
     })
 }
@@ -122,7 +126,9 @@ pub async fn run(command: CampaignCommand) -> anyhow::Result<()> {
             if admin.format == Format::Table && std::io::stderr().is_terminal() {
                 let skipped = match r.points_skipped {
                     0 => String::new(),
-                    n => format!(" ({n} points skipped: their hosts lack the path)"),
+                    n => {
+                        format!(" ({n} points skipped: their hosts lack the path or provider; see the campaign's page)")
+                    }
                 };
                 eprintln!(
                     "campaign {} started with {} jobs{skipped}; watch it with `campaign status {} --watch`",

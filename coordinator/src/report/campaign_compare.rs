@@ -36,13 +36,13 @@ pub async fn pairs(db: impl PgExecutor<'_>, before: i64, after: i64) -> Result<V
     Ok(sqlx::query_as(
         "WITH runs AS ( \
              SELECT DISTINCT ON (j.campaign_id, r.host_id, r.algorithm, r.direction, r.size_bytes, r.threads, \
-                     coalesce(r.concurrency, 0), r.key_mode, r.path, r.nonce) \
+                     coalesce(r.concurrency, 0), r.key_mode, r.path, r.nonce, r.provider) \
                  j.campaign_id, r.host_id, r.algorithm, r.direction, r.size_bytes, r.threads, \
-                 coalesce(r.concurrency, 0) AS concurrency, r.key_mode, r.path, r.nonce, r.id, r.path_used, \
+                 coalesce(r.concurrency, 0) AS concurrency, r.key_mode, r.path, r.nonce, r.provider, r.id, r.path_used, \
                  r.throughput_mb_s, r.sample_throughputs \
              FROM jobs j JOIN results r ON r.job_id = j.id WHERE j.campaign_id IN ($1, $2) \
              ORDER BY j.campaign_id, r.host_id, r.algorithm, r.direction, r.size_bytes, r.threads, \
-                 coalesce(r.concurrency, 0), r.key_mode, r.path, r.nonce, r.created_at DESC, r.id DESC), \
+                 coalesce(r.concurrency, 0), r.key_mode, r.path, r.nonce, r.provider, r.created_at DESC, r.id DESC), \
          a AS (SELECT * FROM runs WHERE campaign_id = $1), \
          b AS (SELECT * FROM runs WHERE campaign_id = $2) \
          SELECT h.id AS host_id, h.name AS host_name, \
@@ -50,15 +50,16 @@ pub async fn pairs(db: impl PgExecutor<'_>, before: i64, after: i64) -> Result<V
              COALESCE(a.size_bytes, b.size_bytes) AS size_bytes, COALESCE(a.threads, b.threads) AS threads, \
              COALESCE(a.concurrency, b.concurrency) AS concurrency, COALESCE(a.key_mode, b.key_mode) AS key_mode, \
              COALESCE(a.path, b.path) AS path, COALESCE(a.nonce, b.nonce) AS nonce, \
+             COALESCE(a.provider, b.provider) AS provider, \
              a.id AS before_result_id, a.path_used AS before_path_used, a.throughput_mb_s AS before_mb_s, \
              a.sample_throughputs AS before_samples, \
              b.id AS after_result_id, b.path_used AS after_path_used, b.throughput_mb_s AS after_mb_s \
          FROM a FULL JOIN b ON b.host_id = a.host_id AND b.algorithm = a.algorithm \
              AND b.direction = a.direction AND b.size_bytes = a.size_bytes AND b.threads = a.threads \
              AND b.concurrency = a.concurrency AND b.key_mode = a.key_mode AND b.path = a.path \
-             AND b.nonce = a.nonce \
+             AND b.nonce = a.nonce AND b.provider = a.provider \
          JOIN hosts h ON h.id = COALESCE(a.host_id, b.host_id) \
-         ORDER BY h.name, h.id, 3, 5, 4, 6, 7, 8, 9, 10",
+         ORDER BY h.name, h.id, 3, 5, 4, 6, 7, 8, 9, 10, 11",
     )
     .bind(before)
     .bind(after)

@@ -41,6 +41,7 @@ impl PathPoint {
             key_mode: self.key_mode,
             path,
             nonce: Nonce::Counter,
+            provider: cipherfleet_core::provider::Provider::RustCrypto,
         }
     }
 }

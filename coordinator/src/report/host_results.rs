@@ -45,8 +45,8 @@ impl HostResult {
 pub async fn list(db: impl PgExecutor<'_>, host_id: i64, limit: i64, offset: i64) -> Result<Vec<HostResult>> {
     Ok(sqlx::query_as(
         "SELECT r.id, (SELECT j.campaign_id FROM jobs j WHERE j.id = r.job_id) AS campaign_id, r.created_at, \
-             r.algorithm, r.direction, r.size_bytes, r.threads, r.concurrency, r.key_mode, r.path, r.nonce, r.path_used, \
-             r.throughput_mb_s, r.ops_per_s, r.latency_p99_ns, r.cv, r.samples, r.low_samples, \
+             r.algorithm, r.direction, r.size_bytes, r.threads, r.concurrency, r.key_mode, r.path, r.nonce, r.provider, \
+             r.path_used, r.throughput_mb_s, r.ops_per_s, r.latency_p99_ns, r.cv, r.samples, r.low_samples, \
              r.cipher_state_bytes, r.peak_rss_bytes, r.heap_bytes_per_op, r.allocs_per_op \
          FROM results r WHERE r.host_id = $1 ORDER BY r.created_at DESC, r.id DESC LIMIT $2 OFFSET $3",
     )
@@ -92,7 +92,7 @@ pub async fn key_series(
              FROM results \
              WHERE host_id = $1 AND algorithm = ANY($2) AND size_bytes = $3 AND direction = 'encrypt' \
                AND path = 'accelerated' AND threads = 1 AND concurrency IS NULL AND key_mode = 'static' \
-               AND nonce = 'counter') s \
+               AND nonce = 'counter' AND provider = 'rustcrypto') s \
          WHERE n <= $4 ORDER BY algorithm, created_at",
     )
     .bind(host_id)

@@ -381,10 +381,10 @@ pub async fn insert_jobs(conn: &mut PgConnection, campaign_id: i64, jobs: &[NewJ
         .collect();
     let done = sqlx::query(
         "INSERT INTO jobs (campaign_id, position, host_id, spec, algorithm, direction, \
-         size_bytes, threads, concurrency, key_mode, path, nonce, time_limit_seconds) \
+         size_bytes, threads, concurrency, key_mode, path, nonce, provider, time_limit_seconds) \
          SELECT $1, * FROM UNNEST($2::integer[], $3::bigint[], $4::jsonb[], $5::text[], \
          $6::text[], $7::bigint[], $8::integer[], $9::integer[], $10::text[], $11::text[], \
-         $12::text[], $13::double precision[])",
+         $12::text[], $13::text[], $14::double precision[])",
     )
     .bind(campaign_id)
     .bind((0..).take(jobs.len()).collect::<Vec<i32>>())
@@ -398,6 +398,7 @@ pub async fn insert_jobs(conn: &mut PgConnection, campaign_id: i64, jobs: &[NewJ
     .bind(points.key_mode)
     .bind(points.path)
     .bind(points.nonce)
+    .bind(points.provider)
     .bind(
         jobs.iter()
             .map(|j| j.spec.time_limit(j.execution).as_secs_f64())

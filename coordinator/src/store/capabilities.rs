@@ -2,11 +2,17 @@
 //! `Capabilities.paths`) and the campaign points skipped for lack of a path
 //! (`campaign_skips`). A host without the software-build sibling advertises
 //! the accelerated path alone; its software-path points are counted as
-//! skipped instead of queued as jobs that would fail at once.
+//! skipped instead of queued as jobs that would fail at once. Likewise the
+//! points of a provider the host's agent lacks (`campaign_provider_skips`,
+//! from the providers' capabilities in its facts): the path rule is the
+//! built-in crates' (their software path is the sibling build); the other
+//! providers run both paths in the agent itself.
 
 use std::collections::HashMap;
 
 use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::Provider;
+use cipherfleet_core::provider::facts::Capability;
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
@@ -86,7 +92,7 @@ pub async fn advertise(pool: &PgPool, host_id: i64, paths: &[Path], keep: &[Uuid
              UPDATE hosts SET paths = $2 WHERE id = $1 AND paths IS DISTINCT FROM $2 RETURNING id) \
          SELECT (SELECT paths FROM before), EXISTS (SELECT 1 FROM changed), \
              EXISTS (SELECT 1 FROM jobs WHERE host_id = $1 AND status = 'queued' \
-                 AND path <> ALL($2) AND id <> ALL($3))",
+                 AND path <> ALL($2) AND id <> ALL($3) AND provider = 'rustcrypto')",
     )
     .bind(host_id)
     .bind(names(paths))
@@ -105,7 +111,7 @@ pub async fn advertise(pool: &PgPool, host_id: i64, paths: &[Path], keep: &[Uuid
     let (skipped, campaign_ids): (i64, Vec<i64>) = sqlx::query_as(
         "WITH gone AS ( \
              DELETE FROM jobs WHERE host_id = $1 AND status = 'queued' \
-                 AND path <> ALL($2) AND id <> ALL($3) \
+                 AND path <> ALL($2) AND id <> ALL($3) AND provider = 'rustcrypto' \
              RETURNING campaign_id, path), \
          counted AS ( \
              INSERT INTO campaign_skips AS s (campaign_id, host_id, path, points) \
@@ -191,6 +197,113 @@ pub async fn totals(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<Vec<Pat
     Ok(sqlx::query_as(
         "SELECT path, count(*) AS hosts, sum(points)::bigint AS points \
          FROM campaign_skips WHERE campaign_id = $1 GROUP BY path ORDER BY path",
+    )
+    .bind(campaign_id)
+    .fetch_all(db)
+    .await?)
+}
+
+/// What each host's agent said of its providers: the capabilities in its
+/// current facts (`providers.capabilities`). A host missing here reported
+/// none (an agent before providers), or a list this coordinator cannot read.
+pub async fn providers_of_hosts(db: impl PgExecutor<'_>) -> Result<HashMap<i64, Vec<Capability>>> {
+    let rows: Vec<(i64, serde_json::Value)> = sqlx::query_as(
+        "SELECT h.id, s.facts #> '{providers,capabilities}' FROM hosts h \
+         JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id \
+         WHERE jsonb_typeof(s.facts #> '{providers,capabilities}') = 'array'",
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, v)| serde_json::from_value(v).ok().map(|c| (id, c)))
+        .collect())
+}
+
+/// Points of one campaign that one host skips for lack of their provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderSkipped {
+    pub host_id: i64,
+    pub provider: Provider,
+    pub points: i64,
+    /// The agent's reason (untrusted text) or the coordinator's.
+    pub reason: String,
+}
+
+/// Why a host whose agent has `capabilities` (`None`: it reported none)
+/// cannot run `algorithm` on `provider`, if it cannot. The built-in crates
+/// always can (their paths are [`reason`]'s rule).
+pub fn provider_refusal(
+    capabilities: Option<&[Capability]>,
+    provider: Provider,
+    algorithm: cipherfleet_core::algorithm::Algorithm,
+) -> Option<String> {
+    if provider == Provider::RustCrypto {
+        return None;
+    }
+    let Some(capabilities) = capabilities else {
+        return Some(format!(
+            "the host's agent does not report its providers (a release before them): upgrade it to measure on {provider}"
+        ));
+    };
+    let Some(c) = capabilities.iter().find(|c| c.provider == provider) else {
+        return Some(format!("the host's agent does not know the {provider} provider"));
+    };
+    if !c.available {
+        return Some(
+            c.reason
+                .clone()
+                .unwrap_or_else(|| format!("{provider} is not available on the host")),
+        );
+    }
+    if !c.algorithms.contains(&algorithm) {
+        return Some(match &c.reason {
+            Some(why) => format!("the host's {provider} has no {algorithm}: {why}"),
+            None => format!("the host's {provider} has no {algorithm}"),
+        });
+    }
+    None
+}
+
+/// Stores the points a new campaign skips for lack of their provider, in its creating transaction.
+pub async fn record_providers(tx: &mut PgConnection, campaign_id: i64, skipped: &[ProviderSkipped]) -> Result<()> {
+    if skipped.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO campaign_provider_skips (campaign_id, host_id, provider, points, reason) \
+         SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::bigint[], $5::text[])",
+    )
+    .bind(campaign_id)
+    .bind(skipped.iter().map(|s| s.host_id).collect::<Vec<_>>())
+    .bind(skipped.iter().map(|s| s.provider.to_string()).collect::<Vec<_>>())
+    .bind(skipped.iter().map(|s| s.points).collect::<Vec<_>>())
+    .bind(skipped.iter().map(|s| s.reason.clone()).collect::<Vec<_>>())
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// A campaign's skipped points of one provider, over all its hosts, with one
+/// host's reason (the first by host name) and how many hosts gave another.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ProviderSkips {
+    #[sqlx(try_from = "String")]
+    pub provider: Provider,
+    pub hosts: i64,
+    pub points: i64,
+    pub reason: String,
+    pub other_reasons: i64,
+}
+
+/// A campaign's skipped points per provider (one row per provider at most).
+pub async fn provider_totals(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<Vec<ProviderSkips>> {
+    Ok(sqlx::query_as(
+        "SELECT s.provider, count(*) AS hosts, sum(s.points)::bigint AS points, \
+             (array_agg(s.reason ORDER BY h.name, h.id))[1] AS reason, \
+             count(DISTINCT s.reason) - 1 AS other_reasons \
+         FROM campaign_provider_skips s JOIN hosts h ON h.id = s.host_id \
+         WHERE s.campaign_id = $1 GROUP BY s.provider ORDER BY s.provider",
     )
     .bind(campaign_id)
     .fetch_all(db)

@@ -53,7 +53,7 @@ pub struct Job {
 macro_rules! job_columns {
     () => {
         "id, campaign_id, host_id, position, spec, algorithm, direction, size_bytes, threads, \
-         concurrency, key_mode, path, nonce, time_limit_seconds, status, attempts, created_at, \
+         concurrency, key_mode, path, nonce, provider, time_limit_seconds, status, attempts, created_at, \
          assigned_at, started_at, finished_at, deadline, error, attempt_id"
     };
 }

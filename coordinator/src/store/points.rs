@@ -10,7 +10,7 @@ use sqlx::{PgConnection, PgExecutor, Postgres, Transaction};
 use super::Result;
 
 /// Points as the column arrays of an `UNNEST` insert, in the column order
-/// `algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce`.
+/// `algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, provider`.
 #[derive(Debug, Default)]
 pub struct PointColumns {
     pub algorithm: Vec<String>,
@@ -21,6 +21,7 @@ pub struct PointColumns {
     pub key_mode: Vec<String>,
     pub path: Vec<String>,
     pub nonce: Vec<String>,
+    pub provider: Vec<String>,
 }
 
 impl PointColumns {
@@ -39,6 +40,7 @@ impl PointColumns {
             c.key_mode.push(p.key_mode.to_string());
             c.path.push(p.path.to_string());
             c.nonce.push(p.nonce.to_string());
+            c.provider.push(p.provider.to_string());
         }
         c
     }

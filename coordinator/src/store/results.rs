@@ -354,13 +354,13 @@ async fn insert_rows(
     }
     let rows: Vec<(i64, Uuid)> = sqlx::query_as(
         "INSERT INTO results (job_id, host_id, snapshot_id, algorithm, direction, size_bytes, \
-             threads, concurrency, key_mode, path, nonce, path_used, throughput_mb_s, ops_per_s, \
+             threads, concurrency, key_mode, path, nonce, provider, path_used, throughput_mb_s, ops_per_s, \
              latency_p50_ns, latency_p90_ns, latency_p99_ns, latency_p999_ns, latency_max_ns, \
              latency_method, batch_ops, cv, samples, cpu_user_seconds, cpu_sys_seconds, \
              cpu_utilization, key_setup_ns, elapsed_seconds, sample_throughputs, measurement, \
              low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op) \
          SELECT j.id, j.host_id, h.current_snapshot_id, j.algorithm, j.direction, j.size_bytes, \
-             j.threads, j.concurrency, j.key_mode, j.path, j.nonce, r.path_used, r.throughput_mb_s, r.ops_per_s, \
+             j.threads, j.concurrency, j.key_mode, j.path, j.nonce, j.provider, r.path_used, r.throughput_mb_s, r.ops_per_s, \
              r.p50, r.p90, r.p99, r.p999, r.max, r.latency_method, r.batch_ops, r.cv, r.samples, \
              r.cpu_user, r.cpu_sys, r.cpu_utilization, r.key_setup_ns, r.elapsed_seconds, \
              ($27::double precision[])[r.samples_from:r.samples_to], \

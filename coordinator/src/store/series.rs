@@ -75,7 +75,7 @@ pub async fn latest_points(
                    row_number() OVER (PARTITION BY host_id, algorithm, direction, size_bytes, threads, \
                        concurrency, key_mode, path, nonce ORDER BY created_at DESC, id DESC) AS newest \
                FROM results WHERE host_id = ANY($1) AND ($2::text[] IS NULL OR algorithm = ANY($2)) \
-                   AND ($3::text IS NULL OR path = $3)) r \
+                   AND ($3::text IS NULL OR path = $3) AND provider = 'rustcrypto') r \
          WHERE newest <= $4 \
          GROUP BY host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce \
          ORDER BY host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce",

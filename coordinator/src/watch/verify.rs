@@ -83,6 +83,7 @@ pub fn matrix() -> Matrix {
         paths: vec![Path::Accelerated, Path::Software],
         nonces: vec![Nonce::Counter],
         seconds: 0.5,
+        providers: vec![cipherfleet_core::provider::Provider::RustCrypto],
     }
 }
 
@@ -136,7 +137,12 @@ pub async fn on_hello(
     // Stored at this hello, before this runs: a host without the software
     // sibling skips the software half.
     let paths = store::capabilities::paths_of(&mut *tx, host_id).await?;
-    let (jobs, skipped) = launch::jobs_for(host, paths.as_deref(), points(previous));
+    // A verification measures the built-in crates' points alone: no provider to skip.
+    let can = launch::CanRun {
+        paths: paths.as_deref(),
+        providers: None,
+    };
+    let (jobs, skipped, _) = launch::jobs_for(host, can, points(previous));
     let what: Vec<&str> = changes
         .as_object()
         .map(|m| m.keys().map(String::as_str).collect())

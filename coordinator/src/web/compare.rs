@@ -233,6 +233,7 @@ fn view_point(view: &View, algorithm: cipherfleet_core::algorithm::Algorithm) ->
         key_mode: KeyMode::Static,
         path: view.path,
         nonce: cipherfleet_core::spec::Nonce::Counter,
+        provider: cipherfleet_core::provider::Provider::RustCrypto,
     }
 }
 

@@ -493,6 +493,7 @@ fn scaling_fill(params: &ModesParams) -> Fill {
                 key_mode: KeyMode::Static,
                 path: params.path,
                 nonce: Nonce::Counter,
+                provider: cipherfleet_core::provider::Provider::RustCrypto,
             })
         })
         .collect();
@@ -548,6 +549,7 @@ async fn api_modes(
                 key_mode: KeyMode::Static,
                 path: params.path,
                 nonce: cipherfleet_core::spec::Nonce::Counter,
+                provider: cipherfleet_core::provider::Provider::RustCrypto,
             },
             throughput_mb_s: m.throughput_mb_s,
             latency_p99_ns: m.latency_p99_ns,

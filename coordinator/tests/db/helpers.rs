@@ -261,6 +261,7 @@ pub fn job_on(host_id: i64, size_bytes: u64, path: Path) -> NewJob {
                 key_mode: KeyMode::Static,
                 path,
                 nonce: cipherfleet_core::spec::Nonce::Counter,
+                provider: cipherfleet_core::provider::Provider::RustCrypto,
             },
             seconds: 0.5,
         },

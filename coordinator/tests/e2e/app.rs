@@ -76,6 +76,7 @@ pub fn matrix(algorithms: &[&str], sizes: &[u64], seconds: f64) -> v1::Matrix {
         paths: vec![v1::Path::Accelerated as i32],
         nonces: vec![],
         seconds,
+        providers: vec![],
     }
 }
 

@@ -29,6 +29,7 @@ mod old_kernel;
 mod operator_cli;
 mod pace;
 mod paths;
+mod providers;
 mod rejections;
 mod report_access;
 mod report_capacity;

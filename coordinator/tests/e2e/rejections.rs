@@ -73,6 +73,7 @@ pub(crate) fn one_point() -> v1::Matrix {
         paths: vec![v1::Path::Accelerated as i32],
         nonces: vec![],
         seconds: 0.1,
+        providers: vec![],
     }
 }
 

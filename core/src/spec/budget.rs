@@ -136,7 +136,21 @@ impl JobSpec {
     /// time limit. The agent and the coordinator both use this one rule; the
     /// agent alone may override it from its environment.
     pub fn time_limit(&self, execution: Execution) -> Duration {
-        self.budget(execution).time_limit
+        self.budget(execution)
+            .time_limit
+            .max(self.provider_allowance(execution))
+    }
+
+    /// The least time a point of the `openssl` provider needs: `openssl
+    /// speed`'s runs of a second each (three at least) and their start-up,
+    /// under emulation slower, and 1.0.2's fixed sizes of 3 s each in one run.
+    /// Zero for the providers the agent runs in its own engine.
+    fn provider_allowance(&self, execution: Execution) -> Duration {
+        if self.point.provider != crate::provider::Provider::Openssl {
+            return Duration::ZERO;
+        }
+        let runs = self.seconds.ceil().max(3.0);
+        Duration::from_secs_f64((runs * 1.5 + 20.0) * execution.slowdown().sqrt())
     }
 }
 
@@ -157,6 +171,7 @@ mod tests {
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
             nonce: Nonce::Counter,
+            provider: crate::provider::Provider::RustCrypto,
         }
     }
 

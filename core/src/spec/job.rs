@@ -8,7 +8,9 @@ use super::{
     invalid,
 };
 use crate::algorithm::{Algorithm, Mode};
+use crate::path::Path;
 use crate::point::Point;
+use crate::provider::Provider;
 
 /// One measurement point and how long to measure it: everything a worker needs to run it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -46,6 +48,7 @@ impl JobSpec {
         validate_threads(p.threads)?;
         validate_seconds(self.seconds)?;
         validate_nonce(p.nonce, p.algorithm, p.direction)?;
+        validate_provider(p)?;
         if let Some(c) = p.concurrency {
             validate_concurrency(c, p.threads)?;
             if p.key_mode != KeyMode::Static {
@@ -83,6 +86,9 @@ impl JobSpec {
         }
         if !p.nonce.is_counter() {
             s.push_str(&format!(" nonce={}", p.nonce));
+        }
+        if !p.provider.is_rustcrypto() {
+            s.push_str(&format!(" on {}", p.provider));
         }
         s
     }
@@ -158,6 +164,38 @@ pub fn validate_nonce(nonce: Nonce, algorithm: Algorithm, direction: Direction) 
     Ok(())
 }
 
+/// Refuses a point its provider cannot measure: an algorithm it lacks
+/// ([`Provider::runs`]), ring's software path (ring has no software-only
+/// build), and the object-storage scenario outside the agent's own engine.
+/// The one rule for the agent's `bench --provider`, its worker, matrices
+/// ([`super::Matrix::points`] leaves such points out) and the coordinator's jobs.
+pub fn validate_provider(p: &Point) -> Result<(), InvalidSpec> {
+    let provider = p.provider;
+    if !provider.runs(p.algorithm) {
+        let list: Vec<&str> = provider.algorithms().iter().map(|a| a.name()).collect();
+        return Err(invalid(
+            "--provider",
+            format!(
+                "the {provider} provider has no {}; it runs {}",
+                p.algorithm,
+                list.join(", ")
+            ),
+        ));
+    }
+    match provider {
+        Provider::Ring if p.path == Path::Software => Err(invalid(
+            "--provider",
+            "ring cannot be built software-only (it has no such switch): its software figures come from hosts \
+             without the instructions, such as emulated ones; use --path accelerated",
+        )),
+        Provider::Kernel | Provider::Openssl if p.concurrency.is_some() => Err(invalid(
+            "--provider",
+            format!("the {provider} provider has no object-storage scenario; leave out --concurrency"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 pub fn validate_threads(threads: u32) -> Result<(), InvalidSpec> {
     if threads == 0 || threads > MAX_THREADS {
         return Err(invalid(
@@ -211,6 +249,7 @@ mod tests {
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
             nonce: Nonce::Counter,
+            provider: crate::provider::Provider::RustCrypto,
         }
         .spec(1.0)
     }

@@ -6,6 +6,7 @@ use super::{Direction, InvalidSpec, JobSpec, KeyMode, Nonce, invalid};
 use crate::algorithm::Algorithm;
 use crate::path::Path;
 use crate::point::Point;
+use crate::provider::Provider;
 
 /// A request for many points: the Cartesian product of its lists.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -23,7 +24,18 @@ pub struct Matrix {
     /// Counter and/or random nonces; counters alone where a request predates the list.
     #[serde(default = "counters")]
     pub nonces: Vec<Nonce>,
+    /// The implementations to measure on; RustCrypto alone where a request
+    /// predates the list. A provider is asked only for the points it can run
+    /// ([`super::job::validate_provider`]): ring for its AEADs on the
+    /// accelerated path, and so on.
+    #[serde(default = "rustcrypto")]
+    pub providers: Vec<Provider>,
     pub seconds: f64,
+}
+
+/// The provider list of a matrix that names none.
+pub(crate) fn rustcrypto() -> Vec<Provider> {
+    vec![Provider::RustCrypto]
 }
 
 /// The nonce list of a matrix that names none.
@@ -38,7 +50,8 @@ pub const MAX_LIST_LEN: usize = 64;
 pub const MAX_POINTS: u64 = 100_000;
 
 impl Matrix {
-    /// Every point, in table order (algorithm, then direction, path, key mode, nonce, threads, size).
+    /// Every point, in table order (provider, algorithm, then direction, path, key mode, nonce, threads,
+    /// size), less those a provider cannot run.
     pub fn expand(&self) -> Vec<JobSpec> {
         self.points().collect()
     }
@@ -46,24 +59,33 @@ impl Matrix {
     /// The points one at a time, in [`expand`](Self::expand)'s order, without
     /// building them all.
     pub fn points(&self) -> impl Iterator<Item = JobSpec> + '_ {
-        self.algorithms.iter().flat_map(move |&algorithm| {
-            self.directions.iter().flat_map(move |&direction| {
-                self.paths.iter().flat_map(move |&path| {
-                    self.key_modes.iter().flat_map(move |&key_mode| {
-                        self.nonces.iter().flat_map(move |&nonce| {
-                            self.threads.iter().flat_map(move |&threads| {
-                                self.sizes.iter().map(move |&size_bytes| JobSpec {
-                                    point: Point {
-                                        algorithm,
-                                        direction,
-                                        size_bytes,
-                                        threads,
-                                        concurrency: self.concurrency,
-                                        key_mode,
-                                        path,
-                                        nonce,
-                                    },
-                                    seconds: self.seconds,
+        self.all_points()
+            .filter(|p| super::job::validate_provider(&p.point).is_ok())
+    }
+
+    /// The whole product, points no provider runs included.
+    fn all_points(&self) -> impl Iterator<Item = JobSpec> + '_ {
+        self.providers.iter().flat_map(move |&provider| {
+            self.algorithms.iter().flat_map(move |&algorithm| {
+                self.directions.iter().flat_map(move |&direction| {
+                    self.paths.iter().flat_map(move |&path| {
+                        self.key_modes.iter().flat_map(move |&key_mode| {
+                            self.nonces.iter().flat_map(move |&nonce| {
+                                self.threads.iter().flat_map(move |&threads| {
+                                    self.sizes.iter().map(move |&size_bytes| JobSpec {
+                                        point: Point {
+                                            algorithm,
+                                            direction,
+                                            size_bytes,
+                                            threads,
+                                            concurrency: self.concurrency,
+                                            key_mode,
+                                            path,
+                                            nonce,
+                                            provider,
+                                        },
+                                        seconds: self.seconds,
+                                    })
                                 })
                             })
                         })
@@ -77,6 +99,7 @@ impl Matrix {
     /// `None` when the product does not fit in a `u64`.
     pub fn point_count(&self) -> Option<u64> {
         [
+            self.providers.len(),
             self.algorithms.len(),
             self.directions.len(),
             self.paths.len(),
@@ -109,13 +132,14 @@ impl Matrix {
         keep_first(&mut self.key_modes);
         keep_first(&mut self.paths);
         keep_first(&mut self.nonces);
+        keep_first(&mut self.providers);
     }
 
     /// Validates every list and every point; empty or over-long lists are
     /// errors, and so is a matrix of more than [`MAX_POINTS`] points — refused
     /// from the list lengths alone, before any point is built.
     pub fn validate(&self) -> Result<(), InvalidSpec> {
-        let lists: [(&'static str, usize); 7] = [
+        let lists: [(&'static str, usize); 8] = [
             ("--algorithm", self.algorithms.len()),
             ("--size", self.sizes.len()),
             ("--direction", self.directions.len()),
@@ -123,6 +147,7 @@ impl Matrix {
             ("--key-mode", self.key_modes.len()),
             ("--path", self.paths.len()),
             ("--nonce", self.nonces.len()),
+            ("--provider", self.providers.len()),
         ];
         for (flag, len) in lists {
             if len == 0 {
@@ -143,8 +168,26 @@ impl Matrix {
                     "--algorithm",
                     format!(
                         "the lists multiply to {n} points; at most {MAX_POINTS} per host: ask for fewer \
-                         algorithms, sizes, directions, thread counts, key modes, paths or nonces"
+                         algorithms, sizes, directions, thread counts, key modes, paths, nonces or providers"
                     ),
+                ));
+            }
+        }
+        // A point a provider cannot run is left out, not refused; but a
+        // provider with nothing at all to run here was asked for in vain.
+        for &provider in &self.providers {
+            let mut of_provider = self.all_points().filter(|p| p.point.provider == provider).peekable();
+            let first = of_provider.peek().map(|p| p.point);
+            if of_provider.all(|p| super::job::validate_provider(&p.point).is_err())
+                && let Some(first) = first
+            {
+                let why = super::job::validate_provider(&first)
+                    .err()
+                    .map(|e| e.message)
+                    .unwrap_or_default();
+                return Err(invalid(
+                    "--provider",
+                    format!("the {provider} provider runs none of the matrix's points: {why}"),
                 ));
             }
         }
@@ -172,6 +215,7 @@ mod tests {
             paths: vec![Path::Accelerated, Path::Software],
             nonces: counters(),
             seconds: 1.0,
+            providers: vec![crate::provider::Provider::RustCrypto],
         };
         assert_eq!(m.point_count(), Some(27 * 64 * 2 * 64 * 3 * 2));
         let e = m.validate().unwrap_err();
@@ -190,6 +234,45 @@ mod tests {
     }
 
     #[test]
+    fn each_provider_is_asked_only_for_the_points_it_runs() {
+        use crate::provider::Provider;
+        let m = Matrix {
+            algorithms: algs(&["aes-128-gcm", "aes-128-cbc"]),
+            sizes: vec![16],
+            directions: vec![Direction::Encrypt],
+            threads: vec![1],
+            concurrency: None,
+            key_modes: vec![KeyMode::Static],
+            paths: vec![Path::Accelerated, Path::Software],
+            nonces: counters(),
+            providers: vec![Provider::RustCrypto, Provider::Ring, Provider::Kernel],
+            seconds: 0.1,
+        };
+        m.validate().unwrap();
+        let points: Vec<String> = m.expand().iter().map(|p| p.label()).collect();
+        // ring: its AEAD on the accelerated path only; RustCrypto and the kernel: all four.
+        assert_eq!(points.len(), 4 + 1 + 4, "{points:?}");
+        assert_eq!(
+            points.iter().filter(|l| l.ends_with(" on ring")).count(),
+            1,
+            "{points:?}"
+        );
+        assert!(
+            points
+                .iter()
+                .all(|l| !(l.ends_with(" on ring") && l.contains("software")))
+        );
+        // A provider with nothing to run in the matrix was asked for in vain.
+        let ring_cbc = Matrix {
+            algorithms: algs(&["aes-128-cbc"]),
+            ..m
+        };
+        let e = ring_cbc.validate().unwrap_err();
+        assert_eq!(e.flag, "--provider");
+        assert!(e.message.contains("ring provider runs none"), "{e}");
+    }
+
+    #[test]
     fn repeated_values_are_asked_for_once() {
         let mut m = Matrix {
             algorithms: algs(&["aes-128-gcm", "aes-128-gcm", "des-cbc"]),
@@ -201,6 +284,7 @@ mod tests {
             paths: vec![Path::Software, Path::Accelerated, Path::Software],
             nonces: vec![Nonce::Random, Nonce::Random],
             seconds: 0.1,
+            providers: vec![crate::provider::Provider::RustCrypto],
         };
         m.dedup();
         assert_eq!(m.algorithms, algs(&["aes-128-gcm", "des-cbc"]));
@@ -226,6 +310,7 @@ mod tests {
             paths: vec![Path::Accelerated],
             nonces: counters(),
             seconds: 0.1,
+            providers: vec![crate::provider::Provider::RustCrypto],
         };
         let points = m.expand();
         assert_eq!(points.len(), 2 * 3 * 2 * 2);

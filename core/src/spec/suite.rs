@@ -6,10 +6,11 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::matrix::counters;
+use super::matrix::{counters, rustcrypto};
 use super::{Direction, Execution, InvalidSpec, JobSpec, KeyMode, MAX_THREADS, Matrix, Nonce, SIZES, invalid};
 use crate::algorithm::{self, Algorithm};
 use crate::path::Path;
+use crate::provider::Provider;
 
 /// The named matrices shared by `bench --suite` and the coordinator's campaigns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +57,13 @@ pub enum Suite {
     /// skip the scenario points: the views leave them out, and object storage
     /// under an emulator would take minutes.
     Tour,
+    /// Providers: AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305, AES-128-CBC and
+    /// AES-256-CTR at 16 B, 1 KiB, 16 KiB and 10 MiB, encrypt, one thread, on
+    /// both paths, on every provider (RustCrypto, ring, the host's OpenSSL, the
+    /// kernel): each provider only where it runs the point (ring: its AEADs on
+    /// the accelerated path), and a host skips the providers its agent lacks,
+    /// with the reason. 1 s a point (OpenSSL's at least 3 s): a few minutes.
+    Providers,
 }
 
 /// Every named suite, in the order `--list` and errors name them.
@@ -69,6 +77,7 @@ pub const SUITES: &[Suite] = &[
     Suite::Fallback,
     Suite::FieldLevel,
     Suite::Tour,
+    Suite::Providers,
 ];
 
 /// The suites' names, comma separated, for `--help`, `--list` and errors.
@@ -128,6 +137,7 @@ impl Suite {
             Suite::Fallback => "fallback",
             Suite::FieldLevel => "field-level",
             Suite::Tour => "tour",
+            Suite::Providers => "providers",
         }
     }
 
@@ -160,6 +170,7 @@ impl Suite {
                 key_modes: vec![KeyMode::Static],
                 paths: vec![Path::Accelerated],
                 nonces: counters(),
+                providers: rustcrypto(),
                 seconds: 0.5,
             }],
             Suite::Standard => vec![Matrix {
@@ -175,6 +186,7 @@ impl Suite {
                 key_modes: vec![KeyMode::Static],
                 paths: both_paths,
                 nonces: counters(),
+                providers: rustcrypto(),
                 seconds: 1.0,
             }],
             Suite::Full => {
@@ -190,6 +202,7 @@ impl Suite {
                         key_modes: vec![KeyMode::Static, KeyMode::PerOp, KeyMode::HkdfPerUser],
                         paths: both_paths.clone(),
                         nonces: counters(),
+                        providers: rustcrypto(),
                         seconds: 1.0,
                     },
                     Matrix {
@@ -206,6 +219,7 @@ impl Suite {
                         key_modes: vec![KeyMode::Static],
                         paths: both_paths,
                         nonces: counters(),
+                        providers: rustcrypto(),
                         seconds: 3.0,
                     },
                 ]
@@ -219,6 +233,7 @@ impl Suite {
                 key_modes: vec![KeyMode::Static],
                 paths: vec![Path::Accelerated],
                 nonces: counters(),
+                providers: rustcrypto(),
                 seconds: 2.0,
             }],
             Suite::LegacyMigration => vec![Matrix {
@@ -230,6 +245,7 @@ impl Suite {
                 key_modes: vec![KeyMode::PerOp, KeyMode::Static],
                 paths: vec![Path::Accelerated],
                 nonces: counters(),
+                providers: rustcrypto(),
                 seconds: 1.0,
             }],
             Suite::Modes => {
@@ -251,6 +267,7 @@ impl Suite {
                     key_modes: vec![KeyMode::Static],
                     paths: vec![Path::Accelerated],
                     nonces: counters(),
+                    providers: rustcrypto(),
                     seconds: 1.0,
                 }]
             }
@@ -263,6 +280,7 @@ impl Suite {
                 key_modes: vec![KeyMode::Static],
                 paths: both_paths,
                 nonces: counters(),
+                providers: rustcrypto(),
                 seconds: 1.0,
             }],
             Suite::FieldLevel => {
@@ -275,6 +293,7 @@ impl Suite {
                     key_modes: vec![KeyMode::Static, KeyMode::PerOp, KeyMode::HkdfPerUser],
                     paths: vec![Path::Accelerated],
                     nonces: counters(),
+                    providers: rustcrypto(),
                     seconds: 0.5,
                 };
                 // The same fields under one static key with a nonce from the OS per message:
@@ -287,6 +306,24 @@ impl Suite {
                 };
                 vec![counter, random]
             }
+            Suite::Providers => vec![Matrix {
+                algorithms: algs(&[
+                    "aes-128-gcm",
+                    "aes-256-gcm",
+                    "chacha20-poly1305",
+                    "aes-128-cbc",
+                    "aes-256-ctr",
+                ]),
+                sizes: vec![16, KIB, 16 * KIB, 10 * MIB],
+                directions: vec![Direction::Encrypt],
+                threads: vec![1],
+                concurrency: None,
+                key_modes: vec![KeyMode::Static],
+                paths: both_paths,
+                nonces: counters(),
+                providers: Provider::ALL.to_vec(),
+                seconds: 1.0,
+            }],
             Suite::Tour => {
                 let quick = Matrix {
                     paths: both_paths,

@@ -6,10 +6,11 @@ use cipherfleet_proto::v1;
 
 use super::spec::{
     direction_from_wire, direction_to_wire, key_mode_from_wire, key_mode_to_wire, nonce_from_wire, nonce_to_wire,
-    path_from_wire, path_to_wire,
+    path_from_wire, path_to_wire, provider_from_wire, provider_to_wire,
 };
 use super::{WireError, truncate, wire_error};
 use crate::algorithm::Algorithm;
+use crate::provider::Provider;
 use crate::spec::{MAX_LIST_LEN, Matrix, Nonce};
 
 /// Most raw entries in one list of a request, repeats included: beyond this
@@ -29,6 +30,7 @@ impl TryFrom<&v1::Matrix> for Matrix {
             ("key_modes", m.key_modes.len()),
             ("paths", m.paths.len()),
             ("nonces", m.nonces.len()),
+            ("providers", m.providers.len()),
         ];
         for (field, len) in lists {
             if len > MAX_RAW_LIST_LEN {
@@ -78,6 +80,15 @@ impl TryFrom<&v1::Matrix> for Matrix {
             // A request that names no nonces predates the list: counters, as before.
             nonces.push(Nonce::Counter);
         }
+        let mut providers = m
+            .providers
+            .iter()
+            .map(|p| provider_from_wire("matrix.providers", *p))
+            .collect::<Result<Vec<_>, _>>()?;
+        if providers.is_empty() {
+            // A request that names no providers predates the list: the built-in crates, as before.
+            providers.push(Provider::RustCrypto);
+        }
         let mut matrix = Matrix {
             algorithms,
             sizes: m.sizes.clone(),
@@ -87,6 +98,7 @@ impl TryFrom<&v1::Matrix> for Matrix {
             key_modes,
             paths,
             nonces,
+            providers,
             seconds: m.seconds,
         };
         matrix.dedup();
@@ -101,6 +113,7 @@ impl TryFrom<&v1::Matrix> for Matrix {
                 "--key-mode" => "key_modes",
                 "--path" => "paths",
                 "--nonce" => "nonces",
+                "--provider" => "providers",
                 "--seconds" => "seconds",
                 other => other,
             };
@@ -121,6 +134,7 @@ impl From<&Matrix> for v1::Matrix {
             key_modes: m.key_modes.iter().map(|k| key_mode_to_wire(*k) as i32).collect(),
             paths: m.paths.iter().map(|p| path_to_wire(*p) as i32).collect(),
             nonces: m.nonces.iter().map(|n| nonce_to_wire(*n) as i32).collect(),
+            providers: m.providers.iter().map(|p| provider_to_wire(*p) as i32).collect(),
             seconds: m.seconds,
         }
     }
@@ -141,6 +155,7 @@ mod tests {
             paths: vec![v1::Path::Accelerated as i32, v1::Path::Software as i32],
             nonces: vec![],
             seconds: 0.5,
+            providers: vec![],
         }
     }
 

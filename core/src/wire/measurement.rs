@@ -119,12 +119,19 @@ fn successful(m: &Measurement) -> Result<(&Figures, &Backends), WireError> {
             format!("'{}': only a successful measurement goes in a JobResult", m.status),
         ));
     }
-    if !m.harness.is_engine() {
+    // The engine's shape, or the host's own `openssl speed` for the openssl
+    // provider (which has no other); `openssl-compat` is a local comparison.
+    let stored = match m.provider {
+        crate::provider::Provider::Openssl => m.harness == crate::measurement::Harness::OpensslSpeed,
+        _ => m.harness.is_engine(),
+    };
+    if !stored {
         return Err(wire_error(
             field!("harness"),
             format!(
-                "'{}' results are for comparing with `openssl speed` locally; the fleet stores the engine's shape only",
-                m.harness
+                "'{}' results on the {} provider are for comparing with `openssl speed` locally; the fleet \
+                 stores the engine's shape, and `openssl speed`'s for the openssl provider",
+                m.harness, m.provider
             ),
         ));
     }
@@ -325,6 +332,7 @@ pub(crate) mod tests {
             key_mode: KeyMode::Static,
             path: Path::Accelerated,
             nonce: Nonce::Counter,
+            provider: crate::provider::Provider::RustCrypto,
         }
         .spec(0.05)
     }

@@ -6,6 +6,7 @@ use super::{WireError, wire_error};
 use crate::algorithm::{self, Algorithm};
 use crate::path::Path;
 use crate::point::Point;
+use crate::provider::Provider;
 use crate::spec::{Direction, JobSpec, KeyMode, Nonce};
 
 impl From<&JobSpec> for v1::JobSpec {
@@ -19,6 +20,7 @@ impl From<&JobSpec> for v1::JobSpec {
             key_mode: key_mode_to_wire(spec.point.key_mode) as i32,
             path: path_to_wire(spec.point.path) as i32,
             nonce: nonce_to_wire(spec.point.nonce) as i32,
+            provider: provider_to_wire(spec.point.provider) as i32,
             seconds: spec.seconds,
         }
     }
@@ -43,6 +45,7 @@ impl TryFrom<&v1::JobSpec> for JobSpec {
         let key_mode = key_mode_from_wire("spec.key_mode", spec.key_mode)?;
         let path = path_from_wire("spec.path", spec.path)?;
         let nonce = nonce_from_wire("spec.nonce", spec.nonce)?;
+        let provider = provider_from_wire("spec.provider", spec.provider)?;
         let out = JobSpec {
             point: Point {
                 algorithm,
@@ -53,6 +56,7 @@ impl TryFrom<&v1::JobSpec> for JobSpec {
                 key_mode,
                 path,
                 nonce,
+                provider,
             },
             seconds: spec.seconds,
         };
@@ -68,6 +72,7 @@ impl TryFrom<&v1::JobSpec> for JobSpec {
                 "--direction" => "spec.direction",
                 "--path" => "spec.path",
                 "--nonce" => "spec.nonce",
+                "--provider" => "spec.provider",
                 _ => "spec",
             };
             wire_error(field, e.message)
@@ -142,6 +147,26 @@ pub(super) fn nonce_from_wire(field: &str, value: i32) -> Result<Nonce, WireErro
     }
 }
 
+pub(super) fn provider_to_wire(provider: Provider) -> v1::Provider {
+    match provider {
+        Provider::RustCrypto => v1::Provider::Rustcrypto,
+        Provider::Ring => v1::Provider::Ring,
+        Provider::Openssl => v1::Provider::Openssl,
+        Provider::Kernel => v1::Provider::Kernel,
+    }
+}
+
+/// Unset (0) reads as RustCrypto, what every job meant before the field.
+pub(super) fn provider_from_wire(field: &str, value: i32) -> Result<Provider, WireError> {
+    match v1::Provider::try_from(value) {
+        Ok(v1::Provider::Rustcrypto) => Ok(Provider::RustCrypto),
+        Ok(v1::Provider::Ring) => Ok(Provider::Ring),
+        Ok(v1::Provider::Openssl) => Ok(Provider::Openssl),
+        Ok(v1::Provider::Kernel) => Ok(Provider::Kernel),
+        Err(_) => Err(unknown_enum(field, value)),
+    }
+}
+
 fn unknown_enum(field: &str, value: i32) -> WireError {
     wire_error(field, format!("unknown value {value}"))
 }
@@ -161,8 +186,42 @@ mod tests {
             key_mode: v1::KeyMode::Static as i32,
             path: v1::Path::Accelerated as i32,
             nonce: v1::Nonce::Counter as i32,
+            provider: v1::Provider::Rustcrypto as i32,
             seconds: 0.5,
         }
+    }
+
+    #[test]
+    fn a_job_without_a_provider_means_rustcrypto_and_others_travel() {
+        assert_eq!(
+            JobSpec::try_from(&wire_point()).unwrap().point.provider,
+            Provider::RustCrypto
+        );
+        let ring = v1::JobSpec {
+            provider: v1::Provider::Ring as i32,
+            ..wire_point()
+        };
+        let spec = JobSpec::try_from(&ring).unwrap();
+        assert_eq!(spec.point.provider, Provider::Ring);
+        assert_eq!(v1::JobSpec::from(&spec), ring);
+        // A point the provider cannot run is refused naming the field.
+        let cbc = v1::JobSpec {
+            algorithm: "aes-128-cbc".into(),
+            ..ring
+        };
+        let e = JobSpec::try_from(&cbc).unwrap_err();
+        assert_eq!(e.field, "spec.provider", "{e}");
+        assert!(e.message.contains("ring provider has no aes-128-cbc"), "{e}");
+        let unknown = v1::JobSpec {
+            provider: 9,
+            ..wire_point()
+        };
+        assert!(
+            JobSpec::try_from(&unknown)
+                .unwrap_err()
+                .message
+                .contains("unknown value 9")
+        );
     }
 
     #[test]

@@ -275,6 +275,7 @@ mod tests {
             key_mode: KeyMode::Static,
             path: PathKind::Accelerated,
             nonce: Nonce::Counter,
+            provider: cipherfleet_core::provider::Provider::RustCrypto,
         }
         .spec(3.0)
     }

@@ -288,6 +288,7 @@ pub(super) mod tests {
             path,
             concurrency: None,
             nonce: Nonce::Counter,
+            provider: cipherfleet_core::provider::Provider::RustCrypto,
         }
     }
 

@@ -94,7 +94,7 @@ pub(crate) async fn lock_for_outcomes(tx: &mut PgConnection, job_ids: &[Uuid]) -
     }
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT id, host_id, campaign_id, status, attempt_id, algorithm, direction, size_bytes, threads, \
-             concurrency, key_mode, path, nonce, (spec -> 'seconds')::double precision AS seconds FROM jobs \
+             concurrency, key_mode, path, nonce, provider, (spec -> 'seconds')::double precision AS seconds FROM jobs \
          WHERE id = ANY($1) ORDER BY id FOR UPDATE",
     )
     .bind(job_ids)

@@ -60,6 +60,7 @@ fn fill(r: &CapacityRow) -> String {
         key_mode: KeyMode::Static,
         path: r.path,
         nonce: Nonce::Counter,
+        provider: cipherfleet_core::provider::Provider::RustCrypto,
     };
     let cores = r.cores_per_host.unwrap_or(2).max(2);
     Fill::of(&[at(1), at(cores)]).expect("two points").command()

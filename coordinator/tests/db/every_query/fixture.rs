@@ -45,6 +45,7 @@ pub(super) fn gcm_point(size_bytes: u64, threads: u32, path: Path) -> Point {
         key_mode: KeyMode::Static,
         path,
         nonce: cipherfleet_core::spec::Nonce::Counter,
+        provider: cipherfleet_core::provider::Provider::RustCrypto,
     }
 }
 
@@ -60,6 +61,7 @@ pub(super) fn chacha_point() -> Point {
         key_mode: KeyMode::PerOp,
         path: Path::Software,
         nonce: cipherfleet_core::spec::Nonce::Counter,
+        provider: cipherfleet_core::provider::Provider::RustCrypto,
     }
 }
 

@@ -1,8 +1,11 @@
 //! What the VM hosts' own kernels show, checked after the fleet's campaign.
 
+use std::time::Duration;
+
+use cipherfleet_proto::v1;
 use serde_json::Value;
 
-use crate::app::App;
+use crate::app::{App, both_paths, matrix};
 
 use super::harness::Fleet;
 use super::{VM_HOSTS, features};
@@ -139,4 +142,47 @@ pub(super) async fn vm_hosts_show_their_own_kernels<'a>(
     ] {
         assert!(console.contains(said), "x86-noxsave's console says {said:?}: {console}");
     }
+}
+
+/// The kernel crypto API measured through AF_ALG on x86-kernel-generic, whose
+/// kernel serves AES from its generic driver with AF_ALG loaded: a campaign
+/// of the `kernel` provider on both paths measures both, and the accelerated
+/// request ran the generic driver, so it says software and names the driver.
+pub(super) async fn vm_kernel_measured_through_af_alg(app: &App) {
+    let points = v1::Matrix {
+        paths: both_paths(),
+        providers: vec![v1::Provider::Kernel as i32],
+        ..matrix(&["aes-128-cbc"], &[16 * 1024], 0.2)
+    };
+    let request = v1::StartCampaignRequest {
+        points: Some(v1::start_campaign_request::Points::Matrix(points)),
+        hosts: Some(v1::HostSelector {
+            host_names: vec!["x86-kernel-generic".into()],
+            ..Default::default()
+        }),
+        started_by: "e2e".into(),
+        name: "kernel through AF_ALG".into(),
+        ..Default::default()
+    };
+    let started = app.admin().await.start_campaign(request).await.unwrap().into_inner();
+    assert_eq!((started.jobs_created, started.points_skipped), (2, 0), "{started:?}");
+    let status = app.wait_finished(&started.campaign_id, Duration::from_secs(180)).await;
+    let overall = status.overall.unwrap();
+    assert_eq!((overall.done, overall.failed), (2, 0), "{:?}", status.failures);
+    let rows: Vec<(String, String, f64, Value)> = sqlx::query_as(
+        "SELECT r.path, r.path_used, r.throughput_mb_s, r.measurement FROM results r \
+         JOIN jobs j ON j.id = r.job_id WHERE j.campaign_id = $1 AND r.provider = 'kernel' ORDER BY r.path",
+    )
+    .bind(started.campaign_id.parse::<i64>().unwrap())
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    let [(accelerated, used, mb_s, m), (software, _, _, _)] = rows.as_slice() else {
+        panic!("two kernel results: {rows:?}");
+    };
+    assert_eq!((accelerated.as_str(), software.as_str()), ("accelerated", "software"));
+    assert!(*mb_s > 0.0, "{m}");
+    assert_eq!(used, "software", "the generic driver ran: {m}");
+    let driver = m["implementation"]["name"].as_str().unwrap_or_default();
+    assert!(driver.contains("generic"), "the driver the kernel picked: {m}");
 }

@@ -1,0 +1,135 @@
+//! The provider dimension end to end: one campaign on a real agent asks for
+//! two algorithms on both paths on every provider. Each provider gets only
+//! the points it runs (ring: its AEAD on the accelerated path); the host's
+//! OpenSSL runs both paths, its software path masked and saying so; the
+//! kernel's points run where this machine's kernel offers AF_ALG and are
+//! skipped with the agent's reason where it does not (this development
+//! machine's kernel has no AF_ALG). Every stored result carries the provider
+//! its job asked for, the other providers' latest points land in
+//! `provider_points`, and the plain pages' `result_points` stays RustCrypto's.
+
+use std::time::Duration;
+
+use cipherfleet_proto::v1;
+
+use crate::app::{both_paths, matrix, spawn_app};
+
+const HOST: &str = "e2e-providers";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the_host_lacks() {
+    let mut app = spawn_app().await;
+    app.spawn_agent(HOST, &[]);
+    app.wait_online(1).await;
+    let points = v1::Matrix {
+        paths: both_paths(),
+        providers: vec![
+            v1::Provider::Rustcrypto as i32,
+            v1::Provider::Ring as i32,
+            v1::Provider::Openssl as i32,
+            v1::Provider::Kernel as i32,
+        ],
+        ..matrix(&["aes-128-gcm", "aes-128-cbc"], &[1024], 0.1)
+    };
+    let request = v1::StartCampaignRequest {
+        points: Some(v1::start_campaign_request::Points::Matrix(points)),
+        started_by: "e2e".into(),
+        name: "providers".into(),
+        ..Default::default()
+    };
+    let started = app.admin().await.start_campaign(request).await.unwrap().into_inner();
+    // rustcrypto 2 × 2, ring 1 (AES-128-GCM, accelerated), openssl 2 × 2, kernel 2 × 2.
+    assert_eq!(started.jobs_created + started.points_skipped, 13, "{started:?}");
+    let status = app.wait_finished(&started.campaign_id, Duration::from_secs(240)).await;
+    assert_eq!(status.state, v1::CampaignState::Completed as i32, "{status:?}");
+    let overall = status.overall.unwrap();
+    assert_eq!(overall.failed, 0, "{:?}", status.failures);
+    let id: i64 = started.campaign_id.parse().unwrap();
+
+    // What the kernel provider can do here, by the agent's own facts.
+    let kernel: serde_json::Value = sqlx::query_scalar(
+        "SELECT c FROM hosts h JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id, \
+             jsonb_array_elements(s.facts #> '{providers,capabilities}') c \
+         WHERE h.name = $1 AND c->>'provider' = 'kernel'",
+    )
+    .bind(HOST)
+    .fetch_one(&app.pool)
+    .await
+    .expect("the agent reports the kernel provider's capability in its facts");
+    let kernel_runs = |alg: &str| {
+        kernel["available"] == true
+            && kernel["algorithms"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x == alg))
+    };
+    let kernel_points = ["aes-128-gcm", "aes-128-cbc"].iter().filter(|a| kernel_runs(a)).count() as i64 * 2;
+    assert_eq!(i64::from(started.points_skipped), 4 - kernel_points, "{kernel}");
+
+    // Every job's result is of its provider; counts per provider as asked.
+    let per_provider: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT j.provider, count(*), count(*) FILTER (WHERE r.provider = j.provider) \
+         FROM jobs j JOIN results r ON r.job_id = j.id WHERE j.campaign_id = $1 \
+         GROUP BY j.provider ORDER BY j.provider",
+    )
+    .bind(id)
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    let mut expected = vec![
+        ("openssl".to_string(), 4, 4),
+        ("ring".to_string(), 1, 1),
+        ("rustcrypto".to_string(), 4, 4),
+    ];
+    if kernel_points > 0 {
+        expected.push(("kernel".to_string(), kernel_points, kernel_points));
+        expected.sort();
+    }
+    assert_eq!(per_provider, expected);
+
+    // OpenSSL's software path ran with its capability vector masked, and says so.
+    let openssl: Vec<(String, String, serde_json::Value)> = sqlx::query_as(
+        "SELECT path, path_used, measurement FROM results WHERE provider = 'openssl' \
+         AND algorithm = 'aes-128-gcm' ORDER BY path",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    let [(accelerated, _, _), (software, used, m)] = openssl.as_slice() else {
+        panic!("both openssl paths of aes-128-gcm: {openssl:?}");
+    };
+    assert_eq!((accelerated.as_str(), software.as_str()), ("accelerated", "software"));
+    assert_eq!(used, "software", "{m}");
+    assert_eq!(m["provider"], "openssl", "{m}");
+    assert_eq!(m["path_basis"], "inferred", "{m}");
+
+    // The latest points: the other providers' in provider_points, RustCrypto's alone in result_points.
+    let latest: Vec<(String, i64)> =
+        sqlx::query_as("SELECT provider, count(*) FROM provider_points GROUP BY provider ORDER BY provider")
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    let mut want = vec![("openssl".to_string(), 4), ("ring".to_string(), 1)];
+    if kernel_points > 0 {
+        want.insert(0, ("kernel".to_string(), kernel_points));
+    }
+    assert_eq!(latest, want);
+    let plain: i64 = sqlx::query_scalar("SELECT count(*) FROM result_points")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(plain, 4, "result_points holds RustCrypto's four points alone");
+
+    // The campaign page says what was skipped and why.
+    let page = app.get(&format!("/campaigns/{id}")).await;
+    assert_eq!(page.status, 200);
+    if kernel_points < 4 {
+        assert!(page.body.contains(r#"data-provider="kernel""#), "{}", page.body);
+        let reason = kernel["reason"].as_str().unwrap_or_default();
+        assert!(
+            !reason.is_empty(),
+            "the agent says why the kernel provider cannot run: {kernel}"
+        );
+        let skipped = app.get(&format!("/api/v1/campaigns/{id}/skipped")).await;
+        assert!(skipped.body.contains("kernel"), "{}", skipped.body);
+    }
+}
