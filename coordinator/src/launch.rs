@@ -24,8 +24,8 @@ pub const MAX_CAMPAIGN_JOBS: u64 = 1_000_000;
 pub enum Points {
     /// A named suite, expanded per host (its thread counts follow the cores).
     Suite(Suite),
-    /// An explicit matrix, the same on every host.
-    Matrix(Matrix),
+    /// An explicit matrix, the same on every host (boxed: a matrix is many lists).
+    Matrix(Box<Matrix>),
 }
 
 impl Points {

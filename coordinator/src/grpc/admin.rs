@@ -206,9 +206,9 @@ impl AdminService for AdminSvc {
         let pool = &self.pool;
         let points = match &req.points {
             Some(Requested::Suite(name)) => Points::Suite(name.parse::<Suite>().map_err(|e| field_error("", e))?),
-            Some(Requested::Matrix(m)) => {
-                Points::Matrix(Matrix::try_from(m).map_err(|e| Status::invalid_argument(e.to_string()))?)
-            }
+            Some(Requested::Matrix(m)) => Points::Matrix(Box::new(
+                Matrix::try_from(m).map_err(|e| Status::invalid_argument(e.to_string()))?,
+            )),
             None => return Err(Status::invalid_argument("points: give a suite name or a matrix")),
         };
         if req.name.len() > 200 || req.started_by.len() > 200 {

@@ -36,7 +36,7 @@ async fn start(pool: &PgPool, names: &[&str], paths: &[Path]) -> launch::Launche
     let launched = launch::insert(
         &mut tx,
         &Launch {
-            points: &Points::Matrix(matrix),
+            points: &Points::Matrix(Box::new(matrix)),
             selector: &selector,
             name: "",
             started_by: "tests",
@@ -227,4 +227,146 @@ async fn verification_skips_a_missing_path_and_follows_a_sibling_installed_later
     assert!(capabilities::totals(&pool, second).await.unwrap().is_empty());
     let name = campaigns::get(&pool, second).await.unwrap().unwrap().name;
     assert!(name.contains("paths"), "{name}");
+}
+
+/// Facts whose agent reports its providers: the host's OpenSSL runs AES-GCM
+/// (and CBC), its kernel has no AF_ALG.
+fn facts_with_providers() -> serde_json::Value {
+    use cipherfleet_core::provider::Provider;
+    use cipherfleet_core::provider::facts::{Capability, ProviderFacts};
+    let capability = |provider: Provider, available: bool, reason: Option<&str>, algorithms: &[&str]| Capability {
+        provider,
+        available,
+        reason: reason.map(str::to_string),
+        algorithms: algorithms.iter().map(|a| a.parse().unwrap()).collect(),
+        software_path: String::new(),
+    };
+    let providers = ProviderFacts {
+        capabilities: vec![
+            capability(Provider::RustCrypto, true, None, &["aes-128-gcm", "aes-128-cbc"]),
+            capability(Provider::Ring, true, None, &["aes-128-gcm"]),
+            capability(Provider::Openssl, true, None, &["aes-128-gcm", "aes-128-cbc"]),
+            capability(
+                Provider::Kernel,
+                false,
+                Some("<b>AF_ALG</b>: socket(AF_ALG) failed: EAFNOSUPPORT"),
+                &[],
+            ),
+        ],
+        cpu: Default::default(),
+        openssl: None,
+        kernel: None,
+    };
+    let mut f = facts(KERNEL);
+    f["providers"] = serde_json::to_value(providers).unwrap();
+    f
+}
+
+#[tokio::test]
+async fn a_host_lacking_a_provider_skips_its_points_with_the_agents_reason() {
+    use cipherfleet_coordinator::store::capabilities::{ProviderSkipped, ProviderSkips};
+    use cipherfleet_core::provider::Provider;
+    let pool = fresh_db().await;
+    let new = hosts::upsert_host_with_facts(&pool, "new-agent", None, &facts_with_providers())
+        .await
+        .unwrap()
+        .host_id;
+    let old = hello(&pool, "old-agent").await;
+    let known = capabilities::providers_of_hosts(&pool).await.unwrap();
+    assert_eq!(
+        known.keys().copied().collect::<Vec<_>>(),
+        [new],
+        "the old agent reported none"
+    );
+    assert_eq!(known[&new].len(), 4);
+
+    // AES-128-GCM and AES-128-CBC, accelerated, on openssl and the kernel: the new
+    // agent runs its OpenSSL's two and skips the kernel's two; the old one skips all four.
+    let matrix = cipherfleet_core::spec::Matrix {
+        algorithms: vec!["aes-128-gcm".parse().unwrap(), "aes-128-cbc".parse().unwrap()],
+        sizes: vec![1024],
+        directions: vec![cipherfleet_core::spec::Direction::Encrypt],
+        threads: vec![1],
+        concurrency: None,
+        key_modes: vec![cipherfleet_core::spec::KeyMode::Static],
+        paths: vec![Path::Accelerated],
+        nonces: vec![cipherfleet_core::spec::Nonce::Counter],
+        providers: vec![Provider::Openssl, Provider::Kernel],
+        seconds: 0.5,
+    };
+    let selector = Selector::default();
+    let mut tx = pool.begin().await.unwrap();
+    let launched = launch::insert(
+        &mut tx,
+        &Launch {
+            points: &Points::Matrix(Box::new(matrix)),
+            selector: &selector,
+            name: "",
+            started_by: "tests",
+            online: None,
+            queued_ttl: campaigns::DEFAULT_QUEUED_TTL,
+        },
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!((launched.jobs, launched.points_skipped), (2, 6));
+    let id = launched.campaign_id;
+    let jobs = jobs::for_campaign(&pool, id).await.unwrap();
+    assert!(
+        jobs.iter()
+            .all(|j| j.host_id == new && j.point.provider == Provider::Openssl)
+    );
+    let totals = capabilities::provider_totals(&pool, id).await.unwrap();
+    let [kernel, openssl] = totals.as_slice() else {
+        panic!("a row per provider: {totals:?}");
+    };
+    assert_eq!(
+        (kernel.provider, kernel.hosts, kernel.points, kernel.other_reasons),
+        (Provider::Kernel, 2, 4, 1)
+    );
+    // The first host by name gives its reason: new-agent's, the agent's own words.
+    assert_eq!(kernel.reason, "<b>AF_ALG</b>: socket(AF_ALG) failed: EAFNOSUPPORT");
+    assert_eq!(
+        *openssl,
+        ProviderSkips {
+            provider: Provider::Openssl,
+            hosts: 1,
+            points: 2,
+            reason: "the host's agent does not report its providers (a release before them): upgrade it to measure on openssl"
+                .into(),
+            other_reasons: 0,
+        }
+    );
+    // A campaign's own record, added in its transaction.
+    let mut tx = pool.begin().await.unwrap();
+    capabilities::record_providers(&mut tx, id, &[]).await.unwrap();
+    let other = launch::insert(
+        &mut tx,
+        &Launch {
+            points: &Points::Suite(cipherfleet_core::spec::Suite::Quick),
+            selector: &selector,
+            name: "",
+            started_by: "tests",
+            online: None,
+            queued_ttl: campaigns::DEFAULT_QUEUED_TTL,
+        },
+    )
+    .await
+    .unwrap();
+    capabilities::record_providers(
+        &mut tx,
+        other.campaign_id,
+        &[ProviderSkipped {
+            host_id: old,
+            provider: Provider::Ring,
+            points: 3,
+            reason: "why".into(),
+        }],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let ring = capabilities::provider_totals(&pool, other.campaign_id).await.unwrap();
+    assert_eq!((ring.len(), ring[0].provider, ring[0].points), (1, Provider::Ring, 3));
 }
