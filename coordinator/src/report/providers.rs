@@ -26,6 +26,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 use super::classes::{self, ClassRow};
+use crate::analysis::marks;
 use crate::store::Result;
 
 /// The latest point of one host on one provider, at the page's point.
@@ -84,7 +85,8 @@ pub struct ProviderRow {
     pub class_key: String,
     /// Class label (agent text: escaped by the template, neutralised in CSV).
     pub class: String,
-    /// The class row's hosts are emulated or simulated: shown, never ranked.
+    /// The class row's hosts are emulated or simulated: shown, never ranked
+    /// ([`marks::ranks`]).
     pub marked: bool,
     pub provider: Provider,
     pub algorithm: Algorithm,
@@ -138,7 +140,7 @@ pub fn rows(classes: &[ClassRow], points: &[HostPoint]) -> Vec<ProviderRow> {
                 class_id: c.id.clone(),
                 class_key: c.key.clone(),
                 class: c.label.clone(),
-                marked: c.emulated || c.simulated,
+                marked: !marks::ranks(c.emulated, c.simulated),
                 provider,
                 algorithm,
                 size_bytes: u64::try_from(size).unwrap_or_default(),
