@@ -8,69 +8,8 @@ use cipherfleet_coordinator::domain::labels::Labels;
 use cipherfleet_coordinator::report::providers::{self, ProviderRow};
 use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::provider::Provider;
-use sqlx::PgPool;
 
-use crate::helpers::{fresh_db, hello, with_features};
-
-/// One stored result: host, provider, path asked, path used, MB/s, size,
-/// threads, and how many hours ago it was measured.
-type Stored<'a> = (i64, &'a str, &'a str, &'a str, f64, i64, i32, i32);
-
-/// Stores `results` (AES-256-GCM, encryption, static key) as finished jobs of
-/// one campaign, then rebuilds the latest points.
-async fn store(pool: &PgPool, results: &[Stored<'_>]) {
-    let campaign: i64 = sqlx::query_scalar(
-        "INSERT INTO campaigns (name, suite, matrix, started_by, status, finished_at) \
-         VALUES ('providers', 'providers', '{}', 'tests', 'finished', now()) RETURNING id",
-    )
-    .fetch_one(pool)
-    .await
-    .unwrap();
-    for (position, &(host, provider, path, used, mb_s, size, threads, hours_ago)) in results.iter().enumerate() {
-        let job: uuid::Uuid = sqlx::query_scalar(
-            "INSERT INTO jobs (campaign_id, host_id, position, spec, algorithm, direction, size_bytes, threads, \
-                 key_mode, path, provider, time_limit_seconds, status, assigned_at, started_at, finished_at) \
-             VALUES ($1, $2, $3, '{}', 'aes-256-gcm', 'encrypt', $4, $5, 'static', $6, $7, 60, 'done', \
-                 now(), now(), now()) RETURNING id",
-        )
-        .bind(campaign)
-        .bind(host)
-        .bind(i32::try_from(position).unwrap())
-        .bind(size)
-        .bind(threads)
-        .bind(path)
-        .bind(provider)
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        sqlx::query(
-            "INSERT INTO results (job_id, host_id, provider, algorithm, direction, size_bytes, threads, \
-                 concurrency, key_mode, path, path_used, throughput_mb_s, ops_per_s, latency_p50_ns, \
-                 latency_p90_ns, latency_p99_ns, latency_p999_ns, latency_max_ns, latency_method, batch_ops, cv, \
-                 samples, cpu_user_seconds, cpu_sys_seconds, cpu_utilization, key_setup_ns, elapsed_seconds, \
-                 measurement, created_at) \
-             VALUES ($1, $2, $3, 'aes-256-gcm', 'encrypt', $4, $5, NULL, 'static', $6, $7, $8, $8 * 61, \
-                 1000, 1100, 1400, 2000, 3000, 'per-op', 1, 0.01, 20, 1, 0.01, 0.99, 300, 1, '{}', \
-                 now() - make_interval(hours => $9))",
-        )
-        .bind(job)
-        .bind(host)
-        .bind(provider)
-        .bind(size)
-        .bind(threads)
-        .bind(path)
-        .bind(used)
-        .bind(mb_s)
-        .bind(hours_ago)
-        .execute(pool)
-        .await
-        .unwrap();
-    }
-    sqlx::query("SELECT refresh_result_points()")
-        .execute(pool)
-        .await
-        .unwrap();
-}
+use crate::helpers::{fresh_db, hello, store_provider_results, with_features};
 
 fn find(rows: &[ProviderRow], marked: bool, provider: Provider) -> &ProviderRow {
     rows.iter()
@@ -92,7 +31,7 @@ async fn providers_are_ranked_per_class_by_their_median_with_their_fallback_cost
     // The same CPU, emulated: a class row of its own, and the fastest figure of all.
     let vm = hello(pool, "<script>alert(1)</script>", Some(&emulated), &cpu).await;
     const K16: i64 = 16384;
-    store(
+    store_provider_results(
         pool,
         &[
             (a1, "openssl", "accelerated", "accelerated", 4000.0, K16, 1, 0),
