@@ -13,6 +13,7 @@
 //! - [`fallback`]: both paths of each host side by side, and findings of any status (the fallback page).
 //! - [`fallback_hosts`]: the fallback page's hosts with their marks, kept while the hosts do not change.
 //! - [`fallback_views`]: per point, the fallback page's hosts at software speed and its row count, kept between changes.
+//! - [`providers`]: per class, each provider × algorithm × size on both paths, ranked, with its fallback cost (the providers page).
 //! - [`scenarios`]: the latest results of a scenario's algorithms, for the scenario views.
 //! - [`refresh`]: the background recomputation of the figures stored per
 //!   point (compare's class cells, fallback's list at software speed).
@@ -27,6 +28,7 @@ pub mod fallback_views;
 pub mod host_results;
 pub mod host_summaries;
 pub mod matrix;
+pub mod providers;
 pub mod refresh;
 pub mod scenarios;
 pub mod view_summaries;

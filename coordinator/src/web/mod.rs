@@ -6,7 +6,7 @@
 //! `overview` (`/`), `hosts` and `host` (+ `host_facts`: facts and their change
 //! history), `compare` (the matrix), `modes` (payload-size and thread curves),
 //! `fallback` (accelerated vs software path, findings), `capacity` (the
-//! planner), `campaigns`, `campaign` (+ `campaign_skips`: points skipped for lack of a path) and `campaign_compare` (two campaigns' change per host and point), `scenarios` (the scenario suites' answers per class), `result` (`/api/v1/results/{id}`).
+//! planner), `campaigns`, `campaign` (+ `campaign_skips`: points skipped for lack of a path) and `campaign_compare` (two campaigns' change per host and point), `scenarios` (the scenario suites' answers per class), `providers` (which library per machine class, and what each loses without acceleration), `result` (`/api/v1/results/{id}`).
 //! Shared by the pages:
 //! - [`access`]: the `Host` check (DNS rebinding) and the optional token.
 //! - [`listener`]: connections under a cap and timeouts, each request counted on its connection.
@@ -44,6 +44,7 @@ mod modes;
 mod overview;
 mod paging;
 mod params;
+mod providers;
 mod result;
 mod scenarios;
 pub mod shell;
@@ -100,6 +101,7 @@ pub fn router(state: WebState) -> Router {
         .merge(campaign_compare::routes())
         .merge(capacity::routes())
         .merge(scenarios::routes())
+        .merge(providers::routes())
         .fallback(not_found)
         .layer(axum::middleware::from_fn(params::refuse_unstorable))
         .layer(axum::middleware::map_response(security_headers))

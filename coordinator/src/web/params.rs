@@ -24,6 +24,7 @@ use axum::http::Uri;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::{Direction, KeyMode};
 use cipherfleet_core::wire;
 
@@ -51,7 +52,7 @@ macro_rules! text_enums {
     };
 }
 
-text_enums!(Direction, KeyMode, Path, Acceleration);
+text_enums!(Direction, KeyMode, Path, Acceleration, Provider);
 
 /// `raw` as a `T`, or a bad request naming the parameter `name` and every value of `T`.
 pub fn require<T: TextEnum>(name: &str, raw: &str) -> Result<T, WebError> {

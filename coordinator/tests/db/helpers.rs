@@ -402,3 +402,64 @@ pub async fn campaign(pool: &PgPool, jobs: &[NewJob]) -> i64 {
         .await
         .expect("creating a campaign")
 }
+
+/// One stored result: host, provider, path asked, path used, MB/s, size,
+/// threads, and how many hours ago it was measured.
+pub type ProviderResult<'a> = (i64, &'a str, &'a str, &'a str, f64, i64, i32, i32);
+
+/// Stores `results` (AES-256-GCM, encryption, static key) as finished jobs of
+/// one campaign, each with its provider (migrations/0036), then rebuilds the
+/// latest points as a bulk load does.
+pub async fn store_provider_results(pool: &PgPool, results: &[ProviderResult<'_>]) {
+    let campaign: i64 = sqlx::query_scalar(
+        "INSERT INTO campaigns (name, suite, matrix, started_by, status, finished_at) \
+         VALUES ('providers', 'providers', '{}', 'tests', 'finished', now()) RETURNING id",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    for (position, &(host, provider, path, used, mb_s, size, threads, hours_ago)) in results.iter().enumerate() {
+        let job: Uuid = sqlx::query_scalar(
+            "INSERT INTO jobs (campaign_id, host_id, position, spec, algorithm, direction, size_bytes, threads, \
+                 key_mode, path, provider, time_limit_seconds, status, assigned_at, started_at, finished_at) \
+             VALUES ($1, $2, $3, '{}', 'aes-256-gcm', 'encrypt', $4, $5, 'static', $6, $7, 60, 'done', \
+                 now(), now(), now()) RETURNING id",
+        )
+        .bind(campaign)
+        .bind(host)
+        .bind(i32::try_from(position).unwrap())
+        .bind(size)
+        .bind(threads)
+        .bind(path)
+        .bind(provider)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO results (job_id, host_id, provider, algorithm, direction, size_bytes, threads, \
+                 concurrency, key_mode, path, path_used, throughput_mb_s, ops_per_s, latency_p50_ns, \
+                 latency_p90_ns, latency_p99_ns, latency_p999_ns, latency_max_ns, latency_method, batch_ops, cv, \
+                 samples, cpu_user_seconds, cpu_sys_seconds, cpu_utilization, key_setup_ns, elapsed_seconds, \
+                 measurement, created_at) \
+             VALUES ($1, $2, $3, 'aes-256-gcm', 'encrypt', $4, $5, NULL, 'static', $6, $7, $8, $8 * 61, \
+                 1000, 1100, 1400, 2000, 3000, 'per-op', 1, 0.01, 20, 1, 0.01, 0.99, 300, 1, '{}', \
+                 now() - make_interval(hours => $9))",
+        )
+        .bind(job)
+        .bind(host)
+        .bind(provider)
+        .bind(size)
+        .bind(threads)
+        .bind(path)
+        .bind(used)
+        .bind(mb_s)
+        .bind(hours_ago)
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+    sqlx::query("SELECT refresh_result_points()")
+        .execute(pool)
+        .await
+        .unwrap();
+}

@@ -14,6 +14,7 @@ mod hosts;
 mod ingest;
 mod jobs;
 mod migrations;
+mod providers;
 mod results;
 mod tls;
 mod upgrade;

@@ -300,10 +300,18 @@ async fn every_page_shows_real_campaign_results_in_a_real_browser() {
         );
         p.check(page.shows("Hosts needed"), "/capacity: says how many hosts are needed");
     }
-    for path in ["/scenarios", "/scenarios/legacy-migration", "/scenarios/fallback"] {
+    for path in [
+        "/scenarios",
+        "/scenarios/legacy-migration",
+        "/scenarios/fallback",
+        "/providers",
+    ] {
         let shot = path.trim_start_matches('/').replace('/', "-");
         if let Some(page) = visit(&mut browser, &base, path, &shot, &shots, &mut p) {
             says_what_fills_it(&page, path, &mut p);
+            if path == "/providers" {
+                fits_1400_px(&mut browser, path, &mut p);
+            }
         }
     }
     if visit(&mut browser, &base, "/campaigns", "campaigns", &shots, &mut p).is_some() {

@@ -219,6 +219,7 @@ async fn a_nul_in_a_report_filter_is_a_bad_request_naming_the_parameter() {
         ("/api/v1/hosts?cpu=%00", "cpu="),
         ("/api/v1/hosts?kernel=%00&format=csv", "kernel="),
         ("/fallback?label=%00", "label="),
+        ("/providers?size=%00", "size="),
         ("/hosts/bench%0001", "the path"),
     ] {
         let answer = app.get(path).await;

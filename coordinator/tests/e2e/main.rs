@@ -38,6 +38,7 @@ mod report_fallback;
 mod report_fleet;
 mod report_memory;
 mod report_paging;
+mod report_providers;
 mod scenarios;
 mod simulate;
 mod tls;

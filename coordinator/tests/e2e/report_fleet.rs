@@ -358,6 +358,13 @@ async fn an_empty_report_says_how_to_start_and_bad_addresses_get_clear_answers()
     }
     assert!(ok_page(&app, "/hosts").await.body.contains("No host has connected yet"));
     assert!(ok_page(&app, "/campaigns").await.body.contains("No campaign yet"));
+    let providers = ok_page(&app, "/providers").await.body;
+    assert!(
+        providers.contains("No provider beyond the built-in one has been measured yet")
+            && providers.contains("cipherfleet-coordinator campaign start --suite providers"),
+        "{providers}"
+    );
+    assert_eq!(json(&app, "/api/v1/providers").await, serde_json::json!([]));
     let (header, rows) = csv(&app, "/api/v1/hosts?format=csv").await;
     assert_eq!((header.as_str(), rows.len()), ("", 0), "an empty table is an empty CSV");
 
@@ -372,6 +379,12 @@ async fn an_empty_report_says_how_to_start_and_bad_addresses_get_clear_answers()
         ("/campaigns/4242", 404, "no campaign with id 4242"),
         ("/campaigns/x1", 400, "is not a campaign id"),
         ("/hosts?page=0", 400, "is not a page number"),
+        ("/providers?size=huge", 400, "size=&#34;huge&#34;"),
+        (
+            "/providers?provider=libsodium",
+            400,
+            "use one of rustcrypto, ring, openssl, kernel",
+        ),
     ] {
         let r = app.get(path).await;
         assert_eq!(r.status, status, "GET {path}");
@@ -385,6 +398,7 @@ async fn an_empty_report_says_how_to_start_and_bad_addresses_get_clear_answers()
         ("/api/v1/results/4242", 404),
         ("/api/v1/results/abc", 400),
         ("/api/v1/hosts/7/results", 404),
+        ("/api/v1/providers?size=0", 400),
     ] {
         let r = app.get(path).await;
         assert_eq!(r.status, status, "GET {path}");

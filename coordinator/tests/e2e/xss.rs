@@ -89,6 +89,8 @@ async fn agent_supplied_markup_is_shown_as_text_and_never_runs() {
         ("/scenarios/object-storage".into(), &[]),
         ("/scenarios/legacy-migration".into(), &[]),
         ("/scenarios/field-level".into(), &[]),
+        // Providers are measured by their own suite, which this fleet did not run.
+        ("/providers".into(), &[]),
     ];
     let mut api = std::collections::BTreeSet::new();
     for (i, (path, names)) in pages.iter().enumerate() {
@@ -176,6 +178,7 @@ async fn agent_supplied_markup_is_shown_as_text_and_never_runs() {
         format!("/fallback?label={}", percent_encode(IMG_NAME)),
         format!("/compare?algorithms={}", percent_encode(IMG_NAME)),
         format!("/capacity?algorithm={}", percent_encode(SCRIPT_NAME)),
+        format!("/providers?provider={}", percent_encode(SCRIPT_NAME)),
         format!("/modes?host={}", percent_encode(IMG_NAME)),
         format!("/campaigns/{}", percent_encode(SCRIPT_NAME)),
         format!("/campaigns/{campaign}/compare/{}", percent_encode(IMG_NAME)),

@@ -67,6 +67,7 @@ const COVERED: &[&str] = &[
     "fallback_views::forget_changes",
     "fallback_views::read",
     "fallback_views::slow_view",
+    "providers::table",
     "findings::count_open",
     "findings::count_open_by",
     "findings::hosts_by_reason",

@@ -5,7 +5,7 @@ use cipherfleet_coordinator::report::fallback::{FallbackHost, PathPair, PathPoin
 use cipherfleet_coordinator::report::fallback_hosts::{self, ViewHosts};
 use cipherfleet_coordinator::report::fallback_views::{self, SlowCases};
 use cipherfleet_coordinator::report::matrix::{ClassGroup, Slice, View};
-use cipherfleet_coordinator::report::{capacity, classes, fallback, matrix, scenarios};
+use cipherfleet_coordinator::report::{capacity, classes, fallback, matrix, providers, scenarios};
 use cipherfleet_coordinator::store::findings;
 use cipherfleet_core::path::{Path, PathUsed};
 use cipherfleet_core::spec::{Direction, KeyMode};
@@ -190,6 +190,10 @@ async fn the_report_reads_the_latest_point_of_every_host() {
     assert_eq!(cores.iter().map(|c| c.0).collect::<Vec<_>>(), ids);
     assert!(cores.iter().all(|c| c.1.is_some_and(|n| n > 0)), "{cores:?}");
     assert!(scenarios::logical_cores(pool, &[]).await.unwrap().is_empty());
+
+    // providers: the fixture measured the built-in provider only, which the
+    // page compares with no other (tests/db/providers.rs stores the others).
+    assert!(providers::table(pool).await.unwrap().is_empty());
 
     // fallback
     let at = PathPoint {

@@ -156,6 +156,7 @@ pub(super) async fn pages_show_the_fleet(
         ("/campaigns".into(), "campaigns".into()),
         (format!("/campaigns/{campaign}"), "campaign".into()),
         ("/scenarios".into(), "scenarios".into()),
+        ("/providers".into(), "providers".into()),
     ]
     .into_iter()
     .chain(
@@ -168,7 +169,10 @@ pub(super) async fn pages_show_the_fleet(
             continue;
         };
         // After the tour every view has its answer, or names the command that fills it.
-        if path.starts_with("/scenarios") || path.starts_with("/compare") || path.starts_with("/capacity") {
+        if ["/scenarios", "/compare", "/capacity", "/providers"]
+            .iter()
+            .any(|p| path.starts_with(p))
+        {
             says_what_fills_it(&page, &path, &mut p);
         }
         if path.starts_with("/compare") {

@@ -1,0 +1,95 @@
+//! The providers page's read-model (`report::providers`, migrations/0036):
+//! results stored with a provider, rebuilt into `result_points` and
+//! `provider_points` as a bulk load does, read back per machine class as
+//! medians over hosts, ranked against the fastest provider, with each
+//! provider's fallback cost; an emulated host is never the fastest.
+
+use cipherfleet_coordinator::domain::labels::Labels;
+use cipherfleet_coordinator::report::providers::{self, ProviderRow};
+use cipherfleet_core::path::PathUsed;
+use cipherfleet_core::provider::Provider;
+
+use crate::helpers::{fresh_db, hello, store_provider_results, with_features};
+
+fn find(rows: &[ProviderRow], marked: bool, provider: Provider) -> &ProviderRow {
+    rows.iter()
+        .find(|r| r.marked == marked && r.provider == provider)
+        .unwrap_or_else(|| panic!("a {provider} row (marked: {marked}) in {rows:#?}"))
+}
+
+#[tokio::test]
+async fn providers_are_ranked_per_class_by_their_median_with_their_fallback_cost() {
+    let pool = fresh_db().await;
+    let pool = &pool;
+    let cpu = with_features(&["aes", "pclmulqdq", "avx"]);
+    let emulated: Labels = [("emulated".to_string(), "qemu".to_string())].into();
+    let (a1, a2, a3) = (
+        hello(pool, "a1", None, &cpu).await,
+        hello(pool, "a2", None, &cpu).await,
+        hello(pool, "a3", None, &cpu).await,
+    );
+    // The same CPU, emulated: a class row of its own, and the fastest figure of all.
+    let vm = hello(pool, "<script>alert(1)</script>", Some(&emulated), &cpu).await;
+    const K16: i64 = 16384;
+    store_provider_results(
+        pool,
+        &[
+            (a1, "openssl", "accelerated", "accelerated", 4000.0, K16, 1, 0),
+            (a2, "openssl", "accelerated", "accelerated", 6000.0, K16, 1, 0),
+            (a3, "openssl", "accelerated", "accelerated", 5000.0, K16, 1, 0),
+            // An older result of a point: the latest counts.
+            (a3, "openssl", "accelerated", "accelerated", 9000.0, K16, 1, 2),
+            // Four threads: another point, not the page's.
+            (a3, "openssl", "accelerated", "accelerated", 20000.0, K16, 4, 0),
+            (a1, "openssl", "software", "software", 500.0, K16, 1, 0),
+            (a2, "openssl", "software", "software", 1500.0, K16, 1, 0),
+            (a1, "rustcrypto", "accelerated", "accelerated", 2500.0, K16, 1, 0),
+            (a2, "rustcrypto", "accelerated", "partial", 2500.0, K16, 1, 0),
+            // The built-in provider alone at 1 KiB: no comparison, not read.
+            (a1, "rustcrypto", "accelerated", "accelerated", 1900.0, 1024, 1, 0),
+            (a1, "ring", "accelerated", "accelerated", 4500.0, K16, 1, 0),
+            (vm, "kernel", "accelerated", "accelerated", 90000.0, K16, 1, 0),
+            (vm, "openssl", "accelerated", "accelerated", 80000.0, K16, 1, 0),
+        ],
+    )
+    .await;
+
+    let rows = providers::table(pool).await.unwrap();
+    assert!(rows.iter().all(|r| r.size_bytes == 16384), "{rows:#?}");
+    let openssl = find(&rows, false, Provider::Openssl);
+    assert_eq!(
+        openssl.accelerated_mb_s,
+        Some(5000.0),
+        "the median of 4000, 6000 and 5000"
+    );
+    assert_eq!(openssl.accelerated_hosts, Some(3));
+    assert_eq!(openssl.accelerated_path_used, Some(PathUsed::Accelerated));
+    assert_eq!(openssl.software_mb_s, Some(1000.0), "the median of 500 and 1500");
+    assert_eq!(openssl.software_hosts, Some(2));
+    assert_eq!(openssl.fallback_cost, Some(5.0));
+    assert_eq!(openssl.ratio_to_fastest, Some(1.0));
+    let rustcrypto = find(&rows, false, Provider::RustCrypto);
+    assert_eq!(rustcrypto.accelerated_mb_s, Some(2500.0));
+    assert_eq!(
+        rustcrypto.accelerated_path_used,
+        Some(PathUsed::Partial),
+        "the slowest path a host ran"
+    );
+    assert_eq!(rustcrypto.ratio_to_fastest, Some(0.5));
+    assert_eq!(rustcrypto.fallback_cost, None, "its software path was not measured");
+    let ring = find(&rows, false, Provider::Ring);
+    assert_eq!((ring.ratio_to_fastest, ring.software_mb_s), (Some(0.9), None));
+
+    // The emulated host's figures are shown in their own row, never ranked.
+    let kernel = find(&rows, true, Provider::Kernel);
+    assert_eq!(kernel.accelerated_mb_s, Some(90000.0));
+    assert!(kernel.class_id.ends_with("-emulated"), "{}", kernel.class_id);
+    assert!(rows.iter().filter(|r| r.marked).all(|r| r.ratio_to_fastest.is_none()));
+    let fastest: Vec<(Provider, bool)> = rows
+        .iter()
+        .filter(|r| r.is_fastest())
+        .map(|r| (r.provider, r.marked))
+        .collect();
+    assert_eq!(fastest, [(Provider::Openssl, false)]);
+    assert_eq!(rows.len(), 5, "{rows:#?}");
+}
