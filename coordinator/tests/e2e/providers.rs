@@ -119,6 +119,35 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
         .unwrap();
     assert_eq!(plain, 4, "result_points holds RustCrypto's four points alone");
 
+    // /providers sets the stored figures side by side (one host: its figure is the class's median).
+    let stored: f64 = sqlx::query_scalar(
+        "SELECT throughput_mb_s FROM results WHERE provider = 'openssl' AND algorithm = 'aes-128-gcm' \
+         AND path = 'accelerated'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    let api = app.get("/api/v1/providers").await;
+    assert_eq!(api.status, 200, "{}", api.body);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&api.body).unwrap();
+    let row = |provider: &str| {
+        rows.iter()
+            .find(|r| r["provider"] == provider && r["algorithm"] == "aes-128-gcm" && r["size_bytes"] == 1024)
+            .unwrap_or_else(|| panic!("a {provider} row for aes-128-gcm at 1 KiB: {rows:#?}"))
+    };
+    assert_eq!(row("openssl")["accelerated_mb_s"].as_f64(), Some(stored), "{rows:#?}");
+    assert!(
+        row("openssl")["fallback_cost"].as_f64().is_some_and(|c| c > 0.0),
+        "{rows:#?}"
+    );
+    assert!(row("ring")["accelerated_mb_s"].as_f64().is_some_and(|v| v > 0.0));
+    assert!(row("rustcrypto")["software_mb_s"].as_f64().is_some_and(|v| v > 0.0));
+    let page = app.get("/providers").await;
+    assert_eq!(page.status, 200);
+    for provider in ["rustcrypto", "ring", "openssl"] {
+        assert!(page.body.contains(provider), "/providers names {provider}");
+    }
+
     // The campaign page says what was skipped and why.
     let page = app.get(&format!("/campaigns/{id}")).await;
     assert_eq!(page.status, 200);
