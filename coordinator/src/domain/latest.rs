@@ -7,7 +7,7 @@ use cipherfleet_core::path::PathUsed;
 
 use super::memory::StoredMemory;
 
-/// A row of `result_points`: the latest result of one point on one host.
+/// A row of `result_points` (or of `provider_points`): the latest result of one point on one host.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct LatestResult {
     pub host_id: i64,
@@ -29,6 +29,19 @@ pub struct LatestResult {
     pub low_samples: bool,
     #[sqlx(flatten)]
     pub memory: StoredMemory,
+}
+
+/// The columns of [`LatestResult`] from `provider_points` (the providers
+/// other than the built-in crates), which keeps no memory figures: those
+/// read as unknown.
+#[macro_export]
+macro_rules! provider_point_columns {
+    () => {
+        "host_id, provider, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, \
+         path_used, result_id, measured_at, throughput_mb_s, ops_per_s, latency_p99_ns, cv, samples, low_samples, \
+         NULL::bigint AS cipher_state_bytes, NULL::bigint AS peak_rss_bytes, \
+         NULL::double precision AS heap_bytes_per_op, NULL::double precision AS allocs_per_op"
+    };
 }
 
 /// The columns of [`LatestResult`], as a literal for `concat!`.

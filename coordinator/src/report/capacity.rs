@@ -4,6 +4,7 @@
 
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::Direction;
 use sqlx::PgExecutor;
 use sqlx::types::Json;
@@ -102,6 +103,9 @@ pub struct PointFilter<'a> {
     pub direction: Direction,
     /// The path asked for.
     pub path: Path,
+    /// The implementation measured: the built-in crates' points are in
+    /// `result_points`, every other provider's in `provider_points`.
+    pub provider: Provider,
     pub algorithms: &'a [Algorithm],
     /// Only these hosts' points (the planner leaves marked hosts out unless asked).
     pub hosts: &'a [i64],
@@ -115,6 +119,24 @@ pub struct PointFilter<'a> {
 /// Served by the primary key (host first) for each host.
 pub async fn points(db: impl PgExecutor<'_>, filter: PointFilter<'_>) -> Result<Vec<LatestResult>> {
     let algorithms: Vec<&str> = filter.algorithms.iter().map(|a| a.name()).collect();
+    if !filter.provider.is_rustcrypto() {
+        return Ok(sqlx::query_as(concat!(
+            "SELECT ",
+            crate::provider_point_columns!(),
+            " FROM provider_points \
+             WHERE host_id = ANY($5) AND provider = $6 AND size_bytes = $1 AND direction = $2 AND path = $3 \
+                 AND algorithm = ANY($4) AND concurrency = 0 AND key_mode = 'static' AND nonce = 'counter' \
+             ORDER BY host_id, algorithm, threads"
+        ))
+        .bind(i64::try_from(filter.size_bytes).unwrap_or(i64::MAX))
+        .bind(filter.direction.as_str())
+        .bind(filter.path.as_str())
+        .bind(algorithms)
+        .bind(filter.hosts)
+        .bind(filter.provider.as_str())
+        .fetch_all(db)
+        .await?);
+    }
     Ok(sqlx::query_as(concat!(
         "SELECT ",
         latest_result_columns!(),

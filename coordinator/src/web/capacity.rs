@@ -61,6 +61,7 @@ async fn measure(state: &WebState, inputs: &Inputs) -> Result<Measurements, WebE
             size_bytes: inputs.size_bytes,
             direction: inputs.direction,
             path: inputs.path,
+            provider: inputs.provider,
             algorithms: &algorithms,
             hosts: &counted,
         },

@@ -93,3 +93,43 @@ async fn providers_are_ranked_per_class_by_their_median_with_their_fallback_cost
     assert_eq!(fastest, [(Provider::Openssl, false)]);
     assert_eq!(rows.len(), 5, "{rows:#?}");
 }
+
+/// The capacity planner plans with the provider the service runs: its points
+/// come from `provider_points` (no memory figures there), the built-in
+/// crates' from `result_points`, never the one for the other.
+#[tokio::test]
+async fn the_capacity_planner_reads_the_chosen_providers_points() {
+    use cipherfleet_coordinator::report::capacity::{self, PointFilter};
+    use cipherfleet_core::path::Path;
+    use cipherfleet_core::spec::Direction;
+    let pool = fresh_db().await;
+    let pool = &pool;
+    let cpu = with_features(&["aes", "pclmulqdq", "avx"]);
+    let host = hello(pool, "planned", None, &cpu).await;
+    store_provider_results(
+        pool,
+        &[
+            (host, "openssl", "accelerated", "accelerated", 4000.0, 16384, 1, 0),
+            (host, "rustcrypto", "accelerated", "accelerated", 2500.0, 16384, 1, 0),
+        ],
+    )
+    .await;
+    let gcm = "aes-256-gcm".parse().unwrap();
+    let filter = |provider| PointFilter {
+        size_bytes: 16384,
+        direction: Direction::Encrypt,
+        path: Path::Accelerated,
+        provider,
+        algorithms: std::slice::from_ref(&gcm),
+        hosts: std::slice::from_ref(&host),
+    };
+    let figures = |rows: Vec<cipherfleet_coordinator::domain::latest::LatestResult>| -> Vec<(Provider, f64)> {
+        rows.iter().map(|r| (r.point.provider, r.throughput_mb_s)).collect()
+    };
+    let openssl = capacity::points(pool, filter(Provider::Openssl)).await.unwrap();
+    assert_eq!(openssl[0].memory.cipher_state_bytes, None);
+    assert_eq!(figures(openssl), [(Provider::Openssl, 4000.0)]);
+    let crates = capacity::points(pool, filter(Provider::RustCrypto)).await.unwrap();
+    assert_eq!(figures(crates), [(Provider::RustCrypto, 2500.0)]);
+    assert!(capacity::points(pool, filter(Provider::Ring)).await.unwrap().is_empty());
+}

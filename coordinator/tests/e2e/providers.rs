@@ -148,6 +148,15 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
         assert!(page.body.contains(provider), "/providers names {provider}");
     }
 
+    // Capacity planned for a service on the host's OpenSSL uses OpenSSL's figure.
+    let plan = app
+        .get("/api/v1/capacity?algorithm=aes-128-gcm&size=1024&provider=openssl")
+        .await;
+    assert_eq!(plan.status, 200, "{}", plan.body);
+    let plan: serde_json::Value = serde_json::from_str(&plan.body).unwrap();
+    assert_eq!(plan["inputs"]["provider"], "openssl", "{plan}");
+    assert_eq!(plan["rows"][0]["per_core_mb_s"].as_f64(), Some(stored), "{plan}");
+
     // The campaign page says what was skipped and why.
     let page = app.get(&format!("/campaigns/{id}")).await;
     assert_eq!(page.status, 200);

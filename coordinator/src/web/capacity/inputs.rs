@@ -7,6 +7,7 @@ use std::str::FromStr;
 
 use cipherfleet_core::algorithm::{Algorithm, UnknownAlgorithm};
 use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::Direction;
 use cipherfleet_core::text::UnknownValue;
 
@@ -29,6 +30,7 @@ pub struct CapacityQuery {
     headroom: Option<String>,
     direction: Option<String>,
     path: Option<String>,
+    provider: Option<String>,
     include: Option<String>,
 }
 
@@ -43,6 +45,9 @@ pub struct Inputs {
     pub direction: Direction,
     /// The path asked for.
     pub path: Path,
+    /// The implementation the service runs (`provider=`): the plan uses that
+    /// provider's figures alone; RustCrypto, the built-in crates, by default.
+    pub provider: Provider,
     /// `include=emulated`: emulated and simulated hosts are planned with (in rows of their own).
     pub include_emulated: bool,
     /// The target in MB/s of plaintext, and that × headroom.
@@ -95,6 +100,7 @@ impl CapacityQuery {
         };
         let direction = one_of("direction", given(&self.direction), Direction::Encrypt)?;
         let path = one_of("path", given(&self.path), Path::Accelerated)?;
+        let provider = one_of("provider", given(&self.provider), Provider::RustCrypto)?;
         let include_emulated = match given(&self.include) {
             None => false,
             Some("emulated") => true,
@@ -114,6 +120,7 @@ impl CapacityQuery {
             headroom,
             direction,
             path,
+            provider,
             include_emulated,
             target_mb_s,
             provision_mb_s: target_mb_s * headroom,
@@ -142,6 +149,9 @@ impl Inputs {
             self.direction,
             self.path
         );
+        if !self.provider.is_rustcrypto() {
+            q.push_str(&format!("&provider={}", self.provider));
+        }
         if self.include_emulated {
             q.push_str("&include=emulated");
         }
@@ -196,6 +206,9 @@ mod tests {
             "target=2000000&unit=ops&size=18&algorithm=chacha20-poly1305&headroom=1&direction=decrypt&path=software&include=emulated"
         );
         assert_eq!(query(&[("size", "16KiB")]).inputs().unwrap().size_bytes, 16384);
+        let openssl = query(&[("provider", "openssl")]).inputs().unwrap();
+        assert_eq!(openssl.provider, Provider::Openssl);
+        assert!(openssl.query().ends_with("&provider=openssl"), "{}", openssl.query());
     }
 
     #[test]
@@ -212,6 +225,7 @@ mod tests {
             ("algorithm", "rot13"),
             ("direction", "sideways"),
             ("path", "fast"),
+            ("provider", "libsodium"),
             ("include", "everything"),
         ] {
             match query(&[(field, value)]).inputs() {

@@ -150,6 +150,7 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         path: Path::Accelerated,
         algorithms: &[gcm(), chacha()],
         hosts: &both,
+        provider: cipherfleet_core::provider::Provider::RustCrypto,
     };
     assert_eq!(capacity::points(pool, filter).await.unwrap(), accelerated);
     let other_size = PointFilter {
