@@ -70,3 +70,11 @@ CREATE TABLE campaign_provider_skips (
     reason text NOT NULL,
     PRIMARY KEY (campaign_id, host_id, provider)
 );
+
+-- `openssl-no-acceleration` (src/analysis/providers.rs): the host's OpenSSL
+-- measures its accelerated path no faster than its own masked software path,
+-- on a CPU with AES (subject `openssl-aes`). No kind.
+ALTER TABLE findings DROP CONSTRAINT findings_reason_check;
+ALTER TABLE findings ADD CONSTRAINT findings_reason_check CHECK (reason IN
+    ('cpu-lacks', 'hypervisor-masks', 'os-disabled', 'software-build', 'slow-accelerated',
+     'unexplained-fallback', 'kernel-crypto-generic', 'openssl-masked', 'openssl-no-acceleration'));

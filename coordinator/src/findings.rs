@@ -64,7 +64,7 @@ use writes::{HostChanges, write_chunk};
 /// Every reason, in the spelling `check`, `/metrics` and the database use.
 /// Adding one here (and to the `findings.reason` check of the schema) is all
 /// the report, `/api/v1`, `check` and `/metrics` need to know it.
-pub const REASONS: [&str; 8] = [
+pub const REASONS: [&str; 9] = [
     "cpu-lacks",
     "hypervisor-masks",
     "os-disabled",
@@ -73,6 +73,7 @@ pub const REASONS: [&str; 8] = [
     unexplained::REASON,
     "kernel-crypto-generic",
     "openssl-masked",
+    "openssl-no-acceleration",
 ];
 
 /// The latest results per series (and path) the detectors see.
@@ -507,7 +508,7 @@ pub async fn derive_with(
     };
     let first = peers::read(pool, ask, peers).await?;
 
-    let fleet = CpuGroups::new(hosts.iter().map(|h| describe::crypto_of(h.host_id(), &h.snapshot)));
+    let fleet = CpuGroups::new(hosts.iter().map(CurrentFacts::crypto));
     let no_peers = PeerMedians::default();
     let mut tx = pool.begin().await?;
     advisory::lock_transaction(&mut *tx, advisory::Lock::Findings).await?;

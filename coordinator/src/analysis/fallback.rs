@@ -5,9 +5,11 @@
 //! this host but advertised by a peer with the same identity points at the
 //! hypervisor, not the silicon.
 //!
-//! The providers' facts add two reasons ([`super::providers`]): the kernel's
-//! chosen AES drivers generic on a CPU with the instructions, and an OpenSSL
-//! capability variable masking them.
+//! The providers add three reasons ([`super::providers`]): the kernel's
+//! chosen AES drivers generic on a CPU with the instructions, an OpenSSL
+//! capability variable masking them (both from facts), and the host's
+//! OpenSSL measured no faster on its accelerated path than on its masked
+//! software path (from its latest `openssl` provider points).
 //!
 //! A CPU without AES or GHASH instructions is a finding (`cpu-lacks`); one
 //! without AVX2 or SHA-256 instructions is not: most servers before 2019 lack
@@ -45,6 +47,8 @@ pub struct HostCrypto {
     /// What an OpenSSL capability variable in the agent's environment masks
     /// (`aes`, `pclmulqdq`…); empty without one, or when not reported.
     pub openssl_masked: Vec<String>,
+    /// The host's OpenSSL's AES points measured on both paths; empty when none were.
+    pub openssl_paths: Vec<providers::OpensslPaths>,
 }
 
 /// A reason, as the report and `check` name it.
@@ -65,6 +69,9 @@ pub enum Reason {
     /// An `OPENSSL_ia32cap`/`OPENSSL_armcap` in the agent's environment masks
     /// acceleration from the host's OpenSSL.
     OpensslMasked,
+    /// The host's OpenSSL measures its accelerated path no faster than its
+    /// own masked software path, on a CPU with AES.
+    OpensslNoAcceleration,
 }
 
 impl Reason {
@@ -77,6 +84,7 @@ impl Reason {
             Reason::SoftwareBuild => "software-build",
             Reason::KernelCryptoGeneric => "kernel-crypto-generic",
             Reason::OpensslMasked => "openssl-masked",
+            Reason::OpensslNoAcceleration => "openssl-no-acceleration",
         }
     }
 }
@@ -352,6 +360,22 @@ fn findings_with(host: &HostCrypto, peers_have: impl Fn(&str) -> bool) -> Vec<Fa
             host.openssl_masked.iter().map(String::as_str).collect(),
         ));
     }
+    // An emulated CPU's timings are not performance.
+    let t = super::slow::Thresholds::default();
+    let unaccelerated = providers::openssl_unaccelerated(
+        &host.usable,
+        &host.openssl_paths,
+        t.near_software_ratio,
+        t.near_software_min_size_bytes,
+    );
+    if host.cpuinfo_foreign != Some(true) && !unaccelerated.is_empty() {
+        let points: Vec<String> = unaccelerated.iter().map(|p| p.describe()).collect();
+        out.push(FactFinding {
+            host_id: host.host_id,
+            reason: Reason::OpensslNoAcceleration,
+            features: points,
+        });
+    }
     out
 }
 
@@ -531,6 +555,35 @@ mod tests {
         );
         let groups = CpuGroups::new([kernel_generic.clone(), masked.clone()]);
         assert_eq!(groups.findings(&kernel_generic), findings(&kernel_generic, &[]));
+
+        // The host's OpenSSL measured as fast masked as unmasked, on a CPU with AES.
+        let paths = |a: f64, s: f64| crate::analysis::providers::OpensslPaths {
+            algorithm: "aes-256-gcm".into(),
+            size_bytes: 16384,
+            accelerated_mb_s: a,
+            software_mb_s: s,
+        };
+        let no_asm = HostCrypto {
+            openssl_paths: vec![paths(410.0, 400.0)],
+            ..host(3, 85, false, &full, &full, "accelerated")
+        };
+        assert_eq!(
+            reasons(&no_asm),
+            [(
+                Reason::OpensslNoAcceleration,
+                strings(&["aes-256-gcm at 16384 B: 1.02×"])
+            )]
+        );
+        let accelerated = HostCrypto {
+            openssl_paths: vec![paths(4000.0, 400.0)],
+            ..no_asm.clone()
+        };
+        assert_eq!(reasons(&accelerated), []);
+        let foreign = HostCrypto {
+            cpuinfo_foreign: Some(true),
+            ..no_asm.clone()
+        };
+        assert_eq!(reasons(&foreign), [], "an emulated CPU's timings are not performance");
     }
 
     #[test]

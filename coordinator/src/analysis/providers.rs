@@ -1,11 +1,14 @@
 //! Fact rules over the providers' facts a host reports (migrations/0034):
 //! the kernel crypto API running AES in software on a CPU that has the
 //! instructions (`kernel-crypto-generic`), and an OpenSSL capability
-//! variable masking acceleration (`openssl-masked`). Each names its remedy.
+//! variable masking acceleration (`openssl-masked`); and one over the host's
+//! OpenSSL measured on both paths (`openssl-no-acceleration`: its accelerated
+//! path no faster than its own masked software path). Each names its remedy.
 //!
 //! The kernel's path is judged again here from the driver's name by the one
 //! rule in core ([`kernel::path`]), not taken from the agent's word.
 
+use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::provider::CpuFlags;
 use cipherfleet_core::provider::facts::KernelDriver;
@@ -16,6 +19,56 @@ use cipherfleet_core::provider::kernel;
 pub const KERNEL_SUBJECT: &str = "kernel-aes";
 /// The subject of every `openssl-masked` finding.
 pub const OPENSSL_SUBJECT: &str = "openssl";
+/// The subject of every `openssl-no-acceleration` finding.
+pub const OPENSSL_PATHS_SUBJECT: &str = "openssl-aes";
+
+/// One AES point of the host's OpenSSL (the `openssl` provider) measured on
+/// both paths: its latest accelerated and software figures (one thread,
+/// encryption, a static key), from `provider_points`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OpensslPaths {
+    pub algorithm: String,
+    pub size_bytes: i64,
+    pub accelerated_mb_s: f64,
+    pub software_mb_s: f64,
+}
+
+impl OpensslPaths {
+    /// accelerated ÷ software.
+    pub fn ratio(&self) -> f64 {
+        self.accelerated_mb_s / self.software_mb_s
+    }
+
+    /// How a finding lists it: `aes-256-gcm at 16384 B: 1.02×`.
+    pub fn describe(&self) -> String {
+        format!("{} at {} B: {:.2}×", self.algorithm, self.size_bytes, self.ratio())
+    }
+}
+
+/// The points where the host's OpenSSL, asked for its accelerated path,
+/// measured under `near_software_ratio` × its own software path (its
+/// capability vector masked) on a CPU whose usable features hold AES: a
+/// `no-asm` build, or a CPU it does not recognise. Only AES algorithms (the
+/// ones with a hardware path everywhere) and payloads of at least
+/// `min_size_bytes`, below which per-call overhead hides the difference, as
+/// `slow-accelerated`'s near-software rule has it ([`super::slow::Thresholds`]).
+pub fn openssl_unaccelerated<'a>(
+    usable: &[String],
+    paths: &'a [OpensslPaths],
+    near_software_ratio: f64,
+    min_size_bytes: u64,
+) -> Vec<&'a OpensslPaths> {
+    if !usable.iter().any(|u| u == "aes") {
+        return Vec::new();
+    }
+    paths
+        .iter()
+        .filter(|p| p.algorithm.parse::<Algorithm>().is_ok_and(|a| a.uses_aes()))
+        .filter(|p| u64::try_from(p.size_bytes).is_ok_and(|s| s >= min_size_bytes))
+        .filter(|p| p.software_mb_s > 0.0 && p.ratio() < near_software_ratio)
+        .collect()
+}
+
 /// What uses the kernel crypto API, and so runs slow on its generic drivers.
 pub const KERNEL_USERS: &str = "dm-crypt/LUKS, IPsec and kTLS";
 
@@ -75,6 +128,34 @@ pub fn variable_name(capability_env: &str) -> &str {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn openssl_unaccelerated_only_on_a_cpu_with_aes_for_aes_at_a_size_that_shows_it() {
+        let p = |algorithm: &str, size_bytes: i64, a: f64, s: f64| OpensslPaths {
+            algorithm: algorithm.into(),
+            size_bytes,
+            accelerated_mb_s: a,
+            software_mb_s: s,
+        };
+        let aes = vec!["aes".to_string()];
+        let points = [
+            p("aes-256-gcm", 16384, 500.0, 400.0),       // 1.25×: below 1.5
+            p("aes-128-cbc", 16384, 4000.0, 400.0),      // accelerated
+            p("aes-256-gcm", 16, 50.0, 49.0),            // too small to tell
+            p("chacha20-poly1305", 16384, 900.0, 890.0), // no hardware path to lose
+            p("aes-128-ctr", 1024, 100.0, 0.0),          // software not measured
+            p("rot13", 16384, 1.0, 1.0),                 // unknown to this coordinator
+        ];
+        let found: Vec<String> = openssl_unaccelerated(&aes, &points, 1.5, 1024)
+            .iter()
+            .map(|p| p.describe())
+            .collect();
+        assert_eq!(found, ["aes-256-gcm at 16384 B: 1.25×"]);
+        assert!(
+            openssl_unaccelerated(&[], &points, 1.5, 1024).is_empty(),
+            "no AES: cpu-lacks says it"
+        );
+    }
 
     /// The kernel's chosen `driver` for `name`, as an agent reports it (module `kernel`).
     pub(crate) fn driver(name: &str, driver: &str) -> KernelDriver {

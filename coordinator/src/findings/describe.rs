@@ -58,7 +58,7 @@ pub(super) fn for_host(
 ) -> Vec<Derived> {
     let emulated = host.emulated();
     let facts = &host.snapshot.columns;
-    let me = crypto_of(host.host_id(), &host.snapshot);
+    let me = host.crypto();
     let mut out = Vec::new();
     for f in fleet.findings(&me) {
         // Hosts with the same (known) CPU identity that advertise what this one lacks.
@@ -88,6 +88,10 @@ pub(super) fn for_host(
                 ));
             }
             Reason::OpensslMasked => evidence["openssl"] = json!(facts.openssl_build),
+            Reason::OpensslNoAcceleration => {
+                evidence["openssl"] = json!(facts.openssl_build);
+                evidence["openssl_paths"] = json!(me.openssl_paths);
+            }
             _ => {}
         }
         out.push(Derived {
@@ -285,6 +289,7 @@ fn fact_subject(reason: Reason, features: &[String]) -> String {
         Reason::SoftwareBuild => "build".into(),
         Reason::KernelCryptoGeneric => providers::KERNEL_SUBJECT.into(),
         Reason::OpensslMasked => providers::OPENSSL_SUBJECT.into(),
+        Reason::OpensslNoAcceleration => providers::OPENSSL_PATHS_SUBJECT.into(),
     }
 }
 
@@ -298,9 +303,11 @@ pub fn fact_severity(reason: Reason, features: &[String]) -> Severity {
         Reason::HypervisorMasks if major => Severity::Critical,
         Reason::HypervisorMasks => Severity::Warning,
         // The kernel's or OpenSSL's AES in software: what uses them runs at software speed.
-        Reason::CpuLacks | Reason::SoftwareBuild | Reason::KernelCryptoGeneric | Reason::OpensslMasked => {
-            Severity::Warning
-        }
+        Reason::CpuLacks
+        | Reason::SoftwareBuild
+        | Reason::KernelCryptoGeneric
+        | Reason::OpensslMasked
+        | Reason::OpensslNoAcceleration => Severity::Warning,
         // AVX/AVX2 state off costs GCM its fast GHASH; AVX-512 and VAES off only the widest paths.
         Reason::OsDisabled if features.iter().any(|f| f == "avx" || f == "avx2") => Severity::Warning,
         Reason::OsDisabled => Severity::Info,
@@ -353,6 +360,7 @@ fn fact_summary(
         ),
         Reason::KernelCryptoGeneric => kernel_generic_summary(features, facts),
         Reason::OpensslMasked => openssl_masked_summary(features, facts),
+        Reason::OpensslNoAcceleration => openssl_unaccelerated_summary(features, facts),
     };
     if emulated {
         format!("{text}{EMULATED_NOTE}")
@@ -413,6 +421,27 @@ fn openssl_masked_summary(masked: &[String], facts: &crate::domain::facts::FactC
          /etc/environment, a profile script) unless it is there on purpose.",
         masked.join(", "),
         providers::variable_name(variable),
+    )
+}
+
+/// `openssl-no-acceleration`: which OpenSSL, the points, and the likely cause.
+fn openssl_unaccelerated_summary(points: &[String], facts: &crate::domain::facts::FactColumns) -> String {
+    let build = facts.openssl_build.as_ref().map(|b| &b.0);
+    let openssl = build.map_or_else(
+        || "The host's OpenSSL".to_string(),
+        |b| format!("The host's {} ({})", b.version, b.binary),
+    );
+    let cause = if build.is_some_and(|b| b.no_asm) {
+        "It is a no-asm build (C code only): install one with its assembly, such as the distribution's package."
+    } else {
+        "A no-asm build, a capability variable in the services' environment, or a CPU too new for this \
+         OpenSSL to recognise: upgrade it, or check `openssl version -a` and the services' environment."
+    };
+    format!(
+        "{openssl} runs AES no faster asked for its accelerated path than with its capability vector masked \
+         ({}), on a CPU with AES: nginx, HAProxy, PostgreSQL and every service linking it encrypt at software \
+         speed. {cause}",
+        points.join("; ")
     )
 }
 
@@ -517,10 +546,20 @@ pub(super) fn crypto_of(host_id: i64, s: &Snapshot) -> HostCrypto {
         cpuinfo_foreign: c.cpuinfo_foreign,
         kernel_drivers: c.kernel_drivers.as_ref().map(|d| d.0.clone()).unwrap_or_default(),
         openssl_masked: c.openssl_build.as_ref().map(|b| b.0.masked.clone()).unwrap_or_default(),
+        openssl_paths: Vec::new(),
     }
 }
 
 impl CurrentFacts {
+    /// What the fact rules judge of the host: its snapshot's crypto facts and
+    /// its OpenSSL's latest points on both paths.
+    pub(super) fn crypto(&self) -> HostCrypto {
+        HostCrypto {
+            openssl_paths: self.openssl_paths.as_ref().map(|p| p.0.clone()).unwrap_or_default(),
+            ..crypto_of(self.host_id(), &self.snapshot)
+        }
+    }
+
     /// Whether the host's CPU is emulated, by the one rule in [`marks`].
     pub(super) fn emulated(&self) -> bool {
         marks::is_emulated(&self.labels.0, marks::EmulationFacts::of(&self.snapshot.columns))

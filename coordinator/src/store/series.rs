@@ -12,6 +12,7 @@ use sqlx::types::Json;
 
 use super::Result;
 use super::snapshots::Snapshot;
+use crate::analysis::providers::OpensslPaths;
 use crate::analysis::series::Observation;
 use crate::analysis::unexplained::Ran;
 use crate::domain::labels::Labels;
@@ -24,6 +25,10 @@ pub struct CurrentFacts {
     /// the typed columns only).
     #[sqlx(flatten)]
     pub snapshot: Snapshot,
+    /// The host's OpenSSL's latest AES points measured on both paths (one
+    /// thread, encryption, a static key), from `provider_points`; `None`
+    /// when there are none.
+    pub openssl_paths: Option<Json<Vec<OpensslPaths>>>,
 }
 
 impl CurrentFacts {
@@ -39,7 +44,17 @@ pub async fn current_facts(db: impl PgExecutor<'_>) -> Result<Vec<CurrentFacts>>
              s.cpu_model_name, s.cpu_family, s.cpu_model, s.cpu_stepping, s.logical_cores, \
              s.memory_total_bytes, s.os_name, s.kernel_release, s.hypervisor_present, s.hypervisor, \
              s.features_advertised, s.features_usable, s.build_flavour, s.agent_version, s.cpuinfo_foreign, \
-             s.build_codegen, s.build_target_features, s.kernel_drivers, s.openssl_build \
+             s.build_codegen, s.build_target_features, s.kernel_drivers, s.openssl_build, \
+             (SELECT jsonb_agg(jsonb_build_object('algorithm', a.algorithm, 'size_bytes', a.size_bytes, \
+                         'accelerated_mb_s', a.throughput_mb_s, 'software_mb_s', w.throughput_mb_s) \
+                     ORDER BY a.algorithm, a.size_bytes) \
+              FROM provider_points a JOIN provider_points w ON w.host_id = a.host_id \
+                  AND w.provider = a.provider AND w.algorithm = a.algorithm AND w.direction = a.direction \
+                  AND w.size_bytes = a.size_bytes AND w.threads = a.threads AND w.concurrency = a.concurrency \
+                  AND w.key_mode = a.key_mode AND w.nonce = a.nonce AND w.path = 'software' \
+              WHERE a.host_id = h.id AND a.provider = 'openssl' AND a.path = 'accelerated' AND a.threads = 1 \
+                  AND a.direction = 'encrypt' AND a.key_mode = 'static' AND a.nonce = 'counter' \
+                  AND a.concurrency = 0) AS openssl_paths \
          FROM hosts h JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id ORDER BY h.id",
     )
     .fetch_all(db)

@@ -171,3 +171,93 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
         assert!(skipped.body.contains("kernel"), "{}", skipped.body);
     }
 }
+
+/// A host whose OpenSSL does not use the CPU's AES: here the first `openssl`
+/// on the agent's PATH is a wrapper that masks AES-NI for every run (as a
+/// `no-asm` build or a CPU too new for the library would leave it), while
+/// the agent's own environment is clean. Both paths then measure alike, and
+/// the host gets `openssl-no-acceleration` naming the point and its ratio,
+/// and not `openssl-masked` (nothing in the agent's environment masks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openssl_running_aes_at_its_software_speed_is_a_finding() {
+    let Some((variable, mask)) = cipherfleet_core::provider::openssl::software_env(std::env::consts::ARCH) else {
+        eprintln!("no OpenSSL capability mask is known for this architecture: skipped");
+        return;
+    };
+    let Some(real) = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("openssl"))
+        .find(|p| p.is_file())
+    else {
+        panic!("no openssl on PATH: deploy/install-deps.sh installs it");
+    };
+    let mut app = spawn_app().await;
+    let bin = app.dir.path().join("masking-openssl");
+    std::fs::create_dir_all(&bin).unwrap();
+    let wrapper = bin.join("openssl");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\n{variable}='{mask}' exec '{}' \"$@\"\n", real.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = std::env::join_paths(
+        std::iter::once(bin.clone()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+    let child = app
+        .agent_command("e2e-no-asm-openssl")
+        .env("PATH", path)
+        .spawn()
+        .expect("starting the agent");
+    app.track_agent(child);
+    app.wait_online(1).await;
+    let points = v1::Matrix {
+        paths: both_paths(),
+        providers: vec![v1::Provider::Openssl as i32],
+        ..matrix(&["aes-128-gcm"], &[16 * 1024], 0.2)
+    };
+    let request = v1::StartCampaignRequest {
+        points: Some(v1::start_campaign_request::Points::Matrix(points)),
+        started_by: "e2e".into(),
+        name: "masked openssl".into(),
+        ..Default::default()
+    };
+    let started = app.admin().await.start_campaign(request).await.unwrap().into_inner();
+    assert_eq!((started.jobs_created, started.points_skipped), (2, 0), "{started:?}");
+    let status = app.wait_finished(&started.campaign_id, Duration::from_secs(180)).await;
+    assert_eq!(status.overall.unwrap().failed, 0, "{:?}", status.failures);
+    let (accelerated, software): (f64, f64) = sqlx::query_as(
+        "SELECT max(throughput_mb_s) FILTER (WHERE path = 'accelerated'), \
+             max(throughput_mb_s) FILTER (WHERE path = 'software') FROM results WHERE provider = 'openssl'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    let ratio = accelerated / software;
+    let reasons = crate::app::wait_for("the openssl finding", Duration::from_secs(90), || async {
+        let rows: Vec<(String, String)> =
+            sqlx::query_as("SELECT reason, summary FROM findings WHERE status = 'open' ORDER BY reason")
+                .fetch_all(&app.pool)
+                .await
+                .unwrap();
+        rows.iter()
+            .any(|(r, _)| r == "openssl-no-acceleration" || ratio >= 1.5)
+            .then_some(rows)
+    })
+    .await;
+    // Both paths ran masked: they measure alike (the rule's threshold is 1.5×).
+    assert!(
+        ratio < 1.5,
+        "masked both ways, yet {accelerated:.0} vs {software:.0} MB/s"
+    );
+    let (_, summary) = reasons
+        .iter()
+        .find(|(r, _)| r == "openssl-no-acceleration")
+        .unwrap_or_else(|| panic!("{reasons:?}"));
+    assert!(summary.contains("aes-128-gcm at 16384 B"), "{summary}");
+    assert!(summary.contains("nginx"), "{summary}");
+    assert!(
+        !reasons.iter().any(|(r, _)| r == "openssl-masked"),
+        "the agent's own environment masks nothing: {reasons:?}"
+    );
+}
