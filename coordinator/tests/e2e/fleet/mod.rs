@@ -40,7 +40,7 @@ use crate::chromium::Browser;
 
 use harness::{Fleet, missing_prerequisite, missing_vm_prerequisite, remove_stale_fleets, skip, unsuitable_machine};
 use pages::pages_show_the_fleet;
-use vm::{vm_hosts_show_their_own_kernels, vm_kernel_measured_through_af_alg};
+use vm::{vm_hosts_show_their_own_kernels, vm_kernels_measured_through_af_alg};
 
 /// The hosts that are processes in a namespace of their own.
 const PROCESS_HOSTS: [&str; 5] = ["x86-aesni", "x86-no-aesni", "x86-old-kernel", "arm64", "x86-soft-build"];
@@ -400,7 +400,7 @@ async fn every_host_of_the_fleet_runs_one_campaign_through_link_cuts_and_kills()
     assert_eq!(row("x86-aesni")["acceleration"], "accelerated");
     if vms {
         vm_hosts_show_their_own_kernels(&app, &fleet, &open, &|h| row(h)).await;
-        vm_kernel_measured_through_af_alg(&app).await;
+        vm_kernels_measured_through_af_alg(&app).await;
     }
 
     // The planner plans with the two real hosts alone, and says it left the emulated ones out.

@@ -144,11 +144,14 @@ pub(super) async fn vm_hosts_show_their_own_kernels<'a>(
     }
 }
 
-/// The kernel crypto API measured through AF_ALG on x86-kernel-generic, whose
-/// kernel serves AES from its generic driver with AF_ALG loaded: a campaign
-/// of the `kernel` provider on both paths measures both, and the accelerated
-/// request ran the generic driver, so it says software and names the driver.
-pub(super) async fn vm_kernel_measured_through_af_alg(app: &App) {
+/// The kernel crypto API measured through AF_ALG on both VM hosts: a
+/// campaign of the `kernel` provider on both paths. x86-kernel-generic's
+/// kernel serves AES from its generic driver with AF_ALG loaded, so both
+/// paths are measured and the accelerated request, having run the generic
+/// driver, says software and names it. x86-noxsave's kernel has AES-NI: its
+/// points are measured on it, or skipped with the reason its agent gives
+/// (AF_ALG not loaded there).
+pub(super) async fn vm_kernels_measured_through_af_alg(app: &App) {
     let points = v1::Matrix {
         paths: both_paths(),
         providers: vec![v1::Provider::Kernel as i32],
@@ -157,32 +160,58 @@ pub(super) async fn vm_kernel_measured_through_af_alg(app: &App) {
     let request = v1::StartCampaignRequest {
         points: Some(v1::start_campaign_request::Points::Matrix(points)),
         hosts: Some(v1::HostSelector {
-            host_names: vec!["x86-kernel-generic".into()],
+            host_names: VM_HOSTS.iter().map(|h| h.to_string()).collect(),
             ..Default::default()
         }),
         started_by: "e2e".into(),
-        name: "kernel through AF_ALG".into(),
+        name: "kernels through AF_ALG".into(),
         ..Default::default()
     };
     let started = app.admin().await.start_campaign(request).await.unwrap().into_inner();
-    assert_eq!((started.jobs_created, started.points_skipped), (2, 0), "{started:?}");
+    assert_eq!(started.jobs_created + started.points_skipped, 4, "{started:?}");
     let status = app.wait_finished(&started.campaign_id, Duration::from_secs(180)).await;
     let overall = status.overall.unwrap();
-    assert_eq!((overall.done, overall.failed), (2, 0), "{:?}", status.failures);
-    let rows: Vec<(String, String, f64, Value)> = sqlx::query_as(
-        "SELECT r.path, r.path_used, r.throughput_mb_s, r.measurement FROM results r \
-         JOIN jobs j ON j.id = r.job_id WHERE j.campaign_id = $1 AND r.provider = 'kernel' ORDER BY r.path",
+    assert_eq!(overall.failed, 0, "{:?}", status.failures);
+    let id = started.campaign_id.parse::<i64>().unwrap();
+    let rows: Vec<(String, String, String, f64, Value)> = sqlx::query_as(
+        "SELECT h.name, r.path, r.path_used, r.throughput_mb_s, r.measurement FROM results r \
+         JOIN jobs j ON j.id = r.job_id JOIN hosts h ON h.id = r.host_id \
+         WHERE j.campaign_id = $1 AND r.provider = 'kernel' ORDER BY h.name, r.path",
     )
-    .bind(started.campaign_id.parse::<i64>().unwrap())
+    .bind(id)
     .fetch_all(&app.pool)
     .await
     .unwrap();
-    let [(accelerated, used, mb_s, m), (software, _, _, _)] = rows.as_slice() else {
-        panic!("two kernel results: {rows:?}");
+    let of =
+        |host: &str| -> Vec<&(String, String, String, f64, Value)> { rows.iter().filter(|r| r.0 == host).collect() };
+    let generic = of("x86-kernel-generic");
+    let [(_, accelerated, used, mb_s, m), (_, software, _, _, _)] = generic.as_slice() else {
+        panic!("two kernel results on x86-kernel-generic: {rows:?}");
     };
     assert_eq!((accelerated.as_str(), software.as_str()), ("accelerated", "software"));
     assert!(*mb_s > 0.0, "{m}");
     assert_eq!(used, "software", "the generic driver ran: {m}");
     let driver = m["implementation"]["name"].as_str().unwrap_or_default();
     assert!(driver.contains("generic"), "the driver the kernel picked: {m}");
+    let skips: Value = serde_json::from_str(&app.get(&format!("/api/v1/campaigns/{id}/skipped")).await.body).unwrap();
+    match of("x86-noxsave").as_slice() {
+        [(_, accelerated, used, _, m), _] => {
+            assert_eq!(
+                (accelerated.as_str(), used.as_str()),
+                ("accelerated", "accelerated"),
+                "{m}"
+            );
+            let driver = m["implementation"]["name"].as_str().unwrap_or_default();
+            assert!(driver.contains("aesni"), "AES-NI's driver: {m}");
+        }
+        [] => {
+            let kernel = skips
+                .as_array()
+                .and_then(|s| s.iter().find(|s| s["provider"] == "kernel"))
+                .unwrap_or_else(|| panic!("x86-noxsave's kernel points skipped with a reason: {skips}"));
+            assert_eq!(kernel["points"], 2, "{skips}");
+            assert!(kernel["reason"].as_str().is_some_and(|r| !r.is_empty()), "{skips}");
+        }
+        other => panic!("x86-noxsave: both kernel points or none: {other:?}"),
+    }
 }
