@@ -26,6 +26,7 @@
 
 mod harness;
 mod pages;
+mod providers;
 mod vm;
 
 use std::time::{Duration, Instant};
@@ -414,6 +415,8 @@ async fn every_host_of_the_fleet_runs_one_campaign_through_link_cuts_and_kills()
         !rows.is_empty() && rows.iter().all(|r| r["emulated"] == false),
         "{capacity}"
     );
+
+    providers::openssl_with_and_without_aes_ni(&app).await;
 
     // The quickstart's flow (deploy/quickstart.sh): the tour on every host, then the pages as a
     // new user first meets them, pictured (for docs/screenshots/ with CIPHERFLEET_SCREENSHOTS).
