@@ -195,7 +195,7 @@ fn print_status(s: &v1::CampaignStatusResponse, format: Format) -> anyhow::Resul
             "hosts": s.hosts.iter().map(|h| serde_json::json!({"host_id": h.host_id, "host_name": h.host_name, "counts": counts_json(h.counts.as_ref())})).collect::<Vec<_>>(),
             "failures": s.failures.iter().map(|f| serde_json::json!({"job_id": f.job_id, "host_name": f.host_name, "error": f.error})).collect::<Vec<_>>(),
             "points_skipped": s.points_skipped,
-            "skipped": s.skipped.iter().map(|k| serde_json::json!({"host_id": k.host_id, "host_name": k.host_name, "path": path_name(k.path), "points": k.points, "reason": k.reason})).collect::<Vec<_>>(),
+            "skipped": s.skipped.iter().map(|k| serde_json::json!({"host_id": k.host_id, "host_name": k.host_name, "path": path_name(k.path), "provider": v1::Provider::try_from(k.provider).map(provider_name).unwrap_or("unknown"), "points": k.points, "reason": k.reason})).collect::<Vec<_>>(),
         });
         outln!("{v}")?;
         return Ok(());
@@ -241,12 +241,16 @@ fn print_status(s: &v1::CampaignStatusResponse, format: Format) -> anyhow::Resul
         )?;
     }
     for k in &s.skipped {
+        let what = match v1::Provider::try_from(k.provider) {
+            Ok(v1::Provider::Rustcrypto) => format!("{}-path", path_name(k.path)),
+            Ok(p) => format!("{} provider", provider_name(p)),
+            Err(_) => "unknown".into(),
+        };
         outln!(
-            "  skipped {} {}-path points on {}: {}",
+            "  skipped {} {what} points on {}: {}",
             k.points,
-            path_name(k.path),
             printable(&k.host_name),
-            k.reason
+            printable(&k.reason)
         )?;
     }
     if total == 0 && s.points_skipped == 0 {
@@ -255,11 +259,23 @@ fn print_status(s: &v1::CampaignStatusResponse, format: Format) -> anyhow::Resul
     Ok(())
 }
 
+/// A wire provider's name as the rest of the output spells providers.
+fn provider_name(provider: v1::Provider) -> &'static str {
+    match provider {
+        v1::Provider::Rustcrypto => "rustcrypto",
+        v1::Provider::Ring => "ring",
+        v1::Provider::Openssl => "openssl",
+        v1::Provider::Kernel => "kernel",
+    }
+}
+
 /// A wire path's name as the rest of the output spells paths.
 fn path_name(path: i32) -> &'static str {
     match v1::Path::try_from(path) {
         Ok(v1::Path::Accelerated) => "accelerated",
         Ok(v1::Path::Software) => "software",
-        _ => "unknown",
+        // A provider's row names no path.
+        Ok(v1::Path::Unspecified) => "",
+        Err(_) => "unknown",
     }
 }

@@ -273,12 +273,21 @@ impl AdminService for AdminSvc {
         let skipped = store::capabilities::for_campaign(pool, id, SKIPPED_LISTED)
             .await
             .map_err(db_status)?;
+        let provider_skipped = store::capabilities::providers_for_campaign(pool, id, SKIPPED_LISTED)
+            .await
+            .map_err(db_status)?;
         let points_skipped: i64 = store::capabilities::totals(pool, id)
             .await
             .map_err(db_status)?
             .iter()
             .map(|t| t.points)
-            .sum();
+            .sum::<i64>()
+            + store::capabilities::provider_totals(pool, id)
+                .await
+                .map_err(db_status)?
+                .iter()
+                .map(|t| t.points)
+                .sum::<i64>();
         let state = match progress.campaign.status {
             CampaignStatus::Running => v1::CampaignState::Running,
             CampaignStatus::Finished => v1::CampaignState::Completed,
@@ -320,7 +329,16 @@ impl AdminService for AdminSvc {
                     } as i32,
                     points: u32::try_from(s.points).unwrap_or(u32::MAX),
                     reason: store::capabilities::reason(s.path).to_string(),
+                    provider: v1::Provider::Rustcrypto as i32,
                 })
+                .chain(provider_skipped.into_iter().map(|s| v1::SkippedPoints {
+                    host_id: s.host_id.to_string(),
+                    host_name: s.host_name,
+                    path: v1::Path::Unspecified as i32,
+                    points: u32::try_from(s.points).unwrap_or(u32::MAX),
+                    reason: s.reason,
+                    provider: cipherfleet_core::wire::provider_to_wire(s.provider) as i32,
+                }))
                 .collect(),
             points_skipped: u32::try_from(points_skipped).unwrap_or(u32::MAX),
         }))

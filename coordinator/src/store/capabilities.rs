@@ -284,6 +284,36 @@ pub async fn record_providers(tx: &mut PgConnection, campaign_id: i64, skipped: 
     Ok(())
 }
 
+/// The points one host skipped in a campaign for lack of a provider.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct HostProviderSkips {
+    pub host_id: i64,
+    /// The host's name as its agent reported it: untrusted text.
+    pub host_name: String,
+    #[sqlx(try_from = "String")]
+    pub provider: Provider,
+    pub points: i64,
+    /// Why (the agent's words: untrusted text).
+    pub reason: String,
+}
+
+/// A campaign's skipped points per host and provider, by host name, at most `limit` rows.
+pub async fn providers_for_campaign(
+    db: impl PgExecutor<'_>,
+    campaign_id: i64,
+    limit: i64,
+) -> Result<Vec<HostProviderSkips>> {
+    Ok(sqlx::query_as(
+        "SELECT s.host_id, h.name AS host_name, s.provider, s.points, s.reason \
+         FROM campaign_provider_skips s JOIN hosts h ON h.id = s.host_id \
+         WHERE s.campaign_id = $1 ORDER BY h.name, s.host_id, s.provider LIMIT $2",
+    )
+    .bind(campaign_id)
+    .bind(limit)
+    .fetch_all(db)
+    .await?)
+}
+
 /// A campaign's skipped points of one provider, over all its hosts, with one
 /// host's reason (the first by host name) and how many hosts gave another.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

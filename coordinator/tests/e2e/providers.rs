@@ -161,6 +161,14 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
     let page = app.get(&format!("/campaigns/{id}")).await;
     assert_eq!(page.status, 200);
     if kernel_points < 4 {
+        assert!(
+            status.skipped.iter().any(|s| s.provider == v1::Provider::Kernel as i32
+                && s.host_name == HOST
+                && i64::from(s.points) == 4 - kernel_points
+                && !s.reason.is_empty()),
+            "{:?}",
+            status.skipped
+        );
         assert!(page.body.contains(r#"data-provider="kernel""#), "{}", page.body);
         let reason = kernel["reason"].as_str().unwrap_or_default();
         assert!(

@@ -24,6 +24,7 @@ mod storable;
 pub use hello::{parse_label, validate_facts, validate_hello, validate_label};
 pub use matrix::MAX_RAW_LIST_LEN;
 pub use measurement::{check_measurement_matches, check_spec_matches, checked_measurement, validate_measurement};
+pub use spec::provider_to_wire;
 pub use storable::{NUL_REPLACED, check_storable, check_storable_json, storable_text};
 
 /// Longest host name (`Hello.name`), in bytes.

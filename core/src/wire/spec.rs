@@ -147,7 +147,8 @@ pub(super) fn nonce_from_wire(field: &str, value: i32) -> Result<Nonce, WireErro
     }
 }
 
-pub(super) fn provider_to_wire(provider: Provider) -> v1::Provider {
+/// A provider as the protocol spells it.
+pub fn provider_to_wire(provider: Provider) -> v1::Provider {
     match provider {
         Provider::RustCrypto => v1::Provider::Rustcrypto,
         Provider::Ring => v1::Provider::Ring,

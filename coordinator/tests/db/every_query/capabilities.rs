@@ -338,6 +338,24 @@ async fn a_host_lacking_a_provider_skips_its_points_with_the_agents_reason() {
             other_reasons: 0,
         }
     );
+    let per_host = capabilities::providers_for_campaign(&pool, id, 10).await.unwrap();
+    let listed: Vec<(&str, Provider, i64)> = per_host
+        .iter()
+        .map(|s| (s.host_name.as_str(), s.provider, s.points))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("new-agent", Provider::Kernel, 2),
+            ("old-agent", Provider::Kernel, 2),
+            ("old-agent", Provider::Openssl, 2)
+        ]
+    );
+    assert_eq!(per_host[0].reason, kernel.reason);
+    assert_eq!(
+        capabilities::providers_for_campaign(&pool, id, 1).await.unwrap().len(),
+        1
+    );
     // A campaign's own record, added in its transaction.
     let mut tx = pool.begin().await.unwrap();
     capabilities::record_providers(&mut tx, id, &[]).await.unwrap();

@@ -37,6 +37,7 @@ const COVERED: &[&str] = &[
     "capabilities::paths_of",
     "capabilities::paths_of_hosts",
     "capabilities::provider_totals",
+    "capabilities::providers_for_campaign",
     "capabilities::providers_of_hosts",
     "capabilities::record",
     "capabilities::record_providers",
