@@ -61,8 +61,11 @@ pub async fn record_many(tx: &mut PgConnection, result_ids: &[i64]) -> Result<()
     if result_ids.is_empty() {
         return Ok(());
     }
+    // One statement, one round trip per batch: the built-in provider's points
+    // and the others' go to their two tables together.
     sqlx::query(
-        "INSERT INTO result_points AS p (host_id, algorithm, direction, size_bytes, threads, concurrency, \
+        "WITH crates AS ( \
+         INSERT INTO result_points AS p (host_id, algorithm, direction, size_bytes, threads, concurrency, \
              key_mode, path, nonce, result_id, measured_at, path_used, throughput_mb_s, ops_per_s, latency_p99_ns, \
              cv, samples, low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, \
              snapshot_id, backends, result_count) \
@@ -85,13 +88,10 @@ pub async fn record_many(tx: &mut PgConnection, result_ids: &[i64]) -> Result<()
              cipher_state_bytes = EXCLUDED.cipher_state_bytes, peak_rss_bytes = EXCLUDED.peak_rss_bytes, \
              heap_bytes_per_op = EXCLUDED.heap_bytes_per_op, allocs_per_op = EXCLUDED.allocs_per_op, \
              snapshot_id = EXCLUDED.snapshot_id, backends = EXCLUDED.backends, \
-             result_count = p.result_count + EXCLUDED.result_count",
-    )
-    .bind(result_ids)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(
-        "INSERT INTO provider_points AS p (host_id, provider, algorithm, direction, size_bytes, threads, \
+             result_count = p.result_count + EXCLUDED.result_count \
+             RETURNING 1), \
+         others AS ( \
+         INSERT INTO provider_points AS p (host_id, provider, algorithm, direction, size_bytes, threads, \
              concurrency, key_mode, path, nonce, result_id, measured_at, path_used, throughput_mb_s, ops_per_s, \
              latency_p99_ns, cv, samples, low_samples, snapshot_id, implementation, result_count) \
          SELECT DISTINCT ON (host_id, provider, algorithm, direction, size_bytes, threads, \
@@ -110,7 +110,9 @@ pub async fn record_many(tx: &mut PgConnection, result_ids: &[i64]) -> Result<()
              path_used = EXCLUDED.path_used, throughput_mb_s = EXCLUDED.throughput_mb_s, \
              ops_per_s = EXCLUDED.ops_per_s, latency_p99_ns = EXCLUDED.latency_p99_ns, cv = EXCLUDED.cv, \
              samples = EXCLUDED.samples, low_samples = EXCLUDED.low_samples, snapshot_id = EXCLUDED.snapshot_id, \
-             implementation = EXCLUDED.implementation, result_count = p.result_count + EXCLUDED.result_count",
+             implementation = EXCLUDED.implementation, result_count = p.result_count + EXCLUDED.result_count \
+             RETURNING 1) \
+         SELECT (SELECT count(*) FROM crates) + (SELECT count(*) FROM others)",
     )
     .bind(result_ids)
     .execute(tx)
