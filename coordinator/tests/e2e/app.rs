@@ -520,9 +520,18 @@ impl App {
 
     /// Starts a campaign named `name` over `matrix` on every host; returns its id.
     pub async fn start_campaign(&self, name: &str, matrix: v1::Matrix) -> String {
+        self.start_campaign_on(name, matrix, &[]).await.campaign_id
+    }
+
+    /// [`App::start_campaign`] on the hosts named (every host when none), with
+    /// the whole answer: the jobs made and the points skipped.
+    pub async fn start_campaign_on(&self, name: &str, matrix: v1::Matrix, hosts: &[&str]) -> v1::StartCampaignResponse {
         let request = v1::StartCampaignRequest {
             points: Some(v1::start_campaign_request::Points::Matrix(matrix)),
-            hosts: None,
+            hosts: (!hosts.is_empty()).then(|| v1::HostSelector {
+                host_names: hosts.iter().map(|h| h.to_string()).collect(),
+                ..Default::default()
+            }),
             started_by: "e2e".into(),
             name: name.into(),
             ..Default::default()
@@ -533,7 +542,6 @@ impl App {
             .await
             .expect("campaign starts")
             .into_inner()
-            .campaign_id
     }
 
     /// [`App::start_campaign`], then waits up to 240 s for it to complete; returns its id.

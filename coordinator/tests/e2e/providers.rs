@@ -31,13 +31,7 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
         ],
         ..matrix(&["aes-128-gcm", "aes-128-cbc"], &[1024], 0.1)
     };
-    let request = v1::StartCampaignRequest {
-        points: Some(v1::start_campaign_request::Points::Matrix(points)),
-        started_by: "e2e".into(),
-        name: "providers".into(),
-        ..Default::default()
-    };
-    let started = app.admin().await.start_campaign(request).await.unwrap().into_inner();
+    let started = app.start_campaign_on("providers", points, &[]).await;
     // rustcrypto 2 × 2, ring 1 (AES-128-GCM, accelerated), openssl 2 × 2, kernel 2 × 2.
     assert_eq!(started.jobs_created + started.points_skipped, 13, "{started:?}");
     let status = app.wait_finished(&started.campaign_id, Duration::from_secs(240)).await;
@@ -224,13 +218,7 @@ async fn an_openssl_running_aes_at_its_software_speed_is_a_finding() {
         providers: vec![v1::Provider::Openssl as i32],
         ..matrix(&["aes-128-gcm"], &[16 * 1024], 0.2)
     };
-    let request = v1::StartCampaignRequest {
-        points: Some(v1::start_campaign_request::Points::Matrix(points)),
-        started_by: "e2e".into(),
-        name: "masked openssl".into(),
-        ..Default::default()
-    };
-    let started = app.admin().await.start_campaign(request).await.unwrap().into_inner();
+    let started = app.start_campaign_on("masked openssl", points, &[]).await;
     assert_eq!((started.jobs_created, started.points_skipped), (2, 0), "{started:?}");
     let status = app.wait_finished(&started.campaign_id, Duration::from_secs(180)).await;
     assert_eq!(status.overall.unwrap().failed, 0, "{:?}", status.failures);

@@ -28,6 +28,11 @@ async fn hello(pool: &PgPool, name: &str) -> i64 {
 async fn start(pool: &PgPool, names: &[&str], paths: &[Path]) -> launch::Launched {
     let mut matrix = verify::matrix();
     matrix.paths = paths.to_vec();
+    start_matrix(pool, names, matrix).await
+}
+
+/// A campaign of `matrix` on the hosts named (every host when none), through the launcher.
+async fn start_matrix(pool: &PgPool, names: &[&str], matrix: cipherfleet_core::spec::Matrix) -> launch::Launched {
     let selector = Selector {
         host_names: names.iter().map(|n| n.to_string()).collect(),
         ..Selector::default()
@@ -294,22 +299,7 @@ async fn a_host_lacking_a_provider_skips_its_points_with_the_agents_reason() {
         providers: vec![Provider::Openssl, Provider::Kernel],
         seconds: 0.5,
     };
-    let selector = Selector::default();
-    let mut tx = pool.begin().await.unwrap();
-    let launched = launch::insert(
-        &mut tx,
-        &Launch {
-            points: &Points::Matrix(Box::new(matrix)),
-            selector: &selector,
-            name: "",
-            started_by: "tests",
-            online: None,
-            queued_ttl: campaigns::DEFAULT_QUEUED_TTL,
-        },
-    )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
+    let launched = start_matrix(&pool, &[], matrix).await;
     assert_eq!((launched.jobs, launched.points_skipped), (2, 6));
     let id = launched.campaign_id;
     let jobs = jobs::for_campaign(&pool, id).await.unwrap();
@@ -357,6 +347,7 @@ async fn a_host_lacking_a_provider_skips_its_points_with_the_agents_reason() {
         1
     );
     // A campaign's own record, added in its transaction.
+    let selector = Selector::default();
     let mut tx = pool.begin().await.unwrap();
     capabilities::record_providers(&mut tx, id, &[]).await.unwrap();
     let other = launch::insert(

@@ -17,17 +17,13 @@ pub(super) async fn openssl_with_and_without_aes_ni(app: &App) {
         providers: vec![v1::Provider::Openssl as i32],
         ..matrix(&["aes-128-gcm"], &[16 * 1024], 0.2)
     };
-    let request = v1::StartCampaignRequest {
-        points: Some(v1::start_campaign_request::Points::Matrix(points)),
-        hosts: Some(v1::HostSelector {
-            host_names: vec!["x86-aesni".into(), "x86-no-aesni".into()],
-            ..Default::default()
-        }),
-        started_by: "e2e".into(),
-        name: "openssl with and without AES-NI".into(),
-        ..Default::default()
-    };
-    let started = app.admin().await.start_campaign(request).await.unwrap().into_inner();
+    let started = app
+        .start_campaign_on(
+            "openssl with and without AES-NI",
+            points,
+            &["x86-aesni", "x86-no-aesni"],
+        )
+        .await;
     assert_eq!((started.jobs_created, started.points_skipped), (4, 0), "{started:?}");
     let status = app.wait_finished(&started.campaign_id, Duration::from_secs(300)).await;
     assert_eq!(status.overall.unwrap().failed, 0, "{:?}", status.failures);

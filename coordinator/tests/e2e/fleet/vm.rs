@@ -157,17 +157,7 @@ pub(super) async fn vm_kernels_measured_through_af_alg(app: &App) {
         providers: vec![v1::Provider::Kernel as i32],
         ..matrix(&["aes-128-cbc"], &[16 * 1024], 0.2)
     };
-    let request = v1::StartCampaignRequest {
-        points: Some(v1::start_campaign_request::Points::Matrix(points)),
-        hosts: Some(v1::HostSelector {
-            host_names: VM_HOSTS.iter().map(|h| h.to_string()).collect(),
-            ..Default::default()
-        }),
-        started_by: "e2e".into(),
-        name: "kernels through AF_ALG".into(),
-        ..Default::default()
-    };
-    let started = app.admin().await.start_campaign(request).await.unwrap().into_inner();
+    let started = app.start_campaign_on("kernels through AF_ALG", points, &VM_HOSTS).await;
     assert_eq!(started.jobs_created + started.points_skipped, 4, "{started:?}");
     let status = app.wait_finished(&started.campaign_id, Duration::from_secs(180)).await;
     let overall = status.overall.unwrap();
