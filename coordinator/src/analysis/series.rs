@@ -1,8 +1,11 @@
 //! Reason 5 over stored results: groups a host's results into series (one
-//! [`Point`]: a job spec and its path), runs the [`slow`] detectors on each, and folds what fired
-//! into one verdict per algorithm and kind — so a host with slow AES-GCM gets
-//! one finding per comparison, with its worst series as the headline, not one
-//! per payload size.
+//! [`Point`]: a job spec, its path and its provider), runs the [`slow`]
+//! detectors on each, and folds what fired into one verdict per provider,
+//! algorithm and kind — so a host with slow AES-GCM gets one finding per
+//! comparison, with its worst series as the headline, not one per payload
+//! size, and a slow OpenSSL is told apart from slow built-in crates. Each
+//! provider's series are compared with its own history, its own software
+//! path and the same provider on same-class peers only.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -10,6 +13,7 @@ use chrono::{DateTime, Utc};
 use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::{Path, PathUsed};
+use cipherfleet_core::provider::Provider;
 
 use super::robust::Spread;
 use super::slow::{self, SeriesSummary, SlowFinding, SlowKind, Thresholds};
@@ -44,10 +48,11 @@ pub struct SeriesVerdict {
     pub latest_snapshot: Option<i64>,
 }
 
-/// Reason 5 for one host, algorithm and kind.
+/// Reason 5 for one host, provider, algorithm and kind.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SlowVerdict {
     pub host_id: i64,
+    pub provider: Provider,
     pub algorithm: Algorithm,
     pub kind: SlowKind,
     /// The series with the lowest ratio.
@@ -90,9 +95,18 @@ impl<'a> HostSeries<'a> {
     /// The accelerated series in a stable order (algorithm name, then the
     /// rest of the point), so verdicts and their headlines do not depend on hashing.
     fn accelerated_in_order(&self) -> Vec<((&'a Point, PathUsed), &Vec<&'a Observation>)> {
-        type Order = (&'static str, &'static str, u64, u32, Option<u32>, &'static str);
+        type Order = (
+            &'static str,
+            &'static str,
+            &'static str,
+            u64,
+            u32,
+            Option<u32>,
+            &'static str,
+        );
         let order = |p: &Point| -> Order {
             (
+                p.provider.as_str(),
                 p.algorithm.name(),
                 p.direction.as_str(),
                 p.size_bytes,
@@ -222,14 +236,32 @@ impl PeerSummaries {
     }
 }
 
+/// What a slow finding is about: the algorithm, with its provider unless it
+/// is the built-in one (`openssl/aes-128-gcm`), so the findings stored before
+/// providers keep their subject and each provider's verdict is its own finding.
+pub fn slow_subject(provider: Provider, algorithm: Algorithm) -> String {
+    if provider.is_rustcrypto() {
+        algorithm.name().to_string()
+    } else {
+        format!("{provider}/{}", algorithm.name())
+    }
+}
+
+/// The algorithm a [`slow_subject`] names.
+pub fn subject_algorithm(subject: &str) -> &str {
+    subject.rsplit_once('/').map_or(subject, |(_, algorithm)| algorithm)
+}
+
 /// Reason 5 for `host_id`, whose series are `mine`, against the medians of
 /// its same-class `peers` (its own, if there, left out).
 pub fn slow_verdicts(host_id: i64, mine: &HostSeries, peers: &PeerMedians, t: &Thresholds) -> Vec<SlowVerdict> {
-    let mut by_kind: BTreeMap<(&'static str, &'static str), (Algorithm, SlowKind, Vec<SeriesVerdict>)> =
-        BTreeMap::new();
-    let mut checked: BTreeMap<&str, usize> = BTreeMap::new();
+    type Group = (&'static str, &'static str, &'static str);
+    let mut by_kind: BTreeMap<Group, (Provider, Algorithm, SlowKind, Vec<SeriesVerdict>)> = BTreeMap::new();
+    let mut checked: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for ((key, used), series) in mine.accelerated_in_order() {
-        *checked.entry(key.algorithm.name()).or_default() += 1;
+        *checked
+            .entry((key.provider.as_str(), key.algorithm.name()))
+            .or_default() += 1;
         let accelerated = values(series);
         let mut found: Vec<(SlowFinding, f64)> = Vec::new();
         let software_twin = Point {
@@ -238,7 +270,10 @@ pub fn slow_verdicts(host_id: i64, mine: &HostSeries, peers: &PeerMedians, t: &T
         };
         // A partial path sits between the two by nature: only a fully
         // accelerated one is expected to be clearly faster than software.
+        // OpenSSL's own case is `openssl-no-acceleration`, which names its
+        // cause (a no-asm build, a CPU it does not know): not said twice.
         if used == PathUsed::Accelerated
+            && key.provider != Provider::Openssl
             && key.size_bytes >= t.near_software_min_size_bytes
             && let Some(software) = mine.software.get(&software_twin)
             && let Some(f) = slow::near_software(&accelerated, &values(software), t)
@@ -264,19 +299,23 @@ pub fn slow_verdicts(host_id: i64, mine: &HostSeries, peers: &PeerMedians, t: &T
                 latest_snapshot: series.last().and_then(|p| p.snapshot_id),
             };
             by_kind
-                .entry((key.algorithm.name(), finding.kind.as_str()))
-                .or_insert_with(|| (key.algorithm, finding.kind, Vec::new()))
-                .2
+                .entry((key.provider.as_str(), key.algorithm.name(), finding.kind.as_str()))
+                .or_insert_with(|| (key.provider, key.algorithm, finding.kind, Vec::new()))
+                .3
                 .push(verdict);
         }
     }
     by_kind
         .into_values()
-        .map(|(algorithm, kind, mut flagged)| {
+        .map(|(provider, algorithm, kind, mut flagged)| {
             flagged.sort_by(|a, b| a.finding.ratio.total_cmp(&b.finding.ratio));
             SlowVerdict {
                 host_id,
-                series_checked: checked.get(algorithm.name()).copied().unwrap_or(0),
+                series_checked: checked
+                    .get(&(provider.as_str(), algorithm.name()))
+                    .copied()
+                    .unwrap_or(0),
+                provider,
                 algorithm,
                 kind,
                 headline: flagged[0].clone(),
@@ -411,6 +450,64 @@ mod tests {
         for (name, points, want) in cases {
             assert_eq!(kinds(&verdicts(&points, &[])), want, "{name}");
         }
+    }
+
+    /// `point` on `provider`.
+    fn on(provider: Provider, point: Point) -> Point {
+        Point { provider, ..point }
+    }
+
+    #[test]
+    fn each_provider_is_judged_on_its_own_series_and_peers() {
+        let gcm = key("aes-128-gcm", 16384);
+        let (openssl, ring) = (on(Provider::Openssl, gcm), on(Provider::Ring, gcm));
+        let found = |points: &[Vec<Observation>], peers: &[i64]| -> Vec<(String, SlowKind)> {
+            verdicts(&points.concat(), peers)
+                .iter()
+                .map(|v| (slow_subject(v.provider, v.algorithm), v.kind))
+                .collect()
+        };
+        // The host's OpenSSL fell to a third in its latest result; its
+        // built-in crates did not: one finding, about OpenSSL.
+        let mine = [
+            series(1, &gcm, false, &[2000.0; 6]),
+            series(1, &openssl, false, &[4000.0, 4100.0, 3900.0, 4050.0, 3950.0, 1200.0]),
+        ];
+        assert_eq!(
+            found(&mine, &[]),
+            vec![("openssl/aes-128-gcm".into(), SlowKind::DroppedVsHistory)]
+        );
+        // ring on three peers at 8,000 MB/s is no reference for this host's
+        // built-in crates at 2,000, nor for its ring when it has none; the
+        // same host's ring at 3,000 is below them.
+        let peers: Vec<Vec<Observation>> = (2..=4)
+            .map(|h| {
+                [
+                    series(h, &ring, false, &[8000.0; 3]),
+                    series(h, &gcm, false, &[2000.0; 3]),
+                ]
+                .concat()
+            })
+            .collect();
+        let without_ring = [&mine[..1], &peers[..]].concat();
+        assert_eq!(found(&without_ring, &[2, 3, 4]), vec![]);
+        let with_ring = [
+            &[mine[0].clone(), series(1, &ring, false, &[3000.0; 3])][..],
+            &peers[..],
+        ]
+        .concat();
+        assert_eq!(
+            found(&with_ring, &[2, 3, 4]),
+            vec![("ring/aes-128-gcm".into(), SlowKind::BelowPeers)]
+        );
+        // OpenSSL at its own masked speed is `openssl-no-acceleration`'s to say.
+        let masked = [
+            series(1, &openssl, false, &[900.0; 4]),
+            series(1, &openssl, true, &[880.0; 4]),
+        ];
+        assert_eq!(found(&masked, &[]), vec![]);
+        assert_eq!(subject_algorithm("openssl/aes-128-gcm"), "aes-128-gcm");
+        assert_eq!(subject_algorithm("aes-128-gcm"), "aes-128-gcm");
     }
 
     /// The same results, run partly in software.

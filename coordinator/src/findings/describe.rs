@@ -268,7 +268,7 @@ fn slow_finding(v: SlowVerdict, emulated: bool, t: &Thresholds) -> Derived {
             host_id: v.host_id,
             reason: "slow-accelerated".into(),
             kind: Some(v.kind.as_str().into()),
-            subject: v.algorithm.name().to_string(),
+            subject: series::slow_subject(v.provider, v.algorithm),
             severity: slow_severity(v.kind),
             first_seen: None,
             evidence,
@@ -448,7 +448,12 @@ fn openssl_unaccelerated_summary(points: &[String], facts: &crate::domain::facts
 fn slow_summary(v: &SlowVerdict, emulated: bool) -> String {
     let h = &v.headline;
     let s = &h.series;
-    let point = format!("{} {} B {}", s.algorithm, s.size_bytes, s.direction);
+    // Another provider than the built-in crates is named: its figures are
+    // that library's (or the kernel's), not the agent's.
+    let point = match s.provider {
+        p if p.is_rustcrypto() => format!("{} {} B {}", s.algorithm, s.size_bytes, s.direction),
+        p => format!("{} {} B {} on the {p} provider", s.algorithm, s.size_bytes, s.direction),
+    };
     let (value, reference, ratio) = (h.finding.value_mb_s, h.finding.reference_mb_s, h.finding.ratio);
     // A drop too large to be noise fires from one result: say so.
     let one = if h.finding.results == 1 {

@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use super::Outcome;
 use super::describe::{self, Anchor, Derived};
 use crate::analysis::fallback::CpuGroups;
+use crate::analysis::series;
 use crate::store;
 use crate::store::findings::{self as stored, Finding, NewFinding};
 use crate::store::snapshots::{self, Snapshot};
@@ -36,7 +37,9 @@ impl HostChanges {
     /// the pass's hosts). A pass over some algorithms leaves the slow findings
     /// of the others alone.
     pub fn new(host_id: i64, derived: Vec<Derived>, open: &[Finding], only: Option<&BTreeSet<String>>) -> Self {
-        let in_scope = |f: &Finding| f.reason != "slow-accelerated" || only.is_none_or(|a| a.contains(&f.subject));
+        let in_scope = |f: &Finding| {
+            f.reason != "slow-accelerated" || only.is_none_or(|a| a.contains(series::subject_algorithm(&f.subject)))
+        };
         let stored: Vec<&Finding> = open.iter().filter(|f| f.host_id == host_id && in_scope(f)).collect();
         let gone = stored
             .iter()

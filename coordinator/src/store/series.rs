@@ -63,11 +63,13 @@ pub async fn current_facts(db: impl PgExecutor<'_>) -> Result<Vec<CurrentFacts>>
 
 /// The latest `per_series` results of every series of `hosts` (only
 /// `algorithms` when given, by name; only series on `path` when given), by
-/// host, each series' oldest first.
+/// host, each series' oldest first. A series is one point on one provider:
+/// each provider's regressions are judged on its own results.
 ///
-/// Read from the index `results_series` alone (migration 0020), so a chunk
-/// of hosts costs its index entries rather than a heap page per result, and
-/// sent as one row per series with its results in arrays.
+/// Read from the index `results_series` alone (migration 0020; the provider
+/// is among its included columns since 0036, so a series' providers are told
+/// apart by a sort within each point's entries, not a heap page per result),
+/// and sent as one row per series with its results in arrays.
 pub async fn latest_points(
     db: impl PgExecutor<'_>,
     hosts: &[i64],
@@ -80,20 +82,20 @@ pub async fn latest_points(
     }
     let algorithms: Option<Vec<&String>> = algorithms.map(|a| a.iter().collect());
     let series: Vec<SeriesRow> = sqlx::query_as(
-        "SELECT host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, \
+        "SELECT host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, provider, \
              array_agg(path_used ORDER BY created_at, id) AS path_used, \
              array_agg(throughput_mb_s ORDER BY created_at, id) AS throughput_mb_s, \
              array_agg(created_at ORDER BY created_at, id) AS created_at, \
              array_agg(snapshot_id ORDER BY created_at, id) AS snapshot_id \
          FROM (SELECT host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, \
-                   path_used, throughput_mb_s, created_at, snapshot_id, id, \
+                   provider, path_used, throughput_mb_s, created_at, snapshot_id, id, \
                    row_number() OVER (PARTITION BY host_id, algorithm, direction, size_bytes, threads, \
-                       concurrency, key_mode, path, nonce ORDER BY created_at DESC, id DESC) AS newest \
+                       concurrency, key_mode, path, nonce, provider ORDER BY created_at DESC, id DESC) AS newest \
                FROM results WHERE host_id = ANY($1) AND ($2::text[] IS NULL OR algorithm = ANY($2)) \
-                   AND ($3::text IS NULL OR path = $3) AND provider = 'rustcrypto') r \
+                   AND ($3::text IS NULL OR path = $3)) r \
          WHERE newest <= $4 \
-         GROUP BY host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce \
-         ORDER BY host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce",
+         GROUP BY host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, provider \
+         ORDER BY host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, provider",
     )
     .bind(hosts)
     .bind(algorithms)

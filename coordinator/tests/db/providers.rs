@@ -4,8 +4,12 @@
 //! medians over hosts, ranked against the fastest provider, with each
 //! provider's fallback cost; an emulated host is never the fastest.
 
+use std::collections::BTreeSet;
+
 use cipherfleet_coordinator::domain::labels::Labels;
+use cipherfleet_coordinator::findings::{Work, derive, derive_fleet};
 use cipherfleet_coordinator::report::providers::{self, ProviderRow};
+use cipherfleet_coordinator::store::findings;
 use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::provider::Provider;
 
@@ -132,4 +136,87 @@ async fn the_capacity_planner_reads_the_chosen_providers_points() {
     let crates = capacity::points(pool, filter(Provider::RustCrypto)).await.unwrap();
     assert_eq!(figures(crates), [(Provider::RustCrypto, 2500.0)]);
     assert!(capacity::points(pool, filter(Provider::Ring)).await.unwrap().is_empty());
+}
+
+/// Each provider's regressions are its own: a host whose OpenSSL runs at a
+/// third of the same OpenSSL on its same-class peers gets a `slow-accelerated`
+/// finding about OpenSSL (`openssl/aes-256-gcm`), while its built-in crates,
+/// at their peers' speed, get none; and a per-result pass over the algorithm
+/// keeps it, as it keeps the built-in crates' findings.
+#[tokio::test]
+async fn each_providers_regressions_are_found_against_the_same_provider_on_peers() {
+    let pool = fresh_db().await;
+    let pool = &pool;
+    let cpu = with_features(&["aes", "pclmulqdq", "avx"]);
+    let mut hosts = Vec::new();
+    for name in ["p1", "p2", "p3", "slow-openssl"] {
+        hosts.push(hello(pool, name, None, &cpu).await);
+    }
+    const K16: i64 = 16384;
+    let mut results = Vec::new();
+    for (i, &host) in hosts.iter().enumerate() {
+        let openssl = if i == 3 { 1300.0 } else { 4000.0 + 100.0 * i as f64 };
+        for hours_ago in 0..3 {
+            let wobble = 1.0 + 0.01 * hours_ago as f64;
+            results.push((
+                host,
+                "openssl",
+                "accelerated",
+                "accelerated",
+                openssl * wobble,
+                K16,
+                1,
+                hours_ago,
+            ));
+            results.push((
+                host,
+                "rustcrypto",
+                "accelerated",
+                "accelerated",
+                2000.0 * wobble,
+                K16,
+                1,
+                hours_ago,
+            ));
+        }
+    }
+    store_provider_results(pool, &results).await;
+
+    derive_fleet(pool).await.unwrap();
+    let open = findings::list_open(pool).await.unwrap();
+    let slow: Vec<(&str, &str, Option<&str>, &str)> = open
+        .iter()
+        .map(|f| {
+            (
+                f.host_name.as_str(),
+                f.reason.as_str(),
+                f.kind.as_deref(),
+                f.subject.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        slow,
+        [(
+            "slow-openssl",
+            "slow-accelerated",
+            Some("below-peers"),
+            "openssl/aes-256-gcm"
+        )],
+        "{open:#?}"
+    );
+    let f = &open[0];
+    assert!(f.summary.contains("on the openssl provider"), "{}", f.summary);
+    assert_eq!(f.evidence["series"]["provider"], "openssl");
+    let reference = f.evidence["reference_mb_s"].as_f64().unwrap();
+    assert!(
+        (4000.0..4300.0).contains(&reference),
+        "the same provider's peers, not the built-in crates': {reference}"
+    );
+
+    // The per-result pass of that host and algorithm judges it again: it stays.
+    let work = Work::Hosts([(hosts[3], Some(BTreeSet::from(["aes-256-gcm".to_string()])))].into());
+    let o = derive(pool, &work).await.unwrap();
+    assert_eq!((o.opened, o.resolved), (0, 0), "{o:?}");
+    assert_eq!(findings::list_open(pool).await.unwrap().len(), 1);
 }

@@ -121,6 +121,10 @@ fn series_text(o: &serde_json::Map<String, Value>) -> String {
         parts.push(format!("{c} in flight"));
     }
     parts.push(format!("{} key", text("key_mode")));
+    // Left out for the built-in crates (as in every stored point).
+    if let Some(provider) = o.get("provider").and_then(Value::as_str) {
+        parts.push(format!("on {provider}"));
+    }
     parts.join(", ")
 }
 
