@@ -142,6 +142,29 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
         assert!(page.body.contains(provider), "/providers names {provider}");
     }
 
+    // The host page lists every provider's results, each other than the
+    // built-in crates marked with its provider; its chart and the plain
+    // pages say whose figures they show.
+    let host_id: i64 = sqlx::query_scalar("SELECT host_id FROM results LIMIT 1")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    let page = app.get(&format!("/hosts/{host_id}")).await;
+    assert_eq!(page.status, 200);
+    for provider in ["openssl", "ring"] {
+        let mark = format!(r#"<span class="cv provider">on {provider}</span>"#);
+        assert!(page.body.contains(&mark), "{mark} on the host page");
+    }
+    assert!(!page.body.contains("on rustcrypto"));
+    for path in [format!("/hosts/{host_id}"), "/compare".into(), "/fallback".into()] {
+        let page = app.get(&path).await;
+        assert!(
+            page.body
+                .contains("Measured on the crates built into the agent (RustCrypto)"),
+            "{path} says whose figures it shows"
+        );
+    }
+
     // Capacity planned for a service on the host's OpenSSL uses OpenSSL's figure.
     let plan = app
         .get("/api/v1/capacity?algorithm=aes-128-gcm&size=1024&provider=openssl")
