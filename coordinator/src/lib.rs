@@ -19,7 +19,8 @@
 //!    (connected hosts and dispatch, one job at a time per host), [`findings`]
 //!    (the deriver), [`watch`] (schedules, verification on change, the
 //!    webhook), [`cluster`] (several coordinators on one database), [`seen`]
-//!    (hosts' `last_seen`, coalesced), [`launch`] (points × selector → a campaign).
+//!    (hosts' `last_seen`, coalesced), [`launch`] (points × selector → a campaign),
+//!    [`retention`] (raw results past `--keep-raw` folded into daily and monthly summaries).
 //! 7. The boundaries: [`grpc`] (the agents' session stream, the admin API),
 //!    [`web`] (the HTML report, its CSV/JSON API, `/healthz`), [`metrics`]
 //!    (`/metrics` in the Prometheus text format).
@@ -38,6 +39,7 @@ pub mod launch;
 pub mod metrics;
 pub mod pg;
 pub mod report;
+pub mod retention;
 pub mod scheduler;
 pub mod seen;
 pub mod server;

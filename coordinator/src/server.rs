@@ -31,6 +31,7 @@ use crate::guard::auth::FailedAuth;
 use crate::guard::conn::{Connections, Timeouts};
 use crate::ingest::Ingest;
 use crate::report::refresh::{self, Wanted};
+use crate::retention::{self, Retention};
 use crate::scheduler::{self, Scheduler};
 use crate::seen::LastSeen;
 use crate::store::coordinators::Listener;
@@ -66,6 +67,8 @@ pub struct ServeConfig {
     pub report: web::Access,
     /// How results are batched and how many may wait (`--ingest-queue`).
     pub ingest: ingest::Config,
+    /// `--keep-raw` and `--keep-daily` ([`crate::retention`]).
+    pub retention: Retention,
     /// `--max-connections` and `--max-sessions` as given, fitted to the
     /// open-files limit at start ([`limits::Caps::fit`]).
     pub max_connections: Option<usize>,
@@ -127,6 +130,8 @@ pub struct App {
     pub watch: Watch,
     /// How results are batched and how many may wait ([`crate::ingest`]).
     pub ingest: ingest::Config,
+    /// How long results are kept raw, then as daily summaries ([`crate::retention`]).
+    pub retention: Retention,
 }
 
 /// Starts the database (private cluster or URL), binds, prints the bound
@@ -213,6 +218,7 @@ pub async fn serve(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         heartbeat: config.heartbeat,
         watch,
         ingest: config.ingest,
+        retention: config.retention,
     };
     let guards = Guards {
         warn_plaintext: config.tls.is_none() && config.insecure_plaintext,
@@ -318,6 +324,12 @@ pub async fn run_guarded(
     if let Some(tls) = tls {
         builder = builder.tls_config(tls).context("setting up TLS")?;
     }
+    let retention = tokio::spawn(retention::run(
+        pool.clone(),
+        leader.clone(),
+        app.retention,
+        shutdown.clone(),
+    ));
     let sweeper = tokio::spawn(sweep(pool.clone(), scheduler.clone(), leader, shutdown.clone()));
     let leases = tokio::spawn(cluster::renew_leases(
         pool.clone(),
@@ -393,6 +405,7 @@ pub async fn run_guarded(
     };
     shutdown.cancel();
     let _ = sweeper.await;
+    let _ = retention.await;
     let _ = leases.await;
     let _ = wake.await;
     let _ = schedules.await;

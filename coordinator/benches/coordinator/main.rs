@@ -119,6 +119,8 @@ async fn bench(db_url: &str, dir: &Path, part: Part, agent: Option<&Path>) {
             webhook: None,
         },
         ingest: Default::default(),
+        // Nothing in a fresh database is old enough to fold; no pass beside the bench.
+        retention: cipherfleet_coordinator::retention::Retention::FOREVER,
     };
     let shutdown = CancellationToken::new();
     let coordinator = tokio::spawn(server::run(app, listener, None, shutdown.clone()));

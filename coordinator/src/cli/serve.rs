@@ -15,7 +15,9 @@ use crate::domain::auth::Token;
 use crate::grpc::agent::pace::Pace;
 use crate::grpc::limits;
 use crate::guard::conn::Timeouts;
+use crate::retention::{self, Retention};
 use crate::server::{self, ServeConfig};
+use crate::watch::timing;
 use crate::{ingest, tls, web};
 
 /// Flags of `serve`.
@@ -129,8 +131,69 @@ pub struct ServeArgs {
     /// (keep-alive) before it is closed. An agent's session is one long request: it stays.
     #[arg(long, value_name = "SECONDS", default_value_t = limits::DEFAULT_TIMEOUTS.idle.as_secs_f64(), value_parser = timeout_seconds)]
     idle_timeout: f64,
+    /// How long raw results (every sample, percentile and the measurement document) are kept:
+    /// older ones fold into one summary per point and UTC day (count, median, p10/p90, min/max,
+    /// path mix) that the host page's history reads, hourly on one coordinator of a cluster.
+    /// The latest result of every point is kept raw whatever its age. E.g. 30d, 12w is not
+    /// accepted (s, m, h, d only); `forever` keeps every result raw. See docs/operations.md, "Retention".
+    #[arg(long, value_name = "DURATION|forever", default_value = "90d", value_parser = keep_raw)]
+    keep_raw: Keep,
+    /// How long daily summaries are kept before they fold into one per month; at least --keep-raw.
+    /// `forever` keeps them daily. Default: 730d, or --keep-raw when that is longer.
+    #[arg(long, value_name = "DURATION|forever", value_parser = keep_daily)]
+    keep_daily: Option<Keep>,
     #[command(flatten)]
     pub(super) watch: watch_args::WatchArgs,
+}
+
+/// A retention window as given: `None` is `forever`.
+#[derive(Debug, Clone, Copy)]
+struct Keep(Option<chrono::Duration>);
+
+fn keep(flag: &'static str, s: &str) -> Result<Keep, String> {
+    if s.trim() == "forever" {
+        return Ok(Keep(None));
+    }
+    let seconds = timing::parse_duration(flag, s).map_err(|e| e.to_string())?;
+    if seconds < 86_400 {
+        return Err(format!(
+            "{s:?}: at least a day (1d), or `forever`; summaries are per UTC day"
+        ));
+    }
+    Ok(Keep(Some(chrono::Duration::seconds(seconds))))
+}
+
+fn keep_raw(s: &str) -> Result<Keep, String> {
+    keep("--keep-raw", s)
+}
+
+fn keep_daily(s: &str) -> Result<Keep, String> {
+    keep("--keep-daily", s)
+}
+
+/// `--keep-raw` and `--keep-daily` together: daily summaries are made of
+/// raw results past their window, so they cannot be folded sooner.
+fn retention(args: &ServeArgs) -> anyhow::Result<Retention> {
+    let keep_daily = match args.keep_daily {
+        Some(Keep(given)) => given,
+        None => {
+            let default = chrono::Duration::days(retention::DEFAULT_KEEP_DAILY_DAYS);
+            Some(args.keep_raw.0.map_or(default, |raw| raw.max(default)))
+        }
+    };
+    let r = Retention {
+        keep_raw: args.keep_raw.0,
+        keep_daily,
+    };
+    match (r.keep_raw, r.keep_daily) {
+        (Some(raw), Some(daily)) if daily < raw => anyhow::bail!(
+            "--keep-daily ({} days) is shorter than --keep-raw ({} days): daily summaries are made of raw \
+             results past --keep-raw, so --keep-daily must be at least as long",
+            daily.num_days(),
+            raw.num_days()
+        ),
+        _ => Ok(r),
+    }
 }
 
 /// The URL as given; held as a [`Secret`] because it usually carries a password.
@@ -217,6 +280,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let report = web::Access::new(&args.http_allowed_hosts, report_token).map_err(anyhow::Error::msg)?;
+    let retention = retention(&args)?;
     let config = ServeConfig {
         grpc_listen: args.grpc_listen,
         http_listen: Some(args.http_listen),
@@ -234,6 +298,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         self_signed_ca: self_signed.map(|files| files.ca),
         report,
         watch: args.watch.load()?,
+        retention,
         ingest: ingest::Config {
             queue: args.ingest_queue,
             batch: args.ingest_batch,
@@ -289,6 +354,39 @@ mod tests {
         match Cli::try_parse_from(argv).expect("serve parses").command {
             Command::Serve(args) => *args,
             _ => unreachable!("serve was asked for"),
+        }
+    }
+
+    #[test]
+    fn retention_windows_parse_and_name_what_is_wrong() {
+        let r = retention(&serve_args(&[])).unwrap();
+        assert_eq!(r, Retention::default());
+        let r = retention(&serve_args(&["--keep-raw", "30d", "--keep-daily", "forever"])).unwrap();
+        assert_eq!((r.keep_raw, r.keep_daily), (Some(chrono::Duration::days(30)), None));
+        assert_eq!(
+            retention(&serve_args(&["--keep-raw", "forever"])).unwrap().keep_raw,
+            None
+        );
+        let long = retention(&serve_args(&["--keep-raw", "800d"])).unwrap();
+        assert_eq!(
+            long.keep_daily, long.keep_raw,
+            "the daily default follows a longer --keep-raw"
+        );
+        let e = retention(&serve_args(&["--keep-raw", "400d", "--keep-daily", "100d"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--keep-daily (100 days) is shorter than --keep-raw (400 days)"),
+            "{e}"
+        );
+        for (bad, said) in [("12h", "at least a day"), ("3x", "--keep-raw"), ("", "--keep-raw")] {
+            let mut argv = vec!["cipherfleet-coordinator", "serve", "--keep-raw", bad];
+            argv.truncate(4);
+            let Err(e) = Cli::try_parse_from(argv) else {
+                panic!("{bad:?} accepted");
+            };
+            let e = e.to_string();
+            assert!(e.contains(said), "{bad:?}: {e}");
         }
     }
 

@@ -17,6 +17,7 @@
 //! - [`jobs`]: the queue — claim, start, fail, requeue after a lost agent.
 //! - [`results`]: idempotent result writes; one stored result, the total.
 //! - [`points`]: points as bind arrays, and the latest result of each point on each host (what the report reads).
+//! - [`rollups`]: results past the raw window folded into daily and monthly summaries, and a host's history read from both.
 //! - [`findings`]: derived findings, open and resolved, and their counts.
 //! - [`series`]: what the finding deriver reads — current facts, latest results per series, what ran last per accelerated point.
 //! - [`schedules`]: schedules, their due times and firings.
@@ -36,6 +37,7 @@ pub mod leases;
 pub mod outbox;
 pub mod points;
 pub mod results;
+pub mod rollups;
 pub mod schedules;
 pub mod schema;
 pub mod series;

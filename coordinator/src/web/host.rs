@@ -23,6 +23,7 @@ use super::host_facts::{
     Fact, FactChange, FeatureRow, KernelDriverRow, fact_changes, facts_table, feature_rows, features_checked,
     kernel_drivers, openssl_facts,
 };
+use super::host_history;
 use super::hosts::label_texts;
 use super::paging::{Pager, parse_id};
 use super::svg::{LineChart, XAxis, time_x};
@@ -33,6 +34,7 @@ use crate::domain::memory::StoredMemory;
 use crate::report::host_results::{self, HostResult, ThroughputSample};
 use crate::store::findings::{self, Finding};
 use crate::store::hosts::{self, Host, HostWithFacts};
+use crate::store::rollups;
 use crate::store::snapshots::{self, Snapshot};
 
 /// Results per page on the host page, and per request of the API: a busy
@@ -42,7 +44,7 @@ const API_PER_PAGE: u64 = 1000;
 
 /// The series of the host's history chart: the algorithms capacity questions
 /// are asked about, at the object-storage chunk size.
-const KEY_ALGORITHMS: [&str; 5] = [
+pub(super) const KEY_ALGORITHMS: [&str; 5] = [
     "aes-256-gcm",
     "aes-128-gcm",
     "chacha20-poly1305",
@@ -50,7 +52,7 @@ const KEY_ALGORITHMS: [&str; 5] = [
     "aes-128-cbc-hmac-sha256",
 ];
 /// 16 KiB: large enough to measure the cipher rather than per-call overhead.
-const KEY_SIZE: i64 = 16 * 1024;
+pub(super) const KEY_SIZE: i64 = 16 * 1024;
 /// Latest points per algorithm drawn.
 const CHART_POINTS: i64 = 200;
 
@@ -209,6 +211,8 @@ struct HostPage {
     findings: Vec<FindingView>,
     /// Built by [`LineChart::render`], which escapes every text it places.
     chart: String,
+    /// The whole history, daily or monthly ([`host_history`]); `None` until there are two periods.
+    history_chart: Option<String>,
     results: Vec<ResultView>,
     /// "showing 1–50 of N" for the results table.
     summary: String,
@@ -229,7 +233,7 @@ fn current_snapshot<'a>(host: &Host, history: &'a [Snapshot]) -> Option<&'a Snap
 }
 
 /// The host or a 404 page naming the id.
-async fn host_or_404(state: &WebState, raw_id: &str) -> Result<Host, WebError> {
+pub(super) async fn host_or_404(state: &WebState, raw_id: &str) -> Result<Host, WebError> {
     let id = parse_id(raw_id, "host")?;
     hosts::get(&state.pool, id)
         .await?
@@ -269,6 +273,7 @@ async fn page(
     let pager = Pager::new(page, PER_PAGE, total as u64);
     let results = host_results::list(&state.pool, host.id, PER_PAGE as i64, pager.offset() as i64).await?;
     let series = host_results::key_series(&state.pool, host.id, &KEY_ALGORITHMS, KEY_SIZE, CHART_POINTS).await?;
+    let whole_history = rollups::history(&state.pool, host.id, &KEY_ALGORITHMS, KEY_SIZE).await?;
     let base = format!("/hosts/{}", host.id);
 
     let view = HostPage {
@@ -288,6 +293,7 @@ async fn page(
         changes: fact_changes(&history),
         findings: findings.iter().map(FindingView::new).collect(),
         chart: key_chart(&series),
+        history_chart: host_history::chart(&whole_history, &KEY_ALGORITHMS, KEY_SIZE as u64),
         results: results.iter().map(ResultView::new).collect(),
         summary: pager.summary(),
         prev: pager.prev_href(&base, &[]),
@@ -302,7 +308,7 @@ async fn page(
 fn key_chart(samples: &[ThroughputSample]) -> String {
     let mut chart = LineChart::new(
         format!(
-            "Key algorithms over time: {} encrypt, 1 thread, accelerated path",
+            "Key algorithms over time: {} encrypt, 1 thread, accelerated path; each result (the latest {CHART_POINTS})",
             format::bytes(KEY_SIZE as u64)
         ),
         XAxis::Time,

@@ -38,6 +38,7 @@ mod fallback;
 pub mod format;
 mod host;
 mod host_facts;
+mod host_history;
 pub(crate) mod hosts;
 mod listener;
 mod modes;
@@ -93,6 +94,7 @@ pub fn router(state: WebState) -> Router {
         .merge(modes::routes())
         .merge(fallback::routes())
         .merge(host::routes())
+        .merge(host_history::routes())
         .merge(result::routes())
         .merge(overview::routes())
         .merge(campaigns::routes())

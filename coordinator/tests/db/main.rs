@@ -16,5 +16,6 @@ mod jobs;
 mod migrations;
 mod providers;
 mod results;
+mod retention;
 mod tls;
 mod upgrade;

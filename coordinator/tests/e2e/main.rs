@@ -39,6 +39,7 @@ mod report_fleet;
 mod report_memory;
 mod report_paging;
 mod report_providers;
+mod retention;
 mod scenarios;
 mod simulate;
 mod tls;

@@ -21,5 +21,6 @@ mod jobs;
 mod leases;
 mod report;
 mod results;
+mod rollups;
 mod view_summaries;
 mod watch;

@@ -1,0 +1,65 @@
+//! rollups: the folds retention runs and the history the host page reads.
+
+use chrono::{Duration, Utc};
+use cipherfleet_coordinator::store::rollups;
+
+use super::fixture::populate;
+
+#[tokio::test]
+async fn an_old_result_folds_into_its_day_then_its_month_and_the_history_reads_each() {
+    let f = populate().await;
+    let pool = &f.pool;
+    let old = &f.bench_accelerated;
+    let mb_s = old.figures().throughput_mb_s;
+    // A hundred days old, and no longer the latest of its point.
+    sqlx::query("UPDATE results SET created_at = now() - interval '100 days' WHERE id = $1")
+        .bind(old.result)
+        .execute(pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM result_points WHERE result_id = $1")
+        .bind(old.result)
+        .execute(pool)
+        .await
+        .unwrap();
+    let now = Utc::now();
+
+    let day = rollups::oldest_day(pool, now - Duration::days(90))
+        .await
+        .unwrap()
+        .expect("a day to fold");
+    assert!(
+        day <= now - Duration::days(99) && day > now - Duration::days(101),
+        "{day}"
+    );
+    assert_eq!(
+        rollups::oldest_day(pool, now - Duration::days(101)).await.unwrap(),
+        None
+    );
+    let folded = rollups::fold_day(pool, day).await.unwrap();
+    assert_eq!((folded.removed, folded.summaries), (1, 1));
+    let history = rollups::history(pool, f.bench, &["aes-256-gcm"], 16384).await.unwrap();
+    let row = history.iter().find(|r| r.period_start == day).expect("the folded day");
+    assert_eq!(
+        (
+            row.resolution.as_str(),
+            row.results,
+            row.median_mb_s,
+            row.min_mb_s,
+            row.accelerated
+        ),
+        ("day", 1, mb_s, mb_s, 1)
+    );
+
+    let month = rollups::oldest_month(pool, now)
+        .await
+        .unwrap()
+        .expect("a month to fold");
+    assert!(month <= day);
+    assert_eq!(rollups::oldest_month(pool, month).await.unwrap(), None);
+    let folded = rollups::fold_month(pool, month, now).await.unwrap();
+    assert_eq!((folded.removed, folded.summaries), (1, 1));
+    let history = rollups::history(pool, f.bench, &["aes-256-gcm"], 16384).await.unwrap();
+    let row = history.iter().find(|r| r.resolution == "month").expect("the month");
+    assert_eq!((row.period_start, row.results, row.max_mb_s), (month, 1, mb_s));
+}

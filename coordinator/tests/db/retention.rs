@@ -1,0 +1,192 @@
+//! Retention (`retention::pass`, migrations/0037) on a real PostgreSQL:
+//! raw results past the raw window fold into one summary per point and UTC
+//! day whose count, median, quantiles, min, max and path mix are those of the
+//! results they replace; days past the daily window fold into months; the
+//! latest result of every point stays raw; a second pass folds nothing; a
+//! kept result folded later merges into its day; and a host's history reads
+//! every result once, whatever its resolution.
+
+use chrono::{DateTime, Duration, Utc};
+use cipherfleet_coordinator::retention::{self, Retention};
+use cipherfleet_coordinator::store::rollups;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::helpers::{fresh_db, hello, store_provider_results, with_features};
+
+/// Per (size, period): results, median, min, max, accelerated — from `results` before a pass.
+type Expected = Vec<(i64, DateTime<Utc>, i64, f64, f64, f64, i64)>;
+
+async fn expected_days(pool: &PgPool, from: DateTime<Utc>, before: DateTime<Utc>) -> Expected {
+    sqlx::query_as(
+        "SELECT size_bytes, date_trunc('day', created_at, 'UTC'), count(*), \
+             percentile_cont(0.5) WITHIN GROUP (ORDER BY throughput_mb_s), min(throughput_mb_s), \
+             max(throughput_mb_s), count(*) FILTER (WHERE path_used = 'accelerated') \
+         FROM results r WHERE created_at >= $1 AND created_at < $2 \
+             AND NOT EXISTS (SELECT 1 FROM result_points p WHERE p.result_id = r.id) \
+         GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .bind(from)
+    .bind(before)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+async fn stored(pool: &PgPool, resolution: &str) -> Expected {
+    sqlx::query_as(
+        "SELECT size_bytes, period_start, results::bigint, median_mb_s, min_mb_s, max_mb_s, accelerated::bigint \
+         FROM result_rollups WHERE resolution = $1 ORDER BY 1, 2",
+    )
+    .bind(resolution)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+async fn count(pool: &PgPool, sql: &'static str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
+}
+
+#[tokio::test]
+async fn raw_results_fold_into_days_then_months_and_the_latest_of_each_point_stays() {
+    let pool = fresh_db().await;
+    let pool = &pool;
+    let host = hello(pool, "long-lived", None, &with_features(&["aes", "pclmulqdq", "avx"])).await;
+    const K16: i64 = 16384;
+    // 16 KiB: three results a day for 200 days, one of each day in software.
+    // 1 KiB: measured 150 days ago only, so its latest result is old.
+    let mut results = Vec::new();
+    for day in 0..200 {
+        for (i, hour) in [1, 9, 17].into_iter().enumerate() {
+            let used = if i == 2 { "software" } else { "accelerated" };
+            let mb_s = 1000.0 + f64::from(day) + 100.0 * i as f64;
+            results.push((host, "rustcrypto", "accelerated", used, mb_s, K16, 1, day * 24 + hour));
+        }
+    }
+    for hour in [3600, 3601, 3602] {
+        results.push((
+            host,
+            "rustcrypto",
+            "accelerated",
+            "accelerated",
+            500.0 + f64::from(hour),
+            1024,
+            1,
+            hour,
+        ));
+    }
+    store_provider_results(pool, &results).await;
+    let total = count(pool, "SELECT count(*) FROM results").await;
+    assert_eq!(total, 603);
+
+    let keep = Retention {
+        keep_raw: Some(Duration::days(30)),
+        keep_daily: Some(Duration::days(120)),
+    };
+    let now = Utc::now();
+    let (raw_before, daily_before) = (keep.raw_before(now).unwrap(), keep.daily_before(now).unwrap());
+    let want_days = expected_days(pool, daily_before, raw_before).await;
+    let month_totals: Vec<(i64, i64, f64, f64)> = sqlx::query_as(
+        "SELECT size_bytes, count(*), min(throughput_mb_s), max(throughput_mb_s) FROM results r \
+         WHERE created_at < $1 AND NOT EXISTS (SELECT 1 FROM result_points p WHERE p.result_id = r.id) \
+         GROUP BY 1 ORDER BY 1",
+    )
+    .bind(daily_before)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+
+    let stop = CancellationToken::new();
+    let done = retention::pass(pool, &keep, now, &stop).await.unwrap();
+    let kept_raw = count(pool, "SELECT count(*) FROM results").await;
+    assert_eq!(done.results, total - kept_raw, "{done:?}");
+    // Inside the raw window, and the latest 1 KiB result, which is older.
+    let old: i64 = sqlx::query_scalar("SELECT count(*) FROM results WHERE created_at < $1")
+        .bind(raw_before)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        old, 1,
+        "only the latest result of the 1 KiB point is left past the raw window"
+    );
+    assert_eq!(
+        count(pool, "SELECT count(*) FROM result_points").await,
+        2,
+        "both points keep their latest result"
+    );
+
+    assert_eq!(stored(pool, "day").await, want_days, "each day as its results were");
+    let months = stored(pool, "month").await;
+    assert!(months.iter().all(|m| m.1 < daily_before));
+    let per_size: Vec<(i64, i64, f64, f64)> = month_totals
+        .iter()
+        .map(|&(size, ..)| {
+            let of: Vec<_> = months.iter().filter(|m| m.0 == size).collect();
+            (
+                size,
+                of.iter().map(|m| m.2).sum(),
+                of.iter().map(|m| m.4).fold(f64::MAX, f64::min),
+                of.iter().map(|m| m.5).fold(f64::MIN, f64::max),
+            )
+        })
+        .collect();
+    assert_eq!(per_size, month_totals, "months hold every result, min and max exact");
+    let software: i64 = count(pool, "SELECT sum(software)::bigint FROM result_rollups").await;
+    assert!(software > 0 && software * 3 <= done.results + 3, "the path mix is kept");
+
+    // Nothing left to fold: a second pass does nothing.
+    let again = retention::pass(pool, &keep, now, &stop).await.unwrap();
+    assert_eq!(again, retention::Pass::default());
+
+    // The host's history reads every 16 KiB result once: months, days, then raw days.
+    let history = rollups::history(pool, host, &["aes-256-gcm"], K16).await.unwrap();
+    assert_eq!(history.iter().map(|r| r.results).sum::<i64>(), 600);
+    assert!(history.windows(2).all(|w| w[0].period_start < w[1].period_start));
+    assert_eq!(history.first().unwrap().resolution, "month");
+
+    // A newer 1 KiB result: the old one is no longer the latest, and folds
+    // into its day's summary, which counts it with the two before.
+    store_provider_results(
+        pool,
+        &[(host, "rustcrypto", "accelerated", "accelerated", 600.0, 1024, 1, 0)],
+    )
+    .await;
+    let merged = retention::pass(pool, &keep, now, &stop).await.unwrap();
+    assert_eq!((merged.days, merged.results), (1, 1), "{merged:?}");
+    let one_k: Vec<i64> =
+        sqlx::query_scalar("SELECT results::bigint FROM result_rollups WHERE size_bytes = 1024 ORDER BY period_start")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    assert_eq!(one_k.iter().sum::<i64>(), 3, "{one_k:?}");
+}
+
+#[tokio::test]
+async fn forever_folds_nothing() {
+    let pool = fresh_db().await;
+    let host = hello(&pool, "kept", None, &with_features(&["aes"])).await;
+    store_provider_results(
+        &pool,
+        &[
+            (
+                host,
+                "rustcrypto",
+                "accelerated",
+                "accelerated",
+                1.0,
+                16384,
+                1,
+                24 * 400,
+            ),
+            (host, "rustcrypto", "accelerated", "accelerated", 2.0, 16384, 1, 0),
+        ],
+    )
+    .await;
+    let done = retention::pass(&pool, &Retention::FOREVER, Utc::now(), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(done, retention::Pass::default());
+    assert_eq!(count(&pool, "SELECT count(*) FROM results").await, 2);
+}

@@ -1,0 +1,92 @@
+//! Retention through the real coordinator (`serve --keep-raw`): a result
+//! older than the raw window is folded into its day's summary by the pass a
+//! coordinator runs at start, while the latest result of its point stays
+//! raw; the host page then draws the whole history and says its resolution,
+//! and `/api/v1/hosts/{id}/history` lists both days.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::app::{matrix, spawn_app_with};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_past_keep_raw_fold_into_daily_summaries_the_host_page_draws() {
+    let mut app = spawn_app_with(&["--verify-on-change=false", "--keep-raw", "1d", "--keep-daily", "30d"]).await;
+    app.spawn_agent("e2e-retention", &[]);
+    app.wait_online(1).await;
+    let key = || matrix(&["aes-256-gcm"], &[16 * 1024], 0.1);
+    app.run_campaign("before", key()).await;
+    app.run_campaign("after", key()).await;
+    // The first result three days old: past --keep-raw, and not the latest of its point.
+    sqlx::query(
+        "UPDATE results SET created_at = now() - interval '3 days' \
+         WHERE id = (SELECT min(id) FROM results)",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let host: i64 = sqlx::query_scalar("SELECT id FROM hosts WHERE name = 'e2e-retention'")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+
+    // A restarted coordinator runs a retention pass at start.
+    let addr = app.grpc;
+    app.stop_coordinator(Duration::from_secs(10));
+    app.start_coordinator(addr);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let raw: i64 = sqlx::query_scalar("SELECT count(*) FROM results")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+        if raw == 1 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{raw} raw results a minute after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let latest: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM result_points WHERE result_id IN (SELECT id FROM results)")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(latest, 1, "the latest result of the point stays raw");
+
+    let api = app.get(&format!("/api/v1/hosts/{host}/history")).await;
+    assert_eq!(api.status, 200, "{}", api.body);
+    let rows: Vec<Value> = serde_json::from_str(&api.body).unwrap();
+    let periods: Vec<(&str, &str, i64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["algorithm"].as_str().unwrap(),
+                r["resolution"].as_str().unwrap(),
+                r["results"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        periods,
+        [("aes-256-gcm", "day", 1), ("aes-256-gcm", "day", 1)],
+        "{rows:#?}"
+    );
+    let page = app.get(&format!("/hosts/{host}")).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body
+            .contains("Whole history: 16 KiB encrypt, 1 thread, accelerated path; one dot per UTC day"),
+        "the host page draws the whole history and says its resolution"
+    );
+    let csv = app.get(&format!("/api/v1/hosts/{host}/history?format=csv")).await;
+    assert!(
+        csv.body
+            .starts_with("algorithm,resolution,period_start,results,median_mb_s"),
+        "{}",
+        csv.body
+    );
+}
