@@ -14,6 +14,7 @@ use cipherfleet_core::algorithm::{self, Algorithm};
 use cipherfleet_core::path::{Flavour, Path};
 
 use crate::daemon::{self, RunArgs};
+use crate::provider::openssl::watch::{self, WatchTarget};
 use crate::report::{self, Format};
 use crate::worker::{self, WorkerJob};
 use crate::{backend, runtime};
@@ -44,6 +45,9 @@ enum Command {
         /// The host's `openssl` binary to describe (default: the first `openssl` on PATH).
         #[arg(long, value_name = "PATH")]
         openssl: Option<std::path::PathBuf>,
+        /// Also report the OpenSSL capability variable in this service's environment, as `run --watch-env`.
+        #[arg(long = "watch-env", value_name = "PID|UNIT", value_parser = WatchTarget::parse)]
+        watch_env: Vec<WatchTarget>,
     },
     /// Benchmark algorithms locally and print a table, JSON lines or CSV.
     Bench(BenchArgs),
@@ -263,7 +267,14 @@ pub fn main() -> i32 {
         }
     };
     match cli.command {
-        Command::Probe { format, openssl } => print_probe(format, openssl.as_deref()),
+        Command::Probe {
+            format,
+            openssl,
+            watch_env,
+        } => match watch::check_targets(&watch_env) {
+            Ok(()) => print_probe(format, openssl.as_deref(), &watch_env),
+            Err(e) => usage_error(format!("--watch-env: {e}")),
+        },
         Command::Selftest { format, openssl } => run_selftest(format, openssl.as_deref()),
         Command::Bench(args) => bench(args),
         Command::Run(args) => run_daemon(args),
@@ -290,8 +301,8 @@ fn run_daemon(args: RunArgs) -> i32 {
     })
 }
 
-fn print_probe(format: ProbeFormat, openssl: Option<&std::path::Path>) -> i32 {
-    let facts = probe::probe_with_providers(openssl);
+fn print_probe(format: ProbeFormat, openssl: Option<&std::path::Path>, watch: &[WatchTarget]) -> i32 {
+    let facts = probe::probe_with_providers(openssl, watch);
     let mut out = io::stdout().lock();
     let written = match format {
         ProbeFormat::Table => probe::write_table(&facts, &mut out),

@@ -11,6 +11,7 @@ use cipherfleet_proto::v1;
 use clap::Args;
 
 use super::ceilings::{CeilingArgs, Ceilings};
+use crate::provider::openssl::watch::{self, WatchTarget};
 use crate::session::CoordinatorUrl;
 
 /// Environment variable holding the enrollment token when `--token-file` is not given.
@@ -101,6 +102,12 @@ pub struct RunArgs {
     /// Private key of --client-cert (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC). Needs --client-cert.
     #[arg(long, value_name = "PEM")]
     pub client_key: Option<PathBuf>,
+    /// A service whose environment may mask OpenSSL's acceleration: a process id, or a systemd unit
+    /// (its main process, else its Environment=). Repeatable, at most 16. Only its
+    /// OPENSSL_ia32cap/OPENSSL_armcap is read, at every hello, and reported with the host's OpenSSL
+    /// (the coordinator's `openssl-masked`); another user's process needs the agent to run as root.
+    #[arg(long = "watch-env", value_name = "PID|UNIT", value_parser = WatchTarget::parse)]
+    pub watch_env: Vec<WatchTarget>,
     /// Seconds a running job may finish after SIGTERM/SIGINT/SIGHUP before it is killed.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub grace: u64,
@@ -130,6 +137,8 @@ pub struct DaemonConfig {
     pub grace: Duration,
     /// What a pushed job may use at most.
     pub ceilings: Ceilings,
+    /// The services whose capability variable every hello reports (`--watch-env`).
+    pub watch_env: Vec<WatchTarget>,
 }
 
 /// A bad flag: exit status 2, naming the flag.
@@ -175,6 +184,7 @@ impl RunArgs {
         };
         wire::check_text("--name", &name, wire::MAX_NAME_LEN, false).map_err(|e| config_error("--name", e.message))?;
         check_labels(&self.labels)?;
+        watch::check_targets(&self.watch_env).map_err(|e| config_error("--watch-env", e))?;
         let token = self.connect.token()?;
         let state_dir = self.state_dir.unwrap_or_else(default_state_dir);
         Ok(DaemonConfig {
@@ -189,6 +199,7 @@ impl RunArgs {
                 .ceilings
                 .into_ceilings(crate::probe::probe().memory_total_bytes)
                 .map_err(|(flag, message)| config_error(flag, message))?,
+            watch_env: self.watch_env,
         })
     }
 }
@@ -392,6 +403,38 @@ mod tests {
         if let Err(next) = args.into_config() {
             assert_ne!(next.flag, "--coordinator", "{next}");
         }
+    }
+
+    #[test]
+    fn watched_services_are_pids_or_units_and_nonsense_is_a_usage_error() {
+        let args = parse(&[
+            "--coordinator",
+            "http://127.0.0.1:1",
+            "--watch-env",
+            "1234",
+            "--watch-env",
+            "nginx.service",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.watch_env,
+            [WatchTarget::Pid(1234), WatchTarget::Unit("nginx.service".into())]
+        );
+        for bad in ["", "0", "nginx\nX=1", "-x"] {
+            let err = parse(&["--coordinator", "http://127.0.0.1:1", &format!("--watch-env={bad}")]).unwrap_err();
+            assert!(err.to_string().contains("--watch-env"), "{bad:?}: {err}");
+        }
+        let twice = parse(&[
+            "--coordinator",
+            "http://127.0.0.1:1",
+            "--watch-env",
+            "7",
+            "--watch-env",
+            "7",
+        ])
+        .unwrap();
+        let err = twice.into_config().unwrap_err();
+        assert_eq!((err.flag, err.message.as_str()), ("--watch-env", "pid 7 given twice"));
     }
 
     #[test]

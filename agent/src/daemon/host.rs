@@ -3,6 +3,7 @@
 //! disk, this machine's probed facts (its providers' included) in every `Hello`, and each event logged
 //! for an operator.
 
+use std::collections::HashMap;
 use std::io;
 use std::time::Duration;
 
@@ -14,8 +15,10 @@ use super::executor::{Executor, StartError};
 use super::spool::Spool;
 use crate::session::{Event, Happening, Host, Outcome, Presence, StartRefusal};
 use crate::{probe, worker};
+use cipherfleet_core::facts::HostFacts;
 use cipherfleet_core::path::Path;
 use cipherfleet_core::spec::JobSpec;
+use cipherfleet_core::text::printable;
 use cipherfleet_proto::v1;
 
 /// This machine, as the session engine sees it.
@@ -25,6 +28,9 @@ pub(super) struct Machine<'a> {
     pub executor: Executor,
     /// Every finished job's outcome, after it is spooled.
     pub done: mpsc::UnboundedReceiver<Outcome>,
+    /// Why each `--watch-env` target could not be read, as last logged: a
+    /// failure is logged once, not at every hello.
+    pub watch_logged: HashMap<String, String>,
 }
 
 impl Machine<'_> {
@@ -41,6 +47,48 @@ impl Machine<'_> {
             }
         }
     }
+
+    /// Logs each `--watch-env` target that could not be read, once per
+    /// reason; the facts carry it at every hello.
+    fn log_watch_failures(&mut self, facts: &HostFacts) {
+        if self.config.watch_env.is_empty() {
+            return;
+        }
+        let openssl = facts.providers.as_ref().and_then(|p| p.openssl.as_ref());
+        let failures: Vec<(String, String)> = match openssl {
+            Some(build) => build
+                .watched
+                .iter()
+                .filter_map(|w| Some((w.target.clone(), w.error.clone()?)))
+                .collect(),
+            // The watched services travel with the host's OpenSSL build.
+            None => self
+                .config
+                .watch_env
+                .iter()
+                .map(|t| {
+                    (
+                        t.to_string(),
+                        "not reported: the agent found no `openssl` to report it with".into(),
+                    )
+                })
+                .collect(),
+        };
+        for (target, why) in not_logged_yet(&mut self.watch_logged, failures) {
+            warn!("--watch-env {target}: {}", printable(&why));
+        }
+    }
+}
+
+/// Of `failures` (target, why), those `logged` does not hold yet; `logged`
+/// then holds just `failures`, so a target that recovers and fails again is
+/// logged again.
+fn not_logged_yet(logged: &mut HashMap<String, String>, failures: Vec<(String, String)>) -> Vec<(String, String)> {
+    logged.retain(|target, _| failures.iter().any(|(t, _)| t == target));
+    failures
+        .into_iter()
+        .filter(|(target, why)| logged.insert(target.clone(), why.clone()).as_ref() != Some(why))
+        .collect()
 }
 
 impl Host for Machine<'_> {
@@ -54,9 +102,12 @@ impl Host for Machine<'_> {
             warn!("cannot read the spool: {e}");
             Vec::new()
         });
+        // With the providers' facts: the coordinator's kernel-crypto and OpenSSL findings read them.
+        // The watched services are read again at every hello: a restarted service has a new process.
+        let facts = probe::probe_with_providers(None, &self.config.watch_env);
+        self.log_watch_failures(&facts);
         Presence {
-            // With the providers' facts: the coordinator's kernel-crypto and OpenSSL findings read them.
-            facts: v1::HostFacts::from(&probe::probe_with_providers(None)),
+            facts: v1::HostFacts::from(&facts),
             paths,
             max_threads: self.config.ceilings.max_threads,
             running: self.executor.running_attempt(),
@@ -185,5 +236,26 @@ impl Host for Machine<'_> {
             // What broke is in the reconnect line; heartbeats are routine.
             Event::Heartbeat { .. } | Event::Broken(_) | Event::Closed => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_failure_is_logged_once_until_it_changes_or_recovers() {
+        let mut logged = HashMap::new();
+        let f = |target: &str, why: &str| (target.to_string(), why.to_string());
+        let gone = f("pid 7", "no process 7");
+        assert_eq!(not_logged_yet(&mut logged, vec![gone.clone()]).len(), 1);
+        assert!(
+            not_logged_yet(&mut logged, vec![gone.clone()]).is_empty(),
+            "the next hello says nothing"
+        );
+        let denied = f("pid 7", "permission denied");
+        assert_eq!(not_logged_yet(&mut logged, vec![denied.clone()]), vec![denied.clone()]);
+        assert!(not_logged_yet(&mut logged, Vec::new()).is_empty(), "read again");
+        assert_eq!(not_logged_yet(&mut logged, vec![denied.clone()]), vec![denied]);
     }
 }

@@ -124,6 +124,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> anyhow::R
         spool,
         executor,
         done,
+        watch_logged: Default::default(),
     };
     let reason = match session::run(&agent, &mut credential, &mut machine).await {
         Ended::Shutdown => {

@@ -79,10 +79,14 @@ pub fn checked_features(arch: &str) -> Vec<&'static str> {
 
 /// [`probe`] with every provider's facts ([`crate::provider::facts`]): what
 /// `probe` prints and what a daemon's `Hello` carries. `openssl` is
-/// `--openssl PATH`, else the first `openssl` on `PATH`.
-pub fn probe_with_providers(openssl: Option<&std::path::Path>) -> HostFacts {
+/// `--openssl PATH`, else the first `openssl` on `PATH`; `watch` the
+/// services of `--watch-env`.
+pub fn probe_with_providers(
+    openssl: Option<&std::path::Path>,
+    watch: &[crate::provider::openssl::watch::WatchTarget],
+) -> HostFacts {
     HostFacts {
-        providers: Some(crate::provider::facts(openssl)),
+        providers: Some(crate::provider::facts(openssl, watch)),
         ..probe()
     }
 }

@@ -1,7 +1,8 @@
 //! The probe table's provider sections: what each provider can run here and
 //! why not, the kernel's chosen crypto drivers, and the host's OpenSSL build.
 
-use cipherfleet_core::provider::facts::ProviderFacts;
+use cipherfleet_core::provider::facts::{ProviderFacts, WatchedService};
+use cipherfleet_core::text::printable;
 
 /// `key  value` rows, as the rest of the table.
 type Rows = Vec<(String, String)>;
@@ -75,7 +76,28 @@ pub(super) fn sections(p: &ProviderFacts) -> Vec<(&'static str, Rows)> {
                 format!("{env} (masks {})", o.masked.join(", ")),
             ));
         }
+        for w in &o.watched {
+            let who = match &w.name {
+                Some(name) => format!("watched {} ({})", w.target, printable(name)),
+                None => format!("watched {}", w.target),
+            };
+            rows.push((who, watched_status(w)));
+        }
         out.push(("OpenSSL", rows));
     }
     out
+}
+
+/// What one watched service's environment holds, as its row says it. Its
+/// name and value are another process's words: printed escaped.
+fn watched_status(w: &WatchedService) -> String {
+    if let Some(error) = &w.error {
+        return format!("not read: {}", printable(error));
+    }
+    let found = match &w.capability_env {
+        Some(env) if w.masked.is_empty() => format!("{} (masks nothing)", printable(env)),
+        Some(env) => format!("{} (masks {})", printable(env), w.masked.join(", ")),
+        None => "no capability variable".into(),
+    };
+    format!("{found}, from {}", w.source)
 }

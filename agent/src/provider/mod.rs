@@ -24,13 +24,21 @@ use cipherfleet_core::provider::{CpuFlags, Provider};
 use cipherfleet_core::spec::JobSpec;
 
 use crate::worker;
+use openssl::watch::WatchTarget;
 
 /// Every provider's capability here, the kernel's drivers and the OpenSSL
-/// build. `openssl` is `--openssl PATH`, else the first `openssl` on `PATH`.
-pub fn facts(openssl: Option<&FsPath>) -> ProviderFacts {
+/// build. `openssl` is `--openssl PATH`, else the first `openssl` on `PATH`;
+/// the build carries what each of `watch` (`--watch-env`) has in its
+/// environment, read now.
+pub fn facts(openssl: Option<&FsPath>, watch: &[WatchTarget]) -> ProviderFacts {
     let arch = std::env::consts::ARCH;
     let cpu = crate::probe::cpu_flags();
-    let build = openssl::find(openssl).and_then(|binary| openssl::inspect(&binary));
+    let build = openssl::find(openssl)
+        .and_then(|binary| openssl::inspect(&binary))
+        .map(|build| OpensslBuild {
+            watched: watch.iter().map(openssl::watch::read).collect(),
+            ..build
+        });
     let kernel = linux::facts(arch, &cpu);
     let capabilities = Provider::ALL
         .iter()

@@ -225,3 +225,59 @@ fn probe_lists_every_provider_with_the_kernels_drivers() {
         assert!(table.contains(section), "{table}");
     }
 }
+
+#[test]
+fn probe_watch_env_reports_a_processes_capability_variable_and_refuses_nonsense() {
+    let refused = run(&["probe", "--watch-env", "nginx\nX=1"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("--watch-env"), "{}", stderr(&refused));
+    if !has_openssl() {
+        return;
+    }
+    let Some(variable) = cipherfleet_core::provider::openssl::capability_variable(std::env::consts::ARCH) else {
+        return;
+    };
+    let mut sleep = std::process::Command::new("sleep")
+        .arg("30")
+        .env(variable, "~0x200000200000000")
+        .spawn()
+        .unwrap();
+    let pid = sleep.id().to_string();
+    // `spawn` returns once exec began, a moment before the kernel sets the new environment up.
+    let environ = format!("/proc/{pid}/environ");
+    let started = std::time::Instant::now();
+    while std::fs::read(&environ).is_ok_and(|e| e.is_empty()) && started.elapsed().as_secs() < 5 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let o = run(&[
+        "probe",
+        "--format",
+        "json",
+        "--watch-env",
+        &pid,
+        "--watch-env",
+        "4294967295",
+    ]);
+    let table = stdout(&run(&["probe", "--watch-env", &pid]));
+    let _ = sleep.kill();
+    let _ = sleep.wait();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let watched = &v["providers"]["openssl"]["watched"];
+    assert_eq!(watched[0]["target"], format!("pid {pid}"), "{watched}");
+    assert_eq!(watched[0]["name"], "sleep", "{watched}");
+    assert_eq!(
+        watched[0]["capability_env"],
+        format!("{variable}=~0x200000200000000"),
+        "{watched}"
+    );
+    assert!(
+        watched[1]["error"].as_str().is_some_and(|e| e.contains("no process")),
+        "an unreadable target is reported, not fatal: {watched}"
+    );
+    assert!(
+        table.contains(&format!("watched pid {pid} (sleep)"))
+            && table.contains(&format!("{variable}=~0x200000200000000")),
+        "{table}"
+    );
+}

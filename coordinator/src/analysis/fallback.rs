@@ -44,8 +44,9 @@ pub struct HostCrypto {
     pub cpuinfo_foreign: Option<bool>,
     /// The kernel's chosen crypto drivers; empty when not reported.
     pub kernel_drivers: Vec<KernelDriver>,
-    /// What an OpenSSL capability variable in the agent's environment masks
-    /// (`aes`, `pclmulqdq`…); empty without one, or when not reported.
+    /// What an OpenSSL capability variable in the agent's environment or a
+    /// watched service's masks (`aes`, `pclmulqdq`…), by
+    /// [`providers::openssl_masked`]; empty without one, or when not reported.
     pub openssl_masked: Vec<String>,
     /// The host's OpenSSL's AES points measured on both paths; empty when none were.
     pub openssl_paths: Vec<providers::OpensslPaths>,
@@ -66,8 +67,8 @@ pub enum Reason {
     /// The kernel's chosen driver for an AES name runs in software although
     /// the CPU has the instructions its hardware driver needs.
     KernelCryptoGeneric,
-    /// An `OPENSSL_ia32cap`/`OPENSSL_armcap` in the agent's environment masks
-    /// acceleration from the host's OpenSSL.
+    /// An `OPENSSL_ia32cap`/`OPENSSL_armcap` in the agent's environment, or in
+    /// a service's it watches (`--watch-env`), masks acceleration from OpenSSL.
     OpensslMasked,
     /// The host's OpenSSL measures its accelerated path no faster than its
     /// own masked software path, on a CPU with AES.

@@ -1,7 +1,8 @@
 //! Fact rules over the providers' facts a host reports (migrations/0034):
 //! the kernel crypto API running AES in software on a CPU that has the
 //! instructions (`kernel-crypto-generic`), and an OpenSSL capability
-//! variable masking acceleration (`openssl-masked`); and one over the host's
+//! variable in the agent's or a watched service's environment masking
+//! acceleration (`openssl-masked`); and one over the host's
 //! OpenSSL measured on both paths (`openssl-no-acceleration`: its accelerated
 //! path no faster than its own masked software path). Each names its remedy.
 //!
@@ -11,7 +12,7 @@
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::provider::CpuFlags;
-use cipherfleet_core::provider::facts::KernelDriver;
+use cipherfleet_core::provider::facts::{KernelDriver, OpensslBuild, WatchedService};
 use cipherfleet_core::provider::kernel;
 
 /// The subject of every `kernel-crypto-generic` finding: one per host,
@@ -125,6 +126,49 @@ pub fn variable_name(capability_env: &str) -> &str {
     capability_env.split_once('=').map_or(capability_env, |(name, _)| name)
 }
 
+/// One environment whose capability variable masks acceleration from OpenSSL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Masking<'a> {
+    /// `None`: the agent's own environment; else the watched service's (`--watch-env`).
+    pub service: Option<&'a WatchedService>,
+    /// `NAME=value`, as the agent reported it (`None` from an agent that left it out).
+    pub capability_env: Option<&'a str>,
+    /// What it masks (`aes`, `pclmulqdq`…), never empty.
+    pub masked: &'a [String],
+}
+
+/// The environments that mask acceleration from the host's OpenSSL: the
+/// agent's own, then each watched service's in the order the operator gave
+/// them. What `openssl-masked` reads; one finding names them all.
+pub fn openssl_masking(build: &OpensslBuild) -> Vec<Masking<'_>> {
+    let agent = Masking {
+        service: None,
+        capability_env: build.capability_env.as_deref(),
+        masked: &build.masked,
+    };
+    let services = build.watched.iter().map(|w| Masking {
+        service: Some(w),
+        capability_env: w.capability_env.as_deref(),
+        masked: &w.masked,
+    });
+    std::iter::once(agent)
+        .chain(services)
+        .filter(|m| !m.masked.is_empty())
+        .collect()
+}
+
+/// Everything [`openssl_masking`]'s environments mask, each once, in the
+/// order they name it: the `openssl-masked` finding's features.
+pub fn openssl_masked(build: &OpensslBuild) -> Vec<String> {
+    let mut all: Vec<String> = Vec::new();
+    for name in openssl_masking(build).iter().flat_map(|m| m.masked) {
+        if !all.contains(name) {
+            all.push(name.clone());
+        }
+    }
+    all
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -155,6 +199,50 @@ pub(crate) mod tests {
             openssl_unaccelerated(&[], &points, 1.5, 1024).is_empty(),
             "no AES: cpu-lacks says it"
         );
+    }
+
+    #[test]
+    fn every_environment_that_masks_is_a_source_and_their_features_are_named_once() {
+        let watched = |target: &str, env: Option<&str>, masked: &[&str], error: Option<&str>| WatchedService {
+            target: target.into(),
+            name: Some("nginx".into()),
+            source: "/proc/1/environ".into(),
+            capability_env: env.map(str::to_string),
+            masked: masked.iter().map(|m| m.to_string()).collect(),
+            error: error.map(str::to_string),
+        };
+        let mut build = OpensslBuild {
+            capability_env: Some("OPENSSL_ia32cap=:~0x20".into()),
+            masked: vec!["avx2".into()],
+            watched: vec![
+                watched(
+                    "pid 1",
+                    Some("OPENSSL_ia32cap=~0x200000200000000"),
+                    &["pclmulqdq", "aes"],
+                    None,
+                ),
+                watched("pid 2", None, &[], None),
+                watched("pid 3", None, &[], Some("no process 3")),
+                watched("unit b", Some("OPENSSL_ia32cap=~0x200000000000000"), &["aes"], None),
+                watched("unit c", Some("OPENSSL_ia32cap=0x0:0x0"), &[], None),
+            ],
+            ..OpensslBuild::default()
+        };
+        let sources: Vec<Option<&str>> = openssl_masking(&build)
+            .iter()
+            .map(|m| m.service.map(|w| w.target.as_str()))
+            .collect();
+        assert_eq!(sources, [None, Some("pid 1"), Some("unit b")]);
+        assert_eq!(openssl_masked(&build), ["avx2", "pclmulqdq", "aes"]);
+        build.masked.clear();
+        build.watched.truncate(3);
+        assert_eq!(openssl_masked(&build), ["pclmulqdq", "aes"]);
+        build.watched.remove(0);
+        assert!(
+            openssl_masked(&build).is_empty(),
+            "a clean or unread service masks nothing"
+        );
+        assert!(openssl_masked(&OpensslBuild::default()).is_empty());
     }
 
     /// The kernel's chosen `driver` for `name`, as an agent reports it (module `kernel`).

@@ -291,6 +291,10 @@ mod tests {
         assert_eq!(openssl.platform.as_deref(), Some("debian-amd64"));
         assert_eq!(openssl.masked, ["aes", "pclmulqdq"]);
         assert!(!openssl.speed_aead, "a field the agent left out reads as its default");
+        assert!(
+            openssl.watched.is_empty(),
+            "facts from before --watch-env watch nothing"
+        );
         let old = FactColumns::from_facts(&facts());
         assert_eq!((old.kernel_drivers, old.openssl_build), (None, None));
     }

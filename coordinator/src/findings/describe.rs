@@ -405,22 +405,56 @@ fn kernel_generic_summary(names: &[String], facts: &crate::domain::facts::FactCo
     )
 }
 
-/// `openssl-masked`: the variable, what it masks and from which OpenSSL.
+/// `openssl-masked`: for each environment that masks (the agent's, each
+/// watched service's), the variable, what it masks and how to remove it.
 fn openssl_masked_summary(masked: &[String], facts: &crate::domain::facts::FactColumns) -> String {
     let build = facts.openssl_build.as_ref().map(|b| &b.0);
-    let variable = build
-        .and_then(|b| b.capability_env.as_deref())
-        .unwrap_or("An OpenSSL capability variable");
     let openssl = build.map_or_else(
         || "the host's OpenSSL".to_string(),
         |b| format!("{} ({})", b.version, b.binary),
     );
+    let sources = build.map(providers::openssl_masking).unwrap_or_default();
+    if sources.is_empty() {
+        // No build to name the sources from: the features alone.
+        return format!(
+            "An OpenSSL capability variable masks {} from {openssl}: every program started with it runs them \
+             in software.",
+            masked.join(", ")
+        );
+    }
+    let said: Vec<String> = sources.iter().map(|m| masking_sentence(m, &openssl)).collect();
+    said.join(" ")
+}
+
+/// What one masking environment does and its remedy.
+fn masking_sentence(m: &providers::Masking<'_>, openssl: &str) -> String {
+    let variable = m.capability_env.unwrap_or("An OpenSSL capability variable");
+    let name = providers::variable_name(variable);
+    let masked = m.masked.join(", ");
+    let Some(service) = m.service else {
+        return format!(
+            "{variable} in the agent's environment masks {masked} from {openssl}: every program started with it \
+             runs them in software. Remove {name} from the services' environment (a unit's Environment=, \
+             /etc/environment, a profile script) unless it is there on purpose."
+        );
+    };
+    let who = match &service.name {
+        Some(process) => format!("{} ({process})", service.target),
+        None => service.target.clone(),
+    };
+    let remedy = match service.target.strip_prefix("unit ") {
+        Some(unit) => format!(
+            "Remove {name} from the unit's Environment= or EnvironmentFile= (`systemctl edit {unit}`), then \
+             `systemctl restart {unit}`."
+        ),
+        None => format!(
+            "Remove {name} from that service's environment (its unit's Environment=, its start script) and \
+             restart it."
+        ),
+    };
     format!(
-        "{variable} in the agent's environment masks {} from {openssl}: every program started with it runs \
-         them in software. Remove {} from the services' environment (a unit's Environment=, \
-         /etc/environment, a profile script) unless it is there on purpose.",
-        masked.join(", "),
-        providers::variable_name(variable),
+        "{variable} in the environment of the watched service {who} masks {masked} from the OpenSSL it \
+         links: it runs them in software. {remedy}"
     )
 }
 
@@ -550,7 +584,11 @@ pub(super) fn crypto_of(host_id: i64, s: &Snapshot) -> HostCrypto {
         build_flavour: c.build_flavour.as_deref().and_then(|f| f.parse().ok()),
         cpuinfo_foreign: c.cpuinfo_foreign,
         kernel_drivers: c.kernel_drivers.as_ref().map(|d| d.0.clone()).unwrap_or_default(),
-        openssl_masked: c.openssl_build.as_ref().map(|b| b.0.masked.clone()).unwrap_or_default(),
+        openssl_masked: c
+            .openssl_build
+            .as_ref()
+            .map(|b| providers::openssl_masked(&b.0))
+            .unwrap_or_default(),
         openssl_paths: Vec::new(),
     }
 }
@@ -685,5 +723,65 @@ mod tests {
             ),
             ("kernel-aes".to_string(), "openssl".to_string())
         );
+    }
+
+    #[test]
+    fn openssl_masked_names_each_environment_that_masks_and_its_remedy() {
+        use cipherfleet_core::provider::facts::{OpensslBuild, WatchedService};
+        use sqlx::types::Json;
+        let service = |target: &str, name: Option<&str>, masked: &[&str]| WatchedService {
+            target: target.into(),
+            name: name.map(str::to_string),
+            source: "/proc/4242/environ".into(),
+            capability_env: (!masked.is_empty()).then(|| "OPENSSL_ia32cap=~0x200000200000000".to_string()),
+            masked: features(masked),
+            error: None,
+        };
+        let build = OpensslBuild {
+            binary: "/usr/bin/openssl".into(),
+            version: "OpenSSL 3.0.19 27 Jan 2026".into(),
+            watched: vec![
+                service("pid 4242", Some("nginx"), &["pclmulqdq", "aes"]),
+                service("pid 4243", Some("haproxy"), &[]),
+                service("unit postgresql.service", None, &["pclmulqdq", "aes"]),
+            ],
+            ..OpensslBuild::default()
+        };
+        let facts = |build: &OpensslBuild| crate::domain::facts::FactColumns {
+            arch: Some("x86_64".into()),
+            openssl_build: Some(Json(build.clone())),
+            ..Default::default()
+        };
+        let summary = |build: &OpensslBuild| {
+            let features = providers::openssl_masked(build);
+            fact_summary(Reason::OpensslMasked, &features, &facts(build), 0, false)
+        };
+        assert_eq!(
+            summary(&build),
+            "OPENSSL_ia32cap=~0x200000200000000 in the environment of the watched service pid 4242 (nginx) \
+             masks pclmulqdq, aes from the OpenSSL it links: it runs them in software. Remove OPENSSL_ia32cap \
+             from that service's environment (its unit's Environment=, its start script) and restart it. \
+             OPENSSL_ia32cap=~0x200000200000000 in the environment of the watched service unit \
+             postgresql.service masks pclmulqdq, aes from the OpenSSL it links: it runs them in software. \
+             Remove OPENSSL_ia32cap from the unit's Environment= or EnvironmentFile= (`systemctl edit \
+             postgresql.service`), then `systemctl restart postgresql.service`."
+        );
+        // The agent's own environment too: named first, as before, then the services.
+        let both = OpensslBuild {
+            capability_env: Some("OPENSSL_ia32cap=:~0x20".into()),
+            masked: features(&["avx2"]),
+            ..build.clone()
+        };
+        let text = summary(&both);
+        assert!(
+            text.starts_with(
+                "OPENSSL_ia32cap=:~0x20 in the agent's environment masks avx2 from OpenSSL 3.0.19 27 Jan 2026 \
+                 (/usr/bin/openssl)"
+            ) && text.contains("pid 4242 (nginx) masks pclmulqdq, aes")
+                && text.contains("unit postgresql.service masks")
+                && !text.contains("haproxy"),
+            "{text}"
+        );
+        assert_eq!(providers::openssl_masked(&both), ["avx2", "pclmulqdq", "aes"]);
     }
 }

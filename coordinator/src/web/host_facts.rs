@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use cipherfleet_core::facts::ArmId;
+use cipherfleet_core::provider::facts::WatchedService;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -298,7 +299,26 @@ pub fn openssl_facts(s: &Snapshot) -> Option<Vec<Fact>> {
         };
         facts.push(fact("Capability override", format!("{env} ({masks})")));
     }
+    // The services the agent watches (`--watch-env`): what each one's environment masks.
+    facts.extend(b.watched.iter().map(|w| fact("Watched service", watched_service(w))));
     Some(facts)
+}
+
+/// One watched service as its row says it: who, then what its environment
+/// holds of the capability variable and where that was read, or why it was
+/// not. Agent text throughout: the template escapes it.
+fn watched_service(w: &WatchedService) -> String {
+    let who = match &w.name {
+        Some(name) => format!("{} ({name})", w.target),
+        None => w.target.clone(),
+    };
+    let what = match (&w.error, &w.capability_env) {
+        (Some(error), _) => format!("not read: {error}"),
+        (None, Some(env)) if w.masked.is_empty() => format!("{env} (masks nothing), from {}", w.source),
+        (None, Some(env)) => format!("{env} (masks {}), from {}", w.masked.join(", "), w.source),
+        (None, None) => format!("no capability variable, from {}", w.source),
+    };
+    format!("{who}: {what}")
 }
 
 /// One changed fact between two consecutive snapshots.
@@ -438,6 +458,51 @@ mod tests {
                 (3, "usable CPU features", "gained: avx".to_string(), false),
                 (2, "kernel", "4.19.0 → 6.1.0".to_string(), false),
                 (2, "usable CPU features", "lost: avx".to_string(), true),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_openssl_table_lists_each_watched_service_and_what_it_masks() {
+        use cipherfleet_core::provider::facts::OpensslBuild;
+        let watched = |target: &str, name: Option<&str>, env: Option<&str>, masked: &[&str], error: Option<&str>| {
+            WatchedService {
+                target: target.into(),
+                name: name.map(str::to_string),
+                source: if error.is_some() { "" } else { "/proc/7/environ" }.into(),
+                capability_env: env.map(str::to_string),
+                masked: masked.iter().map(|m| m.to_string()).collect(),
+                error: error.map(str::to_string),
+            }
+        };
+        let mut s = snapshot(1, 0, "6.1.0", &["aes"], "0.1.0");
+        s.columns.openssl_build = Some(sqlx::types::Json(OpensslBuild {
+            version: "OpenSSL 3.0.19 27 Jan 2026".into(),
+            watched: vec![
+                watched(
+                    "pid 7",
+                    Some("nginx"),
+                    Some("OPENSSL_ia32cap=~0x200000200000000"),
+                    &["pclmulqdq", "aes"],
+                    None,
+                ),
+                watched("pid 8", Some("haproxy"), None, &[], None),
+                watched("unit pg", None, None, &[], Some("no unit pg")),
+            ],
+            ..OpensslBuild::default()
+        }));
+        let rows: Vec<String> = openssl_facts(&s)
+            .unwrap()
+            .into_iter()
+            .filter(|f| f.name == "Watched service")
+            .map(|f| f.value)
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "pid 7 (nginx): OPENSSL_ia32cap=~0x200000200000000 (masks pclmulqdq, aes), from /proc/7/environ",
+                "pid 8 (haproxy): no capability variable, from /proc/7/environ",
+                "unit pg: not read: no unit pg",
             ]
         );
     }

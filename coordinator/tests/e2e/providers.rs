@@ -280,3 +280,156 @@ async fn an_openssl_running_aes_at_its_software_speed_is_a_finding() {
         "the agent's own environment masks nothing: {reasons:?}"
     );
 }
+
+/// `--watch-env`: services started with a capability variable that masks
+/// AES-NI and CLMUL, watched by pid and as systemd units (a fake `systemctl`
+/// on the agent's PATH answers for them: one running as that process, one
+/// stopped with the variable in its `Environment=`), raise one
+/// `openssl-masked` finding on their host naming each; the agent's own
+/// environment is clean. A host whose watched process has no variable
+/// raises nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watched_service_whose_environment_masks_openssl_is_a_finding() {
+    let (variable, value) = match std::env::consts::ARCH {
+        "x86_64" => ("OPENSSL_ia32cap", "~0x200000200000000"),
+        "aarch64" => ("OPENSSL_armcap", "0"),
+        other => {
+            eprintln!("no OpenSSL capability variable is known for {other}: skipped");
+            return;
+        }
+    };
+    let mut app = spawn_app().await;
+    let sleep = |env: Option<&str>| {
+        let mut c = std::process::Command::new("sleep");
+        c.arg("600").env_remove(variable);
+        if let Some(v) = env {
+            c.env(variable, v);
+        }
+        Killed(c.spawn().expect("starting sleep"))
+    };
+    let masked = sleep(Some(value));
+    let clean = sleep(None);
+    // The agent that reads them starts seconds later, long after exec set their environment up.
+    let bin = app.dir.path().join("fake-systemctl");
+    std::fs::create_dir_all(&bin).unwrap();
+    let systemctl = bin.join("systemctl");
+    std::fs::write(
+        &systemctl,
+        format!(
+            "#!/bin/sh\n\
+             case \"$*\" in\n\
+             *MainPID*masked.service) echo {pid} ;;\n\
+             *MainPID*stopped.service) echo 0 ;;\n\
+             *Environment*stopped.service) echo LoadState=loaded; echo 'Environment=LANG=C {variable}={value}' ;;\n\
+             *) echo \"Unit $* could not be found.\" >&2; exit 1 ;;\n\
+             esac\n",
+            pid = masked.0.id()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&systemctl, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+
+    // The clean host first: the facts pass that judges the masked host has judged it too.
+    let clean_pid = clean.0.id().to_string();
+    let child = app
+        .agent_command("e2e-watch-clean")
+        .args(["--watch-env", &clean_pid])
+        .env_remove(variable)
+        .spawn()
+        .expect("starting the agent");
+    app.track_agent(child);
+    app.wait_online(1).await;
+    let masked_pid = masked.0.id().to_string();
+    let child = app
+        .agent_command("e2e-watch-masked")
+        .args(["--watch-env", &masked_pid, "--watch-env", &clean_pid])
+        .args(["--watch-env", "masked.service", "--watch-env", "stopped.service"])
+        .env_remove(variable)
+        .env("PATH", path)
+        .spawn()
+        .expect("starting the agent");
+    app.track_agent(child);
+    app.wait_online(2).await;
+
+    let (subject, summary, evidence) = crate::app::wait_for("openssl-masked", Duration::from_secs(90), || async {
+        sqlx::query_as::<_, (String, String, serde_json::Value)>(
+            "SELECT f.subject, f.summary, f.evidence FROM findings f JOIN hosts h ON h.id = f.host_id \
+             WHERE h.name = 'e2e-watch-masked' AND f.reason = 'openssl-masked' AND f.status = 'open'",
+        )
+        .fetch_optional(&app.pool)
+        .await
+        .unwrap()
+    })
+    .await;
+    assert_eq!(
+        subject, "openssl",
+        "one finding per host, as for the agent's own environment"
+    );
+    let masks = cipherfleet_core::provider::openssl::masked_by(variable, value).join(", ");
+    for named in [
+        format!("{variable}={value} in the environment of the watched service pid {masked_pid} (sleep) masks {masks}"),
+        format!("the watched service unit masked.service (sleep) masks {masks}"),
+        format!("the watched service unit stopped.service masks {masks}"),
+        "`systemctl restart stopped.service`".to_string(),
+    ] {
+        assert!(summary.contains(&named), "{named:?} in {summary}");
+    }
+    assert!(!summary.contains("agent's environment"), "{summary}");
+    assert!(
+        !summary.contains(&format!("pid {clean_pid}")),
+        "the clean process is no source: {summary}"
+    );
+    // The evidence holds every watched service as the agent read it, and none of the rest of their environment.
+    let watched = evidence["openssl"]["watched"].as_array().cloned().unwrap_or_default();
+    let targets: Vec<&str> = watched.iter().filter_map(|w| w["target"].as_str()).collect();
+    assert_eq!(
+        targets,
+        [
+            format!("pid {masked_pid}").as_str(),
+            &format!("pid {clean_pid}"),
+            "unit masked.service",
+            "unit stopped.service"
+        ],
+        "{evidence}"
+    );
+    assert_eq!(watched[1]["capability_env"], serde_json::Value::Null, "{evidence}");
+    assert!(!evidence.to_string().contains("PATH="), "{evidence}");
+
+    let clean_findings: Vec<String> = sqlx::query_scalar(
+        "SELECT f.reason FROM findings f JOIN hosts h ON h.id = f.host_id WHERE h.name = 'e2e-watch-clean'",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert!(
+        !clean_findings.iter().any(|r| r == "openssl-masked"),
+        "{clean_findings:?}"
+    );
+    // The host page lists the watched services and what each masks.
+    let host_id: i64 = sqlx::query_scalar("SELECT id FROM hosts WHERE name = 'e2e-watch-masked'")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    let page = app.get(&format!("/hosts/{host_id}")).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body
+            .contains(&format!("pid {masked_pid} (sleep): {variable}={value} (masks {masks})")),
+        "{}",
+        page.body
+    );
+}
+
+/// A child process killed when the test ends, pass or fail.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

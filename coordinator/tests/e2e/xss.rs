@@ -50,7 +50,10 @@ async fn agent_supplied_markup_is_shown_as_text_and_never_runs() {
         )
         .bind(
             serde_json::json!({"binary": QUOTE_LABEL, "version": SCRIPT_NAME, "platform": IMG_NAME,
-                                 "libcrypto": QUOTE_LABEL, "capability_env": SCRIPT_NAME}),
+                                 "libcrypto": QUOTE_LABEL, "capability_env": SCRIPT_NAME,
+                                 // A watched service's name and variable (`--watch-env`) are another process's.
+                                 "watched": [{"target": SCRIPT_NAME, "name": IMG_NAME, "source": QUOTE_LABEL,
+                                              "capability_env": QUOTE_LABEL, "masked": [SCRIPT_NAME]}]}),
         )
         .bind(script_host)
         .execute(&app.pool)
@@ -135,6 +138,12 @@ async fn agent_supplied_markup_is_shown_as_text_and_never_runs() {
             p.check(
                 openssl.contains(SCRIPT_NAME) && openssl.contains(IMG_NAME) && openssl.contains(QUOTE_LABEL),
                 format!("{path}: the OpenSSL build shown as text: {openssl:?}"),
+            );
+            p.check(
+                openssl.contains(&format!(
+                    "{SCRIPT_NAME} ({IMG_NAME}): {QUOTE_LABEL} (masks {SCRIPT_NAME}), from {QUOTE_LABEL}"
+                )),
+                format!("{path}: the watched service shown as text: {openssl:?}"),
             );
         }
         if path == "/hosts" {

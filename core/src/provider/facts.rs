@@ -79,6 +79,33 @@ pub struct OpensslBuild {
     pub capability_env: Option<String>,
     /// What that variable masks (`aes`, `pclmulqdq`, `avx2`, `neon`…): the `openssl-masked` finding.
     pub masked: Vec<String>,
+    /// The services the operator asked the agent to watch (`--watch-env`), in
+    /// the order given; empty from agents before it, or without the flag.
+    pub watched: Vec<WatchedService>,
+}
+
+/// Another process's OpenSSL capability variable, read for `--watch-env`: of
+/// its environment only that variable is kept (the rest can hold secrets).
+/// A field an agent leaves out reads as its default.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WatchedService {
+    /// What the operator named: `pid 1234` or `unit nginx.service`.
+    pub target: String,
+    /// The process's name (`/proc/PID/comm`); `None` when no process was read
+    /// (a unit not running).
+    pub name: Option<String>,
+    /// Where the variable was looked for: `/proc/1234/environ`, or the unit's
+    /// `Environment=` (which leaves out its `EnvironmentFile=`) when it has no
+    /// process to read.
+    pub source: String,
+    /// The variable found there, as `NAME=value`; `None` without one.
+    pub capability_env: Option<String>,
+    /// What that variable masks, by the same rule as the agent's own.
+    pub masked: Vec<String>,
+    /// Why the environment could not be read (no such process, permission
+    /// denied, no `systemctl`); the other fields are then empty.
+    pub error: Option<String>,
 }
 
 /// The kernel crypto API on this host.

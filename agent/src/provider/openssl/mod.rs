@@ -5,6 +5,7 @@
 //! - [`version`]: `openssl version -a` read back.
 //! - [`speed`]: the `openssl speed` command line and its output read back.
 //! - [`measure`]: one point in the worker: runs, figures, the path inferred.
+//! - [`watch`]: `--watch-env`: the capability variable in a service's environment.
 //!
 //! Every `openssl` command runs under the worker prefix
 //! ([`crate::worker::PREFIX_ENV`]): on an emulated host the host's OpenSSL
@@ -13,6 +14,7 @@
 pub mod measure;
 pub mod speed;
 pub mod version;
+pub mod watch;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -77,6 +77,7 @@ pub fn parse(binary: &str, text: &str) -> OpensslBuild {
         speed_aead: release.is_some_and(|r| r.major >= 3),
         capability_env: None,
         masked: Vec::new(),
+        watched: Vec::new(),
     }
 }
 
