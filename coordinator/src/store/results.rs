@@ -358,13 +358,15 @@ async fn insert_rows(
              latency_p50_ns, latency_p90_ns, latency_p99_ns, latency_p999_ns, latency_max_ns, \
              latency_method, batch_ops, cv, samples, cpu_user_seconds, cpu_sys_seconds, \
              cpu_utilization, key_setup_ns, elapsed_seconds, sample_throughputs, measurement, \
-             low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op) \
+             host_from_snapshot, low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, \
+             allocs_per_op) \
          SELECT j.id, j.host_id, h.current_snapshot_id, j.algorithm, j.direction, j.size_bytes, \
              j.threads, j.concurrency, j.key_mode, j.path, j.nonce, j.provider, r.path_used, r.throughput_mb_s, r.ops_per_s, \
              r.p50, r.p90, r.p99, r.p999, r.max, r.latency_method, r.batch_ops, r.cv, r.samples, \
              r.cpu_user, r.cpu_sys, r.cpu_utilization, r.key_setup_ns, r.elapsed_seconds, \
              ($27::double precision[])[r.samples_from:r.samples_to], \
-             r.measurement::jsonb, r.low_samples, r.cipher_state_bytes, r.peak_rss_bytes, r.heap_bytes_per_op, \
+             CASE WHEN d.same IS NULL THEN d.m ELSE jsonb_set(d.m, '{host}', d.differ) END, \
+             d.same, r.low_samples, r.cipher_state_bytes, r.peak_rss_bytes, r.heap_bytes_per_op, \
              r.allocs_per_op \
          FROM UNNEST($1::uuid[], $2::text[], $3::double precision[], $4::double precision[], \
                  $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], \
@@ -377,6 +379,14 @@ async fn insert_rows(
                   key_setup_ns, elapsed_seconds, samples_from, measurement, low_samples, \
                   cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, samples_to) \
          JOIN jobs j ON j.id = r.job_id JOIN hosts h ON h.id = j.host_id \
+         LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id \
+         CROSS JOIN LATERAL (SELECT r.measurement::jsonb AS m) parsed \
+         CROSS JOIN LATERAL (SELECT parsed.m AS m, \
+                 coalesce(jsonb_object_agg(e.key, e.value) FILTER (WHERE e.value IS DISTINCT FROM s.facts -> e.key), \
+                     '{}'::jsonb) AS differ, \
+                 CASE WHEN s.facts IS NOT NULL AND jsonb_typeof(parsed.m -> 'host') = 'object' THEN \
+                     coalesce(array_agg(e.key) FILTER (WHERE e.value = s.facts -> e.key), '{}') END AS same \
+             FROM jsonb_each(CASE WHEN jsonb_typeof(parsed.m -> 'host') = 'object' THEN parsed.m -> 'host' END) e) d \
          ON CONFLICT (job_id) DO NOTHING \
          RETURNING id, job_id",
     )
@@ -522,12 +532,19 @@ pub struct StoredResult {
     pub measurement: Value,
 }
 
-/// Result `result_id` with its host's name, if it exists.
+/// Result `result_id` with its host's name, if it exists. Its measurement's
+/// `host` is whole again: ingest keeps there only the keys that differ from
+/// the snapshot the result is tied to and names the others
+/// (`host_from_snapshot`, migration 0038), put back here from that snapshot.
 pub async fn stored(db: impl PgExecutor<'_>, result_id: i64) -> Result<Option<StoredResult>> {
     Ok(sqlx::query_as(
         "SELECT r.id, r.job_id, (SELECT j.campaign_id FROM jobs j WHERE j.id = r.job_id) AS campaign_id, \
-             r.host_id, h.name AS host_name, r.snapshot_id, r.created_at, r.measurement \
-         FROM results r JOIN hosts h ON h.id = r.host_id WHERE r.id = $1",
+             r.host_id, h.name AS host_name, r.snapshot_id, r.created_at, \
+             CASE WHEN r.host_from_snapshot IS NULL THEN r.measurement \
+                 ELSE jsonb_set(r.measurement, '{host}', (SELECT coalesce(jsonb_object_agg(k, s.facts -> k), '{}') \
+                     FROM unnest(r.host_from_snapshot) k) || (r.measurement -> 'host')) END AS measurement \
+         FROM results r JOIN hosts h ON h.id = r.host_id \
+             LEFT JOIN host_fact_snapshots s ON s.id = r.snapshot_id WHERE r.id = $1",
     )
     .bind(result_id)
     .fetch_optional(db)

@@ -228,3 +228,88 @@ async fn only_the_current_attempt_of_an_unfinished_job_stores_a_result() {
     );
     assert_eq!(results::count(&pool).await.unwrap(), 0);
 }
+
+/// The measurement document is stored once (migration 0038): its `host`
+/// keeps only what differs from the snapshot the result is tied to (the load
+/// when the point ran), names the rest, and reads back whole.
+#[tokio::test]
+async fn a_results_host_facts_are_stored_once_and_read_back_whole() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    campaign(&pool, &[job(bench, 16), job(bench, 16)]).await;
+    let at_hello = facts("6.6.0-1-amd64");
+    hosts::upsert_host_with_facts(&pool, "bench-01", None, &at_hello)
+        .await
+        .unwrap();
+    let m = measurement(200.0);
+    let mut sent = serde_json::to_value(&m).unwrap();
+    sent["host"] = at_hello.clone();
+    sent["host"]["noise"]["load_average"] = serde_json::json!([3.5, 2.0, 1.0]);
+    let claimed = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    let attempt = jobs::get(&pool, claimed.id).await.unwrap().unwrap().attempt_id;
+    let figures = m.figures.clone().unwrap();
+    results::record(
+        &pool,
+        claimed.id,
+        bench,
+        attempt,
+        PathUsed::Accelerated,
+        &figures,
+        &sent,
+    )
+    .await
+    .unwrap();
+
+    let (id, kept, same, stored_bytes): (i64, serde_json::Value, Option<Vec<String>>, i32) = sqlx::query_as(
+        "SELECT id, measurement -> 'host', host_from_snapshot, pg_column_size(measurement) FROM results \
+         WHERE job_id = $1",
+    )
+    .bind(claimed.id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let same = same.expect("the keys taken from the snapshot");
+    for key in ["cpu", "features", "os", "build", "virtualization", "hostname"] {
+        assert!(same.iter().any(|k| k == key), "{key} in {same:?}");
+        assert!(kept.get(key).is_none(), "{key} is not stored twice: {kept}");
+    }
+    assert_eq!(
+        kept["noise"]["load_average"],
+        serde_json::json!([3.5, 2.0, 1.0]),
+        "what differs stays"
+    );
+    let whole = results::stored(&pool, id).await.unwrap().unwrap();
+    assert_eq!(whole.measurement, sent, "read back as the agent sent it");
+    let sent_bytes = serde_json::to_string(&sent).unwrap().len();
+    assert!(
+        (stored_bytes as usize) < sent_bytes,
+        "{stored_bytes} stored of {sent_bytes} sent"
+    );
+
+    // Without host facts the document is stored as it came.
+    let m = measurement(210.0);
+    let claimed = jobs::claim_next_for_host(&pool, bench)
+        .await
+        .unwrap()
+        .expect("the second job");
+    let attempt = jobs::get(&pool, claimed.id).await.unwrap().unwrap().attempt_id;
+    let plain = serde_json::to_value(&m).unwrap();
+    results::record(
+        &pool,
+        claimed.id,
+        bench,
+        attempt,
+        PathUsed::Accelerated,
+        m.figures.as_ref().unwrap(),
+        &plain,
+    )
+    .await
+    .unwrap();
+    let (same, host): (Option<Vec<String>>, Option<serde_json::Value>) =
+        sqlx::query_as("SELECT host_from_snapshot, measurement -> 'host' FROM results WHERE job_id = $1")
+            .bind(claimed.id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((same, host), (None, Some(serde_json::Value::Null)));
+}

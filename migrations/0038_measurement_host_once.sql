@@ -1,0 +1,14 @@
+-- The measurement document is stored once (issue 34): a result's
+-- `measurement.host` (the facts the agent probed when it ran the point, about
+-- 2 KB of the ~3 KB document) repeats, but for its volatile parts (load,
+-- clock read cost), the facts of the snapshot the result is tied to
+-- (`snapshot_id`). From this migration on, ingest keeps in `measurement.host`
+-- only the keys whose value differs from that snapshot's facts, and names the
+-- others here; reading a result puts them back from the snapshot
+-- (src/store/results.rs, `stored`), so `/api/v1/results/{id}` shows the
+-- document as the agent sent it. NULL: the whole host is in the document (rows
+-- stored before, a result without a snapshot).
+--
+-- Additive: a coordinator of the previous release stores whole documents
+-- (NULL) and, reading a new row, shows the host part that differs alone.
+ALTER TABLE results ADD COLUMN host_from_snapshot text[];
