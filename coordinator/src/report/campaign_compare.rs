@@ -66,3 +66,16 @@ pub async fn pairs(db: impl PgExecutor<'_>, before: i64, after: i64) -> Result<V
     .fetch_all(db)
     .await?)
 }
+
+/// How many finished jobs of `campaigns` no longer have their result raw:
+/// retention folded it into its day's summary (`serve --keep-raw`), so the
+/// pairs leave it out.
+pub async fn folded(db: impl PgExecutor<'_>, campaigns: &[i64]) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM jobs j WHERE j.campaign_id = ANY($1) AND j.status = 'done' \
+             AND NOT EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id)",
+    )
+    .bind(campaigns)
+    .fetch_one(db)
+    .await?)
+}

@@ -117,6 +117,8 @@ struct ComparePage {
     slower: usize,
     faster: usize,
     min_z: f64,
+    /// Results of the two campaigns past `--keep-raw`, folded away.
+    folded: i64,
 }
 
 async fn campaign_or_404(state: &WebState, raw_id: &str) -> Result<Campaign, WebError> {
@@ -141,7 +143,9 @@ async fn load(state: &WebState, a: &str, b: &str) -> Result<(Campaign, Campaign,
 async fn page(State(state): State<WebState>, Path((a, b)): Path<(String, String)>) -> Result<Html<String>, WebError> {
     let (before, after, rows) = load(&state, &a, &b).await?;
     let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
+    let folded = campaign_compare::folded(&state.pool, &[before.id, after.id]).await?;
     let view = ComparePage {
+        folded,
         slower: count(Verdict::Slower),
         faster: count(Verdict::Faster),
         min_z: Thresholds::default().min_z,

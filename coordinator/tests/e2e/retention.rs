@@ -16,8 +16,8 @@ async fn results_past_keep_raw_fold_into_daily_summaries_the_host_page_draws() {
     app.spawn_agent("e2e-retention", &[]);
     app.wait_online(1).await;
     let key = || matrix(&["aes-256-gcm"], &[16 * 1024], 0.1);
-    app.run_campaign("before", key()).await;
-    app.run_campaign("after", key()).await;
+    let before = app.run_campaign("before", key()).await;
+    let after = app.run_campaign("after", key()).await;
     // The first result three days old: past --keep-raw, and not the latest of its point.
     sqlx::query(
         "UPDATE results SET created_at = now() - interval '3 days' \
@@ -81,6 +81,13 @@ async fn results_past_keep_raw_fold_into_daily_summaries_the_host_page_draws() {
         page.body
             .contains("Whole history: 16 KiB encrypt, 1 thread, accelerated path; one dot per UTC day"),
         "the host page draws the whole history and says its resolution"
+    );
+    let compare = app.get(&format!("/campaigns/{before}/compare/{after}")).await;
+    assert!(
+        compare
+            .body
+            .contains("1 result of these campaigns is older than the raw window"),
+        "the comparison says what was folded away"
     );
     let csv = app.get(&format!("/api/v1/hosts/{host}/history?format=csv")).await;
     assert!(

@@ -10,6 +10,7 @@ const COVERED: &[&str] = &[
     "advisory::lock_hosts_transaction",
     "advisory::lock_transaction",
     "advisory::try_lock_session",
+    "campaign_compare::folded",
     "campaign_compare::pairs",
     "campaign_summaries::all_jobs",
     "campaign_summaries::count",

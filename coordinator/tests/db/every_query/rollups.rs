@@ -1,6 +1,7 @@
 //! rollups: the folds retention runs and the history the host page reads.
 
 use chrono::{Duration, Utc};
+use cipherfleet_coordinator::report::campaign_compare;
 use cipherfleet_coordinator::store::rollups;
 
 use super::fixture::populate;
@@ -36,8 +37,14 @@ async fn an_old_result_folds_into_its_day_then_its_month_and_the_history_reads_e
         rollups::oldest_day(pool, now - Duration::days(101)).await.unwrap(),
         None
     );
+    assert_eq!(campaign_compare::folded(pool, &[f.nightly]).await.unwrap(), 0);
     let folded = rollups::fold_day(pool, day).await.unwrap();
     assert_eq!((folded.removed, folded.summaries), (1, 1));
+    assert_eq!(
+        campaign_compare::folded(pool, &[f.nightly, f.live]).await.unwrap(),
+        1,
+        "the campaign's result folded away"
+    );
     let history = rollups::history(pool, f.bench, &["aes-256-gcm"], 16384).await.unwrap();
     let row = history.iter().find(|r| r.period_start == day).expect("the folded day");
     assert_eq!(
