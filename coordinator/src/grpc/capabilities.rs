@@ -4,6 +4,7 @@
 //! a software-path job that would fail at once.
 
 use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::facts::Capability;
 use cipherfleet_proto::v1;
 use serde_json::Value;
 use sqlx::PgPool;
@@ -27,10 +28,7 @@ pub(super) async fn advertised(pool: &PgPool, hello: &v1::Hello, host_id: i64) -
             "the agent offers no path: every point queued for it is skipped"
         );
     }
-    let keep: Vec<Uuid> = std::iter::once(&hello.running_job_id)
-        .chain(&hello.spooled_job_ids)
-        .filter_map(|id| Uuid::parse_str(id).ok())
-        .collect();
+    let keep = held_jobs(hello);
     let done = store::capabilities::advertise(pool, host_id, &paths, &keep)
         .await
         .map_err(db_status)?;
@@ -44,6 +42,41 @@ pub(super) async fn advertised(pool: &PgPool, hello: &v1::Hello, host_id: i64) -
         tracing::info!(host = host_id, ?before, after = ?paths, "the agent's paths changed");
         verify::paths_change(&before, &paths)
     }))
+}
+
+/// The jobs the agent still runs or holds the outcome of: never skipped.
+fn held_jobs(hello: &v1::Hello) -> Vec<Uuid> {
+    std::iter::once(&hello.running_job_id)
+        .chain(&hello.spooled_job_ids)
+        .filter_map(|id| Uuid::parse_str(id).ok())
+        .collect()
+}
+
+/// Skips the host's queued jobs on a provider its agent cannot run by the
+/// providers' capabilities in the facts of its hello (`facts`), with the
+/// agent's reason ([`store::capabilities::skip_unrunnable_providers`]): a
+/// campaign is checked against the facts it was created with, and an agent
+/// that lost a provider since says so here.
+pub(super) async fn providers_advertised(
+    pool: &PgPool,
+    hello: &v1::Hello,
+    host_id: i64,
+    facts: &Value,
+) -> Result<(), Status> {
+    let capabilities: Option<Vec<Capability>> = facts
+        .pointer("/providers/capabilities")
+        .and_then(|c| serde_json::from_value(c.clone()).ok());
+    let (skipped, finished) =
+        store::capabilities::skip_unrunnable_providers(pool, host_id, capabilities.as_deref(), &held_jobs(hello))
+            .await
+            .map_err(db_status)?;
+    if skipped > 0 {
+        tracing::info!(
+            host = host_id, skipped, finished = ?finished,
+            "queued jobs on providers the agent lacks are skipped"
+        );
+    }
+    Ok(())
 }
 
 /// The paths `hello` advertises, in its order.

@@ -136,6 +136,67 @@ pub async fn advertise(pool: &PgPool, host_id: i64, paths: &[Path], keep: &[Uuid
     })
 }
 
+/// Takes the host's queued jobs on a provider its agent cannot run now
+/// (`capabilities` from the facts of its hello, `None`: it reported none;
+/// [`provider_refusal`]'s rule) out of the queue as skipped points of their
+/// campaigns, with the agent's reason, as [`advertise`] does for paths: an
+/// agent that lost its `openssl`, or was replaced by one before providers,
+/// is not sent jobs that would fail at once. Jobs in `keep` stay. Then the
+/// campaigns left with nothing queued or running are finished. Returns the
+/// jobs skipped and those campaigns.
+pub async fn skip_unrunnable_providers(
+    pool: &PgPool,
+    host_id: i64,
+    capabilities: Option<&[Capability]>,
+    keep: &[Uuid],
+) -> Result<(u64, Vec<i64>)> {
+    let queued: Vec<(Uuid, String, String)> = sqlx::query_as(
+        "SELECT id, provider, algorithm FROM jobs WHERE host_id = $1 AND status = 'queued' \
+             AND provider <> 'rustcrypto' AND id <> ALL($2)",
+    )
+    .bind(host_id)
+    .bind(keep)
+    .fetch_all(pool)
+    .await?;
+    let (mut ids, mut providers, mut reasons) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, provider, algorithm) in queued {
+        let (Ok(p), Ok(a)) = (provider.parse::<Provider>(), algorithm.parse()) else {
+            continue;
+        };
+        if let Some(reason) = provider_refusal(capabilities, p, a) {
+            ids.push(id);
+            providers.push(provider);
+            reasons.push(reason);
+        }
+    }
+    if ids.is_empty() {
+        return Ok((0, Vec::new()));
+    }
+    // One reason per campaign and provider (the first job's; an algorithm the
+    // provider lacks says so in it), added to the points of one stored before.
+    let (skipped, campaign_ids): (i64, Vec<i64>) = sqlx::query_as(
+        "WITH why AS (SELECT * FROM UNNEST($2::uuid[], $3::text[], $4::text[]) AS w(id, provider, reason)), \
+         gone AS ( \
+             DELETE FROM jobs j USING why w WHERE j.id = w.id AND j.host_id = $1 AND j.status = 'queued' \
+             RETURNING j.campaign_id, j.provider, w.reason), \
+         counted AS ( \
+             INSERT INTO campaign_provider_skips AS s (campaign_id, host_id, provider, points, reason) \
+             SELECT campaign_id, $1, provider, count(*), min(reason) FROM gone GROUP BY campaign_id, provider \
+             ORDER BY campaign_id, provider \
+             ON CONFLICT (campaign_id, host_id, provider) DO UPDATE SET points = s.points + EXCLUDED.points \
+             RETURNING campaign_id) \
+         SELECT (SELECT count(*) FROM gone), ARRAY(SELECT DISTINCT campaign_id FROM counted)",
+    )
+    .bind(host_id)
+    .bind(&ids)
+    .bind(&providers)
+    .bind(&reasons)
+    .fetch_one(pool)
+    .await?;
+    let finished = campaigns::close_if_complete(pool, &campaign_ids).await?;
+    Ok((u64::try_from(skipped).unwrap_or(0), finished))
+}
+
 /// Stores the points a new campaign skips, in its creating transaction.
 pub async fn record(tx: &mut PgConnection, campaign_id: i64, skipped: &[Skipped]) -> Result<()> {
     if skipped.is_empty() {

@@ -433,3 +433,66 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+/// A campaign queued for a host while it was away (its stored facts said it
+/// has OpenSSL) meets an agent that came back without an `openssl`: the
+/// OpenSSL jobs are skipped at its hello with the agent's reason, as points
+/// on a path it lacks are, instead of being sent to fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_openssl_jobs_of_an_agent_that_lost_openssl_are_skipped_at_its_hello() {
+    const LOST: &str = "e2e-lost-openssl";
+    let mut app = spawn_app().await;
+    let first = app.spawn_agent(LOST, &[]);
+    app.wait_online(1).await;
+    app.kill_agent(first);
+    app.wait_host(LOST, false).await;
+    let points = v1::Matrix {
+        providers: vec![v1::Provider::Openssl as i32],
+        ..matrix(&["aes-128-gcm"], &[1024], 0.1)
+    };
+    let request = v1::StartCampaignRequest {
+        points: Some(v1::start_campaign_request::Points::Matrix(points)),
+        hosts: Some(v1::HostSelector {
+            host_names: vec![LOST.into()],
+            ..Default::default()
+        }),
+        include_offline: true,
+        started_by: "e2e".into(),
+        name: "openssl gone".into(),
+        ..Default::default()
+    };
+    let started = app
+        .admin()
+        .await
+        .start_campaign(request)
+        .await
+        .expect("campaign starts")
+        .into_inner();
+    assert_eq!((started.jobs_created, started.points_skipped), (1, 0), "{started:?}");
+
+    // Back, with no `openssl` on its PATH.
+    let child = app
+        .agent_command(LOST)
+        .env("PATH", app.dir.path().join("no-such-dir"))
+        .spawn()
+        .expect("starting the agent");
+    app.track_agent(child);
+    let status = app.wait_finished(&started.campaign_id, Duration::from_secs(120)).await;
+    let overall = status.overall.clone().unwrap();
+    assert_eq!(
+        (status.state, overall.done, overall.failed),
+        (v1::CampaignState::Completed as i32, 0, 0),
+        "{status:?}"
+    );
+    let skipped = status
+        .skipped
+        .iter()
+        .find(|s| s.provider == v1::Provider::Openssl as i32 && s.host_name == LOST)
+        .unwrap_or_else(|| panic!("the OpenSSL point skipped for {LOST}: {status:?}"));
+    assert_eq!(skipped.points, 1);
+    assert!(
+        skipped.reason.contains("openssl"),
+        "the agent's reason: {}",
+        skipped.reason
+    );
+}

@@ -345,6 +345,9 @@ impl AgentSvc {
                 .map_err(db_status)?;
         }
         let paths_changed = capabilities::advertised(pool, hello, host_id).await?;
+        if up.facts_changed {
+            capabilities::providers_advertised(pool, hello, host_id, &said.facts).await?;
+        }
         Ok((up.facts_changed, paths_changed))
     }
 }

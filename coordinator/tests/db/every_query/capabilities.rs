@@ -379,3 +379,81 @@ async fn a_host_lacking_a_provider_skips_its_points_with_the_agents_reason() {
     let ring = capabilities::provider_totals(&pool, other.campaign_id).await.unwrap();
     assert_eq!((ring.len(), ring[0].provider, ring[0].points), (1, Provider::Ring, 3));
 }
+
+/// `capabilities::skip_unrunnable_providers`: at a hello whose facts lost a
+/// provider, the host's queued jobs on it are skipped with the agent's reason;
+/// the built-in crates' and those the agent holds stay.
+#[tokio::test]
+async fn queued_jobs_on_a_provider_the_agent_lost_are_skipped_with_its_reason() {
+    use cipherfleet_core::provider::Provider;
+    use cipherfleet_core::provider::facts::Capability;
+    use uuid::Uuid;
+
+    let f = populate().await;
+    let pool = &f.pool;
+    let campaign: i64 = sqlx::query_scalar(
+        "INSERT INTO campaigns (name, suite, matrix, started_by) VALUES ('lost openssl', 'providers', '{}', 'tests') \
+         RETURNING id",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    let mut jobs = Vec::new();
+    for (position, provider) in ["openssl", "openssl", "rustcrypto"].into_iter().enumerate() {
+        let id: Uuid = sqlx::query_scalar(
+            "INSERT INTO jobs (campaign_id, host_id, position, spec, algorithm, direction, size_bytes, threads, \
+                 key_mode, path, provider, time_limit_seconds) \
+             VALUES ($1, $2, $3, '{}', 'aes-128-gcm', 'encrypt', 1024, 1, 'static', 'accelerated', $4, 60) \
+             RETURNING id",
+        )
+        .bind(campaign)
+        .bind(f.vm)
+        .bind(position as i32)
+        .bind(provider)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        jobs.push(id);
+    }
+    let lost = [Capability {
+        provider: Provider::Openssl,
+        available: false,
+        reason: Some("no openssl on PATH".into()),
+        algorithms: Vec::new(),
+        software_path: String::new(),
+    }];
+    let still = [Capability {
+        available: true,
+        reason: None,
+        algorithms: vec!["aes-128-gcm".parse().unwrap()],
+        ..lost[0].clone()
+    }];
+    let none = capabilities::skip_unrunnable_providers(pool, f.vm, Some(&still), &[])
+        .await
+        .unwrap();
+    assert_eq!(none, (0, vec![]), "the agent still runs it");
+    // The first job is held by the agent (spooled): it stays.
+    let (skipped, finished) = capabilities::skip_unrunnable_providers(pool, f.vm, Some(&lost), &jobs[..1])
+        .await
+        .unwrap();
+    assert_eq!((skipped, finished), (1, vec![]));
+    let left: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM jobs WHERE campaign_id = $1 ORDER BY position")
+        .bind(campaign)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    assert_eq!(left, [jobs[0], jobs[2]]);
+    let rows = capabilities::providers_for_campaign(pool, campaign, 10).await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0].provider, rows[0].points, rows[0].reason.as_str()),
+        (Provider::Openssl, 1, "no openssl on PATH")
+    );
+    // An agent before providers (no capabilities at all): the held one goes too once released.
+    let (skipped, _) = capabilities::skip_unrunnable_providers(pool, f.vm, None, &[])
+        .await
+        .unwrap();
+    assert_eq!(skipped, 1);
+    let rows = capabilities::providers_for_campaign(pool, campaign, 10).await.unwrap();
+    assert_eq!(rows[0].points, 2, "added to the campaign's skips: {rows:?}");
+}

@@ -39,6 +39,7 @@ const COVERED: &[&str] = &[
     "capabilities::paths_of_hosts",
     "capabilities::provider_totals",
     "capabilities::providers_for_campaign",
+    "capabilities::skip_unrunnable_providers",
     "capabilities::providers_of_hosts",
     "capabilities::record",
     "capabilities::record_providers",
