@@ -478,7 +478,7 @@ async fn queued_openssl_jobs_of_an_agent_that_lost_openssl_are_skipped_at_its_he
         .expect("starting the agent");
     app.track_agent(child);
     let status = app.wait_finished(&started.campaign_id, Duration::from_secs(120)).await;
-    let overall = status.overall.clone().unwrap();
+    let overall = status.overall.unwrap();
     assert_eq!(
         (status.state, overall.done, overall.failed),
         (v1::CampaignState::Completed as i32, 0, 0),
