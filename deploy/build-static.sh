@@ -2,7 +2,7 @@
 # Static musl builds of both agent flavours for x86-64 and ARM64, linked with rust-lld, in the
 # release profile that measures (thin LTO, one codegen unit: see the root Cargo.toml), copied
 # stripped to dist/<triple>/{cipherfleet-agent,cipherfleet-agent-soft} (far smaller: docs/performance.md,
-# "Scripts: time and disk"; target/<triple>/release/ keeps the unstripped ones, with symbols for perf).
+# "Scripts: time and disk"; the target dir's <triple>/release/ keeps the unstripped ones, with symbols for perf).
 # --coordinator also builds the coordinator statically into dist/<triple>/cipherfleet-coordinator,
 # for the FROM-scratch container image (deploy/build-images.sh) and the quickstart; it needs an
 # external PostgreSQL (--database-url) in the image, which holds no PostgreSQL binaries for a
@@ -64,6 +64,8 @@ timed() {
   echo "build-static: $what built in $(($(date +%s) - t0)) s"
 }
 
+# Cargo's outputs, where CARGO_TARGET_DIR puts them.
+out=${CARGO_TARGET_DIR:-target}
 for t in "${triples[@]}"; do
   mkdir -p "dist/$t"
   if $soft; then
@@ -75,12 +77,12 @@ for t in "${triples[@]}"; do
   fi
   for bin in "${bins[@]}"; do
     # llvm-strip reads both architectures; the shipped binaries need no symbols or line tables.
-    llvm-strip -o "dist/$t/$bin" "target/$t/release/$bin"
+    llvm-strip -o "dist/$t/$bin" "$out/$t/release/$bin"
   done
   if $coordinator; then
     timed "the coordinator for $t" \
       cargo build --release --target "$t" -p cipherfleet-coordinator --bin cipherfleet-coordinator
-    llvm-strip -o "dist/$t/cipherfleet-coordinator" "target/$t/release/cipherfleet-coordinator"
+    llvm-strip -o "dist/$t/cipherfleet-coordinator" "$out/$t/release/cipherfleet-coordinator"
   fi
   echo "dist/$t: $(cd "dist/$t" && ls -s --block-size=M | tail -n +2 | tr '\n' ' ')"
 done

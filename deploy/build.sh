@@ -3,7 +3,8 @@
 #   target/<profile>/cipherfleet-agent       run-time detection (AES-NI, ARMv8 AES, CLMUL, AVX2…)
 #   target/<profile>/cipherfleet-agent-soft  every crypto crate forced to its portable software backend
 # and, for the tests, the simulator target/debug/cipherfleet-sim (debug builds without --target
-# only: it ships to no host, and deploy/bench-scale.sh builds its own release one).
+# only: it ships to no host, and deploy/bench-scale.sh builds its own release one); all three
+# under $CARGO_TARGET_DIR instead of target/ when it is set.
 # The RustCrypto crates can only be forced to software at build time, hence two builds.
 # The software build has its own target dir (target-soft/) so the two never invalidate each other.
 # --release is the profile that measures (thin LTO, one codegen unit; root Cargo.toml); it builds
@@ -37,13 +38,14 @@ while [ $# -gt 0 ]; do
     --release) profile=release; cargo_args+=(--release) ;;
     --target) target="$2"; cargo_args+=(--target "$2"); shift ;;
     --soft-rustflags) soft_rustflags; echo; exit 0 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "build.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 
-out=target/${target:+$target/}$profile
+# Cargo's outputs, where CARGO_TARGET_DIR puts them (the tests look beside their own binary).
+out=${CARGO_TARGET_DIR:-target}/${target:+$target/}$profile
 soft_out=target-soft/${target:+$target/}$profile
 
 cargo build "${cargo_args[@]}" -p cipherfleet-agent --bin cipherfleet-agent

@@ -42,6 +42,9 @@ pub struct HostCrypto {
     /// `/proc/cpuinfo` describes another CPU (a user-mode emulator): the
     /// kernel, and its crypto drivers, are the emulator host's, not this CPU's.
     pub cpuinfo_foreign: Option<bool>,
+    /// The host's CPU is emulated, by its labels or its facts
+    /// ([`super::marks::is_emulated`]): its timings are not performance.
+    pub emulated: bool,
     /// The kernel's chosen crypto drivers; empty when not reported.
     pub kernel_drivers: Vec<KernelDriver>,
     /// What an OpenSSL capability variable in the agent's environment or a
@@ -369,7 +372,7 @@ fn findings_with(host: &HostCrypto, peers_have: impl Fn(&str) -> bool) -> Vec<Fa
         t.near_software_ratio,
         t.near_software_min_size_bytes,
     );
-    if host.cpuinfo_foreign != Some(true) && !unaccelerated.is_empty() {
+    if !host.emulated && host.cpuinfo_foreign != Some(true) && !unaccelerated.is_empty() {
         let points: Vec<String> = unaccelerated.iter().map(|p| p.describe()).collect();
         out.push(FactFinding {
             host_id: host.host_id,
@@ -585,6 +588,12 @@ mod tests {
             ..no_asm.clone()
         };
         assert_eq!(reasons(&foreign), [], "an emulated CPU's timings are not performance");
+        // A VM under TCG has a /proc/cpuinfo of its own; its label says it is emulated.
+        let emulated = HostCrypto {
+            emulated: true,
+            ..no_asm.clone()
+        };
+        assert_eq!(reasons(&emulated), [], "an emulated VM's timings are not performance");
     }
 
     #[test]

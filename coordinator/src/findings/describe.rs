@@ -583,6 +583,8 @@ pub(super) fn crypto_of(host_id: i64, s: &Snapshot) -> HostCrypto {
         // A flavour this coordinator does not know is judged as unknown.
         build_flavour: c.build_flavour.as_deref().and_then(|f| f.parse().ok()),
         cpuinfo_foreign: c.cpuinfo_foreign,
+        // The facts alone; [`CurrentFacts::crypto`] adds the host's labels.
+        emulated: marks::EmulationFacts::of(c).show_emulation(),
         kernel_drivers: c.kernel_drivers.as_ref().map(|d| d.0.clone()).unwrap_or_default(),
         openssl_masked: c
             .openssl_build
@@ -599,6 +601,7 @@ impl CurrentFacts {
     pub(super) fn crypto(&self) -> HostCrypto {
         HostCrypto {
             openssl_paths: self.openssl_paths.as_ref().map(|p| p.0.clone()).unwrap_or_default(),
+            emulated: self.emulated(),
             ..crypto_of(self.host_id(), &self.snapshot)
         }
     }

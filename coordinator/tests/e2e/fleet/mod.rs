@@ -12,10 +12,12 @@
 //! API, the database, `fleet.sh status` and headless Chromium: every job done
 //! with exactly one result, each host's findings and facts as its CPU, kernel
 //! and build dictate, the emulated hosts marked and out of the capacity
-//! figures. Then the quickstart's flow: the `tour` suite on every host and the
-//! report in Chromium as a new user first meets it, every page and scenario
-//! view with its answer (or the command that fills it), emulated hosts never
-//! ranked. `fleet.sh down` runs whatever happened.
+//! figures. Then the `providers` suite on every host, each point measured or
+//! skipped with its reason (`providers.rs`). Then the quickstart's flow: the
+//! `tour` suite on every host and the report in Chromium as a new user first
+//! meets it, every page and scenario view with its answer (or the command that
+//! fills it), `/providers` with the providers campaign's figures, emulated
+//! hosts never ranked. `fleet.sh down` runs whatever happened.
 //!
 //! Needs root and network namespaces, else it skips loudly (fails with
 //! `CIPHERFLEET_REQUIRE_NETNS` or `CI` set, as `deploy/test.sh` sets it); the
@@ -401,7 +403,6 @@ async fn every_host_of_the_fleet_runs_one_campaign_through_link_cuts_and_kills()
     assert_eq!(row("x86-aesni")["acceleration"], "accelerated");
     if vms {
         vm_hosts_show_their_own_kernels(&app, &fleet, &open, &|h| row(h)).await;
-        vm_kernels_measured_through_af_alg(&app).await;
     }
 
     // The planner plans with the two real hosts alone, and says it left the emulated ones out.
@@ -416,11 +417,24 @@ async fn every_host_of_the_fleet_runs_one_campaign_through_link_cuts_and_kills()
         "{capacity}"
     );
 
-    providers::openssl_with_and_without_aes_ni(&app).await;
+    // The providers suite on every host, the VMs' kernels through AF_ALG among it.
+    let providers = providers::suite_on_every_host(&app, &fleet, &hosts).await;
+    providers::openssl_with_and_without_aes_ni(&app, &providers).await;
+    if vms {
+        vm_kernels_measured_through_af_alg(&app, &providers).await;
+    }
 
     // The quickstart's flow (deploy/quickstart.sh): the tour on every host, then the pages as a
     // new user first meets them, pictured (for docs/screenshots/ with CIPHERFLEET_SCREENSHOTS).
     let tour = tour(&app).await;
+    // Emulated hosts' timings are not performance: their OpenSSL's two paths make no finding.
+    let open = open_findings(&app).await;
+    assert!(
+        !open
+            .iter()
+            .any(|(h, r, _)| r == "openssl-no-acceleration" && EMULATED.contains(&h.as_str())),
+        "{open:?}"
+    );
     let shots = Screenshots::new(&app);
     if let Some(mut browser) = Browser::launch() {
         pages_show_the_fleet(&mut browser, &app, &fleet, &listed, &shots, &tour).await;

@@ -175,6 +175,9 @@ pub(super) async fn pages_show_the_fleet(
         {
             says_what_fills_it(&page, &path, &mut p);
         }
+        if path == "/providers" {
+            providers_page_shows_the_campaign(browser, app, hosts, &mut p).await;
+        }
         if path.starts_with("/compare") {
             // Emulated hosts are shown, badged and greyed, never on the colour scale.
             let ranked = browser.eval(
@@ -193,3 +196,86 @@ pub(super) async fn pages_show_the_fleet(
     }
     p.assert_none();
 }
+
+/// `/providers` after the providers campaign: a section per machine class,
+/// every provider the campaign measured shown with its figures; each class of
+/// native hosts opens with its answer (the fastest provider per algorithm at
+/// 16 KiB) and its OpenSSL ran AES-128-GCM accelerated, with the fallback's
+/// cost beside it; the Nehalem host's class, emulated, says that its
+/// OpenSSL's accelerated request ran software.
+async fn providers_page_shows_the_campaign(browser: &mut Browser, app: &App, hosts: &[Value], p: &mut Problems) {
+    let sections = browser.eval(PROVIDER_CLASSES);
+    let sections = sections.as_array().cloned().unwrap_or_default();
+    p.check(
+        !sections.is_empty(),
+        "/providers: a section per machine class after the providers campaign",
+    );
+    let measured: Vec<String> = sqlx::query_scalar("SELECT DISTINCT provider FROM provider_points ORDER BY 1")
+        .fetch_all(&app.pool)
+        .await
+        .unwrap();
+    for provider in measured.iter().map(String::as_str).chain(["rustcrypto"]) {
+        p.check(
+            sections.iter().any(|s| {
+                s["measured"]
+                    .as_array()
+                    .is_some_and(|m| m.iter().any(|x| x == provider))
+            }),
+            format!("/providers: {provider}'s figures shown: {sections:?}"),
+        );
+    }
+    let cpu = |name: &str| {
+        hosts
+            .iter()
+            .find(|h| h["name"] == name)
+            .and_then(|h| h["cpu_model"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let nehalem = cpu("x86-no-aesni");
+    let class = sections
+        .iter()
+        .find(|s| s["marked"] == true && s["title"].as_str().is_some_and(|t| t.contains(&nehalem)));
+    p.check(
+        class.is_some_and(|s| {
+            s["openssl_gcm"]
+                .as_str()
+                .is_some_and(|c| c.contains("(ran software)"))
+        }),
+        format!("/providers: the Nehalem class ({nehalem}) says its OpenSSL's accelerated AES-128-GCM ran software: {class:?}"),
+    );
+    for s in sections.iter().filter(|s| s["marked"] == false) {
+        p.check(
+            s["answers"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|l| l.as_str().is_some_and(|l| l.contains(" is fastest at ")))
+            }),
+            format!("/providers: a native class opens with its answer: {s}"),
+        );
+        p.check(
+            s["openssl_gcm"]
+                .as_str()
+                .is_some_and(|c| !c.contains("(ran ") && c.contains("fallback costs")),
+            format!(
+                "/providers: a native class's OpenSSL ran AES-128-GCM accelerated, its fallback's cost beside it: {s}"
+            ),
+        );
+    }
+}
+
+/// Each class section of `/providers`: its title, whether it is marked
+/// emulated, its answers, the providers with a figure in it, and OpenSSL's
+/// AES-128-GCM cell at 16 KiB.
+const PROVIDER_CLASSES: &str = r#"Array.from(document.querySelectorAll('section.provider-class'), s => {
+  const heads = Array.from(s.querySelectorAll('table.providers thead th'), th => th.textContent.trim());
+  const col = heads.indexOf('16 KiB');
+  const rows = Array.from(s.querySelectorAll('tr[data-provider]'));
+  const measured = rows
+    .filter(r => Array.from(r.cells).slice(2).some(c => !c.textContent.trim().startsWith('not measured')))
+    .map(r => r.dataset.provider);
+  const gcm = rows.find(r => r.dataset.provider === 'openssl' && r.dataset.algorithm === 'aes-128-gcm');
+  return {title: s.querySelector('h2').textContent.trim(), marked: !!s.querySelector('h2 .badge.emulated'),
+    answers: Array.from(s.querySelectorAll('ul.provider-answers li'), li => li.textContent.trim()),
+    measured: Array.from(new Set(measured)),
+    openssl_gcm: gcm && col >= 0 ? gcm.cells[col].textContent.trim().replace(/\s+/g, ' ') : null};
+})"#;
