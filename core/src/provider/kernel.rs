@@ -22,6 +22,14 @@ pub const NAMES: [&str; 8] = [
     "rfc7539(chacha20,poly1305)",
 ];
 
+/// The largest payload the `kernel` provider measures: 64 KiB. AF_ALG queues
+/// one operation's data in its socket's send buffer (about 208 KiB by
+/// default, `net.core.wmem_max`) and an AEAD cannot be split across sends, so
+/// a larger message blocks in `sendmsg` for ever. The kernel's own users hand
+/// it far less: dm-crypt a sector (512 B–4 KiB), IPsec a packet (≤ 64 KiB),
+/// kTLS a record (16 KiB).
+pub const MAX_BYTES: u64 = 64 * 1024;
+
 /// Markers of AES on hardware instructions in driver names: AES-NI and VAES
 /// (x86: `aesni_intel`), the ARMv8 Crypto Extensions (`aes-ce`, `cbc-aes-ce`,
 /// `gcm-aes-ce`), s390 CPACF, POWER8+ (`p8_aes`, `p10`), RISC-V Zvkned.

@@ -166,7 +166,9 @@ pub fn validate_nonce(nonce: Nonce, algorithm: Algorithm, direction: Direction) 
 
 /// Refuses a point its provider cannot measure: an algorithm it lacks
 /// ([`Provider::runs`]), ring's software path (ring has no software-only
-/// build), and the object-storage scenario outside the agent's own engine.
+/// build), the kernel's payloads past what AF_ALG takes in one operation
+/// ([`crate::provider::kernel::MAX_BYTES`]), and the object-storage scenario
+/// outside the agent's own engine.
 /// The one rule for the agent's `bench --provider`, its worker, matrices
 /// ([`super::Matrix::points`] leaves such points out) and the coordinator's jobs.
 pub fn validate_provider(p: &Point) -> Result<(), InvalidSpec> {
@@ -187,6 +189,16 @@ pub fn validate_provider(p: &Point) -> Result<(), InvalidSpec> {
             "--provider",
             "ring cannot be built software-only (it has no such switch): its software figures come from hosts \
              without the instructions, such as emulated ones; use --path accelerated",
+        )),
+        Provider::Kernel if p.size_bytes > crate::provider::kernel::MAX_BYTES => Err(invalid(
+            "--size",
+            format!(
+                "the kernel provider measures payloads up to {} bytes: AF_ALG takes one operation's data in \
+                 its socket's send buffer, and its users (dm-crypt sectors, IPsec packets, kTLS records) hand it \
+                 no more; {} bytes is larger",
+                crate::provider::kernel::MAX_BYTES,
+                p.size_bytes
+            ),
         )),
         Provider::Kernel | Provider::Openssl if p.concurrency.is_some() => Err(invalid(
             "--provider",

@@ -270,6 +270,22 @@ mod tests {
         let e = ring_cbc.validate().unwrap_err();
         assert_eq!(e.flag, "--provider");
         assert!(e.message.contains("ring provider runs none"), "{e}");
+        // The kernel measures up to 64 KiB: a 10 MiB point is left out, and asked alone refused.
+        let sizes = Matrix {
+            sizes: vec![64 * 1024, 10 * 1024 * 1024],
+            providers: vec![Provider::Kernel],
+            paths: vec![Path::Accelerated],
+            ..ring_cbc
+        };
+        let kept: Vec<u64> = sizes.points().map(|p| p.point.size_bytes).collect();
+        assert_eq!(kept, [64 * 1024]);
+        let e = Matrix {
+            sizes: vec![10 * 1024 * 1024],
+            ..sizes
+        }
+        .validate()
+        .unwrap_err();
+        assert!(e.message.contains("up to 65536 bytes"), "{e}");
     }
 
     #[test]

@@ -36,10 +36,9 @@ const SECONDS: f64 = 0.05;
 /// are the suite's slowest by far, and the whole suite on them took many
 /// minutes (docs/performance.md, "The providers suite in the fleet test").
 /// 16 KiB is the size `/providers` answers at. The native hosts measure
-/// every size. Left out with the rest: the kernel provider's 10 MiB points on
-/// the VM hosts, the only hosts here whose kernel offers AF_ALG; those time
-/// out today (the agent's kernel provider sends the whole message in one
-/// blocking `sendmsg`, more than AF_ALG's send buffer holds).
+/// every size. (The kernel provider has no 10 MiB point anywhere: AF_ALG
+/// takes at most `provider::kernel::MAX_BYTES` in one operation, so the
+/// suite leaves them out.)
 const EMULATED_SIZE: u64 = 16 * 1024;
 
 /// The `providers` suite's matrix, each point measuring [`SECONDS`]. A
