@@ -23,7 +23,7 @@ pub const SLOW_EVERY: i64 = 97;
 
 /// Machine classes: arch, vendor, model, usable features, build flavour.
 /// Host `id` is in class `id % 5`; the results' SQL scales their speed per class.
-const CLASSES: [(&str, &str, &str, &[&str], &str); 5] = [
+pub const CLASSES: [(&str, &str, &str, &[&str], &str); 5] = [
     (
         "x86_64",
         "GenuineIntel",
@@ -64,15 +64,16 @@ const CLASSES: [(&str, &str, &str, &[&str], &str); 5] = [
 
 pub const CLASS_COUNT: usize = CLASSES.len();
 
-/// [`HOSTS`] hosts labelled `simulated`, each with a facts snapshot of its class.
-pub async fn create(pool: &PgPool) {
+/// `hosts` hosts labelled `simulated` (the report's [`HOSTS`]), each with a
+/// facts snapshot of its class.
+pub async fn create(pool: &PgPool, hosts: i64) {
     sqlx::query(
         "INSERT INTO hosts (name, labels) \
          SELECT format('sim-%s', lpad(i::text, 5, '0')), \
                 jsonb_build_object('simulated', 'report-bench', 'rack', format('r%s', i % 10)) \
          FROM generate_series(1, $1) i",
     )
-    .bind(HOSTS)
+    .bind(hosts)
     .execute(pool)
     .await
     .expect("creating hosts");

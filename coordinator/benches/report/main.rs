@@ -14,13 +14,19 @@
 //! sequential scan of a table that grows with the results fails the run.
 //! Before that, the pages whose figures are stored per point are viewed
 //! right after new results, as during ingest ([`changes`]).
+//!
+//! With `CIPHERFLEET_REPORT_HISTORY=1` (`deploy/bench-history.sh`) it runs
+//! [`history`] instead: a year of hourly `quick` results ([`year`]) under
+//! retention, with the same page timings.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod changes;
 mod fleet;
+mod history;
 mod plans;
+mod year;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -161,7 +167,12 @@ fn main() {
         .with_max_level(tracing::Level::ERROR)
         .with_writer(std::io::stderr)
         .init();
-    if !support::with_private_cluster("bench-report", async |cluster, _| bench(cluster).await) {
+    let passed = if switch("CIPHERFLEET_REPORT_HISTORY", false) {
+        support::with_private_cluster("bench-history", async |cluster, _| history::bench(cluster).await)
+    } else {
+        support::with_private_cluster("bench-report", async |cluster, _| bench(cluster).await)
+    };
+    if !passed {
         std::process::exit(1);
     }
 }
@@ -172,7 +183,7 @@ async fn bench(cluster: &PrivateCluster) -> bool {
         .await
         .expect("connecting to the private cluster and migrating");
     let started = Instant::now();
-    fleet::create(&pool).await;
+    fleet::create(&pool, HOSTS).await;
     println!(
         "fleet: {HOSTS} simulated hosts in {} classes, created in {:.1} s",
         fleet::CLASS_COUNT,
@@ -183,20 +194,8 @@ async fn bench(cluster: &PrivateCluster) -> bool {
         .await
         .unwrap();
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("binding 127.0.0.1:0");
-    let addr = listener.local_addr().expect("bound address");
-    let shutdown = CancellationToken::new();
-    let refresh = Wanted::default();
-    let refresher = tokio::spawn(keep_fresh(pool.clone(), refresh.clone(), shutdown.clone()));
-    let state = WebState {
-        pool: pool.clone(),
-        scheduler: Arc::new(Scheduler::new(pool.clone(), Holder::this_process())),
-        ingest: Ingest::start(&pool, Default::default()),
-        refresh,
-    };
-    let server = tokio::spawn(web::serve(listener, state, shutdown.clone()));
+    let server = Server::start(&pool).await;
+    let addr = server.addr;
 
     let mut passed = true;
     let mut loaded = 0;
@@ -209,19 +208,7 @@ async fn bench(cluster: &PrivateCluster) -> bool {
         fleet::load_results(&pool, loaded, total).await;
         let load = started.elapsed();
         let started = Instant::now();
-        let mut tx = pool.begin().await.expect("transaction");
-        tx.execute("SET LOCAL statement_timeout = 0").await.unwrap();
-        store::points::refresh(&mut *tx)
-            .await
-            .expect("refreshing result_points");
-        tx.commit().await.expect("committing result_points");
-        // What autovacuum does after a bulk insert: statistics, and the
-        // visibility map that lets counts scan an index only.
-        let mut conn = pool.acquire().await.expect("a connection");
-        conn.execute("SET statement_timeout = 0").await.unwrap();
-        conn.execute("VACUUM ANALYZE").await.expect("VACUUM ANALYZE");
-        conn.execute("RESET statement_timeout").await.unwrap();
-        drop(conn);
+        refresh_points(&pool).await;
         let refresh = started.elapsed();
         loaded = total;
         let points: i64 = sqlx::query_scalar("SELECT count(*) FROM result_points")
@@ -276,9 +263,7 @@ async fn bench(cluster: &PrivateCluster) -> bool {
     } else {
         println!("\nquery plans: skipped (CIPHERFLEET_REPORT_PLANS=0)");
     }
-    shutdown.cancel();
-    let _ = server.await;
-    let _ = refresher.await;
+    server.stop().await;
 
     // One table: every page at every dataset, the target judged at the last.
     println!("\nreport at {HOSTS} hosts (p50 / p95 in ms; KiB at the last dataset):");
@@ -306,6 +291,60 @@ async fn bench(cluster: &PrivateCluster) -> bool {
     }
     println!("\n{}", if passed { "PASS" } else { "FAIL" });
     passed
+}
+
+/// `result_points` rebuilt after a bulk load, then what autovacuum does after
+/// one: statistics, and the visibility map that lets counts scan an index only.
+async fn refresh_points(pool: &sqlx::PgPool) {
+    let mut tx = pool.begin().await.expect("transaction");
+    tx.execute("SET LOCAL statement_timeout = 0").await.unwrap();
+    store::points::refresh(&mut *tx)
+        .await
+        .expect("refreshing result_points");
+    tx.commit().await.expect("committing result_points");
+    let mut conn = pool.acquire().await.expect("a connection");
+    conn.execute("SET statement_timeout = 0").await.unwrap();
+    conn.execute("VACUUM ANALYZE").await.expect("VACUUM ANALYZE");
+    conn.execute("RESET statement_timeout").await.unwrap();
+}
+
+/// The report served by the real router on a real socket (port 0), with the
+/// background refresh of its stored figures.
+struct Server {
+    addr: std::net::SocketAddr,
+    shutdown: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Server {
+    async fn start(pool: &sqlx::PgPool) -> Server {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding 127.0.0.1:0");
+        let addr = listener.local_addr().expect("bound address");
+        let shutdown = CancellationToken::new();
+        let refresh = Wanted::default();
+        let refresher = tokio::spawn(keep_fresh(pool.clone(), refresh.clone(), shutdown.clone()));
+        let state = WebState {
+            pool: pool.clone(),
+            scheduler: Arc::new(Scheduler::new(pool.clone(), Holder::this_process())),
+            ingest: Ingest::start(pool, Default::default()),
+            refresh,
+        };
+        let server = tokio::spawn(web::serve(listener, state, shutdown.clone()));
+        Server {
+            addr,
+            shutdown,
+            tasks: vec![refresher, server],
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
 }
 
 pub fn ms(d: Duration) -> f64 {

@@ -103,23 +103,23 @@ pub async fn check(cluster: &PrivateCluster, pages: &[Page]) -> bool {
 }
 
 /// One statement's plan from the server log.
-struct Plan {
-    duration_ms: f64,
+pub struct Plan {
+    pub duration_ms: f64,
     /// The statement's first line, shortened.
-    query: String,
+    pub query: String,
     /// The plan tree.
-    text: String,
+    pub text: String,
 }
 
 /// The log appended since byte `from`.
-fn read_from(path: &Path, from: u64) -> String {
+pub fn read_from(path: &Path, from: u64) -> String {
     let bytes = std::fs::read(path).unwrap_or_default();
     String::from_utf8_lossy(&bytes[(from as usize).min(bytes.len())..]).into_owned()
 }
 
 /// auto_explain entries: `… LOG:  duration: 1.234 ms  plan:` then `Query Text: …`
 /// and the plan, indented, until the next log line.
-fn plans_in(log: &str) -> Vec<Plan> {
+pub fn plans_in(log: &str) -> Vec<Plan> {
     let mut plans = Vec::new();
     let mut lines = log.lines().peekable();
     while let Some(line) = lines.next() {
