@@ -94,7 +94,7 @@ pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &Cance
                 break;
             };
             let started = Instant::now();
-            let folded = rollups::fold_day(pool, day).await?;
+            let folded = rollups::fold_day_alone(pool, day).await?;
             tracing::info!(
                 day = %day.date_naive(),
                 results = folded.removed,
@@ -116,7 +116,7 @@ pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &Cance
             let Some(month) = rollups::oldest_month(pool, before).await? else {
                 break;
             };
-            let folded = rollups::fold_month(pool, month, before).await?;
+            let folded = rollups::fold_month_alone(pool, month, before).await?;
             tracing::info!(
                 month = %month.format("%Y-%m"),
                 daily_summaries = folded.removed,

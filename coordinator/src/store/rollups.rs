@@ -4,7 +4,7 @@
 //! so a fold is all or nothing and a day is never counted twice.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgExecutor;
+use sqlx::{PgExecutor, PgPool};
 
 use super::Result;
 
@@ -58,6 +58,38 @@ pub async fn oldest_day(db: impl PgExecutor<'_>, before: DateTime<Utc>) -> Resul
     .bind(before)
     .fetch_optional(db)
     .await?)
+}
+
+/// How long one fold may run: a day of a large fleet's results (about 16 s
+/// at 1,000 hosts of hourly `quick`, docs/performance.md) must not meet the
+/// pool's [`super::STATEMENT_TIMEOUT`], or the same day would fail on every
+/// pass. It runs in the background and locks only rows no one else writes.
+const FOLD_TIMEOUT: &str = "30min";
+
+/// A transaction whose statements may run [`FOLD_TIMEOUT`].
+async fn fold_transaction(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT set_config('statement_timeout', $1, true)")
+        .bind(FOLD_TIMEOUT)
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx)
+}
+
+/// [`fold_day`] in a transaction of its own that may run [`FOLD_TIMEOUT`].
+pub async fn fold_day_alone(pool: &PgPool, day: DateTime<Utc>) -> Result<Folded> {
+    let mut tx = fold_transaction(pool).await?;
+    let folded = fold_day(&mut *tx, day).await?;
+    tx.commit().await?;
+    Ok(folded)
+}
+
+/// [`fold_month`] in a transaction of its own that may run [`FOLD_TIMEOUT`].
+pub async fn fold_month_alone(pool: &PgPool, month: DateTime<Utc>, before: DateTime<Utc>) -> Result<Folded> {
+    let mut tx = fold_transaction(pool).await?;
+    let folded = fold_month(&mut *tx, month, before).await?;
+    tx.commit().await?;
+    Ok(folded)
 }
 
 /// Folds the raw results of the UTC day starting at `day` (but the latest of
