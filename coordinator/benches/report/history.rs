@@ -324,7 +324,7 @@ async fn explain_fold(cluster: &PrivateCluster, pool: &PgPool, now: DateTime<Utc
     .await
     .expect("auto_explain");
     let started = Instant::now();
-    let folded = store::rollups::fold_day(&mut *tx, day).await.expect("folding a day");
+    let folded = store::rollups::fold_day(&mut tx, day).await.expect("folding a day");
     let took = started.elapsed();
     tx.rollback().await.expect("rolling back");
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -4,6 +4,7 @@
 //!
 //! - [`acceleration`]: a host's acceleration status (accelerated, partial, software, unknown) from its facts and what its latest results ran.
 //! - [`robust`]: median and MAD, the statistics the detectors use.
+//! - [`rollup`]: one period's summary of a point's results (count, median, p10/p90, min/max, path mix): retention's daily summaries and a host's history.
 //! - [`fallback`]: why a host runs a primitive in software (DESIGN.md reasons 1–4) from its facts.
 //! - [`providers`]: the providers' facts judged: a kernel crypto driver in software on a CPU with the instructions, an OpenSSL capability mask.
 //! - [`marks`]: emulated and simulated hosts, by label or (emulation) by facts: one rule for every page.
@@ -36,6 +37,7 @@ pub mod marks;
 pub mod overhead;
 pub mod providers;
 pub mod robust;
+pub mod rollup;
 pub mod scaling;
 pub mod scenarios;
 pub mod series;

@@ -1,12 +1,15 @@
 //! Results past the raw window folded into summaries (migrations/0037): one
 //! per point and UTC day, and days past the daily window one per month.
-//! [`crate::retention`] decides when; this is how, one period per statement,
-//! so a fold is all or nothing and a day is never counted twice.
+//! [`crate::retention`] decides when; this is how, one period per
+//! transaction, so a fold is all or nothing and a day is never counted twice.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
+
+use tokio_stream::StreamExt;
 
 use super::Result;
+use crate::analysis::rollup::Summary;
 
 /// What one fold did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +82,7 @@ async fn fold_transaction(pool: &PgPool) -> Result<sqlx::Transaction<'static, sq
 /// [`fold_day`] in a transaction of its own that may run [`FOLD_TIMEOUT`].
 pub async fn fold_day_alone(pool: &PgPool, day: DateTime<Utc>) -> Result<Folded> {
     let mut tx = fold_transaction(pool).await?;
-    let folded = fold_day(&mut *tx, day).await?;
+    let folded = fold_day(&mut tx, day).await?;
     tx.commit().await?;
     Ok(folded)
 }
@@ -92,44 +95,137 @@ pub async fn fold_month_alone(pool: &PgPool, month: DateTime<Utc>, before: DateT
     Ok(folded)
 }
 
+/// One point of one host, as a day's fold groups its results.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+struct PointKey {
+    host_id: i64,
+    algorithm: String,
+    direction: String,
+    size_bytes: i64,
+    threads: i32,
+    concurrency: i32,
+    key_mode: String,
+    path: String,
+    nonce: String,
+    provider: String,
+}
+
+/// A raw result deleted by a day's fold, in its point's order.
+#[derive(sqlx::FromRow)]
+struct Gone {
+    #[sqlx(flatten)]
+    key: PointKey,
+    path_used: String,
+    throughput_mb_s: f64,
+}
+
 /// Folds the raw results of the UTC day starting at `day` (but the latest of
-/// each point) into one `day` summary per host and point, and deletes them,
-/// in one statement. A summary already there (a latest result folded after
-/// its day was) is merged: counts add, min and max stay exact, the quantiles
-/// become results-weighted means.
-pub async fn fold_day(db: impl PgExecutor<'_>, day: DateTime<Utc>) -> Result<Folded> {
-    let (removed, summaries): (i64, i64) = sqlx::query_as(concat!(
-        "WITH gone AS ( \
-             DELETE FROM results r \
-             WHERE r.created_at >= $1 AND r.created_at < $1 + interval '1 day' AND ",
-        not_latest!(),
-        " RETURNING r.host_id, r.algorithm, r.direction, r.size_bytes, r.threads, \
-                 coalesce(r.concurrency, 0) AS concurrency, r.key_mode, r.path, r.nonce, r.provider, \
-                 r.path_used, r.throughput_mb_s), \
-         folded AS ( \
-             INSERT INTO result_rollups (host_id, algorithm, direction, size_bytes, threads, concurrency, \
+/// each point) into one `day` summary per host and point ([`Summary`], the
+/// statistics computed here rather than in SQL), and deletes them: one
+/// statement deletes and hands the rows over in their points' order, one
+/// writes the summaries; `conn` should be a transaction, so the two are all
+/// or nothing. A summary already there (a latest result folded after its day
+/// was) is merged: counts add, min and max stay exact, the quantiles become
+/// results-weighted means. Holds one point's results at a time.
+pub async fn fold_day(conn: &mut PgConnection, day: DateTime<Utc>) -> Result<Folded> {
+    let mut summaries: Vec<(PointKey, Summary)> = Vec::new();
+    let mut removed = 0i64;
+    {
+        let mut gone = sqlx::query_as::<_, Gone>(concat!(
+            "WITH gone AS ( \
+                 DELETE FROM results r \
+                 WHERE r.created_at >= $1 AND r.created_at < $1 + interval '1 day' AND ",
+            not_latest!(),
+            " RETURNING r.host_id, r.algorithm, r.direction, r.size_bytes, r.threads, \
+                     coalesce(r.concurrency, 0) AS concurrency, r.key_mode, r.path, r.nonce, r.provider, \
+                     r.path_used, r.throughput_mb_s) \
+             SELECT * FROM gone ORDER BY host_id, algorithm, direction, size_bytes, threads, concurrency, \
+                 key_mode, path, nonce, provider"
+        ))
+        .bind(day)
+        .fetch(&mut *conn);
+        let mut point: Option<PointKey> = None;
+        let mut results: Vec<(f64, String)> = Vec::new();
+        let mut close = |point: PointKey, results: &mut Vec<(f64, String)>| {
+            if let Some(s) = Summary::of(results.iter().map(|(v, used)| (*v, used.as_str()))) {
+                summaries.push((point, s));
+            }
+            results.clear();
+        };
+        while let Some(row) = gone.next().await {
+            let row = row?;
+            removed += 1;
+            if point.as_ref().is_some_and(|p| *p != row.key) {
+                close(point.take().expect("a point"), &mut results);
+            }
+            point.get_or_insert(row.key);
+            results.push((row.throughput_mb_s, row.path_used));
+        }
+        if let Some(p) = point {
+            close(p, &mut results);
+        }
+    }
+    let written = write_summaries(conn, "day", day, &summaries).await?;
+    Ok(Folded {
+        removed,
+        summaries: written,
+    })
+}
+
+/// Writes `summaries` of `resolution` for the period starting at `period`,
+/// merged into any already stored ([`merge!`]); returns how many.
+async fn write_summaries(
+    conn: &mut PgConnection,
+    resolution: &str,
+    period: DateTime<Utc>,
+    summaries: &[(PointKey, Summary)],
+) -> Result<i64> {
+    let mut written = 0;
+    // Bounded statements: a day of a large fleet is hundreds of thousands of points.
+    for part in summaries.chunks(10_000) {
+        let col = |f: &dyn Fn(&PointKey) -> String| part.iter().map(|(k, _)| f(k)).collect::<Vec<String>>();
+        let num = |f: &dyn Fn(&Summary) -> f64| part.iter().map(|(_, s)| f(s)).collect::<Vec<f64>>();
+        let count = |f: &dyn Fn(&Summary) -> i64| part.iter().map(|(_, s)| f(s)).collect::<Vec<i64>>();
+        let result = sqlx::query(concat!(
+            "INSERT INTO result_rollups (host_id, algorithm, direction, size_bytes, threads, concurrency, \
                  key_mode, path, nonce, provider, resolution, period_start, results, median_mb_s, p10_mb_s, \
                  p90_mb_s, min_mb_s, max_mb_s, accelerated, partial, software) \
-             SELECT host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, \
-                 provider, 'day', $1, count(*), \
-                 percentile_cont(0.5) WITHIN GROUP (ORDER BY throughput_mb_s), \
-                 percentile_cont(0.1) WITHIN GROUP (ORDER BY throughput_mb_s), \
-                 percentile_cont(0.9) WITHIN GROUP (ORDER BY throughput_mb_s), \
-                 min(throughput_mb_s), max(throughput_mb_s), \
-                 count(*) FILTER (WHERE path_used = 'accelerated'), \
-                 count(*) FILTER (WHERE path_used = 'partial'), \
-                 count(*) FILTER (WHERE path_used = 'software') \
-             FROM gone \
-             GROUP BY host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, \
-                 provider ",
-        merge!(),
-        " RETURNING 1) \
-         SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM folded)"
-    ))
-    .bind(day)
-    .fetch_one(db)
-    .await?;
-    Ok(Folded { removed, summaries })
+             SELECT u.host_id, u.algorithm, u.direction, u.size_bytes, u.threads, u.concurrency, u.key_mode, \
+                 u.path, u.nonce, u.provider, $1, $2, u.results, u.median, u.p10, u.p90, u.min, u.max, \
+                 u.accelerated, u.partial, u.software \
+             FROM UNNEST($3::bigint[], $4::text[], $5::text[], $6::bigint[], $7::integer[], $8::integer[], \
+                 $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::float8[], $15::float8[], \
+                 $16::float8[], $17::float8[], $18::float8[], $19::bigint[], $20::bigint[], $21::bigint[]) \
+                 AS u(host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, \
+                      provider, results, median, p10, p90, min, max, accelerated, partial, software) ",
+            merge!()
+        ))
+        .bind(resolution)
+        .bind(period)
+        .bind(part.iter().map(|(k, _)| k.host_id).collect::<Vec<i64>>())
+        .bind(col(&|k| k.algorithm.clone()))
+        .bind(col(&|k| k.direction.clone()))
+        .bind(part.iter().map(|(k, _)| k.size_bytes).collect::<Vec<i64>>())
+        .bind(part.iter().map(|(k, _)| k.threads).collect::<Vec<i32>>())
+        .bind(part.iter().map(|(k, _)| k.concurrency).collect::<Vec<i32>>())
+        .bind(col(&|k| k.key_mode.clone()))
+        .bind(col(&|k| k.path.clone()))
+        .bind(col(&|k| k.nonce.clone()))
+        .bind(col(&|k| k.provider.clone()))
+        .bind(count(&|s| s.results))
+        .bind(num(&|s| s.median_mb_s))
+        .bind(num(&|s| s.p10_mb_s))
+        .bind(num(&|s| s.p90_mb_s))
+        .bind(num(&|s| s.min_mb_s))
+        .bind(num(&|s| s.max_mb_s))
+        .bind(count(&|s| s.accelerated))
+        .bind(count(&|s| s.partial))
+        .bind(count(&|s| s.software))
+        .execute(&mut *conn)
+        .await?;
+        written += result.rows_affected() as i64;
+    }
+    Ok(written)
 }
 
 /// The start of the oldest UTC month holding a daily summary that begins
@@ -196,51 +292,96 @@ pub struct HistoryRow {
     pub software: i64,
 }
 
+impl HistoryRow {
+    fn new(algorithm: String, resolution: &str, period_start: DateTime<Utc>, s: Summary) -> HistoryRow {
+        HistoryRow {
+            algorithm,
+            resolution: resolution.to_string(),
+            period_start,
+            results: s.results,
+            median_mb_s: s.median_mb_s,
+            p10_mb_s: s.p10_mb_s,
+            p90_mb_s: s.p90_mb_s,
+            min_mb_s: s.min_mb_s,
+            max_mb_s: s.max_mb_s,
+            accelerated: s.accelerated,
+            partial: s.partial,
+            software: s.software,
+        }
+    }
+
+    fn summary(&self) -> Summary {
+        Summary {
+            results: self.results,
+            median_mb_s: self.median_mb_s,
+            p10_mb_s: self.p10_mb_s,
+            p90_mb_s: self.p90_mb_s,
+            min_mb_s: self.min_mb_s,
+            max_mb_s: self.max_mb_s,
+            accelerated: self.accelerated,
+            partial: self.partial,
+            software: self.software,
+        }
+    }
+}
+
+/// The key point's filter of [`history`], on `results` (`concurrency IS NULL`)
+/// or `result_rollups` (`concurrency = 0`).
+macro_rules! key_point {
+    () => {
+        "host_id = $1 AND algorithm = ANY($2) AND size_bytes = $3 AND direction = 'encrypt' \
+         AND path = 'accelerated' AND threads = 1 AND key_mode = 'static' AND nonce = 'counter' \
+         AND provider = 'rustcrypto'"
+    };
+}
+
 /// A host's whole history of one key point per algorithm (`algorithms`, by
 /// name: single-thread encryption on the accelerated path of the built-in
-/// crates at `size_bytes`, a static key): the stored summaries, then the raw
-/// results summarised per UTC day; a day with both (a latest result kept raw
-/// past its day's fold) is one row. Oldest first per algorithm.
-pub async fn history(
-    db: impl PgExecutor<'_>,
-    host_id: i64,
-    algorithms: &[&str],
-    size_bytes: i64,
-) -> Result<Vec<HistoryRow>> {
-    let rows: Vec<HistoryRow> = sqlx::query_as(
+/// crates at `size_bytes`, a static key): the stored summaries, and the raw
+/// results summarised per UTC day ([`Summary`]); a day with both (a latest
+/// result kept raw past its day's fold) is one row. Oldest first per algorithm.
+pub async fn history(pool: &PgPool, host_id: i64, algorithms: &[&str], size_bytes: i64) -> Result<Vec<HistoryRow>> {
+    let mut rows: Vec<HistoryRow> = sqlx::query_as(concat!(
         "SELECT algorithm, resolution, period_start, results::bigint AS results, median_mb_s, p10_mb_s, \
              p90_mb_s, min_mb_s, max_mb_s, accelerated::bigint AS accelerated, partial::bigint AS partial, \
              software::bigint AS software \
-         FROM result_rollups \
-         WHERE host_id = $1 AND algorithm = ANY($2) AND size_bytes = $3 AND direction = 'encrypt' \
-             AND path = 'accelerated' AND threads = 1 AND concurrency = 0 AND key_mode = 'static' \
-             AND nonce = 'counter' AND provider = 'rustcrypto' \
-         UNION ALL \
-         SELECT algorithm, 'day', date_trunc('day', created_at, 'UTC'), count(*), \
-             percentile_cont(0.5) WITHIN GROUP (ORDER BY throughput_mb_s), \
-             percentile_cont(0.1) WITHIN GROUP (ORDER BY throughput_mb_s), \
-             percentile_cont(0.9) WITHIN GROUP (ORDER BY throughput_mb_s), \
-             min(throughput_mb_s), max(throughput_mb_s), \
-             count(*) FILTER (WHERE path_used = 'accelerated'), count(*) FILTER (WHERE path_used = 'partial'), \
-             count(*) FILTER (WHERE path_used = 'software') \
-         FROM results \
-         WHERE host_id = $1 AND algorithm = ANY($2) AND size_bytes = $3 AND direction = 'encrypt' \
-             AND path = 'accelerated' AND threads = 1 AND concurrency IS NULL AND key_mode = 'static' \
-             AND nonce = 'counter' AND provider = 'rustcrypto' \
-         GROUP BY algorithm, date_trunc('day', created_at, 'UTC') \
-         ORDER BY algorithm, period_start, resolution",
-    )
+         FROM result_rollups WHERE concurrency = 0 AND ",
+        key_point!()
+    ))
     .bind(host_id)
     .bind(algorithms)
     .bind(size_bytes)
-    .fetch_all(db)
+    .fetch_all(pool)
     .await?;
+    let raw: Vec<(String, DateTime<Utc>, String, f64)> = sqlx::query_as(concat!(
+        "SELECT algorithm, date_trunc('day', created_at, 'UTC') AS day, path_used, throughput_mb_s \
+         FROM results WHERE concurrency IS NULL AND ",
+        key_point!(),
+        " ORDER BY algorithm, day"
+    ))
+    .bind(host_id)
+    .bind(algorithms)
+    .bind(size_bytes)
+    .fetch_all(pool)
+    .await?;
+    for day in raw.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1) {
+        let (algorithm, start) = (&day[0].0, day[0].1);
+        if let Some(s) = Summary::of(day.iter().map(|(_, _, used, v)| (*v, used.as_str()))) {
+            rows.push(HistoryRow::new(algorithm.clone(), "day", start, s));
+        }
+    }
+    rows.sort_by(|a, b| {
+        (a.algorithm.as_str(), a.period_start, a.resolution.as_str()).cmp(&(
+            b.algorithm.as_str(),
+            b.period_start,
+            b.resolution.as_str(),
+        ))
+    });
     Ok(merge_same_period(rows))
 }
 
 /// Rows of one algorithm, resolution and period (sorted so they are
-/// adjacent) merged as [`fold_day`] merges: counts add, min and max exact,
-/// quantiles results-weighted.
+/// adjacent) merged by [`Summary::merge`], as a fold merges them.
 fn merge_same_period(rows: Vec<HistoryRow>) -> Vec<HistoryRow> {
     let mut out: Vec<HistoryRow> = Vec::with_capacity(rows.len());
     for r in rows {
@@ -250,17 +391,8 @@ fn merge_same_period(rows: Vec<HistoryRow>) -> Vec<HistoryRow> {
                     && last.resolution == r.resolution
                     && last.period_start == r.period_start =>
             {
-                let (a, b) = (last.results as f64, r.results as f64);
-                let weigh = |x: f64, y: f64| (x * a + y * b) / (a + b);
-                last.median_mb_s = weigh(last.median_mb_s, r.median_mb_s);
-                last.p10_mb_s = weigh(last.p10_mb_s, r.p10_mb_s);
-                last.p90_mb_s = weigh(last.p90_mb_s, r.p90_mb_s);
-                last.min_mb_s = last.min_mb_s.min(r.min_mb_s);
-                last.max_mb_s = last.max_mb_s.max(r.max_mb_s);
-                last.results += r.results;
-                last.accelerated += r.accelerated;
-                last.partial += r.partial;
-                last.software += r.software;
+                let merged = last.summary().merge(r.summary());
+                *last = HistoryRow::new(r.algorithm, &r.resolution, r.period_start, merged);
             }
             _ => out.push(r),
         }

@@ -44,7 +44,7 @@ const API_PER_PAGE: u64 = 1000;
 
 /// The series of the host's history chart: the algorithms capacity questions
 /// are asked about, at the object-storage chunk size.
-pub(super) const KEY_ALGORITHMS: [&str; 5] = [
+const KEY_ALGORITHMS: [&str; 5] = [
     "aes-256-gcm",
     "aes-128-gcm",
     "chacha20-poly1305",
@@ -52,7 +52,7 @@ pub(super) const KEY_ALGORITHMS: [&str; 5] = [
     "aes-128-cbc-hmac-sha256",
 ];
 /// 16 KiB: large enough to measure the cipher rather than per-call overhead.
-pub(super) const KEY_SIZE: i64 = 16 * 1024;
+const KEY_SIZE: i64 = 16 * 1024;
 /// Latest points per algorithm drawn.
 const CHART_POINTS: i64 = 200;
 
@@ -63,6 +63,7 @@ pub fn routes() -> Router<WebState> {
         .route("/api/v1/hosts/{id}/changes", get(api_changes))
         .route("/api/v1/hosts/{id}/findings", get(api_findings))
         .route("/api/v1/hosts/{id}/providers", get(api_providers))
+        .route("/api/v1/hosts/{id}/history", get(api_history))
 }
 
 /// `?page=` as text, so a bad value gets a clear 400 rather than axum's plain rejection.
@@ -233,7 +234,7 @@ fn current_snapshot<'a>(host: &Host, history: &'a [Snapshot]) -> Option<&'a Snap
 }
 
 /// The host or a 404 page naming the id.
-pub(super) async fn host_or_404(state: &WebState, raw_id: &str) -> Result<Host, WebError> {
+async fn host_or_404(state: &WebState, raw_id: &str) -> Result<Host, WebError> {
     let id = parse_id(raw_id, "host")?;
     hosts::get(&state.pool, id)
         .await?
@@ -407,6 +408,19 @@ async fn api_providers(State(state): State<WebState>, UrlPath(raw_id): UrlPath<S
         "openssl": c.and_then(|c| c.openssl_build.as_ref()),
     }))
     .into_response())
+}
+
+/// `GET /api/v1/hosts/{id}/history`: every period of the host's key points
+/// (the algorithms and size of its charts), oldest first per algorithm, with
+/// its resolution, count, quantiles and path mix ([`host_history`]).
+async fn api_history(
+    State(state): State<WebState>,
+    UrlPath(raw_id): UrlPath<String>,
+    Query(f): Query<FormatParam>,
+) -> Result<Response, ApiError> {
+    let host = host_or_404(&state, &raw_id).await?;
+    let rows = rollups::history(&state.pool, host.id, &KEY_ALGORITHMS, KEY_SIZE).await?;
+    api::table(&format!("host-{}-history", host.id), &rows, f.format)
 }
 
 async fn api_findings(

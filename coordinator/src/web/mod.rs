@@ -94,7 +94,6 @@ pub fn router(state: WebState) -> Router {
         .merge(modes::routes())
         .merge(fallback::routes())
         .merge(host::routes())
-        .merge(host_history::routes())
         .merge(result::routes())
         .merge(overview::routes())
         .merge(campaigns::routes())

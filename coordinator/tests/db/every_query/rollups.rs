@@ -38,7 +38,9 @@ async fn an_old_result_folds_into_its_day_then_its_month_and_the_history_reads_e
         None
     );
     assert_eq!(campaign_compare::folded(pool, &[f.nightly]).await.unwrap(), 0);
-    let folded = rollups::fold_day(pool, day).await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    let folded = rollups::fold_day(&mut conn, day).await.unwrap();
+    drop(conn);
     assert_eq!((folded.removed, folded.summaries), (1, 1));
     assert_eq!(
         campaign_compare::folded(pool, &[f.nightly, f.live]).await.unwrap(),
