@@ -5,7 +5,7 @@
 //! per month ([`crate::store::rollups`]). The latest result of every point
 //! stays raw whatever its age: the report's latest-point tables name it.
 //!
-//! One day (or month) per statement, oldest first: a pass stopped half-way
+//! One day (or month) per transaction, oldest first: a pass stopped half-way
 //! (a restart, a lost leadership, the database gone for a moment) has folded
 //! whole periods only and the next pass goes on from there; nothing is lost
 //! or counted twice. The windows are aligned to UTC days and months, so a
@@ -84,7 +84,7 @@ pub struct Pass {
 
 /// One pass at `now`: every whole UTC day of raw results before the raw
 /// window, then every month of daily summaries before the daily window,
-/// oldest first, each in one statement; stops between two periods once
+/// oldest first, each in one transaction; stops between two periods once
 /// `stop` is cancelled.
 pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &CancellationToken) -> store::Result<Pass> {
     let mut done = Pass::default();
