@@ -212,8 +212,11 @@ struct HostPage {
     findings: Vec<FindingView>,
     /// Built by [`LineChart::render`], which escapes every text it places.
     chart: String,
-    /// The whole history, daily or monthly ([`host_history`]); `None` until there are two periods.
-    history_chart: Option<String>,
+    /// The whole history, daily or monthly, and the sentence saying which
+    /// ([`host_history`]); `None` until there are two periods.
+    history_chart: Option<(String, String)>,
+    /// How many latest results per algorithm the first chart draws.
+    chart_points: i64,
     results: Vec<ResultView>,
     /// "showing 1–50 of N" for the results table.
     summary: String,
@@ -295,6 +298,7 @@ async fn page(
         findings: findings.iter().map(FindingView::new).collect(),
         chart: key_chart(&series),
         history_chart: host_history::chart(&whole_history, &KEY_ALGORITHMS, KEY_SIZE as u64),
+        chart_points: CHART_POINTS,
         results: results.iter().map(ResultView::new).collect(),
         summary: pager.summary(),
         prev: pager.prev_href(&base, &[]),
@@ -309,7 +313,7 @@ async fn page(
 fn key_chart(samples: &[ThroughputSample]) -> String {
     let mut chart = LineChart::new(
         format!(
-            "Key algorithms over time: {} encrypt, 1 thread, accelerated path; each result (the latest {CHART_POINTS})",
+            "Key algorithms over time: {} encrypt, 1 thread, accelerated path",
             format::bytes(KEY_SIZE as u64)
         ),
         XAxis::Time,

@@ -8,10 +8,11 @@ use super::format;
 use super::svg::{LineChart, XAxis, time_x};
 use crate::store::rollups::HistoryRow;
 
-/// The whole-history chart: one dot per UTC day (the median of its results),
-/// per month before the daily window; `None` when no algorithm has two
-/// periods (the chart of each result says it all then).
-pub fn chart(rows: &[HistoryRow], algorithms: &[&str], size_bytes: u64) -> Option<String> {
+/// The whole-history chart: one dot per UTC day (the median of its
+/// results), per month before the daily window, and the sentence that says
+/// so beside it; `None` when no algorithm has two periods (the chart of each
+/// result says it all then).
+pub fn chart(rows: &[HistoryRow], algorithms: &[&str], size_bytes: u64) -> Option<(String, String)> {
     let periods = |alg: &str| rows.iter().filter(|r| r.algorithm == alg).count();
     if algorithms.iter().all(|a| periods(a) < 2) {
         return None;
@@ -23,14 +24,15 @@ pub fn chart(rows: &[HistoryRow], algorithms: &[&str], size_bytes: u64) -> Optio
         .max();
     let resolution = match monthly_until {
         Some(last) => format!(
-            "one dot per month to {}, per UTC day after (the median of its results)",
+            "The whole history: one dot per month to {}, per UTC day after, each the median of its results.",
             last.format("%Y-%m")
         ),
-        None => "one dot per UTC day (the median of its results)".to_string(),
+        None => "The whole history: one dot per UTC day, the median of its results.".to_string(),
     };
+    // The title stays short: the chart's width is fixed, the resolution is said beside it.
     let mut chart = LineChart::new(
         format!(
-            "Whole history: {} encrypt, 1 thread, accelerated path; {resolution}",
+            "Whole history: {} encrypt, 1 thread, accelerated path",
             format::bytes(size_bytes)
         ),
         XAxis::Time,
@@ -45,5 +47,5 @@ pub fn chart(rows: &[HistoryRow], algorithms: &[&str], size_bytes: u64) -> Optio
             chart = chart.series(*alg, line);
         }
     }
-    Some(chart.render())
+    Some((chart.render(), resolution))
 }

@@ -79,7 +79,10 @@ async fn results_past_keep_raw_fold_into_daily_summaries_the_host_page_draws() {
     assert_eq!(page.status, 200);
     assert!(
         page.body
-            .contains("Whole history: 16 KiB encrypt, 1 thread, accelerated path; one dot per UTC day"),
+            .contains("Whole history: 16 KiB encrypt, 1 thread, accelerated path")
+            && page
+                .body
+                .contains("The whole history: one dot per UTC day, the median of its results."),
         "the host page draws the whole history and says its resolution"
     );
     let compare = app.get(&format!("/campaigns/{before}/compare/{after}")).await;
