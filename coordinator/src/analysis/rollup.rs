@@ -5,8 +5,8 @@
 
 use cipherfleet_core::stats::{median, percentile};
 
-/// A period's results summarised.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A period's results summarised (also a row's columns in `result_rollups`).
+#[derive(Debug, Clone, Copy, PartialEq, sqlx::FromRow, serde::Serialize)]
 pub struct Summary {
     pub results: i64,
     pub median_mb_s: f64,

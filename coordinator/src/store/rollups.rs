@@ -281,48 +281,9 @@ pub struct HistoryRow {
     /// `day` or `month`.
     pub resolution: String,
     pub period_start: DateTime<Utc>,
-    pub results: i64,
-    pub median_mb_s: f64,
-    pub p10_mb_s: f64,
-    pub p90_mb_s: f64,
-    pub min_mb_s: f64,
-    pub max_mb_s: f64,
-    pub accelerated: i64,
-    pub partial: i64,
-    pub software: i64,
-}
-
-impl HistoryRow {
-    fn new(algorithm: String, resolution: &str, period_start: DateTime<Utc>, s: Summary) -> HistoryRow {
-        HistoryRow {
-            algorithm,
-            resolution: resolution.to_string(),
-            period_start,
-            results: s.results,
-            median_mb_s: s.median_mb_s,
-            p10_mb_s: s.p10_mb_s,
-            p90_mb_s: s.p90_mb_s,
-            min_mb_s: s.min_mb_s,
-            max_mb_s: s.max_mb_s,
-            accelerated: s.accelerated,
-            partial: s.partial,
-            software: s.software,
-        }
-    }
-
-    fn summary(&self) -> Summary {
-        Summary {
-            results: self.results,
-            median_mb_s: self.median_mb_s,
-            p10_mb_s: self.p10_mb_s,
-            p90_mb_s: self.p90_mb_s,
-            min_mb_s: self.min_mb_s,
-            max_mb_s: self.max_mb_s,
-            accelerated: self.accelerated,
-            partial: self.partial,
-            software: self.software,
-        }
-    }
+    #[sqlx(flatten)]
+    #[serde(flatten)]
+    pub summary: Summary,
 }
 
 /// The key point's filter of [`history`], on `results` (`concurrency IS NULL`)
@@ -367,7 +328,12 @@ pub async fn history(pool: &PgPool, host_id: i64, algorithms: &[&str], size_byte
     for day in raw.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1) {
         let (algorithm, start) = (&day[0].0, day[0].1);
         if let Some(s) = Summary::of(day.iter().map(|(_, _, used, v)| (*v, used.as_str()))) {
-            rows.push(HistoryRow::new(algorithm.clone(), "day", start, s));
+            rows.push(HistoryRow {
+                algorithm: algorithm.clone(),
+                resolution: "day".into(),
+                period_start: start,
+                summary: s,
+            });
         }
     }
     rows.sort_by(|a, b| {
@@ -391,8 +357,7 @@ fn merge_same_period(rows: Vec<HistoryRow>) -> Vec<HistoryRow> {
                     && last.resolution == r.resolution
                     && last.period_start == r.period_start =>
             {
-                let merged = last.summary().merge(r.summary());
-                *last = HistoryRow::new(r.algorithm, &r.resolution, r.period_start, merged);
+                last.summary = last.summary.merge(r.summary);
             }
             _ => out.push(r),
         }
@@ -411,15 +376,17 @@ mod tests {
             algorithm: "aes-256-gcm".into(),
             resolution: "day".into(),
             period_start: Utc.timestamp_opt(period * 86_400, 0).unwrap(),
-            results,
-            median_mb_s: median,
-            p10_mb_s: median,
-            p90_mb_s: median,
-            min_mb_s: min,
-            max_mb_s: max,
-            accelerated: results,
-            partial: 0,
-            software: 0,
+            summary: Summary {
+                results,
+                median_mb_s: median,
+                p10_mb_s: median,
+                p90_mb_s: median,
+                min_mb_s: min,
+                max_mb_s: max,
+                accelerated: results,
+                partial: 0,
+                software: 0,
+            },
         }
     }
 
@@ -433,14 +400,14 @@ mod tests {
         assert_eq!(merged.len(), 2);
         assert_eq!(
             (
-                merged[0].results,
-                merged[0].median_mb_s,
-                merged[0].min_mb_s,
-                merged[0].max_mb_s
+                merged[0].summary.results,
+                merged[0].summary.median_mb_s,
+                merged[0].summary.min_mb_s,
+                merged[0].summary.max_mb_s
             ),
             (4, 125.0, 90.0, 200.0)
         );
-        assert_eq!(merged[0].accelerated, 4);
+        assert_eq!(merged[0].summary.accelerated, 4);
         assert_eq!(merged[1], row(2, 2, 50.0, 40.0, 60.0));
     }
 }

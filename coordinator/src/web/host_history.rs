@@ -41,7 +41,7 @@ pub fn chart(rows: &[HistoryRow], algorithms: &[&str], size_bytes: u64) -> Optio
         let line: Vec<(f64, f64)> = rows
             .iter()
             .filter(|r| r.algorithm == *alg)
-            .map(|r| (time_x(r.period_start), r.median_mb_s))
+            .map(|r| (time_x(r.period_start), r.summary.median_mb_s))
             .collect();
         if !line.is_empty() {
             chart = chart.series(*alg, line);

@@ -142,7 +142,7 @@ async fn raw_results_fold_into_days_then_months_and_the_latest_of_each_point_sta
 
     // The host's history reads every 16 KiB result once: months, days, then raw days.
     let history = rollups::history(pool, host, &["aes-256-gcm"], K16).await.unwrap();
-    assert_eq!(history.iter().map(|r| r.results).sum::<i64>(), 600);
+    assert_eq!(history.iter().map(|r| r.summary.results).sum::<i64>(), 600);
     assert!(history.windows(2).all(|w| w[0].period_start < w[1].period_start));
     assert_eq!(history.first().unwrap().resolution, "month");
 

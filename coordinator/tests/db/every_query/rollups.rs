@@ -52,10 +52,10 @@ async fn an_old_result_folds_into_its_day_then_its_month_and_the_history_reads_e
     assert_eq!(
         (
             row.resolution.as_str(),
-            row.results,
-            row.median_mb_s,
-            row.min_mb_s,
-            row.accelerated
+            row.summary.results,
+            row.summary.median_mb_s,
+            row.summary.min_mb_s,
+            row.summary.accelerated
         ),
         ("day", 1, mb_s, mb_s, 1)
     );
@@ -75,5 +75,8 @@ async fn an_old_result_folds_into_its_day_then_its_month_and_the_history_reads_e
     let none = rollups::Folded::default();
     assert_eq!(rollups::fold_day_alone(pool, day).await.unwrap(), none);
     assert_eq!(rollups::fold_month_alone(pool, month, now).await.unwrap(), none);
-    assert_eq!((row.period_start, row.results, row.max_mb_s), (month, 1, mb_s));
+    assert_eq!(
+        (row.period_start, row.summary.results, row.summary.max_mb_s),
+        (month, 1, mb_s)
+    );
 }
