@@ -57,7 +57,7 @@ impl Fill {
                     paths: points.iter().map(|p| p.path).collect(),
                     nonces: points.iter().map(|p| p.nonce).collect(),
                     seconds: 1.0,
-                    providers: vec![cipherfleet_core::provider::Provider::RustCrypto],
+                    providers: points.iter().map(|p| p.provider).collect(),
                 };
                 m.dedup();
                 Fill::Matrix(Box::new(m))
@@ -119,6 +119,7 @@ fn measures(suite: Suite, p: &Point) -> bool {
             && m.key_modes.contains(&p.key_mode)
             && m.paths.contains(&p.path)
             && m.nonces.contains(&p.nonce)
+            && m.providers.contains(&p.provider)
     })
 }
 
@@ -182,6 +183,31 @@ mod tests {
             serde_json::json!({"suite": "legacy-migration",
                                "command": "cipherfleet-coordinator campaign start --suite legacy-migration"})
         );
+    }
+
+    #[test]
+    fn another_providers_points_are_filled_by_a_suite_measuring_that_provider() {
+        use cipherfleet_core::provider::Provider;
+        let on = |provider, size| {
+            let mut p = point("aes-256-gcm", size, 1, KeyMode::Static, Path::Accelerated);
+            p.provider = provider;
+            p
+        };
+        // modes measures AES-256-GCM at 16 KiB, but only on the built-in crates.
+        assert_eq!(
+            Fill::of(&[on(Provider::RustCrypto, 16 << 10)]),
+            Some(Fill::Suite(Suite::Modes))
+        );
+        assert_eq!(
+            Fill::of(&[on(Provider::Openssl, 16 << 10)]),
+            Some(Fill::Suite(Suite::Providers))
+        );
+        // No suite has ring at 4 KiB: the matrix names ring.
+        let Some(Fill::Matrix(m)) = Fill::of(&[on(Provider::Ring, 4096)]) else {
+            panic!()
+        };
+        assert_eq!(m.providers, [Provider::Ring]);
+        m.validate().unwrap();
     }
 
     #[test]

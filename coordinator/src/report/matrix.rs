@@ -7,11 +7,16 @@
 //! 'static'`), counter nonces (`nonce = 'counter'`) and no object-storage
 //! concurrency (`concurrency = 0`). Other key modes, random nonces and the
 //! concurrency scenario have pages of their own (`/scenarios`).
+//!
+//! A view names its provider. The built-in one's points are in
+//! `result_points`; every other provider's are in `provider_points`
+//! (migrations/0036), read the same way with the provider in the key.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::Direction;
 use sqlx::{PgExecutor, PgPool};
 
@@ -20,8 +25,8 @@ use crate::analysis::class::MachineClass;
 use crate::analysis::marks::{self, EmulationFacts};
 use crate::domain::labels::Labels;
 use crate::domain::latest::LatestResult;
-use crate::latest_result_columns;
 use crate::store::Result;
+use crate::{latest_result_columns, provider_point_columns};
 
 /// Hosts with the same current facts that decide a machine class, and the
 /// same marks: how the compare and modes pages group the fleet without
@@ -130,7 +135,8 @@ pub async fn host_names(db: impl PgExecutor<'_>) -> Result<Vec<(i64, String)>> {
         .await?)
 }
 
-/// One slice of the matrix: a payload size, a thread count, a direction and a path.
+/// One slice of the matrix: a payload size, a thread count, a direction and
+/// a path, as measured by one provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct View {
     pub size_bytes: u64,
@@ -138,6 +144,7 @@ pub struct View {
     pub direction: Direction,
     /// The path asked for.
     pub path: Path,
+    pub provider: Provider,
 }
 
 /// The latest results of `view` of the hosts `host_ids` (one page of the
@@ -150,47 +157,68 @@ pub async fn view_points(
     host_ids: &[i64],
 ) -> Result<Vec<LatestResult>> {
     let algorithms: Vec<&str> = algorithms.iter().map(|a| a.name()).collect();
-    Ok(sqlx::query_as(concat!(
-        "SELECT ",
-        latest_result_columns!(),
-        " FROM result_points \
-         WHERE host_id = ANY($6) AND size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $4 \
-           AND concurrency = 0 AND key_mode = 'static' AND nonce = 'counter' \
-           AND (cardinality($5::text[]) = 0 OR algorithm = ANY($5)) \
-         ORDER BY algorithm, host_id"
-    ))
-    .bind(i64::try_from(view.size_bytes).unwrap_or(i64::MAX))
-    .bind(i32::try_from(view.threads).unwrap_or(i32::MAX))
-    .bind(view.direction.as_str())
-    .bind(view.path.as_str())
-    .bind(algorithms)
-    .bind(host_ids)
-    .fetch_all(db)
-    .await?)
+    let query = if view.provider.is_rustcrypto() {
+        sqlx::query_as(concat!(
+            "SELECT ",
+            latest_result_columns!(),
+            " FROM result_points \
+             WHERE host_id = ANY($6) AND size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $4 \
+               AND concurrency = 0 AND key_mode = 'static' AND nonce = 'counter' \
+               AND (cardinality($5::text[]) = 0 OR algorithm = ANY($5))\
+             ORDER BY algorithm, host_id"
+        ))
+    } else {
+        sqlx::query_as(concat!(
+            "SELECT ",
+            provider_point_columns!(),
+            " FROM provider_points \
+             WHERE host_id = ANY($6) AND size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $4 \
+               AND concurrency = 0 AND key_mode = 'static' AND nonce = 'counter' \
+               AND (cardinality($5::text[]) = 0 OR algorithm = ANY($5)) AND provider = $7 \
+             ORDER BY algorithm, host_id"
+        ))
+    };
+    let query = query
+        .bind(i64::try_from(view.size_bytes).unwrap_or(i64::MAX))
+        .bind(i32::try_from(view.threads).unwrap_or(i32::MAX))
+        .bind(view.direction.as_str())
+        .bind(view.path.as_str())
+        .bind(algorithms)
+        .bind(host_ids);
+    Ok(with_provider(query, view.provider).fetch_all(db).await?)
 }
 
-/// Every latest result of the given hosts in one direction and path: all
-/// sizes and thread counts (the payload-size and thread-scaling curves).
-/// Reads the primary key, which leads with the host.
+/// Every latest result of `provider` on the given hosts in one direction and
+/// path: all sizes and thread counts (the payload-size and thread-scaling
+/// curves). Reads the primary key, which leads with the host.
 pub async fn host_points(
     db: impl PgExecutor<'_>,
     host_ids: &[i64],
     direction: Direction,
     path: Path,
+    provider: Provider,
 ) -> Result<Vec<LatestResult>> {
-    Ok(sqlx::query_as(concat!(
-        "SELECT ",
-        latest_result_columns!(),
-        " FROM result_points \
-         WHERE host_id = ANY($1) AND direction = $2 AND path = $3 AND concurrency = 0 AND key_mode = 'static' \
-           AND nonce = 'counter' \
-         ORDER BY algorithm, size_bytes, threads, host_id"
-    ))
-    .bind(host_ids)
-    .bind(direction.as_str())
-    .bind(path.as_str())
-    .fetch_all(db)
-    .await?)
+    let query = if provider.is_rustcrypto() {
+        sqlx::query_as(concat!(
+            "SELECT ",
+            latest_result_columns!(),
+            " FROM result_points \
+             WHERE host_id = ANY($1) AND direction = $2 AND path = $3 AND concurrency = 0 \
+               AND key_mode = 'static' AND nonce = 'counter' \
+             ORDER BY algorithm, size_bytes, threads, host_id"
+        ))
+    } else {
+        sqlx::query_as(concat!(
+            "SELECT ",
+            provider_point_columns!(),
+            " FROM provider_points \
+             WHERE host_id = ANY($1) AND direction = $2 AND path = $3 AND concurrency = 0 \
+               AND key_mode = 'static' AND nonce = 'counter' AND provider = $4 \
+             ORDER BY algorithm, size_bytes, threads, host_id"
+        ))
+    };
+    let query = query.bind(host_ids).bind(direction.as_str()).bind(path.as_str());
+    Ok(with_provider(query, provider).fetch_all(db).await?)
 }
 
 /// A payload size and thread count with stored points, in any direction or path.
@@ -202,21 +230,42 @@ pub struct Slice {
     pub threads: u32,
 }
 
-/// The distinct (size, threads) pairs stored, ascending: what the filters
-/// offer and what an empty view suggests instead. A loose index scan —
-/// one index probe per pair found — because `SELECT DISTINCT` would read the
-/// whole table (hundreds of thousands of points at a million results).
-pub async fn slices(db: impl PgExecutor<'_>) -> Result<Vec<Slice>> {
-    Ok(sqlx::query_as(
-        "WITH RECURSIVE s AS ( \
-             (SELECT size_bytes, threads FROM result_points ORDER BY size_bytes, threads LIMIT 1) \
-             UNION ALL \
-             SELECT n.size_bytes, n.threads FROM s CROSS JOIN LATERAL ( \
-                 SELECT p.size_bytes, p.threads FROM result_points p \
-                 WHERE (p.size_bytes, p.threads) > (s.size_bytes, s.threads) \
-                 ORDER BY p.size_bytes, p.threads LIMIT 1) n \
-         ) SELECT size_bytes, threads FROM s",
-    )
-    .fetch_all(db)
-    .await?)
+/// The distinct (size, threads) pairs `provider` has points at, ascending:
+/// what the filters offer and what an empty view suggests instead. For the
+/// built-in provider a loose index scan — one index probe per pair found —
+/// because `SELECT DISTINCT` would read the whole table (hundreds of
+/// thousands of points at a million results); the other providers' table
+/// holds only their own suite's points.
+pub async fn slices(db: impl PgExecutor<'_>, provider: Provider) -> Result<Vec<Slice>> {
+    let query = if provider.is_rustcrypto() {
+        sqlx::query_as(
+            "WITH RECURSIVE s AS ( \
+                 (SELECT size_bytes, threads FROM result_points ORDER BY size_bytes, threads LIMIT 1) \
+                 UNION ALL \
+                 SELECT n.size_bytes, n.threads FROM s CROSS JOIN LATERAL ( \
+                     SELECT p.size_bytes, p.threads FROM result_points p \
+                     WHERE (p.size_bytes, p.threads) > (s.size_bytes, s.threads) \
+                     ORDER BY p.size_bytes, p.threads LIMIT 1) n \
+             ) SELECT size_bytes, threads FROM s",
+        )
+    } else {
+        sqlx::query_as(
+            "SELECT DISTINCT size_bytes, threads FROM provider_points WHERE provider = $1 \
+             ORDER BY size_bytes, threads",
+        )
+    };
+    Ok(with_provider(query, provider).fetch_all(db).await?)
+}
+
+/// `query` with the provider bound last, where it reads `provider_points`
+/// (the built-in provider's query has no such parameter).
+pub(crate) fn with_provider<'q, O>(
+    query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    provider: Provider,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
+    if provider.is_rustcrypto() {
+        query
+    } else {
+        query.bind(provider.as_str())
+    }
 }

@@ -18,19 +18,25 @@
 //!   pays for it; a view that comes first may read
 //!   the stored cells as they are, told since when they miss newer results
 //!   ([`Cells::changed_since`]), while the background refresh folds them in.
+//!
+//! These summaries are of the built-in provider, whose points are most of
+//! the data. A view of another provider reads `provider_points` directly
+//! (only its own suite's points: a few per host) and computes its cells as
+//! it reads them, always up to date.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use cipherfleet_core::provider::Provider;
 use sha2::{Digest, Sha256};
 use sqlx::{PgExecutor, PgPool};
 
-use super::matrix::View;
+use super::matrix::{View, with_provider};
 use crate::analysis::cells::cell_stats;
 use crate::domain::latest::LatestResult;
-use crate::latest_result_columns;
 use crate::store::Result;
+use crate::{latest_result_columns, provider_point_columns};
 
 /// Which class row each host falls in, as the page groups them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -129,6 +135,13 @@ pub async fn class_cells(
     assignment: &Assignment,
     stale: Stale,
 ) -> Result<Cells> {
+    if !view.provider.is_rustcrypto() {
+        let points = provider_view_points(pool, view, algorithms, &assignment.host_ids).await?;
+        return Ok(Cells {
+            cells: cells_of(assignment, &points),
+            changed_since: None,
+        });
+    }
     let standing = standing(pool, view, algorithms, assignment).await?;
     let must = standing.iter().any(|s| s.missing) || (stale == Stale::Recompute && standing.iter().any(|s| s.changed));
     let changed_since = if must {
@@ -162,7 +175,7 @@ pub async fn class_cells(
 /// Recomputes the stale cells among `algorithms` in `view` under
 /// `assignment` ([`class_cells`] without the read): the background refresh.
 pub async fn refresh(pool: &PgPool, view: &View, algorithms: &[&str], assignment: &Assignment) -> Result<()> {
-    if stale(pool, view, algorithms, assignment).await?.is_empty() {
+    if !view.provider.is_rustcrypto() || stale(pool, view, algorithms, assignment).await?.is_empty() {
         return Ok(());
     }
     recompute(pool, view, algorithms, assignment).await
@@ -215,6 +228,8 @@ pub async fn due(db: impl PgExecutor<'_>, quiet: Duration, patience: Duration) -
             threads,
             direction,
             path,
+            // Only the built-in provider's cells are stored.
+            provider: Provider::RustCrypto,
         };
         due.push((view, r.algorithms));
     }
@@ -388,6 +403,35 @@ async fn recompute(pool: &PgPool, view: &View, algorithms: &[&str], assignment: 
     Ok(tx.commit().await?)
 }
 
+/// The latest results of another provider than the built-in one in `view`,
+/// of `algorithms` on `host_ids`, in host order (what [`cells_of`] takes).
+async fn provider_view_points(
+    db: impl PgExecutor<'_>,
+    view: &View,
+    algorithms: &[&str],
+    host_ids: &[i64],
+) -> Result<Vec<LatestResult>> {
+    let (size, threads, direction, path) = slice(view);
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        provider_point_columns!(),
+        " FROM provider_points \
+         WHERE provider = $7 AND size_bytes = $1 AND threads = $2 AND direction = $3 AND path = $4 \
+           AND algorithm = ANY($5) AND concurrency = 0 AND key_mode = 'static' AND nonce = 'counter' \
+           AND host_id = ANY($6) \
+         ORDER BY host_id, algorithm"
+    ))
+    .bind(size)
+    .bind(threads)
+    .bind(direction)
+    .bind(path)
+    .bind(algorithms)
+    .bind(host_ids)
+    .bind(view.provider.as_str())
+    .fetch_all(db)
+    .await?)
+}
+
 /// The class cells of `points` (one latest result per host and algorithm, in
 /// host order) under `assignment`: per class row and algorithm, the figures
 /// [`cell_stats`] makes of its hosts' results, with their range. Hosts in no
@@ -434,6 +478,16 @@ fn count(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
+/// The end of [`host_page`]'s query, after its `r` (the view's hosts and names).
+macro_rules! host_page_tail {
+    () => {
+        "p AS (SELECT host_id, name FROM r ORDER BY name COLLATE \"C\", host_id OFFSET $7 LIMIT $8) \
+         SELECT (SELECT count(*) FROM r), \
+             coalesce((SELECT array_agg(host_id ORDER BY name COLLATE \"C\", host_id) FROM p), '{}'), \
+             coalesce((SELECT array_agg(name ORDER BY name COLLATE \"C\", host_id) FROM p), '{}')"
+    };
+}
+
 /// One page of the host rows of `view`: the hosts with a latest point of any
 /// of `algorithms`, among `only` when given, by name (byte order, as Rust
 /// sorts) with their names, `limit` from `offset`; and how many there are in all.
@@ -446,26 +500,36 @@ pub async fn host_page(
     limit: u64,
 ) -> Result<(u64, Vec<(i64, String)>)> {
     let (size, threads, direction, path) = slice(view);
-    let (total, ids, names): (i64, Vec<i64>, Vec<String>) = sqlx::query_as(
-        "WITH r AS MATERIALIZED ( \
-             SELECT v.host_id, h.name FROM view_hosts v JOIN hosts h ON h.id = v.host_id \
-             WHERE v.size_bytes = $1 AND v.threads = $2 AND v.direction = $3 AND v.path = $4 \
-               AND v.algorithms && $5 AND ($6::bigint[] IS NULL OR v.host_id = ANY($6))), \
-         p AS (SELECT host_id, name FROM r ORDER BY name COLLATE \"C\", host_id OFFSET $7 LIMIT $8) \
-         SELECT (SELECT count(*) FROM r), \
-             coalesce((SELECT array_agg(host_id ORDER BY name COLLATE \"C\", host_id) FROM p), '{}'), \
-             coalesce((SELECT array_agg(name ORDER BY name COLLATE \"C\", host_id) FROM p), '{}')",
-    )
-    .bind(size)
-    .bind(threads)
-    .bind(direction)
-    .bind(path)
-    .bind(algorithms)
-    .bind(only)
-    .bind(i64::try_from(offset).unwrap_or(i64::MAX))
-    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-    .fetch_one(db)
-    .await?;
+    // The built-in provider's hosts per view are kept in `view_hosts`; another
+    // provider's are its points' hosts.
+    let query = if view.provider.is_rustcrypto() {
+        sqlx::query_as(concat!(
+            "WITH r AS MATERIALIZED ( \
+                 SELECT v.host_id, h.name FROM view_hosts v JOIN hosts h ON h.id = v.host_id \
+                 WHERE v.size_bytes = $1 AND v.threads = $2 AND v.direction = $3 AND v.path = $4 \
+                   AND v.algorithms && $5 AND ($6::bigint[] IS NULL OR v.host_id = ANY($6))), ",
+            host_page_tail!()
+        ))
+    } else {
+        sqlx::query_as(concat!(
+            "WITH r AS MATERIALIZED ( \
+                 SELECT DISTINCT p.host_id, h.name FROM provider_points p JOIN hosts h ON h.id = p.host_id \
+                 WHERE p.size_bytes = $1 AND p.threads = $2 AND p.direction = $3 AND p.path = $4 \
+                   AND p.algorithm = ANY($5) AND ($6::bigint[] IS NULL OR p.host_id = ANY($6)) \
+                   AND p.provider = $9 AND p.concurrency = 0 AND p.key_mode = 'static' AND p.nonce = 'counter'), ",
+            host_page_tail!()
+        ))
+    };
+    let query = query
+        .bind(size)
+        .bind(threads)
+        .bind(direction)
+        .bind(path)
+        .bind(algorithms)
+        .bind(only)
+        .bind(i64::try_from(offset).unwrap_or(i64::MAX))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX));
+    let (total, ids, names): (i64, Vec<i64>, Vec<String>) = with_provider(query, view.provider).fetch_one(db).await?;
     Ok((
         u64::try_from(total).unwrap_or_default(),
         ids.into_iter().zip(names).collect(),
@@ -480,19 +544,30 @@ pub async fn row_hosts(
     assignment: &Assignment,
 ) -> Result<Vec<(String, i64)>> {
     let (size, threads, direction, path) = slice(view);
-    Ok(sqlx::query_as(
-        "SELECT m.class_row, count(*) FROM view_hosts v \
-         JOIN unnest($6::bigint[], $7::text[]) AS m (host_id, class_row) ON m.host_id = v.host_id \
-         WHERE v.size_bytes = $1 AND v.threads = $2 AND v.direction = $3 AND v.path = $4 AND v.algorithms && $5 \
-         GROUP BY m.class_row",
-    )
-    .bind(size)
-    .bind(threads)
-    .bind(direction)
-    .bind(path)
-    .bind(algorithms)
-    .bind(&assignment.host_ids)
-    .bind(&assignment.rows)
-    .fetch_all(db)
-    .await?)
+    let query = if view.provider.is_rustcrypto() {
+        sqlx::query_as(
+            "SELECT m.class_row, count(*) FROM view_hosts v \
+             JOIN unnest($6::bigint[], $7::text[]) AS m (host_id, class_row) ON m.host_id = v.host_id \
+             WHERE v.size_bytes = $1 AND v.threads = $2 AND v.direction = $3 AND v.path = $4 AND v.algorithms && $5 \
+             GROUP BY m.class_row",
+        )
+    } else {
+        sqlx::query_as(
+            "SELECT m.class_row, count(DISTINCT p.host_id) FROM provider_points p \
+             JOIN unnest($6::bigint[], $7::text[]) AS m (host_id, class_row) ON m.host_id = p.host_id \
+             WHERE p.size_bytes = $1 AND p.threads = $2 AND p.direction = $3 AND p.path = $4 \
+               AND p.algorithm = ANY($5) AND p.provider = $8 AND p.concurrency = 0 AND p.key_mode = 'static' \
+               AND p.nonce = 'counter' \
+             GROUP BY m.class_row",
+        )
+    };
+    let query = query
+        .bind(size)
+        .bind(threads)
+        .bind(direction)
+        .bind(path)
+        .bind(algorithms)
+        .bind(&assignment.host_ids)
+        .bind(&assignment.rows);
+    Ok(with_provider(query, view.provider).fetch_all(db).await?)
 }

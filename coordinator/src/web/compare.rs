@@ -41,7 +41,7 @@ use crate::report::matrix::{self, Slice, View};
 use crate::report::view_summaries::{self, Cells, Stale};
 use grid::{Cell, Frame, Grid, RowHead, heat_map, nearest};
 use params::{CompareParams, CompareQuery, Metric, Rows};
-pub use params::{direction, names, not_valid, parse_algorithms, path, size};
+pub use params::{direction, names, not_valid, parse_algorithms, path, provider, size};
 
 /// Rows per page of the matrix.
 const PER_PAGE: u64 = 50;
@@ -199,6 +199,11 @@ struct ComparePage {
     thread_choices: Vec<Choice>,
     direction_choices: Vec<Choice>,
     path_choices: Vec<Choice>,
+    provider_choices: Vec<Choice>,
+    /// Whose figures these are ([`format::measured_on`]).
+    measured_on: &'static str,
+    /// The built-in provider's: the page points to the others.
+    builtin: bool,
     seeds: Vec<Link>,
     scenario_links: Vec<Link>,
     /// Set when the rows are limited to one class: its label, and the link to all classes.
@@ -233,13 +238,14 @@ fn view_point(view: &View, algorithm: cipherfleet_core::algorithm::Algorithm) ->
         key_mode: KeyMode::Static,
         path: view.path,
         nonce: cipherfleet_core::spec::Nonce::Counter,
-        provider: cipherfleet_core::provider::Provider::RustCrypto,
+        provider: view.provider,
     }
 }
 
-/// What measures the view: its algorithms (the quick suite's headline six
-/// when none were asked for) at its point.
-fn view_fill(params: &CompareParams) -> Fill {
+/// What measures the view: those of its algorithms (the quick suite's
+/// headline six when none were asked for) its provider implements, at its
+/// point. `None` when the provider implements none of them.
+fn view_fill(params: &CompareParams) -> Option<Fill> {
     let algorithms: Vec<Algorithm> = if params.algorithms.is_empty() {
         Suite::Quick
             .matrices(1)
@@ -249,8 +255,12 @@ fn view_fill(params: &CompareParams) -> Fill {
     } else {
         params.algorithms.clone()
     };
-    let points: Vec<Point> = algorithms.into_iter().map(|a| view_point(&params.view, a)).collect();
-    Fill::of(&points).expect("a view has algorithms")
+    let points: Vec<Point> = algorithms
+        .into_iter()
+        .filter(|a| params.view.provider.runs(*a))
+        .map(|a| view_point(&params.view, a))
+        .collect();
+    Fill::of(&points)
 }
 
 /// What a view read: the fleet's class rows, one page of the matrix, and
@@ -325,7 +335,7 @@ async fn page(State(state): State<WebState>, Query(q): Query<CompareQuery>) -> R
     let params = CompareParams::parse(&q)?;
     // Independent reads on two pool connections: the page waits for the slower.
     let (loaded, slices) = tokio::try_join!(load(&state, &params), async {
-        Ok::<_, WebError>(matrix::slices(&state.pool).await?)
+        Ok::<_, WebError>(matrix::slices(&state.pool, params.view.provider).await?)
     })?;
     Ok(Html(compare_page(&params, &loaded, &slices).render()?))
 }
@@ -380,7 +390,13 @@ fn compare_page(params: &CompareParams, loaded: &Loaded, slices: &[Slice]) -> Co
             if let Some(class) = &params.class {
                 what.push_str(&format!(", class {class}"));
             }
-            format!("No results for {what}: {} measures them.", view_fill(params).command())
+            match view_fill(params) {
+                Some(fill) => format!("No results for {what}: {} measures them.", fill.command()),
+                None => format!(
+                    "No results for {what}: the {} provider implements none of these algorithms.",
+                    params.view.provider
+                ),
+            }
         }
     });
     let suggestions = if m.total == 0 {
@@ -438,6 +454,9 @@ fn compare_page(params: &CompareParams, loaded: &Loaded, slices: &[Slice]) -> Co
         ),
         direction_choices: enum_choices(Some(params.view.direction)),
         path_choices: enum_choices(Some(params.view.path)),
+        provider_choices: enum_choices(Some(params.view.provider)),
+        measured_on: format::measured_on(params.view.provider),
+        builtin: params.view.provider.is_rustcrypto(),
         seeds: seed_views(),
         scenario_links: scenario_links(),
         class_filter,

@@ -3,6 +3,7 @@
 //! significant figures, times in UTC.
 
 use chrono::{DateTime, Utc};
+use cipherfleet_core::provider::Provider;
 
 use crate::domain::memory::StoredMemory;
 
@@ -24,6 +25,22 @@ pub fn significant(v: f64) -> String {
     let scale = 10f64.powi(digits - 2);
     let rounded = if digits >= 2 { (v / scale).round() * scale } else { v };
     format!("{rounded:.decimals$}")
+}
+
+/// Whose figures a page shows, after "Measured on": the provider and what
+/// runs it, so a figure is never read as another library's.
+pub fn measured_on(provider: Provider) -> &'static str {
+    match provider {
+        Provider::RustCrypto => "the crates built into the agent (RustCrypto)",
+        Provider::Ring => {
+            "ring, built into the agent (what rustls services run; ring has no software build, so its \
+             software-path figures come from hosts without the instructions)"
+        }
+        Provider::Openssl => {
+            "the host's OpenSSL, through its openssl speed (what nginx, HAProxy and most daemons link)"
+        }
+        Provider::Kernel => "the kernel crypto API, through AF_ALG (what dm-crypt, IPsec and kTLS use)",
+    }
 }
 
 /// A payload size as the matrix names it: `16 B`, `16 KiB`, `10 MiB`, `1.5 KiB`.

@@ -181,6 +181,11 @@ struct ModesPage {
     left_out: usize,
     direction_choices: Vec<Choice>,
     path_choices: Vec<Choice>,
+    provider_choices: Vec<Choice>,
+    /// Whose figures these are ([`format::measured_on`]).
+    measured_on: &'static str,
+    /// The built-in provider's: the page points to the others.
+    builtin: bool,
     size_choices: Vec<Choice>,
     algorithms: String,
     condition: String,
@@ -315,7 +320,14 @@ async fn page(State(state): State<WebState>, Query(q): Query<ModesQuery>) -> Res
         Some(subject) => {
             // Unknown host or class: 404 (a stale link), not an empty page that looks like missing data.
             let who = resolve(subject, &fleet)?;
-            let results = matrix::host_points(&state.pool, &who.host_ids, params.direction, params.path).await?;
+            let results = matrix::host_points(
+                &state.pool,
+                &who.host_ids,
+                params.direction,
+                params.path,
+                params.provider,
+            )
+            .await?;
             Some((subject, who, results))
         }
     };
@@ -369,6 +381,9 @@ fn modes_page(
         left_out: 0,
         direction_choices: enum_choices(Some(params.direction)),
         path_choices: enum_choices(Some(params.path)),
+        provider_choices: enum_choices(Some(params.provider)),
+        measured_on: format::measured_on(params.provider),
+        builtin: params.provider.is_rustcrypto(),
         size_choices: Vec::new(),
         algorithms: super::compare::names(&params.algorithms),
         condition: format!("{}, {} path, one static key", params.direction, params.path),
@@ -419,7 +434,7 @@ fn modes_page(
         .iter()
         .any(|m| m.size_bytes == params.size_bytes && m.threads > 1)
     {
-        page.scaling_fill = Some(scaling_fill(params).command());
+        page.scaling_fill = scaling_fill(params).map(|f| f.command());
     }
     page.scaling_rows = scaling_rows;
     // Sizes with a thread-scaling curve (more than one thread count stored).
@@ -477,12 +492,14 @@ fn modes_page(
     page
 }
 
-/// What measures thread scaling at the page's size: the AES-256 modes on one
-/// thread and on all cores (the `modes` suite at 16 KiB; elsewhere a matrix).
-fn scaling_fill(params: &ModesParams) -> Fill {
+/// What measures thread scaling at the page's size: the AES-256 modes the
+/// provider implements on one thread and on all cores (the `modes` suite at
+/// 16 KiB; elsewhere a matrix). `None` when it implements none of them.
+fn scaling_fill(params: &ModesParams) -> Option<Fill> {
     let points: Vec<Point> = Scenario::Modes
         .algorithms()
         .into_iter()
+        .filter(|a| params.provider.runs(*a))
         .flat_map(|algorithm| {
             [1, 2].map(|threads| Point {
                 algorithm,
@@ -493,11 +510,11 @@ fn scaling_fill(params: &ModesParams) -> Fill {
                 key_mode: KeyMode::Static,
                 path: params.path,
                 nonce: Nonce::Counter,
-                provider: cipherfleet_core::provider::Provider::RustCrypto,
+                provider: params.provider,
             })
         })
         .collect();
-    Fill::of(&points).expect("the modes scenario has algorithms")
+    Fill::of(&points)
 }
 
 /// One point as `/api/v1/modes` sends it.
@@ -533,7 +550,14 @@ async fn api_modes(
         .as_ref()
         .ok_or_else(|| WebError::BadRequest("give host=ID or class=KEY".into()))?;
     let who = resolve(subject, &Fleet::read(&state).await?)?;
-    let results = matrix::host_points(&state.pool, &who.host_ids, params.direction, params.path).await?;
+    let results = matrix::host_points(
+        &state.pool,
+        &who.host_ids,
+        params.direction,
+        params.path,
+        params.provider,
+    )
+    .await?;
     let rows: Vec<ModeRow> = merge(&results, &params.algorithms)
         .into_iter()
         .map(|m| ModeRow {
@@ -549,7 +573,7 @@ async fn api_modes(
                 key_mode: KeyMode::Static,
                 path: params.path,
                 nonce: cipherfleet_core::spec::Nonce::Counter,
-                provider: cipherfleet_core::provider::Provider::RustCrypto,
+                provider: params.provider,
             },
             throughput_mb_s: m.throughput_mb_s,
             latency_p99_ns: m.latency_p99_ns,
@@ -620,9 +644,19 @@ mod tests {
         let page = modes_page(&params(&[("host", "1")]), &hosts, Some((&subject, who, scaled)));
         assert_eq!(page.scaling_fill, None, "two thread counts: measured");
         // No suite measures the modes on all cores at 1 KiB: a matrix of those points.
-        let fill = scaling_fill(&params(&[("host", "1"), ("size", "1024")])).command();
+        let fill = scaling_fill(&params(&[("host", "1"), ("size", "1024")]))
+            .unwrap()
+            .command();
         assert!(
             fill.contains("--matrix") && fill.contains("\"threads\":[1,2]"),
+            "{fill}"
+        );
+        // ring runs only AES-256-GCM of the modes: the matrix asks ring for that alone.
+        let fill = scaling_fill(&params(&[("host", "1"), ("provider", "ring")]))
+            .unwrap()
+            .command();
+        assert!(
+            fill.contains("\"providers\":[\"ring\"]") && fill.contains("aes-256-gcm") && !fill.contains("aes-256-cbc"),
             "{fill}"
         );
     }

@@ -14,6 +14,7 @@ mod hosts;
 mod ingest;
 mod jobs;
 mod migrations;
+mod provider_views;
 mod providers;
 mod results;
 mod retention;

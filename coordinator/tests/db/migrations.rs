@@ -8,6 +8,7 @@ use cipherfleet_coordinator::report::matrix;
 use cipherfleet_coordinator::store::schema;
 use cipherfleet_coordinator::store::snapshots;
 use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::Direction;
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -120,12 +121,17 @@ async fn migration_5_fills_memory_low_samples_and_the_build_profile_from_what_wa
     let want_rows = [(16, true, expected), (1024, false, StoredMemory::default())];
     assert_eq!(rows, want_rows);
     // The latest-result table the modes page reads carries them too.
-    let latest: Vec<(u64, bool, StoredMemory)> =
-        matrix::host_points(&pool, &[host_id], Direction::Encrypt, Path::Accelerated)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|r| (r.point.size_bytes, r.low_samples, r.memory))
-            .collect();
+    let latest: Vec<(u64, bool, StoredMemory)> = matrix::host_points(
+        &pool,
+        &[host_id],
+        Direction::Encrypt,
+        Path::Accelerated,
+        Provider::RustCrypto,
+    )
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|r| (r.point.size_bytes, r.low_samples, r.memory))
+    .collect();
     assert_eq!(latest, want_rows);
 }

@@ -174,6 +174,63 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
     assert_eq!(plan["inputs"]["provider"], "openssl", "{plan}");
     assert_eq!(plan["rows"][0]["per_core_mb_s"].as_f64(), Some(stored), "{plan}");
 
+    // /compare and /modes of another provider show that provider's figures,
+    // and say whose they are; an unknown provider is refused by name.
+    let cells = app
+        .get("/api/v1/compare?provider=openssl&size=1024&algorithms=aes-128-gcm&format=json")
+        .await;
+    assert_eq!(cells.status, 200, "{}", cells.body);
+    let cells: Vec<serde_json::Value> = serde_json::from_str(&cells.body).unwrap();
+    let [cell] = cells.as_slice() else {
+        panic!("one host cell: {cells:#?}")
+    };
+    assert_eq!(
+        (cell["provider"].as_str(), cell["throughput_mb_s"].as_f64()),
+        (Some("openssl"), Some(stored)),
+        "{cell}"
+    );
+    let classes = app
+        .get("/api/v1/compare?rows=classes&provider=openssl&size=1024&algorithms=aes-128-gcm&format=json")
+        .await;
+    let classes: Vec<serde_json::Value> = serde_json::from_str(&classes.body).unwrap();
+    assert_eq!(
+        classes[0]["median_throughput_mb_s"].as_f64(),
+        Some(stored),
+        "{classes:#?}"
+    );
+    let page = app.get("/compare?provider=openssl&size=1024").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("through its openssl speed"), "{}", page.body);
+    assert!(page.body.contains(r#"<option value="openssl" selected>"#));
+    let builtin = app
+        .get("/api/v1/compare?size=1024&algorithms=aes-128-gcm&format=json")
+        .await;
+    assert!(!builtin.body.contains("openssl"), "{}", builtin.body);
+    for path in ["/compare?provider=libsodium", "/modes?host=1&provider=libsodium"] {
+        let refused = app.get(path).await;
+        assert_eq!(refused.status, 400, "{path}");
+        assert!(
+            refused.body.contains("provider") && refused.body.contains("libsodium"),
+            "{}",
+            refused.body
+        );
+    }
+    let curves = app
+        .get(&format!("/api/v1/modes?host={host_id}&provider=openssl&format=json"))
+        .await;
+    assert_eq!(curves.status, 200, "{}", curves.body);
+    let curves: Vec<serde_json::Value> = serde_json::from_str(&curves.body).unwrap();
+    assert!(
+        curves.iter().any(|r| r["provider"] == "openssl"
+            && r["algorithm"] == "aes-128-gcm"
+            && r["size_bytes"] == 1024
+            && r["throughput_mb_s"].as_f64() == Some(stored)),
+        "{curves:#?}"
+    );
+    let page = app.get(&format!("/modes?host={host_id}&provider=ring")).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("ring, built into the agent"), "{}", page.body);
+
     // The campaign page says what was skipped and why.
     let page = app.get(&format!("/campaigns/{id}")).await;
     assert_eq!(page.status, 200);

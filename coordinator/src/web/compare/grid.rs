@@ -375,6 +375,7 @@ pub(crate) mod tests {
             threads: 1,
             direction: Direction::Encrypt,
             path: Path::Accelerated,
+            provider: cipherfleet_core::provider::Provider::RustCrypto,
         };
         let got: Vec<(u64, u32)> = nearest(&slices, &wanted, 3)
             .iter()

@@ -5,6 +5,7 @@
 
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::Direction;
 use serde::Deserialize;
 
@@ -21,6 +22,7 @@ pub struct CompareQuery {
     threads: Option<String>,
     direction: Option<String>,
     path: Option<String>,
+    provider: Option<String>,
     algorithms: Option<String>,
     metric: Option<String>,
     class: Option<String>,
@@ -74,6 +76,7 @@ impl CompareParams {
         };
         let direction = direction(&q.direction)?;
         let path = path(&q.path)?;
+        let provider = provider(&q.provider)?;
         let metric = match given(&q.metric) {
             None | Some("throughput") => Metric::Throughput,
             Some("p99") => Metric::P99,
@@ -96,6 +99,7 @@ impl CompareParams {
                 threads,
                 direction,
                 path,
+                provider,
             },
             algorithms,
             metric,
@@ -121,6 +125,9 @@ impl CompareParams {
         }
         if self.view.path != Path::Accelerated {
             pairs.push(("path", self.view.path.to_string()));
+        }
+        if !self.view.provider.is_rustcrypto() {
+            pairs.push(("provider", self.view.provider.to_string()));
         }
         if !self.algorithms.is_empty() {
             pairs.push(("algorithms", names(&self.algorithms)));
@@ -167,6 +174,11 @@ pub fn path(raw: &Option<String>) -> Result<Path, WebError> {
     given(raw).map_or(Ok(Path::Accelerated), |v| require("path", v))
 }
 
+/// `provider=` as `/compare` and `/modes` read it; blank is the built-in `rustcrypto`.
+pub fn provider(raw: &Option<String>) -> Result<Provider, WebError> {
+    given(raw).map_or(Ok(Provider::RustCrypto), |v| require("provider", v))
+}
+
 /// A comma-separated list of algorithm names (`AES-256-GCM`, `3des-cbc`
 /// accepted), deduplicated in the order given.
 pub fn parse_algorithms(list: &str) -> Result<Vec<Algorithm>, WebError> {
@@ -204,6 +216,7 @@ mod tests {
                 threads: 1,
                 direction: Direction::Encrypt,
                 path: Path::Accelerated,
+                provider: Provider::RustCrypto,
             }
         );
         assert_eq!(p.metric, Metric::Throughput);
@@ -220,6 +233,7 @@ mod tests {
             ("threads", "4"),
             ("direction", "decrypt"),
             ("path", "software"),
+            ("provider", "openssl"),
             ("algorithms", " AES-256-GCM, 3des-cbc ,aes-256-gcm"),
             ("metric", "p99"),
             ("class", "00FF00ff00ff00ff"),
@@ -235,7 +249,7 @@ mod tests {
         let link = with_query("/compare", &p.query_pairs());
         assert_eq!(
             link,
-            "/compare?rows=classes&size=1048576&threads=4&direction=decrypt&path=software\
+            "/compare?rows=classes&size=1048576&threads=4&direction=decrypt&path=software&provider=openssl\
              &algorithms=aes-256-gcm%2Cdes-ede3-cbc&metric=p99&class=00ff00ff00ff00ff"
         );
         let again = CompareParams::parse(&query(&[
@@ -244,6 +258,7 @@ mod tests {
             ("threads", "4"),
             ("direction", "decrypt"),
             ("path", "software"),
+            ("provider", "openssl"),
             ("algorithms", "aes-256-gcm,des-ede3-cbc"),
             ("metric", "p99"),
             ("class", "00ff00ff00ff00ff"),
@@ -262,6 +277,7 @@ mod tests {
             ("threads", "0"),
             ("direction", "sideways"),
             ("path", "quantum"),
+            ("provider", "libsodium"),
             ("rows", "racks"),
             ("metric", "p50"),
             ("class", "xyz"),

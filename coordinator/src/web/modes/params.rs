@@ -4,6 +4,7 @@
 
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::Direction;
 use serde::Deserialize;
 
@@ -19,6 +20,7 @@ pub struct ModesQuery {
     class: Option<String>,
     direction: Option<String>,
     path: Option<String>,
+    provider: Option<String>,
     /// Payload size of the thread-scaling chart, in bytes.
     size: Option<String>,
     algorithms: Option<String>,
@@ -39,6 +41,7 @@ pub struct ModesParams {
     pub direction: Direction,
     /// The path asked for.
     pub path: Path,
+    pub provider: Provider,
     pub size_bytes: u64,
     /// Empty = every algorithm with data.
     pub algorithms: Vec<Algorithm>,
@@ -61,6 +64,7 @@ impl ModesParams {
         };
         let direction = compare::direction(&q.direction)?;
         let path = compare::path(&q.path)?;
+        let provider = compare::provider(&q.provider)?;
         // The payload size of the thread-scaling chart.
         let size_bytes = compare::size(&q.size)?;
         let algorithms = given(&q.algorithms)
@@ -71,6 +75,7 @@ impl ModesParams {
             subject,
             direction,
             path,
+            provider,
             size_bytes,
             algorithms,
         })
@@ -89,6 +94,9 @@ impl ModesParams {
         }
         if self.path != Path::Accelerated {
             pairs.push(("path", self.path.to_string()));
+        }
+        if !self.provider.is_rustcrypto() {
+            pairs.push(("provider", self.provider.to_string()));
         }
         if self.size_bytes != DEFAULT_SIZE_BYTES {
             pairs.push(("size", self.size_bytes.to_string()));
@@ -115,11 +123,32 @@ mod tests {
         let p = ModesParams::parse(&q(Some("7"), None, None)).unwrap();
         assert_eq!((p.subject, p.size_bytes), (Some(Subject::Host(7)), 16384));
         assert_eq!(ModesParams::parse(&q(None, None, None)).unwrap().subject, None);
+        let ring = ModesQuery {
+            provider: Some("ring".into()),
+            ..q(Some("7"), None, None)
+        };
+        let p = ModesParams::parse(&ring).unwrap();
+        assert_eq!(p.provider, Provider::Ring);
+        assert_eq!(
+            p.query_pairs(),
+            [("host", "7".to_string()), ("provider", "ring".to_string())]
+        );
+        assert_eq!(
+            ModesParams::parse(&q(Some("7"), None, None)).unwrap().provider,
+            Provider::RustCrypto
+        );
         for (query, name) in [
             (q(Some("x"), None, None), "host"),
             (q(None, Some("zz"), None), "class"),
             (q(Some("1"), Some("00000000000000ff"), None), "not both"),
             (q(Some("1"), None, Some("big")), "size"),
+            (
+                ModesQuery {
+                    provider: Some("libsodium".into()),
+                    ..q(Some("1"), None, None)
+                },
+                "provider",
+            ),
         ] {
             let err = ModesParams::parse(&query).unwrap_err();
             assert!(matches!(err, WebError::BadRequest(_)));

@@ -8,6 +8,7 @@ use cipherfleet_coordinator::report::matrix::{ClassGroup, Slice, View};
 use cipherfleet_coordinator::report::{capacity, classes, fallback, matrix, providers, scenarios};
 use cipherfleet_coordinator::store::findings;
 use cipherfleet_core::path::{Path, PathUsed};
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::{Direction, KeyMode};
 use sqlx::types::Json;
 
@@ -70,6 +71,7 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         threads: 1,
         direction: Direction::Encrypt,
         path: Path::Accelerated,
+        provider: Provider::RustCrypto,
     };
     let accelerated = [f.bench_accelerated.latest(), f.vm_fell_back.latest()];
     let both = [f.bench, f.vm];
@@ -93,16 +95,28 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         matrix::view_points(pool, &software, &[], &both).await.unwrap(),
         [f.bench_software.latest()]
     );
-    let bench_software = matrix::host_points(pool, &[f.bench], Direction::Encrypt, Path::Software)
-        .await
-        .unwrap();
+    let bench_software = matrix::host_points(
+        pool,
+        &[f.bench],
+        Direction::Encrypt,
+        Path::Software,
+        Provider::RustCrypto,
+    )
+    .await
+    .unwrap();
     assert_eq!(bench_software, [f.bench_software.latest()]);
     // The object-storage scenario is not the plain benchmark these pages compare.
-    let decrypt = matrix::host_points(pool, &[f.bench, f.vm], Direction::Decrypt, Path::Software)
-        .await
-        .unwrap();
+    let decrypt = matrix::host_points(
+        pool,
+        &[f.bench, f.vm],
+        Direction::Decrypt,
+        Path::Software,
+        Provider::RustCrypto,
+    )
+    .await
+    .unwrap();
     assert!(decrypt.is_empty(), "{decrypt:?}");
-    let slices = matrix::slices(pool).await.unwrap();
+    let slices = matrix::slices(pool, Provider::RustCrypto).await.unwrap();
     let expected = [
         Slice {
             size_bytes: 1024,

@@ -6,6 +6,7 @@ use cipherfleet_coordinator::store::results::{Checked, NewResult, RecordOutcome}
 use cipherfleet_coordinator::store::{jobs, points, results};
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::Direction;
 
 use super::fixture::*;
@@ -124,9 +125,15 @@ async fn results_and_their_points_read_back_with_their_figures() {
             .await
             .unwrap()
     };
-    let before = matrix::host_points(pool, &[f.bench, f.vm], Direction::Encrypt, Path::Accelerated)
-        .await
-        .unwrap();
+    let before = matrix::host_points(
+        pool,
+        &[f.bench, f.vm],
+        Direction::Encrypt,
+        Path::Accelerated,
+        Provider::RustCrypto,
+    )
+    .await
+    .unwrap();
     assert_eq!(result_count(f.bench_accelerated.result).await, 1);
     let mut tx = pool.begin().await.unwrap();
     points::record(&mut tx, f.bench_accelerated.result).await.unwrap();
@@ -151,8 +158,14 @@ async fn results_and_their_points_read_back_with_their_figures() {
         .await
         .unwrap();
     assert_eq!(rows, 4);
-    let after = matrix::host_points(pool, &[f.bench, f.vm], Direction::Encrypt, Path::Accelerated)
-        .await
-        .unwrap();
+    let after = matrix::host_points(
+        pool,
+        &[f.bench, f.vm],
+        Direction::Encrypt,
+        Path::Accelerated,
+        Provider::RustCrypto,
+    )
+    .await
+    .unwrap();
     assert_eq!(after, before);
 }

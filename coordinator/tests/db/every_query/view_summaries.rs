@@ -11,6 +11,7 @@ use cipherfleet_coordinator::report::matrix::{self, View};
 use cipherfleet_coordinator::report::view_summaries::{self, Assignment, Cells, ClassCell, Stale};
 use cipherfleet_coordinator::store::jobs;
 use cipherfleet_core::path::{Path, PathUsed};
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::Direction;
 use sqlx::PgPool;
 
@@ -24,6 +25,7 @@ fn view() -> View {
         threads: 1,
         direction: Direction::Encrypt,
         path: Path::Accelerated,
+        provider: Provider::RustCrypto,
     }
 }
 
