@@ -5,10 +5,12 @@
 //! without the picture, printable), and `/api/v1/modes` sends every point.
 //!
 //! Data: [`matrix::host_points`] — the primary-key range of the host(s) in
-//! `result_points`, merged by [`curves`] — and the fleet as the chooser
-//! lists it (host names, and the hosts grouped by class). Without a host or
-//! class the page is a chooser. [`params`] reads the query string.
+//! `result_points` (another provider's in `provider_points`), merged by
+//! [`curves`] — and the fleet as the chooser lists it (host names, and the
+//! hosts grouped by class). Without a host or class the page is a chooser.
+//! [`params`] reads the query string; [`api`] is `/api/v1/modes`.
 
+mod api;
 mod curves;
 mod params;
 
@@ -17,11 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use askama::Template;
 use axum::Router;
 use axum::extract::{Query, State};
-use axum::response::{Html, Response};
+use axum::response::Html;
 use axum::routing::get;
-use serde::Serialize;
 
-use super::api::{self, ApiError, FormatParam};
 use super::compare::Link;
 use super::paging::with_query;
 use cipherfleet_core::Point;
@@ -33,7 +33,6 @@ use super::{WebError, WebState, format};
 use crate::analysis::fill::Fill;
 use crate::analysis::scenarios::Scenario;
 use crate::domain::latest::LatestResult;
-use crate::domain::memory::StoredMemory;
 use crate::report::matrix::{self, ClassGroup};
 use curves::{Merged, by_algorithm, merge, scaling};
 use params::{ModesParams, ModesQuery, Subject};
@@ -41,7 +40,7 @@ use params::{ModesParams, ModesQuery, Subject};
 pub fn routes() -> Router<WebState> {
     Router::new()
         .route("/modes", get(page))
-        .route("/api/v1/modes", get(api_modes))
+        .route("/api/v1/modes", get(api::modes))
 }
 
 /// Who the page is about, resolved against the fleet.
@@ -517,82 +516,13 @@ fn scaling_fill(params: &ModesParams) -> Option<Fill> {
     Fill::of(&points)
 }
 
-/// One point as `/api/v1/modes` sends it.
-#[derive(Debug, Serialize)]
-struct ModeRow {
-    /// Host name or class label.
-    subject: String,
-    emulated: bool,
-    simulated: bool,
-    /// The merged point (one static key, no object-storage concurrency).
-    #[serde(flatten)]
-    point: Point,
-    throughput_mb_s: f64,
-    latency_p99_ns: f64,
-    cv: Option<f64>,
-    /// Some host's result behind the point had too few samples to trust.
-    low_samples: bool,
-    /// One host's memory figures, or the class's by the cells rule.
-    #[serde(flatten)]
-    memory: StoredMemory,
-    hosts: usize,
-    result_id: Option<i64>,
-}
-
-async fn api_modes(
-    State(state): State<WebState>,
-    Query(q): Query<ModesQuery>,
-    Query(format): Query<FormatParam>,
-) -> Result<Response, ApiError> {
-    let params = ModesParams::parse(&q)?;
-    let subject = params
-        .subject
-        .as_ref()
-        .ok_or_else(|| WebError::BadRequest("give host=ID or class=KEY".into()))?;
-    let who = resolve(subject, &Fleet::read(&state).await?)?;
-    let results = matrix::host_points(
-        &state.pool,
-        &who.host_ids,
-        params.direction,
-        params.path,
-        params.provider,
-    )
-    .await?;
-    let rows: Vec<ModeRow> = merge(&results, &params.algorithms)
-        .into_iter()
-        .map(|m| ModeRow {
-            subject: who.label.clone(),
-            emulated: who.emulated,
-            simulated: who.simulated,
-            point: Point {
-                algorithm: m.algorithm,
-                direction: params.direction,
-                size_bytes: m.size_bytes,
-                threads: m.threads,
-                concurrency: None,
-                key_mode: KeyMode::Static,
-                path: params.path,
-                nonce: cipherfleet_core::spec::Nonce::Counter,
-                provider: params.provider,
-            },
-            throughput_mb_s: m.throughput_mb_s,
-            latency_p99_ns: m.latency_p99_ns,
-            cv: m.cv,
-            low_samples: m.low_samples,
-            memory: m.memory,
-            hosts: m.hosts,
-            result_id: m.result_id,
-        })
-        .collect();
-    api::table("modes", &rows, format.format)
-}
-
 #[cfg(test)]
 mod tests {
     use cipherfleet_core::path::Path;
 
     use super::*;
     use crate::analysis::cells::tests::result;
+    use crate::domain::memory::StoredMemory;
 
     /// Neoverse-N1 hosts `(id, name, emulated)`, each in a group of its own.
     fn fleet(hosts: &[(i64, &str, bool)]) -> Fleet {
