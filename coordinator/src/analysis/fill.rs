@@ -57,7 +57,7 @@ impl Fill {
                     paths: points.iter().map(|p| p.path).collect(),
                     nonces: points.iter().map(|p| p.nonce).collect(),
                     seconds: 1.0,
-                    providers: vec![cipherfleet_core::provider::Provider::RustCrypto],
+                    providers: points.iter().map(|p| p.provider).collect(),
                 };
                 m.dedup();
                 Fill::Matrix(Box::new(m))
@@ -108,7 +108,7 @@ impl Serialize for Fill {
 }
 
 /// Whether `suite` measures `p` on a host whose "all cores" is `p.threads`
-/// (which is how a suite's thread counts follow each host).
+/// (which is how a suite's thread counts follow each host), on its provider.
 fn measures(suite: Suite, p: &Point) -> bool {
     suite.matrices(p.threads.max(1)).iter().any(|m| {
         m.concurrency == p.concurrency
@@ -119,6 +119,7 @@ fn measures(suite: Suite, p: &Point) -> bool {
             && m.key_modes.contains(&p.key_mode)
             && m.paths.contains(&p.path)
             && m.nonces.contains(&p.nonce)
+            && m.providers.contains(&p.provider)
     })
 }
 
@@ -219,5 +220,23 @@ mod tests {
             "standard takes minutes"
         );
         assert!(suite_points(Suite::Full) > MAX_SUITE_POINTS);
+    }
+
+    #[test]
+    fn another_providers_points_are_filled_on_that_provider() {
+        use cipherfleet_core::provider::Provider;
+        let on = |provider, size_bytes| Point {
+            provider,
+            ..point("aes-256-gcm", size_bytes, 1, KeyMode::Static, Path::Software)
+        };
+        // The fallback suite measures the built-in crates alone; the providers suite every provider.
+        assert_eq!(
+            Fill::of(&[on(Provider::Openssl, 16 << 10)]),
+            Some(Fill::Suite(Suite::Providers))
+        );
+        let Some(Fill::Matrix(m)) = Fill::of(&[on(Provider::Openssl, 4096)]) else {
+            panic!("no suite measures 4 KiB")
+        };
+        assert_eq!(m.providers, [Provider::Openssl]);
     }
 }

@@ -63,6 +63,7 @@ const COVERED: &[&str] = &[
     "fallback::open_findings",
     "fallback::pairs",
     "fallback::sizes",
+    "fallback::sizes_of",
     "fallback::slow_candidates",
     "fallback_hosts::cases_now",
     "fallback_views::compute",
