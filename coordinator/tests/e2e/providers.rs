@@ -165,6 +165,64 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
         );
     }
 
+    // /fallback on the host's OpenSSL: its own two paths side by side, saying whose they are;
+    // the default view keeps the built-in crates' figures.
+    let figure = |provider: &'static str, path: &'static str| {
+        sqlx::query_scalar::<_, f64>(
+            "SELECT throughput_mb_s FROM results WHERE provider = $1 AND algorithm = 'aes-128-gcm' \
+             AND size_bytes = 1024 AND path = $2",
+        )
+        .bind(provider)
+        .bind(path)
+        .fetch_one(&app.pool)
+    };
+    let (accelerated, software) = (
+        figure("openssl", "accelerated").await.unwrap(),
+        figure("openssl", "software").await.unwrap(),
+    );
+    let gcm_row = |path: &str, body: &str| -> serde_json::Value {
+        let rows: Vec<serde_json::Value> = serde_json::from_str(body).unwrap();
+        rows.into_iter()
+            .find(|r| r["algorithm"] == "aes-128-gcm" && r["host_name"] == HOST)
+            .unwrap_or_else(|| panic!("{path} has the host's aes-128-gcm row: {body}"))
+    };
+    let path = "/api/v1/fallback?size=1KiB&provider=openssl";
+    let api = app.get(path).await;
+    assert_eq!(api.status, 200, "{}", api.body);
+    let row = gcm_row(path, &api.body);
+    assert_eq!(row["accelerated_mb_s"].as_f64(), Some(accelerated), "{row}");
+    assert_eq!(row["software_mb_s"].as_f64(), Some(software), "{row}");
+    assert_eq!(row["ratio"].as_f64(), Some(accelerated / software), "{row}");
+    let path = "/api/v1/fallback?size=1KiB";
+    let plain = app.get(path).await;
+    assert_eq!(plain.status, 200, "{}", plain.body);
+    let row = gcm_row(path, &plain.body);
+    assert_eq!(
+        row["accelerated_mb_s"].as_f64(),
+        Some(figure("rustcrypto", "accelerated").await.unwrap()),
+        "{row}"
+    );
+    let page = app.get("/fallback?size=1KiB&provider=openssl").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    for shown in [
+        "OpenSSL (the openssl provider",
+        r#"<option value="openssl" selected>"#,
+        r#"data-algorithm="aes-128-gcm""#,
+        "/api/v1/fallback?size=1024&#38;provider=openssl&#38;format=csv",
+    ] {
+        assert!(page.body.contains(shown), "/fallback?provider=openssl shows {shown}");
+    }
+    assert!(!page.body.contains("Measured on the crates built into the agent"));
+    for path in ["/fallback?provider=libsodium", "/api/v1/fallback?provider=libsodium"] {
+        let refused = app.get(path).await;
+        assert_eq!(refused.status, 400, "{path}: {}", refused.body);
+        assert!(
+            refused.body.contains("provider=") && refused.body.contains("openssl"),
+            "{path} names the parameter and what it takes: {}",
+            refused.body
+        );
+    }
+
     // Capacity planned for a service on the host's OpenSSL uses OpenSSL's figure.
     let plan = app
         .get("/api/v1/capacity?algorithm=aes-128-gcm&size=1024&provider=openssl")
