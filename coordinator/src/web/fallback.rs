@@ -51,7 +51,7 @@ use super::params::{
 use super::{WebError, WebState, format};
 use crate::analysis::fill::Fill;
 use crate::analysis::slow::Thresholds;
-use crate::analysis::software_speed::{HostCpu, SoftwareSpeed, explains, judge, ratio};
+use crate::analysis::software_speed::{HostCpu, SoftwareSpeed, explains_on, judge, ratio};
 use crate::findings::REASONS;
 use crate::report::fallback::{self as model, FallbackHost, PathPair, PathPoint};
 use crate::report::fallback_hosts::{HostInfo, Keep, ViewHosts};
@@ -281,8 +281,8 @@ fn judge_pair(hosts: &ViewHosts, filters: &Filters, pair: PathPair) -> Option<Ju
 }
 
 /// Fills in which of `open` (holding at least every open finding of the
-/// rows' hosts) explain each row.
-fn explain(rows: &mut [Judged], open: &[Finding], key_mode: KeyMode) {
+/// rows' hosts) explain each row, measured at `point` (on its provider).
+fn explain(rows: &mut [Judged], open: &[Finding], point: &PathPoint) {
     let mut by_host: HashMap<i64, Vec<usize>> = HashMap::new();
     for (i, f) in open.iter().enumerate() {
         by_host.entry(f.host_id).or_default().push(i);
@@ -293,7 +293,10 @@ fn explain(rows: &mut [Judged], open: &[Finding], key_mode: KeyMode) {
             .into_iter()
             .flatten()
             .copied()
-            .filter(|&i| explains(&open[i].reason, &open[i].subject, r.pair.algorithm, key_mode))
+            .filter(|&i| {
+                let f = &open[i];
+                explains_on(point.provider, &f.reason, &f.subject, r.pair.algorithm, point.key_mode)
+            })
             .collect();
     }
 }
@@ -312,7 +315,7 @@ async fn load_all(state: &WebState, filters: &Filters, reason: &str) -> Result<(
         .into_iter()
         .filter_map(|p| judge_pair(&hosts, filters, p))
         .collect();
-    explain(&mut rows, &open, filters.key_mode);
+    explain(&mut rows, &open, &filters.point());
     rows.retain(|r| match reason {
         NO_REASON => r.reasons.is_empty(),
         reason => r.reasons.iter().any(|&i| open[i].reason == reason),
@@ -455,8 +458,8 @@ impl Lists {
             .filter_map(|p| judge_pair(&hosts, filters, p))
             .collect();
         let open = findings_of(state, rows.iter().chain(&slow).map(|r| r.pair.host_id)).await?;
-        explain(&mut rows, &open, filters.key_mode);
-        explain(&mut slow, &open, filters.key_mode);
+        explain(&mut rows, &open, point);
+        explain(&mut slow, &open, point);
         Ok(Lists {
             pages,
             rows,
@@ -512,7 +515,9 @@ fn page_fill(point: &PathPoint) -> Option<Fill> {
 /// the link to `/providers`.
 fn provider_sentence(provider: Provider) -> &'static str {
     match provider {
-        Provider::RustCrypto => "Measured on the crates built into the agent (RustCrypto); every provider side by side is on",
+        Provider::RustCrypto => {
+            "Measured on the crates built into the agent (RustCrypto); every provider side by side is on"
+        }
         Provider::Openssl => {
             "Measured on the host's OpenSSL (the openssl provider, through its openssl speed), its software path run \
              with its capability vector masked; every provider side by side is on"
@@ -735,7 +740,11 @@ mod tests {
         let again: Vec<(&str, String)> = f.query_pairs();
         let pairs: Vec<(&str, &str)> = again.iter().map(|(k, v)| (*k, v.as_str())).collect();
         assert_eq!(Filters::parse(&query(&pairs)).unwrap(), f);
-        let pages = sections::Pages([Pager::new(1, PER_PAGE, 120), Pager::new(1, PER_PAGE, 0), Pager::new(1, PER_PAGE, 0)]);
+        let pages = sections::Pages([
+            Pager::new(1, PER_PAGE, 120),
+            Pager::new(1, PER_PAGE, 0),
+            Pager::new(1, PER_PAGE, 0),
+        ]);
         let next = pages.view(&f.query_pairs(), 0).next.unwrap();
         assert!(next.contains("provider=openssl") && next.contains("page=2"), "{next}");
 
@@ -750,11 +759,7 @@ mod tests {
 
     #[test]
     fn the_page_asks_a_provider_only_for_the_points_it_measures() {
-        let at = |provider: &str| {
-            Filters::parse(&query(&[("provider", provider)]))
-                .unwrap()
-                .point()
-        };
+        let at = |provider: &str| Filters::parse(&query(&[("provider", provider)])).unwrap().point();
         let rustcrypto = page_points(&at("rustcrypto"));
         assert_eq!(rustcrypto.len(), 2 * fallback_algorithms().len());
         assert_eq!(page_fill(&at("rustcrypto")).unwrap().flag(), "--suite fallback");

@@ -307,7 +307,8 @@ async fn the_fallback_view_of_another_provider_pairs_its_own_two_paths() {
         ),
     ];
     assert_eq!(pairs, expected);
-    let ratio = cipherfleet_coordinator::analysis::software_speed::ratio(pairs[1].accelerated_mb_s, pairs[1].software_mb_s);
+    let ratio =
+        cipherfleet_coordinator::analysis::software_speed::ratio(pairs[1].accelerated_mb_s, pairs[1].software_mb_s);
     assert_eq!(ratio, Some(4.0));
     assert_eq!(
         fallback::pairs(pool, &openssl, None, Some(1), 1).await.unwrap(),
@@ -356,7 +357,10 @@ async fn the_fallback_view_of_another_provider_pairs_its_own_two_paths() {
     // The list at software speed: judged now, b alone, and not stored.
     let cases = fallback_hosts::cases_now(pool, &openssl).await.unwrap();
     let list = fallback_views::slow_view(pool, &openssl, &cases).await.unwrap();
-    assert_eq!((list.pairs, list.slow_hosts.as_slice(), list.changed), (2, [b].as_slice(), false));
+    assert_eq!(
+        (list.pairs, list.slow_hosts.as_slice(), list.changed),
+        (2, [b].as_slice(), false)
+    );
     let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM fallback_views")
         .fetch_one(pool)
         .await

@@ -91,7 +91,7 @@ pub(super) async fn fallback(
                 .filter_map(|p| judge_pair(&hosts, &filters, p))
                 .collect();
             let open = findings_of(&state, rows.iter().map(|r| r.pair.host_id)).await?;
-            explain(&mut rows, &open, filters.key_mode);
+            explain(&mut rows, &open, &filters.point());
             (rows, open)
         }
     };

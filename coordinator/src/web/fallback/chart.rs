@@ -66,7 +66,7 @@ pub(super) async fn chart(
             .filter_map(|p| judge_pair(&hosts, filters, p))
             .collect();
         let open = findings_of(state, others.iter().map(|r| r.pair.host_id)).await?;
-        explain(&mut others, &open, filters.key_mode);
+        explain(&mut others, &open, point);
         let mut rows: Vec<PathsRow> = slow
             .iter()
             .map(|r| chart_row(r, &lists.open, point))
