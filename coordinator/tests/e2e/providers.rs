@@ -198,10 +198,12 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
     close("accelerated_mb_s", accelerated);
     close("software_mb_s", software);
     close("ratio", accelerated / software);
+    assert_eq!(row["provider"], "openssl", "{row}");
     let path = "/api/v1/fallback?size=1KiB";
     let plain = app.get(path).await;
     assert_eq!(plain.status, 200, "{}", plain.body);
     let row = gcm_row(path, &plain.body);
+    assert!(row.get("provider").is_none(), "the default rows are as before: {row}");
     let crates = figure("rustcrypto", "accelerated").await.unwrap();
     let shown = row["accelerated_mb_s"].as_f64().unwrap_or_else(|| panic!("{row}"));
     assert!(
