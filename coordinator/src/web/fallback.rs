@@ -510,13 +510,13 @@ fn page_fill(point: &PathPoint) -> Option<Fill> {
     Fill::of(&page_points(point))
 }
 
-/// Whose figures the page shows, for the heading of a provider other than
-/// the built-in crates (whose sentence is the template's own), ending before
-/// the link to `/providers`.
+/// Whose figures the page shows, ending before the link to `/providers`.
+/// The template writes the built-in crates' sentence out itself, so the
+/// default page's markup stays as it was (escaping would change its apostrophe).
 fn provider_sentence(provider: Provider) -> &'static str {
     match provider {
         Provider::RustCrypto => {
-            "Measured on the crates built into the agent (RustCrypto); every provider side by side is on"
+            "Measured on the crates built into the agent (RustCrypto); OpenSSL, ring and the kernel's crypto API are on"
         }
         Provider::Openssl => {
             "Measured on the host's OpenSSL (the openssl provider, through its openssl speed), its software path run \
