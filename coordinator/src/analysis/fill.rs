@@ -108,7 +108,7 @@ impl Serialize for Fill {
 }
 
 /// Whether `suite` measures `p` on a host whose "all cores" is `p.threads`
-/// (which is how a suite's thread counts follow each host).
+/// (which is how a suite's thread counts follow each host), on its provider.
 fn measures(suite: Suite, p: &Point) -> bool {
     suite.matrices(p.threads.max(1)).iter().any(|m| {
         m.concurrency == p.concurrency

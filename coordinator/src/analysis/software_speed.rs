@@ -7,6 +7,7 @@
 
 use cipherfleet_core::algorithm::{Algorithm, Cipher, Mode};
 use cipherfleet_core::path::{Backends, PathUsed};
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::KeyMode;
 
 use super::fallback::{Primitive, hardware_features, has_hardware_path, primitive_of};
@@ -192,9 +193,34 @@ pub fn explains(reason: &str, subject: &str, algorithm: Algorithm, key_mode: Key
             .filter_map(|f| primitive_of(f.trim()))
             .any(|p| p.used_by(algorithm, key_mode)),
         "os-disabled" => algorithm.mode == Mode::Gcm || algorithm.cipher == Cipher::ChaCha20,
-        // Other providers' fallbacks: the built-in crates' figures do not run through them.
-        "kernel-crypto-generic" | "openssl-masked" => false,
-        _ => has_hardware_path(algorithm),
+        "software-build" => has_hardware_path(algorithm),
+        // Other providers' fallbacks (`kernel-crypto-generic`, `openssl-masked`,
+        // `openssl-no-acceleration`): the built-in crates' figures do not run through them.
+        _ => false,
+    }
+}
+
+/// [`explains`] for `algorithm` measured on `provider`. The built-in crates'
+/// is [`explains`]. On another provider the CPU's findings explain what they
+/// explain on the crates (its instructions are missing or hidden from every
+/// library alike); a slow path only when it names the provider
+/// (`openssl/aes-256-gcm`); the kernel's AES driver the kernel's AES, a
+/// masked OpenSSL what has a hardware path there and OpenSSL running AES at
+/// its software speed its AES; and nothing else (the agent's software build
+/// and the crates' own fallback are the crates').
+pub fn explains_on(provider: Provider, reason: &str, subject: &str, algorithm: Algorithm, key_mode: KeyMode) -> bool {
+    if provider.is_rustcrypto() {
+        return explains(reason, subject, algorithm, key_mode);
+    }
+    match reason {
+        "slow-accelerated" => subject
+            .split_once('/')
+            .is_some_and(|(p, a)| p == provider.as_str() && a == algorithm.name()),
+        "cpu-lacks" | "hypervisor-masks" | "os-disabled" => explains(reason, subject, algorithm, key_mode),
+        "kernel-crypto-generic" => provider == Provider::Kernel && algorithm.uses_aes(),
+        "openssl-masked" => provider == Provider::Openssl && has_hardware_path(algorithm),
+        "openssl-no-acceleration" => provider == Provider::Openssl && algorithm.uses_aes(),
+        _ => false,
     }
 }
 
@@ -500,6 +526,7 @@ mod tests {
             ("unexplained-fallback", "ghash", "aes-256-gcm", s, true),
             ("kernel-crypto-generic", "kernel-aes", "aes-256-gcm", s, false),
             ("openssl-masked", "openssl", "aes-128-cbc", s, false),
+            ("openssl-no-acceleration", "openssl-aes", "aes-256-gcm", s, false),
             ("unexplained-fallback", "chacha20", "chacha20-poly1305", s, true),
         ];
         for (reason, subject, alg, key_mode, want) in cases {
@@ -507,6 +534,46 @@ mod tests {
                 explains(reason, subject, alg.parse().unwrap(), key_mode),
                 want,
                 "{reason} {subject} on {alg} ({key_mode})"
+            );
+            assert_eq!(
+                explains_on(Provider::RustCrypto, reason, subject, alg.parse().unwrap(), key_mode),
+                want,
+                "the built-in crates: {reason} {subject} on {alg} ({key_mode})"
+            );
+        }
+    }
+
+    #[test]
+    fn another_providers_rows_are_explained_by_the_cpu_and_its_own_findings() {
+        use Provider::{Kernel, Openssl, Ring};
+        let s = KeyMode::Static;
+        let cases: [(Provider, &str, &str, &str, bool); 13] = [
+            (Openssl, "cpu-lacks", "aes", "aes-256-gcm", true),
+            (Ring, "hypervisor-masks", "aes", "aes-128-gcm", true),
+            (Kernel, "os-disabled", "avx-state", "aes-128-gcm", true),
+            (Openssl, "slow-accelerated", "openssl/aes-256-gcm", "aes-256-gcm", true),
+            (Openssl, "slow-accelerated", "aes-256-gcm", "aes-256-gcm", false),
+            (Ring, "slow-accelerated", "openssl/aes-256-gcm", "aes-256-gcm", false),
+            (Kernel, "kernel-crypto-generic", "kernel-aes", "aes-256-gcm", true),
+            (
+                Kernel,
+                "kernel-crypto-generic",
+                "kernel-aes",
+                "chacha20-poly1305",
+                false,
+            ),
+            (Openssl, "kernel-crypto-generic", "kernel-aes", "aes-256-gcm", false),
+            (Openssl, "openssl-masked", "openssl", "chacha20-poly1305", true),
+            (Openssl, "openssl-no-acceleration", "openssl-aes", "aes-128-gcm", true),
+            (Kernel, "openssl-no-acceleration", "openssl-aes", "aes-128-gcm", false),
+            // The agent's software build is the built-in crates'.
+            (Openssl, "software-build", "build", "aes-256-gcm", false),
+        ];
+        for (provider, reason, subject, alg, want) in cases {
+            assert_eq!(
+                explains_on(provider, reason, subject, alg.parse().unwrap(), s),
+                want,
+                "{reason} {subject} on {provider}'s {alg}"
             );
         }
     }

@@ -1,13 +1,19 @@
 //! Read queries of the fallback report: every host's accelerated and software
 //! path at one point of the matrix side by side, and findings of any status.
 //!
-//! The pairs come from `fallback_pairs` (both paths' latest results side by
-//! side, kept from `result_points` by triggers), never from `results`: a page
-//! of the worst ratios is one range of its `(point, ratio)` index.
+//! The built-in crates' pairs come from `fallback_pairs` (both paths' latest
+//! results side by side, kept from `result_points` by triggers), never from
+//! `results`: a page of the worst ratios is one range of its `(point, ratio)`
+//! index. Every other provider's come from `provider_points`, grouped per host
+//! and algorithm as they are read ([`provider_pairs!`]): only the `providers`
+//! suite and `--provider` campaigns fill that table, too few rows to be worth
+//! a table of pairs and its triggers. Each query branches on the provider of
+//! its [`PathPoint`], once, so no caller tells the two apart.
 
 use cipherfleet_core::Point;
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::{Path, PathUsed};
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::{Direction, KeyMode, Nonce};
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
@@ -27,6 +33,8 @@ pub struct PathPoint {
     pub threads: u32,
     pub direction: Direction,
     pub key_mode: KeyMode,
+    /// Whose figures: the built-in crates' pairs are `fallback_pairs`, the others' `provider_points`.
+    pub provider: Provider,
 }
 
 impl PathPoint {
@@ -41,7 +49,7 @@ impl PathPoint {
             key_mode: self.key_mode,
             path,
             nonce: Nonce::Counter,
-            provider: cipherfleet_core::provider::Provider::RustCrypto,
+            provider: self.provider,
         }
     }
 }
@@ -90,22 +98,83 @@ impl<'r> sqlx::FromRow<'r, PgRow> for PathPair {
     }
 }
 
-/// The columns of [`PathPair`] from `fallback_pairs p`, and the page's order:
-/// worst ratio first, unmeasured ratios last, then host name and algorithm
-/// (byte order, as Rust compares strings).
+/// The columns of [`PathPair`] from `p`, the pairs' source (`fallback_pairs`
+/// or [`provider_pairs!`]), and the page's order: worst ratio first,
+/// unmeasured ratios last, then host name and algorithm (byte order, as Rust
+/// compares strings).
 macro_rules! pair_columns {
-    () => {
-        "p.host_id, p.algorithm, p.accelerated_result_id, p.accelerated_path_used, p.accelerated_mb_s, \
-         p.accelerated_cv, p.software_result_id, p.software_mb_s, p.software_cv \
-         FROM fallback_pairs p JOIN hosts h ON h.id = p.host_id \
-         WHERE p.size_bytes = $1 AND p.threads = $2 AND p.direction = $3 AND p.key_mode = $4 \
-             AND ($5::bigint[] IS NULL OR p.host_id = ANY($5)) "
+    ($($from:tt)+) => {
+        concat!(
+            "p.host_id, p.algorithm, p.accelerated_result_id, p.accelerated_path_used, p.accelerated_mb_s, \
+             p.accelerated_cv, p.software_result_id, p.software_mb_s, p.software_cv \
+             FROM ",
+            $($from)+,
+            " p JOIN hosts h ON h.id = p.host_id \
+             WHERE p.size_bytes = $1 AND p.threads = $2 AND p.direction = $3 AND p.key_mode = $4 \
+                 AND ($5::bigint[] IS NULL OR p.host_id = ANY($5)) "
+        )
     };
 }
 macro_rules! pair_order {
     () => {
         " ORDER BY p.ratio NULLS LAST, h.name COLLATE \"C\", p.algorithm COLLATE \"C\""
     };
+}
+
+/// The pairs of the provider bound as `$param` (a literal, `"$8"`) in the
+/// columns of `fallback_pairs`, from `provider_points`: each host's
+/// accelerated and software rows of one algorithm and point side by side
+/// (at most one of each: the provider, the point, no concurrency and counter
+/// nonces are the rest of the table's key), with the ratio `fallback_pairs`
+/// computes. The point is a grouping column, so the caller's filter on it
+/// reaches the table's index.
+macro_rules! provider_pairs {
+    ($param:literal) => {
+        concat!(
+            "(SELECT size_bytes, threads, direction, key_mode, host_id, algorithm, \
+                 max(result_id) FILTER (WHERE path = 'accelerated') AS accelerated_result_id, \
+                 max(path_used) FILTER (WHERE path = 'accelerated') AS accelerated_path_used, \
+                 max(throughput_mb_s) FILTER (WHERE path = 'accelerated') AS accelerated_mb_s, \
+                 max(cv) FILTER (WHERE path = 'accelerated') AS accelerated_cv, \
+                 max(result_id) FILTER (WHERE path = 'software') AS software_result_id, \
+                 max(throughput_mb_s) FILTER (WHERE path = 'software') AS software_mb_s, \
+                 max(cv) FILTER (WHERE path = 'software') AS software_cv, \
+                 CASE WHEN max(throughput_mb_s) FILTER (WHERE path = 'software') > 0 \
+                     THEN max(throughput_mb_s) FILTER (WHERE path = 'accelerated') \
+                         / max(throughput_mb_s) FILTER (WHERE path = 'software') END AS ratio \
+             FROM provider_points \
+             WHERE provider = ",
+            $param,
+            " AND concurrency = 0 AND nonce = 'counter' \
+             GROUP BY size_bytes, threads, direction, key_mode, host_id, algorithm)"
+        )
+    };
+}
+
+/// A statement for `point`'s provider: `$build` (a macro taking the pairs'
+/// source) over `fallback_pairs` for the built-in crates, over
+/// [`provider_pairs!`] with the provider bound as `$param` for the others.
+macro_rules! for_provider {
+    ($point:expr, $param:literal, $build:ident) => {
+        if $point.provider.is_rustcrypto() {
+            $build!("fallback_pairs")
+        } else {
+            $build!(provider_pairs!($param))
+        }
+    };
+}
+
+/// The provider as the last bind parameter of a [`for_provider!`]
+/// statement, which only the other providers' form reads.
+fn bind_provider<'q, O>(
+    q: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    point: &PathPoint,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
+    if point.provider.is_rustcrypto() {
+        q
+    } else {
+        q.bind(point.provider.as_str())
+    }
 }
 
 /// `point` as the four bind parameters `$1`–`$4` of [`pair_columns!`].
@@ -123,9 +192,9 @@ fn bind_point<'q, O>(
 /// concurrency and with counter nonces only: the object-storage scenario
 /// measures latency, random nonces the OS, not the path), in the page's
 /// order, `limit` rows from `offset` (`None`: all). `hosts` (`None`: every
-/// host) keeps only those hosts' rows. Read from `fallback_pairs`, which
-/// triggers keep from `result_points` with the ratio indexed: a page is an
-/// index range, not a join of every host's two paths.
+/// host) keeps only those hosts' rows. The built-in crates' are read from
+/// `fallback_pairs`, which triggers keep from `result_points` with the ratio
+/// indexed: a page is an index range, not a join of every host's two paths.
 pub async fn pairs(
     db: impl PgExecutor<'_>,
     point: &PathPoint,
@@ -133,33 +202,32 @@ pub async fn pairs(
     limit: Option<i64>,
     offset: i64,
 ) -> Result<Vec<PathPair>> {
-    let q = sqlx::query_as(concat!(
-        "SELECT ",
-        pair_columns!(),
-        pair_order!(),
-        " LIMIT $6 OFFSET $7"
-    ));
-    Ok(bind_point(q, point)
+    macro_rules! sql {
+        ($($from:tt)+) => {
+            concat!("SELECT ", pair_columns!($($from)+), pair_order!(), " LIMIT $6 OFFSET $7")
+        };
+    }
+    let q = bind_point(sqlx::query_as(for_provider!(point, "$8", sql)), point)
         .bind(hosts)
         .bind(limit)
-        .bind(offset)
-        .fetch_all(db)
-        .await?)
+        .bind(offset);
+    Ok(bind_provider(q, point).fetch_all(db).await?)
 }
 
 /// How many rows [`pairs`] has at `point` for `hosts` (`None`: every host).
 pub async fn count_pairs(db: impl PgExecutor<'_>, point: &PathPoint, hosts: Option<&[i64]>) -> Result<i64> {
-    let (n,): (i64,) = bind_point(
-        sqlx::query_as(
-            "SELECT count(*) FROM fallback_pairs p \
-             WHERE p.size_bytes = $1 AND p.threads = $2 AND p.direction = $3 AND p.key_mode = $4 \
-                 AND ($5::bigint[] IS NULL OR p.host_id = ANY($5))",
-        ),
-        point,
-    )
-    .bind(hosts)
-    .fetch_one(db)
-    .await?;
+    macro_rules! sql {
+        ($($from:tt)+) => {
+            concat!(
+                "SELECT count(*) FROM ",
+                $($from)+,
+                " p WHERE p.size_bytes = $1 AND p.threads = $2 AND p.direction = $3 AND p.key_mode = $4 \
+                     AND ($5::bigint[] IS NULL OR p.host_id = ANY($5))"
+            )
+        };
+    }
+    let q = bind_point(sqlx::query_as(for_provider!(point, "$6", sql)), point).bind(hosts);
+    let (n,): (i64,) = bind_provider(q, point).fetch_one(db).await?;
     Ok(n)
 }
 
@@ -176,19 +244,22 @@ pub async fn slow_candidates(
     algorithms: &[&str],
     near_ratio: f64,
 ) -> Result<Vec<PathPair>> {
-    let q = sqlx::query_as(concat!(
-        "SELECT ",
-        pair_columns!(),
-        " AND p.algorithm = ANY($6) AND (p.accelerated_path_used <> $7 OR p.ratio < $8)",
-        pair_order!()
-    ));
-    Ok(bind_point(q, point)
+    macro_rules! sql {
+        ($($from:tt)+) => {
+            concat!(
+                "SELECT ",
+                pair_columns!($($from)+),
+                " AND p.algorithm = ANY($6) AND (p.accelerated_path_used <> $7 OR p.ratio < $8)",
+                pair_order!()
+            )
+        };
+    }
+    let q = bind_point(sqlx::query_as(for_provider!(point, "$9", sql)), point)
         .bind(hosts)
         .bind(algorithms)
         .bind(PathUsed::Accelerated.as_str())
-        .bind(near_ratio)
-        .fetch_all(db)
-        .await?)
+        .bind(near_ratio);
+    Ok(bind_provider(q, point).fetch_all(db).await?)
 }
 
 /// Both paths of one `algorithm` at `point`, hosts by name (byte order),
@@ -203,18 +274,21 @@ pub async fn algorithm_pairs(
     except: &[i64],
     limit: i64,
 ) -> Result<Vec<PathPair>> {
-    let q = sqlx::query_as(concat!(
-        "SELECT ",
-        pair_columns!(),
-        " AND p.algorithm = $6 AND NOT (p.host_id = ANY($7)) ORDER BY h.name COLLATE \"C\" LIMIT $8"
-    ));
-    Ok(bind_point(q, point)
+    macro_rules! sql {
+        ($($from:tt)+) => {
+            concat!(
+                "SELECT ",
+                pair_columns!($($from)+),
+                " AND p.algorithm = $6 AND NOT (p.host_id = ANY($7)) ORDER BY h.name COLLATE \"C\" LIMIT $8"
+            )
+        };
+    }
+    let q = bind_point(sqlx::query_as(for_provider!(point, "$9", sql)), point)
         .bind(hosts)
         .bind(algorithm.name())
         .bind(except)
-        .bind(limit)
-        .fetch_all(db)
-        .await?)
+        .bind(limit);
+    Ok(bind_provider(q, point).fetch_all(db).await?)
 }
 
 /// Open findings in [`crate::store::findings::list_open`]'s order, `limit` from
@@ -269,19 +343,24 @@ pub async fn hosts(db: impl PgExecutor<'_>) -> Result<Vec<FallbackHost>> {
     .await?)
 }
 
-/// The payload sizes measured anywhere, smallest first: a loose index scan
-/// (one probe of `result_points_view` per distinct size), not a table scan.
-pub async fn sizes(db: impl PgExecutor<'_>) -> Result<Vec<u64>> {
-    let sizes: Vec<i64> = sqlx::query_scalar(
-        "WITH RECURSIVE s(size) AS ( \
-             SELECT min(size_bytes) FROM result_points \
-             UNION ALL \
-             SELECT (SELECT min(size_bytes) FROM result_points WHERE size_bytes > s.size) FROM s \
-             WHERE s.size IS NOT NULL) \
-         SELECT size FROM s WHERE size IS NOT NULL",
-    )
-    .fetch_all(db)
-    .await?;
+/// The payload sizes `provider` was measured at, smallest first. The built-in
+/// crates' by a loose index scan (one probe of `result_points_view` per
+/// distinct size), not a table scan; the other providers' few points are read whole.
+pub async fn sizes(db: impl PgExecutor<'_>, provider: Provider) -> Result<Vec<u64>> {
+    let query = if provider.is_rustcrypto() {
+        sqlx::query_scalar(
+            "WITH RECURSIVE s(size) AS ( \
+                 SELECT min(size_bytes) FROM result_points \
+                 UNION ALL \
+                 SELECT (SELECT min(size_bytes) FROM result_points WHERE size_bytes > s.size) FROM s \
+                 WHERE s.size IS NOT NULL) \
+             SELECT size FROM s WHERE size IS NOT NULL",
+        )
+    } else {
+        sqlx::query_scalar("SELECT DISTINCT size_bytes FROM provider_points WHERE provider = $1 ORDER BY 1")
+            .bind(provider.as_str())
+    };
+    let sizes: Vec<i64> = query.fetch_all(db).await?;
     // The schema keeps sizes positive.
     Ok(sizes.into_iter().filter_map(|s| u64::try_from(s).ok()).collect())
 }

@@ -19,17 +19,25 @@
 //! deleted only once the point's list has seen its transaction
 //! ([`compute`]); markers of points without a list are deleted by
 //! [`forget_changes`].
+//!
+//! All of this is the built-in crates' (`fallback_pairs`). Another provider's
+//! list is judged from its pairs on every view and never stored: only the
+//! `providers` suite and `--provider` campaigns measure those, a few rows per
+//! host ([`slow_view`]).
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use cipherfleet_core::algorithm::Algorithm;
+use cipherfleet_core::path::PathUsed;
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::KeyMode;
 use sha2::{Digest, Sha256};
 use sqlx::{PgExecutor, PgPool};
 
-use super::fallback::PathPoint;
+use super::fallback::{self, PathPoint};
 use crate::analysis::slow::Thresholds;
-use crate::analysis::software_speed::{HostCpu, slow_cases};
+use crate::analysis::software_speed::{HostCpu, below_near_software, ratio, slow_cases};
 use crate::store::Result;
 
 /// The hosts of a view and the rows it judges at software speed, as the
@@ -129,6 +137,18 @@ impl SlowCases {
         out.fingerprint = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
         out
     }
+
+    /// Whether a row of host `host_id` is one of the cases of its CPU: the
+    /// key [`compute`]'s query builds of a row, built the same way.
+    fn has(&self, host_id: i64, algorithm: Algorithm, path_used: PathUsed, below_near: bool) -> bool {
+        let cpu = usize::try_from(host_id - self.first_id)
+            .ok()
+            .and_then(|i| self.cpu_by_id.get(i).copied().flatten());
+        cpu.is_some_and(|cpu| {
+            let key = format!("{cpu}|{}|{}|{below_near}", algorithm.name(), path_used.as_str());
+            self.keys.contains(&key)
+        })
+    }
 }
 
 /// A list as stored.
@@ -158,7 +178,11 @@ fn point_key(point: &PathPoint) -> (i64, i32, &'static str, &'static str) {
 /// is stored with these cases, one computed now. A stored list that changes
 /// made stale is returned as it is, [`Stored::changed`] set: the caller
 /// shows it as of when it was computed and has it recomputed in the background.
+/// Another provider's list is judged now, from all its pairs at `point`.
 pub async fn slow_view(pool: &PgPool, point: &PathPoint, cases: &SlowCases) -> Result<Stored> {
+    if !point.provider.is_rustcrypto() {
+        return judged_now(pool, point, cases).await;
+    }
     if let Some(stored) = read(pool, point, cases).await? {
         return Ok(stored);
     }
@@ -166,6 +190,30 @@ pub async fn slow_view(pool: &PgPool, point: &PathPoint, cases: &SlowCases) -> R
     read(pool, point, cases)
         .await?
         .ok_or_else(|| sqlx::Error::RowNotFound.into())
+}
+
+/// The list of a provider other than the built-in crates, as [`compute`]
+/// would store it, from every pair of the point in the page's order (so a
+/// host's first row is its worst): a few rows, read on every view.
+async fn judged_now(pool: &PgPool, point: &PathPoint, cases: &SlowCases) -> Result<Stored> {
+    let pairs = fallback::pairs(pool, point, None, None, 0).await?;
+    let t = Thresholds::default();
+    let mut slow_hosts: Vec<i64> = Vec::new();
+    for p in &pairs {
+        let Some(used) = p.accelerated_path_used else {
+            continue;
+        };
+        let below = below_near_software(ratio(p.accelerated_mb_s, p.software_mb_s), &t);
+        if cases.has(p.host_id, p.algorithm, used, below) && !slow_hosts.contains(&p.host_id) {
+            slow_hosts.push(p.host_id);
+        }
+    }
+    Ok(Stored {
+        pairs: i64::try_from(pairs.len()).unwrap_or(i64::MAX),
+        slow_hosts,
+        computed_at: Utc::now(),
+        changed: false,
+    })
 }
 
 /// The stored list of `point`, if it was judged with `cases`.
@@ -322,6 +370,7 @@ pub async fn due(db: impl PgExecutor<'_>, quiet: Duration, patience: Duration) -
                 threads: u32::try_from(threads).ok()?,
                 direction: direction.parse().ok()?,
                 key_mode: key_mode.parse().ok()?,
+                provider: Provider::RustCrypto,
             })
         })
         .collect())

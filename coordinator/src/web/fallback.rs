@@ -1,5 +1,6 @@
 //! `/fallback`: the accelerated path against the software path, per host and
 //! algorithm at one point of the matrix (16 KiB, 1 thread, encrypt by
+//! default) on one provider (`provider=`, the built-in RustCrypto crates by
 //! default), worst ratio first; the hosts whose accelerated path runs at
 //! software speed, with the open findings that explain it; and every open
 //! finding with its evidence. The tables are also at `/api/v1/fallback` (same
@@ -7,7 +8,9 @@
 //!
 //! Rows come from `fallback_pairs` ([`model::pairs`]: both paths side by side
 //! with their ratio indexed, kept from `result_points`), so a page reads its
-//! 50 rows. The hosts at software speed are grouped in SQL from the cases
+//! 50 rows. Another provider's rows come from its few `provider_points`,
+//! which the report's queries pair up themselves (the provider is part of
+//! [`PathPoint`]): nothing here tells the two apart but the words. The hosts at software speed are grouped in SQL from the cases
 //! the rule ([`crate::analysis::software_speed`]) finds slow on each of the
 //! fleet's few host CPUs, and stored per point with the point's row count
 //! ([`views`]: read back until rows of the point or the hosts' CPUs change;
@@ -38,6 +41,7 @@ use serde::Deserialize;
 use super::paging::{Pager, with_query};
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::Path;
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::{Direction, KeyMode, Suite};
 
 use super::params::{
@@ -47,7 +51,7 @@ use super::params::{
 use super::{WebError, WebState, format};
 use crate::analysis::fill::Fill;
 use crate::analysis::slow::Thresholds;
-use crate::analysis::software_speed::{HostCpu, SoftwareSpeed, explains, judge, ratio};
+use crate::analysis::software_speed::{HostCpu, SoftwareSpeed, explains_on, judge, ratio};
 use crate::findings::REASONS;
 use crate::report::fallback::{self as model, FallbackHost, PathPair, PathPoint};
 use crate::report::fallback_hosts::{HostInfo, Keep, ViewHosts};
@@ -83,6 +87,8 @@ pub struct FallbackQuery {
     threads: Option<String>,
     direction: Option<String>,
     key_mode: Option<String>,
+    /// Whose figures: one of [`Provider`]; RustCrypto, the built-in crates, by default.
+    provider: Option<String>,
     /// `key=value`, or `key` alone for "has the label".
     label: Option<String>,
     arch: Option<String>,
@@ -102,6 +108,7 @@ struct Filters {
     threads: u32,
     direction: Direction,
     key_mode: KeyMode,
+    provider: Provider,
     label: Option<LabelFilter>,
     arch: Option<String>,
     reason: Option<&'static str>,
@@ -132,6 +139,7 @@ impl Filters {
             threads,
             direction: given(&q.direction).map_or(Ok(Direction::Encrypt), |d| require("direction", d))?,
             key_mode: given(&q.key_mode).map_or(Ok(KeyMode::Static), |k| require("key_mode", k))?,
+            provider: given(&q.provider).map_or(Ok(Provider::RustCrypto), |p| require("provider", p))?,
             label: given(&q.label).map(label),
             arch: given(&q.arch).map(str::to_string),
             reason: given(&q.reason)
@@ -146,6 +154,7 @@ impl Filters {
             threads: self.threads,
             direction: self.direction,
             key_mode: self.key_mode,
+            provider: self.provider,
         }
     }
 
@@ -177,21 +186,31 @@ impl Filters {
                 "key_mode",
                 or_blank(self.key_mode.to_string(), KeyMode::Static.as_str()),
             ),
+            (
+                "provider",
+                or_blank(self.provider.to_string(), Provider::RustCrypto.as_str()),
+            ),
             ("label", label),
             ("arch", self.arch.clone().unwrap_or_default()),
             ("reason", self.reason.unwrap_or_default().to_string()),
         ]
     }
 
-    /// "16 KiB, 1 thread, encrypt, static key": the point every row is measured at.
+    /// "16 KiB, 1 thread, encrypt, static key": the point every row is
+    /// measured at, with ", on openssl" for a provider other than the built-in crates.
     fn describe(&self) -> String {
         let threads = if self.threads == 1 {
             "1 thread".into()
         } else {
             format!("{} threads", self.threads)
         };
+        let on = if self.provider.is_rustcrypto() {
+            String::new()
+        } else {
+            format!(", on {}", self.provider)
+        };
         format!(
-            "{}, {threads}, {}, {} key",
+            "{}, {threads}, {}, {} key{on}",
             format::bytes(self.size_bytes),
             self.direction,
             self.key_mode
@@ -262,8 +281,8 @@ fn judge_pair(hosts: &ViewHosts, filters: &Filters, pair: PathPair) -> Option<Ju
 }
 
 /// Fills in which of `open` (holding at least every open finding of the
-/// rows' hosts) explain each row.
-fn explain(rows: &mut [Judged], open: &[Finding], key_mode: KeyMode) {
+/// rows' hosts) explain each row, measured at `point` (on its provider).
+fn explain(rows: &mut [Judged], open: &[Finding], point: &PathPoint) {
     let mut by_host: HashMap<i64, Vec<usize>> = HashMap::new();
     for (i, f) in open.iter().enumerate() {
         by_host.entry(f.host_id).or_default().push(i);
@@ -274,7 +293,10 @@ fn explain(rows: &mut [Judged], open: &[Finding], key_mode: KeyMode) {
             .into_iter()
             .flatten()
             .copied()
-            .filter(|&i| explains(&open[i].reason, &open[i].subject, r.pair.algorithm, key_mode))
+            .filter(|&i| {
+                let f = &open[i];
+                explains_on(point.provider, &f.reason, &f.subject, r.pair.algorithm, point.key_mode)
+            })
             .collect();
     }
 }
@@ -293,7 +315,7 @@ async fn load_all(state: &WebState, filters: &Filters, reason: &str) -> Result<(
         .into_iter()
         .filter_map(|p| judge_pair(&hosts, filters, p))
         .collect();
-    explain(&mut rows, &open, filters.key_mode);
+    explain(&mut rows, &open, &filters.point());
     rows.retain(|r| match reason {
         NO_REASON => r.reasons.is_empty(),
         reason => r.reasons.iter().any(|&i| open[i].reason == reason),
@@ -436,8 +458,8 @@ impl Lists {
             .filter_map(|p| judge_pair(&hosts, filters, p))
             .collect();
         let open = findings_of(state, rows.iter().chain(&slow).map(|r| r.pair.host_id)).await?;
-        explain(&mut rows, &open, filters.key_mode);
-        explain(&mut slow, &open, filters.key_mode);
+        explain(&mut rows, &open, point);
+        explain(&mut slow, &open, point);
         Ok(Lists {
             pages,
             rows,
@@ -469,14 +491,47 @@ fn fallback_algorithms() -> Vec<Algorithm> {
         .collect()
 }
 
-/// What measures both paths of the fallback suite's algorithms at `point`:
-/// the `fallback` suite itself at its sizes, a bigger suite or a matrix elsewhere.
-fn page_fill(point: &PathPoint) -> Fill {
-    let points: Vec<_> = fallback_algorithms()
+/// The fallback suite's points at `point` that its provider measures (ring
+/// runs no software path, the kernel no large payloads): what the page asks
+/// to have measured.
+fn page_points(point: &PathPoint) -> Vec<cipherfleet_core::Point> {
+    fallback_algorithms()
         .into_iter()
         .flat_map(|a| [point.at(a, Path::Accelerated), point.at(a, Path::Software)])
-        .collect();
-    Fill::of(&points).expect("the fallback suite has algorithms")
+        .filter(|p| cipherfleet_core::spec::validate_provider(p).is_ok())
+        .collect()
+}
+
+/// What measures both paths of the fallback suite's algorithms at `point`:
+/// the `fallback` suite itself at its sizes, a bigger suite or a matrix
+/// elsewhere (`providers` for the other providers); `None` when the
+/// provider measures none of them there.
+fn page_fill(point: &PathPoint) -> Option<Fill> {
+    Fill::of(&page_points(point))
+}
+
+/// Whose figures the page shows, ending before the link to `/providers`.
+/// The template writes the built-in crates' sentence out itself, so the
+/// default page's markup stays as it was (escaping would change its apostrophe).
+fn provider_sentence(provider: Provider) -> &'static str {
+    match provider {
+        Provider::RustCrypto => {
+            "Measured on the crates built into the agent (RustCrypto); OpenSSL, ring and the kernel's crypto API are on"
+        }
+        Provider::Openssl => {
+            "Measured on the host's OpenSSL (the openssl provider, through its openssl speed), its software path run \
+             with its capability vector masked; every provider side by side is on"
+        }
+        Provider::Ring => {
+            "Measured on ring, built into the agent as rustls services run it (the ring provider). ring has no \
+             software build; its software figures come from hosts without the instructions. Every provider side by \
+             side is on"
+        }
+        Provider::Kernel => {
+            "Measured on the kernel's crypto API through AF_ALG (the kernel provider), its software path the \
+             kernel's generic driver; every provider side by side is on"
+        }
+    }
 }
 
 /// The page; every string is escaped by the template (no `|safe` anywhere).
@@ -490,6 +545,11 @@ struct FallbackPage {
     threads: u32,
     directions: Vec<Choice>,
     key_modes: Vec<Choice>,
+    providers: Vec<Choice>,
+    /// The built-in crates: the heading says how their two paths are built.
+    rustcrypto: bool,
+    /// Whose figures these are, ending before the link to `/providers`.
+    provider_sentence: &'static str,
     label: String,
     archs: Vec<Choice>,
     reasons: Vec<Choice>,
@@ -507,7 +567,7 @@ struct FallbackPage {
     missing: Vec<MissingView>,
     /// What measures both paths of the fallback suite's algorithms at this
     /// point: `cipherfleet-coordinator campaign start --suite fallback` at the
-    /// default one.
+    /// default one; empty when the provider measures none of them here.
     fill: String,
     /// Those algorithms, named in the sentence around [`FallbackPage::fill`].
     fill_algorithms: String,
@@ -541,7 +601,12 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
             None => Lists::paged(&state, &filters, &point, asked).await,
         }
     };
-    let form = async { Ok::<_, WebError>(tokio::try_join!(model::sizes(&state.pool), model::archs(&state.pool))?) };
+    let form = async {
+        Ok::<_, WebError>(tokio::try_join!(
+            model::sizes(&state.pool, filters.provider),
+            model::archs(&state.pool)
+        )?)
+    };
     let (lists, (measured_sizes, archs)) = tokio::try_join!(lists, form)?;
     let chart = chart::chart(&state, &filters, &point, &lists).await?;
     let pairs = filters.query_pairs();
@@ -568,6 +633,9 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
         threads: filters.threads,
         directions: enum_choices(Some(filters.direction)),
         key_modes: enum_choices(Some(filters.key_mode)),
+        providers: enum_choices(Some(filters.provider)),
+        rustcrypto: filters.provider.is_rustcrypto(),
+        provider_sentence: provider_sentence(filters.provider),
         label: label_text(&filters.label),
         archs: choices(arch_values, filters.arch.as_deref().unwrap_or("")),
         reasons: choices(reason_values, filters.reason.unwrap_or("")),
@@ -580,11 +648,16 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
         any_emulated: lists.any_emulated,
         rows: lists.rows.iter().map(|r| row_view(r, &lists.open, &point)).collect(),
         missing: missing(&lists.rows, &point),
-        fill: page_fill(&point).command(),
-        fill_algorithms: fallback_algorithms()
+        fill: page_fill(&point).map(|f| f.command()).unwrap_or_default(),
+        fill_algorithms: page_points(&point)
             .iter()
-            .map(|a| a.name())
-            .collect::<Vec<_>>()
+            .map(|p| p.algorithm.name())
+            .fold(Vec::new(), |mut names, a| {
+                if !names.contains(&a) {
+                    names.push(a);
+                }
+                names
+            })
             .join(", "),
         rows_pager: lists.pages.view(&pairs, 0),
         slow_pager: lists.pages.view(&pairs, 1),
@@ -639,5 +712,67 @@ mod tests {
             Filters::parse(&query(&[("reason", "none")])).unwrap().reason,
             Some(NO_REASON)
         );
+    }
+
+    #[test]
+    fn the_provider_defaults_to_the_built_in_crates_and_links_keep_any_other() {
+        let plain = Filters::parse(&query(&[])).unwrap();
+        assert_eq!(plain.provider, Provider::RustCrypto);
+        assert_eq!(plain.point().provider, Provider::RustCrypto);
+        // The default is left out of links, blank or spelled out: they read as before providers.
+        for default in [&[][..], &[("provider", "")][..], &[("provider", "rustcrypto")][..]] {
+            let f = Filters::parse(&query(default)).unwrap();
+            assert_eq!(with_query("/fallback", &f.query_pairs()), "/fallback", "{default:?}");
+        }
+
+        let f = Filters::parse(&query(&[("provider", "openssl"), ("size", "1KiB")])).unwrap();
+        assert_eq!(f.provider, Provider::Openssl);
+        let point = f.point();
+        assert_eq!(point.provider, Provider::Openssl);
+        assert_eq!(
+            point.at("aes-128-gcm".parse().unwrap(), Path::Software).provider,
+            Provider::Openssl
+        );
+        assert_eq!(f.describe(), "1 KiB, 1 thread, encrypt, static key, on openssl");
+        let link = with_query("/fallback", &f.query_pairs());
+        assert_eq!(link, "/fallback?size=1024&provider=openssl");
+        // What a link carries reads back as the same filters.
+        let again: Vec<(&str, String)> = f.query_pairs();
+        let pairs: Vec<(&str, &str)> = again.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        assert_eq!(Filters::parse(&query(&pairs)).unwrap(), f);
+        let pages = sections::Pages([
+            Pager::new(1, PER_PAGE, 120),
+            Pager::new(1, PER_PAGE, 0),
+            Pager::new(1, PER_PAGE, 0),
+        ]);
+        let next = pages.view(&f.query_pairs(), 0).next.unwrap();
+        assert!(next.contains("provider=openssl") && next.contains("page=2"), "{next}");
+
+        let err = Filters::parse(&query(&[("provider", "libsodium")])).unwrap_err();
+        assert!(matches!(err, WebError::BadRequest(_)));
+        assert!(
+            err.to_string()
+                .contains("provider=\"libsodium\": use one of rustcrypto, ring, openssl, kernel"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_page_asks_a_provider_only_for_the_points_it_measures() {
+        let at = |provider: &str| Filters::parse(&query(&[("provider", provider)])).unwrap().point();
+        let rustcrypto = page_points(&at("rustcrypto"));
+        assert_eq!(rustcrypto.len(), 2 * fallback_algorithms().len());
+        assert_eq!(page_fill(&at("rustcrypto")).unwrap().flag(), "--suite fallback");
+        // ring has no software build, and runs only its AEADs.
+        let ring = page_points(&at("ring"));
+        assert!(!ring.is_empty());
+        assert!(
+            ring.iter()
+                .all(|p| p.path == Path::Accelerated && p.provider == Provider::Ring),
+            "{ring:?}"
+        );
+        assert_eq!(page_fill(&at("openssl")).unwrap().flag(), "--suite providers");
+        assert!(sections::fill_of(&at("ring"), "aes-256-gcm".parse().unwrap(), Path::Software).is_none());
+        assert!(provider_sentence(Provider::Ring).contains("ring has no software build"));
     }
 }

@@ -26,6 +26,7 @@ const POINT: PathPoint = PathPoint {
     threads: 1,
     direction: Direction::Encrypt,
     key_mode: KeyMode::Static,
+    provider: cipherfleet_core::provider::Provider::RustCrypto,
 };
 
 /// The point's row count and its hosts at software speed, worst row first.

@@ -2,7 +2,8 @@
 //! results stored with a provider, rebuilt into `result_points` and
 //! `provider_points` as a bulk load does, read back per machine class as
 //! medians over hosts, ranked against the fastest provider, with each
-//! provider's fallback cost; an emulated host is never the fastest.
+//! provider's fallback cost; an emulated host is never the fastest. And
+//! `/fallback` on another provider: its pairs from `provider_points`.
 
 use std::collections::BTreeSet;
 
@@ -219,4 +220,152 @@ async fn each_providers_regressions_are_found_against_the_same_provider_on_peers
     let o = derive(pool, &work).await.unwrap();
     assert_eq!((o.opened, o.resolved), (0, 0), "{o:?}");
     assert_eq!(findings::list_open(pool).await.unwrap().len(), 1);
+}
+
+/// `/fallback?provider=openssl` reads the host's OpenSSL pairs from
+/// `provider_points` (both paths side by side, their ratio, the page's
+/// order), judges its list at software speed there without storing it, and
+/// the default view still reads the built-in crates' pairs, whose figures differ.
+#[tokio::test]
+async fn the_fallback_view_of_another_provider_pairs_its_own_two_paths() {
+    use cipherfleet_coordinator::report::fallback::{self, PathPair, PathPoint};
+    use cipherfleet_coordinator::report::{fallback_hosts, fallback_views};
+    use cipherfleet_core::spec::{Direction, KeyMode};
+    let pool = fresh_db().await;
+    let pool = &pool;
+    let cpu = with_features(&["aes", "pclmulqdq", "avx"]);
+    let (a, b) = (hello(pool, "a", None, &cpu).await, hello(pool, "b", None, &cpu).await);
+    const K16: i64 = 16384;
+    store_provider_results(
+        pool,
+        &[
+            (a, "openssl", "accelerated", "accelerated", 4000.0, K16, 1, 0),
+            (a, "openssl", "software", "software", 1000.0, K16, 1, 0),
+            // An older accelerated result of the same point: the latest counts.
+            (a, "openssl", "accelerated", "accelerated", 9000.0, K16, 1, 3),
+            // Another point of the same provider: not paired with this one.
+            (a, "openssl", "software", "software", 50.0, K16, 4, 0),
+            (a, "rustcrypto", "accelerated", "accelerated", 2500.0, K16, 1, 0),
+            (a, "rustcrypto", "software", "software", 500.0, K16, 1, 0),
+            // b's OpenSSL asked for hardware and ran software: at software speed.
+            (b, "openssl", "accelerated", "software", 900.0, K16, 1, 0),
+            (b, "openssl", "software", "software", 1000.0, K16, 1, 0),
+            // ring's software side never exists.
+            (b, "ring", "accelerated", "accelerated", 3000.0, K16, 1, 0),
+        ],
+    )
+    .await;
+    let id = |host: i64, provider: &str, path: &str| {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT id FROM results WHERE host_id = $1 AND provider = $2 AND path = $3 AND threads = 1 \
+             ORDER BY created_at DESC LIMIT 1",
+        )
+        .bind(host)
+        .bind(provider.to_string())
+        .bind(path.to_string())
+        .fetch_one(pool)
+    };
+    let gcm = "aes-256-gcm".parse().unwrap();
+    let pair = |host, acc_id, used, acc, soft_id, soft| PathPair {
+        host_id: host,
+        algorithm: gcm,
+        accelerated_result_id: acc_id,
+        accelerated_path_used: used,
+        accelerated_mb_s: acc,
+        accelerated_cv: acc.map(|_| 0.01),
+        software_result_id: soft_id,
+        software_mb_s: soft,
+        software_cv: soft.map(|_| 0.01),
+    };
+    let at = |provider| PathPoint {
+        size_bytes: 16384,
+        threads: 1,
+        direction: Direction::Encrypt,
+        key_mode: KeyMode::Static,
+        provider,
+    };
+    let openssl = at(Provider::Openssl);
+
+    let pairs = fallback::pairs(pool, &openssl, None, None, 0).await.unwrap();
+    let expected = [
+        // Worst ratio first: b's 0.9× before a's 4×.
+        pair(
+            b,
+            Some(id(b, "openssl", "accelerated").await.unwrap()),
+            Some(PathUsed::Software),
+            Some(900.0),
+            Some(id(b, "openssl", "software").await.unwrap()),
+            Some(1000.0),
+        ),
+        pair(
+            a,
+            Some(id(a, "openssl", "accelerated").await.unwrap()),
+            Some(PathUsed::Accelerated),
+            Some(4000.0),
+            Some(id(a, "openssl", "software").await.unwrap()),
+            Some(1000.0),
+        ),
+    ];
+    assert_eq!(pairs, expected);
+    let ratio =
+        cipherfleet_coordinator::analysis::software_speed::ratio(pairs[1].accelerated_mb_s, pairs[1].software_mb_s);
+    assert_eq!(ratio, Some(4.0));
+    assert_eq!(
+        fallback::pairs(pool, &openssl, None, Some(1), 1).await.unwrap(),
+        [expected[1].clone()],
+        "a page from an offset"
+    );
+    assert_eq!(fallback::count_pairs(pool, &openssl, None).await.unwrap(), 2);
+    assert_eq!(fallback::count_pairs(pool, &openssl, Some(&[a])).await.unwrap(), 1);
+    assert_eq!(
+        fallback::slow_candidates(pool, &openssl, None, &["aes-256-gcm"], 1.5)
+            .await
+            .unwrap(),
+        [expected[0].clone()]
+    );
+    assert_eq!(
+        fallback::algorithm_pairs(pool, &openssl, None, gcm, &[b], 10)
+            .await
+            .unwrap(),
+        [expected[1].clone()]
+    );
+    assert_eq!(fallback::sizes(pool, Provider::Openssl).await.unwrap(), [16384]);
+
+    // The default view: the built-in crates' pair of the same host and point.
+    let crates = at(Provider::RustCrypto);
+    assert_eq!(
+        fallback::pairs(pool, &crates, None, None, 0).await.unwrap(),
+        [pair(
+            a,
+            Some(id(a, "rustcrypto", "accelerated").await.unwrap()),
+            Some(PathUsed::Accelerated),
+            Some(2500.0),
+            Some(id(a, "rustcrypto", "software").await.unwrap()),
+            Some(500.0),
+        )]
+    );
+
+    // ring: the accelerated side alone.
+    let ring = fallback::pairs(pool, &at(Provider::Ring), None, None, 0).await.unwrap();
+    assert_eq!(
+        ring.iter()
+            .map(|p| (p.host_id, p.accelerated_mb_s, p.software_mb_s))
+            .collect::<Vec<_>>(),
+        [(b, Some(3000.0), None)]
+    );
+
+    // The list at software speed: judged now, b alone, and not stored.
+    let cases = fallback_hosts::cases_now(pool, &openssl).await.unwrap();
+    let list = fallback_views::slow_view(pool, &openssl, &cases).await.unwrap();
+    assert_eq!(
+        (list.pairs, list.slow_hosts.as_slice(), list.changed),
+        (2, [b].as_slice(), false)
+    );
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM fallback_views")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0, "another provider's list is never stored");
+    let crates_list = fallback_views::slow_view(pool, &crates, &cases).await.unwrap();
+    assert_eq!((crates_list.pairs, crates_list.slow_hosts), (1, vec![]));
 }

@@ -165,6 +165,72 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
         );
     }
 
+    // /fallback on the host's OpenSSL: its own two paths side by side, saying whose they are;
+    // the default view keeps the built-in crates' figures.
+    let figure = |provider: &'static str, path: &'static str| {
+        sqlx::query_scalar::<_, f64>(
+            "SELECT throughput_mb_s FROM results WHERE provider = $1 AND algorithm = 'aes-128-gcm' \
+             AND size_bytes = 1024 AND path = $2",
+        )
+        .bind(provider)
+        .bind(path)
+        .fetch_one(&app.pool)
+    };
+    let (accelerated, software) = (
+        figure("openssl", "accelerated").await.unwrap(),
+        figure("openssl", "software").await.unwrap(),
+    );
+    let gcm_row = |path: &str, body: &str| -> serde_json::Value {
+        let rows: Vec<serde_json::Value> = serde_json::from_str(body).unwrap();
+        rows.into_iter()
+            .find(|r| r["algorithm"] == "aes-128-gcm" && r["host_name"] == HOST)
+            .unwrap_or_else(|| panic!("{path} has the host's aes-128-gcm row: {body}"))
+    };
+    let path = "/api/v1/fallback?size=1KiB&provider=openssl";
+    let api = app.get(path).await;
+    assert_eq!(api.status, 200, "{}", api.body);
+    let row = gcm_row(path, &api.body);
+    // serde_json reads a float back to within a unit in the last place.
+    let close = |field: &str, want: f64| {
+        let shown = row[field].as_f64().unwrap_or_else(|| panic!("{field}: {row}"));
+        assert!((shown - want).abs() <= want.abs() * 1e-12, "{field} {want}: {row}");
+    };
+    close("accelerated_mb_s", accelerated);
+    close("software_mb_s", software);
+    close("ratio", accelerated / software);
+    assert_eq!(row["provider"], "openssl", "{row}");
+    let path = "/api/v1/fallback?size=1KiB";
+    let plain = app.get(path).await;
+    assert_eq!(plain.status, 200, "{}", plain.body);
+    let row = gcm_row(path, &plain.body);
+    assert!(row.get("provider").is_none(), "the default rows are as before: {row}");
+    let crates = figure("rustcrypto", "accelerated").await.unwrap();
+    let shown = row["accelerated_mb_s"].as_f64().unwrap_or_else(|| panic!("{row}"));
+    assert!(
+        (shown - crates).abs() <= crates * 1e-12,
+        "the built-in crates' {crates}: {row}"
+    );
+    let page = app.get("/fallback?size=1KiB&provider=openssl").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    for shown in [
+        "OpenSSL (the openssl provider",
+        r#"<option value="openssl" selected>"#,
+        r#"data-algorithm="aes-128-gcm""#,
+        "/api/v1/fallback?size=1024&#38;provider=openssl&#38;format=csv",
+    ] {
+        assert!(page.body.contains(shown), "/fallback?provider=openssl shows {shown}");
+    }
+    assert!(!page.body.contains("Measured on the crates built into the agent"));
+    for path in ["/fallback?provider=libsodium", "/api/v1/fallback?provider=libsodium"] {
+        let refused = app.get(path).await;
+        assert_eq!(refused.status, 400, "{path}: {}", refused.body);
+        assert!(
+            refused.body.contains("provider=") && refused.body.contains("openssl"),
+            "{path} names the parameter and what it takes: {}",
+            refused.body
+        );
+    }
+
     // Capacity planned for a service on the host's OpenSSL uses OpenSSL's figure.
     let plan = app
         .get("/api/v1/capacity?algorithm=aes-128-gcm&size=1024&provider=openssl")
@@ -336,6 +402,22 @@ async fn an_openssl_running_aes_at_its_software_speed_is_a_finding() {
         !reasons.iter().any(|(r, _)| r == "openssl-masked"),
         "the agent's own environment masks nothing: {reasons:?}"
     );
+
+    // /fallback on OpenSSL shows the pair with that finding as its reason;
+    // the built-in crates' view has no row of it.
+    let api = app.get("/api/v1/fallback?provider=openssl").await;
+    assert_eq!(api.status, 200, "{}", api.body);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&api.body).unwrap();
+    let [row] = rows.as_slice() else {
+        panic!("one openssl pair: {rows:#?}")
+    };
+    assert_eq!(row["algorithm"], "aes-128-gcm", "{row}");
+    // serde_json reads a float back to within a unit in the last place.
+    let shown = row["ratio"].as_f64().unwrap_or_else(|| panic!("a ratio: {row}"));
+    assert!((shown - ratio).abs() <= ratio * 1e-12, "{row}");
+    assert_eq!(row["reasons"], "openssl-no-acceleration: openssl-aes", "{row}");
+    let plain = app.get("/api/v1/fallback").await;
+    assert_eq!(plain.body, "[]", "no built-in crates' results here");
 }
 
 /// `--watch-env`: services started with a capability variable that masks

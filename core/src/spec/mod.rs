@@ -22,8 +22,8 @@ pub use budget::{
     Budget, DECRYPT_POOL_MIN_MESSAGES, EMULATION_SLOWDOWN, Execution, LOW_SAMPLES, MIN_OBJECTS_PER_SLOT, MIN_SAMPLES,
 };
 pub use job::{
-    JobSpec, validate_arrival_rate, validate_message_size, validate_nonce, validate_seconds, validate_size,
-    validate_threads,
+    JobSpec, validate_arrival_rate, validate_message_size, validate_nonce, validate_provider, validate_seconds,
+    validate_size, validate_threads,
 };
 pub use matrix::{MAX_LIST_LEN, MAX_POINTS, Matrix};
 pub use size::{format_size, parse_size};

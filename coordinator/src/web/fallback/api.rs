@@ -5,6 +5,7 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use cipherfleet_core::algorithm::Algorithm;
 use cipherfleet_core::path::PathUsed;
+use cipherfleet_core::provider::Provider;
 use cipherfleet_core::spec::{Direction, KeyMode};
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +50,10 @@ struct FallbackApiRow {
     /// The raw results behind the figures (`/api/v1/results/{id}`).
     accelerated_result_id: Option<i64>,
     software_result_id: Option<i64>,
+    /// The view's provider (`provider=`), left out for the built-in crates as
+    /// a [`cipherfleet_core::Point`] leaves it: their rows read as they did before providers.
+    #[serde(skip_serializing_if = "Provider::is_rustcrypto")]
+    provider: Provider,
 }
 
 /// Rows per page of `/api/v1/fallback` (`?page=N`): a fleet of 10,000 hosts
@@ -91,7 +96,7 @@ pub(super) async fn fallback(
                 .filter_map(|p| judge_pair(&hosts, &filters, p))
                 .collect();
             let open = findings_of(&state, rows.iter().map(|r| r.pair.host_id)).await?;
-            explain(&mut rows, &open, filters.key_mode);
+            explain(&mut rows, &open, &filters.point());
             (rows, open)
         }
     };
@@ -120,6 +125,7 @@ pub(super) async fn fallback(
             simulated: r.host.simulated,
             accelerated_result_id: r.pair.accelerated_result_id,
             software_result_id: r.pair.software_result_id,
+            provider: filters.provider,
         })
         .collect();
     api::table("fallback", &out, format.format)

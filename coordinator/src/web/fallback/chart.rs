@@ -66,7 +66,7 @@ pub(super) async fn chart(
             .filter_map(|p| judge_pair(&hosts, filters, p))
             .collect();
         let open = findings_of(state, others.iter().map(|r| r.pair.host_id)).await?;
-        explain(&mut others, &open, filters.key_mode);
+        explain(&mut others, &open, point);
         let mut rows: Vec<PathsRow> = slow
             .iter()
             .map(|r| chart_row(r, &lists.open, point))
@@ -93,7 +93,13 @@ pub(super) async fn chart(
 /// One judged row as the chart draws it; `open` holds its reasons' findings.
 fn chart_row(r: &Judged, open: &[Finding], point: &PathPoint) -> PathsRow {
     let p = &r.pair;
-    let fill = |mb_s: Option<f64>, path| mb_s.is_none().then(|| fill_of(point, p.algorithm, path).flag());
+    let fill = |mb_s: Option<f64>, path| {
+        if mb_s.is_none() {
+            fill_of(point, p.algorithm, path).map(|f| f.flag())
+        } else {
+            None
+        }
+    };
     PathsRow {
         host: r.host.host.name.clone(),
         accelerated_mb_s: p.accelerated_mb_s,

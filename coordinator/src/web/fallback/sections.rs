@@ -30,26 +30,36 @@ pub(super) struct Cell {
     /// `CV 2.30 %`: how much the samples spread, so a noisy ratio is not over-read.
     pub(super) cv: Option<String>,
     /// Not measured: what measures it (`--suite fallback`), the whole
-    /// command being in the note above the table.
+    /// command being in the note above the table; none for a path the
+    /// provider does not have (ring's software path).
     pub(super) fill: Option<String>,
 }
 
 impl Cell {
     /// `fill` says what measures the figure, asked only when it is missing.
-    pub(super) fn new(mb_s: Option<f64>, result_id: Option<i64>, cv: Option<f64>, fill: impl FnOnce() -> Fill) -> Self {
+    pub(super) fn new(
+        mb_s: Option<f64>,
+        result_id: Option<i64>,
+        cv: Option<f64>,
+        fill: impl FnOnce() -> Option<Fill>,
+    ) -> Self {
         Cell {
             text: mb_s.map_or_else(|| "not measured".into(), format::mb_s),
             sort: mb_s.map(|v| v.to_string()).unwrap_or_default(),
             href: result_id.map(|id| format!("/api/v1/results/{id}")),
             cv: cv.map(|c| format!("CV {}", format::percent(c))),
-            fill: mb_s.is_none().then(|| fill().flag()),
+            fill: if mb_s.is_none() { fill().map(|f| f.flag()) } else { None },
         }
     }
 }
 
-/// What measures `algorithm` on `path` at the view's point.
-pub(super) fn fill_of(point: &PathPoint, algorithm: Algorithm, path: Path) -> Fill {
-    Fill::of(&[point.at(algorithm, path)]).expect("one point")
+/// What measures `algorithm` on `path` at the view's point; `None` when its
+/// provider cannot (ring has no software build: its software figures come
+/// from hosts without the instructions).
+pub(super) fn fill_of(point: &PathPoint, algorithm: Algorithm, path: Path) -> Option<Fill> {
+    let at = point.at(algorithm, path);
+    cipherfleet_core::spec::validate_provider(&at).ok()?;
+    Fill::of(&[at])
 }
 
 /// A path not measured for some rows of the page, and the command that measures it.
@@ -73,7 +83,9 @@ pub(super) fn missing(rows: &[Judged], point: &PathPoint) -> Vec<MissingView> {
             if mb_s.is_some() {
                 continue;
             }
-            let command = fill_of(point, p.algorithm, path).command();
+            let Some(command) = fill_of(point, p.algorithm, path).map(|f| f.command()) else {
+                continue;
+            };
             match out.iter_mut().find(|m| m.path == name && m.command == command) {
                 Some(m) if m.algorithms.contains(&p.algorithm) => {}
                 Some(m) => m.algorithms.push(p.algorithm),
@@ -264,10 +276,10 @@ pub(super) fn slow_hosts<'a>(rows: &'a [Judged], point: &PathPoint) -> Vec<SlowH
                     _ => (String::new(), Path::Software),
                 };
                 // The whole command is above the tables; here what tells it apart.
-                format!(
-                    "{known}the {path} path is not measured: run {}",
-                    fill_of(point, p.algorithm, path).flag()
-                )
+                match fill_of(point, p.algorithm, path) {
+                    Some(fill) => format!("{known}the {path} path is not measured: run {}", fill.flag()),
+                    None => format!("{known}the {path} path is not measured ({} has none)", point.provider),
+                }
             }
         };
         let why = match speed {

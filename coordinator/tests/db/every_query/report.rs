@@ -164,7 +164,7 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         path: Path::Accelerated,
         algorithms: &[gcm(), chacha()],
         hosts: &both,
-        provider: cipherfleet_core::provider::Provider::RustCrypto,
+        provider: Provider::RustCrypto,
     };
     assert_eq!(capacity::points(pool, filter).await.unwrap(), accelerated);
     let other_size = PointFilter {
@@ -216,6 +216,7 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         threads: 1,
         direction: Direction::Encrypt,
         key_mode: KeyMode::Static,
+        provider: Provider::RustCrypto,
     };
     // Worst ratio first, unmeasured ratios (vm has no software side) last.
     let pairs = fallback::pairs(pool, &at, None, None, 0).await.unwrap();
@@ -394,7 +395,12 @@ async fn the_report_reads_the_latest_point_of_every_host() {
         },
     ];
     assert_eq!(fallback_hosts, expected);
-    assert_eq!(fallback::sizes(pool).await.unwrap(), [1024, 16384]);
+    // The built-in crates' are the sizes above; the fixture measured no other provider.
+    assert_eq!(
+        fallback::sizes(pool, Provider::RustCrypto).await.unwrap(),
+        [1024, 16384]
+    );
+    assert!(fallback::sizes(pool, Provider::Openssl).await.unwrap().is_empty());
     assert_eq!(fallback::archs(pool).await.unwrap(), ["aarch64", "x86_64"]);
 
     let ids = |list: Vec<findings::Finding>| {
