@@ -510,27 +510,13 @@ fn page_fill(point: &PathPoint) -> Option<Fill> {
     Fill::of(&page_points(point))
 }
 
-/// Whose figures the page shows, ending before the link to `/providers`.
-/// The template writes the built-in crates' sentence out itself, so the
-/// default page's markup stays as it was (escaping would change its apostrophe).
-fn provider_sentence(provider: Provider) -> &'static str {
+/// What another provider's software path is, after whose figures the page
+/// shows ([`format::measured_on`], which says ring has none of its own).
+fn software_path(provider: Provider) -> Option<&'static str> {
     match provider {
-        Provider::RustCrypto => {
-            "Measured on the crates built into the agent (RustCrypto); OpenSSL, ring and the kernel's crypto API are on"
-        }
-        Provider::Openssl => {
-            "Measured on the host's OpenSSL (the openssl provider, through its openssl speed), its software path run \
-             with its capability vector masked; every provider side by side is on"
-        }
-        Provider::Ring => {
-            "Measured on ring, built into the agent as rustls services run it (the ring provider). ring has no \
-             software build; its software figures come from hosts without the instructions. Every provider side by \
-             side is on"
-        }
-        Provider::Kernel => {
-            "Measured on the kernel's crypto API through AF_ALG (the kernel provider), its software path the \
-             kernel's generic driver; every provider side by side is on"
-        }
+        Provider::Openssl => Some("its software path is the same openssl speed with its capability vector masked"),
+        Provider::Kernel => Some("its software path is the kernel's generic driver"),
+        Provider::RustCrypto | Provider::Ring => None,
     }
 }
 
@@ -549,7 +535,9 @@ struct FallbackPage {
     /// The built-in crates: the heading says how their two paths are built.
     rustcrypto: bool,
     /// Whose figures these are, ending before the link to `/providers`.
-    provider_sentence: &'static str,
+    /// Whose figures these are ([`format::measured_on`]), and another provider's software path.
+    measured_on: &'static str,
+    software_path: Option<&'static str>,
     label: String,
     archs: Vec<Choice>,
     reasons: Vec<Choice>,
@@ -635,7 +623,8 @@ async fn page(State(state): State<WebState>, Query(q): Query<FallbackQuery>) -> 
         key_modes: enum_choices(Some(filters.key_mode)),
         providers: enum_choices(Some(filters.provider)),
         rustcrypto: filters.provider.is_rustcrypto(),
-        provider_sentence: provider_sentence(filters.provider),
+        measured_on: format::measured_on(filters.provider),
+        software_path: software_path(filters.provider),
         label: label_text(&filters.label),
         archs: choices(arch_values, filters.arch.as_deref().unwrap_or("")),
         reasons: choices(reason_values, filters.reason.unwrap_or("")),
@@ -773,6 +762,7 @@ mod tests {
         );
         assert_eq!(page_fill(&at("openssl")).unwrap().flag(), "--suite providers");
         assert!(sections::fill_of(&at("ring"), "aes-256-gcm".parse().unwrap(), Path::Software).is_none());
-        assert!(provider_sentence(Provider::Ring).contains("ring has no software build"));
+        assert!(format::measured_on(Provider::Ring).contains("ring has no software build"));
+        assert!(software_path(Provider::Openssl).is_some_and(|s| s.contains("masked")));
     }
 }

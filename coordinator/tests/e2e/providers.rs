@@ -213,7 +213,8 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
     let page = app.get("/fallback?size=1KiB&provider=openssl").await;
     assert_eq!(page.status, 200, "{}", page.body);
     for shown in [
-        "OpenSSL (the openssl provider",
+        "through its openssl speed",
+        "capability vector masked",
         r#"<option value="openssl" selected>"#,
         r#"data-algorithm="aes-128-gcm""#,
         "/api/v1/fallback?size=1024&#38;provider=openssl&#38;format=csv",
