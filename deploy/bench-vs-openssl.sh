@@ -9,6 +9,10 @@
 #
 # -elapsed: openssl otherwise divides by the CPU time of its process (user time), which
 # reads high on a busy or throttled machine; the agent divides by wall time, so both do.
+# This compares harnesses (the engine's, its openssl-compat shape, openssl speed's) with the
+# agent run locally, and stores nothing. The agent's `openssl` provider beside rustcrypto and
+# ring, measured by a campaign and stored by a coordinator (read back from /providers), is
+# deploy/bench-providers.sh.
 # Builds the release agent first if needed. How long a run takes: docs/performance.md,
 # "The benchmarks".
 # Usage: deploy/bench-vs-openssl.sh [ROUNDS (default 3)] [SECONDS (whole, default 1)]
