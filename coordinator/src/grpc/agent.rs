@@ -147,6 +147,11 @@ struct Session {
     ended: CancellationToken,
     dispatch_on_connect: bool,
     findings: Arc<Deriver>,
+    /// The host's current snapshot, read at the session's first result: its
+    /// measurements are stored without the facts it holds
+    /// ([`store::results::Checked::facts_once`]). Facts change only at a
+    /// hello, which starts another session.
+    snapshot: tokio::sync::OnceCell<Option<store::snapshots::CurrentFacts>>,
 }
 
 /// Why a session ended.
@@ -448,6 +453,23 @@ impl Session {
         }
     }
 
+    /// The host's current snapshot ([`Session::snapshot`]). Unreadable (the
+    /// database away for a moment), the session's documents are stored whole.
+    async fn current_facts(&self) -> Option<&store::snapshots::CurrentFacts> {
+        self.snapshot
+            .get_or_init(|| async {
+                store::snapshots::current(&self.pool, self.host_id)
+                    .await
+                    .inspect_err(|e| {
+                        tracing::warn!(host = self.host_id, error = %e, "reading the host's snapshot: its results are stored whole")
+                    })
+                    .ok()
+                    .flatten()
+            })
+            .await
+            .as_ref()
+    }
+
     /// Stores the result of attempt `attempt` in the next ingest batch
     /// ([`crate::ingest`]), which judges it under its job's lock and claims
     /// the host's next job. The outer error ends the session (database away:
@@ -459,11 +481,18 @@ impl Session {
         attempt: Option<Uuid>,
         m: v1::Measurement,
     ) -> Result<(Result<(), String>, Next), Status> {
+        let mut measurement = checked(m);
+        if let Ok(c) = measurement {
+            measurement = Ok(match self.current_facts().await {
+                Some(current) => c.facts_once(current),
+                None => c,
+            });
+        }
         let item = store::results::NewResult {
             job_id,
             host_id: self.host_id,
             attempt,
-            measurement: checked(m),
+            measurement,
         };
         let algorithm = item
             .measurement
@@ -520,6 +549,7 @@ fn checked(m: v1::Measurement) -> Result<store::results::Checked, String> {
         path_used,
         figures,
         json: m.measurement_json,
+        from_snapshot: None,
     })
 }
 

@@ -18,6 +18,7 @@ use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
 use super::jobs::{self, Job, Start};
+use super::snapshots::{self, CurrentFacts};
 use super::{Result, advisory, campaigns, points};
 use crate::domain::attempt::Ignored;
 use crate::domain::job::JobStatus;
@@ -63,12 +64,68 @@ pub struct Checked {
     /// the typed columns, stored as given: the database rejects negative figures.
     pub path_used: PathUsed,
     pub figures: Figures,
-    /// The whole object the agent sent, as it sent it (JSON text), kept
-    /// verbatim: PostgreSQL parses it once into `jsonb`, with no tree of it
-    /// built, cloned and written out again here. Queued as text, a result also
-    /// takes a fraction of the memory of a parsed `serde_json::Value`.
+    /// The object the agent sent (JSON text): as it sent it, or without the
+    /// host facts its snapshot holds ([`Checked::facts_once`]). Queued as
+    /// text, a result takes a fraction of the memory of a parsed `serde_json::Value`.
     pub json: String,
+    /// The host facts left out of `json` ([`Checked::facts_once`]); `None`:
+    /// the document is whole, and the result is tied to its host's current
+    /// snapshot when stored.
+    pub from_snapshot: Option<FromSnapshot>,
 }
+
+/// The keys of a measurement's `host` left out of its stored document
+/// because snapshot `snapshot_id`, which the result is tied to, holds the
+/// same values (migration 0038); [`stored`] puts them back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FromSnapshot {
+    pub snapshot_id: i64,
+    pub keys: Vec<String>,
+}
+
+impl Checked {
+    /// The measurement stored once: its `host` without the keys whose value
+    /// `snapshot` holds already, which are named instead. Worked out here
+    /// rather than in the insert: there it cost PostgreSQL about half again
+    /// its CPU per result (docs/performance.md, "Ingest, 1,000 agents").
+    /// A document without a `host` object, or one that does not parse, stays whole.
+    pub fn facts_once(mut self, snapshot: &CurrentFacts) -> Self {
+        if let Some((json, keys)) = without_facts(&self.json, &snapshot.facts) {
+            self.json = json;
+            self.from_snapshot = Some(FromSnapshot {
+                snapshot_id: snapshot.snapshot_id,
+                keys,
+            });
+        }
+        self
+    }
+}
+
+/// The document `json` without the keys of its `host` whose value `facts`
+/// holds, and those keys; `None` without a `host` object.
+fn without_facts(json: &str, facts: &serde_json::Map<String, Value>) -> Option<(String, Vec<String>)> {
+    let Ok(Value::Object(mut doc)) = serde_json::from_str::<Value>(json) else {
+        return None;
+    };
+    let Some(Value::Object(host)) = doc.get_mut("host") else {
+        return None;
+    };
+    // Keys are the agent's: one holding the separator the insert splits the
+    // list on stays in the document.
+    let keys: Vec<String> = host
+        .iter()
+        .filter(|(k, v)| !k.contains(KEY_SEPARATOR) && facts.get(k.as_str()) == Some(v))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in &keys {
+        host.remove(k);
+    }
+    Some((serde_json::to_string(&doc).ok()?, keys))
+}
+
+/// Separates the keys of a [`FromSnapshot`] in the insert's text column: a
+/// character no fact name holds (`string_to_array` splits on it).
+const KEY_SEPARATOR: char = '\u{1f}';
 
 /// Stores the result of attempt `attempt` of `job_id` as reported by
 /// `host_id`'s agent and marks the job done, with the rules of
@@ -84,16 +141,21 @@ pub async fn record(
     figures: &Figures,
     measurement: &Value,
 ) -> Result<RecordOutcome> {
+    let mut checked = Checked {
+        ran: None,
+        path_used,
+        figures: figures.clone(),
+        json: measurement.to_string(),
+        from_snapshot: None,
+    };
+    if let Some(current) = snapshots::current(pool, host_id).await? {
+        checked = checked.facts_once(&current);
+    }
     let item = NewResult {
         job_id,
         host_id,
         attempt,
-        measurement: Ok(Checked {
-            ran: None,
-            path_used,
-            figures: figures.clone(),
-            json: measurement.to_string(),
-        }),
+        measurement: Ok(checked),
     };
     store(pool, &[], std::slice::from_ref(&item), false)
         .await?
@@ -360,33 +422,26 @@ async fn insert_rows(
              cpu_utilization, key_setup_ns, elapsed_seconds, sample_throughputs, measurement, \
              host_from_snapshot, low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, \
              allocs_per_op) \
-         SELECT j.id, j.host_id, h.current_snapshot_id, j.algorithm, j.direction, j.size_bytes, \
+         SELECT j.id, j.host_id, coalesce(r.snapshot_id, h.current_snapshot_id), j.algorithm, j.direction, j.size_bytes, \
              j.threads, j.concurrency, j.key_mode, j.path, j.nonce, j.provider, r.path_used, r.throughput_mb_s, r.ops_per_s, \
              r.p50, r.p90, r.p99, r.p999, r.max, r.latency_method, r.batch_ops, r.cv, r.samples, \
              r.cpu_user, r.cpu_sys, r.cpu_utilization, r.key_setup_ns, r.elapsed_seconds, \
              ($27::double precision[])[r.samples_from:r.samples_to], \
-             CASE WHEN d.same IS NULL THEN d.m ELSE jsonb_set(d.m, '{host}', d.differ) END, \
-             d.same, r.low_samples, r.cipher_state_bytes, r.peak_rss_bytes, r.heap_bytes_per_op, \
+             r.measurement::jsonb, string_to_array(r.from_snapshot, E'\\x1f'), r.low_samples, r.cipher_state_bytes, r.peak_rss_bytes, r.heap_bytes_per_op, \
              r.allocs_per_op \
          FROM UNNEST($1::uuid[], $2::text[], $3::double precision[], $4::double precision[], \
                  $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], \
                  $11::bigint[], $12::double precision[], $13::integer[], $14::double precision[], \
                  $15::double precision[], $16::double precision[], $17::double precision[], \
                  $18::double precision[], $19::integer[], $20::text[], $21::boolean[], $22::bigint[], \
-                 $23::bigint[], $24::double precision[], $25::double precision[], $26::integer[]) \
+                 $23::bigint[], $24::double precision[], $25::double precision[], $26::integer[], \
+                 $28::bigint[], $29::text[]) \
              AS r(job_id, path_used, throughput_mb_s, ops_per_s, p50, p90, p99, p999, max, \
                   latency_method, batch_ops, cv, samples, cpu_user, cpu_sys, cpu_utilization, \
                   key_setup_ns, elapsed_seconds, samples_from, measurement, low_samples, \
-                  cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, samples_to) \
+                  cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, samples_to, \
+                  snapshot_id, from_snapshot) \
          JOIN jobs j ON j.id = r.job_id JOIN hosts h ON h.id = j.host_id \
-         LEFT JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id \
-         CROSS JOIN LATERAL (SELECT r.measurement::jsonb AS m) parsed \
-         CROSS JOIN LATERAL (SELECT parsed.m AS m, \
-                 coalesce(jsonb_object_agg(e.key, e.value) FILTER (WHERE e.value IS DISTINCT FROM s.facts -> e.key), \
-                     '{}'::jsonb) AS differ, \
-                 CASE WHEN s.facts IS NOT NULL AND jsonb_typeof(parsed.m -> 'host') = 'object' THEN \
-                     coalesce(array_agg(e.key) FILTER (WHERE e.value = s.facts -> e.key), '{}') END AS same \
-             FROM jsonb_each(CASE WHEN jsonb_typeof(parsed.m -> 'host') = 'object' THEN parsed.m -> 'host' END) e) d \
          ON CONFLICT (job_id) DO NOTHING \
          RETURNING id, job_id",
     )
@@ -417,6 +472,8 @@ async fn insert_rows(
     .bind(c.allocs_per_op)
     .bind(c.samples_to)
     .bind(c.sample_values)
+    .bind(c.snapshot_id)
+    .bind(c.from_snapshot)
     .fetch_all(tx)
     .await?;
     Ok(rows.into_iter().map(|(id, job)| (job, id)).collect())
@@ -455,6 +512,9 @@ struct Columns<'a> {
     peak_rss_bytes: Vec<Option<i64>>,
     heap_bytes_per_op: Vec<Option<f64>>,
     allocs_per_op: Vec<Option<f64>>,
+    /// [`FromSnapshot`]: its snapshot, and its keys joined by [`KEY_SEPARATOR`].
+    snapshot_id: Vec<Option<i64>>,
+    from_snapshot: Vec<Option<String>>,
 }
 
 impl<'a> Columns<'a> {
@@ -489,6 +549,10 @@ impl<'a> Columns<'a> {
         self.peak_rss_bytes.push(memory.peak_rss_bytes);
         self.heap_bytes_per_op.push(memory.heap_bytes_per_op);
         self.allocs_per_op.push(memory.allocs_per_op);
+        let from = r.from_snapshot.as_ref();
+        self.snapshot_id.push(from.map(|f| f.snapshot_id));
+        self.from_snapshot
+            .push(from.map(|f| f.keys.join(KEY_SEPARATOR.encode_utf8(&mut [0; 4]))));
     }
 }
 
@@ -559,5 +623,27 @@ mod tests {
     fn counts_past_the_bigint_range_saturate() {
         assert_eq!((bigint(0), bigint(9000)), (0, 9000));
         assert_eq!(bigint(u64::MAX), i64::MAX);
+    }
+
+    #[test]
+    fn a_measurement_keeps_only_the_host_facts_its_snapshot_lacks() {
+        use serde_json::json;
+        let facts = json!({"cpu": {"model": "EPYC"}, "os": "linux", "features": ["aes"]});
+        let facts = facts.as_object().unwrap();
+        let sent = json!({"figures": {"x": 1}, "host": {
+            "cpu": {"model": "EPYC"}, "os": "linux", "features": ["aes", "avx"], "noise": {"load": 3.5},
+            "a\u{1f}b": "linux"}});
+        let (json, mut keys) = without_facts(&sent.to_string(), facts).unwrap();
+        keys.sort();
+        assert_eq!(keys, ["cpu", "os"], "equal values only; a key with the separator stays");
+        let stored: Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            stored,
+            json!({"figures": {"x": 1}, "host": {"features": ["aes", "avx"], "noise": {"load": 3.5}, "a\u{1f}b": "linux"}})
+        );
+        // No host object, or text that is no object: stored whole.
+        for doc in ["{\"figures\": {}}", "{\"host\": \"x\"}", "[1]", "not json"] {
+            assert_eq!(without_facts(doc, facts), None, "{doc}");
+        }
     }
 }

@@ -23,6 +23,27 @@ pub struct Snapshot {
     pub columns: FactColumns,
 }
 
+/// A host's current snapshot: its id and its (normalised) facts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurrentFacts {
+    pub snapshot_id: i64,
+    pub facts: serde_json::Map<String, Value>,
+}
+
+/// `host_id`'s current snapshot, if it has one whose facts are an object.
+pub async fn current(db: impl PgExecutor<'_>, host_id: i64) -> Result<Option<CurrentFacts>> {
+    let row: Option<(i64, Value)> = sqlx::query_as(
+        "SELECT s.id, s.facts FROM hosts h JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id WHERE h.id = $1",
+    )
+    .bind(host_id)
+    .fetch_optional(db)
+    .await?;
+    Ok(row.and_then(|(snapshot_id, facts)| match facts {
+        Value::Object(facts) => Some(CurrentFacts { snapshot_id, facts }),
+        _ => None,
+    }))
+}
+
 /// Stores a new snapshot of `host_id`; returns its id. Callers decide whether
 /// the facts changed (see [`super::hosts::upsert_host_with_facts`]).
 pub async fn insert(conn: &mut PgConnection, host_id: i64, facts: &NormalisedFacts) -> Result<i64> {

@@ -285,6 +285,7 @@ pub fn result_of(job: &Job, throughput_mb_s: f64) -> NewResult {
             path_used: m.path_used.expect("successful"),
             figures: m.figures.clone().expect("with figures"),
             json: serde_json::to_string(&m).expect("serialises"),
+            from_snapshot: None,
         }),
     }
 }

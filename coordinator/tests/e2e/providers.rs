@@ -40,6 +40,29 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
     assert_eq!(overall.failed, 0, "{:?}", status.failures);
     let id: i64 = started.campaign_id.parse().unwrap();
 
+    // Each document is stored once: the session left out the host facts its
+    // snapshot holds, and the API puts them back.
+    let (result_id, keys, kept): (i64, Option<Vec<String>>, serde_json::Value) = sqlx::query_as(
+        "SELECT r.id, r.host_from_snapshot, r.measurement -> 'host' FROM results r JOIN jobs j ON j.id = r.job_id \
+         WHERE j.campaign_id = $1 ORDER BY r.id LIMIT 1",
+    )
+    .bind(started.campaign_id.parse::<i64>().unwrap())
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    let keys = keys.expect("the host facts taken from the snapshot are named");
+    assert!(keys.iter().any(|k| k == "cpu"), "{keys:?}");
+    assert!(
+        keys.iter().all(|k| kept.get(k).is_none()),
+        "{keys:?} not stored twice: {kept}"
+    );
+    let whole = app.get(&format!("/api/v1/results/{result_id}")).await;
+    assert_eq!(whole.status, 200, "{}", whole.body);
+    let whole: serde_json::Value = serde_json::from_str(&whole.body).unwrap();
+    for k in &keys {
+        assert!(whole["measurement"]["host"].get(k).is_some(), "{k} read back: {whole}");
+    }
+
     // What the kernel provider can do here, by the agent's own facts.
     let kernel: serde_json::Value = sqlx::query_scalar(
         "SELECT c FROM hosts h JOIN host_fact_snapshots s ON s.id = h.current_snapshot_id, \

@@ -260,6 +260,7 @@ impl AgentSvc {
             // the latest by its 5 s poll ([`crate::cluster::wake`]).
             dispatch_on_connect: !holds_jobs && (started.queued_work || verifying),
             findings: self.findings.clone(),
+            snapshot: tokio::sync::OnceCell::new(),
         };
         // Nothing is awaited from here until the session's task runs it.
         pending.done();

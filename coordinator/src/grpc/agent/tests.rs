@@ -118,6 +118,7 @@ async fn session_without_database() -> (
         ended: reservation.ended,
         dispatch_on_connect: false,
         findings: Deriver::new(),
+        snapshot: tokio::sync::OnceCell::new(),
     };
     (scheduler, last_seen, session, outbound, agent, inbound)
 }

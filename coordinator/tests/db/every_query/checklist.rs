@@ -176,6 +176,7 @@ const COVERED: &[&str] = &[
     "sessions::open",
     "sessions::set_snapshot",
     "sessions::start",
+    "snapshots::current",
     "snapshots::hash_of",
     "snapshots::history",
     "snapshots::insert",

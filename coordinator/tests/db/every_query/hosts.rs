@@ -80,6 +80,16 @@ async fn hosts_their_snapshots_and_sessions_read_back_as_stored() {
         Some(hash.to_vec())
     );
     assert_eq!(snapshots::hash_of(pool, i64::MAX).await.unwrap(), None);
+    let current = snapshots::current(pool, f.bench)
+        .await
+        .unwrap()
+        .expect("a current snapshot");
+    assert_eq!(current.snapshot_id, f.bench_snapshots[1]);
+    assert_eq!(
+        Some(&serde_json::Value::Object(current.facts)),
+        history.last().map(|s| &s.facts)
+    );
+    assert_eq!(snapshots::current(pool, i64::MAX).await.unwrap(), None);
     let vm_history = snapshots::history(pool, f.vm).await.unwrap();
     assert_eq!(vm_history.len(), 1);
     assert_eq!(vm_history[0].id, f.vm_snapshot);

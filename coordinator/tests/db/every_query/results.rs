@@ -53,6 +53,7 @@ async fn results_and_their_points_read_back_with_their_figures() {
             path_used: s.path_used(),
             figures: s.figures().clone(),
             json: sent.to_string(),
+            from_snapshot: None,
         }),
     };
     let batch = results::record_batch(pool, &[], std::slice::from_ref(&resent))
