@@ -139,7 +139,7 @@ impl Filters {
             threads,
             direction: given(&q.direction).map_or(Ok(Direction::Encrypt), |d| require("direction", d))?,
             key_mode: given(&q.key_mode).map_or(Ok(KeyMode::Static), |k| require("key_mode", k))?,
-            provider: given(&q.provider).map_or(Ok(Provider::RustCrypto), |p| require("provider", p))?,
+            provider: super::compare::provider(&q.provider)?,
             label: given(&q.label).map(label),
             arch: given(&q.arch).map(str::to_string),
             reason: given(&q.reason)
@@ -534,7 +534,6 @@ struct FallbackPage {
     providers: Vec<Choice>,
     /// The built-in crates: the heading says how their two paths are built.
     rustcrypto: bool,
-    /// Whose figures these are, ending before the link to `/providers`.
     /// Whose figures these are ([`format::measured_on`]), and another provider's software path.
     measured_on: &'static str,
     software_path: Option<&'static str>,

@@ -174,7 +174,7 @@ pub fn path(raw: &Option<String>) -> Result<Path, WebError> {
     given(raw).map_or(Ok(Path::Accelerated), |v| require("path", v))
 }
 
-/// `provider=` as `/compare` and `/modes` read it; blank is the built-in `rustcrypto`.
+/// `provider=` as `/compare`, `/modes` and `/fallback` read it; blank is the built-in `rustcrypto`.
 pub fn provider(raw: &Option<String>) -> Result<Provider, WebError> {
     given(raw).map_or(Ok(Provider::RustCrypto), |v| require("provider", v))
 }
