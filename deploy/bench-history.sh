@@ -4,7 +4,7 @@
 # of the agent's shape each), then the database's size, a retention pass at
 # the default windows (raw 90 days, daily 730 days) with its time and what it
 # folded, the size again (after a plain VACUUM, which does not shrink the
-# files, and after a VACUUM FULL of results, which does), p50 and p95 of every
+# files, and after a VACUUM FULL of results and jobs, which does), p50 and p95 of every
 # report page before and after the pass (target: every p95 under 300 ms
 # after), and a second pass that must fold nothing. Prints figures per host
 # and year, and their extrapolation to 1,000 hosts.

@@ -4,6 +4,8 @@
 //! point and UTC day, and daily summaries older than `--keep-daily` into one
 //! per month ([`crate::store::rollups`]). The latest result of every point
 //! stays raw whatever its age: the report's latest-point tables name it.
+//! The jobs of ended campaigns past the raw window go too, but for those of
+//! results kept raw; each campaign keeps its counts.
 //!
 //! One day (or month) per transaction, oldest first: a pass stopped half-way
 //! (a restart, a lost leadership, the database gone for a moment) has folded
@@ -80,10 +82,14 @@ pub struct Pass {
     pub daily_summaries: i64,
     /// Summaries written (new or merged), days and months.
     pub summaries: i64,
+    /// Ended campaigns whose old jobs were deleted, and how many jobs.
+    pub campaigns: u32,
+    pub jobs: i64,
 }
 
 /// One pass at `now`: every whole UTC day of raw results before the raw
-/// window, then every month of daily summaries before the daily window,
+/// window, then the jobs of every ended campaign that finished before it
+/// (one campaign a transaction), then every month of daily summaries before the daily window,
 /// oldest first, each in one transaction; stops between two periods once
 /// `stop` is cancelled.
 pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &CancellationToken) -> store::Result<Pass> {
@@ -107,6 +113,28 @@ pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &Cance
             done.summaries += folded.summaries;
             // A day that would not fold (a result that became the latest of its point meanwhile) is tried next pass.
             if folded.removed == 0 {
+                break;
+            }
+        }
+    }
+    // Then the jobs of ended campaigns past the raw window, whose results are
+    // folded by now: a campaign keeps its counts and the jobs of results kept raw.
+    if let Some(before) = r.raw_before(now) {
+        while !stop.is_cancelled() {
+            let Some(campaign) = rollups::oldest_campaign_to_fold(pool, before).await? else {
+                break;
+            };
+            let started = Instant::now();
+            let jobs = rollups::fold_campaign_jobs_alone(pool, campaign, before).await?;
+            tracing::info!(
+                campaign,
+                jobs,
+                took_ms = started.elapsed().as_millis() as u64,
+                "jobs of an ended campaign past --keep-raw deleted, its counts kept"
+            );
+            done.campaigns += 1;
+            done.jobs += jobs;
+            if jobs == 0 {
                 break;
             }
         }
@@ -154,9 +182,11 @@ pub async fn run(pool: PgPool, leader: Arc<Leader>, r: Retention, shutdown: Canc
         }
         let started = Instant::now();
         match pass(&pool, &r, Utc::now(), &shutdown).await {
-            Ok(p) if p.days > 0 || p.months > 0 => tracing::info!(
+            Ok(p) if p.days > 0 || p.months > 0 || p.campaigns > 0 => tracing::info!(
                 days = p.days,
                 results = p.results,
+                campaigns = p.campaigns,
+                jobs = p.jobs,
                 months = p.months,
                 daily_summaries = p.daily_summaries,
                 took_ms = started.elapsed().as_millis() as u64,

@@ -48,6 +48,8 @@ struct Sizes {
     results_toast: i64,
     results_indexes: i64,
     jobs: i64,
+    /// The job counts per campaign and host that outlive the jobs.
+    job_counts: i64,
     rollups: i64,
     points: i64,
     result_rows: i64,
@@ -57,13 +59,14 @@ struct Sizes {
 
 impl Sizes {
     async fn of(pool: &PgPool) -> Sizes {
-        let row: (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(
+        let row: (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(
             "SELECT pg_database_size(current_database()), pg_total_relation_size('results'), \
                  pg_relation_size('results'), \
                  (SELECT pg_total_relation_size(reltoastrelid) FROM pg_class WHERE oid = 'results'::regclass), \
                  pg_indexes_size('results'), pg_total_relation_size('jobs'), \
                  pg_total_relation_size('result_rollups'), pg_total_relation_size('result_points'), \
-                 (SELECT count(*) FROM results), (SELECT count(*) FROM jobs), (SELECT count(*) FROM result_rollups)",
+                 (SELECT count(*) FROM results), (SELECT count(*) FROM jobs), (SELECT count(*) FROM result_rollups), \
+                 pg_total_relation_size('campaign_host_jobs')",
         )
         .fetch_one(pool)
         .await
@@ -80,6 +83,7 @@ impl Sizes {
             result_rows: row.8,
             job_rows: row.9,
             rollup_rows: row.10,
+            job_counts: row.11,
         }
     }
 
@@ -89,7 +93,8 @@ impl Sizes {
              results        {:>10}  ({} rows; heap {}, TOAST {}, indexes {})\n  \
              result_rollups {:>10}  ({} rows)\n  \
              result_points  {:>10}\n  \
-             jobs           {:>10}  ({} rows; never folded)",
+             jobs           {:>10}  ({} rows)\n  \
+             campaign_host_jobs {:>6}  (the counts per campaign and host, kept)",
             mib(self.database),
             mib(self.results),
             self.result_rows,
@@ -101,6 +106,7 @@ impl Sizes {
             mib(self.points),
             mib(self.jobs),
             self.job_rows,
+            mib(self.job_counts),
         );
     }
 }
@@ -179,11 +185,13 @@ pub async fn bench(cluster: &PrivateCluster) -> bool {
         .expect("the retention pass");
     let took = started.elapsed();
     println!(
-        "  {} days folded: {} results into {} daily summaries; {} months ({} daily summaries) — {:.1} s \
-         ({:.0} ms a day, {:.1} µs a result)",
+        "  {} days folded: {} results into {} daily summaries; the jobs of {} campaigns, {} jobs; {} months \
+         ({} daily summaries) — {:.1} s ({:.0} ms a day, {:.1} µs a result)",
         pass.days,
         pass.results,
         pass.summaries,
+        pass.campaigns,
+        pass.jobs,
         pass.months,
         pass.daily_summaries,
         took.as_secs_f64(),
@@ -212,9 +220,10 @@ pub async fn bench(cluster: &PrivateCluster) -> bool {
         .expect("the second retention pass");
     let nothing = second == retention::Pass::default();
     println!(
-        "\nsecond retention pass: {} days, {} results, {} months folded in {:.1} ms — {}",
+        "\nsecond retention pass: {} days, {} results, {} campaigns' jobs, {} months folded in {:.1} ms — {}",
         second.days,
         second.results,
+        second.campaigns,
         second.months,
         ms(started.elapsed()),
         if nothing {
@@ -229,10 +238,10 @@ pub async fn bench(cluster: &PrivateCluster) -> bool {
     // The compacted size: what the year occupies once new results have reused the room.
     let compact = if switch("CIPHERFLEET_HISTORY_VACUUM_FULL", true) {
         let started = Instant::now();
-        vacuum(&pool, "VACUUM FULL results").await;
+        vacuum(&pool, "VACUUM FULL results, jobs").await;
         let compact = Sizes::of(&pool).await;
         compact.print(&format!(
-            "after VACUUM FULL results ({:.0} s; rewrites the table, locking it meanwhile)",
+            "after VACUUM FULL results, jobs ({:.0} s; rewrites the tables, locking them meanwhile)",
             started.elapsed().as_secs_f64()
         ));
         Some(compact)
@@ -348,13 +357,14 @@ async fn explain_fold(cluster: &PrivateCluster, pool: &PgPool, now: DateTime<Utc
 fn per_host_year(scale: Scale, points: i64, raw: &Sizes, kept: &Sizes) {
     let per = |bytes: i64| bytes as f64 / scale.hosts as f64 * 365.0 / scale.days as f64;
     let results = points * 24 * 365;
-    let raw_bytes = per(raw.results + raw.jobs + raw.rollups);
-    let kept_bytes = per(kept.results + kept.jobs + kept.rollups);
+    let raw_bytes = per(raw.results + raw.jobs + raw.job_counts + raw.rollups);
+    let kept_bytes = per(kept.results + kept.jobs + kept.job_counts + kept.rollups);
     println!(
         "\nper host and year (measured at {} hosts × {} days, scaled to 365 days):\n  \
          results per host per year: {results} ({points} points × 8,760 hours)\n  \
          raw (keep everything): {:.1} MiB (results {:.1}, jobs {:.1}; {:.0} bytes a result with its job)\n  \
-         after retention at one year: {:.1} MiB (results {:.1}, daily summaries {:.1}, jobs {:.1})",
+         after retention at one year: {:.1} MiB (results {:.1}, daily summaries {:.1}, jobs {:.1}, \
+         job counts {:.1})",
         scale.hosts,
         scale.days,
         raw_bytes / (1 << 20) as f64,
@@ -365,15 +375,17 @@ fn per_host_year(scale: Scale, points: i64, raw: &Sizes, kept: &Sizes) {
         per(kept.results) / (1 << 20) as f64,
         per(kept.rollups) / (1 << 20) as f64,
         per(kept.jobs) / (1 << 20) as f64,
+        per(kept.job_counts) / (1 << 20) as f64,
     );
     if scale.days != 365 {
         println!("  (\"after retention at one year\" holds at CIPHERFLEET_HISTORY_DAYS=365 only)");
     }
     println!(
         "extrapolated to 1,000 hosts (× 1,000, not measured): raw {:.1} GiB a year; after retention {:.1} GiB \
-         at one year, of which jobs {:.1} GiB, which retention keeps and so grow by that every year",
+         at one year, of which the job counts {:.1} GiB, which retention keeps (a row per campaign and host) \
+         and so grow by that every year",
         raw_bytes * 1000.0 / (1u64 << 30) as f64,
         kept_bytes * 1000.0 / (1u64 << 30) as f64,
-        per(kept.jobs) * 1000.0 / (1u64 << 30) as f64,
+        per(kept.job_counts) * 1000.0 / (1u64 << 30) as f64,
     );
 }

@@ -262,10 +262,12 @@ impl AdminService for AdminSvc {
         self.authorize(&request)?;
         let id = parse_campaign_id(&request.get_ref().campaign_id)?;
         let pool = &self.pool;
-        let progress = store::campaigns::status(pool, id)
+        let campaign = store::campaigns::get(pool, id)
             .await
             .map_err(db_status)?
             .ok_or_else(|| Status::not_found(format!("campaign {id} does not exist")))?;
+        // The counts kept per host, which outlive the jobs retention deletes.
+        let (jobs, _) = report::campaign_summaries::totals(pool, id).await.map_err(db_status)?;
         let hosts = report::campaign_summaries::host_progress(pool, id, None, 0)
             .await
             .map_err(db_status)?;
@@ -288,16 +290,16 @@ impl AdminService for AdminSvc {
                 .iter()
                 .map(|t| t.points)
                 .sum::<i64>();
-        let state = match progress.campaign.status {
+        let state = match campaign.status {
             CampaignStatus::Running => v1::CampaignState::Running,
             CampaignStatus::Finished => v1::CampaignState::Completed,
             CampaignStatus::Cancelled => v1::CampaignState::Cancelled,
         };
         Ok(Response::new(v1::CampaignStatusResponse {
             campaign_id: id.to_string(),
-            name: progress.campaign.name.clone(),
+            name: campaign.name.clone(),
             state: state as i32,
-            overall: Some(counts(&progress.jobs)),
+            overall: Some(counts(&jobs)),
             hosts: hosts
                 .iter()
                 .map(|(host_id, name, c)| v1::HostProgress {

@@ -69,11 +69,13 @@ pub async fn pairs(db: impl PgExecutor<'_>, before: i64, after: i64) -> Result<V
 
 /// How many finished jobs of `campaigns` no longer have their result raw:
 /// retention folded it into its day's summary (`serve --keep-raw`), so the
-/// pairs leave it out.
+/// pairs leave it out. The jobs done, as counted when they ended (retention
+/// deletes the jobs of folded results later), less the results still raw.
 pub async fn folded(db: impl PgExecutor<'_>, campaigns: &[i64]) -> Result<i64> {
     Ok(sqlx::query_scalar(
-        "SELECT count(*) FROM jobs j WHERE j.campaign_id = ANY($1) AND j.status = 'done' \
-             AND NOT EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id)",
+        "SELECT (SELECT coalesce(sum(done), 0) FROM campaign_host_jobs WHERE campaign_id = ANY($1))::bigint \
+             - (SELECT count(*) FROM jobs j JOIN results r ON r.job_id = j.id \
+                WHERE j.campaign_id = ANY($1) AND j.status = 'done')",
     )
     .bind(campaigns)
     .fetch_one(db)

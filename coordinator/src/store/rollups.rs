@@ -1,10 +1,12 @@
 //! Results past the raw window folded into summaries (migrations/0037): one
-//! per point and UTC day, and days past the daily window one per month.
+//! per point and UTC day, and days past the daily window one per month; and
+//! the jobs of ended campaigns past the raw window, whose results were folded,
+//! deleted with their campaigns' counts kept (migrations/0039).
 //! [`crate::retention`] decides when; this is how, one period per
 //! transaction, so a fold is all or nothing and a day is never counted twice.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgConnection, PgExecutor, PgPool};
+use sqlx::{Connection, PgConnection, PgExecutor, PgPool};
 
 use tokio_stream::StreamExt;
 
@@ -271,6 +273,71 @@ pub async fn fold_month(db: impl PgExecutor<'_>, month: DateTime<Utc>, before: D
     .fetch_one(db)
     .await?;
     Ok(Folded { removed, summaries })
+}
+
+/// An ended campaign `c` that finished before `$1` and still holds a job
+/// [`fold_campaign_jobs`] would delete. Macro, so the statements stay literals.
+macro_rules! foldable_campaign {
+    () => {
+        "c.status <> 'running' AND c.finished_at < $1 AND EXISTS (SELECT 1 FROM jobs j \
+             WHERE j.campaign_id = c.id AND j.status IN ('done', 'failed', 'cancelled') AND j.finished_at < $1 \
+                 AND NOT EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id))"
+    };
+}
+
+/// The ended campaign that finished first before `before` (the raw window's
+/// start) and still holds jobs to fold ([`fold_campaign_jobs`]); `None` when
+/// there is none. Campaigns are few (one an hour for an hourly schedule), and
+/// a folded one keeps only the jobs of results kept raw, so the scan is short.
+pub async fn oldest_campaign_to_fold(db: impl PgExecutor<'_>, before: DateTime<Utc>) -> Result<Option<i64>> {
+    Ok(sqlx::query_scalar(concat!(
+        "SELECT c.id FROM campaigns c WHERE ",
+        foldable_campaign!(),
+        " ORDER BY c.finished_at, c.id LIMIT 1"
+    ))
+    .bind(before)
+    .fetch_optional(db)
+    .await?)
+}
+
+/// Deletes the jobs of ended campaign `campaign` that finished before
+/// `before` and have no result raw: done jobs whose results a day's fold
+/// folded, failed and cancelled ones (their errors go with them). The jobs of
+/// results kept raw (the latest of their point) stay, and so do the
+/// campaign's counts (`campaign_host_jobs`, left alone through
+/// `cipherfleet.keep_job_counts`, migrations/0039): its page still says how
+/// many ran, failed and were folded. Returns how many went.
+pub async fn fold_campaign_jobs(conn: &mut PgConnection, campaign: i64, before: DateTime<Utc>) -> Result<i64> {
+    // The setting lasts a transaction: one of its own (a savepoint in the
+    // caller's), and put back before it ends for the caller's later deletes.
+    let mut tx = conn.begin().await?;
+    sqlx::query("SELECT set_config('cipherfleet.keep_job_counts', 'on', true)")
+        .execute(&mut *tx)
+        .await?;
+    let gone = sqlx::query(
+        "DELETE FROM jobs j USING campaigns c \
+         WHERE c.id = $2 AND c.status <> 'running' AND j.campaign_id = c.id \
+             AND j.status IN ('done', 'failed', 'cancelled') AND j.finished_at < $1 \
+             AND NOT EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id)",
+    )
+    .bind(before)
+    .bind(campaign)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    sqlx::query("SELECT set_config('cipherfleet.keep_job_counts', 'off', true)")
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(gone as i64)
+}
+
+/// [`fold_campaign_jobs`] in a transaction of its own that may run [`FOLD_TIMEOUT`].
+pub async fn fold_campaign_jobs_alone(pool: &PgPool, campaign: i64, before: DateTime<Utc>) -> Result<i64> {
+    let mut tx = fold_transaction(pool).await?;
+    let gone = fold_campaign_jobs(&mut tx, campaign, before).await?;
+    tx.commit().await?;
+    Ok(gone)
 }
 
 /// One period of a host's history at one point: a stored summary, or a UTC

@@ -142,6 +142,9 @@ struct CampaignPage {
     prev: Option<String>,
     next: Option<String>,
     failures: Vec<Failure>,
+    /// Jobs that failed whose errors retention deleted with the campaign's old
+    /// jobs (`serve --keep-raw`): the count outlives them.
+    failures_folded: i64,
     /// Points skipped per path: their hosts lack the path ([`super::campaign_skips`]).
     skipped: Vec<super::campaign_skips::SkipRow>,
     /// The matrix and selector as the operator gave them, pretty-printed.
@@ -207,6 +210,7 @@ async fn page(
     let base = format!("/campaigns/{}", c.id);
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
     let refreshing = c.status == CampaignStatus::Running;
+    let failures = failure_rows(&state, c.id).await?;
     let view = CampaignPage {
         id: c.id,
         overall: HostProgress::new(0, "all hosts".into(), &jobs),
@@ -214,7 +218,8 @@ async fn page(
         hosts_summary: pager.summary(),
         prev: pager.prev_href(&base, &[]),
         next: pager.next_href(&base, &[]),
-        failures: failure_rows(&state, c.id).await?,
+        failures_folded: if failures.is_empty() { jobs.failed } else { 0 },
+        failures,
         skipped: super::campaign_skips::rows(&state.pool, c.id).await?,
         status: c.status.as_str(),
         created: format::timestamp(c.created_at),

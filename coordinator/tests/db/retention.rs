@@ -7,8 +7,9 @@
 //! every result once, whatever its resolution.
 
 use chrono::{DateTime, Duration, Utc};
+use cipherfleet_coordinator::report::campaign_compare;
 use cipherfleet_coordinator::retention::{self, Retention};
-use cipherfleet_coordinator::store::rollups;
+use cipherfleet_coordinator::store::{jobs, rollups};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -189,4 +190,162 @@ async fn forever_folds_nothing() {
         .unwrap();
     assert_eq!(done, retention::Pass::default());
     assert_eq!(count(&pool, "SELECT count(*) FROM results").await, 2);
+}
+
+/// Each campaign's counts per status, summed over its hosts.
+async fn counts(pool: &PgPool, campaign: i64) -> (i64, i64, i64) {
+    sqlx::query_as(
+        "SELECT coalesce(sum(done), 0)::bigint, coalesce(sum(failed), 0)::bigint, coalesce(sum(cancelled), 0)::bigint \
+         FROM campaign_host_jobs WHERE campaign_id = $1",
+    )
+    .bind(campaign)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+async fn jobs_of(pool: &PgPool, campaign: i64) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM jobs WHERE campaign_id = $1")
+        .bind(campaign)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Stores `results` as one finished campaign, its jobs and the campaign ended
+/// `days_ago`; returns the campaign.
+async fn campaign_ended(pool: &PgPool, days_ago: i32, results: &[crate::helpers::ProviderResult<'_>]) -> i64 {
+    store_provider_results(pool, results).await;
+    let id: i64 = sqlx::query_scalar("SELECT max(id) FROM campaigns")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE campaigns SET created_at = now() - make_interval(days => $2), \
+             finished_at = now() - make_interval(days => $2) WHERE id = $1",
+    )
+    .bind(id)
+    .bind(days_ago)
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE jobs SET finished_at = now() - make_interval(days => $2) WHERE campaign_id = $1")
+        .bind(id)
+        .bind(days_ago)
+        .execute(pool)
+        .await
+        .unwrap();
+    id
+}
+
+#[tokio::test]
+async fn an_old_campaigns_jobs_go_with_its_results_and_its_counts_stay() {
+    let pool = fresh_db().await;
+    let pool = &pool;
+    let host = hello(pool, "watched", None, &with_features(&["aes", "pclmulqdq"])).await;
+    let hours = 24 * 40;
+    // 40 days ago: 16 KiB three times (measured again since), 1 KiB once (never since), and one failure.
+    let old = campaign_ended(
+        pool,
+        40,
+        &[
+            (
+                host,
+                "rustcrypto",
+                "accelerated",
+                "accelerated",
+                100.0,
+                16384,
+                1,
+                hours + 3,
+            ),
+            (
+                host,
+                "rustcrypto",
+                "accelerated",
+                "accelerated",
+                101.0,
+                16384,
+                1,
+                hours + 2,
+            ),
+            (
+                host,
+                "rustcrypto",
+                "accelerated",
+                "accelerated",
+                102.0,
+                16384,
+                1,
+                hours + 1,
+            ),
+            (host, "rustcrypto", "accelerated", "accelerated", 50.0, 1024, 1, hours),
+        ],
+    )
+    .await;
+    sqlx::query(
+        "INSERT INTO jobs (campaign_id, host_id, position, spec, algorithm, direction, size_bytes, threads, \
+             key_mode, path, provider, time_limit_seconds, status, finished_at, error) \
+         VALUES ($1, $2, 9, '{}', 'aes-256-gcm', 'encrypt', 64, 1, 'static', 'software', 'rustcrypto', 60, \
+             'failed', now() - interval '40 days', 'the worker crashed')",
+    )
+    .bind(old)
+    .bind(host)
+    .execute(pool)
+    .await
+    .unwrap();
+    // Yesterday's campaign measured 16 KiB again.
+    let recent = campaign_ended(
+        pool,
+        1,
+        &[(host, "rustcrypto", "accelerated", "accelerated", 103.0, 16384, 1, 24)],
+    )
+    .await;
+    let (old_counts, recent_counts) = (counts(pool, old).await, counts(pool, recent).await);
+    assert_eq!(old_counts, (4, 1, 0));
+    assert_eq!(jobs_of(pool, old).await, 5);
+
+    let keep = Retention {
+        keep_raw: Some(Duration::days(30)),
+        keep_daily: Some(Duration::days(730)),
+    };
+    let stop = CancellationToken::new();
+    let done = retention::pass(pool, &keep, Utc::now(), &stop).await.unwrap();
+    assert_eq!((done.results, done.campaigns, done.jobs), (3, 1, 4), "{done:?}");
+    let kept: Vec<i64> = sqlx::query_scalar(
+        "SELECT r.size_bytes FROM jobs j JOIN results r ON r.job_id = j.id WHERE j.campaign_id = $1",
+    )
+    .bind(old)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (jobs_of(pool, old).await, kept),
+        (1, vec![1024]),
+        "only the job of the result kept raw (the latest 1 KiB) is left"
+    );
+    assert_eq!(counts(pool, old).await, old_counts, "the campaign keeps its counts");
+    assert_eq!(counts(pool, recent).await, recent_counts);
+    assert_eq!(
+        jobs_of(pool, recent).await,
+        1,
+        "a campaign inside the raw window keeps its jobs"
+    );
+    assert_eq!(
+        campaign_compare::folded(pool, &[old]).await.unwrap(),
+        3,
+        "three of its four results were folded"
+    );
+    assert!(jobs::failures(pool, old, 10).await.unwrap().is_empty());
+
+    let again = retention::pass(pool, &keep, Utc::now(), &stop).await.unwrap();
+    assert_eq!(again, retention::Pass::default(), "nothing left to fold");
+
+    // Any other delete of jobs still counts: the setting lasted one transaction.
+    sqlx::query("DELETE FROM jobs WHERE campaign_id = $1")
+        .bind(recent)
+        .execute(pool)
+        .await
+        .unwrap();
+    assert_eq!(counts(pool, recent).await, (0, 0, 0));
 }

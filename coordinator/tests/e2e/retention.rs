@@ -2,7 +2,8 @@
 //! older than the raw window is folded into its day's summary by the pass a
 //! coordinator runs at start, while the latest result of its point stays
 //! raw; the host page then draws the whole history and says its resolution,
-//! and `/api/v1/hosts/{id}/history` lists both days.
+//! and `/api/v1/hosts/{id}/history` lists both days. The jobs of the campaign
+//! that ended before the raw window go too; it keeps its counts.
 
 use std::time::Duration;
 
@@ -30,6 +31,25 @@ async fn results_past_keep_raw_fold_into_daily_summaries_the_host_page_draws() {
         .fetch_one(&app.pool)
         .await
         .unwrap();
+    let first: i64 = before.parse().unwrap();
+    // The first campaign ended three days ago too, with a failed job besides.
+    sqlx::query(
+        "INSERT INTO jobs (campaign_id, host_id, position, spec, algorithm, direction, size_bytes, threads, \
+             key_mode, path, provider, time_limit_seconds, status, finished_at, error) \
+         VALUES ($1, $2, 99, '{}', 'aes-256-gcm', 'encrypt', 64, 1, 'static', 'software', 'rustcrypto', 60, \
+             'failed', now(), 'the worker crashed')",
+    )
+    .bind(first)
+    .bind(host)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    for sql in [
+        "UPDATE campaigns SET finished_at = now() - interval '3 days' WHERE id = $1",
+        "UPDATE jobs SET finished_at = now() - interval '3 days' WHERE campaign_id = $1",
+    ] {
+        sqlx::query(sql).bind(first).execute(&app.pool).await.unwrap();
+    }
 
     // A restarted coordinator runs a retention pass at start.
     let addr = app.grpc;
@@ -56,6 +76,38 @@ async fn results_past_keep_raw_fold_into_daily_summaries_the_host_page_draws() {
             .await
             .unwrap();
     assert_eq!(latest, 1, "the latest result of the point stays raw");
+    // The pass goes on to the old campaign's jobs: its result is folded and
+    // its failure is old, so none is left; its counts stay.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while sqlx::query_scalar::<_, i64>("SELECT count(*) FROM jobs WHERE campaign_id = $1")
+        .bind(first)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap()
+        > 0
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the old campaign's jobs a minute after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let campaign = app.get(&format!("/campaigns/{before}")).await;
+    assert_eq!(campaign.status, 200);
+    assert!(
+        campaign
+            .body
+            .contains("1 job failed; the errors went with the campaign's jobs when its results aged past"),
+        "the campaign page says its failures were folded: {}",
+        campaign.body
+    );
+    let hosts = app.get(&format!("/api/v1/campaigns/{before}/hosts")).await;
+    let hosts: Vec<Value> = serde_json::from_str(&hosts.body).unwrap();
+    assert_eq!(
+        (hosts.len(), hosts[0]["done"].as_i64(), hosts[0]["failed"].as_i64()),
+        (1, Some(1), Some(1)),
+        "the campaign keeps its counts: {hosts:?}"
+    );
 
     let api = app.get(&format!("/api/v1/hosts/{host}/history")).await;
     assert_eq!(api.status, 200, "{}", api.body);

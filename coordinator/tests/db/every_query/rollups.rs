@@ -1,8 +1,8 @@
 //! rollups: the folds retention runs and the history the host page reads.
 
 use chrono::{Duration, Utc};
-use cipherfleet_coordinator::report::campaign_compare;
-use cipherfleet_coordinator::store::rollups;
+use cipherfleet_coordinator::report::{campaign_compare, campaign_summaries};
+use cipherfleet_coordinator::store::{jobs, rollups};
 
 use super::fixture::populate;
 
@@ -78,5 +78,55 @@ async fn an_old_result_folds_into_its_day_then_its_month_and_the_history_reads_e
     assert_eq!(
         (row.period_start, row.summary.results, row.summary.max_mb_s),
         (month, 1, mb_s)
+    );
+}
+
+#[tokio::test]
+async fn an_ended_campaigns_jobs_without_a_raw_result_fold_and_its_counts_stay() {
+    let f = populate().await;
+    let pool = &f.pool;
+    let now = Utc::now();
+    let later = now + Duration::days(1);
+    // Both ended campaigns ended just now: inside any raw window.
+    assert_eq!(
+        rollups::oldest_campaign_to_fold(pool, now - Duration::days(1))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        rollups::oldest_campaign_to_fold(pool, later).await.unwrap(),
+        Some(f.nightly),
+        "the campaign that ended first, with a failed job (its four results are each the latest of their point)"
+    );
+    let (counts, hosts) = campaign_summaries::totals(pool, f.nightly).await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(
+        rollups::fold_campaign_jobs(&mut conn, f.nightly, later).await.unwrap(),
+        1
+    );
+    drop(conn);
+    assert!(
+        jobs::get(pool, f.failed_job).await.unwrap().is_none(),
+        "the failed job went"
+    );
+    assert_eq!(
+        campaign_summaries::totals(pool, f.nightly).await.unwrap(),
+        (counts, hosts)
+    );
+    assert_eq!(
+        rollups::oldest_campaign_to_fold(pool, later).await.unwrap(),
+        Some(f.cancelled)
+    );
+    assert_eq!(
+        rollups::fold_campaign_jobs_alone(pool, f.cancelled, later)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        rollups::oldest_campaign_to_fold(pool, later).await.unwrap(),
+        None,
+        "the running campaign is never folded"
     );
 }

@@ -1,0 +1,11 @@
+-- Retention folds jobs too (issue 34): an ended campaign past `--keep-raw`
+-- loses the jobs whose results were folded (and its failed and cancelled
+-- ones), keeping its counts in `campaign_host_jobs`; only the jobs of results
+-- kept raw (the latest of their point) stay. Without it `jobs` grew by a row
+-- of about 500 bytes for every result folded away.
+--
+-- Changes functions/cipherfleet_campaign_host_jobs_delete.sql: a delete in a
+-- transaction that set `cipherfleet.keep_job_counts` leaves the counts as
+-- they are. Additive: a coordinator of the previous release never sets it, so
+-- its deletes count as before.
+SELECT 1;
