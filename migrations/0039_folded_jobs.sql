@@ -1,11 +1,16 @@
--- Retention folds jobs too (issue 34): an ended campaign past `--keep-raw`
--- loses the jobs whose results were folded (and its failed and cancelled
--- ones), keeping its counts in `campaign_host_jobs`; only the jobs of results
--- kept raw (the latest of their point) stay. Without it `jobs` grew by a row
--- of about 500 bytes for every result folded away.
+-- Retention folds jobs too (issue 34). Without it `jobs` kept a row of about
+-- 500 bytes for every result folded away. A day's fold now deletes the jobs
+-- of the results it folds (of ended campaigns), and an ended campaign past
+-- `--keep-raw` loses its other jobs without a raw result (failed, cancelled,
+-- and done ones folded before this migration) once, marked here; only the
+-- jobs of results kept raw (the latest of their point) stay. A campaign keeps
+-- its counts in `campaign_host_jobs`.
 --
 -- Changes functions/cipherfleet_campaign_host_jobs_delete.sql: a delete in a
 -- transaction that set `cipherfleet.keep_job_counts` leaves the counts as
--- they are. Additive: a coordinator of the previous release never sets it, so
--- its deletes count as before.
-SELECT 1;
+-- they are. Additive: a coordinator of the previous release never sets it (its
+-- deletes count as before) and never reads the new column.
+ALTER TABLE campaigns ADD COLUMN jobs_folded_at timestamptz;
+-- The campaigns whose jobs are not folded yet, by when they ended: the pass
+-- finds the next one without reading those done.
+CREATE INDEX campaigns_jobs_to_fold ON campaigns (finished_at, id) WHERE jobs_folded_at IS NULL;

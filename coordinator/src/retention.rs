@@ -82,14 +82,16 @@ pub struct Pass {
     pub daily_summaries: i64,
     /// Summaries written (new or merged), days and months.
     pub summaries: i64,
-    /// Ended campaigns whose old jobs were deleted, and how many jobs.
+    /// Ended campaigns past the raw window whose jobs were folded.
     pub campaigns: u32,
+    /// Jobs deleted: those of the results folded, and the campaigns' others.
     pub jobs: i64,
 }
 
 /// One pass at `now`: every whole UTC day of raw results before the raw
-/// window, then the jobs of every ended campaign that finished before it
-/// (one campaign a transaction), then every month of daily summaries before the daily window,
+/// window (with their jobs), then the other jobs of every ended campaign that
+/// finished before it (one campaign a transaction), then every month of daily
+/// summaries before the daily window,
 /// oldest first, each in one transaction; stops between two periods once
 /// `stop` is cancelled.
 pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &CancellationToken) -> store::Result<Pass> {
@@ -105,20 +107,22 @@ pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &Cance
                 day = %day.date_naive(),
                 results = folded.removed,
                 summaries = folded.summaries,
+                jobs = folded.jobs,
                 took_ms = started.elapsed().as_millis() as u64,
                 "raw results past --keep-raw folded into daily summaries"
             );
             done.days += 1;
             done.results += folded.removed;
             done.summaries += folded.summaries;
+            done.jobs += folded.jobs;
             // A day that would not fold (a result that became the latest of its point meanwhile) is tried next pass.
             if folded.removed == 0 {
                 break;
             }
         }
     }
-    // Then the jobs of ended campaigns past the raw window, whose results are
-    // folded by now: a campaign keeps its counts and the jobs of results kept raw.
+    // Then the other jobs of ended campaigns past the raw window (failed,
+    // cancelled): a campaign keeps its counts and the jobs of results kept raw.
     if let Some(before) = r.raw_before(now) {
         while !stop.is_cancelled() {
             let Some(campaign) = rollups::oldest_campaign_to_fold(pool, before).await? else {
@@ -130,13 +134,10 @@ pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &Cance
                 campaign,
                 jobs,
                 took_ms = started.elapsed().as_millis() as u64,
-                "jobs of an ended campaign past --keep-raw deleted, its counts kept"
+                "the jobs of an ended campaign past --keep-raw folded, its counts kept"
             );
             done.campaigns += 1;
             done.jobs += jobs;
-            if jobs == 0 {
-                break;
-            }
         }
     }
     if let Some(before) = r.daily_before(now) {

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Connection, PgConnection, PgExecutor, PgPool};
 
 use tokio_stream::StreamExt;
+use uuid::Uuid;
 
 use super::Result;
 use crate::analysis::rollup::Summary;
@@ -20,6 +21,8 @@ pub struct Folded {
     pub removed: i64,
     /// Summaries written, new or merged into one already there.
     pub summaries: i64,
+    /// The jobs of those results deleted with them (a day; their campaigns had ended).
+    pub jobs: i64,
 }
 
 /// A raw result `r` that is not the latest of its point, on either
@@ -119,6 +122,7 @@ struct Gone {
     key: PointKey,
     path_used: String,
     throughput_mb_s: f64,
+    job_id: Uuid,
 }
 
 /// Folds the raw results of the UTC day starting at `day` (but the latest of
@@ -132,6 +136,7 @@ struct Gone {
 pub async fn fold_day(conn: &mut PgConnection, day: DateTime<Utc>) -> Result<Folded> {
     let mut summaries: Vec<(PointKey, Summary)> = Vec::new();
     let mut removed = 0i64;
+    let mut jobs: Vec<Uuid> = Vec::new();
     {
         let mut gone = sqlx::query_as::<_, Gone>(concat!(
             "WITH gone AS ( \
@@ -140,7 +145,7 @@ pub async fn fold_day(conn: &mut PgConnection, day: DateTime<Utc>) -> Result<Fol
             not_latest!(),
             " RETURNING r.host_id, r.algorithm, r.direction, r.size_bytes, r.threads, \
                      coalesce(r.concurrency, 0) AS concurrency, r.key_mode, r.path, r.nonce, r.provider, \
-                     r.path_used, r.throughput_mb_s) \
+                     r.path_used, r.throughput_mb_s, r.job_id) \
              SELECT * FROM gone ORDER BY host_id, algorithm, direction, size_bytes, threads, concurrency, \
                  key_mode, path, nonce, provider"
         ))
@@ -157,6 +162,7 @@ pub async fn fold_day(conn: &mut PgConnection, day: DateTime<Utc>) -> Result<Fol
         while let Some(row) = gone.next().await {
             let row = row?;
             removed += 1;
+            jobs.push(row.job_id);
             if point.as_ref().is_some_and(|p| *p != row.key) {
                 close(point.take().expect("a point"), &mut results);
             }
@@ -168,10 +174,55 @@ pub async fn fold_day(conn: &mut PgConnection, day: DateTime<Utc>) -> Result<Fol
         }
     }
     let written = write_summaries(conn, "day", day, &summaries).await?;
+    let jobs = delete_jobs(conn, &jobs).await?;
     Ok(Folded {
         removed,
         summaries: written,
+        jobs,
     })
+}
+
+/// Deletes the jobs `ids` of results a day's fold deleted, those of ended
+/// campaigns (nothing else needs them: `campaign_host_jobs` keeps their
+/// counts); returns how many. Without it `jobs` would keep a row of about
+/// 500 bytes for every result folded away.
+async fn delete_jobs(conn: &mut PgConnection, ids: &[Uuid]) -> Result<i64> {
+    let mut deleted = 0;
+    let mut tx = keeping_job_counts(conn).await?;
+    // Bounded statements: a day of a large fleet is hundreds of thousands of jobs.
+    for part in ids.chunks(50_000) {
+        deleted += sqlx::query(
+            "DELETE FROM jobs j USING campaigns c \
+             WHERE j.id = ANY($1) AND c.id = j.campaign_id AND c.status <> 'running'",
+        )
+        .bind(part)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected() as i64;
+    }
+    done_keeping_job_counts(tx).await?;
+    Ok(deleted)
+}
+
+/// A transaction (a savepoint in `conn`'s) in which deleting jobs leaves
+/// their campaigns' counts alone (`cipherfleet.keep_job_counts`,
+/// migrations/0039): what retention deletes was counted when it ended.
+async fn keeping_job_counts(conn: &mut PgConnection) -> Result<sqlx::Transaction<'_, sqlx::Postgres>> {
+    let mut tx = conn.begin().await?;
+    sqlx::query("SELECT set_config('cipherfleet.keep_job_counts', 'on', true)")
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx)
+}
+
+/// Ends [`keeping_job_counts`]: the setting would otherwise last to the end
+/// of the caller's transaction, and count none of its later deletes.
+async fn done_keeping_job_counts(mut tx: sqlx::Transaction<'_, sqlx::Postgres>) -> Result<()> {
+    sqlx::query("SELECT set_config('cipherfleet.keep_job_counts', 'off', true)")
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// Writes `summaries` of `resolution` for the period starting at `period`,
@@ -272,52 +323,40 @@ pub async fn fold_month(db: impl PgExecutor<'_>, month: DateTime<Utc>, before: D
     .bind(before)
     .fetch_one(db)
     .await?;
-    Ok(Folded { removed, summaries })
-}
-
-/// An ended campaign `c` that finished before `$1` and still holds a job
-/// [`fold_campaign_jobs`] would delete. Macro, so the statements stay literals.
-macro_rules! foldable_campaign {
-    () => {
-        "c.status <> 'running' AND c.finished_at < $1 AND EXISTS (SELECT 1 FROM jobs j \
-             WHERE j.campaign_id = c.id AND j.status IN ('done', 'failed', 'cancelled') AND j.finished_at < $1 \
-                 AND NOT EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id))"
-    };
+    Ok(Folded {
+        removed,
+        summaries,
+        jobs: 0,
+    })
 }
 
 /// The ended campaign that finished first before `before` (the raw window's
-/// start) and still holds jobs to fold ([`fold_campaign_jobs`]); `None` when
-/// there is none. Campaigns are few (one an hour for an hourly schedule), and
-/// a folded one keeps only the jobs of results kept raw, so the scan is short.
+/// start) whose jobs were not folded yet ([`fold_campaign_jobs`]); `None`
+/// when there is none. Read from the index of campaigns not folded yet
+/// (migrations/0039), so a pass asks it once a campaign.
 pub async fn oldest_campaign_to_fold(db: impl PgExecutor<'_>, before: DateTime<Utc>) -> Result<Option<i64>> {
-    Ok(sqlx::query_scalar(concat!(
-        "SELECT c.id FROM campaigns c WHERE ",
-        foldable_campaign!(),
-        " ORDER BY c.finished_at, c.id LIMIT 1"
-    ))
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM campaigns WHERE jobs_folded_at IS NULL AND finished_at < $1 \
+         ORDER BY finished_at, id LIMIT 1",
+    )
     .bind(before)
     .fetch_optional(db)
     .await?)
 }
 
 /// Deletes the jobs of ended campaign `campaign` that finished before
-/// `before` and have no result raw: done jobs whose results a day's fold
-/// folded, failed and cancelled ones (their errors go with them). The jobs of
-/// results kept raw (the latest of their point) stay, and so do the
-/// campaign's counts (`campaign_host_jobs`, left alone through
-/// `cipherfleet.keep_job_counts`, migrations/0039): its page still says how
-/// many ran, failed and were folded. Returns how many went.
+/// `before` and have no result raw: its failed and cancelled jobs (their
+/// errors go with them), and done ones whose results were folded before a
+/// day's fold deleted jobs too; then marks the campaign folded. The jobs of
+/// results kept raw (the latest of their point) stay until a day's fold
+/// takes their results. The campaign keeps its counts (`campaign_host_jobs`):
+/// its page still says how many ran, failed and were folded. Returns how many
+/// jobs went.
 pub async fn fold_campaign_jobs(conn: &mut PgConnection, campaign: i64, before: DateTime<Utc>) -> Result<i64> {
-    // The setting lasts a transaction: one of its own (a savepoint in the
-    // caller's), and put back before it ends for the caller's later deletes.
-    let mut tx = conn.begin().await?;
-    sqlx::query("SELECT set_config('cipherfleet.keep_job_counts', 'on', true)")
-        .execute(&mut *tx)
-        .await?;
+    let mut tx = keeping_job_counts(conn).await?;
     let gone = sqlx::query(
-        "DELETE FROM jobs j USING campaigns c \
-         WHERE c.id = $2 AND c.status <> 'running' AND j.campaign_id = c.id \
-             AND j.status IN ('done', 'failed', 'cancelled') AND j.finished_at < $1 \
+        "DELETE FROM jobs j \
+         WHERE j.campaign_id = $2 AND j.status IN ('done', 'failed', 'cancelled') AND j.finished_at < $1 \
              AND NOT EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id)",
     )
     .bind(before)
@@ -325,10 +364,11 @@ pub async fn fold_campaign_jobs(conn: &mut PgConnection, campaign: i64, before: 
     .execute(&mut *tx)
     .await?
     .rows_affected();
-    sqlx::query("SELECT set_config('cipherfleet.keep_job_counts', 'off', true)")
+    sqlx::query("UPDATE campaigns SET jobs_folded_at = now() WHERE id = $1 AND finished_at IS NOT NULL")
+        .bind(campaign)
         .execute(&mut *tx)
         .await?;
-    tx.commit().await?;
+    done_keeping_job_counts(tx).await?;
     Ok(gone as i64)
 }
 

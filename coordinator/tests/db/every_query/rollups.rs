@@ -39,9 +39,15 @@ async fn an_old_result_folds_into_its_day_then_its_month_and_the_history_reads_e
     );
     assert_eq!(campaign_compare::folded(pool, &[f.nightly]).await.unwrap(), 0);
     let mut conn = pool.acquire().await.unwrap();
+    let (counts, _) = campaign_summaries::totals(pool, f.nightly).await.unwrap();
     let folded = rollups::fold_day(&mut conn, day).await.unwrap();
     drop(conn);
-    assert_eq!((folded.removed, folded.summaries), (1, 1));
+    assert_eq!((folded.removed, folded.summaries, folded.jobs), (1, 1, 1));
+    assert!(
+        jobs::get(pool, old.job).await.unwrap().is_none(),
+        "the result's job went with it (its campaign had ended)"
+    );
+    assert_eq!(campaign_summaries::totals(pool, f.nightly).await.unwrap().0, counts);
     assert_eq!(
         campaign_compare::folded(pool, &[f.nightly, f.live]).await.unwrap(),
         1,
