@@ -5,7 +5,8 @@
 //! per month ([`crate::store::rollups`]). The latest result of every point
 //! stays raw whatever its age: the report's latest-point tables name it.
 //! The jobs of ended campaigns past the raw window go too, but for those of
-//! results kept raw; each campaign keeps its counts.
+//! results kept raw; each campaign keeps its counts, per host until it is
+//! past the daily window, then for all its hosts in one row.
 //!
 //! One day (or month) per transaction, oldest first: a pass stopped half-way
 //! (a restart, a lost leadership, the database gone for a moment) has folded
@@ -21,6 +22,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::leader::Leader;
+use crate::store::rollups::CampaignFold;
 use crate::store::{self, rollups};
 
 /// How long results are kept at each resolution; `None` keeps them for ever.
@@ -86,12 +88,15 @@ pub struct Pass {
     pub campaigns: u32,
     /// Jobs deleted: those of the results folded, and the campaigns' others.
     pub jobs: i64,
+    /// Ended campaigns past the daily window whose counts per host became one row.
+    pub campaign_counts: u32,
 }
 
 /// One pass at `now`: every whole UTC day of raw results before the raw
 /// window (with their jobs), then the other jobs of every ended campaign that
 /// finished before it (one campaign a transaction), then every month of daily
-/// summaries before the daily window,
+/// summaries before the daily window and the counts per host of every
+/// campaign that ended before it,
 /// oldest first, each in one transaction; stops between two periods once
 /// `stop` is cancelled.
 pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &CancellationToken) -> store::Result<Pass> {
@@ -125,7 +130,7 @@ pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &Cance
     // cancelled): a campaign keeps its counts and the jobs of results kept raw.
     if let Some(before) = r.raw_before(now) {
         while !stop.is_cancelled() {
-            let Some(campaign) = rollups::oldest_campaign_to_fold(pool, before).await? else {
+            let Some(campaign) = rollups::oldest_campaign_to_fold(pool, CampaignFold::Jobs, before).await? else {
                 break;
             };
             let started = Instant::now();
@@ -159,6 +164,19 @@ pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &Cance
                 break;
             }
         }
+        // And campaigns as old: their counts per host become one row each.
+        while !stop.is_cancelled() {
+            let Some(campaign) = rollups::oldest_campaign_to_fold(pool, CampaignFold::Counts, before).await? else {
+                break;
+            };
+            let rows = rollups::fold_campaign_counts_alone(pool, campaign).await?;
+            tracing::info!(
+                campaign,
+                rows,
+                "the counts per host of a campaign past --keep-daily folded into one row"
+            );
+            done.campaign_counts += 1;
+        }
     }
     Ok(done)
 }
@@ -183,11 +201,12 @@ pub async fn run(pool: PgPool, leader: Arc<Leader>, r: Retention, shutdown: Canc
         }
         let started = Instant::now();
         match pass(&pool, &r, Utc::now(), &shutdown).await {
-            Ok(p) if p.days > 0 || p.months > 0 || p.campaigns > 0 => tracing::info!(
+            Ok(p) if p.days > 0 || p.months > 0 || p.campaigns > 0 || p.campaign_counts > 0 => tracing::info!(
                 days = p.days,
                 results = p.results,
                 campaigns = p.campaigns,
                 jobs = p.jobs,
+                campaign_counts = p.campaign_counts,
                 months = p.months,
                 daily_summaries = p.daily_summaries,
                 took_ms = started.elapsed().as_millis() as u64,

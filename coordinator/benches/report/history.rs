@@ -382,8 +382,8 @@ fn per_host_year(scale: Scale, points: i64, raw: &Sizes, kept: &Sizes) {
     }
     println!(
         "extrapolated to 1,000 hosts (× 1,000, not measured): raw {:.1} GiB a year; after retention {:.1} GiB \
-         at one year, of which the job counts {:.1} GiB, which retention keeps (a row per campaign and host) \
-         and so grow by that every year",
+         at one year, of which the job counts {:.1} GiB (a row per campaign and host, kept until \
+         --keep-daily, then one row a campaign)",
         raw_bytes * 1000.0 / (1u64 << 30) as f64,
         kept_bytes * 1000.0 / (1u64 << 30) as f64,
         per(kept.job_counts) * 1000.0 / (1u64 << 30) as f64,

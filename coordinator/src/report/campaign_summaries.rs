@@ -54,7 +54,7 @@ pub async fn list(db: impl PgExecutor<'_>, limit: i64, offset: i64) -> Result<Ve
          CROSS JOIN LATERAL ( \
              SELECT coalesce(sum(queued), 0)::bigint AS queued, coalesce(sum(running), 0)::bigint AS running, \
                  coalesce(sum(done), 0)::bigint AS done, coalesce(sum(failed), 0)::bigint AS failed, \
-                 coalesce(sum(cancelled), 0)::bigint AS cancelled, count(*) AS hosts \
+                 coalesce(sum(cancelled), 0)::bigint AS cancelled, coalesce(sum(hosts), 0)::bigint AS hosts \
              FROM campaign_host_jobs WHERE campaign_id = c.id) j \
          ORDER BY c.created_at DESC, c.id DESC",
     )
@@ -65,7 +65,8 @@ pub async fn list(db: impl PgExecutor<'_>, limit: i64, offset: i64) -> Result<Ve
 }
 
 /// One campaign's job counts, and how many hosts it has jobs on: the sums
-/// of its `campaign_host_jobs` rows.
+/// of its `campaign_host_jobs` rows (one a host, or one for all its hosts
+/// once retention folded them: `hosts` says how many).
 pub async fn totals(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<(JobCounts, i64)> {
     #[derive(sqlx::FromRow)]
     struct Row {
@@ -76,7 +77,7 @@ pub async fn totals(db: impl PgExecutor<'_>, campaign_id: i64) -> Result<(JobCou
     let row: Row = sqlx::query_as(
         "SELECT coalesce(sum(queued), 0)::bigint AS queued, coalesce(sum(running), 0)::bigint AS running, \
              coalesce(sum(done), 0)::bigint AS done, coalesce(sum(failed), 0)::bigint AS failed, \
-             coalesce(sum(cancelled), 0)::bigint AS cancelled, count(*) AS hosts \
+             coalesce(sum(cancelled), 0)::bigint AS cancelled, coalesce(sum(hosts), 0)::bigint AS hosts \
          FROM campaign_host_jobs WHERE campaign_id = $1",
     )
     .bind(campaign_id)

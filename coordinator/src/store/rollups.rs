@@ -1,7 +1,8 @@
 //! Results past the raw window folded into summaries (migrations/0037): one
 //! per point and UTC day, and days past the daily window one per month; and
 //! the jobs of ended campaigns past the raw window, whose results were folded,
-//! deleted with their campaigns' counts kept (migrations/0039).
+//! deleted with their campaigns' counts kept, and those counts folded into
+//! one row a campaign past the daily window (migrations/0039).
 //! [`crate::retention`] decides when; this is how, one period per
 //! transaction, so a fold is all or nothing and a day is never counted twice.
 
@@ -330,18 +331,41 @@ pub async fn fold_month(db: impl PgExecutor<'_>, month: DateTime<Utc>, before: D
     })
 }
 
-/// The ended campaign that finished first before `before` (the raw window's
-/// start) whose jobs were not folded yet ([`fold_campaign_jobs`]); `None`
-/// when there is none. Read from the index of campaigns not folded yet
-/// (migrations/0039), so a pass asks it once a campaign.
-pub async fn oldest_campaign_to_fold(db: impl PgExecutor<'_>, before: DateTime<Utc>) -> Result<Option<i64>> {
-    Ok(sqlx::query_scalar(
-        "SELECT id FROM campaigns WHERE jobs_folded_at IS NULL AND finished_at < $1 \
-         ORDER BY finished_at, id LIMIT 1",
-    )
-    .bind(before)
-    .fetch_optional(db)
-    .await?)
+/// What a campaign past a window has folded once, each marked on the
+/// campaign (migrations/0039).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CampaignFold {
+    /// Its jobs without a raw result ([`fold_campaign_jobs`]), past the raw window.
+    Jobs,
+    /// Its counts per host into one row ([`fold_campaign_counts`]), past the daily window.
+    Counts,
+}
+
+/// The first campaign by its end whose `$mark` is not set yet.
+macro_rules! oldest_unmarked {
+    ($mark:literal) => {
+        concat!(
+            "SELECT id FROM campaigns WHERE ",
+            $mark,
+            " IS NULL AND finished_at < $1 ORDER BY finished_at, id LIMIT 1"
+        )
+    };
+}
+
+/// The ended campaign that finished first before `before` (the window's
+/// start) that has not had `fold` yet; `None` when there is none. Read from
+/// the partial index of the campaigns not marked, so a pass asks it once a
+/// campaign.
+pub async fn oldest_campaign_to_fold(
+    db: impl PgExecutor<'_>,
+    fold: CampaignFold,
+    before: DateTime<Utc>,
+) -> Result<Option<i64>> {
+    let sql = match fold {
+        CampaignFold::Jobs => oldest_unmarked!("jobs_folded_at"),
+        CampaignFold::Counts => oldest_unmarked!("counts_folded_at"),
+    };
+    Ok(sqlx::query_scalar(sql).bind(before).fetch_optional(db).await?)
 }
 
 /// Deletes the jobs of ended campaign `campaign` that finished before
@@ -378,6 +402,43 @@ pub async fn fold_campaign_jobs_alone(pool: &PgPool, campaign: i64, before: Date
     let gone = fold_campaign_jobs(&mut tx, campaign, before).await?;
     tx.commit().await?;
     Ok(gone)
+}
+
+/// Folds ended campaign `campaign`'s job counts per host into one row for
+/// all its hosts (`host_id` 0, `hosts` saying how many: the totals stay
+/// exact), and marks it; one statement and the mark, so `conn` should be a
+/// transaction. Its page then gives the totals alone. Returns the rows folded.
+pub async fn fold_campaign_counts(conn: &mut PgConnection, campaign: i64) -> Result<i64> {
+    let folded: i64 = sqlx::query_scalar(
+        "WITH gone AS (DELETE FROM campaign_host_jobs WHERE campaign_id = $1 AND host_id <> 0 RETURNING *), \
+         one AS ( \
+             INSERT INTO campaign_host_jobs AS t (campaign_id, host_id, queued, running, done, failed, cancelled, hosts) \
+             SELECT $1, 0, sum(queued)::bigint, sum(running)::bigint, sum(done)::bigint, sum(failed)::bigint, \
+                 sum(cancelled)::bigint, sum(hosts)::integer \
+             FROM gone HAVING count(*) > 0 \
+             ON CONFLICT (campaign_id, host_id) DO UPDATE SET queued = t.queued + EXCLUDED.queued, \
+                 running = t.running + EXCLUDED.running, done = t.done + EXCLUDED.done, \
+                 failed = t.failed + EXCLUDED.failed, cancelled = t.cancelled + EXCLUDED.cancelled, \
+                 hosts = t.hosts + EXCLUDED.hosts \
+             RETURNING 1) \
+         SELECT count(*) FROM gone",
+    )
+    .bind(campaign)
+    .fetch_one(&mut *conn)
+    .await?;
+    sqlx::query("UPDATE campaigns SET counts_folded_at = now() WHERE id = $1 AND finished_at IS NOT NULL")
+        .bind(campaign)
+        .execute(&mut *conn)
+        .await?;
+    Ok(folded)
+}
+
+/// [`fold_campaign_counts`] in a transaction of its own that may run [`FOLD_TIMEOUT`].
+pub async fn fold_campaign_counts_alone(pool: &PgPool, campaign: i64) -> Result<i64> {
+    let mut tx = fold_transaction(pool).await?;
+    let folded = fold_campaign_counts(&mut tx, campaign).await?;
+    tx.commit().await?;
+    Ok(folded)
 }
 
 /// One period of a host's history at one point: a stored summary, or a UTC

@@ -145,6 +145,9 @@ struct CampaignPage {
     /// Jobs that failed whose errors retention deleted with the campaign's old
     /// jobs (`serve --keep-raw`): the count outlives them.
     failures_folded: i64,
+    /// Its counts per host were folded into one row for all its hosts
+    /// (`serve --keep-daily`): the totals are all there is.
+    counts_folded: bool,
     /// Points skipped per path: their hosts lack the path ([`super::campaign_skips`]).
     skipped: Vec<super::campaign_skips::SkipRow>,
     /// The matrix and selector as the operator gave them, pretty-printed.
@@ -211,10 +214,12 @@ async fn page(
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
     let refreshing = c.status == CampaignStatus::Running;
     let failures = failure_rows(&state, c.id).await?;
+    let hosts = host_rows(&state, c.id, &pager).await?;
     let view = CampaignPage {
         id: c.id,
         overall: HostProgress::new(0, "all hosts".into(), &jobs),
-        hosts: host_rows(&state, c.id, &pager).await?,
+        counts_folded: hosts.is_empty() && jobs.total() > 0,
+        hosts,
         hosts_summary: pager.summary(),
         prev: pager.prev_href(&base, &[]),
         next: pager.next_href(&base, &[]),

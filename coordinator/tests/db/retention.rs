@@ -7,7 +7,7 @@
 //! every result once, whatever its resolution.
 
 use chrono::{DateTime, Duration, Utc};
-use cipherfleet_coordinator::report::campaign_compare;
+use cipherfleet_coordinator::report::{campaign_compare, campaign_summaries};
 use cipherfleet_coordinator::retention::{self, Retention};
 use cipherfleet_coordinator::store::{jobs, rollups};
 use sqlx::PgPool;
@@ -348,4 +348,64 @@ async fn an_old_campaigns_jobs_go_with_its_results_and_its_counts_stay() {
         .await
         .unwrap();
     assert_eq!(counts(pool, recent).await, (0, 0, 0));
+}
+
+#[tokio::test]
+async fn an_old_campaigns_counts_per_host_fold_into_one_row_and_its_totals_stay() {
+    let pool = fresh_db().await;
+    let pool = &pool;
+    let a = hello(pool, "rack-a", None, &with_features(&["aes"])).await;
+    let b = hello(pool, "rack-b", None, &with_features(&["aes"])).await;
+    let hours = 24 * 100;
+    let old = campaign_ended(
+        pool,
+        100,
+        &[
+            (a, "rustcrypto", "accelerated", "accelerated", 100.0, 16384, 1, hours),
+            (b, "rustcrypto", "accelerated", "accelerated", 90.0, 16384, 1, hours),
+        ],
+    )
+    .await;
+    let recent = campaign_ended(
+        pool,
+        1,
+        &[
+            (a, "rustcrypto", "accelerated", "accelerated", 101.0, 16384, 1, 24),
+            (b, "rustcrypto", "accelerated", "accelerated", 91.0, 16384, 1, 24),
+        ],
+    )
+    .await;
+    let totals = campaign_summaries::totals(pool, old).await.unwrap();
+    assert_eq!(totals.1, 2);
+    let keep = Retention {
+        keep_raw: Some(Duration::days(30)),
+        keep_daily: Some(Duration::days(40)),
+    };
+    let stop = CancellationToken::new();
+    let done = retention::pass(pool, &keep, Utc::now(), &stop).await.unwrap();
+    assert_eq!((done.campaigns, done.campaign_counts), (1, 1), "{done:?}");
+    let rows: Vec<(i64, i32, i64)> =
+        sqlx::query_as("SELECT host_id, hosts, done FROM campaign_host_jobs WHERE campaign_id = $1")
+            .bind(old)
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    assert_eq!(rows, vec![(0, 2, 2)], "one row for both hosts");
+    assert_eq!(campaign_summaries::totals(pool, old).await.unwrap(), totals);
+    assert!(
+        campaign_summaries::host_progress(pool, old, None, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        campaign_summaries::host_progress(pool, recent, None, 0)
+            .await
+            .unwrap()
+            .len(),
+        2,
+        "a campaign inside the daily window keeps its hosts"
+    );
+    let again = retention::pass(pool, &keep, Utc::now(), &stop).await.unwrap();
+    assert_eq!(again, retention::Pass::default());
 }

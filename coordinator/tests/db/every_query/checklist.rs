@@ -149,6 +149,8 @@ const COVERED: &[&str] = &[
     "results::record_and_claim",
     "results::record_batch",
     "results::stored",
+    "rollups::fold_campaign_counts",
+    "rollups::fold_campaign_counts_alone",
     "rollups::fold_campaign_jobs",
     "rollups::fold_campaign_jobs_alone",
     "rollups::fold_day",

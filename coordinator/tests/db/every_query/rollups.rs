@@ -2,6 +2,7 @@
 
 use chrono::{Duration, Utc};
 use cipherfleet_coordinator::report::{campaign_compare, campaign_summaries};
+use cipherfleet_coordinator::store::rollups::CampaignFold;
 use cipherfleet_coordinator::store::{jobs, rollups};
 
 use super::fixture::populate;
@@ -95,13 +96,15 @@ async fn an_ended_campaigns_jobs_without_a_raw_result_fold_and_its_counts_stay()
     let later = now + Duration::days(1);
     // Both ended campaigns ended just now: inside any raw window.
     assert_eq!(
-        rollups::oldest_campaign_to_fold(pool, now - Duration::days(1))
+        rollups::oldest_campaign_to_fold(pool, CampaignFold::Jobs, now - Duration::days(1))
             .await
             .unwrap(),
         None
     );
     assert_eq!(
-        rollups::oldest_campaign_to_fold(pool, later).await.unwrap(),
+        rollups::oldest_campaign_to_fold(pool, CampaignFold::Jobs, later)
+            .await
+            .unwrap(),
         Some(f.nightly),
         "the campaign that ended first, with a failed job (its four results are each the latest of their point)"
     );
@@ -121,7 +124,9 @@ async fn an_ended_campaigns_jobs_without_a_raw_result_fold_and_its_counts_stay()
         (counts, hosts)
     );
     assert_eq!(
-        rollups::oldest_campaign_to_fold(pool, later).await.unwrap(),
+        rollups::oldest_campaign_to_fold(pool, CampaignFold::Jobs, later)
+            .await
+            .unwrap(),
         Some(f.cancelled)
     );
     assert_eq!(
@@ -131,8 +136,55 @@ async fn an_ended_campaigns_jobs_without_a_raw_result_fold_and_its_counts_stay()
         1
     );
     assert_eq!(
-        rollups::oldest_campaign_to_fold(pool, later).await.unwrap(),
+        rollups::oldest_campaign_to_fold(pool, CampaignFold::Jobs, later)
+            .await
+            .unwrap(),
         None,
         "the running campaign is never folded"
+    );
+
+    // Past the daily window: the counts per host become one row a campaign.
+    assert_eq!(
+        rollups::oldest_campaign_to_fold(pool, CampaignFold::Counts, now - Duration::days(1))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        rollups::oldest_campaign_to_fold(pool, CampaignFold::Counts, later)
+            .await
+            .unwrap(),
+        Some(f.nightly)
+    );
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(
+        rollups::fold_campaign_counts(&mut conn, f.nightly).await.unwrap(),
+        2,
+        "bench's and vm's"
+    );
+    drop(conn);
+    assert_eq!(
+        campaign_summaries::totals(pool, f.nightly).await.unwrap(),
+        (counts, hosts),
+        "the totals and the number of hosts stay"
+    );
+    assert!(
+        campaign_summaries::host_progress(pool, f.nightly, None, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        rollups::oldest_campaign_to_fold(pool, CampaignFold::Counts, later)
+            .await
+            .unwrap(),
+        Some(f.cancelled)
+    );
+    assert_eq!(rollups::fold_campaign_counts_alone(pool, f.cancelled).await.unwrap(), 1);
+    assert_eq!(
+        rollups::oldest_campaign_to_fold(pool, CampaignFold::Counts, later)
+            .await
+            .unwrap(),
+        None
     );
 }
