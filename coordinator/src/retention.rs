@@ -13,6 +13,10 @@
 //! whole periods only and the next pass goes on from there; nothing is lost
 //! or counted twice. The windows are aligned to UTC days and months, so a
 //! day is folded once, whole.
+//!
+//! A coordinator older than the database's schema folds nothing: during a
+//! rolling upgrade the newer release may store results otherwise (the planned
+//! partitioning, docs/operations.md "Retention"), and folds them itself.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -90,6 +94,10 @@ pub struct Pass {
     pub jobs: i64,
     /// Ended campaigns past the daily window whose counts per host became one row.
     pub campaign_counts: u32,
+    /// The database's newest migration when it is newer than this build's:
+    /// the pass folded nothing, leaving it to a coordinator that knows how the
+    /// newer schema stores results (during a rolling upgrade).
+    pub left_to_newer: Option<i64>,
 }
 
 /// One pass at `now`: every whole UTC day of raw results before the raw
@@ -101,6 +109,14 @@ pub struct Pass {
 /// `stop` is cancelled.
 pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &CancellationToken) -> store::Result<Pass> {
     let mut done = Pass::default();
+    // A newer release may store results otherwise (the planned partitioning
+    // of `results`, docs/operations.md "Upgrading"): folding them by this
+    // build's rules beside it could count a result twice or miss one.
+    let database = store::schema::database_migration(pool).await?;
+    if database > store::schema::newest_migration() {
+        done.left_to_newer = Some(database);
+        return Ok(done);
+    }
     if let Some(before) = r.raw_before(now) {
         while !stop.is_cancelled() {
             let Some(day) = rollups::oldest_day(pool, before).await? else {
@@ -211,6 +227,15 @@ pub async fn run(pool: PgPool, leader: Arc<Leader>, r: Retention, shutdown: Canc
                 daily_summaries = p.daily_summaries,
                 took_ms = started.elapsed().as_millis() as u64,
                 "retention pass"
+            ),
+            Ok(Pass {
+                left_to_newer: Some(database),
+                ..
+            }) => tracing::warn!(
+                database,
+                known = store::schema::newest_migration(),
+                "retention pass skipped: the database has a migration newer than this build's, so a newer \
+                 coordinator shares it and folds its results; upgrade this coordinator"
             ),
             Ok(_) => {}
             // Whole periods only were folded; the next pass goes on from there.

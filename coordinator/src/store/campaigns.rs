@@ -161,7 +161,10 @@ pub struct Progress {
     pub jobs: JobCounts,
 }
 
-/// The campaign and its job counts, `None` if there is no such campaign.
+/// The campaign and a count of its job rows stored now, `None` if there is no
+/// such campaign. Right for a campaign that runs (the cancel path's count);
+/// once retention has folded an ended campaign's jobs, what it ran is in the
+/// counts kept for it, [`crate::report::campaign_summaries::totals`].
 pub async fn status(pool: &PgPool, campaign_id: i64) -> Result<Option<Progress>> {
     let Some(campaign) = get(pool, campaign_id).await? else {
         return Ok(None);

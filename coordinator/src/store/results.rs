@@ -404,7 +404,16 @@ fn of_job<'a>(
 }
 
 /// Inserts the rows of `inserts` (indices into `items`, each job once) in one
-/// statement; returns the new result id of each job that had none.
+/// statement; returns each job's new result id.
+///
+/// No `ON CONFLICT (job_id)`: a job's row, locked by the batch, is what keeps
+/// its result once (a job is `done` exactly when it has had one, and only
+/// this transaction makes it so), not the unique index on `job_id`. A
+/// `results` partitioned by time cannot have that index (a partitioned
+/// table's unique indexes hold its partition key), so the release that
+/// partitions it needs the release before it, which runs beside it during a
+/// rolling upgrade, to store results without it (docs/operations.md,
+/// "Upgrading").
 async fn insert_rows(
     tx: &mut PgConnection,
     items: &[NewResult],
@@ -442,7 +451,6 @@ async fn insert_rows(
                   cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, samples_to, \
                   snapshot_id, from_snapshot) \
          JOIN jobs j ON j.id = r.job_id JOIN hosts h ON h.id = j.host_id \
-         ON CONFLICT (job_id) DO NOTHING \
          RETURNING id, job_id",
     )
     .bind(c.job_id)

@@ -128,9 +128,7 @@ where
     // Read under the lock: a newer coordinator commits its migrations before it
     // takes the lock to apply its functions, so either this sees them and
     // leaves the functions alone, or that one replaces these after.
-    let database: i64 = sqlx::query_scalar("SELECT coalesce(max(version), 0) FROM _sqlx_migrations WHERE success")
-        .fetch_one(&mut *tx)
-        .await?;
+    let database = database_migration(&mut *tx).await?;
     if database > known {
         return Ok(Functions::LeftToNewer { database, known });
     }
@@ -139,6 +137,15 @@ where
     }
     tx.commit().await?;
     Ok(Functions::Applied)
+}
+
+/// The newest migration the database has applied (0 for none).
+pub async fn database_migration(db: impl sqlx::PgExecutor<'_>) -> Result<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT coalesce(max(version), 0) FROM _sqlx_migrations WHERE success")
+            .fetch_one(db)
+            .await?,
+    )
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use cipherfleet_coordinator::store::{Error, hosts};
 use cipherfleet_core::measurement::Measurement;
 use cipherfleet_core::path::{Path, PathUsed};
 
-use crate::helpers::{campaign, facts, fresh_db, holder_of, host, job, record};
+use crate::helpers::{campaign, facts, fresh_db, holder_of, host, job, record, result_of};
 
 /// A measurement of the helpers' job as the agent reports it.
 fn measurement(throughput_mb_s: f64) -> Measurement {
@@ -32,6 +32,60 @@ async fn recording_the_same_result_twice_keeps_one_row() {
     assert_eq!(progress.campaign.status, CampaignStatus::Finished);
     // The host is free again.
     assert!(jobs::running_for_host(&pool, bench).await.unwrap().is_none());
+}
+
+/// What the release that partitions `results` by time relies on: without the
+/// unique index on `job_id` (a partitioned table cannot have it), a result
+/// sent again, twice in one batch, or by two batches at once, is stored once.
+#[tokio::test]
+async fn a_jobs_row_not_the_unique_index_keeps_its_result_once() {
+    let pool = fresh_db().await;
+    sqlx::query("ALTER TABLE results DROP CONSTRAINT results_job_id_key")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let bench = host(&pool, "bench-01").await;
+    campaign(&pool, &[job(bench, 16), job(bench, 64)]).await;
+
+    // Two copies racing, each in a batch of its own.
+    let first = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    let copy = [result_of(&first, 200.0)];
+    let (a, b) = tokio::join!(
+        results::record_batch(&pool, &[], &copy),
+        results::record_batch(&pool, &[], &copy)
+    );
+    let mut got: Vec<RecordOutcome> = [a.unwrap(), b.unwrap()]
+        .into_iter()
+        .flatten()
+        .map(Result::unwrap)
+        .collect();
+    got.sort_by_key(|o| o != &RecordOutcome::Inserted);
+    assert_eq!(got, [RecordOutcome::Inserted, RecordOutcome::Duplicate]);
+    assert_eq!(results::count_for_job(&pool, first.id).await.unwrap(), 1);
+    // And again later.
+    let again = results::record_batch(&pool, &[], &copy).await.unwrap();
+    assert!(matches!(again[..], [Ok(RecordOutcome::Duplicate)]), "{again:?}");
+
+    // Two copies in one batch.
+    let second = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
+    let one = result_of(&second, 300.0);
+    let outcomes = results::record_batch(&pool, &[], &[one.clone(), one]).await.unwrap();
+    assert!(
+        matches!(
+            outcomes[..],
+            [Ok(RecordOutcome::Inserted), Ok(RecordOutcome::Duplicate)]
+        ),
+        "{outcomes:?}"
+    );
+    assert_eq!(results::count_for_job(&pool, second.id).await.unwrap(), 1);
+    assert_eq!(count_results(&pool).await, 2);
+}
+
+async fn count_results(pool: &sqlx::PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM results")
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }
 
 #[tokio::test]

@@ -192,6 +192,59 @@ async fn forever_folds_nothing() {
     assert_eq!(count(&pool, "SELECT count(*) FROM results").await, 2);
 }
 
+#[tokio::test]
+async fn a_coordinator_older_than_the_schema_leaves_the_fold_to_a_newer_one() {
+    let pool = fresh_db().await;
+    let host = hello(&pool, "old", None, &with_features(&["aes"])).await;
+    let old = (
+        host,
+        "rustcrypto",
+        "accelerated",
+        "accelerated",
+        1.0,
+        16384,
+        1,
+        24 * 400,
+    );
+    let latest = (host, "rustcrypto", "accelerated", "accelerated", 2.0, 16384, 1, 0);
+    store_provider_results(&pool, &[old, latest]).await;
+    // A newer release's migration, as it would be during a rolling upgrade.
+    let newer = cipherfleet_coordinator::store::schema::newest_migration() + 1;
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES ($1, 'a newer release', true, '\\x00', 0)",
+    )
+    .bind(newer)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let stop = CancellationToken::new();
+
+    let done = retention::pass(&pool, &Retention::default(), Utc::now(), &stop)
+        .await
+        .unwrap();
+    assert_eq!(
+        done,
+        retention::Pass {
+            left_to_newer: Some(newer),
+            ..Default::default()
+        }
+    );
+    assert_eq!(count(&pool, "SELECT count(*) FROM results").await, 2, "nothing folded");
+
+    // Once the newer release is gone (as in a test: it never is), this one folds again.
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = $1")
+        .bind(newer)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let done = retention::pass(&pool, &Retention::default(), Utc::now(), &stop)
+        .await
+        .unwrap();
+    assert_eq!((done.left_to_newer, done.days, done.results), (None, 1, 1));
+    assert_eq!(count(&pool, "SELECT count(*) FROM results").await, 1);
+}
+
 /// Each campaign's counts per status, summed over its hosts.
 async fn counts(pool: &PgPool, campaign: i64) -> (i64, i64, i64) {
     sqlx::query_as(

@@ -162,6 +162,7 @@ const COVERED: &[&str] = &[
     "rollups::oldest_day",
     "rollups::oldest_month",
     "schema::apply",
+    "schema::database_migration",
     "scenarios::logical_cores",
     "scenarios::points",
     "schedules::campaign_running",

@@ -37,6 +37,11 @@ async fn the_stored_procedures_are_their_files_after_every_start() {
     .unwrap();
     let connected = store::connect(&url_of(&pool)).await.expect("connecting by URL");
     schema::apply(&connected).await.expect("applying the schema again");
+    assert_eq!(
+        schema::database_migration(&connected).await.unwrap(),
+        schema::newest_migration(),
+        "the database has every migration of this build, and no newer one"
+    );
     let live: Vec<(String, String)> = sqlx::query_as(
         "SELECT p.proname::text, p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
          WHERE n.nspname = 'public' ORDER BY 1",
