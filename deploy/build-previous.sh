@@ -2,8 +2,9 @@
 # Builds the previous release's coordinator and agent, for the rolling-upgrade test
 # (coordinator/tests/e2e/upgrade.rs): target/previous/{cipherfleet-coordinator,cipherfleet-agent}.
 #
-# The previous release is the pinned commit below: the last one before protocol 3 (agents speak
-# protocol 2), whose newest migration is 0032 (the upgrade test's PREVIOUS_SCHEMA names it).
+# The previous release is the pinned commit below: the last one before `results` was partitioned
+# (migration 0040), whose newest migration is 0039 (the upgrade test's PREVIOUS_SCHEMA names it);
+# its agents speak protocol 3, as today's.
 # See docs/operations.md, "Upgrading".
 # Move the pin when a release changes the protocol or the schema again.
 #
@@ -19,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PIN=ad53338118e2cbdf33341cb97aef68e739890a6d
+PIN=0fdc3ecbe188552824b6154b2636f1806132a867
 out=target/previous
 bins=(cipherfleet-coordinator cipherfleet-agent)
 

@@ -2,21 +2,25 @@
 //! under continuous watching. On the cluster's leader, at start and then
 //! every hour, raw results older than `--keep-raw` fold into one summary per
 //! point and UTC day, and daily summaries older than `--keep-daily` into one
-//! per month ([`crate::store::rollups`]). The latest result of every point
-//! stays raw whatever its age: the report's latest-point tables name it.
+//! per month ([`crate::store::rollups`]). `results` is partitioned by UTC
+//! week (migrations/0040): a week wholly past the raw window folds whole and
+//! its partition is dropped; the results stored before the first week, and
+//! those kept past their week's fold, fold by day. The latest result of every
+//! point stays raw whatever its age: the report's latest-point tables name it.
 //! The jobs of ended campaigns past the raw window go too, but for those of
 //! results kept raw; each campaign keeps its counts, per host until it is
-//! past the daily window, then for all its hosts in one row.
+//! past the daily window, then for all its hosts in one row. Every
+//! coordinator, leader or not, makes the weeks ahead.
 //!
-//! One day (or month) per transaction, oldest first: a pass stopped half-way
-//! (a restart, a lost leadership, the database gone for a moment) has folded
-//! whole periods only and the next pass goes on from there; nothing is lost
-//! or counted twice. The windows are aligned to UTC days and months, so a
-//! day is folded once, whole.
+//! One day, week or month per transaction, oldest first: a pass stopped
+//! half-way (a restart, a lost leadership, the database gone for a moment)
+//! has folded whole periods only and the next pass goes on from there;
+//! nothing is lost or counted twice. The windows are aligned to UTC days,
+//! weeks and months, so a day is folded once, whole.
 //!
 //! A coordinator older than the database's schema folds nothing: during a
-//! rolling upgrade the newer release may store results otherwise (the planned
-//! partitioning, docs/operations.md "Retention"), and folds them itself.
+//! rolling upgrade the newer release may store results otherwise, and folds
+//! them itself.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,7 +86,10 @@ fn month_start(t: DateTime<Utc>) -> DateTime<Utc> {
 /// What a pass folded.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Pass {
+    /// Days folded: of the results before the first week, or kept past their week's fold.
     pub days: u32,
+    /// Week partitions folded and dropped.
+    pub weeks: u32,
     pub results: i64,
     pub months: u32,
     pub daily_summaries: i64,
@@ -100,30 +107,41 @@ pub struct Pass {
     pub left_to_newer: Option<i64>,
 }
 
-/// One pass at `now`: every whole UTC day of raw results before the raw
-/// window (with their jobs), then the other jobs of every ended campaign that
-/// finished before it (one campaign a transaction), then every month of daily
+impl Pass {
+    /// Counts a fold of raw results, a day's or a week's.
+    fn add_raw(&mut self, folded: rollups::Folded) {
+        self.results += folded.removed;
+        self.summaries += folded.summaries;
+        self.jobs += folded.jobs;
+    }
+}
+
+/// One pass at `now`: every whole UTC day before the raw window of the raw
+/// results that fold by day (stored before the first week, or kept past their
+/// week's fold), then every week partition wholly before it (each with its
+/// results' jobs), then the other jobs of every ended campaign that finished
+/// before it (one campaign a transaction), then every month of daily
 /// summaries before the daily window and the counts per host of every
-/// campaign that ended before it,
-/// oldest first, each in one transaction; stops between two periods once
-/// `stop` is cancelled.
+/// campaign that ended before it, oldest first, each in one transaction;
+/// stops between two periods once `stop` is cancelled.
 pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &CancellationToken) -> store::Result<Pass> {
     let mut done = Pass::default();
-    // A newer release may store results otherwise (the planned partitioning
-    // of `results`, docs/operations.md "Upgrading"): folding them by this
-    // build's rules beside it could count a result twice or miss one.
+    // A newer release may store results otherwise (as migration 0040 did,
+    // docs/operations.md "Upgrading"): folding them by this build's rules
+    // beside it could count a result twice or miss one.
     let database = store::schema::database_migration(pool).await?;
     if database > store::schema::newest_migration() {
         done.left_to_newer = Some(database);
         return Ok(done);
     }
     if let Some(before) = r.raw_before(now) {
+        let weeks_from = store::partitions::weeks_from(&store::partitions::raw(pool).await?).unwrap_or(before);
         while !stop.is_cancelled() {
-            let Some(day) = rollups::oldest_day(pool, before).await? else {
+            let Some(day) = rollups::oldest_day(pool, before, weeks_from).await? else {
                 break;
             };
             let started = Instant::now();
-            let folded = rollups::fold_day_alone(pool, day).await?;
+            let folded = rollups::fold_day_alone(pool, day, weeks_from).await?;
             tracing::info!(
                 day = %day.date_naive(),
                 results = folded.removed,
@@ -133,13 +151,31 @@ pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &Cance
                 "raw results past --keep-raw folded into daily summaries"
             );
             done.days += 1;
-            done.results += folded.removed;
-            done.summaries += folded.summaries;
-            done.jobs += folded.jobs;
+            done.add_raw(folded);
             // A day that would not fold (a result that became the latest of its point meanwhile) is tried next pass.
             if folded.removed == 0 {
                 break;
             }
+        }
+    }
+    // Then every week wholly past the raw window, whole, its partition dropped.
+    if let Some(before) = r.raw_before(now) {
+        for week in store::partitions::raw(pool).await?.iter().filter(|w| w.to <= before) {
+            if stop.is_cancelled() {
+                break;
+            }
+            let started = Instant::now();
+            let folded = rollups::fold_week_alone(pool, week).await?;
+            tracing::info!(
+                partition = %week.name,
+                results = folded.removed,
+                summaries = folded.summaries,
+                jobs = folded.jobs,
+                took_ms = started.elapsed().as_millis() as u64,
+                "a week of raw results past --keep-raw folded into daily summaries, its partition dropped"
+            );
+            done.weeks += 1;
+            done.add_raw(folded);
         }
     }
     // Then the other jobs of ended campaigns past the raw window (failed,
@@ -200,11 +236,10 @@ pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &Cance
 /// How often the leader looks for something to fold.
 const EVERY: Duration = Duration::from_secs(3600);
 
-/// Runs [`pass`] at start and every hour while this coordinator leads, until `shutdown`.
+/// Runs [`pass`] at start and every hour while this coordinator leads, until
+/// `shutdown`; and on every coordinator, first, makes the weeks ahead
+/// ([`store::partitions::ensure_weeks`]).
 pub async fn run(pool: PgPool, leader: Arc<Leader>, r: Retention, shutdown: CancellationToken) {
-    if r == Retention::FOREVER {
-        return;
-    }
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -212,22 +247,31 @@ pub async fn run(pool: PgPool, leader: Arc<Leader>, r: Retention, shutdown: Canc
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        if !leader.is_leader().await {
+        // Every coordinator, leader or not, keeps weeks made ahead for its results.
+        match store::partitions::ensure_weeks(&pool).await {
+            Ok(0) => {}
+            Ok(made) => tracing::info!(made, "week partitions of results made ahead"),
+            Err(e) => tracing::warn!(error = %e, "making the week partitions of results ahead"),
+        }
+        if r == Retention::FOREVER || !leader.is_leader().await {
             continue;
         }
         let started = Instant::now();
         match pass(&pool, &r, Utc::now(), &shutdown).await {
-            Ok(p) if p.days > 0 || p.months > 0 || p.campaigns > 0 || p.campaign_counts > 0 => tracing::info!(
-                days = p.days,
-                results = p.results,
-                campaigns = p.campaigns,
-                jobs = p.jobs,
-                campaign_counts = p.campaign_counts,
-                months = p.months,
-                daily_summaries = p.daily_summaries,
-                took_ms = started.elapsed().as_millis() as u64,
-                "retention pass"
-            ),
+            Ok(p) if p.days > 0 || p.weeks > 0 || p.months > 0 || p.campaigns > 0 || p.campaign_counts > 0 => {
+                tracing::info!(
+                    days = p.days,
+                    weeks = p.weeks,
+                    results = p.results,
+                    campaigns = p.campaigns,
+                    jobs = p.jobs,
+                    campaign_counts = p.campaign_counts,
+                    months = p.months,
+                    daily_summaries = p.daily_summaries,
+                    took_ms = started.elapsed().as_millis() as u64,
+                    "retention pass"
+                )
+            }
             Ok(Pass {
                 left_to_newer: Some(database),
                 ..

@@ -60,10 +60,14 @@ struct Sizes {
 impl Sizes {
     async fn of(pool: &PgPool) -> Sizes {
         let row: (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(
-            "SELECT pg_database_size(current_database()), pg_total_relation_size('results'), \
-                 pg_relation_size('results'), \
-                 (SELECT pg_total_relation_size(reltoastrelid) FROM pg_class WHERE oid = 'results'::regclass), \
-                 pg_indexes_size('results'), pg_total_relation_size('jobs'), \
+            // `results` is partitioned (migrations/0040): its sizes are its partitions'.
+            "WITH parts AS (SELECT p.relid FROM pg_partition_tree('results') p WHERE p.isleaf) \
+             SELECT pg_database_size(current_database()), \
+                 (SELECT sum(pg_total_relation_size(relid))::bigint FROM parts), \
+                 (SELECT sum(pg_relation_size(relid))::bigint FROM parts), \
+                 (SELECT coalesce(sum(pg_total_relation_size(c.reltoastrelid)), 0)::bigint \
+                  FROM parts JOIN pg_class c ON c.oid = parts.relid WHERE c.reltoastrelid <> 0), \
+                 (SELECT sum(pg_indexes_size(relid))::bigint FROM parts), pg_total_relation_size('jobs'), \
                  pg_total_relation_size('result_rollups'), pg_total_relation_size('result_points'), \
                  (SELECT count(*) FROM results), (SELECT count(*) FROM jobs), (SELECT count(*) FROM result_rollups), \
                  pg_total_relation_size('campaign_host_jobs')",
@@ -184,9 +188,12 @@ pub async fn bench(cluster: &PrivateCluster) -> bool {
         .await
         .expect("the retention pass");
     let took = started.elapsed();
+    // Weeks fold whole, partitions dropped; days, of what was stored before them.
+    let days = pass.days + 7 * pass.weeks;
     println!(
-        "  {} days folded: {} results into {} daily summaries; the jobs of {} campaigns, {} jobs; {} months \
-         ({} daily summaries) — {:.1} s ({:.0} ms a day, {:.1} µs a result)",
+        "  {} weeks (partitions dropped) and {} days folded: {} results into {} daily summaries; the jobs of {} \
+         campaigns, {} jobs; {} months ({} daily summaries) — {:.1} s ({:.0} ms a day, {:.1} µs a result)",
+        pass.weeks,
         pass.days,
         pass.results,
         pass.summaries,
@@ -195,11 +202,11 @@ pub async fn bench(cluster: &PrivateCluster) -> bool {
         pass.months,
         pass.daily_summaries,
         took.as_secs_f64(),
-        ms(took) / f64::from(pass.days.max(1)),
+        ms(took) / f64::from(days.max(1)),
         took.as_secs_f64() * 1e6 / pass.results.max(1) as f64
     );
     // A day's statement at 1,000 hosts: is it inside the pool's statement timeout?
-    let per_day_at_1000 = took.as_secs_f64() / f64::from(pass.days.max(1)) * 1000.0 / scale.hosts as f64;
+    let per_day_at_1000 = took.as_secs_f64() / f64::from(days.max(1)) * 1000.0 / scale.hosts as f64;
     println!(
         "  extrapolated, one day's fold statement at 1,000 hosts: {per_day_at_1000:.1} s \
          (the pool's statement_timeout is {} s)",
@@ -220,7 +227,8 @@ pub async fn bench(cluster: &PrivateCluster) -> bool {
         .expect("the second retention pass");
     let nothing = second == retention::Pass::default();
     println!(
-        "\nsecond retention pass: {} days, {} results, {} campaigns' jobs, {} months folded in {:.1} ms — {}",
+        "\nsecond retention pass: {} weeks, {} days, {} results, {} campaigns' jobs, {} months folded in {:.1} ms — {}",
+        second.weeks,
         second.days,
         second.results,
         second.campaigns,
@@ -320,7 +328,12 @@ async fn explain_fold(cluster: &PrivateCluster, pool: &PgPool, now: DateTime<Utc
     let Some(before) = Retention::default().raw_before(now) else {
         return;
     };
-    let Some(day) = store::rollups::oldest_day(pool, before).await.expect("the oldest day") else {
+    let weeks_from =
+        store::partitions::weeks_from(&store::partitions::raw(pool).await.expect("the partitions")).unwrap_or(before);
+    let Some(day) = store::rollups::oldest_day(pool, before, weeks_from)
+        .await
+        .expect("the oldest day")
+    else {
         return;
     };
     let log_path = cluster.data_dir().join("server.log");
@@ -333,7 +346,9 @@ async fn explain_fold(cluster: &PrivateCluster, pool: &PgPool, now: DateTime<Utc
     .await
     .expect("auto_explain");
     let started = Instant::now();
-    let folded = store::rollups::fold_day(&mut tx, day).await.expect("folding a day");
+    let folded = store::rollups::fold_day(&mut tx, day, weeks_from)
+        .await
+        .expect("folding a day");
     let took = started.elapsed();
     tx.rollback().await.expect("rolling back");
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -50,6 +50,7 @@ pub async fn generate(pool: &PgPool, scale: Scale, end: DateTime<Utc>) {
     templates(pool, &points).await;
     let hours = scale.days * 24;
     let start = end - chrono::Duration::hours(hours);
+    weeks_since(pool, start).await;
     let started = Instant::now();
     for day in 0..scale.days {
         load_day(pool, start, day, scale.days, points.len() as i64).await;
@@ -70,6 +71,38 @@ pub async fn generate(pool: &PgPool, scale: Scale, end: DateTime<Utc>) {
         .execute(pool)
         .await
         .expect("dropping the templates");
+}
+
+/// Lays out `results` as a coordinator running since `start` on this schema
+/// would have it (migrations/0040): a week partition for every UTC week from
+/// `start`'s, and no `results_before` (a fresh database's is empty), so a
+/// retention pass folds the history week by week and drops the partitions.
+async fn weeks_since(pool: &PgPool, start: DateTime<Utc>) {
+    let mut conn = pool.acquire().await.expect("a connection");
+    sqlx::query("SELECT set_config('cipherfleet.bench_start', $1, false)")
+        .bind(start.to_rfc3339())
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    conn.execute(
+        "DO $$ \
+         DECLARE week timestamptz; first timestamptz; \
+         BEGIN \
+             ALTER TABLE results_raw DETACH PARTITION results_before; \
+             DROP TABLE results_before; \
+             SELECT min((regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \\(''([^'']+)''\\)'))[1]::timestamptz) \
+               INTO first FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+              WHERE i.inhparent = 'results_raw'::regclass; \
+             week := date_trunc('week', current_setting('cipherfleet.bench_start')::timestamptz, 'UTC'); \
+             WHILE week < first LOOP \
+                 EXECUTE format('CREATE TABLE %I PARTITION OF results_raw FOR VALUES FROM (%L) TO (%L)', \
+                     'results_' || to_char(week AT TIME ZONE 'UTC', 'YYYYMMDD'), week, week + interval '1 week'); \
+                 week := week + interval '1 week'; \
+             END LOOP; \
+         END $$",
+    )
+    .await
+    .expect("laying out the week partitions");
 }
 
 /// Facts of class `class` of [`CLASSES`] as its agent's probe reports them

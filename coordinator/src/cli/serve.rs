@@ -133,8 +133,10 @@ pub struct ServeArgs {
     idle_timeout: f64,
     /// How long raw results (every sample, percentile and the measurement document) are kept:
     /// older ones fold into one summary per point and UTC day (count, median, p10/p90, min/max,
-    /// path mix) that the host page's history reads, hourly on one coordinator of a cluster.
-    /// The latest result of every point is kept raw whatever its age. The jobs of a campaign that
+    /// path mix) that the host page's history reads, hourly on one coordinator of a cluster:
+    /// a UTC week at a time once all of it is older, its partition of `results` then dropped
+    /// (so raw results stay up to a week longer). The latest result of every point is kept raw
+    /// whatever its age. The jobs of a campaign that
     /// ended before it go once its results are folded; the campaign keeps its counts. E.g. 30d, 12w is not
     /// accepted (s, m, h, d only); `forever` keeps every result raw. See docs/operations.md, "Retention".
     #[arg(long, value_name = "DURATION|forever", default_value = "90d", value_parser = keep_raw)]

@@ -35,6 +35,7 @@ pub mod identity;
 pub mod jobs;
 pub mod leases;
 pub mod outbox;
+pub mod partitions;
 pub mod points;
 pub mod results;
 pub mod rollups;

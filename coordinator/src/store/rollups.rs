@@ -1,5 +1,7 @@
 //! Results past the raw window folded into summaries (migrations/0037): one
-//! per point and UTC day, and days past the daily window one per month; and
+//! per point and UTC day, a week's partition at a time and then dropped, or a
+//! day at a time for the results stored before the weeks and those kept past
+//! their week (migrations/0040); days past the daily window one per month; and
 //! the jobs of ended campaigns past the raw window, whose results were folded,
 //! deleted with their campaigns' counts kept, and those counts folded into
 //! one row a campaign past the daily window (migrations/0039).
@@ -13,6 +15,7 @@ use tokio_stream::StreamExt;
 use uuid::Uuid;
 
 use super::Result;
+use super::partitions::RawPartition;
 use crate::analysis::rollup::Summary;
 
 /// What one fold did.
@@ -56,15 +59,33 @@ macro_rules! merge {
     };
 }
 
+/// The raw results `r` that fold by day ([`fold_day`]): those kept past
+/// their week's fold (`results_kept`) and those stored before `$2`, the first
+/// week's start (`results_before`, the table before migration 0040). A week
+/// folds whole ([`fold_week`]).
+macro_rules! by_day {
+    () => {
+        "(r.kept OR r.created_at < $2)"
+    };
+}
+
 /// The start of the oldest UTC day before `before` holding a raw result that
-/// may fold ([`fold_day`]); `None` when there is none.
-pub async fn oldest_day(db: impl PgExecutor<'_>, before: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
+/// may fold ([`fold_day`]), of those kept or stored before `weeks_from` (the
+/// first week partition's start); `None` when there is none.
+pub async fn oldest_day(
+    db: impl PgExecutor<'_>,
+    before: DateTime<Utc>,
+    weeks_from: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>> {
     Ok(sqlx::query_scalar(concat!(
         "SELECT date_trunc('day', r.created_at, 'UTC') FROM results r WHERE r.created_at < $1 AND ",
+        by_day!(),
+        " AND ",
         not_latest!(),
         " ORDER BY r.created_at LIMIT 1"
     ))
     .bind(before)
+    .bind(weeks_from)
     .fetch_optional(db)
     .await?)
 }
@@ -86,9 +107,17 @@ async fn fold_transaction(pool: &PgPool) -> Result<sqlx::Transaction<'static, sq
 }
 
 /// [`fold_day`] in a transaction of its own that may run [`FOLD_TIMEOUT`].
-pub async fn fold_day_alone(pool: &PgPool, day: DateTime<Utc>) -> Result<Folded> {
+pub async fn fold_day_alone(pool: &PgPool, day: DateTime<Utc>, weeks_from: DateTime<Utc>) -> Result<Folded> {
     let mut tx = fold_transaction(pool).await?;
-    let folded = fold_day(&mut tx, day).await?;
+    let folded = fold_day(&mut tx, day, weeks_from).await?;
+    tx.commit().await?;
+    Ok(folded)
+}
+
+/// [`fold_week`] in a transaction of its own that may run [`FOLD_TIMEOUT`].
+pub async fn fold_week_alone(pool: &PgPool, week: &RawPartition) -> Result<Folded> {
+    let mut tx = fold_transaction(pool).await?;
+    let folded = fold_week(&mut tx, week).await?;
     tx.commit().await?;
     Ok(folded)
 }
@@ -116,7 +145,7 @@ struct PointKey {
     provider: String,
 }
 
-/// A raw result deleted by a day's fold, in its point's order.
+/// A raw result a fold summarises, in its point's order.
 #[derive(sqlx::FromRow)]
 struct Gone {
     #[sqlx(flatten)]
@@ -126,23 +155,61 @@ struct Gone {
     job_id: Uuid,
 }
 
-/// Folds the raw results of the UTC day starting at `day` (but the latest of
-/// each point) into one `day` summary per host and point ([`Summary`], the
-/// statistics computed here rather than in SQL), and deletes them: one
-/// statement deletes and hands the rows over in their points' order, one
-/// writes the summaries; `conn` should be a transaction, so the two are all
-/// or nothing. A summary already there (a latest result folded after its day
-/// was) is merged: counts add, min and max stay exact, the quantiles become
-/// results-weighted means. Holds one point's results at a time.
-pub async fn fold_day(conn: &mut PgConnection, day: DateTime<Utc>) -> Result<Folded> {
-    let mut summaries: Vec<(PointKey, Summary)> = Vec::new();
-    let mut removed = 0i64;
-    let mut jobs: Vec<Uuid> = Vec::new();
+/// Raw results in their point's order, grouped into one [`Summary`] per
+/// point as they come: one point's results held at a time.
+#[derive(Default)]
+struct Grouper {
+    point: Option<PointKey>,
+    results: Vec<(f64, String)>,
+    summaries: Vec<(PointKey, Summary)>,
+    jobs: Vec<Uuid>,
+    rows: i64,
+}
+
+impl Grouper {
+    fn push(&mut self, row: Gone) {
+        self.rows += 1;
+        self.jobs.push(row.job_id);
+        if self.point.as_ref().is_some_and(|p| *p != row.key) {
+            self.close();
+        }
+        self.point.get_or_insert(row.key);
+        self.results.push((row.throughput_mb_s, row.path_used));
+    }
+
+    fn close(&mut self) {
+        if let Some(point) = self.point.take()
+            && let Some(s) = Summary::of(self.results.iter().map(|(v, used)| (*v, used.as_str())))
+        {
+            self.summaries.push((point, s));
+        }
+        self.results.clear();
+    }
+
+    fn finish(mut self) -> (Vec<(PointKey, Summary)>, Vec<Uuid>, i64) {
+        self.close();
+        (self.summaries, self.jobs, self.rows)
+    }
+}
+
+/// Folds the raw results of the UTC day starting at `day` that fold by day
+/// ([`by_day!`]: kept past their week's fold, or stored before `weeks_from`)
+/// but the latest of each point, into one `day` summary per host and point
+/// ([`Summary`], the statistics computed here rather than in SQL), and
+/// deletes them: one statement deletes and hands the rows over in their
+/// points' order, one writes the summaries; `conn` should be a transaction,
+/// so the two are all or nothing. A summary already there (a latest result
+/// folded after its day was) is merged: counts add, min and max stay exact,
+/// the quantiles become results-weighted means.
+pub async fn fold_day(conn: &mut PgConnection, day: DateTime<Utc>, weeks_from: DateTime<Utc>) -> Result<Folded> {
+    let mut grouper = Grouper::default();
     {
         let mut gone = sqlx::query_as::<_, Gone>(concat!(
             "WITH gone AS ( \
                  DELETE FROM results r \
                  WHERE r.created_at >= $1 AND r.created_at < $1 + interval '1 day' AND ",
+            by_day!(),
+            " AND ",
             not_latest!(),
             " RETURNING r.host_id, r.algorithm, r.direction, r.size_bytes, r.threads, \
                      coalesce(r.concurrency, 0) AS concurrency, r.key_mode, r.path, r.nonce, r.provider, \
@@ -151,29 +218,13 @@ pub async fn fold_day(conn: &mut PgConnection, day: DateTime<Utc>) -> Result<Fol
                  key_mode, path, nonce, provider"
         ))
         .bind(day)
+        .bind(weeks_from)
         .fetch(&mut *conn);
-        let mut point: Option<PointKey> = None;
-        let mut results: Vec<(f64, String)> = Vec::new();
-        let mut close = |point: PointKey, results: &mut Vec<(f64, String)>| {
-            if let Some(s) = Summary::of(results.iter().map(|(v, used)| (*v, used.as_str()))) {
-                summaries.push((point, s));
-            }
-            results.clear();
-        };
         while let Some(row) = gone.next().await {
-            let row = row?;
-            removed += 1;
-            jobs.push(row.job_id);
-            if point.as_ref().is_some_and(|p| *p != row.key) {
-                close(point.take().expect("a point"), &mut results);
-            }
-            point.get_or_insert(row.key);
-            results.push((row.throughput_mb_s, row.path_used));
-        }
-        if let Some(p) = point {
-            close(p, &mut results);
+            grouper.push(row?);
         }
     }
+    let (summaries, jobs, removed) = grouper.finish();
     let written = write_summaries(conn, "day", day, &summaries).await?;
     let jobs = delete_jobs(conn, &jobs).await?;
     Ok(Folded {
@@ -181,6 +232,86 @@ pub async fn fold_day(conn: &mut PgConnection, day: DateTime<Utc>) -> Result<Fol
         summaries: written,
         jobs,
     })
+}
+
+/// How long a week's fold waits for the lock that dropping its partition
+/// takes on `results` (readers of the report hold a weaker one): past it the
+/// fold is undone and tried again at the next pass, rather than every insert
+/// queueing behind it.
+const DROP_LOCK_TIMEOUT: &str = "10s";
+
+/// Folds the partition `week` of `results_raw` whole, in `conn`'s
+/// transaction: the latest result of each point moves to `results_kept`
+/// first (one that stops being the latest later folds by day from there;
+/// none becomes it in a week past), then every other result folds into one
+/// `day` summary per host, point and UTC day, one day at a time (merged into
+/// any already there), the partition is dropped, and the jobs of the results
+/// folded are deleted as a day's fold deletes them. Nothing is deleted row
+/// by row: the week's space goes back to the file system.
+pub async fn fold_week(conn: &mut PgConnection, week: &RawPartition) -> Result<Folded> {
+    sqlx::query(concat!(
+        "UPDATE results r SET kept = true \
+         WHERE NOT r.kept AND r.created_at < $2 AND ($1::timestamptz IS NULL OR r.created_at >= $1) \
+           AND NOT (",
+        not_latest!(),
+        ")"
+    ))
+    .bind(week.from)
+    .bind(week.to)
+    .execute(&mut *conn)
+    .await?;
+    let mut folded = Folded::default();
+    let mut jobs: Vec<Uuid> = Vec::new();
+    let mut from = week.from;
+    loop {
+        let day: Option<DateTime<Utc>> = sqlx::query_scalar(
+            "SELECT date_trunc('day', min(r.created_at), 'UTC') FROM results r \
+             WHERE NOT r.kept AND r.created_at < $2 AND ($1::timestamptz IS NULL OR r.created_at >= $1)",
+        )
+        .bind(from)
+        .bind(week.to)
+        .fetch_one(&mut *conn)
+        .await?;
+        let Some(day) = day else { break };
+        let mut grouper = Grouper::default();
+        {
+            let mut rows = sqlx::query_as::<_, Gone>(
+                "SELECT r.host_id, r.algorithm, r.direction, r.size_bytes, r.threads, \
+                     coalesce(r.concurrency, 0) AS concurrency, r.key_mode, r.path, r.nonce, r.provider, \
+                     r.path_used, r.throughput_mb_s, r.job_id \
+                 FROM results r WHERE NOT r.kept AND r.created_at >= $1 AND r.created_at < $1 + interval '1 day' \
+                 ORDER BY r.host_id, r.algorithm, r.direction, r.size_bytes, r.threads, coalesce(r.concurrency, 0), \
+                     r.key_mode, r.path, r.nonce, r.provider",
+            )
+            .bind(day)
+            .fetch(&mut *conn);
+            while let Some(row) = rows.next().await {
+                grouper.push(row?);
+            }
+        }
+        let (summaries, day_jobs, removed) = grouper.finish();
+        folded.summaries += write_summaries(conn, "day", day, &summaries).await?;
+        folded.removed += removed;
+        jobs.extend(day_jobs);
+        from = Some(day + chrono::Duration::days(1));
+    }
+    let timeout: String = sqlx::query_scalar("SELECT current_setting('lock_timeout')")
+        .fetch_one(&mut *conn)
+        .await?;
+    sqlx::query("SELECT set_config('lock_timeout', $1, true)")
+        .bind(DROP_LOCK_TIMEOUT)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("SELECT cipherfleet_results_drop($1)")
+        .bind(&week.name)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("SELECT set_config('lock_timeout', $1, true)")
+        .bind(timeout)
+        .execute(&mut *conn)
+        .await?;
+    folded.jobs = delete_jobs(conn, &jobs).await?;
+    Ok(folded)
 }
 
 /// Deletes the jobs `ids` of results a day's fold deleted, those of ended

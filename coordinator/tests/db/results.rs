@@ -34,16 +34,24 @@ async fn recording_the_same_result_twice_keeps_one_row() {
     assert!(jobs::running_for_host(&pool, bench).await.unwrap().is_none());
 }
 
-/// What the release that partitions `results` by time relies on: without the
-/// unique index on `job_id` (a partitioned table cannot have it), a result
-/// sent again, twice in one batch, or by two batches at once, is stored once.
+/// Without a unique index on `job_id` (`results` is partitioned by time, and
+/// a partitioned table's unique keys hold its partition key), a result sent
+/// again, twice in one batch, or by two batches at once, is stored once.
 #[tokio::test]
 async fn a_jobs_row_not_the_unique_index_keeps_its_result_once() {
     let pool = fresh_db().await;
-    sqlx::query("ALTER TABLE results DROP CONSTRAINT results_job_id_key")
-        .execute(&pool)
-        .await
-        .unwrap();
+    let unique_on_job: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid \
+             AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 'results'::regclass AND i.indisunique \
+             AND a.attname = 'job_id')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(
+        !unique_on_job,
+        "results is partitioned (migrations/0040): no unique index on job_id"
+    );
     let bench = host(&pool, "bench-01").await;
     campaign(&pool, &[job(bench, 16), job(bench, 64)]).await;
 

@@ -192,6 +192,100 @@ async fn forever_folds_nothing() {
     assert_eq!(count(&pool, "SELECT count(*) FROM results").await, 2);
 }
 
+/// The weeks (migrations/0040): a pass a year from now finds every week
+/// partition past the raw window, folds each whole and drops it; the latest
+/// result of a point moves to `results_kept`, and once a newer one replaces
+/// it, folds by day into the summary its week left. Every result is counted
+/// once.
+#[tokio::test]
+async fn weeks_past_the_raw_window_fold_whole_and_a_kept_result_folds_once_replaced() {
+    let pool = fresh_db().await;
+    let pool = &pool;
+    let host = hello(pool, "weekly", None, &with_features(&["aes"])).await;
+    // Next week: three results of one point, the last the latest; and one of
+    // another point, its only one.
+    let h = |days: i32, hour: i32| -(days * 24 + hour);
+    let point = |mb_s: f64, size: i64, hours_ago: i32| {
+        (
+            host,
+            "rustcrypto",
+            "accelerated",
+            "accelerated",
+            mb_s,
+            size,
+            1,
+            hours_ago,
+        )
+    };
+    store_provider_results(
+        pool,
+        &[
+            point(100.0, 16384, h(8, 1)),
+            point(110.0, 16384, h(8, 2)),
+            point(120.0, 16384, h(8, 3)),
+            point(50.0, 1024, h(8, 1)),
+        ],
+    )
+    .await;
+    let weeks_before = count(
+        pool,
+        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'results_raw'::regclass",
+    )
+    .await;
+    let stop = CancellationToken::new();
+    let later = Utc::now() + Duration::days(365);
+
+    let done = retention::pass(pool, &Retention::default(), later, &stop)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        done.weeks as i64, weeks_before,
+        "every week, and the results before them: {done:?}"
+    );
+    assert_eq!((done.results, done.days), (2, 0), "{done:?}");
+    assert_eq!(
+        count(
+            pool,
+            "SELECT count(*) FROM pg_inherits WHERE inhparent = 'results_raw'::regclass"
+        )
+        .await,
+        0,
+        "every partition past the window dropped"
+    );
+    let kept: Vec<(f64, bool)> = sqlx::query_as("SELECT throughput_mb_s, kept FROM results ORDER BY 1")
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    assert_eq!(kept, [(50.0, true), (120.0, true)], "the latest of each point kept");
+    let day: DateTime<Utc> = sqlx::query_scalar("SELECT period_start FROM result_rollups")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored(pool, "day").await,
+        [(16384, day, 2, 105.0, 100.0, 110.0, 2)],
+        "the two older results of the 16 KiB point"
+    );
+
+    // A newer result replaces the kept one as its point's latest (the
+    // latest-point table as a new result leaves it): the kept one folds by
+    // day, into its week's summary, once.
+    sqlx::query("DELETE FROM result_points WHERE result_id = (SELECT id FROM results WHERE throughput_mb_s = 120)")
+        .execute(pool)
+        .await
+        .unwrap();
+    let again = retention::pass(pool, &Retention::default(), later, &stop)
+        .await
+        .unwrap();
+    assert_eq!((again.weeks, again.days, again.results), (0, 1, 1), "{again:?}");
+    assert_eq!(stored(pool, "day").await, [(16384, day, 3, 110.0, 100.0, 120.0, 3)]);
+    let third = retention::pass(pool, &Retention::default(), later, &stop)
+        .await
+        .unwrap();
+    assert_eq!((third.weeks, third.days, third.results), (0, 0, 0), "nothing twice");
+}
+
 #[tokio::test]
 async fn a_coordinator_older_than_the_schema_leaves_the_fold_to_a_newer_one() {
     let pool = fresh_db().await;

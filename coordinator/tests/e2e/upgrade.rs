@@ -6,8 +6,10 @@
 //! one result per job, readable on this coordinator's report; then the
 //! previous coordinator stops and its agents move to this one as the hosts
 //! they were. Agents one protocol version behind are served; two behind, or a
-//! newer agent at the previous coordinator, are told which version is needed
-//! and stop, never retrying in silence.
+//! newer agent at the previous coordinator (when the protocol moved), are told
+//! which version is needed and stop, never retrying in silence. The previous
+//! release restarted beside the newer schema serves on, leaving the newer
+//! stored procedures and retention to this one.
 //!
 //! Also, with this build alone: a coordinator restarting beside a newer one
 //! (the database has a migration it does not know) keeps serving and leaves
@@ -22,8 +24,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use cipherfleet_coordinator::store::schema;
-use cipherfleet_proto::PROTOCOL_VERSION;
 use cipherfleet_proto::v1;
+use cipherfleet_proto::{OLDEST_AGENT_VERSION, PROTOCOL_VERSION};
 use tonic::Code;
 
 use crate::app::{AGENT_TOKEN, App, matrix, url_of, wait_for};
@@ -31,9 +33,9 @@ use crate::rejections::{hello, open};
 use crate::tls::{stderr_lines, wait_for_line};
 
 /// The protocol of the previous release's agent.
-const PREVIOUS_PROTOCOL: u32 = 2;
+const PREVIOUS_PROTOCOL: u32 = 3;
 /// The newest migration the previous release knows (deploy/build-previous.sh's pin).
-const PREVIOUS_SCHEMA: i64 = 32;
+const PREVIOUS_SCHEMA: i64 = 39;
 
 /// The previous release's coordinator and agent.
 struct Previous {
@@ -151,22 +153,25 @@ async fn the_previous_release_serves_beside_this_one_through_a_campaign_and_hand
         "each coordinator serves the agents that dialled it"
     );
 
-    // A newer agent at the previous coordinator is refused naming both versions, and stops.
-    let mut refused = old
-        .agent_command("up-new-at-old")
-        .env("CIPHERFLEET_LOG", "error")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let said = stderr_lines(&mut refused);
-    let status = wait_exit(&mut refused, Duration::from_secs(30));
-    let said = wait_for_line(&said, "exiting", Duration::from_secs(5)).unwrap_or_else(|seen| seen);
-    assert_eq!(status, Some(3), "a refused agent exits 3; it said:\n{said}");
-    assert!(
-        said.contains(&format!("agent speaks protocol version {PROTOCOL_VERSION}"))
-            && said.contains(&format!("this coordinator speaks version {PREVIOUS_PROTOCOL}")),
-        "{said}"
-    );
+    // A newer agent at the previous coordinator, when the protocol moved: refused
+    // naming both versions, and it stops.
+    if PREVIOUS_PROTOCOL < PROTOCOL_VERSION {
+        let mut refused = old
+            .agent_command("up-new-at-old")
+            .env("CIPHERFLEET_LOG", "error")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let said = stderr_lines(&mut refused);
+        let status = wait_exit(&mut refused, Duration::from_secs(30));
+        let said = wait_for_line(&said, "exiting", Duration::from_secs(5)).unwrap_or_else(|seen| seen);
+        assert_eq!(status, Some(3), "a refused agent exits 3; it said:\n{said}");
+        assert!(
+            said.contains(&format!("agent speaks protocol version {PROTOCOL_VERSION}"))
+                && said.contains(&format!("this coordinator speaks version {PREVIOUS_PROTOCOL}")),
+            "{said}"
+        );
+    }
     // Two versions behind, at this coordinator: refused, told the versions it serves.
     let older = PROTOCOL_VERSION - 2;
     let err = open(&new, hello("up-older", AGENT_TOKEN, older))
@@ -176,7 +181,7 @@ async fn the_previous_release_serves_beside_this_one_through_a_campaign_and_hand
     assert_eq!(err.code(), Code::FailedPrecondition);
     assert!(
         err.message().contains(&format!(
-            "serves agents of versions {PREVIOUS_PROTOCOL} to {PROTOCOL_VERSION}; upgrade the agent"
+            "serves agents of versions {OLDEST_AGENT_VERSION} to {PROTOCOL_VERSION}; upgrade the agent"
         )),
         "{err:?}"
     );
@@ -246,26 +251,31 @@ async fn the_previous_release_serves_beside_this_one_through_a_campaign_and_hand
     .unwrap();
     assert_eq!(moved, 3, "the previous coordinator's agents opened sessions here");
 
-    // The previous release cannot start again on the newer schema: its migrator refuses
-    // the migration it does not know (docs/operations.md, "Upgrading").
-    let restart = std::process::Command::new(&previous.coordinator)
+    // The previous release starts again beside the newer schema (a crash during
+    // the upgrade): it leaves the newer stored procedures, and retention, to
+    // this one, and says so (docs/operations.md, "Upgrading").
+    let mut restart = std::process::Command::new(&previous.coordinator)
         .args(["serve", "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
         .arg("--database-url")
         .arg(&db_url)
         .env("CIPHERFLEET_AGENT_TOKEN", AGENT_TOKEN)
         .env("CIPHERFLEET_ADMIN_TOKEN", crate::app::ADMIN_TOKEN)
+        .env("CIPHERFLEET_LOG", "warn")
         .stdin(Stdio::null())
-        .output()
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let err = String::from_utf8_lossy(&restart.stderr);
-    assert!(!restart.status.success(), "{err}");
-    // sqlx names the first migration it does not know.
+    let said = stderr_lines(&mut restart);
+    let said = wait_for_line(&said, "stored procedures stay", Duration::from_secs(30));
+    let _ = restart.kill();
+    let _ = restart.wait();
+    let said = said.unwrap_or_else(|seen| panic!("the previous release restarting said:\n{seen}"));
     assert!(
-        err.contains(&format!(
-            "migration {} was previously applied but is missing",
-            PREVIOUS_SCHEMA + 1
+        said.contains(&format!(
+            "the database has migration {}, newer than this build's {PREVIOUS_SCHEMA}",
+            schema::newest_migration()
         )),
-        "{err}"
+        "{said}"
     );
 
     // The agents follow at their pace: one upgraded in place is the same host.

@@ -3,9 +3,18 @@
 use chrono::{Duration, Utc};
 use cipherfleet_coordinator::report::{campaign_compare, campaign_summaries};
 use cipherfleet_coordinator::store::rollups::CampaignFold;
-use cipherfleet_coordinator::store::{jobs, rollups};
+use cipherfleet_coordinator::store::{jobs, partitions, rollups};
 
 use super::fixture::populate;
+
+/// Result `id` stops being the latest of its point, as a newer one would make it.
+async fn no_longer_latest(pool: &sqlx::PgPool, id: i64) {
+    sqlx::query("DELETE FROM result_points WHERE result_id = $1")
+        .bind(id)
+        .execute(pool)
+        .await
+        .unwrap();
+}
 
 #[tokio::test]
 async fn an_old_result_folds_into_its_day_then_its_month_and_the_history_reads_each() {
@@ -19,14 +28,12 @@ async fn an_old_result_folds_into_its_day_then_its_month_and_the_history_reads_e
         .execute(pool)
         .await
         .unwrap();
-    sqlx::query("DELETE FROM result_points WHERE result_id = $1")
-        .bind(old.result)
-        .execute(pool)
-        .await
-        .unwrap();
+    no_longer_latest(pool, old.result).await;
     let now = Utc::now();
+    // Stored before the first week: it folds by day.
+    let weeks_from = partitions::weeks_from(&partitions::raw(pool).await.unwrap()).unwrap();
 
-    let day = rollups::oldest_day(pool, now - Duration::days(90))
+    let day = rollups::oldest_day(pool, now - Duration::days(90), weeks_from)
         .await
         .unwrap()
         .expect("a day to fold");
@@ -35,13 +42,15 @@ async fn an_old_result_folds_into_its_day_then_its_month_and_the_history_reads_e
         "{day}"
     );
     assert_eq!(
-        rollups::oldest_day(pool, now - Duration::days(101)).await.unwrap(),
+        rollups::oldest_day(pool, now - Duration::days(101), weeks_from)
+            .await
+            .unwrap(),
         None
     );
     assert_eq!(campaign_compare::folded(pool, &[f.nightly]).await.unwrap(), 0);
     let mut conn = pool.acquire().await.unwrap();
     let (counts, _) = campaign_summaries::totals(pool, f.nightly).await.unwrap();
-    let folded = rollups::fold_day(&mut conn, day).await.unwrap();
+    let folded = rollups::fold_day(&mut conn, day, weeks_from).await.unwrap();
     drop(conn);
     assert_eq!((folded.removed, folded.summaries, folded.jobs), (1, 1, 1));
     assert!(
@@ -80,12 +89,76 @@ async fn an_old_result_folds_into_its_day_then_its_month_and_the_history_reads_e
     // The forms retention runs, each in a transaction that may outlast the pool's
     // statement timeout: nothing left to fold.
     let none = rollups::Folded::default();
-    assert_eq!(rollups::fold_day_alone(pool, day).await.unwrap(), none);
+    assert_eq!(rollups::fold_day_alone(pool, day, weeks_from).await.unwrap(), none);
     assert_eq!(rollups::fold_month_alone(pool, month, now).await.unwrap(), none);
     assert_eq!(
         (row.period_start, row.summary.results, row.summary.max_mb_s),
         (month, 1, mb_s)
     );
+}
+
+#[tokio::test]
+async fn a_week_past_the_raw_window_folds_whole_its_latest_results_kept_and_its_partition_dropped() {
+    let f = populate().await;
+    let pool = &f.pool;
+    let weeks = partitions::raw(pool).await.unwrap();
+    assert_eq!(
+        weeks[0].from, None,
+        "the results stored before the first week: {weeks:?}"
+    );
+    assert!(
+        weeks.len() as i32 > partitions::WEEKS_AHEAD,
+        "the weeks ahead were made with the schema: {weeks:?}"
+    );
+    assert_eq!(partitions::ensure_weeks(pool).await.unwrap(), 0, "none missing");
+    // Two results of the fixture moved into the second week: one no longer the
+    // latest of its point, one that is.
+    let week = &weeks[2];
+    let old = &f.bench_accelerated;
+    let latest: i64 = sqlx::query_scalar("SELECT result_id FROM result_points WHERE result_id <> $1 LIMIT 1")
+        .bind(old.result)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    no_longer_latest(pool, old.result).await;
+    sqlx::query("UPDATE results SET created_at = $2 + interval '1 hour' WHERE id = ANY($1)")
+        .bind([old.result, latest])
+        .bind(week.from)
+        .execute(pool)
+        .await
+        .unwrap();
+    let (counts, _) = campaign_summaries::totals(pool, f.nightly).await.unwrap();
+
+    // A week with nothing in it folds to nothing (rolled back: it stays).
+    let mut tx = pool.begin().await.unwrap();
+    let empty = rollups::fold_week(&mut tx, &weeks[3]).await.unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(empty, rollups::Folded::default());
+
+    let folded = rollups::fold_week_alone(pool, week).await.unwrap();
+
+    assert_eq!((folded.removed, folded.summaries, folded.jobs), (1, 1, 1));
+    assert!(
+        !partitions::raw(pool).await.unwrap().contains(week),
+        "the week's partition is gone"
+    );
+    let kept: Vec<(i64, bool)> = sqlx::query_as("SELECT id, kept FROM results WHERE id = ANY($1)")
+        .bind([old.result, latest])
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    assert_eq!(kept, [(latest, true)], "the latest result kept, the other folded away");
+    assert!(
+        jobs::get(pool, old.job).await.unwrap().is_none(),
+        "its job went with it"
+    );
+    assert_eq!(campaign_summaries::totals(pool, f.nightly).await.unwrap().0, counts);
+    let history = rollups::history(pool, f.bench, &["aes-256-gcm"], 16384).await.unwrap();
+    let row = history
+        .iter()
+        .find(|r| Some(r.period_start) == week.from)
+        .expect("the folded day");
+    assert_eq!((row.resolution.as_str(), row.summary.results), ("day", 1));
 }
 
 #[tokio::test]

@@ -1,0 +1,12 @@
+-- Drops `p_name`, a partition of `results_raw` (migrations/0040) that
+-- retention has folded (src/store/rollups.rs, `fold_week`); refuses any
+-- other table, naming it.
+CREATE OR REPLACE FUNCTION cipherfleet_results_drop(p_name text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                   WHERE i.inhparent = 'results_raw'::regclass AND c.relname = p_name) THEN
+        RAISE EXCEPTION '% is not a partition of results_raw', p_name;
+    END IF;
+    EXECUTE format('DROP TABLE %I', p_name);
+END $$;
