@@ -234,18 +234,13 @@ pub async fn fold_day(conn: &mut PgConnection, day: DateTime<Utc>, weeks_from: D
     })
 }
 
-/// How long a week's fold waits for the lock that dropping its partition
-/// takes on `results` (readers of the report hold a weaker one): past it the
-/// fold is undone and tried again at the next pass, rather than every insert
-/// queueing behind it.
-const DROP_LOCK_TIMEOUT: &str = "10s";
-
 /// Folds the partition `week` of `results_raw` whole, in `conn`'s
 /// transaction: the latest result of each point moves to `results_kept`
 /// first (one that stops being the latest later folds by day from there;
 /// none becomes it in a week past), then every other result folds into one
 /// `day` summary per host, point and UTC day, one day at a time (merged into
-/// any already there), the partition is dropped, and the jobs of the results
+/// any already there), the partition is dropped (waiting at most 10 s for
+/// its lock: functions/cipherfleet_results_drop.sql), and the jobs of the results
 /// folded are deleted as a day's fold deletes them. Nothing is deleted row
 /// by row: the week's space goes back to the file system.
 pub async fn fold_week(conn: &mut PgConnection, week: &RawPartition) -> Result<Folded> {
@@ -295,19 +290,8 @@ pub async fn fold_week(conn: &mut PgConnection, week: &RawPartition) -> Result<F
         jobs.extend(day_jobs);
         from = Some(day + chrono::Duration::days(1));
     }
-    let timeout: String = sqlx::query_scalar("SELECT current_setting('lock_timeout')")
-        .fetch_one(&mut *conn)
-        .await?;
-    sqlx::query("SELECT set_config('lock_timeout', $1, true)")
-        .bind(DROP_LOCK_TIMEOUT)
-        .execute(&mut *conn)
-        .await?;
     sqlx::query("SELECT cipherfleet_results_drop($1)")
         .bind(&week.name)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query("SELECT set_config('lock_timeout', $1, true)")
-        .bind(timeout)
         .execute(&mut *conn)
         .await?;
     folded.jobs = delete_jobs(conn, &jobs).await?;
