@@ -2,9 +2,9 @@
 # Builds the previous release's coordinator and agent, for the rolling-upgrade test
 # (coordinator/tests/e2e/upgrade.rs): target/previous/{cipherfleet-coordinator,cipherfleet-agent}.
 #
-# The previous release is the pinned commit below: the last one before `results` was partitioned
-# (migration 0040), whose newest migration is 0039 (the upgrade test's PREVIOUS_SCHEMA names it);
-# its agents speak protocol 3, as today's.
+# The previous release is the pinned commit below: the one that partitioned `results` (migration
+# 0040), its newest migration (the upgrade test's PREVIOUS_SCHEMA names it); its agents speak
+# protocol 3, as today's.
 # See docs/operations.md, "Upgrading".
 # Move the pin when a release changes the protocol or the schema again.
 #
@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PIN=0fdc3ecbe188552824b6154b2636f1806132a867
+PIN=90d6bd2476e382466bc9dae3e583da93abf144e6
 out=target/previous
 bins=(cipherfleet-coordinator cipherfleet-agent)
 

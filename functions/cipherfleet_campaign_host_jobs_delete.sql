@@ -1,5 +1,5 @@
 -- A (campaign, host) left without jobs loses its row. Retention deleting an
--- ended campaign's old jobs (src/store/rollups.rs) sets
+-- ended campaign's old jobs (src/store/campaign_folds.rs) sets
 -- `cipherfleet.keep_job_counts` for its transaction: the campaign keeps its
 -- counts, which are then all that is left of those jobs.
 CREATE OR REPLACE FUNCTION cipherfleet_campaign_host_jobs_delete() RETURNS trigger LANGUAGE plpgsql AS $$

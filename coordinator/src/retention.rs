@@ -9,7 +9,8 @@
 //! point stays raw whatever its age: the report's latest-point tables name it.
 //! The jobs of ended campaigns past the raw window go too, but for those of
 //! results kept raw; each campaign keeps its counts, per host until it is
-//! past the daily window, then for all its hosts in one row. Every
+//! past the daily window, then for all its hosts in one row
+//! ([`crate::store::campaign_folds`]). Every
 //! coordinator, leader or not, makes the weeks ahead.
 //!
 //! One day, week or month per transaction, oldest first: a pass stopped
@@ -30,8 +31,8 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::leader::Leader;
-use crate::store::rollups::CampaignFold;
-use crate::store::{self, rollups};
+use crate::store::campaign_folds::CampaignFold;
+use crate::store::{self, campaign_folds, rollups};
 
 /// How long results are kept at each resolution; `None` keeps them for ever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,11 +183,12 @@ pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &Cance
     // cancelled): a campaign keeps its counts and the jobs of results kept raw.
     if let Some(before) = r.raw_before(now) {
         while !stop.is_cancelled() {
-            let Some(campaign) = rollups::oldest_campaign_to_fold(pool, CampaignFold::Jobs, before).await? else {
+            let Some(campaign) = campaign_folds::oldest_campaign_to_fold(pool, CampaignFold::Jobs, before).await?
+            else {
                 break;
             };
             let started = Instant::now();
-            let jobs = rollups::fold_campaign_jobs_alone(pool, campaign, before).await?;
+            let jobs = campaign_folds::fold_campaign_jobs_alone(pool, campaign, before).await?;
             tracing::info!(
                 campaign,
                 jobs,
@@ -218,10 +220,11 @@ pub async fn pass(pool: &PgPool, r: &Retention, now: DateTime<Utc>, stop: &Cance
         }
         // And campaigns as old: their counts per host become one row each.
         while !stop.is_cancelled() {
-            let Some(campaign) = rollups::oldest_campaign_to_fold(pool, CampaignFold::Counts, before).await? else {
+            let Some(campaign) = campaign_folds::oldest_campaign_to_fold(pool, CampaignFold::Counts, before).await?
+            else {
                 break;
             };
-            let rows = rollups::fold_campaign_counts_alone(pool, campaign).await?;
+            let rows = campaign_folds::fold_campaign_counts_alone(pool, campaign).await?;
             tracing::info!(
                 campaign,
                 rows,

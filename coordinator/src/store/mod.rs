@@ -26,6 +26,7 @@
 //! - [`schema`]: the migrations and the stored procedures, applied at start.
 
 pub mod advisory;
+pub mod campaign_folds;
 pub mod campaigns;
 pub mod capabilities;
 pub mod coordinators;
@@ -168,6 +169,23 @@ impl Error {
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a statement may run before PostgreSQL cancels it.
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long one fold of retention ([`rollups`], [`campaign_folds`]) may
+/// run: a day of a large fleet's results can take longer than the pool's
+/// [`STATEMENT_TIMEOUT`] (docs/performance.md, "A year of history under
+/// retention"), and would then fail on every pass. It runs in the background
+/// and locks only rows no one else writes.
+const FOLD_TIMEOUT: &str = "30min";
+
+/// A transaction whose statements may run [`FOLD_TIMEOUT`].
+async fn fold_transaction(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT set_config('statement_timeout', $1, true)")
+        .bind(FOLD_TIMEOUT)
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx)
+}
 
 /// Connects to `url` and brings the schema up to date ([`schema::apply`]:
 /// beside a newer coordinator, its stored procedures stay, and a warning says

@@ -1,8 +1,10 @@
 //! `results`' partitions (migrations/0040): the latest results kept past
 //! their week's fold (`results_kept`), and the raw ones by UTC week
 //! (`results_raw`), the oldest of which may be `results_before`, everything
-//! stored before the first week. Weeks are made ahead of need here and
-//! dropped by retention once folded ([`crate::store::rollups::fold_week`]).
+//! stored before the first week, and its default partition, `results_later`,
+//! where a result waits whose week was not made ahead (migrations/0041).
+//! Weeks are made ahead of need here and dropped by retention once folded
+//! ([`crate::store::rollups::fold_week`]).
 
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
@@ -31,14 +33,16 @@ pub async fn ensure_weeks(db: impl PgExecutor<'_>) -> Result<i32> {
         .await?)
 }
 
-/// The partitions of `results_raw`, oldest first.
+/// The partitions of `results_raw` but its default, `results_later`
+/// (migrations/0041: results waiting for their week), oldest first.
 pub async fn raw(db: impl PgExecutor<'_>) -> Result<Vec<RawPartition>> {
     Ok(sqlx::query_as(
         "SELECT c.relname::text AS name, \
              (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \\(''([^'']+)''\\)'))[1]::timestamptz AS \"from\", \
              (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \\(''([^'']+)''\\)'))[1]::timestamptz AS \"to\" \
          FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
-         WHERE i.inhparent = 'results_raw'::regclass ORDER BY 3",
+         WHERE i.inhparent = 'results_raw'::regclass AND pg_get_expr(c.relpartbound, c.oid) <> 'DEFAULT' \
+         ORDER BY 3",
     )
     .fetch_all(db)
     .await?)

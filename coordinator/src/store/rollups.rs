@@ -1,21 +1,20 @@
 //! Results past the raw window folded into summaries (migrations/0037): one
 //! per point and UTC day, a week's partition at a time and then dropped, or a
 //! day at a time for the results stored before the weeks and those kept past
-//! their week (migrations/0040); days past the daily window one per month; and
-//! the jobs of ended campaigns past the raw window, whose results were folded,
-//! deleted with their campaigns' counts kept, and those counts folded into
-//! one row a campaign past the daily window (migrations/0039).
-//! [`crate::retention`] decides when; this is how, one period per
+//! their week (migrations/0040), the jobs of the results folded deleted with
+//! them ([`super::campaign_folds`]); and days past the daily window one per
+//! month. [`crate::retention`] decides when; this is how, one period per
 //! transaction, so a fold is all or nothing and a day is never counted twice.
 
 use chrono::{DateTime, Utc};
-use sqlx::{Connection, PgConnection, PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
 
 use tokio_stream::StreamExt;
 use uuid::Uuid;
 
-use super::Result;
+use super::campaign_folds::delete_jobs;
 use super::partitions::RawPartition;
+use super::{Result, fold_transaction};
 use crate::analysis::rollup::Summary;
 
 /// What one fold did.
@@ -90,23 +89,7 @@ pub async fn oldest_day(
     .await?)
 }
 
-/// How long one fold may run: a day of a large fleet's results (about 16 s
-/// at 1,000 hosts of hourly `quick`, docs/performance.md) must not meet the
-/// pool's [`super::STATEMENT_TIMEOUT`], or the same day would fail on every
-/// pass. It runs in the background and locks only rows no one else writes.
-const FOLD_TIMEOUT: &str = "30min";
-
-/// A transaction whose statements may run [`FOLD_TIMEOUT`].
-async fn fold_transaction(pool: &PgPool) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SELECT set_config('statement_timeout', $1, true)")
-        .bind(FOLD_TIMEOUT)
-        .execute(&mut *tx)
-        .await?;
-    Ok(tx)
-}
-
-/// [`fold_day`] in a transaction of its own that may run [`FOLD_TIMEOUT`].
+/// [`fold_day`] in a transaction of its own that may run [`FOLD_TIMEOUT`](super::FOLD_TIMEOUT).
 pub async fn fold_day_alone(pool: &PgPool, day: DateTime<Utc>, weeks_from: DateTime<Utc>) -> Result<Folded> {
     let mut tx = fold_transaction(pool).await?;
     let folded = fold_day(&mut tx, day, weeks_from).await?;
@@ -114,7 +97,7 @@ pub async fn fold_day_alone(pool: &PgPool, day: DateTime<Utc>, weeks_from: DateT
     Ok(folded)
 }
 
-/// [`fold_week`] in a transaction of its own that may run [`FOLD_TIMEOUT`].
+/// [`fold_week`] in a transaction of its own that may run [`FOLD_TIMEOUT`](super::FOLD_TIMEOUT).
 pub async fn fold_week_alone(pool: &PgPool, week: &RawPartition) -> Result<Folded> {
     let mut tx = fold_transaction(pool).await?;
     let folded = fold_week(&mut tx, week).await?;
@@ -122,7 +105,7 @@ pub async fn fold_week_alone(pool: &PgPool, week: &RawPartition) -> Result<Folde
     Ok(folded)
 }
 
-/// [`fold_month`] in a transaction of its own that may run [`FOLD_TIMEOUT`].
+/// [`fold_month`] in a transaction of its own that may run [`FOLD_TIMEOUT`](super::FOLD_TIMEOUT).
 pub async fn fold_month_alone(pool: &PgPool, month: DateTime<Utc>, before: DateTime<Utc>) -> Result<Folded> {
     let mut tx = fold_transaction(pool).await?;
     let folded = fold_month(&mut *tx, month, before).await?;
@@ -298,49 +281,6 @@ pub async fn fold_week(conn: &mut PgConnection, week: &RawPartition) -> Result<F
     Ok(folded)
 }
 
-/// Deletes the jobs `ids` of results a day's fold deleted, those of ended
-/// campaigns (nothing else needs them: `campaign_host_jobs` keeps their
-/// counts); returns how many. Without it `jobs` would keep a row of about
-/// 500 bytes for every result folded away.
-async fn delete_jobs(conn: &mut PgConnection, ids: &[Uuid]) -> Result<i64> {
-    let mut deleted = 0;
-    let mut tx = keeping_job_counts(conn).await?;
-    // Bounded statements: a day of a large fleet is hundreds of thousands of jobs.
-    for part in ids.chunks(50_000) {
-        deleted += sqlx::query(
-            "DELETE FROM jobs j USING campaigns c \
-             WHERE j.id = ANY($1) AND c.id = j.campaign_id AND c.status <> 'running'",
-        )
-        .bind(part)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected() as i64;
-    }
-    done_keeping_job_counts(tx).await?;
-    Ok(deleted)
-}
-
-/// A transaction (a savepoint in `conn`'s) in which deleting jobs leaves
-/// their campaigns' counts alone (`cipherfleet.keep_job_counts`,
-/// migrations/0039): what retention deletes was counted when it ended.
-async fn keeping_job_counts(conn: &mut PgConnection) -> Result<sqlx::Transaction<'_, sqlx::Postgres>> {
-    let mut tx = conn.begin().await?;
-    sqlx::query("SELECT set_config('cipherfleet.keep_job_counts', 'on', true)")
-        .execute(&mut *tx)
-        .await?;
-    Ok(tx)
-}
-
-/// Ends [`keeping_job_counts`]: the setting would otherwise last to the end
-/// of the caller's transaction, and count none of its later deletes.
-async fn done_keeping_job_counts(mut tx: sqlx::Transaction<'_, sqlx::Postgres>) -> Result<()> {
-    sqlx::query("SELECT set_config('cipherfleet.keep_job_counts', 'off', true)")
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(())
-}
-
 /// Writes `summaries` of `resolution` for the period starting at `period`,
 /// merged into any already stored ([`merge!`]); returns how many.
 async fn write_summaries(
@@ -444,116 +384,6 @@ pub async fn fold_month(db: impl PgExecutor<'_>, month: DateTime<Utc>, before: D
         summaries,
         jobs: 0,
     })
-}
-
-/// What a campaign past a window has folded once, each marked on the
-/// campaign (migrations/0039).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CampaignFold {
-    /// Its jobs without a raw result ([`fold_campaign_jobs`]), past the raw window.
-    Jobs,
-    /// Its counts per host into one row ([`fold_campaign_counts`]), past the daily window.
-    Counts,
-}
-
-/// The first campaign by its end whose `$mark` is not set yet.
-macro_rules! oldest_unmarked {
-    ($mark:literal) => {
-        concat!(
-            "SELECT id FROM campaigns WHERE ",
-            $mark,
-            " IS NULL AND finished_at < $1 ORDER BY finished_at, id LIMIT 1"
-        )
-    };
-}
-
-/// The ended campaign that finished first before `before` (the window's
-/// start) that has not had `fold` yet; `None` when there is none. Read from
-/// the partial index of the campaigns not marked, so a pass asks it once a
-/// campaign.
-pub async fn oldest_campaign_to_fold(
-    db: impl PgExecutor<'_>,
-    fold: CampaignFold,
-    before: DateTime<Utc>,
-) -> Result<Option<i64>> {
-    let sql = match fold {
-        CampaignFold::Jobs => oldest_unmarked!("jobs_folded_at"),
-        CampaignFold::Counts => oldest_unmarked!("counts_folded_at"),
-    };
-    Ok(sqlx::query_scalar(sql).bind(before).fetch_optional(db).await?)
-}
-
-/// Deletes the jobs of ended campaign `campaign` that finished before
-/// `before` and have no result raw: its failed and cancelled jobs (their
-/// errors go with them), and done ones whose results were folded before a
-/// day's fold deleted jobs too; then marks the campaign folded. The jobs of
-/// results kept raw (the latest of their point) stay until a day's fold
-/// takes their results. The campaign keeps its counts (`campaign_host_jobs`):
-/// its page still says how many ran, failed and were folded. Returns how many
-/// jobs went.
-pub async fn fold_campaign_jobs(conn: &mut PgConnection, campaign: i64, before: DateTime<Utc>) -> Result<i64> {
-    let mut tx = keeping_job_counts(conn).await?;
-    let gone = sqlx::query(
-        "DELETE FROM jobs j \
-         WHERE j.campaign_id = $2 AND j.status IN ('done', 'failed', 'cancelled') AND j.finished_at < $1 \
-             AND NOT EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id)",
-    )
-    .bind(before)
-    .bind(campaign)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    sqlx::query("UPDATE campaigns SET jobs_folded_at = now() WHERE id = $1 AND finished_at IS NOT NULL")
-        .bind(campaign)
-        .execute(&mut *tx)
-        .await?;
-    done_keeping_job_counts(tx).await?;
-    Ok(gone as i64)
-}
-
-/// [`fold_campaign_jobs`] in a transaction of its own that may run [`FOLD_TIMEOUT`].
-pub async fn fold_campaign_jobs_alone(pool: &PgPool, campaign: i64, before: DateTime<Utc>) -> Result<i64> {
-    let mut tx = fold_transaction(pool).await?;
-    let gone = fold_campaign_jobs(&mut tx, campaign, before).await?;
-    tx.commit().await?;
-    Ok(gone)
-}
-
-/// Folds ended campaign `campaign`'s job counts per host into one row for
-/// all its hosts (`host_id` 0, `hosts` saying how many: the totals stay
-/// exact), and marks it; one statement and the mark, so `conn` should be a
-/// transaction. Its page then gives the totals alone. Returns the rows folded.
-pub async fn fold_campaign_counts(conn: &mut PgConnection, campaign: i64) -> Result<i64> {
-    let folded: i64 = sqlx::query_scalar(
-        "WITH gone AS (DELETE FROM campaign_host_jobs WHERE campaign_id = $1 AND host_id <> 0 RETURNING *), \
-         one AS ( \
-             INSERT INTO campaign_host_jobs AS t (campaign_id, host_id, queued, running, done, failed, cancelled, hosts) \
-             SELECT $1, 0, sum(queued)::bigint, sum(running)::bigint, sum(done)::bigint, sum(failed)::bigint, \
-                 sum(cancelled)::bigint, sum(hosts)::integer \
-             FROM gone HAVING count(*) > 0 \
-             ON CONFLICT (campaign_id, host_id) DO UPDATE SET queued = t.queued + EXCLUDED.queued, \
-                 running = t.running + EXCLUDED.running, done = t.done + EXCLUDED.done, \
-                 failed = t.failed + EXCLUDED.failed, cancelled = t.cancelled + EXCLUDED.cancelled, \
-                 hosts = t.hosts + EXCLUDED.hosts \
-             RETURNING 1) \
-         SELECT count(*) FROM gone",
-    )
-    .bind(campaign)
-    .fetch_one(&mut *conn)
-    .await?;
-    sqlx::query("UPDATE campaigns SET counts_folded_at = now() WHERE id = $1 AND finished_at IS NOT NULL")
-        .bind(campaign)
-        .execute(&mut *conn)
-        .await?;
-    Ok(folded)
-}
-
-/// [`fold_campaign_counts`] in a transaction of its own that may run [`FOLD_TIMEOUT`].
-pub async fn fold_campaign_counts_alone(pool: &PgPool, campaign: i64) -> Result<i64> {
-    let mut tx = fold_transaction(pool).await?;
-    let folded = fold_campaign_counts(&mut tx, campaign).await?;
-    tx.commit().await?;
-    Ok(folded)
 }
 
 /// One period of a host's history at one point: a stored summary, or a UTC

@@ -9,7 +9,7 @@
 use chrono::{DateTime, Duration, Utc};
 use cipherfleet_coordinator::report::{campaign_compare, campaign_summaries};
 use cipherfleet_coordinator::retention::{self, Retention};
-use cipherfleet_coordinator::store::{jobs, rollups};
+use cipherfleet_coordinator::store::{jobs, partitions, rollups};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -227,11 +227,7 @@ async fn weeks_past_the_raw_window_fold_whole_and_a_kept_result_folds_once_repla
         ],
     )
     .await;
-    let weeks_before = count(
-        pool,
-        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'results_raw'::regclass",
-    )
-    .await;
+    let weeks_before = partitions::raw(pool).await.unwrap().len();
     let stop = CancellationToken::new();
     let later = Utc::now() + Duration::days(365);
 
@@ -240,18 +236,23 @@ async fn weeks_past_the_raw_window_fold_whole_and_a_kept_result_folds_once_repla
         .unwrap();
 
     assert_eq!(
-        done.weeks as i64, weeks_before,
+        done.weeks as usize, weeks_before,
         "every week, and the results before them: {done:?}"
     );
     assert_eq!((done.results, done.days), (2, 0), "{done:?}");
+    assert_eq!(
+        partitions::raw(pool).await.unwrap(),
+        [],
+        "every partition past the window dropped"
+    );
     assert_eq!(
         count(
             pool,
             "SELECT count(*) FROM pg_inherits WHERE inhparent = 'results_raw'::regclass"
         )
         .await,
-        0,
-        "every partition past the window dropped"
+        1,
+        "but the default, results_later, which no week past the window is"
     );
     let kept: Vec<(f64, bool)> = sqlx::query_as("SELECT throughput_mb_s, kept FROM results ORDER BY 1")
         .fetch_all(pool)
@@ -284,6 +285,98 @@ async fn weeks_past_the_raw_window_fold_whole_and_a_kept_result_folds_once_repla
         .await
         .unwrap();
     assert_eq!((third.weeks, third.days, third.results), (0, 0, 0), "nothing twice");
+}
+
+/// Weeks not made ahead (migrations/0041): while only coordinators that make
+/// none run (a rollback past the weeks made ahead), a result whose week has no
+/// partition waits in the default one, `results_later`, rather than being
+/// refused. The next coordinator that makes weeks makes theirs too, however
+/// far ahead, and moves each result into its week: the same row, which the
+/// latest-point table still names.
+#[tokio::test]
+async fn a_result_whose_week_was_not_made_waits_in_the_default_partition_then_moves_into_its_week() {
+    let pool = fresh_db().await;
+    let pool = &pool;
+    for week in partitions::raw(pool).await.unwrap() {
+        if week.from.is_some() {
+            sqlx::query("SELECT cipherfleet_results_drop($1)")
+                .bind(&week.name)
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+    }
+    let host = hello(pool, "unmade", None, &with_features(&["aes"])).await;
+    let point = |size: i64, hours_ago: i32| {
+        (
+            host,
+            "rustcrypto",
+            "accelerated",
+            "accelerated",
+            10.0,
+            size,
+            1,
+            hours_ago,
+        )
+    };
+    // Next week's and one ten weeks ahead, past the four that would be made.
+    store_provider_results(pool, &[point(1024, -8 * 24), point(16384, -70 * 24)]).await;
+    let stored: Vec<(i64, DateTime<Utc>, String)> =
+        sqlx::query_as("SELECT id, created_at, tableoid::regclass::text FROM results ORDER BY created_at")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        stored.iter().map(|r| r.2.as_str()).collect::<Vec<_>>(),
+        ["results_later", "results_later"],
+        "{stored:?}"
+    );
+    let refused = sqlx::query("SELECT cipherfleet_results_drop('results_later')")
+        .execute(pool)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("results_later is not a week's partition of results_raw"),
+        "{refused}"
+    );
+
+    let made = partitions::ensure_weeks(pool).await.unwrap();
+
+    let weeks = partitions::raw(pool).await.unwrap();
+    assert!(made >= 10, "every week up to the later result's: {made}, {weeks:?}");
+    assert!(weeks.last().unwrap().to > stored[1].1, "{weeks:?}");
+    let moved: Vec<(i64, DateTime<Utc>, String)> =
+        sqlx::query_as("SELECT id, created_at, tableoid::regclass::text FROM results ORDER BY created_at")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    let week_of = |at: DateTime<Utc>| {
+        weeks
+            .iter()
+            .find(|w| w.from.is_some_and(|from| from <= at) && at < w.to)
+            .map(|w| w.name.clone())
+            .unwrap_or_else(|| panic!("a week for {at}: {weeks:?}"))
+    };
+    assert_eq!(
+        moved,
+        stored
+            .iter()
+            .map(|(id, at, _)| (*id, *at, week_of(*at)))
+            .collect::<Vec<_>>(),
+        "each in its week, the same row"
+    );
+    assert_eq!(count(pool, "SELECT count(*) FROM results_later").await, 0);
+    assert_eq!(
+        count(
+            pool,
+            "SELECT count(*) FROM result_points JOIN results r ON r.id = result_id"
+        )
+        .await,
+        2,
+        "the latest-point table names them where they are"
+    );
+    assert_eq!(partitions::ensure_weeks(pool).await.unwrap(), 0, "none missing");
 }
 
 #[tokio::test]

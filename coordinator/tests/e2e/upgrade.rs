@@ -35,7 +35,7 @@ use crate::tls::{stderr_lines, wait_for_line};
 /// The protocol of the previous release's agent.
 const PREVIOUS_PROTOCOL: u32 = 3;
 /// The newest migration the previous release knows (deploy/build-previous.sh's pin).
-const PREVIOUS_SCHEMA: i64 = 39;
+const PREVIOUS_SCHEMA: i64 = 40;
 
 /// The previous release's coordinator and agent.
 struct Previous {

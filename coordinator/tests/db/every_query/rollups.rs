@@ -2,8 +2,8 @@
 
 use chrono::{Duration, Utc};
 use cipherfleet_coordinator::report::{campaign_compare, campaign_summaries};
-use cipherfleet_coordinator::store::rollups::CampaignFold;
-use cipherfleet_coordinator::store::{jobs, partitions, rollups};
+use cipherfleet_coordinator::store::campaign_folds::CampaignFold;
+use cipherfleet_coordinator::store::{campaign_folds, jobs, partitions, rollups};
 
 use super::fixture::populate;
 
@@ -169,13 +169,13 @@ async fn an_ended_campaigns_jobs_without_a_raw_result_fold_and_its_counts_stay()
     let later = now + Duration::days(1);
     // Both ended campaigns ended just now: inside any raw window.
     assert_eq!(
-        rollups::oldest_campaign_to_fold(pool, CampaignFold::Jobs, now - Duration::days(1))
+        campaign_folds::oldest_campaign_to_fold(pool, CampaignFold::Jobs, now - Duration::days(1))
             .await
             .unwrap(),
         None
     );
     assert_eq!(
-        rollups::oldest_campaign_to_fold(pool, CampaignFold::Jobs, later)
+        campaign_folds::oldest_campaign_to_fold(pool, CampaignFold::Jobs, later)
             .await
             .unwrap(),
         Some(f.nightly),
@@ -184,7 +184,9 @@ async fn an_ended_campaigns_jobs_without_a_raw_result_fold_and_its_counts_stay()
     let (counts, hosts) = campaign_summaries::totals(pool, f.nightly).await.unwrap();
     let mut conn = pool.acquire().await.unwrap();
     assert_eq!(
-        rollups::fold_campaign_jobs(&mut conn, f.nightly, later).await.unwrap(),
+        campaign_folds::fold_campaign_jobs(&mut conn, f.nightly, later)
+            .await
+            .unwrap(),
         1
     );
     drop(conn);
@@ -197,19 +199,19 @@ async fn an_ended_campaigns_jobs_without_a_raw_result_fold_and_its_counts_stay()
         (counts, hosts)
     );
     assert_eq!(
-        rollups::oldest_campaign_to_fold(pool, CampaignFold::Jobs, later)
+        campaign_folds::oldest_campaign_to_fold(pool, CampaignFold::Jobs, later)
             .await
             .unwrap(),
         Some(f.cancelled)
     );
     assert_eq!(
-        rollups::fold_campaign_jobs_alone(pool, f.cancelled, later)
+        campaign_folds::fold_campaign_jobs_alone(pool, f.cancelled, later)
             .await
             .unwrap(),
         1
     );
     assert_eq!(
-        rollups::oldest_campaign_to_fold(pool, CampaignFold::Jobs, later)
+        campaign_folds::oldest_campaign_to_fold(pool, CampaignFold::Jobs, later)
             .await
             .unwrap(),
         None,
@@ -218,20 +220,22 @@ async fn an_ended_campaigns_jobs_without_a_raw_result_fold_and_its_counts_stay()
 
     // Past the daily window: the counts per host become one row a campaign.
     assert_eq!(
-        rollups::oldest_campaign_to_fold(pool, CampaignFold::Counts, now - Duration::days(1))
+        campaign_folds::oldest_campaign_to_fold(pool, CampaignFold::Counts, now - Duration::days(1))
             .await
             .unwrap(),
         None
     );
     assert_eq!(
-        rollups::oldest_campaign_to_fold(pool, CampaignFold::Counts, later)
+        campaign_folds::oldest_campaign_to_fold(pool, CampaignFold::Counts, later)
             .await
             .unwrap(),
         Some(f.nightly)
     );
     let mut conn = pool.acquire().await.unwrap();
     assert_eq!(
-        rollups::fold_campaign_counts(&mut conn, f.nightly).await.unwrap(),
+        campaign_folds::fold_campaign_counts(&mut conn, f.nightly)
+            .await
+            .unwrap(),
         2,
         "bench's and vm's"
     );
@@ -248,14 +252,19 @@ async fn an_ended_campaigns_jobs_without_a_raw_result_fold_and_its_counts_stay()
             .is_empty()
     );
     assert_eq!(
-        rollups::oldest_campaign_to_fold(pool, CampaignFold::Counts, later)
+        campaign_folds::oldest_campaign_to_fold(pool, CampaignFold::Counts, later)
             .await
             .unwrap(),
         Some(f.cancelled)
     );
-    assert_eq!(rollups::fold_campaign_counts_alone(pool, f.cancelled).await.unwrap(), 1);
     assert_eq!(
-        rollups::oldest_campaign_to_fold(pool, CampaignFold::Counts, later)
+        campaign_folds::fold_campaign_counts_alone(pool, f.cancelled)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        campaign_folds::oldest_campaign_to_fold(pool, CampaignFold::Counts, later)
             .await
             .unwrap(),
         None
