@@ -6,9 +6,12 @@
 -- default partition, `results_later` (migrations/0041); their weeks are made
 -- too, and they move into them, since a week cannot be made while the
 -- default holds rows of it. Under a transaction-scoped advisory lock, so
--- coordinators starting together make each week once.
+-- coordinators starting together make each week once. Making a week locks
+-- `results_raw`, which the report's readers hold: it waits at most 10 s for
+-- that (the setting lasts the call), rather than every insert queueing
+-- behind it; the week is then made at the next call, an hour later.
 CREATE OR REPLACE FUNCTION cipherfleet_results_weeks(p_weeks_ahead integer) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET lock_timeout = '10s' AS $$
 DECLARE
     last timestamptz;
     made integer := 0;

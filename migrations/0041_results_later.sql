@@ -4,7 +4,10 @@
 -- hour; if only coordinators that make none run for longer (a rollback to
 -- the release before 0040 past those weeks), their results wait here, and the
 -- next coordinator that makes weeks moves them into theirs
--- (functions/cipherfleet_results_weeks.sql, changed with this migration;
--- docs/operations.md, "Retention"). Empty otherwise, so making a week, which
+-- (docs/operations.md, "Retention"). Empty otherwise, so making a week, which
 -- checks that the default holds none of its rows, reads nothing.
+--
+-- Changed with it: functions/cipherfleet_results_weeks.sql (the move, and at
+-- most 10 s waiting for its lock) and cipherfleet_results_drop.sql (refuses
+-- the default).
 CREATE TABLE results_later PARTITION OF results_raw DEFAULT;

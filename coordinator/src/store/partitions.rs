@@ -25,7 +25,9 @@ pub struct RawPartition {
 }
 
 /// Makes the week partitions missing up to [`WEEKS_AHEAD`] weeks after this
-/// one (functions/cipherfleet_results_weeks.sql); returns how many it made.
+/// one (functions/cipherfleet_results_weeks.sql), and those of any result
+/// waiting in the default partition, which it moves into them; returns how
+/// many it made. Fails after waiting 10 s for its lock on `results_raw`.
 pub async fn ensure_weeks(db: impl PgExecutor<'_>) -> Result<i32> {
     Ok(sqlx::query_scalar("SELECT cipherfleet_results_weeks($1)")
         .bind(WEEKS_AHEAD)

@@ -379,6 +379,36 @@ async fn a_result_whose_week_was_not_made_waits_in_the_default_partition_then_mo
     assert_eq!(partitions::ensure_weeks(pool).await.unwrap(), 0, "none missing");
 }
 
+/// Making a week locks `results_raw`, which a report's reader holds: it waits
+/// at most 10 s for the lock (functions/cipherfleet_results_weeks.sql) rather
+/// than every insert queueing behind it until the reader is done, and makes
+/// the week once the reader is gone.
+#[tokio::test]
+async fn making_a_week_waits_at_most_ten_seconds_for_a_reader_of_results() {
+    let pool = fresh_db().await;
+    let last = partitions::raw(&pool).await.unwrap().pop().unwrap();
+    sqlx::query("SELECT cipherfleet_results_drop($1)")
+        .bind(&last.name)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut reader = pool.begin().await.unwrap();
+    sqlx::query("SELECT count(*) FROM results")
+        .execute(&mut *reader)
+        .await
+        .unwrap();
+
+    let started = std::time::Instant::now();
+    let refused = partitions::ensure_weeks(&pool).await.unwrap_err().to_string();
+    let waited = started.elapsed().as_secs_f64();
+
+    assert!(refused.contains("lock timeout"), "{refused}");
+    assert!((9.5..30.0).contains(&waited), "gave up after {waited} s");
+    reader.commit().await.unwrap();
+    assert_eq!(partitions::ensure_weeks(&pool).await.unwrap(), 1);
+    assert_eq!(partitions::raw(&pool).await.unwrap().last(), Some(&last));
+}
+
 #[tokio::test]
 async fn a_coordinator_older_than_the_schema_leaves_the_fold_to_a_newer_one() {
     let pool = fresh_db().await;
