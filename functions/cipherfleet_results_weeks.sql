@@ -17,6 +17,7 @@ DECLARE
     made integer := 0;
     week timestamptz;
     week_end timestamptz;
+    waiting boolean;
     until timestamptz := date_trunc('week', now(), 'UTC') + (p_weeks_ahead + 1) * interval '1 week';
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('cipherfleet_results_weeks'));
@@ -31,7 +32,8 @@ BEGIN
     until := greatest(until, (SELECT date_trunc('week', max(created_at), 'UTC') + interval '1 week' FROM results_later));
     WHILE week < until LOOP
         week_end := week + interval '1 week';
-        IF EXISTS (SELECT 1 FROM results_later WHERE created_at >= week AND created_at < week_end) THEN
+        waiting := EXISTS (SELECT 1 FROM results_later WHERE created_at >= week AND created_at < week_end);
+        IF waiting THEN
             IF to_regclass('pg_temp.cipherfleet_results_moving') IS NULL THEN
                 CREATE TEMP TABLE cipherfleet_results_moving (LIKE results_raw) ON COMMIT DROP;
             END IF;
@@ -40,7 +42,7 @@ BEGIN
         END IF;
         EXECUTE format('CREATE TABLE %I PARTITION OF results_raw FOR VALUES FROM (%L) TO (%L)',
             'results_' || to_char(week AT TIME ZONE 'UTC', 'YYYYMMDD'), week, week_end);
-        IF to_regclass('pg_temp.cipherfleet_results_moving') IS NOT NULL THEN
+        IF waiting THEN
             INSERT INTO results_raw SELECT * FROM cipherfleet_results_moving;
             TRUNCATE cipherfleet_results_moving;
         END IF;
