@@ -39,7 +39,9 @@
 #   BENCH_CONNECT_LIMIT, BENCH_INGEST_LIMIT          seconds to wait for a connect / a campaign
 # and BENCH_HEARTBEAT (heartbeat seconds, default 5), BENCH_SUITE (a suite name or a matrix
 # in JSON; default lib.sh's TEN_JOBS: 10 jobs a host), BENCH_SERVE_ARGS (extra `serve` flags),
-# BENCH_SIM_ARGS (extra `cipherfleet-sim` flags), BENCH_RAMP (10: the storm spread over this long),
+# BENCH_SIM_ARGS (extra `cipherfleet-sim` flags), BENCH_HISTORY_WEEKS and BENCH_HISTORY_ROWS (20: past
+# weeks of stored results laid out first, each a partition of that many rows; default none),
+# BENCH_RAMP (10: the storm spread over this long),
 # BENCH_PG_SLEEP (40: seconds a result insert sleeps, default 0.2), BENCH_JOB_DELAY (50: each
 # simulated job's time, default 0.5s) and BENCH_PG_CONF (lines added to postgresql.conf, e.g.
 # "shared_preload_libraries = 'pg_stat_statements'", which makes 20-ingest log the statements

@@ -11,6 +11,46 @@ source "$(dirname "$0")/lib.sh"
 
 db=bench_ingest
 coord_start "$(fresh_db $db)"
+# history WEEKS ROWS: WEEKS past weeks of ROWS results each, in their week partitions, and the
+# present week's partition (in place of results_before, which holds it on a fresh database).
+history() {
+  psql_db $db "DO \$\$ DECLARE week timestamptz; first timestamptz; BEGIN
+      ALTER TABLE results_raw DETACH PARTITION results_before; DROP TABLE results_before;
+      SELECT min((regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']+)''\)'))[1]::timestamptz)
+        INTO first FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+       WHERE i.inhparent = 'results_raw'::regclass;
+      week := first - ($1 + 1) * interval '1 week';
+      WHILE week < first LOOP
+        EXECUTE format('CREATE TABLE %I PARTITION OF results_raw FOR VALUES FROM (%L) TO (%L)',
+          'results_' || to_char(week AT TIME ZONE 'UTC', 'YYYYMMDD'), week, week + interval '1 week');
+        week := week + interval '1 week';
+      END LOOP; END \$\$" >/dev/null
+  psql_db $db "INSERT INTO hosts (name) VALUES ('history');
+    INSERT INTO campaigns (name, suite, matrix, started_by, status, finished_at)
+      VALUES ('history', 'quick', '{}', 'bench', 'finished', now())" >/dev/null
+  local n=$(( $1 * $2 ))
+  psql_db $db "INSERT INTO jobs (campaign_id, host_id, position, spec, algorithm, direction, size_bytes,
+        threads, key_mode, path, time_limit_seconds, status)
+      SELECT (SELECT id FROM campaigns WHERE name = 'history'), (SELECT id FROM hosts WHERE name = 'history'),
+        g, '{}', 'aes-256-gcm', 'encrypt', 16384, 1, 'static', 'accelerated', 60, 'done'
+      FROM generate_series(1, $n) g" >/dev/null
+  psql_db $db "INSERT INTO results (job_id, host_id, algorithm, direction, size_bytes, threads, key_mode, path,
+        path_used, throughput_mb_s, ops_per_s, latency_p50_ns, latency_p90_ns, latency_p99_ns, latency_p999_ns,
+        latency_max_ns, latency_method, batch_ops, samples, cpu_user_seconds, cpu_sys_seconds, cpu_utilization,
+        key_setup_ns, elapsed_seconds, measurement, created_at)
+      SELECT j.id, j.host_id, j.algorithm, j.direction, j.size_bytes, j.threads, j.key_mode, j.path, 'accelerated',
+        1000, 1000, 1, 1, 1, 1, 1, 'per-op', 1, 20, 1, 1, 1, 1, 1, jsonb_build_object('pad', repeat('x', 2000)),
+        date_trunc('week', now(), 'UTC') - (j.position - 0.5) * interval '1 week' * $1 / $n
+      FROM jobs j JOIN campaigns c ON c.id = j.campaign_id WHERE c.name = 'history'" >/dev/null
+  psql_db $db "VACUUM ANALYZE" >/dev/null
+}
+history_weeks=${BENCH_HISTORY_WEEKS:-0}
+if [ "$history_weeks" -gt 0 ]; then
+  t=$(now)
+  history "$history_weeks" "${BENCH_HISTORY_ROWS:-50000}"
+  log "history: $history_weeks weeks of ${BENCH_HISTORY_ROWS:-50000} results laid out in $(since "$t") s"
+fi
+leaves=$(psql_db $db "SELECT count(*) FROM pg_partition_tree('results') WHERE isleaf")
 # With pg_stat_statements preloaded (BENCH_PG_CONF), where the database's time went, to the log.
 top_statements() {
   psql_db $db "SELECT round(total_exec_time::numeric) AS ms, calls, rows,
@@ -59,3 +99,4 @@ row "ingest rate" "$(rate_of $db "SELECT r.created_at FROM results r JOIN jobs j
 row "result→ack p50 / p99 / max" "$(sim_stat ack_p50_ms) / $(sim_stat ack_p99_ms) / $(sim_stat ack_max_ms)" ms "measured by the simulator"
 row "coordinator RSS, now / peak" "$(rss_mb "$COORD_PID") / $(peak_rss_mb "$COORD_PID")" MB
 row "done jobs without exactly one result" "$(not_exactly_once $db "$id")" "" "must be 0"
+row "partitions of results" "$leaves" "" "$history_weeks past weeks of ${BENCH_HISTORY_ROWS:-50000} results laid out first (BENCH_HISTORY_WEEKS)"

@@ -292,3 +292,36 @@ pub async fn count_by_status(db: impl PgExecutor<'_>) -> Result<Vec<(String, i64
         .fetch_all(db)
         .await?)
 }
+
+/// Queued jobs from which [`keep_queue_statistics`] refreshes the planner's
+/// statistics; below it, a claim's wrong plan costs little.
+pub const QUEUE_STATISTICS_FROM: i64 = 1000;
+
+/// Makes the planner's idea of the queue true again after a campaign queued
+/// its jobs: `ANALYZE` of `jobs` when at least [`QUEUE_STATISTICS_FROM`] are
+/// queued and the statistics, once taken, count fewer than half of them.
+/// Returns whether it analysed.
+///
+/// Why: the partial indexes of queued and running jobs are as good as empty
+/// in the statistics whenever `jobs` was last vacuumed or analysed between
+/// campaigns, which on a long-lived database, nearly every job done, is the
+/// rule. The planner then reads a host's next job by scanning every active
+/// job (`jobs_active_per_campaign`) instead of the host's queue: a claim's
+/// cost grew with the campaign's size, and dispatch with its square
+/// (docs/performance.md, "Ingest, 1,000 agents"). `SKIP_LOCKED`: a vacuum
+/// of `jobs` under way is not waited for (it counts the queue itself).
+pub async fn keep_queue_statistics(pool: &PgPool) -> Result<bool> {
+    let (queued, counted): (i64, f32) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM jobs WHERE status = 'queued'), \
+                (SELECT reltuples FROM pg_class WHERE oid = 'jobs_queued_per_host'::regclass)",
+    )
+    .fetch_one(pool)
+    .await?;
+    // -1: never counted, and then the planner goes by the indexes' size on
+    // disk, which follows the queue.
+    if queued < QUEUE_STATISTICS_FROM || counted < 0.0 || f64::from(counted) * 2.0 >= queued as f64 {
+        return Ok(false);
+    }
+    sqlx::query("ANALYZE (SKIP_LOCKED) jobs (status)").execute(pool).await?;
+    Ok(true)
+}

@@ -4,8 +4,9 @@
 //! (migrations/0003). Reading a point back is `#[sqlx(flatten)] point: Point`
 //! (its `FromRow` lives in `cipherfleet_core`).
 
+use chrono::{DateTime, Utc};
 use cipherfleet_core::Point;
-use sqlx::{PgConnection, PgExecutor, Postgres, Transaction};
+use sqlx::{PgConnection, PgExecutor};
 
 use super::Result;
 
@@ -46,21 +47,34 @@ impl PointColumns {
     }
 }
 
-/// Makes result `result_id` the latest of its point; called in the transaction that inserts it.
-/// The built-in provider's point is in `result_points`, every other provider's in
-/// `provider_points` (migrations/0036).
-pub async fn record(tx: &mut Transaction<'_, Postgres>, result_id: i64) -> Result<()> {
-    record_many(tx, &[result_id]).await
+/// A result as [`record_many`] finds it: its id, and its
+/// `created_at`, which names the week partition of `results` that holds it
+/// (migrations/0040).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResultKey {
+    pub id: i64,
+    pub created_at: DateTime<Utc>,
 }
 
-/// [`record`] for the results of one ingest batch in one statement. Two of
-/// them of the same point on the same host (rare: re-sent outcomes of two
-/// campaigns) count both, and the newer one becomes the latest; a single
-/// `INSERT … ON CONFLICT` may not touch one row twice, hence the grouping.
-pub async fn record_many(tx: &mut PgConnection, result_ids: &[i64]) -> Result<()> {
-    if result_ids.is_empty() {
+/// Makes each of `results` the latest of its point, in the transaction that
+/// inserts them, in one statement. The built-in provider's points are in
+/// `result_points`, every other provider's in `provider_points`
+/// (migrations/0036). Two of them of the same point on the same host (rare:
+/// re-sent outcomes of two campaigns) count both, and the newer one becomes
+/// the latest; a single `INSERT … ON CONFLICT` may not touch one row twice,
+/// hence the grouping.
+///
+/// The results are found by id within the span of their `created_at`: by id
+/// alone, every week partition kept (13 in the default raw window) would be
+/// searched for each of them (docs/performance.md, "Ingest, 1,000 agents").
+pub async fn record_many(tx: &mut PgConnection, results: &[ResultKey]) -> Result<()> {
+    let (Some(from), Some(to)) = (
+        results.iter().map(|r| r.created_at).min(),
+        results.iter().map(|r| r.created_at).max(),
+    ) else {
         return Ok(());
-    }
+    };
+    let ids: Vec<i64> = results.iter().map(|r| r.id).collect();
     // One statement, one round trip per batch: the built-in provider's points
     // and the others' go to their two tables together.
     sqlx::query(
@@ -77,7 +91,7 @@ pub async fn record_many(tx: &mut PgConnection, result_ids: &[i64]) -> Result<()
              snapshot_id, NULLIF(measurement->'backends', 'null'::jsonb), \
              count(*) OVER (PARTITION BY host_id, algorithm, direction, size_bytes, threads, \
                  coalesce(concurrency, 0), key_mode, path, nonce) \
-         FROM results WHERE id = ANY($1) AND provider = 'rustcrypto' \
+         FROM results WHERE id = ANY($1) AND NOT kept AND created_at BETWEEN $2 AND $3 AND provider = 'rustcrypto' \
          ORDER BY host_id, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), key_mode, path, nonce, \
              id DESC \
          ON CONFLICT (host_id, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce) \
@@ -101,7 +115,7 @@ pub async fn record_many(tx: &mut PgConnection, result_ids: &[i64]) -> Result<()
              low_samples, snapshot_id, NULLIF(measurement->'implementation', 'null'::jsonb), \
              count(*) OVER (PARTITION BY host_id, provider, algorithm, direction, size_bytes, threads, \
                  coalesce(concurrency, 0), key_mode, path, nonce) \
-         FROM results WHERE id = ANY($1) AND provider <> 'rustcrypto' \
+         FROM results WHERE id = ANY($1) AND NOT kept AND created_at BETWEEN $2 AND $3 AND provider <> 'rustcrypto' \
          ORDER BY host_id, provider, algorithm, direction, size_bytes, threads, coalesce(concurrency, 0), \
              key_mode, path, nonce, id DESC \
          ON CONFLICT (host_id, provider, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, \
@@ -114,7 +128,9 @@ pub async fn record_many(tx: &mut PgConnection, result_ids: &[i64]) -> Result<()
              RETURNING 1) \
          SELECT (SELECT count(*) FROM crates) + (SELECT count(*) FROM others)",
     )
-    .bind(result_ids)
+    .bind(ids)
+    .bind(from)
+    .bind(to)
     .execute(tx)
     .await?;
     Ok(())

@@ -18,8 +18,9 @@ use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
 use super::jobs::{self, Job, Start};
+use super::points::{self, ResultKey};
 use super::snapshots::{self, CurrentFacts};
-use super::{Result, advisory, campaigns, points};
+use super::{Result, advisory, campaigns};
 use crate::domain::attempt::Ignored;
 use crate::domain::job::JobStatus;
 use crate::domain::memory::StoredMemory;
@@ -353,13 +354,13 @@ async fn store(pool: &PgPool, started: &[Start], items: &[NewResult], claim: boo
     let stored = insert_rows(&mut tx, items, &inserts).await?;
     let mut done = Vec::with_capacity(stored.len());
     let mut finished = HashSet::with_capacity(stored.len());
-    let mut result_ids = Vec::with_capacity(stored.len());
+    let mut results = Vec::with_capacity(stored.len());
     for (i, _) in &inserts {
         match stored.get(&items[*i].job_id) {
-            Some(result_id) if finished.insert(items[*i].job_id) => {
+            Some(result) if finished.insert(items[*i].job_id) => {
                 let job = items[*i].job_id;
                 done.push((job, startable.get(&job).copied()));
-                result_ids.push(*result_id);
+                results.push(*result);
             }
             // The job had a result already; nothing changed.
             _ => outcomes[*i] = Ok(RecordOutcome::Duplicate),
@@ -373,7 +374,7 @@ async fn store(pool: &PgPool, started: &[Start], items: &[NewResult], claim: boo
         .copied()
         .collect();
     jobs::mark_started_many(&mut *tx, &rest).await?;
-    points::record_many(&mut tx, &result_ids).await?;
+    points::record_many(&mut tx, &results).await?;
     jobs::finish_locked(&mut tx, &done).await?;
     jobs::fail_locked(&mut tx, &failed).await?;
     let claimed = jobs::claim_locked(&mut tx, &hosts).await?;
@@ -404,7 +405,7 @@ fn of_job<'a>(
 }
 
 /// Inserts the rows of `inserts` (indices into `items`, each job once) in one
-/// statement; returns each job's new result id.
+/// statement; returns each job's new result.
 ///
 /// No `ON CONFLICT (job_id)`: a job's row, locked by the batch, is what keeps
 /// its result once (a job is `done` exactly when it has had one, and only
@@ -418,12 +419,12 @@ async fn insert_rows(
     tx: &mut PgConnection,
     items: &[NewResult],
     inserts: &[(usize, &Checked)],
-) -> Result<HashMap<Uuid, i64>> {
+) -> Result<HashMap<Uuid, ResultKey>> {
     let mut c = Columns::default();
     for (i, checked) in inserts {
         c.push(items[*i].job_id, checked);
     }
-    let rows: Vec<(i64, Uuid)> = sqlx::query_as(
+    let rows: Vec<(i64, Uuid, DateTime<Utc>)> = sqlx::query_as(
         "INSERT INTO results (job_id, host_id, snapshot_id, algorithm, direction, size_bytes, \
              threads, concurrency, key_mode, path, nonce, provider, path_used, throughput_mb_s, ops_per_s, \
              latency_p50_ns, latency_p90_ns, latency_p99_ns, latency_p999_ns, latency_max_ns, \
@@ -451,7 +452,7 @@ async fn insert_rows(
                   cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, samples_to, \
                   snapshot_id, from_snapshot) \
          JOIN jobs j ON j.id = r.job_id JOIN hosts h ON h.id = j.host_id \
-         RETURNING id, job_id",
+         RETURNING id, job_id, created_at",
     )
     .bind(c.job_id)
     .bind(c.path_used)
@@ -484,7 +485,10 @@ async fn insert_rows(
     .bind(c.from_snapshot)
     .fetch_all(tx)
     .await?;
-    Ok(rows.into_iter().map(|(id, job)| (job, id)).collect())
+    Ok(rows
+        .into_iter()
+        .map(|(id, job, created_at)| (job, ResultKey { id, created_at }))
+        .collect())
 }
 
 /// Results as the column arrays of [`insert_rows`]' `UNNEST`.

@@ -288,3 +288,42 @@ async fn the_queue_moves_a_job_through_every_transition() {
         assert_eq!((job.status, job.attempts), (JobStatus::Queued, 0));
     }
 }
+
+/// A campaign's large queue is counted for the planner before its dispatch:
+/// vacuumed between campaigns, the statistics hold the queue as empty, and a
+/// claim would scan every active job instead of its host's queue.
+#[tokio::test]
+async fn a_large_queue_is_analysed_once_when_the_statistics_miss_it() {
+    let f = populate().await;
+    let pool = &f.pool;
+    let counted = async || -> f32 {
+        sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE oid = 'jobs_queued_per_host'::regclass")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    };
+    sqlx::query("VACUUM jobs").execute(pool).await.unwrap();
+    assert!(counted().await < 10.0, "the fixture's queue is small");
+    assert!(
+        !jobs::keep_queue_statistics(pool).await.unwrap(),
+        "a small queue is left alone"
+    );
+
+    let (matrix, selector) = (json!({}), json!({}));
+    let many: Vec<_> = (1..=jobs::QUEUE_STATISTICS_FROM as u64)
+        .map(|i| new_job([f.bench, f.vm][i as usize % 2], gcm_point(16 * i, 1, Path::Software)))
+        .collect();
+    campaigns::create_with_jobs(pool, &new_campaign("large", &matrix, &selector), &many)
+        .await
+        .unwrap();
+    assert!(jobs::keep_queue_statistics(pool).await.unwrap(), "analysed");
+    assert!(
+        counted().await >= jobs::QUEUE_STATISTICS_FROM as f32,
+        "the statistics count the queue: {}",
+        counted().await
+    );
+    assert!(
+        !jobs::keep_queue_statistics(pool).await.unwrap(),
+        "true already: not again"
+    );
+}

@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use cipherfleet_coordinator::report::{host_results, matrix};
+use cipherfleet_coordinator::store::points::ResultKey;
 use cipherfleet_coordinator::store::results::{Checked, NewResult, RecordOutcome};
 use cipherfleet_coordinator::store::{jobs, points, results};
 use cipherfleet_core::algorithm::Algorithm;
@@ -137,11 +138,21 @@ async fn results_and_their_points_read_back_with_their_figures() {
     .unwrap();
     assert_eq!(result_count(f.bench_accelerated.result).await, 1);
     let mut tx = pool.begin().await.unwrap();
-    points::record(&mut tx, f.bench_accelerated.result).await.unwrap();
+    let accelerated = ResultKey {
+        id: f.bench_accelerated.result,
+        created_at: f.bench_accelerated.created_at,
+    };
+    points::record_many(&mut tx, &[accelerated]).await.unwrap();
     tx.commit().await.unwrap();
     assert_eq!(result_count(f.bench_accelerated.result).await, 2, "counted again");
     // Two points of a batch in one statement.
-    let batch = [f.bench_accelerated.result, f.bench_software.result];
+    let batch = [
+        accelerated,
+        ResultKey {
+            id: f.bench_software.result,
+            created_at: f.bench_software.created_at,
+        },
+    ];
     let mut tx = pool.begin().await.unwrap();
     points::record_many(&mut tx, &batch).await.unwrap();
     points::record_many(&mut tx, &[]).await.unwrap();
