@@ -13,10 +13,10 @@
 # server binaries, as `serve` does).
 # Figures and how long it takes: docs/performance.md, "A year of history under retention".
 # Usage: deploy/bench-history.sh
-#   CIPHERFLEET_HISTORY_HOSTS=8     hosts: about 0.7 GB of database and half a minute of generation each
+#   CIPHERFLEET_HISTORY_HOSTS=8     hosts: about 0.45 GB of database and half a minute of generation each
 #                                   (the default needs about 10 GB of free disk in TMPDIR at its peak)
 #   CIPHERFLEET_HISTORY_DAYS=365    days of hourly results, ending at the last whole hour
-# Issue 34's full fleet (about 700 GiB before retention) needs a machine with ~1 TB of disk:
+# Issue 34's full fleet (about 440 GiB before retention) needs a machine with ~1 TB of disk:
 #   CIPHERFLEET_HISTORY_HOSTS=1000 deploy/bench-history.sh
 # As the report bench: CIPHERFLEET_REPORT_PAGES=history,/hosts/ times only those pages,
 # CIPHERFLEET_REPORT_PLANS=0 skips the fold's plan, CIPHERFLEET_HISTORY_VACUUM_FULL=0 the

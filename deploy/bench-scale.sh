@@ -47,7 +47,9 @@
 # "shared_preload_libraries = 'pg_stat_statements'", which makes 20-ingest log the statements
 # that took the most time: BENCH_STATEMENTS of them, default 15, BENCH_STATEMENT_CHARS of each,
 # default 160, in 20-ingest.err, which only --keep keeps (the driver prints a scenario's last
-# three log lines); add "pg_stat_statements.track = all" for the trigger and foreign-key statements)
+# three log lines); add "pg_stat_statements.track = all" for the trigger and foreign-key statements;
+# "log_statement_stats = on" with "log_min_error_statement = log" makes it log each statement's
+# CPU per stored result instead, no waiting counted: bench-scale/statement-cpu.py)
 # may be set by the caller.
 #
 # Large fleets: every connection is an open file on both ends, so when --count needs more than

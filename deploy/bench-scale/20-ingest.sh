@@ -67,6 +67,9 @@ fi
 sim_start "$BENCH_COUNT" --ramp 0s --job-delay 0s
 wait_stat connected "$BENCH_COUNT" "$BENCH_CONNECT_LIMIT" || log "only $(sim_stat connected) connected"
 [ "$statements" = 1 ] && psql_db $db "SELECT pg_stat_statements_reset()" >/dev/null
+# With log_statement_stats on (BENCH_PG_CONF), each statement's CPU over the campaign, to the log.
+stats=$(psql_db $db "SHOW log_statement_stats")
+[ "$stats" = on ] && log_from=$(stat -c %s "$BENCH_DIR/postgres.log")
 # What each part used while the campaign ran, to say which one limits the rates.
 ticks0="$(cpu_ticks "$COORD_PID") $(cpu_ticks "$SIM_PID") $(pg_ticks)"
 w0=$(wal_lsn $db)
@@ -93,7 +96,10 @@ stored=$(psql_db $db "SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job
 row "CPU per result coordinator / PostgreSQL / simulator" "$(awk -v hz="$HZ" -v n="$stored" -v c=$((c1 - c0)) \
   -v p=$((p1 - p0)) -v s=$((s1 - s0)) 'BEGIN { n = n > 0 ? n : 1; f = 1e6 / hz / n
     printf "%.0f / %.0f / %.0f", c * f, p * f, s * f }')" "µs" "$stored results; 20,000/s on $(nproc) cores leaves $((1000000 * $(nproc) / 20000)) µs for all three"
+[ "$stats" = on ] && tail -c +$((log_from + 1)) "$BENCH_DIR/postgres.log" \
+  | python3 "$(dirname "$0")/statement-cpu.py" "$stored" "${BENCH_STATEMENTS:-15}" >&2
 row "WAL per result" "$(wal_per $db "$w0" "$w1" "$stored")" bytes "$(wal_rate $db "$w0" "$w1" "$seconds") MB/s of WAL over the campaign (21-postgres-floor: the least)"
+row "stored per result, row / its measurement" "$(psql_db $db "SELECT round(avg(pg_column_size(r.*))) || ' / ' || round(avg(pg_column_size(r.measurement))) FROM results r JOIN jobs j ON j.id = r.job_id WHERE j.campaign_id = $id")" bytes "as PostgreSQL keeps them, compressed where it compressed"
 row "dispatch rate" "$(rate_of $db "SELECT assigned_at FROM jobs WHERE campaign_id = $id AND assigned_at IS NOT NULL")" "jobs/s"
 row "ingest rate" "$(rate_of $db "SELECT r.created_at FROM results r JOIN jobs j ON j.id = r.job_id WHERE j.campaign_id = $id")" "results/s" "target 20000"
 row "result→ack p50 / p99 / max" "$(sim_stat ack_p50_ms) / $(sim_stat ack_p99_ms) / $(sim_stat ack_max_ms)" ms "measured by the simulator"

@@ -4,13 +4,17 @@
 //! one result per point, spread over the hour's first seconds. Each result
 //! carries a measurement document of the agent's shape (host facts, backends,
 //! figures, every sample), built from the core types once per class and point
-//! and given its own numbers per result, so `results.measurement` compresses
-//! (lz4) as a real one does. Loaded in SQL, one transaction per 24 hours.
+//! and stored as ingest stores it ([`Checked::stored_once`]): without the host
+//! facts its snapshot holds (the hosts' snapshots hold the class's whole
+//! facts) and without the figures its columns hold, which get their own
+//! numbers per result. Loaded in SQL, one transaction per 24 hours.
 
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use cipherfleet_coordinator::store::points::PointColumns;
+use cipherfleet_coordinator::store::results::Checked;
+use cipherfleet_coordinator::store::snapshots::CurrentFacts;
 use cipherfleet_core::algorithm::Cipher;
 use cipherfleet_core::facts::{Codegen, HostFacts, Noise, Os};
 use cipherfleet_core::measurement::{
@@ -46,6 +50,7 @@ pub fn quick_points() -> Vec<JobSpec> {
 /// campaign per hour, oldest first. Prints its progress every 30 days.
 pub async fn generate(pool: &PgPool, scale: Scale, end: DateTime<Utc>) {
     fleet::create(pool, scale.hosts).await;
+    whole_facts(pool).await;
     let points = quick_points();
     templates(pool, &points).await;
     let hours = scale.days * 24;
@@ -103,6 +108,52 @@ async fn weeks_since(pool: &PgPool, start: DateTime<Utc>) {
     )
     .await
     .expect("laying out the week partitions");
+}
+
+/// Gives every host's snapshot its class's whole facts ([`facts`], its own
+/// hostname), as an agent's hello stores them: the report bench's fleet keeps
+/// only the hostname there, and a result's document leaves out what its
+/// snapshot holds.
+async fn whole_facts(pool: &PgPool) {
+    for class in 0..CLASSES.len() {
+        sqlx::query(
+            "UPDATE host_fact_snapshots s SET facts = $1 || jsonb_build_object('hostname', h.name) \
+             FROM hosts h WHERE h.id = s.host_id AND h.id % $2 = $3",
+        )
+        .bind(serde_json::to_value(facts(class)).expect("facts serialise"))
+        .bind(CLASSES.len() as i64)
+        .bind(class as i64)
+        .execute(pool)
+        .await
+        .expect("storing the hosts' facts");
+    }
+}
+
+/// Measurement `m` as ingest stores it on a host of class `class`: the
+/// document without what the host's snapshot and the result's columns hold,
+/// the host keys it left out and the flags of the figures it left out. The
+/// hostname is each host's own in its snapshot, so it is left out too; the
+/// load (`noise`) differs from the hello's, so it stays.
+fn stored_form(m: &Measurement, path_used: PathUsed, class: usize) -> (serde_json::Value, Vec<String>, i32) {
+    let Ok(serde_json::Value::Object(mut snapshot)) = serde_json::to_value(facts(class)) else {
+        unreachable!("facts are an object")
+    };
+    snapshot.remove("noise");
+    let checked = Checked {
+        ran: None,
+        path_used,
+        figures: m.figures.clone().expect("a successful measurement"),
+        json: serde_json::to_string(m).expect("a measurement serialises"),
+        from_snapshot: None,
+        figures_in_columns: 0,
+    }
+    .stored_once(Some(&CurrentFacts {
+        snapshot_id: 0,
+        facts: snapshot,
+    }));
+    let keys = checked.from_snapshot.map(|f| f.keys).unwrap_or_default();
+    let doc = serde_json::from_str(&checked.json).expect("stored JSON parses");
+    (doc, keys, checked.figures_in_columns)
 }
 
 /// Facts of class `class` of [`CLASSES`] as its agent's probe reports them
@@ -314,7 +365,8 @@ async fn templates(pool: &PgPool, points: &[JobSpec]) {
     pool.execute(
         "CREATE TABLE bench_history_templates (class int, point int, spec jsonb, algorithm text, \
          direction text, size_bytes bigint, threads int, concurrency int, key_mode text, path text, nonce text, \
-         provider text, time_limit float8, doc jsonb, path_used text, mb_s float8, PRIMARY KEY (class, point))",
+         provider text, time_limit float8, doc jsonb, path_used text, mb_s float8, latency_method text, \
+         batch_ops bigint, from_snapshot text[], in_columns int, PRIMARY KEY (class, point))",
     )
     .await
     .expect("creating the templates");
@@ -325,10 +377,18 @@ async fn templates(pool: &PgPool, points: &[JobSpec]) {
         let mut paths = Vec::new();
         let mut rates = Vec::new();
         let mut limits = Vec::new();
+        let (mut methods, mut batch_ops, mut keys, mut bits) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for spec in points {
             let (m, path_used, mb_s) = template(spec, class);
+            let (doc, from_snapshot, in_columns) = stored_form(&m, path_used, class);
+            let figures = m.figures.as_ref().expect("a successful measurement");
+            methods.push(figures.latency_method.as_str());
+            batch_ops.push(figures.batch_ops as i64);
+            // A text[] bound from Rust must be rectangular: the keys are the same for every point of a class.
+            keys.push(from_snapshot.join("\u{1f}"));
+            bits.push(in_columns);
             specs.push(serde_json::to_value(spec).expect("a spec serialises"));
-            docs.push(serde_json::to_value(&m).expect("a measurement serialises"));
+            docs.push(doc);
             paths.push(path_used.to_string());
             rates.push(mb_s);
             limits.push(spec.time_limit(Execution::Native).as_secs_f64());
@@ -336,10 +396,14 @@ async fn templates(pool: &PgPool, points: &[JobSpec]) {
         sqlx::query(
             "INSERT INTO bench_history_templates \
              SELECT $1, n - 1, spec, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, nonce, \
-                 provider, time_limit, doc, path_used, mb_s FROM UNNEST($2::jsonb[], $3::text[], $4::text[], $5::bigint[], $6::int[], \
+                 provider, time_limit, doc, path_used, mb_s, latency_method, batch_ops, \
+                 string_to_array(from_snapshot, E'\\x1f'), in_columns \
+             FROM UNNEST($2::jsonb[], $3::text[], $4::text[], $5::bigint[], $6::int[], \
                  $7::int[], $8::text[], $9::text[], $10::text[], $11::text[], $12::float8[], $13::jsonb[], \
-                 $14::text[], $15::float8[]) WITH ORDINALITY AS t(spec, algorithm, direction, size_bytes, threads, \
-                 concurrency, key_mode, path, nonce, provider, time_limit, doc, path_used, mb_s, n)",
+                 $14::text[], $15::float8[], $16::text[], $17::bigint[], $18::text[], $19::int[]) \
+                 WITH ORDINALITY AS t(spec, algorithm, direction, size_bytes, threads, concurrency, key_mode, path, \
+                 nonce, provider, time_limit, doc, path_used, mb_s, latency_method, batch_ops, from_snapshot, \
+                 in_columns, n)",
         )
         .bind(class as i32)
         .bind(specs)
@@ -356,6 +420,10 @@ async fn templates(pool: &PgPool, points: &[JobSpec]) {
         .bind(docs)
         .bind(paths)
         .bind(rates)
+        .bind(methods)
+        .bind(batch_ops)
+        .bind(keys)
+        .bind(bits)
         .execute(pool)
         .await
         .expect("storing the templates");
@@ -418,21 +486,15 @@ async fn load_day(pool: &PgPool, start: DateTime<Utc>, day: i64, days: i64, poin
              latency_p50_ns, latency_p90_ns, latency_p99_ns, latency_p999_ns, latency_max_ns, latency_method, \
              batch_ops, cv, samples, cpu_user_seconds, cpu_sys_seconds, cpu_utilization, key_setup_ns, \
              elapsed_seconds, sample_throughputs, measurement, low_samples, cipher_state_bytes, peak_rss_bytes, \
-             heap_bytes_per_op, allocs_per_op) \
+             heap_bytes_per_op, allocs_per_op, host_from_snapshot, figures_in_columns) \
          SELECT j.id, h.id, h.current_snapshot_id, j.finished_at, t.algorithm, t.direction, t.size_bytes, \
              t.threads, t.concurrency, t.key_mode, t.path, t.nonce, t.provider, t.path_used, m.mb_s, \
              m.mb_s * 1e6 / t.size_bytes, m.ns, m.ns * 1.03, m.ns * 1.1, m.ns * 3, m.ns * 3, \
-             t.doc->>'latency_method', (t.doc->>'batch_ops')::bigint, s.cv, $5, 0.49, 0.0, \
+             t.latency_method, t.batch_ops, s.cv, $5, 0.49, 0.0, \
              0.98 + random() * 0.02, 80 + random() * 10, 0.5, s.samples, \
-             jsonb_set(t.doc, '{host,hostname}', to_jsonb(h.name)) || jsonb_build_object( \
-                 'throughput_mb_s', m.mb_s, 'ops_per_s', m.mb_s * 1e6 / t.size_bytes, \
-                 'latency_ns', jsonb_build_object('p50', m.ns, 'p90', round(m.ns * 1.03), \
-                     'p99', round(m.ns * 1.1), 'p999', m.ns * 3, 'max', m.ns * 3), \
-                 'cv', s.cv, 'sample_throughputs_mb_s', to_jsonb(s.samples), \
-                 'operations', round(m.mb_s * 0.5e6 / t.size_bytes), \
-                 'bytes_processed', round(m.mb_s * 0.5e6), 'all_running_bytes', round(m.mb_s * 0.5e6), \
-                 'elapsed_seconds', 0.5 + random() * 0.001, 'cpu_utilization', 0.98 + random() * 0.02), \
-             false, 496, 4546560, 0.0, 0.0 \
+             t.doc || jsonb_build_object('operations', round(m.mb_s * 0.5e6 / t.size_bytes), \
+                 'bytes_processed', round(m.mb_s * 0.5e6), 'all_running_bytes', round(m.mb_s * 0.5e6)), \
+             false, 496, 4546560, 0.0, 0.0, t.from_snapshot, t.in_columns \
          FROM c CROSS JOIN h JOIN bench_history_templates t ON t.class = h.id % 5 \
          JOIN jobs j ON j.campaign_id = c.id AND j.position = h.n * $3 + t.point \
          CROSS JOIN LATERAL (SELECT t.mb_s * (0.95 + random() * 0.1) \

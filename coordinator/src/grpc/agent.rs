@@ -149,7 +149,7 @@ struct Session {
     findings: Arc<Deriver>,
     /// The host's current snapshot, read at the session's first result: its
     /// measurements are stored without the facts it holds
-    /// ([`store::results::Checked::facts_once`]). Facts change only at a
+    /// ([`store::results::Checked::stored_once`]). Facts change only at a
     /// hello, which starts another session.
     snapshot: tokio::sync::OnceCell<Option<store::snapshots::CurrentFacts>>,
 }
@@ -461,7 +461,7 @@ impl Session {
                 store::snapshots::current(&self.pool, self.host_id)
                     .await
                     .inspect_err(|e| {
-                        tracing::warn!(host = self.host_id, error = %e, "reading the host's snapshot: its results are stored whole")
+                        tracing::warn!(host = self.host_id, error = %e, "reading the host's snapshot: its results keep their host facts")
                     })
                     .ok()
                     .flatten()
@@ -483,10 +483,7 @@ impl Session {
     ) -> Result<(Result<(), String>, Next), Status> {
         let mut measurement = checked(m);
         if let Ok(c) = measurement {
-            measurement = Ok(match self.current_facts().await {
-                Some(current) => c.facts_once(current),
-                None => c,
-            });
+            measurement = Ok(c.stored_once(self.current_facts().await));
         }
         let item = store::results::NewResult {
             job_id,
@@ -550,6 +547,7 @@ fn checked(m: v1::Measurement) -> Result<store::results::Checked, String> {
         figures,
         json: m.measurement_json,
         from_snapshot: None,
+        figures_in_columns: 0,
     })
 }
 

@@ -25,6 +25,9 @@ use crate::domain::attempt::Ignored;
 use crate::domain::job::JobStatus;
 use crate::domain::memory::StoredMemory;
 
+mod figures;
+use figures::FigureColumns;
+
 /// What storing one result did: stored it, had it already, let it pass, or
 /// refused it for good.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,14 +68,17 @@ pub struct Checked {
     /// the typed columns, stored as given: the database rejects negative figures.
     pub path_used: PathUsed,
     pub figures: Figures,
-    /// The object the agent sent (JSON text): as it sent it, or without the
-    /// host facts its snapshot holds ([`Checked::facts_once`]). Queued as
-    /// text, a result takes a fraction of the memory of a parsed `serde_json::Value`.
+    /// The object the agent sent (JSON text): as it sent it, or stored once
+    /// ([`Checked::stored_once`]). Queued as text, a result takes a fraction
+    /// of the memory of a parsed `serde_json::Value`.
     pub json: String,
-    /// The host facts left out of `json` ([`Checked::facts_once`]); `None`:
-    /// the document is whole, and the result is tied to its host's current
-    /// snapshot when stored.
+    /// The host facts left out of `json` ([`Checked::stored_once`]); `None`:
+    /// the document's host is whole, and the result is tied to its host's
+    /// current snapshot when stored.
     pub from_snapshot: Option<FromSnapshot>,
+    /// Which figures were left out of `json` because the typed columns give
+    /// them back ([`figures`], `results.figures_in_columns`); 0: none.
+    pub figures_in_columns: i32,
 }
 
 /// The keys of a measurement's `host` left out of its stored document
@@ -85,29 +91,44 @@ pub struct FromSnapshot {
 }
 
 impl Checked {
-    /// The measurement stored once: its `host` without the keys whose value
+    /// The measurement stored once: without the figures its typed columns
+    /// hold ([`figures`]), and its `host` without the keys whose value
     /// `snapshot` holds already, which are named instead. Worked out here
-    /// rather than in the insert: there it cost PostgreSQL about half again
-    /// its CPU per result (docs/performance.md, "Ingest, 1,000 agents").
-    /// A document without a `host` object, or one that does not parse, stays whole.
-    pub fn facts_once(mut self, snapshot: &CurrentFacts) -> Self {
-        if let Some((json, keys)) = without_facts(&self.json, &snapshot.facts) {
-            self.json = json;
+    /// rather than in the insert: there the host's comparison cost PostgreSQL
+    /// about half again its CPU per result (docs/performance.md, "Ingest,
+    /// 1,000 agents"). A document that is no JSON object stays whole.
+    pub fn stored_once(mut self, snapshot: Option<&CurrentFacts>) -> Self {
+        let Ok(Value::Object(mut doc)) = serde_json::from_str::<Value>(&self.json) else {
+            return self;
+        };
+        if let Some(snapshot) = snapshot
+            && let Some(keys) = without_facts(&mut doc, &snapshot.facts)
+        {
             self.from_snapshot = Some(FromSnapshot {
                 snapshot_id: snapshot.snapshot_id,
                 keys,
             });
         }
+        self.figures_in_columns = figures::leave_out(&mut doc, &FigureColumns::of(self.path_used, &self.figures));
+        if self.from_snapshot.is_some() || self.figures_in_columns != 0 {
+            match serde_json::to_string(&doc) {
+                Ok(json) => self.json = json,
+                Err(_) => {
+                    self.from_snapshot = None;
+                    self.figures_in_columns = 0;
+                }
+            }
+        }
         self
     }
 }
 
-/// The document `json` without the keys of its `host` whose value `facts`
-/// holds, and those keys; `None` without a `host` object.
-fn without_facts(json: &str, facts: &serde_json::Map<String, Value>) -> Option<(String, Vec<String>)> {
-    let Ok(Value::Object(mut doc)) = serde_json::from_str::<Value>(json) else {
-        return None;
-    };
+/// Leaves out of `doc`'s `host` the keys whose value `facts` holds; those
+/// keys, or `None` without a `host` object.
+fn without_facts(
+    doc: &mut serde_json::Map<String, Value>,
+    facts: &serde_json::Map<String, Value>,
+) -> Option<Vec<String>> {
     let Some(Value::Object(host)) = doc.get_mut("host") else {
         return None;
     };
@@ -121,7 +142,7 @@ fn without_facts(json: &str, facts: &serde_json::Map<String, Value>) -> Option<(
     for k in &keys {
         host.remove(k);
     }
-    Some((serde_json::to_string(&doc).ok()?, keys))
+    Some(keys)
 }
 
 /// Separates the keys of a [`FromSnapshot`] in the insert's text column: a
@@ -142,16 +163,16 @@ pub async fn record(
     figures: &Figures,
     measurement: &Value,
 ) -> Result<RecordOutcome> {
-    let mut checked = Checked {
+    let current = snapshots::current(pool, host_id).await?;
+    let checked = Checked {
         ran: None,
         path_used,
         figures: figures.clone(),
         json: measurement.to_string(),
         from_snapshot: None,
-    };
-    if let Some(current) = snapshots::current(pool, host_id).await? {
-        checked = checked.facts_once(&current);
+        figures_in_columns: 0,
     }
+    .stored_once(current.as_ref());
     let item = NewResult {
         job_id,
         host_id,
@@ -431,26 +452,26 @@ async fn insert_rows(
              latency_method, batch_ops, cv, samples, cpu_user_seconds, cpu_sys_seconds, \
              cpu_utilization, key_setup_ns, elapsed_seconds, sample_throughputs, measurement, \
              host_from_snapshot, low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, \
-             allocs_per_op) \
+             allocs_per_op, figures_in_columns) \
          SELECT j.id, j.host_id, coalesce(r.snapshot_id, h.current_snapshot_id), j.algorithm, j.direction, j.size_bytes, \
              j.threads, j.concurrency, j.key_mode, j.path, j.nonce, j.provider, r.path_used, r.throughput_mb_s, r.ops_per_s, \
              r.p50, r.p90, r.p99, r.p999, r.max, r.latency_method, r.batch_ops, r.cv, r.samples, \
              r.cpu_user, r.cpu_sys, r.cpu_utilization, r.key_setup_ns, r.elapsed_seconds, \
              ($27::double precision[])[r.samples_from:r.samples_to], \
              r.measurement::jsonb, string_to_array(r.from_snapshot, E'\\x1f'), r.low_samples, r.cipher_state_bytes, r.peak_rss_bytes, r.heap_bytes_per_op, \
-             r.allocs_per_op \
+             r.allocs_per_op, r.figures_in_columns \
          FROM UNNEST($1::uuid[], $2::text[], $3::double precision[], $4::double precision[], \
                  $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], \
                  $11::bigint[], $12::double precision[], $13::integer[], $14::double precision[], \
                  $15::double precision[], $16::double precision[], $17::double precision[], \
                  $18::double precision[], $19::integer[], $20::text[], $21::boolean[], $22::bigint[], \
                  $23::bigint[], $24::double precision[], $25::double precision[], $26::integer[], \
-                 $28::bigint[], $29::text[]) \
+                 $28::bigint[], $29::text[], $30::integer[]) \
              AS r(job_id, path_used, throughput_mb_s, ops_per_s, p50, p90, p99, p999, max, \
                   latency_method, batch_ops, cv, samples, cpu_user, cpu_sys, cpu_utilization, \
                   key_setup_ns, elapsed_seconds, samples_from, measurement, low_samples, \
                   cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, samples_to, \
-                  snapshot_id, from_snapshot) \
+                  snapshot_id, from_snapshot, figures_in_columns) \
          JOIN jobs j ON j.id = r.job_id JOIN hosts h ON h.id = j.host_id \
          RETURNING id, job_id, created_at",
     )
@@ -483,6 +504,7 @@ async fn insert_rows(
     .bind(c.sample_values)
     .bind(c.snapshot_id)
     .bind(c.from_snapshot)
+    .bind(c.figures_in_columns)
     .fetch_all(tx)
     .await?;
     Ok(rows
@@ -527,6 +549,7 @@ struct Columns<'a> {
     /// [`FromSnapshot`]: its snapshot, and its keys joined by [`KEY_SEPARATOR`].
     snapshot_id: Vec<Option<i64>>,
     from_snapshot: Vec<Option<String>>,
+    figures_in_columns: Vec<i32>,
 }
 
 impl<'a> Columns<'a> {
@@ -565,6 +588,7 @@ impl<'a> Columns<'a> {
         self.snapshot_id.push(from.map(|f| f.snapshot_id));
         self.from_snapshot
             .push(from.map(|f| f.keys.join(KEY_SEPARATOR.encode_utf8(&mut [0; 4]))));
+        self.figures_in_columns.push(r.figures_in_columns);
     }
 }
 
@@ -608,23 +632,44 @@ pub struct StoredResult {
     pub measurement: Value,
 }
 
-/// Result `result_id` with its host's name, if it exists. Its measurement's
-/// `host` is whole again: ingest keeps there only the keys that differ from
-/// the snapshot the result is tied to and names the others
-/// (`host_from_snapshot`, migration 0038), put back here from that snapshot.
+/// Result `result_id` with its host's name, if it exists, its measurement
+/// whole again: ingest keeps in its `host` only the keys that differ from the
+/// snapshot the result is tied to and names the others (`host_from_snapshot`,
+/// migration 0038), put back here from that snapshot; and it leaves out the
+/// figures the typed columns give back (`figures_in_columns`, migration
+/// 0042), put back from them.
 pub async fn stored(db: impl PgExecutor<'_>, result_id: i64) -> Result<Option<StoredResult>> {
-    Ok(sqlx::query_as(
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        #[sqlx(flatten)]
+        result: StoredResult,
+        figures_in_columns: i32,
+        #[sqlx(flatten)]
+        columns: FigureColumns,
+    }
+    let row: Option<Row> = sqlx::query_as(
         "SELECT r.id, r.job_id, (SELECT j.campaign_id FROM jobs j WHERE j.id = r.job_id) AS campaign_id, \
              r.host_id, h.name AS host_name, r.snapshot_id, r.created_at, \
              CASE WHEN r.host_from_snapshot IS NULL THEN r.measurement \
                  ELSE jsonb_set(r.measurement, '{host}', (SELECT coalesce(jsonb_object_agg(k, s.facts -> k), '{}') \
-                     FROM unnest(r.host_from_snapshot) k) || (r.measurement -> 'host')) END AS measurement \
+                     FROM unnest(r.host_from_snapshot) k) || (r.measurement -> 'host')) END AS measurement, \
+             r.figures_in_columns, r.path_used, r.throughput_mb_s, r.ops_per_s, r.latency_p50_ns, \
+             r.latency_p90_ns, r.latency_p99_ns, r.latency_p999_ns, r.latency_max_ns, r.latency_method, \
+             r.batch_ops, r.cv, r.samples, r.cpu_user_seconds, r.cpu_sys_seconds, r.cpu_utilization, \
+             r.key_setup_ns, r.elapsed_seconds, r.sample_throughputs, r.low_samples, r.cipher_state_bytes, \
+             r.peak_rss_bytes, r.heap_bytes_per_op, r.allocs_per_op \
          FROM results r JOIN hosts h ON h.id = r.host_id \
              LEFT JOIN host_fact_snapshots s ON s.id = r.snapshot_id WHERE r.id = $1",
     )
     .bind(result_id)
     .fetch_optional(db)
-    .await?)
+    .await?;
+    Ok(row.map(|mut row| {
+        if let Value::Object(doc) = &mut row.result.measurement {
+            figures::put_back(doc, &row.columns, row.figures_in_columns);
+        }
+        row.result
+    }))
 }
 
 #[cfg(test)]
@@ -645,17 +690,19 @@ mod tests {
         let sent = json!({"figures": {"x": 1}, "host": {
             "cpu": {"model": "EPYC"}, "os": "linux", "features": ["aes", "avx"], "noise": {"load": 3.5},
             "a\u{1f}b": "linux"}});
-        let (json, mut keys) = without_facts(&sent.to_string(), facts).unwrap();
+        let mut doc = sent.as_object().unwrap().clone();
+        let mut keys = without_facts(&mut doc, facts).unwrap();
         keys.sort();
         assert_eq!(keys, ["cpu", "os"], "equal values only; a key with the separator stays");
-        let stored: Value = serde_json::from_str(&json).unwrap();
         assert_eq!(
-            stored,
+            Value::Object(doc),
             json!({"figures": {"x": 1}, "host": {"features": ["aes", "avx"], "noise": {"load": 3.5}, "a\u{1f}b": "linux"}})
         );
-        // No host object, or text that is no object: stored whole.
-        for doc in ["{\"figures\": {}}", "{\"host\": \"x\"}", "[1]", "not json"] {
-            assert_eq!(without_facts(doc, facts), None, "{doc}");
+        // No host object: stored whole.
+        for sent in [json!({"figures": {}}), json!({"host": "x"})] {
+            let mut doc = sent.as_object().unwrap().clone();
+            assert_eq!(without_facts(&mut doc, facts), None, "{sent}");
+            assert_eq!(Value::Object(doc), sent);
         }
     }
 }

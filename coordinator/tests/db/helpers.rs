@@ -286,6 +286,7 @@ pub fn result_of(job: &Job, throughput_mb_s: f64) -> NewResult {
             figures: m.figures.clone().expect("with figures"),
             json: serde_json::to_string(&m).expect("serialises"),
             from_snapshot: None,
+            figures_in_columns: 0,
         }),
     }
 }

@@ -291,11 +291,12 @@ async fn only_the_current_attempt_of_an_unfinished_job_stores_a_result() {
     assert_eq!(results::count(&pool).await.unwrap(), 0);
 }
 
-/// The measurement document is stored once (migration 0038): its `host`
-/// keeps only what differs from the snapshot the result is tied to (the load
-/// when the point ran), names the rest, and reads back whole.
+/// The measurement document is stored once (migrations 0038 and 0042): its
+/// `host` keeps only what differs from the snapshot the result is tied to
+/// (the load when the point ran) and names the rest; the figures the typed
+/// columns hold are left out and flagged; and it reads back whole.
 #[tokio::test]
-async fn a_results_host_facts_are_stored_once_and_read_back_whole() {
+async fn a_results_host_facts_and_figures_are_stored_once_and_read_back_whole() {
     let pool = fresh_db().await;
     let bench = host(&pool, "bench-01").await;
     campaign(&pool, &[job(bench, 16), job(bench, 16)]).await;
@@ -307,26 +308,20 @@ async fn a_results_host_facts_are_stored_once_and_read_back_whole() {
     let mut sent = serde_json::to_value(&m).unwrap();
     sent["host"] = at_hello.clone();
     sent["host"]["noise"]["load_average"] = serde_json::json!([3.5, 2.0, 1.0]);
-    let claimed = jobs::claim_next_for_host(&pool, bench).await.unwrap().unwrap();
-    let attempt = jobs::get(&pool, claimed.id).await.unwrap().unwrap().attempt_id;
-    let figures = m.figures.clone().unwrap();
-    results::record(
-        &pool,
-        claimed.id,
-        bench,
-        attempt,
-        PathUsed::Accelerated,
-        &figures,
-        &sent,
-    )
-    .await
-    .unwrap();
+    let job = record_next(&pool, bench, &m, &sent).await;
 
-    let (id, kept, same, stored_bytes): (i64, serde_json::Value, Option<Vec<String>>, i32) = sqlx::query_as(
-        "SELECT id, measurement -> 'host', host_from_snapshot, pg_column_size(measurement) FROM results \
-         WHERE job_id = $1",
+    let (id, kept, same, stored_bytes, doc, in_columns): (
+        i64,
+        serde_json::Value,
+        Option<Vec<String>>,
+        i32,
+        serde_json::Value,
+        i32,
+    ) = sqlx::query_as(
+        "SELECT id, measurement -> 'host', host_from_snapshot, pg_column_size(measurement), measurement, \
+             figures_in_columns FROM results WHERE job_id = $1",
     )
-    .bind(claimed.id)
+    .bind(job)
     .fetch_one(&pool)
     .await
     .unwrap();
@@ -340,6 +335,22 @@ async fn a_results_host_facts_are_stored_once_and_read_back_whole() {
         serde_json::json!([3.5, 2.0, 1.0]),
         "what differs stays"
     );
+    assert_eq!(in_columns, 0xffff, "every figure the columns hold");
+    for key in [
+        "throughput_mb_s",
+        "latency_ns",
+        "sample_throughputs_mb_s",
+        "memory",
+        "path_used",
+    ] {
+        assert!(
+            sent.get(key).is_some() && doc.get(key).is_none(),
+            "{key} is not stored twice: {doc}"
+        );
+    }
+    for key in ["operations", "backends", "schema", "algorithm"] {
+        assert_eq!(doc.get(key), sent.get(key), "{key} stays in the document");
+    }
     let whole = results::stored(&pool, id).await.unwrap().unwrap();
     assert_eq!(whole.measurement, sent, "read back as the agent sent it");
     let sent_bytes = serde_json::to_string(&sent).unwrap().len();
@@ -348,30 +359,57 @@ async fn a_results_host_facts_are_stored_once_and_read_back_whole() {
         "{stored_bytes} stored of {sent_bytes} sent"
     );
 
-    // Without host facts the document is stored as it came.
+    // Without host facts the host is stored as it came, the figures once.
     let m = measurement(210.0);
-    let claimed = jobs::claim_next_for_host(&pool, bench)
-        .await
-        .unwrap()
-        .expect("the second job");
-    let attempt = jobs::get(&pool, claimed.id).await.unwrap().unwrap().attempt_id;
     let plain = serde_json::to_value(&m).unwrap();
-    results::record(
-        &pool,
-        claimed.id,
-        bench,
-        attempt,
-        PathUsed::Accelerated,
-        m.figures.as_ref().unwrap(),
-        &plain,
+    let job = record_next(&pool, bench, &m, &plain).await;
+    let (id, same, host, in_columns): (i64, Option<Vec<String>>, Option<serde_json::Value>, i32) = sqlx::query_as(
+        "SELECT id, host_from_snapshot, measurement -> 'host', figures_in_columns FROM results WHERE job_id = $1",
     )
+    .bind(job)
+    .fetch_one(&pool)
     .await
     .unwrap();
-    let (same, host): (Option<Vec<String>>, Option<serde_json::Value>) =
-        sqlx::query_as("SELECT host_from_snapshot, measurement -> 'host' FROM results WHERE job_id = $1")
-            .bind(claimed.id)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    assert_eq!((same, host), (None, Some(serde_json::Value::Null)));
+    assert_eq!((same, host, in_columns), (None, Some(serde_json::Value::Null), 0xffff));
+    let whole = results::stored(&pool, id).await.unwrap().unwrap();
+    assert_eq!(whole.measurement, plain);
+}
+
+/// Claims `host`'s next job and records `sent` as its result, measurement `m`'s figures in the columns.
+async fn record_next(pool: &sqlx::PgPool, host: i64, m: &Measurement, sent: &serde_json::Value) -> uuid::Uuid {
+    let claimed = jobs::claim_next_for_host(pool, host)
+        .await
+        .unwrap()
+        .expect("a queued job");
+    let attempt = jobs::get(pool, claimed.id).await.unwrap().unwrap().attempt_id;
+    let figures = m.figures.as_ref().unwrap();
+    results::record(pool, claimed.id, host, attempt, PathUsed::Accelerated, figures, sent)
+        .await
+        .unwrap();
+    claimed.id
+}
+
+/// A document stored before migration 0042, or by a coordinator of the
+/// release before it, holds its figures and none are put back over them.
+#[tokio::test]
+async fn a_whole_document_reads_back_as_stored() {
+    let pool = fresh_db().await;
+    let bench = host(&pool, "bench-01").await;
+    campaign(&pool, &[job(bench, 16)]).await;
+    let m = measurement(200.0);
+    let sent = serde_json::to_value(&m).unwrap();
+    let job = record_next(&pool, bench, &m, &sent).await;
+    // As the release before stores it: the whole document, no flags; and a
+    // column that no longer matches (an operator's correction) is not put
+    // back over the document's figure.
+    let id: i64 = sqlx::query_scalar(
+        "UPDATE results SET measurement = $2, figures_in_columns = 0, throughput_mb_s = 1 WHERE job_id = $1 \
+         RETURNING id",
+    )
+    .bind(job)
+    .bind(&sent)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(results::stored(&pool, id).await.unwrap().unwrap().measurement, sent);
 }

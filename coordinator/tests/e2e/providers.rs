@@ -41,9 +41,17 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
     let id: i64 = started.campaign_id.parse().unwrap();
 
     // Each document is stored once: the session left out the host facts its
-    // snapshot holds, and the API puts them back.
-    let (result_id, keys, kept): (i64, Option<Vec<String>>, serde_json::Value) = sqlx::query_as(
-        "SELECT r.id, r.host_from_snapshot, r.measurement -> 'host' FROM results r JOIN jobs j ON j.id = r.job_id \
+    // snapshot holds and the figures the columns hold, and the API puts them back.
+    let (result_id, keys, kept, doc, in_columns, samples): (
+        i64,
+        Option<Vec<String>>,
+        serde_json::Value,
+        serde_json::Value,
+        i32,
+        Vec<f64>,
+    ) = sqlx::query_as(
+        "SELECT r.id, r.host_from_snapshot, r.measurement -> 'host', r.measurement, r.figures_in_columns, \
+             r.sample_throughputs FROM results r JOIN jobs j ON j.id = r.job_id \
          WHERE j.campaign_id = $1 ORDER BY r.id LIMIT 1",
     )
     .bind(started.campaign_id.parse::<i64>().unwrap())
@@ -62,6 +70,21 @@ async fn a_campaign_on_every_provider_measures_what_each_runs_and_skips_what_the
     for k in &keys {
         assert!(whole["measurement"]["host"].get(k).is_some(), "{k} read back: {whole}");
     }
+    assert_eq!(in_columns, 0xffff, "the agent's figures all match their columns: {doc}");
+    for k in [
+        "throughput_mb_s",
+        "latency_ns",
+        "sample_throughputs_mb_s",
+        "cpu_user_seconds",
+        "memory",
+    ] {
+        assert!(doc.get(k).is_none(), "{k} is not stored twice: {doc}");
+        assert!(whole["measurement"].get(k).is_some(), "{k} read back: {whole}");
+    }
+    assert_eq!(
+        whole["measurement"]["sample_throughputs_mb_s"],
+        serde_json::json!(samples)
+    );
 
     // What the kernel provider can do here, by the agent's own facts.
     let kernel: serde_json::Value = sqlx::query_scalar(

@@ -55,6 +55,7 @@ async fn results_and_their_points_read_back_with_their_figures() {
             figures: s.figures().clone(),
             json: sent.to_string(),
             from_snapshot: None,
+            figures_in_columns: 0,
         }),
     };
     let batch = results::record_batch(pool, &[], std::slice::from_ref(&resent))

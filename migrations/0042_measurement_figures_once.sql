@@ -1,0 +1,17 @@
+-- The measurement document is stored once (issue 34), its figures too: the
+-- members the typed columns hold (`path_used`, `throughput_mb_s`, `ops_per_s`,
+-- `latency_ns`, `latency_method`, `batch_ops`, `cv`, `samples`, the CPU
+-- figures, `key_setup_ns`, `elapsed_seconds`, `sample_throughputs_mb_s`,
+-- `low_samples`, `memory`: about half of a stored document, its samples most)
+-- are left out of `measurement` when the columns give them back exactly.
+-- Bit i of this column says the i-th of them, in the order of
+-- src/store/results/figures.rs (`MEMBERS`), was left out; reading a result
+-- puts them back (src/store/results.rs, `stored`), so `/api/v1/results/{id}`
+-- shows the document as the agent sent it. 0: the document holds its figures
+-- (rows stored before, a member the columns would give back otherwise).
+--
+-- Additive, and no table is rewritten (a constant default): a coordinator of
+-- the previous release stores whole documents (0) and, reading a new row,
+-- shows the document without those figures, which its columns, the report
+-- and the API's other rows still carry.
+ALTER TABLE results ADD COLUMN figures_in_columns integer NOT NULL DEFAULT 0;
