@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use cipherfleet_coordinator::domain::memory::StoredMemory;
+use cipherfleet_coordinator::store::results;
 use cipherfleet_coordinator::web::format;
 use cipherfleet_core::facts::Codegen;
 use cipherfleet_core::measurement::Memory;
@@ -31,22 +32,27 @@ async fn json(app: &App, path: &str) -> Value {
 }
 
 /// What a stored measurement says, by algorithm: (result id, its memory object, low_samples).
+/// Read whole ([`results::stored`]): the stored document leaves out the figures its columns hold.
 type Reported = BTreeMap<String, (i64, Value, bool)>;
 
 async fn reported(app: &App, host: &str) -> Reported {
-    let rows: Vec<(i64, String, Value)> = sqlx::query_as(
-        "SELECT r.id, r.algorithm, r.measurement FROM results r JOIN hosts h ON h.id = r.host_id WHERE h.name = $1",
-    )
-    .bind(host)
-    .fetch_all(&app.pool)
-    .await
-    .unwrap();
-    rows.into_iter()
-        .map(|(id, alg, m)| {
-            let low = m["low_samples"].as_bool().expect("schema /2 reports low_samples");
-            (alg, (id, m["memory"].clone(), low))
-        })
-        .collect()
+    let rows: Vec<(i64, String)> =
+        sqlx::query_as("SELECT r.id, r.algorithm FROM results r JOIN hosts h ON h.id = r.host_id WHERE h.name = $1")
+            .bind(host)
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    let mut reported = Reported::new();
+    for (id, alg) in rows {
+        let m = results::stored(&app.pool, id)
+            .await
+            .unwrap()
+            .expect("the result")
+            .measurement;
+        let low = m["low_samples"].as_bool().expect("schema /2 reports low_samples");
+        reported.insert(alg, (id, m["memory"].clone(), low));
+    }
+    reported
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
