@@ -2,7 +2,8 @@
 # Benchmarks the coordinator: results ingested per second from simulated hosts, and
 # the end-to-end time of a `quick` campaign on one local agent against
 # `cipherfleet-agent bench --suite quick` run directly (the coordinator's overhead,
-# target under 10 %). The coordinator runs inside the bench, on a private PostgreSQL
+# target under 10 %), and the CPU a session spends on each result's document
+# (parsed and checked, then stored once) for the real agent's measurement. The coordinator runs inside the bench, on a private PostgreSQL
 # cluster in a temporary directory (needs PostgreSQL's server binaries, as `serve` does).
 # First it checks that an oversized matrix (10^7 points, or ~10^6 with every list
 # within its cap) is refused in milliseconds and leaves the coordinator's RSS where

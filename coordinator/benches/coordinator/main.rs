@@ -15,16 +15,19 @@
 //!    agent against `cipherfleet-agent bench --suite quick` run directly,
 //!    alternating. Target: the coordinator adds under 10 %. The jobs' timestamps
 //!    then show where a campaign's time goes per point.
-//! 3. Refusal (`refusal.rs`): a 10^7-point matrix is refused in milliseconds and
+//! 3. Document (`document.rs`): the session's CPU a result for the real
+//!    measurement's document: parsing and checking it, then storing it once.
+//! 4. Refusal (`refusal.rs`): a 10^7-point matrix is refused in milliseconds and
 //!    the coordinator's resident set does not grow. Alone, without the release
 //!    agent: `cargo bench -p cipherfleet-coordinator --bench coordinator -- refusal`.
 //!
-//! `-- ingest` runs the ingest part alone; `CIPHERFLEET_BENCH_HOSTS=N` simulates N hosts
+//! `-- ingest` runs the ingest and document parts alone; `CIPHERFLEET_BENCH_HOSTS=N` simulates N hosts
 //! instead of 8, and `CIPHERFLEET_BENCH_SIZES=N` gives each the first N of the 8 sizes.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod document;
 mod ingest;
 mod overhead;
 mod refusal;
@@ -44,9 +47,16 @@ use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
+use crate::document::document;
 use crate::ingest::{ingest, real_measurement};
 use crate::overhead::overhead;
 use crate::refusal::refusal;
+
+// The coordinator runs in this process: with the allocator of its release
+// binary (src/main.rs), so that its CPU figures are the binary's.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const AGENT_TOKEN: &str = "bench-agent-token-0123456789abcdef";
 const ADMIN_TOKEN: &str = "bench-admin-token-0123456789abcdef";
@@ -134,6 +144,7 @@ async fn bench(db_url: &str, dir: &Path, part: Part, agent: Option<&Path>) {
     }
     if let Some(agent) = agent {
         let template = real_measurement(agent).await;
+        document(&template);
         ingest(&url, &pool, &template).await;
         if part == Part::All {
             overhead(&url, &pool, dir, agent).await;

@@ -139,18 +139,13 @@ fn stored_form(m: &Measurement, path_used: PathUsed, class: usize) -> (serde_jso
         unreachable!("facts are an object")
     };
     snapshot.remove("noise");
-    let checked = Checked {
-        ran: None,
+    let checked = Checked::new(
+        None,
         path_used,
-        figures: m.figures.clone().expect("a successful measurement"),
-        json: serde_json::to_string(m).expect("a measurement serialises"),
-        from_snapshot: None,
-        figures_in_columns: 0,
-    }
-    .stored_once(Some(&CurrentFacts {
-        snapshot_id: 0,
-        facts: snapshot,
-    }));
+        m.figures.clone().expect("a successful measurement"),
+        serde_json::to_string(m).expect("a measurement serialises"),
+    )
+    .stored_once(Some(&CurrentFacts::new(0, snapshot)));
     let keys = checked.from_snapshot.map(|f| f.keys).unwrap_or_default();
     let doc = serde_json::from_str(&checked.json).expect("stored JSON parses");
     (doc, keys, checked.figures_in_columns)

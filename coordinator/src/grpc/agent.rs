@@ -541,14 +541,12 @@ impl Session {
 fn checked(m: v1::Measurement) -> Result<store::results::Checked, String> {
     let parsed = wire::checked_measurement(&m).map_err(|e| e.to_string())?;
     let (ran, path_used, figures) = what_ran(parsed)?;
-    Ok(store::results::Checked {
-        ran: Some(ran),
+    Ok(store::results::Checked::new(
+        Some(ran),
         path_used,
         figures,
-        json: m.measurement_json,
-        from_snapshot: None,
-        figures_in_columns: 0,
-    })
+        m.measurement_json,
+    ))
 }
 
 /// The point a successful measurement says it measured, the path that ran

@@ -4,7 +4,9 @@
 //! racing, leave one row, and the job is marked done in the same transaction.
 //! Reads of one result (the raw measurement behind a report's figure) and the
 //! total are here too; a host's results pages are [`crate::report::host_results`].
-//! [`StoredMemory`] is how every read of a result carries its memory figures.
+//! [`crate::domain::memory::StoredMemory`] is how every read of a result
+//! carries its memory figures. The document's stored form is in `document`,
+//! the figures' columns in `figures`, the batch's insert in `insert`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -14,19 +16,21 @@ use cipherfleet_core::path::PathUsed;
 use cipherfleet_core::spec::JobSpec;
 use cipherfleet_core::wire;
 use serde_json::Value;
-use sqlx::{PgConnection, PgExecutor, PgPool};
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use super::jobs::{self, Job, Start};
-use super::points::{self, ResultKey};
-use super::snapshots::{self, CurrentFacts};
+use super::points;
+use super::snapshots;
 use super::{Result, advisory, campaigns};
 use crate::domain::attempt::Ignored;
 use crate::domain::job::JobStatus;
-use crate::domain::memory::StoredMemory;
 
+mod document;
 mod figures;
-use figures::FigureColumns;
+mod insert;
+pub use figures::FigureColumns;
+use insert::insert_rows;
 
 /// What storing one result did: stored it, had it already, let it pass, or
 /// refused it for good.
@@ -64,10 +68,10 @@ pub struct Checked {
     /// The point it says it measured ([`cipherfleet_core::measurement::Measurement::spec`]), checked against
     /// the job's stored spec under the job's lock; `None`: the caller vouches for it.
     pub ran: Option<JobSpec>,
-    /// The path that ran and the figures of the parsed measurement, for
-    /// the typed columns, stored as given: the database rejects negative figures.
-    pub path_used: PathUsed,
-    pub figures: Figures,
+    /// The path that ran and the figures of the parsed measurement as the
+    /// typed columns store them, stored as given: the database rejects
+    /// negative figures.
+    pub columns: FigureColumns,
     /// The object the agent sent (JSON text): as it sent it, or stored once
     /// ([`Checked::stored_once`]). Queued as text, a result takes a fraction
     /// of the memory of a parsed `serde_json::Value`.
@@ -81,6 +85,19 @@ pub struct Checked {
     pub figures_in_columns: i32,
 }
 
+impl Checked {
+    /// Measurement `json`, whose path and figures are these, as sent.
+    pub fn new(ran: Option<JobSpec>, path_used: PathUsed, figures: Figures, json: String) -> Self {
+        Checked {
+            ran,
+            columns: FigureColumns::of(path_used, figures),
+            json,
+            from_snapshot: None,
+            figures_in_columns: 0,
+        }
+    }
+}
+
 /// The keys of a measurement's `host` left out of its stored document
 /// because snapshot `snapshot_id`, which the result is tied to, holds the
 /// same values (migration 0038); [`stored`] puts them back.
@@ -89,65 +106,6 @@ pub struct FromSnapshot {
     pub snapshot_id: i64,
     pub keys: Vec<String>,
 }
-
-impl Checked {
-    /// The measurement stored once: without the figures its typed columns
-    /// hold ([`figures`]), and its `host` without the keys whose value
-    /// `snapshot` holds already, which are named instead. Worked out here
-    /// rather than in the insert: there the host's comparison cost PostgreSQL
-    /// about half again its CPU per result (docs/performance.md, "Ingest,
-    /// 1,000 agents"). A document that is no JSON object stays whole.
-    pub fn stored_once(mut self, snapshot: Option<&CurrentFacts>) -> Self {
-        let Ok(Value::Object(mut doc)) = serde_json::from_str::<Value>(&self.json) else {
-            return self;
-        };
-        if let Some(snapshot) = snapshot
-            && let Some(keys) = without_facts(&mut doc, &snapshot.facts)
-        {
-            self.from_snapshot = Some(FromSnapshot {
-                snapshot_id: snapshot.snapshot_id,
-                keys,
-            });
-        }
-        self.figures_in_columns = figures::leave_out(&mut doc, &FigureColumns::of(self.path_used, &self.figures));
-        if self.from_snapshot.is_some() || self.figures_in_columns != 0 {
-            match serde_json::to_string(&doc) {
-                Ok(json) => self.json = json,
-                Err(_) => {
-                    self.from_snapshot = None;
-                    self.figures_in_columns = 0;
-                }
-            }
-        }
-        self
-    }
-}
-
-/// Leaves out of `doc`'s `host` the keys whose value `facts` holds; those
-/// keys, or `None` without a `host` object.
-fn without_facts(
-    doc: &mut serde_json::Map<String, Value>,
-    facts: &serde_json::Map<String, Value>,
-) -> Option<Vec<String>> {
-    let Some(Value::Object(host)) = doc.get_mut("host") else {
-        return None;
-    };
-    // Keys are the agent's: one holding the separator the insert splits the
-    // list on stays in the document.
-    let keys: Vec<String> = host
-        .iter()
-        .filter(|(k, v)| !k.contains(KEY_SEPARATOR) && facts.get(k.as_str()) == Some(v))
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in &keys {
-        host.remove(k);
-    }
-    Some(keys)
-}
-
-/// Separates the keys of a [`FromSnapshot`] in the insert's text column: a
-/// character no fact name holds (`string_to_array` splits on it).
-const KEY_SEPARATOR: char = '\u{1f}';
 
 /// Stores the result of attempt `attempt` of `job_id` as reported by
 /// `host_id`'s agent and marks the job done, with the rules of
@@ -164,15 +122,7 @@ pub async fn record(
     measurement: &Value,
 ) -> Result<RecordOutcome> {
     let current = snapshots::current(pool, host_id).await?;
-    let checked = Checked {
-        ran: None,
-        path_used,
-        figures: figures.clone(),
-        json: measurement.to_string(),
-        from_snapshot: None,
-        figures_in_columns: 0,
-    }
-    .stored_once(current.as_ref());
+    let checked = Checked::new(None, path_used, figures.clone(), measurement.to_string()).stored_once(current.as_ref());
     let item = NewResult {
         job_id,
         host_id,
@@ -425,187 +375,6 @@ fn of_job<'a>(
     Ok(checked)
 }
 
-/// Inserts the rows of `inserts` (indices into `items`, each job once) in one
-/// statement; returns each job's new result.
-///
-/// No `ON CONFLICT (job_id)`: a job's row, locked by the batch, is what keeps
-/// its result once (a job is `done` exactly when it has had one, and only
-/// this transaction makes it so), not the unique index on `job_id`. A
-/// `results` partitioned by time cannot have that index (a partitioned
-/// table's unique indexes hold its partition key), so the release that
-/// partitions it needs the release before it, which runs beside it during a
-/// rolling upgrade, to store results without it (docs/operations.md,
-/// "Upgrading").
-async fn insert_rows(
-    tx: &mut PgConnection,
-    items: &[NewResult],
-    inserts: &[(usize, &Checked)],
-) -> Result<HashMap<Uuid, ResultKey>> {
-    let mut c = Columns::default();
-    for (i, checked) in inserts {
-        c.push(items[*i].job_id, checked);
-    }
-    let rows: Vec<(i64, Uuid, DateTime<Utc>)> = sqlx::query_as(
-        "INSERT INTO results (job_id, host_id, snapshot_id, algorithm, direction, size_bytes, \
-             threads, concurrency, key_mode, path, nonce, provider, path_used, throughput_mb_s, ops_per_s, \
-             latency_p50_ns, latency_p90_ns, latency_p99_ns, latency_p999_ns, latency_max_ns, \
-             latency_method, batch_ops, cv, samples, cpu_user_seconds, cpu_sys_seconds, \
-             cpu_utilization, key_setup_ns, elapsed_seconds, sample_throughputs, measurement, \
-             host_from_snapshot, low_samples, cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, \
-             allocs_per_op, figures_in_columns) \
-         SELECT j.id, j.host_id, coalesce(r.snapshot_id, h.current_snapshot_id), j.algorithm, j.direction, j.size_bytes, \
-             j.threads, j.concurrency, j.key_mode, j.path, j.nonce, j.provider, r.path_used, r.throughput_mb_s, r.ops_per_s, \
-             r.p50, r.p90, r.p99, r.p999, r.max, r.latency_method, r.batch_ops, r.cv, r.samples, \
-             r.cpu_user, r.cpu_sys, r.cpu_utilization, r.key_setup_ns, r.elapsed_seconds, \
-             ($27::double precision[])[r.samples_from:r.samples_to], \
-             r.measurement::jsonb, string_to_array(r.from_snapshot, E'\\x1f'), r.low_samples, r.cipher_state_bytes, r.peak_rss_bytes, r.heap_bytes_per_op, \
-             r.allocs_per_op, r.figures_in_columns \
-         FROM UNNEST($1::uuid[], $2::text[], $3::double precision[], $4::double precision[], \
-                 $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], \
-                 $11::bigint[], $12::double precision[], $13::integer[], $14::double precision[], \
-                 $15::double precision[], $16::double precision[], $17::double precision[], \
-                 $18::double precision[], $19::integer[], $20::text[], $21::boolean[], $22::bigint[], \
-                 $23::bigint[], $24::double precision[], $25::double precision[], $26::integer[], \
-                 $28::bigint[], $29::text[], $30::integer[]) \
-             AS r(job_id, path_used, throughput_mb_s, ops_per_s, p50, p90, p99, p999, max, \
-                  latency_method, batch_ops, cv, samples, cpu_user, cpu_sys, cpu_utilization, \
-                  key_setup_ns, elapsed_seconds, samples_from, measurement, low_samples, \
-                  cipher_state_bytes, peak_rss_bytes, heap_bytes_per_op, allocs_per_op, samples_to, \
-                  snapshot_id, from_snapshot, figures_in_columns) \
-         JOIN jobs j ON j.id = r.job_id JOIN hosts h ON h.id = j.host_id \
-         RETURNING id, job_id, created_at",
-    )
-    .bind(c.job_id)
-    .bind(c.path_used)
-    .bind(c.throughput_mb_s)
-    .bind(c.ops_per_s)
-    .bind(c.p50)
-    .bind(c.p90)
-    .bind(c.p99)
-    .bind(c.p999)
-    .bind(c.max)
-    .bind(c.latency_method)
-    .bind(c.batch_ops)
-    .bind(c.cv)
-    .bind(c.samples)
-    .bind(c.cpu_user)
-    .bind(c.cpu_sys)
-    .bind(c.cpu_utilization)
-    .bind(c.key_setup_ns)
-    .bind(c.elapsed_seconds)
-    .bind(c.samples_from)
-    .bind(c.measurement)
-    .bind(c.low_samples)
-    .bind(c.cipher_state_bytes)
-    .bind(c.peak_rss_bytes)
-    .bind(c.heap_bytes_per_op)
-    .bind(c.allocs_per_op)
-    .bind(c.samples_to)
-    .bind(c.sample_values)
-    .bind(c.snapshot_id)
-    .bind(c.from_snapshot)
-    .bind(c.figures_in_columns)
-    .fetch_all(tx)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, job, created_at)| (job, ResultKey { id, created_at }))
-        .collect())
-}
-
-/// Results as the column arrays of [`insert_rows`]' `UNNEST`.
-#[derive(Default)]
-struct Columns<'a> {
-    job_id: Vec<Uuid>,
-    path_used: Vec<&'static str>,
-    throughput_mb_s: Vec<f64>,
-    ops_per_s: Vec<f64>,
-    p50: Vec<i64>,
-    p90: Vec<i64>,
-    p99: Vec<i64>,
-    p999: Vec<i64>,
-    max: Vec<i64>,
-    latency_method: Vec<&'static str>,
-    batch_ops: Vec<i64>,
-    cv: Vec<Option<f64>>,
-    samples: Vec<i32>,
-    cpu_user: Vec<f64>,
-    cpu_sys: Vec<f64>,
-    cpu_utilization: Vec<f64>,
-    key_setup_ns: Vec<f64>,
-    elapsed_seconds: Vec<f64>,
-    /// Every result's samples one after another, and each result's 1-based
-    /// first and last index in them: arrays of arrays must be rectangular, and
-    /// a slice per row costs PostgreSQL far less than converting a JSON array.
-    sample_values: Vec<f64>,
-    samples_from: Vec<i32>,
-    samples_to: Vec<i32>,
-    measurement: Vec<&'a str>,
-    low_samples: Vec<bool>,
-    cipher_state_bytes: Vec<Option<i64>>,
-    peak_rss_bytes: Vec<Option<i64>>,
-    heap_bytes_per_op: Vec<Option<f64>>,
-    allocs_per_op: Vec<Option<f64>>,
-    /// [`FromSnapshot`]: its snapshot, and its keys joined by [`KEY_SEPARATOR`].
-    snapshot_id: Vec<Option<i64>>,
-    from_snapshot: Vec<Option<String>>,
-    figures_in_columns: Vec<i32>,
-}
-
-impl<'a> Columns<'a> {
-    fn push(&mut self, job_id: Uuid, r: &'a Checked) {
-        let f = &r.figures;
-        let memory = StoredMemory::from(f.memory.as_ref());
-        self.job_id.push(job_id);
-        self.path_used.push(r.path_used.as_str());
-        self.throughput_mb_s.push(f.throughput_mb_s);
-        self.ops_per_s.push(f.ops_per_s);
-        self.p50.push(bigint(f.latency_ns.p50));
-        self.p90.push(bigint(f.latency_ns.p90));
-        self.p99.push(bigint(f.latency_ns.p99));
-        self.p999.push(bigint(f.latency_ns.p999));
-        self.max.push(bigint(f.latency_ns.max));
-        self.latency_method.push(f.latency_method.as_str());
-        self.batch_ops.push(bigint(f.batch_ops));
-        self.cv.push(f.cv);
-        self.samples.push(i32::try_from(f.samples).unwrap_or(i32::MAX));
-        self.cpu_user.push(f.cpu_user_seconds);
-        self.cpu_sys.push(f.cpu_sys_seconds);
-        self.cpu_utilization.push(f.cpu_utilization);
-        self.key_setup_ns.push(f.key_setup_ns);
-        self.elapsed_seconds.push(f.elapsed_seconds);
-        // An empty slice (from = to + 1) is the empty array.
-        self.samples_from.push(index(self.sample_values.len() + 1));
-        self.sample_values.extend_from_slice(&f.sample_throughputs_mb_s);
-        self.samples_to.push(index(self.sample_values.len()));
-        self.measurement.push(&r.json);
-        self.low_samples.push(f.low_samples);
-        self.cipher_state_bytes.push(memory.cipher_state_bytes);
-        self.peak_rss_bytes.push(memory.peak_rss_bytes);
-        self.heap_bytes_per_op.push(memory.heap_bytes_per_op);
-        self.allocs_per_op.push(memory.allocs_per_op);
-        let from = r.from_snapshot.as_ref();
-        self.snapshot_id.push(from.map(|f| f.snapshot_id));
-        self.from_snapshot
-            .push(from.map(|f| f.keys.join(KEY_SEPARATOR.encode_utf8(&mut [0; 4]))));
-        self.figures_in_columns.push(r.figures_in_columns);
-    }
-}
-
-/// A position in a batch's samples as PostgreSQL's array subscript: a batch
-/// of [`crate::ingest::Config::batch`] results of at most `wire::MAX_SAMPLES`
-/// (65,536) samples each stays far inside `integer`.
-fn index(n: usize) -> i32 {
-    i32::try_from(n).unwrap_or(i32::MAX)
-}
-
-/// A count as PostgreSQL's `bigint`. Nanoseconds and batch sizes past 2^63
-/// are not measurements anyone took; saturating keeps the row rather than
-/// refusing it over a figure nobody could act on.
-fn bigint(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
 /// Number of stored results for a job: 0 or 1.
 pub async fn count_for_job(db: impl PgExecutor<'_>, job_id: Uuid) -> Result<i64> {
     Ok(sqlx::query_scalar("SELECT count(*) FROM results WHERE job_id = $1")
@@ -670,39 +439,4 @@ pub async fn stored(db: impl PgExecutor<'_>, result_id: i64) -> Result<Option<St
         }
         row.result
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counts_past_the_bigint_range_saturate() {
-        assert_eq!((bigint(0), bigint(9000)), (0, 9000));
-        assert_eq!(bigint(u64::MAX), i64::MAX);
-    }
-
-    #[test]
-    fn a_measurement_keeps_only_the_host_facts_its_snapshot_lacks() {
-        use serde_json::json;
-        let facts = json!({"cpu": {"model": "EPYC"}, "os": "linux", "features": ["aes"]});
-        let facts = facts.as_object().unwrap();
-        let sent = json!({"figures": {"x": 1}, "host": {
-            "cpu": {"model": "EPYC"}, "os": "linux", "features": ["aes", "avx"], "noise": {"load": 3.5},
-            "a\u{1f}b": "linux"}});
-        let mut doc = sent.as_object().unwrap().clone();
-        let mut keys = without_facts(&mut doc, facts).unwrap();
-        keys.sort();
-        assert_eq!(keys, ["cpu", "os"], "equal values only; a key with the separator stays");
-        assert_eq!(
-            Value::Object(doc),
-            json!({"figures": {"x": 1}, "host": {"features": ["aes", "avx"], "noise": {"load": 3.5}, "a\u{1f}b": "linux"}})
-        );
-        // No host object: stored whole.
-        for sent in [json!({"figures": {}}), json!({"host": "x"})] {
-            let mut doc = sent.as_object().unwrap().clone();
-            assert_eq!(without_facts(&mut doc, facts), None, "{sent}");
-            assert_eq!(Value::Object(doc), sent);
-        }
-    }
 }

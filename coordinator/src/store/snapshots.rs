@@ -4,8 +4,12 @@
 //! normalised ([`NormalisedFacts`]); the SHA-256 of that form decides whether
 //! the facts changed since the host's current snapshot.
 
+use std::collections::{BTreeMap, HashMap};
+
 use chrono::{DateTime, Utc};
+use cipherfleet_core::facts::HostFacts;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use sqlx::{PgConnection, PgExecutor};
 
 use super::Result;
@@ -28,6 +32,35 @@ pub struct Snapshot {
 pub struct CurrentFacts {
     pub snapshot_id: i64,
     pub facts: serde_json::Map<String, Value>,
+    /// Facts as text the way an agent writes them in a measurement's `host`
+    /// (its [`HostFacts`] serialised), each known equal to its fact: a
+    /// measurement's member with that text holds the fact without being
+    /// parsed ([`crate::store::results::Checked::stored_once`]).
+    pub agent_texts: HashMap<String, String>,
+}
+
+impl CurrentFacts {
+    pub fn new(snapshot_id: i64, facts: serde_json::Map<String, Value>) -> Self {
+        let facts = Value::Object(facts);
+        let text = serde_json::from_value::<HostFacts>(facts.clone()).and_then(|typed| serde_json::to_string(&typed));
+        let Value::Object(facts) = facts else {
+            unreachable!("an object")
+        };
+        let agent_texts = match text.as_deref().map(serde_json::from_str::<BTreeMap<&str, &RawValue>>) {
+            Ok(Ok(members)) => members
+                .into_iter()
+                .filter(|(k, raw)| serde_json::from_str::<Value>(raw.get()).ok().as_ref() == facts.get(*k))
+                .map(|(k, raw)| (k.to_owned(), raw.get().to_owned()))
+                .collect(),
+            // Facts of another layout: compared parsed.
+            _ => HashMap::new(),
+        };
+        CurrentFacts {
+            snapshot_id,
+            facts,
+            agent_texts,
+        }
+    }
 }
 
 /// `host_id`'s current snapshot, if it has one whose facts are an object.
@@ -39,7 +72,7 @@ pub async fn current(db: impl PgExecutor<'_>, host_id: i64) -> Result<Option<Cur
     .fetch_optional(db)
     .await?;
     Ok(row.and_then(|(snapshot_id, facts)| match facts {
-        Value::Object(facts) => Some(CurrentFacts { snapshot_id, facts }),
+        Value::Object(facts) => Some(CurrentFacts::new(snapshot_id, facts)),
         _ => None,
     }))
 }

@@ -280,14 +280,12 @@ pub fn result_of(job: &Job, throughput_mb_s: f64) -> NewResult {
         job_id: job.id,
         host_id: job.host_id,
         attempt: job.attempt_id,
-        measurement: Ok(Checked {
-            ran: Some(m.spec()),
-            path_used: m.path_used.expect("successful"),
-            figures: m.figures.clone().expect("with figures"),
-            json: serde_json::to_string(&m).expect("serialises"),
-            from_snapshot: None,
-            figures_in_columns: 0,
-        }),
+        measurement: Ok(Checked::new(
+            Some(m.spec()),
+            m.path_used.expect("successful"),
+            m.figures.clone().expect("with figures"),
+            serde_json::to_string(&m).expect("serialises"),
+        )),
     }
 }
 

@@ -11,7 +11,7 @@ use cipherfleet_core::measurement::Figures;
 use cipherfleet_core::path::PathUsed;
 use serde_json::{Map, Value, json};
 
-use super::bigint;
+use super::document::{RawObject, same};
 use crate::domain::memory::StoredMemory;
 
 /// The members [`FigureColumns`] gives back, in bit order. Stored rows name
@@ -65,7 +65,7 @@ pub struct FigureColumns {
 
 impl FigureColumns {
     /// The columns ingest stores for a measurement with these figures.
-    pub fn of(path_used: PathUsed, f: &Figures) -> Self {
+    pub fn of(path_used: PathUsed, f: Figures) -> Self {
         FigureColumns {
             path_used: path_used.as_str().to_owned(),
             throughput_mb_s: f.throughput_mb_s,
@@ -84,7 +84,7 @@ impl FigureColumns {
             cpu_utilization: f.cpu_utilization,
             key_setup_ns: f.key_setup_ns,
             elapsed_seconds: f.elapsed_seconds,
-            sample_throughputs: f.sample_throughputs_mb_s.clone(),
+            sample_throughputs: f.sample_throughputs_mb_s,
             low_samples: f.low_samples,
             memory: StoredMemory::from(f.memory.as_ref()),
         }
@@ -136,10 +136,10 @@ impl FigureColumns {
 
 /// Leaves out of `doc` each member of [`MEMBERS`] that `columns` gives back
 /// equal; the bits of those left out.
-pub fn leave_out(doc: &mut Map<String, Value>, columns: &FigureColumns) -> i32 {
+pub fn leave_out(doc: &mut RawObject<'_>, columns: &FigureColumns) -> i32 {
     let mut bits = 0;
     for (bit, name) in MEMBERS.iter().enumerate() {
-        if doc.get(*name).is_some_and(|v| *v == columns.member(bit)) {
+        if doc.get(*name).is_some_and(|v| same(v, &columns.member(bit))) {
             doc.remove(*name);
             bits |= 1 << bit;
         }
@@ -156,10 +156,35 @@ pub fn put_back(doc: &mut Map<String, Value>, columns: &FigureColumns, bits: i32
     }
 }
 
+/// A count as PostgreSQL's `bigint`. Nanoseconds and batch sizes past 2^63
+/// are not measurements anyone took; saturating keeps the row rather than
+/// refusing it over a figure nobody could act on.
+pub(super) fn bigint(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use cipherfleet_core::measurement::{Latency, LatencyMethod, Memory};
+
+    /// [`leave_out`] of `doc` as the agent's text.
+    fn leave_out(doc: &mut Map<String, Value>, columns: &FigureColumns) -> i32 {
+        let text = serde_json::to_string(doc).unwrap();
+        let mut raw: RawObject = serde_json::from_str(&text).unwrap();
+        let bits = super::leave_out(&mut raw, columns);
+        *doc = serde_json::from_str(&super::super::document::write_object(
+            raw.iter().map(|(k, v)| (*k, v.get())),
+        ))
+        .unwrap();
+        bits
+    }
+
+    #[test]
+    fn counts_past_the_bigint_range_saturate() {
+        assert_eq!((bigint(0), bigint(9000)), (0, 9000));
+        assert_eq!(bigint(u64::MAX), i64::MAX);
+    }
 
     fn figures() -> Figures {
         serde_json::from_value(json!({
@@ -186,7 +211,7 @@ mod tests {
     #[test]
     fn the_figures_the_columns_hold_are_left_out_and_put_back_as_sent() {
         let f = figures();
-        let columns = FigureColumns::of(PathUsed::Accelerated, &f);
+        let columns = FigureColumns::of(PathUsed::Accelerated, f.clone());
         let sent = doc(&f);
         let mut stored = sent.clone();
         let bits = leave_out(&mut stored, &columns);
@@ -218,7 +243,7 @@ mod tests {
             ..f.latency_ns
         };
         f.latency_method = LatencyMethod::PerOp;
-        let columns = FigureColumns::of(PathUsed::Software, &f);
+        let columns = FigureColumns::of(PathUsed::Software, f.clone());
         let mut sent = doc(&f);
         sent.insert("key_setup_ns".into(), json!(20)); // an integer; the column is a float
         sent.remove("low_samples"); // an older agent's
@@ -251,7 +276,7 @@ mod tests {
             heap_bytes_per_op: None,
             allocs_per_op: Some(0.5),
         });
-        let columns = FigureColumns::of(PathUsed::Software, &f);
+        let columns = FigureColumns::of(PathUsed::Software, f.clone());
         let mut stored = doc(&f);
         stored.insert("memory".into(), Value::Null);
         assert_eq!(leave_out(&mut stored, &columns) & (1 << 15), 0);

@@ -49,14 +49,12 @@ async fn results_and_their_points_read_back_with_their_figures() {
         job_id: s.job,
         host_id: f.vm,
         attempt,
-        measurement: Ok(Checked {
-            ran: Some(s.measurement.spec()),
-            path_used: s.path_used(),
-            figures: s.figures().clone(),
-            json: sent.to_string(),
-            from_snapshot: None,
-            figures_in_columns: 0,
-        }),
+        measurement: Ok(Checked::new(
+            Some(s.measurement.spec()),
+            s.path_used(),
+            s.figures().clone(),
+            sent.to_string(),
+        )),
     };
     let batch = results::record_batch(pool, &[], std::slice::from_ref(&resent))
         .await

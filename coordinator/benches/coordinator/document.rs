@@ -1,0 +1,75 @@
+//! What a session does with each result's document before it is queued for
+//! the database, timed on the real agent's measurement: the typed parse and
+//! checks (`wire::checked_measurement`), then storing it once
+//! (`Checked::stored_once`: without the host facts the host's snapshot holds
+//! and the figures the columns hold). CPU a result, in the session.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use cipherfleet_coordinator::domain::facts::NormalisedFacts;
+use cipherfleet_coordinator::store::results::Checked;
+use cipherfleet_coordinator::store::snapshots::CurrentFacts;
+use cipherfleet_core::measurement::Measurement;
+use cipherfleet_core::wire;
+use cipherfleet_proto::v1;
+
+/// Documents per timing; the median of [`ROUNDS`] is printed.
+const DOCUMENTS: u32 = 20_000;
+const ROUNDS: usize = 5;
+
+pub fn document(template: &Measurement) {
+    let sent = v1::Measurement::try_from(template).expect("the template converts");
+    let host =
+        serde_json::to_value(template.host.as_ref().expect("the template has host facts")).expect("facts serialise");
+    // The snapshot as the agent's hello stores it.
+    let serde_json::Value::Object(facts) = NormalisedFacts::new(&host).facts else {
+        panic!("normalised facts are an object")
+    };
+    let snapshot = CurrentFacts::new(1, facts);
+    let checked = || {
+        let m = wire::checked_measurement(black_box(&sent)).expect("the template is valid");
+        let figures = m.figures.expect("a successful measurement");
+        Checked::new(None, m.path_used.expect("ok"), figures, sent.measurement_json.clone())
+    };
+    let stored = checked().stored_once(Some(&snapshot));
+    let left = stored.from_snapshot.as_ref().map_or(0, |f| f.keys.len());
+    // The median of ROUNDS rounds of DOCUMENTS, in ns a document.
+    let median = |mut rounds: Vec<f64>| {
+        rounds.sort_by(f64::total_cmp);
+        rounds[ROUNDS / 2]
+    };
+    let parse = median(
+        (0..ROUNDS)
+            .map(|_| {
+                let t = Instant::now();
+                for _ in 0..DOCUMENTS {
+                    drop(black_box(checked()));
+                }
+                t.elapsed().as_nanos() as f64 / f64::from(DOCUMENTS)
+            })
+            .collect(),
+    );
+    let store = median(
+        (0..ROUNDS)
+            .map(|_| {
+                let parsed: Vec<Checked> = (0..DOCUMENTS).map(|_| checked()).collect();
+                let t = Instant::now();
+                for c in parsed {
+                    drop(black_box(c.stored_once(Some(&snapshot))));
+                }
+                t.elapsed().as_nanos() as f64 / f64::from(DOCUMENTS)
+            })
+            .collect(),
+    );
+    println!(
+        "document: the agent's {} B ({} host facts) stored as {} B: {left} facts and figures {:#06x} left out",
+        sent.measurement_json.len(),
+        host.as_object().map_or(0, |h| h.len()),
+        stored.json.len(),
+        stored.figures_in_columns,
+    );
+    println!(
+        "document: {parse:.0} ns a result to parse and check, {store:.0} ns to store it once (medians of {ROUNDS} × {DOCUMENTS})"
+    );
+}
