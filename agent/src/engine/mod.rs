@@ -23,7 +23,7 @@ mod plan;
 mod summary;
 mod thread;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,7 @@ use cipherfleet_core::stats;
 
 use self::objects::Objects;
 use self::plan::{Calibration, Plan, Sampling};
-use self::thread::{Shared, ThreadRun};
+use self::thread::{Live, Record, Shared, ThreadRun};
 use crate::heap;
 use crate::kernel::{self, Batch, KernelError, KernelInput};
 
@@ -93,8 +93,10 @@ struct KeyFacts {
 struct StartLine {
     plan: Plan,
     start: Instant,
-    /// Windows or operation records each thread reserves.
+    /// Operation records each thread reserves.
     records: Vec<usize>,
+    /// What each thread has done so far (its windows, for window sampling).
+    live: Vec<Live>,
 }
 
 /// Measures `spec` in this process within `options`.
@@ -106,7 +108,7 @@ pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, Eng
     let threads = spec.point.threads as usize;
     let warmup = Duration::from_secs_f64(spec.warmup_seconds());
     let objects = spec.point.concurrency.map(|n| Objects::new(n, options.arrival_rate));
-    let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
+    let stop = AtomicBool::new(false);
     let calibrations = Mutex::new(vec![None::<Calibration>; threads]);
     let start_line = OnceLock::<StartLine>::new();
     // Workers plus this thread, which decides the plan and then times the measured phase.
@@ -116,7 +118,7 @@ pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, Eng
     let (runs, key, wall, cpu) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..spec.point.threads)
             .map(|thread| {
-                let (master, objects, stop, progress) = (&master, objects.as_ref(), &stop, &progress);
+                let (master, objects, stop) = (&master, objects.as_ref(), &stop);
                 let (calibrations, start_line, warmed_up, go) = (&calibrations, &start_line, &warmed_up, &go);
                 scope.spawn(move || -> Result<(ThreadRun, Option<KeyFacts>), EngineError> {
                     let kernel = kernel::build(&KernelInput {
@@ -151,7 +153,6 @@ pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, Eng
                     let shared = Shared {
                         start: line.start,
                         stop,
-                        progress,
                         objects,
                     };
                     let i = thread as usize;
@@ -161,6 +162,7 @@ pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, Eng
                         line.plan.sampling,
                         line.records[i],
                         &shared,
+                        &line.live[i],
                     )
                     .map_err(fail)?;
                     Ok((run, key))
@@ -181,27 +183,31 @@ pub fn measure_with(spec: &JobSpec, options: &RunOptions) -> Result<Figures, Eng
             .collect();
         let plan = plan::plan(spec, &calibrated);
         let cap = effective_cap(options, &plan);
-        let records = calibrated
+        let records: Vec<usize> = calibrated
             .iter()
             .map(|c| thread::records_for(cap, plan.sampling, Duration::from_nanos(c.op_ns as u64)))
+            .collect();
+        let live = records
+            .iter()
+            .map(|&n| match plan.sampling {
+                Sampling::Windows(_) => Live::new(n),
+                Sampling::Operations => Live::new(0),
+            })
             .collect();
         let cpu0 = cpu_times();
         let start = Instant::now();
         if let Some(o) = &objects {
             o.begin(start);
         }
-        let sampling = plan.sampling;
-        let batch_ops = plan.batches.iter().map(|b| b.throughput).max().unwrap_or(1);
-        start_line
-            .set(StartLine { plan, start, records })
-            .unwrap_or_else(|_| unreachable!("set once"));
-        go.wait();
-        let sampled = Progress {
-            operations: &progress,
-            batch_ops,
-            objects: objects.as_ref(),
+        let line = StartLine {
+            plan,
+            start,
+            records,
+            live,
         };
-        wait_for_samples(spec, sampling, cap, start, &sampled, &stop);
+        let line = start_line.get_or_init(|| line);
+        go.wait();
+        wait_for_samples(spec, line, cap, objects.as_ref(), &stop);
         stop.store(true, Ordering::Relaxed);
 
         let results: Vec<_> = handles
@@ -249,53 +255,73 @@ fn effective_cap(options: &RunOptions, plan: &Plan) -> Duration {
     }
 }
 
-/// What the measuring threads have done so far, as the stop decision reads it.
-struct Progress<'a> {
-    /// Operations of all threads.
-    operations: &'a AtomicU64,
-    /// The largest throughput batch of any thread.
-    batch_ops: u64,
-    objects: Option<&'a Objects>,
-}
-
 /// Waits until the requested time is over and the point has its samples (and
 /// objects), or the cap is reached. A sample spans as many windows as the
-/// batches, as they really run, need ([`summary::windows_for`]); counting
-/// every batch as the largest underestimates the batches run, so the wait errs long.
-fn wait_for_samples(
-    spec: &JobSpec,
-    sampling: Sampling,
-    cap: Duration,
-    start: Instant,
-    progress: &Progress<'_>,
-    stop: &AtomicBool,
-) {
+/// batches, as they really run, need ([`summary::windows_for`]); an estimate
+/// from the operations so far says when that many windows may have passed,
+/// and then the windows themselves decide, by the rule the summary applies
+/// (which merges samples further where a busy machine left a thread without
+/// CPU for a whole sample).
+fn wait_for_samples(spec: &JobSpec, line: &StartLine, cap: Duration, objects: Option<&Objects>, stop: &AtomicBool) {
     let requested = Duration::from_secs_f64(spec.seconds);
+    let batch_ops = line.plan.batches.iter().map(|b| b.throughput).max().unwrap_or(1);
     loop {
-        let elapsed = start.elapsed();
+        let elapsed = line.start.elapsed();
         if elapsed >= cap || stop.load(Ordering::Relaxed) {
             return;
         }
-        let operations = progress.operations.load(Ordering::Relaxed);
-        let enough = match sampling {
-            Sampling::Windows(w) => {
-                let batches = operations / (progress.batch_ops * u64::from(spec.point.threads)).max(1);
-                let mean_batch = elapsed.as_nanos() as u64 / batches.max(1);
-                let per_sample = summary::windows_for(mean_batch, w.as_nanos() as u64).min(1 << 20) as u32;
-                // Stretched batches mean a busy machine, where samples may double
-                // again for a starved thread (summary::windows): wait for that too.
-                let per_sample = if per_sample > 1 { 2 * per_sample } else { 1 };
-                // The first window began before the threads, and the last sample
-                // may end after one of them stopped: a window and a sample more.
-                elapsed >= w * (per_sample * (MIN_SAMPLES + 1) + 1)
-            }
-            Sampling::Operations => operations >= spec.operations_needed(),
-        } && progress.objects.is_none_or(|o| o.completed() >= o.needed());
-        if elapsed >= requested && enough {
+        let operations: u64 = line.live.iter().map(Live::operations).sum();
+        let enough = elapsed >= requested
+            && objects.is_none_or(|o| o.completed() >= o.needed())
+            && match line.plan.sampling {
+                Sampling::Windows(w) => {
+                    // Counting every batch as the largest underestimates the batches run,
+                    // so the estimate errs long.
+                    let batches = operations / (batch_ops * u64::from(spec.point.threads)).max(1);
+                    let mean_batch = elapsed.as_nanos() as u64 / batches.max(1);
+                    let per_sample = summary::windows_for(mean_batch, w.as_nanos() as u64).min(1 << 20) as u32;
+                    // Stretched batches mean a busy machine, where the batch in flight
+                    // when the threads stop may stretch the mean across a border: a
+                    // margin of twice the windows.
+                    let per_sample = if per_sample > 1 { 2 * per_sample } else { 1 };
+                    // The first window began before the threads, and the last sample
+                    // may end after one of them stopped: a window and a sample more.
+                    elapsed >= w * (per_sample * (MIN_SAMPLES + 1) + 1)
+                        && window_samples(line, w, elapsed) >= MIN_SAMPLES as usize
+                }
+                Sampling::Operations => operations >= spec.operations_needed(),
+            };
+        if enough {
             return;
         }
         // This thread only sleeps: it takes no CPU from the measuring threads.
         std::thread::sleep(Duration::from_millis(2).min(cap - elapsed));
+    }
+}
+
+/// The samples the windows that have ended by `elapsed` give, as the summary
+/// will take them.
+fn window_samples(line: &StartLine, w: Duration, elapsed: Duration) -> usize {
+    // Every window that may have ended, and one more that cannot have: the
+    // summary never takes the last window it is given.
+    let windows = (elapsed.as_nanos() / w.as_nanos().max(1)) as usize + 2;
+    let records: Vec<Record> = line.live.iter().map(|l| l.record(windows)).collect();
+    let tracks: Vec<summary::Track<'_>> = records
+        .iter()
+        .zip(&line.plan.batches)
+        .map(|(r, b)| track(r, *b, &[]))
+        .collect();
+    summary::windows(&tracks, w.as_nanos() as u64, 1).samples.len()
+}
+
+/// A thread's record as the summary reads it.
+fn track<'a>(r: &'a Record, batches: plan::Batches, timed: &'a [(u64, u64)]) -> summary::Track<'a> {
+    summary::Track {
+        begin_ns: r.begin_ns,
+        end_ns: r.end_ns,
+        batches: r.operations / batches.throughput.max(1),
+        windows: &r.windows,
+        timed,
     }
 }
 
@@ -314,16 +340,11 @@ fn summarise(
     wall: Duration,
     (user, sys): (f64, f64),
 ) -> Figures {
-    let since_start = |t: Instant| t.saturating_duration_since(line.start).as_nanos() as u64;
-    let tracks: Vec<summary::Track<'_>> = runs
+    let records: Vec<Record> = line.live.iter().map(|l| l.record(usize::MAX)).collect();
+    let tracks: Vec<summary::Track<'_>> = records
         .iter()
-        .map(|r| summary::Track {
-            begin_ns: since_start(r.first_start),
-            end_ns: since_start(r.last_end),
-            batches: r.operations / r.batches.throughput.max(1),
-            windows: &r.windows,
-            timed: &r.timed,
-        })
+        .zip(runs)
+        .map(|(record, r)| track(record, r.batches, &r.timed))
         .collect();
     let (sampled, sample_seconds) = match line.plan.sampling {
         Sampling::Windows(w) => {

@@ -412,14 +412,13 @@ fn warm_up_measures_the_time_per_operation() {
 #[test]
 fn windows_count_each_batch_where_it_ends() {
     let stop = AtomicBool::new(false);
-    let progress = AtomicU64::new(0);
     let start = Instant::now();
     let shared = Shared {
         start,
         stop: &stop,
-        progress: &progress,
         objects: None,
     };
+    let live = thread::Live::new(12);
     let batches = plan::Batches {
         throughput: 10,
         latency: 2,
@@ -433,17 +432,82 @@ fn windows_count_each_batch_where_it_ends() {
             &mut Spin(Duration::from_micros(100)),
             batches,
             Sampling::Windows(Duration::from_millis(10)),
-            12,
+            0,
             &shared,
+            &live,
         )
         .unwrap()
     });
     // Every operation lands in exactly one window; batches of 10, so windows hold multiples of 10.
-    assert_eq!(run.windows.iter().sum::<u64>(), run.operations);
-    assert!(run.windows.iter().all(|w| w % 10 == 0), "{:?}", run.windows);
-    assert_eq!(progress.load(Ordering::Relaxed), run.operations);
+    let record = live.record(usize::MAX);
+    assert_eq!(record.windows.len(), 12);
+    assert_eq!(record.windows.iter().sum::<u64>(), run.operations);
+    assert!(record.windows.iter().all(|w| w % 10 == 0), "{:?}", record.windows);
+    assert_eq!(record.operations, run.operations);
+    // The record spans the batches: at least one millisecond each, from the start.
+    assert!(
+        record.begin_ns + run.operations / 10 * 1_000_000 <= record.end_ns,
+        "{record:?}"
+    );
+    assert!(Duration::from_nanos(record.end_ns) <= start.elapsed());
+    // A prefix is what a stop decision under way copies.
+    assert_eq!(live.record(3).windows, record.windows[..3]);
     // Each batch (1 ms of spinning, at least) takes one latency value from its first 2 operations.
     assert_eq!(run.latency_samples, run.operations / 10);
     assert!(run.histogram.value_at_quantile(0.5) >= 100_000);
     assert_eq!(run.heap.allocations, 0, "the measured loop allocates");
+}
+
+/// A start line 70 ms into a run of one thread in 5 ms windows, with batches
+/// of 3 operations about a millisecond long, whose windows are `windows`.
+fn line_70_ms_in(windows: [u64; 16]) -> StartLine {
+    let w = Duration::from_millis(5);
+    let record = thread::Record {
+        begin_ns: 1_000_000,
+        end_ns: 69_000_000,
+        operations: windows.iter().sum(),
+        windows: windows.to_vec(),
+    };
+    StartLine {
+        plan: Plan {
+            batches: vec![plan::Batches {
+                throughput: 3,
+                latency: 1,
+            }],
+            sampling: Sampling::Windows(w),
+            nominal_window: w,
+            op_time: Duration::from_micros(330),
+        },
+        start: Instant::now() - Duration::from_millis(70),
+        records: vec![0],
+        live: vec![thread::Live::from_record(&record)],
+    }
+}
+
+#[test]
+fn the_wait_ends_when_the_windows_hold_the_samples_the_summary_will_take() {
+    // 63 batches in 70 ms: the operations alone say twelve samples of one
+    // window have passed. But the thread ran in every other window only, so
+    // the summary merges windows in pairs and takes six: the wait must go on
+    // (here to the cap, as the record no longer grows).
+    let mut starved = [0u64; 16];
+    starved[1..14].iter_mut().step_by(2).for_each(|n| *n = 27);
+    let line = line_70_ms_in(starved);
+    let Sampling::Windows(w) = line.plan.sampling else {
+        unreachable!()
+    };
+    assert_eq!(window_samples(&line, w, line.start.elapsed()), 6);
+    let cap = Duration::from_millis(150);
+    let stop = AtomicBool::new(false);
+    wait_for_samples(&spec("aes-128-gcm", 16), &line, cap, None, &stop);
+    assert!(line.start.elapsed() >= cap, "the wait ended with six samples");
+
+    // The same operations spread over every window: twelve samples, no wait.
+    let mut even = [0u64; 16];
+    even[1..14].fill(15);
+    let line = line_70_ms_in(even);
+    assert_eq!(window_samples(&line, w, line.start.elapsed()), 12);
+    let cap = Duration::from_secs(60);
+    wait_for_samples(&spec("aes-128-gcm", 16), &line, cap, None, &stop);
+    assert!(line.start.elapsed() < cap);
 }

@@ -7,6 +7,8 @@
 //! throughput batch opens with a short latency-timed batch, which feeds the
 //! latency percentiles at a finer grain. Nothing in the loop allocates: the
 //! windows, the per-operation records and the histogram are sized before it.
+//! The windows are [`Live`]: the stop decision reads them while the thread
+//! runs, so it waits by the same rule that later picks the samples.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -29,18 +31,90 @@ pub struct Shared<'a> {
     /// The start of the measured phase: window 0 begins here.
     pub start: Instant,
     pub stop: &'a AtomicBool,
-    /// Operations completed by all threads so far (for the stop decision).
-    pub progress: &'a AtomicU64,
     pub objects: Option<&'a Objects>,
 }
 
-/// One thread's share of the measured phase.
-pub struct ThreadRun {
-    /// When this thread began its first measured batch, and ended its last.
-    pub first_start: Instant,
-    pub last_end: Instant,
-    /// Window sampling: operations whose batch ended in each window.
+/// What one thread has done so far in the measured phase. Only that thread
+/// writes it; the stop decision reads it as it grows, and the summary once
+/// the thread has stopped. Aligned so that no two threads write one cache line.
+#[repr(align(128))]
+pub struct Live {
+    /// Window sampling: operations whose batch ended in each window; the
+    /// last entry collects overflow and is never a sample. Empty otherwise.
+    windows: Box<[AtomicU64]>,
+    /// When the thread began its first measured batch, and ended its latest,
+    /// in nanoseconds from the start. The end is stored after the windows
+    /// (release), so a reader that loads it first sees every batch up to it.
+    begin_ns: AtomicU64,
+    end_ns: AtomicU64,
+    /// Operations (or objects) completed.
+    operations: AtomicU64,
+}
+
+/// A copy of a thread's [`Live`] record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    pub begin_ns: u64,
+    pub end_ns: u64,
+    pub operations: u64,
     pub windows: Vec<u64>,
+}
+
+impl Live {
+    /// A record with `windows` windows (none for operation sampling).
+    pub fn new(windows: usize) -> Self {
+        Live {
+            windows: (0..windows).map(|_| AtomicU64::new(0)).collect(),
+            begin_ns: AtomicU64::new(0),
+            end_ns: AtomicU64::new(0),
+            operations: AtomicU64::new(0),
+        }
+    }
+
+    pub fn operations(&self) -> u64 {
+        self.operations.load(Ordering::Relaxed)
+    }
+
+    /// The record so far, with at most its first `windows` windows: enough
+    /// to cover the windows that have ended keeps the copy short while a
+    /// long run is under way.
+    pub fn record(&self, windows: usize) -> Record {
+        let end_ns = self.end_ns.load(Ordering::Acquire);
+        Record {
+            begin_ns: self.begin_ns.load(Ordering::Relaxed),
+            end_ns,
+            operations: self.operations.load(Ordering::Relaxed),
+            windows: self.windows[..windows.min(self.windows.len())]
+                .iter()
+                .map(|w| w.load(Ordering::Relaxed))
+                .collect(),
+        }
+    }
+
+    /// A record as a thread would have left it.
+    #[cfg(test)]
+    pub fn from_record(r: &Record) -> Self {
+        let live = Live::new(r.windows.len());
+        for (w, &n) in r.windows.iter().enumerate() {
+            live.count(w, n);
+        }
+        live.begin_ns.store(r.begin_ns, Ordering::Relaxed);
+        live.end_ns.store(r.end_ns, Ordering::Relaxed);
+        live.operations.store(r.operations, Ordering::Relaxed);
+        live
+    }
+
+    /// Counts a batch of `n` that ended in window `w` (the writing thread only).
+    fn count(&self, w: usize, n: u64) {
+        if let Some(last) = self.windows.len().checked_sub(1) {
+            let slot = &self.windows[w.min(last)];
+            slot.store(slot.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One thread's share of the measured phase; its windows are in its [`Live`].
+pub struct ThreadRun {
     /// Operation sampling: (end, duration) of each operation in nanoseconds
     /// from the start, in order.
     pub timed: Vec<(u64, u64)>,
@@ -112,18 +186,21 @@ pub fn records_for(cap: Duration, sampling: Sampling, op_time: Duration) -> usiz
     (n.ceil() as usize).clamp(4, MAX_RECORDS)
 }
 
-/// The measured phase of one thread: batches (or objects) until `stop`.
+/// The measured phase of one thread: batches (or objects) until `stop`,
+/// counted in `live` (sized for `sampling`) and, for operation sampling, in
+/// up to `records` per-operation records.
 pub fn measure(
     k: &mut dyn Batch,
     batches: Batches,
     sampling: Sampling,
     records: usize,
     shared: &Shared<'_>,
+    live: &Live,
 ) -> Result<ThreadRun, KernelError> {
     let mut histogram = new_histogram();
-    let (mut windows, mut timed) = match sampling {
-        Sampling::Windows(_) => (vec![0u64; records], Vec::new()),
-        Sampling::Operations => (Vec::new(), Vec::with_capacity(records)),
+    let mut timed = match sampling {
+        Sampling::Windows(_) => Vec::new(),
+        Sampling::Operations => Vec::with_capacity(records),
     };
     let window_ns = match sampling {
         Sampling::Windows(w) => nanos(w).max(1),
@@ -134,6 +211,9 @@ pub fn measure(
     let (mut operations, mut objects_counted, mut latency_samples) = (0u64, 0u64, 0u64);
     let heap_before = heap::counts();
     let first_start = Instant::now();
+    let begin_ns = nanos(first_start - shared.start);
+    live.begin_ns.store(begin_ns, Ordering::Relaxed);
+    live.end_ns.store(begin_ns, Ordering::Release);
     let mut t_prev = first_start;
     loop {
         let n = batches.throughput;
@@ -173,27 +253,21 @@ pub fn measure(
         op += n;
         operations += n;
         match sampling {
-            Sampling::Windows(_) => {
-                let w = (nanos(t_end - shared.start) / window_ns) as usize;
-                let last = windows.len() - 1;
-                windows[w.min(last)] += n;
-            }
+            Sampling::Windows(_) => live.count((nanos(t_end - shared.start) / window_ns) as usize, n),
             Sampling::Operations => {
                 if timed.len() < timed.capacity() {
                     timed.push((nanos(t_end - shared.start), nanos(t_end - began)));
                 }
             }
         }
-        shared.progress.fetch_add(n, Ordering::Relaxed);
+        live.operations.store(operations, Ordering::Relaxed);
+        live.end_ns.store(nanos(t_end - shared.start), Ordering::Release);
         t_prev = t_end;
         if shared.stop.load(Ordering::Relaxed) {
             break;
         }
     }
     Ok(ThreadRun {
-        first_start,
-        last_end: t_prev,
-        windows,
         timed,
         histogram,
         latency_samples,

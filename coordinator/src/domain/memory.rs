@@ -30,7 +30,20 @@ impl From<Option<&Memory>> for StoredMemory {
     }
 }
 
-/// A count as PostgreSQL's `bigint`, saturating as `store::results` does.
-fn bigint(n: u64) -> i64 {
+/// A count as PostgreSQL's `bigint`. Nanoseconds, bytes and batch sizes past
+/// 2^63 are not measurements anyone took; saturating keeps the row rather
+/// than refusing it over a figure nobody could act on.
+pub fn bigint(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_past_the_bigint_range_saturate() {
+        assert_eq!((bigint(0), bigint(9000)), (0, 9000));
+        assert_eq!(bigint(u64::MAX), i64::MAX);
+    }
 }

@@ -29,6 +29,7 @@ use crate::domain::job::JobStatus;
 mod document;
 mod figures;
 mod insert;
+pub(crate) use document::{RawObject, same};
 pub use figures::FigureColumns;
 use insert::insert_rows;
 

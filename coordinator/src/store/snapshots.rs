@@ -4,7 +4,7 @@
 //! normalised ([`NormalisedFacts`]); the SHA-256 of that form decides whether
 //! the facts changed since the host's current snapshot.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use cipherfleet_core::facts::HostFacts;
@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 use sqlx::{PgConnection, PgExecutor};
 
 use super::Result;
+use super::results::{RawObject, same};
 use crate::domain::facts::{FactColumns, NormalisedFacts};
 
 /// One stored snapshot.
@@ -33,23 +34,23 @@ pub struct CurrentFacts {
     pub snapshot_id: i64,
     pub facts: serde_json::Map<String, Value>,
     /// Facts as text the way an agent writes them in a measurement's `host`
-    /// (its [`HostFacts`] serialised), each known equal to its fact: a
-    /// measurement's member with that text holds the fact without being
-    /// parsed ([`crate::store::results::Checked::stored_once`]).
-    pub agent_texts: HashMap<String, String>,
+    /// (its [`HostFacts`] serialised), each known equal to its fact, so that
+    /// [`CurrentFacts::holds`] need not parse a member written so.
+    agent_texts: HashMap<String, String>,
 }
 
 impl CurrentFacts {
     pub fn new(snapshot_id: i64, facts: serde_json::Map<String, Value>) -> Self {
+        // Typed through a `Value` that owns the facts, and unwrapped again: no copy of them.
         let facts = Value::Object(facts);
         let text = serde_json::from_value::<HostFacts>(facts.clone()).and_then(|typed| serde_json::to_string(&typed));
         let Value::Object(facts) = facts else {
             unreachable!("an object")
         };
-        let agent_texts = match text.as_deref().map(serde_json::from_str::<BTreeMap<&str, &RawValue>>) {
+        let agent_texts = match text.as_deref().map(serde_json::from_str::<RawObject>) {
             Ok(Ok(members)) => members
                 .into_iter()
-                .filter(|(k, raw)| serde_json::from_str::<Value>(raw.get()).ok().as_ref() == facts.get(*k))
+                .filter(|(k, raw)| facts.get(*k).is_some_and(|fact| same(raw, fact)))
                 .map(|(k, raw)| (k.to_owned(), raw.get().to_owned()))
                 .collect(),
             // Facts of another layout: compared parsed.
@@ -60,6 +61,22 @@ impl CurrentFacts {
             facts,
             agent_texts,
         }
+    }
+
+    /// Whether the fact `key` is the JSON value written `raw` (a member of a
+    /// measurement's `host`): by its text when it is the agent's, else parsed
+    /// ([`crate::store::results::Checked::stored_once`]).
+    pub fn holds(&self, key: &str, raw: &RawValue) -> bool {
+        match self.agent_texts.get(key) {
+            Some(text) if text == raw.get() => true,
+            _ => self.facts.get(key).is_some_and(|fact| same(raw, fact)),
+        }
+    }
+
+    /// The facts whose agent's text is known.
+    #[cfg(test)]
+    pub fn agent_texts(&self) -> Vec<&str> {
+        self.agent_texts.keys().map(String::as_str).collect()
     }
 }
 

@@ -19,7 +19,7 @@ use crate::store::snapshots::CurrentFacts;
 /// A JSON object's members as slices of its text, by key. A key written with
 /// escapes cannot be borrowed, so such an object does not parse as one: it
 /// is stored whole. A borrowed key is therefore written back as it came.
-pub(super) type RawObject<'a> = BTreeMap<&'a str, &'a RawValue>;
+pub(crate) type RawObject<'a> = BTreeMap<&'a str, &'a RawValue>;
 
 /// Separates the keys of a [`FromSnapshot`] in the insert's text column: a
 /// character no fact name holds (`string_to_array` splits on it). A key
@@ -63,10 +63,7 @@ fn without_facts(host: &RawValue, snapshot: &CurrentFacts) -> Option<(Vec<String
     let mut host: RawObject = serde_json::from_str(host.get()).ok()?;
     let keys: Vec<&str> = host
         .iter()
-        .filter(|(k, v)| match snapshot.agent_texts.get(**k) {
-            Some(text) if text == v.get() => true,
-            _ => snapshot.facts.get(**k).is_some_and(|fact| same(v, fact)),
-        })
+        .filter(|(k, v)| snapshot.holds(k, v))
         .map(|(k, _)| *k)
         .collect();
     for k in &keys {
@@ -77,7 +74,7 @@ fn without_facts(host: &RawValue, snapshot: &CurrentFacts) -> Option<(Vec<String
 }
 
 /// Whether `raw` is the JSON value `value`.
-pub(super) fn same(raw: &RawValue, value: &Value) -> bool {
+pub(crate) fn same(raw: &RawValue, value: &Value) -> bool {
     serde_json::from_str::<Value>(raw.get()).is_ok_and(|v| v == *value)
 }
 
@@ -160,10 +157,10 @@ mod tests {
         let stored = serde_json::to_value(&facts).unwrap();
         let snapshot = CurrentFacts::new(1, stored.as_object().unwrap().clone());
         assert_eq!(
-            snapshot.agent_texts.len(),
+            snapshot.agent_texts().len(),
             snapshot.facts.len(),
             "every fact as the agent writes it: {:?}",
-            snapshot.agent_texts.keys()
+            snapshot.agent_texts()
         );
         // As the agent writes it; reformatted; one fact changed.
         let agent = serde_json::to_string(&serde_json::json!({ "host": facts })).unwrap();

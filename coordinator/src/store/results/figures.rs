@@ -12,7 +12,7 @@ use cipherfleet_core::path::PathUsed;
 use serde_json::{Map, Value, json};
 
 use super::document::{RawObject, same};
-use crate::domain::memory::StoredMemory;
+use crate::domain::memory::{StoredMemory, bigint};
 
 /// The members [`FigureColumns`] gives back, in bit order. Stored rows name
 /// them by position: append only, never reorder.
@@ -156,13 +156,6 @@ pub fn put_back(doc: &mut Map<String, Value>, columns: &FigureColumns, bits: i32
     }
 }
 
-/// A count as PostgreSQL's `bigint`. Nanoseconds and batch sizes past 2^63
-/// are not measurements anyone took; saturating keeps the row rather than
-/// refusing it over a figure nobody could act on.
-pub(super) fn bigint(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,12 +171,6 @@ mod tests {
         ))
         .unwrap();
         bits
-    }
-
-    #[test]
-    fn counts_past_the_bigint_range_saturate() {
-        assert_eq!((bigint(0), bigint(9000)), (0, 9000));
-        assert_eq!(bigint(u64::MAX), i64::MAX);
     }
 
     fn figures() -> Figures {
