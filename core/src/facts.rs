@@ -129,16 +129,22 @@ pub struct Virtualization {
 }
 
 /// Crypto-relevant CPU features. A name in `checked` but not in `advertised` is
-/// known to be absent; a name not in `checked` is unknown.
+/// known to be absent; a name not in `checked` is unknown. The lists are sets:
+/// held in report order, written sorted and without repeats, the form the
+/// coordinator stores a host's facts in, so that a measurement's facts are
+/// the snapshot's text and need not be stored with every result.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Features {
     /// Where the bits came from: `cpuid` or `hwcap`; `None` if this architecture has no probe.
     pub source: Option<String>,
     /// Every feature name that was checked.
+    #[serde(serialize_with = "sorted_set")]
     pub checked: Vec<String>,
     /// Features the CPU says it has (CPUID / HWCAP).
+    #[serde(serialize_with = "sorted_set")]
     pub advertised: Vec<String>,
     /// Features the OS has enabled, i.e. that code may actually execute.
+    #[serde(serialize_with = "sorted_set")]
     pub usable: Vec<String>,
     /// x86: CPUID.1:ECX.OSXSAVE (the OS enabled XSAVE/XGETBV).
     pub osxsave: Option<bool>,
@@ -148,6 +154,14 @@ pub struct Features {
     pub hwcap: Option<String>,
     /// aarch64: `getauxval(AT_HWCAP2)` as hex.
     pub hwcap2: Option<String>,
+}
+
+/// A list of names written as a set: sorted, each once.
+fn sorted_set<S: serde::Serializer>(names: &[String], s: S) -> Result<S::Ok, S::Error> {
+    let mut sorted: Vec<&str> = names.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    s.collect_seq(sorted)
 }
 
 /// Which implementation the crypto crates pick in this process.
@@ -297,6 +311,26 @@ mod tests {
         c.codegen_units = 16;
         c.lto = "thin-local".into();
         assert_eq!(c.summary(), "release, opt-level 3, LTO thin-local, 16 codegen units");
+    }
+
+    #[test]
+    fn feature_lists_are_written_as_sets_and_held_as_probed() {
+        let mut facts = HostFacts::unknown("x86_64", Flavour::Accelerated);
+        facts.features.checked = ["aes", "pclmulqdq", "avx", "avx2", "vaes", "aes"]
+            .map(String::from)
+            .to_vec();
+        facts.features.usable = ["avx", "aes"].map(String::from).to_vec();
+        let v = serde_json::to_value(&facts).unwrap();
+        assert_eq!(
+            v["features"]["checked"],
+            serde_json::json!(["aes", "avx", "avx2", "pclmulqdq", "vaes"])
+        );
+        assert_eq!(v["features"]["usable"], serde_json::json!(["aes", "avx"]));
+        assert_eq!(v["features"]["advertised"], serde_json::json!([]));
+        // In memory, the probe's report order stays.
+        assert_eq!(facts.features.usable, ["avx", "aes"]);
+        let back: HostFacts = serde_json::from_value(v).unwrap();
+        assert_eq!(back.features.usable, ["aes", "avx"]);
     }
 
     #[test]

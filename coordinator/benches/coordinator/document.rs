@@ -34,6 +34,34 @@ pub fn document(template: &Measurement) {
     };
     let stored = checked().stored_once(Some(&snapshot));
     let left = stored.from_snapshot.as_ref().map_or(0, |f| f.keys.len());
+    // The same document as agents before 2026-12-06 wrote it, their feature
+    // lists in the probe's order rather than sorted (here: reversed), which
+    // the snapshot's text does not match: only those bytes differ.
+    let features = &template.host.as_ref().expect("host facts").features;
+    let mut older_json = sent.measurement_json.clone();
+    for (name, list) in [
+        ("checked", &features.checked),
+        ("advertised", &features.advertised),
+        ("usable", &features.usable),
+    ] {
+        let mut sorted: Vec<&String> = list.iter().collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let written = format!("\"{name}\":{}", serde_json::to_string(&sorted).expect("names"));
+        sorted.reverse();
+        let probe_order = format!("\"{name}\":{}", serde_json::to_string(&sorted).expect("names"));
+        older_json = older_json.replacen(&written, &probe_order, 1);
+    }
+    let older = || {
+        let m = wire::checked_measurement(&sent).expect("the template is valid");
+        Checked::new(
+            None,
+            m.path_used.expect("ok"),
+            m.figures.expect("ok"),
+            older_json.clone(),
+        )
+    };
+    let older_stored = older().stored_once(Some(&snapshot));
     // The median of ROUNDS rounds of DOCUMENTS, in ns a document.
     let median = |mut rounds: Vec<f64>| {
         rounds.sort_by(f64::total_cmp);
@@ -62,6 +90,18 @@ pub fn document(template: &Measurement) {
             })
             .collect(),
     );
+    let older_store = median(
+        (0..ROUNDS)
+            .map(|_| {
+                let parsed: Vec<Checked> = (0..DOCUMENTS).map(|_| older()).collect();
+                let t = Instant::now();
+                for c in parsed {
+                    drop(black_box(c.stored_once(Some(&snapshot))));
+                }
+                t.elapsed().as_nanos() as f64 / f64::from(DOCUMENTS)
+            })
+            .collect(),
+    );
     println!(
         "document: the agent's {} B ({} host facts) stored as {} B: {left} facts and figures {:#06x} left out",
         sent.measurement_json.len(),
@@ -71,5 +111,10 @@ pub fn document(template: &Measurement) {
     );
     println!(
         "document: {parse:.0} ns a result to parse and check, {store:.0} ns to store it once (medians of {ROUNDS} × {DOCUMENTS})"
+    );
+    println!(
+        "document: written as before 2026-12-06 (feature lists in probe order): stored as {} B, {} facts left out, {older_store:.0} ns to store it once",
+        older_stored.json.len(),
+        older_stored.from_snapshot.as_ref().map_or(0, |f| f.keys.len()),
     );
 }

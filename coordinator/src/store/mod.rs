@@ -24,6 +24,7 @@
 //! - [`verifications`]: the last verification campaign per host, and the points it ran before.
 //! - [`outbox`]: findings events waiting for the webhook.
 //! - [`schema`]: the migrations and the stored procedures, applied at start.
+//! - [`raw`]: JSON members as slices of the text, compared without a tree.
 
 pub mod advisory;
 pub mod campaign_folds;
@@ -38,6 +39,7 @@ pub mod leases;
 pub mod outbox;
 pub mod partitions;
 pub mod points;
+pub mod raw;
 pub mod results;
 pub mod rollups;
 pub mod schedules;

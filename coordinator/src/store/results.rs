@@ -29,7 +29,6 @@ use crate::domain::job::JobStatus;
 mod document;
 mod figures;
 mod insert;
-pub(crate) use document::{RawObject, same};
 pub use figures::FigureColumns;
 use insert::insert_rows;
 

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use sqlx::{PgConnection, PgExecutor};
 
 use super::Result;
-use super::results::{RawObject, same};
+use super::raw::{RawObject, same};
 use crate::domain::facts::{FactColumns, NormalisedFacts};
 
 /// One stored snapshot.

@@ -8,18 +8,11 @@
 //! (docs/performance.md, "Ingest, 1,000 agents"), and the members kept are
 //! stored as the agent wrote them.
 
-use std::collections::BTreeMap;
-
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::{Checked, FromSnapshot, figures};
+use crate::store::raw::RawObject;
 use crate::store::snapshots::CurrentFacts;
-
-/// A JSON object's members as slices of its text, by key. A key written with
-/// escapes cannot be borrowed, so such an object does not parse as one: it
-/// is stored whole. A borrowed key is therefore written back as it came.
-pub(crate) type RawObject<'a> = BTreeMap<&'a str, &'a RawValue>;
 
 /// Separates the keys of a [`FromSnapshot`] in the insert's text column: a
 /// character no fact name holds (`string_to_array` splits on it). A key
@@ -73,11 +66,6 @@ fn without_facts(host: &RawValue, snapshot: &CurrentFacts) -> Option<(Vec<String
     Some((keys.into_iter().map(str::to_owned).collect(), text))
 }
 
-/// Whether `raw` is the JSON value `value`.
-pub(crate) fn same(raw: &RawValue, value: &Value) -> bool {
-    serde_json::from_str::<Value>(raw.get()).is_ok_and(|v| v == *value)
-}
-
 /// An object of these members, given as key and value text: keys of a
 /// [`RawObject`], which need no escaping.
 pub(super) fn write_object<'a>(members: impl Iterator<Item = (&'a str, &'a str)>) -> String {
@@ -98,7 +86,7 @@ pub(super) fn write_object<'a>(members: impl Iterator<Item = (&'a str, &'a str)>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn host_of(sent: &Value, facts: &Value) -> Option<(Vec<String>, Value)> {
         let text = sent.to_string();
@@ -145,6 +133,40 @@ mod tests {
             r#"{"a":[1, 2],"b":1.50,"host":{"os":"linux","k":"v"}}"#
         );
         assert_eq!(write_object(std::iter::empty()), "{}");
+    }
+
+    #[test]
+    fn facts_probed_in_report_order_are_the_snapshots_text_and_only_the_noise_stays() {
+        use crate::domain::facts::NormalisedFacts;
+        use cipherfleet_core::facts::HostFacts;
+        use cipherfleet_core::path::Flavour;
+        let mut facts = HostFacts::unknown("x86_64", Flavour::Accelerated);
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        facts.features.checked = names(&["aes", "pclmulqdq", "ssse3", "avx", "avx2", "vaes"]);
+        facts.features.advertised = names(&["aes", "pclmulqdq", "avx"]);
+        facts.features.usable = names(&["pclmulqdq", "aes"]);
+        facts.noise.load_average = Some([0.5, 0.4, 0.3]);
+        // The snapshot as the agent's hello stores it: lists sorted, load average dropped.
+        let Value::Object(normalised) = NormalisedFacts::new(&serde_json::to_value(&facts).unwrap()).facts else {
+            panic!("an object")
+        };
+        let snapshot = CurrentFacts::new(1, normalised);
+        let mut texts = snapshot.agent_texts();
+        texts.sort_unstable();
+        let mut expected: Vec<&str> = snapshot
+            .facts
+            .keys()
+            .map(String::as_str)
+            .filter(|k| *k != "noise")
+            .collect();
+        expected.sort_unstable();
+        assert_eq!(texts, expected, "every fact but the volatile noise is the agent's text");
+        let sent = serde_json::to_string(&json!({ "host": facts })).unwrap();
+        let doc: RawObject = serde_json::from_str(&sent).unwrap();
+        let (keys, host) = without_facts(doc["host"], &snapshot).unwrap();
+        assert!(keys.iter().any(|k| k == "features"), "{keys:?}");
+        let host: serde_json::Map<String, Value> = serde_json::from_str(&host).unwrap();
+        assert_eq!(host.keys().collect::<Vec<_>>(), ["noise"]);
     }
 
     #[test]

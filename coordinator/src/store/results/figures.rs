@@ -11,8 +11,8 @@ use cipherfleet_core::measurement::Figures;
 use cipherfleet_core::path::PathUsed;
 use serde_json::{Map, Value, json};
 
-use super::document::{RawObject, same};
 use crate::domain::memory::{StoredMemory, bigint};
+use crate::store::raw::{RawObject, same};
 
 /// The members [`FigureColumns`] gives back, in bit order. Stored rows name
 /// them by position: append only, never reorder.
