@@ -438,7 +438,7 @@ mod tests {
     use super::*;
     use crate::findings::REASONS;
 
-    fn features(list: &[&str]) -> Vec<String> {
+    pub(super) fn features(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
     }
 

@@ -208,10 +208,7 @@ pub(super) fn slow_summary(v: &SlowVerdict, emulated: bool) -> String {
 mod tests {
     use super::*;
     use crate::findings::describe::fact_subject;
-
-    fn features(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
-    }
+    use crate::findings::describe::tests::features;
 
     #[test]
     fn the_providers_findings_name_their_remedy() {
