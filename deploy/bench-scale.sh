@@ -41,6 +41,8 @@
 # in JSON; default lib.sh's TEN_JOBS: 10 jobs a host), BENCH_SERVE_ARGS (extra `serve` flags),
 # BENCH_SIM_ARGS (extra `cipherfleet-sim` flags), BENCH_HISTORY_WEEKS and BENCH_HISTORY_ROWS (20: past
 # weeks of stored results laid out first, each a partition of that many rows; default none),
+# BENCH_SETUP_SQL (20: SQL run on its database after the coordinator's migrations and the
+# history, before the campaign: a variant of the schema measured with the same binaries),
 # BENCH_RAMP (10: the storm spread over this long),
 # BENCH_PG_SLEEP (40: seconds a result insert sleeps, default 0.2), BENCH_JOB_DELAY (50: each
 # simulated job's time, default 0.5s) and BENCH_PG_CONF (lines added to postgresql.conf, e.g.

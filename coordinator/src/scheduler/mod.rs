@@ -392,16 +392,11 @@ impl Scheduler {
         }
     }
 
-    /// Dispatches to every connected host (after a campaign is created),
-    /// the planner's statistics of the queue made true first
-    /// ([`store::jobs::keep_queue_statistics`]). A host whose dispatch fails
+    /// Dispatches to every connected host (after a campaign is created, whose
+    /// transaction made the planner's statistics of the queue true:
+    /// [`store::campaigns::keep_queue_statistics`]). A host whose dispatch fails
     /// does not hold up the others; the first error is returned at the end.
     pub async fn dispatch_all(&self) -> Result<(), store::Error> {
-        match store::jobs::keep_queue_statistics(&self.pool).await {
-            Ok(true) => tracing::info!("jobs analysed: the planner's statistics of the queue were out of date"),
-            Ok(false) => {}
-            Err(e) => tracing::warn!(error = %e, "analysing jobs for the planner's statistics of the queue"),
-        }
         self.dispatch_each(self.online_hosts()).await
     }
 

@@ -220,9 +220,14 @@ pub async fn retire(pool: &PgPool, name: &str) -> Result<Option<Retired>> {
         return Ok(None);
     };
     // Locked in id order first, as every statement over several jobs' rows.
+    // Its queue and its running job are read apart, each through its partial
+    // index by host: as one `status IN (…)`, the planner may read every active
+    // job of the fleet (`jobs_active_per_campaign`) for this host's few.
     let failed: Vec<(Uuid, i64)> = sqlx::query_as(
         "UPDATE jobs SET status = 'failed', finished_at = now(), error = $2 \
-         FROM (SELECT id FROM jobs WHERE host_id = $1 AND status IN ('queued', 'running') \
+         FROM (SELECT id FROM jobs WHERE id IN ( \
+                   SELECT id FROM jobs WHERE host_id = $1 AND status = 'queued' \
+                   UNION ALL SELECT id FROM jobs WHERE host_id = $1 AND status = 'running') \
                ORDER BY id FOR NO KEY UPDATE) unfinished \
          WHERE jobs.id = unfinished.id AND jobs.status IN ('queued', 'running') \
          RETURNING jobs.id, jobs.campaign_id",

@@ -100,7 +100,10 @@ async fn the_queue_moves_a_job_through_every_transition() {
     assert_eq!(nightly[2], chacha_point());
     assert_eq!(nightly.len(), 5);
 
-    let mut by_status = jobs::count_by_status(pool).await.unwrap();
+    let mut by_status: Vec<(String, i64)> = sqlx::query_as("SELECT status, count(*) FROM jobs GROUP BY status")
+        .fetch_all(pool)
+        .await
+        .unwrap();
     by_status.sort();
     let counts: Vec<(&str, i64)> = by_status.iter().map(|(s, n)| (s.as_str(), *n)).collect();
     assert_eq!(
@@ -289,9 +292,11 @@ async fn the_queue_moves_a_job_through_every_transition() {
     }
 }
 
-/// A campaign's large queue is counted for the planner before its dispatch:
-/// vacuumed between campaigns, the statistics hold the queue as empty, and a
-/// claim would scan every active job instead of its host's queue.
+/// A campaign's large queue is counted for the planner by the transaction
+/// that queues it: vacuumed between campaigns, the statistics hold the queue
+/// as empty, and a claim would scan every active job instead of its host's
+/// queue. The commit's notice wakes every coordinator's dispatch, so the
+/// statistics must be true by then, not only after the starting one's.
 #[tokio::test]
 async fn a_large_queue_is_analysed_once_when_the_statistics_miss_it() {
     let f = populate().await;
@@ -302,28 +307,28 @@ async fn a_large_queue_is_analysed_once_when_the_statistics_miss_it() {
             .await
             .unwrap()
     };
+    let keep = async || {
+        campaigns::keep_queue_statistics(&mut pool.acquire().await.unwrap())
+            .await
+            .unwrap()
+    };
     sqlx::query("VACUUM jobs").execute(pool).await.unwrap();
     assert!(counted().await < 10.0, "the fixture's queue is small");
-    assert!(
-        !jobs::keep_queue_statistics(pool).await.unwrap(),
-        "a small queue is left alone"
-    );
+    assert!(!keep().await, "a small queue is left alone");
 
     let (matrix, selector) = (json!({}), json!({}));
-    let many: Vec<_> = (1..=jobs::QUEUE_STATISTICS_FROM as u64)
+    let many: Vec<_> = (1..=campaigns::QUEUE_STATISTICS_FROM as u64)
         .map(|i| new_job([f.bench, f.vm][i as usize % 2], gcm_point(16 * i, 1, Path::Software)))
         .collect();
-    campaigns::create_with_jobs(pool, &new_campaign("large", &matrix, &selector), &many)
+    let mut tx = pool.begin().await.unwrap();
+    campaigns::insert_with_jobs(&mut tx, &new_campaign("large", &matrix, &selector), &many)
         .await
         .unwrap();
-    assert!(jobs::keep_queue_statistics(pool).await.unwrap(), "analysed");
     assert!(
-        counted().await >= jobs::QUEUE_STATISTICS_FROM as f32,
-        "the statistics count the queue: {}",
+        counted().await >= campaigns::QUEUE_STATISTICS_FROM as f32,
+        "the statistics count the queue before its campaign commits: {}",
         counted().await
     );
-    assert!(
-        !jobs::keep_queue_statistics(pool).await.unwrap(),
-        "true already: not again"
-    );
+    tx.commit().await.unwrap();
+    assert!(!keep().await, "true already: not again");
 }
