@@ -401,7 +401,13 @@ pub async fn keep_queue_statistics(conn: &mut PgConnection) -> Result<bool> {
     if queued < QUEUE_STATISTICS_FROM || counted < 0.0 || f64::from(counted) * 2.0 >= queued as f64 {
         return Ok(false);
     }
-    sqlx::query("ANALYZE (SKIP_LOCKED) jobs (status)").execute(conn).await?;
+    // The hosts and campaigns too: a queue's per-host lookup is planned by
+    // their statistics as much as by the status's (a fleet that grew since
+    // the last count has its new hosts' queues planned as the few hosts'
+    // whole history, and a claim scans the campaign in its order instead).
+    sqlx::query("ANALYZE (SKIP_LOCKED) jobs (status, host_id, campaign_id)")
+        .execute(conn)
+        .await?;
     Ok(true)
 }
 

@@ -296,7 +296,9 @@ async fn the_queue_moves_a_job_through_every_transition() {
 /// that queues it: vacuumed between campaigns, the statistics hold the queue
 /// as empty, and a claim would scan every active job instead of its host's
 /// queue. The commit's notice wakes every coordinator's dispatch, so the
-/// statistics must be true by then, not only after the starting one's.
+/// statistics must be true by then, not only after the starting one's. Its
+/// hosts are counted too: a fleet that grew since the last count would have
+/// each new host's queue planned as the few old hosts' whole history.
 #[tokio::test]
 async fn a_large_queue_is_analysed_once_when_the_statistics_miss_it() {
     let f = populate().await;
@@ -312,13 +314,42 @@ async fn a_large_queue_is_analysed_once_when_the_statistics_miss_it() {
             .await
             .unwrap()
     };
-    sqlx::query("VACUUM jobs").execute(pool).await.unwrap();
+    let hosts_counted = async || -> f32 {
+        // pg_stats gives a count, or minus a fraction of the rows.
+        sqlx::query_scalar(
+            "SELECT CASE WHEN s.n_distinct >= 0 THEN s.n_distinct ELSE -s.n_distinct * c.reltuples END \
+             FROM pg_stats s, pg_class c WHERE s.tablename = 'jobs' AND s.attname = 'host_id' AND c.relname = 'jobs'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap()
+    };
+    // A history of one host's done jobs, as a fleet's first host leaves it.
+    let (matrix, selector) = (json!({}), json!({}));
+    let history: Vec<_> = (1..=300)
+        .map(|i| new_job(f.bench, gcm_point(16 * i, 1, Path::Software)))
+        .collect();
+    let first = campaigns::create_with_jobs(pool, &new_campaign("history", &matrix, &selector), &history)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE jobs SET status = 'done', finished_at = now() WHERE campaign_id = $1")
+        .bind(first)
+        .execute(pool)
+        .await
+        .unwrap();
+    sqlx::query("VACUUM ANALYZE jobs").execute(pool).await.unwrap();
     assert!(counted().await < 10.0, "the fixture's queue is small");
+    assert!(hosts_counted().await < 10.0, "the fixture's jobs are of a few hosts");
     assert!(!keep().await, "a small queue is left alone");
 
-    let (matrix, selector) = (json!({}), json!({}));
+    // The fleet grew: the large campaign is of 500 hosts more.
+    let grown: Vec<i64> =
+        sqlx::query_scalar("INSERT INTO hosts (name) SELECT 'grown-' || g FROM generate_series(1, 500) g RETURNING id")
+            .fetch_all(pool)
+            .await
+            .unwrap();
     let many: Vec<_> = (1..=campaigns::QUEUE_STATISTICS_FROM as u64)
-        .map(|i| new_job([f.bench, f.vm][i as usize % 2], gcm_point(16 * i, 1, Path::Software)))
+        .map(|i| new_job(grown[i as usize % grown.len()], gcm_point(16 * i, 1, Path::Software)))
         .collect();
     let mut tx = pool.begin().await.unwrap();
     campaigns::insert_with_jobs(&mut tx, &new_campaign("large", &matrix, &selector), &many)
@@ -330,5 +361,10 @@ async fn a_large_queue_is_analysed_once_when_the_statistics_miss_it() {
         counted().await
     );
     tx.commit().await.unwrap();
+    assert!(
+        hosts_counted().await >= 250.0,
+        "the statistics count the campaign's hosts: {}",
+        hosts_counted().await
+    );
     assert!(!keep().await, "true already: not again");
 }
