@@ -50,8 +50,11 @@ if [ "$history_weeks" -gt 0 ]; then
   history "$history_weeks" "${BENCH_HISTORY_ROWS:-50000}"
   log "history: $history_weeks weeks of ${BENCH_HISTORY_ROWS:-50000} results laid out in $(since "$t") s"
 fi
-# A variant of the schema beside the build's own, to compare the two with one binary.
-[ -n "${BENCH_SETUP_SQL:-}" ] && psql_db $db "$BENCH_SETUP_SQL" >/dev/null
+# A variant of the schema beside the build's own, to compare the two with one binary; SQL
+# that fails ends the scenario (an `if`, not `&&`, so that `set -e` sees it).
+if [ -n "${BENCH_SETUP_SQL:-}" ]; then
+  psql_db $db "$BENCH_SETUP_SQL" >/dev/null
+fi
 leaves=$(psql_db $db "SELECT count(*) FROM pg_partition_tree('results') WHERE isleaf")
 # With pg_stat_statements preloaded (BENCH_PG_CONF), where the database's time went, to the log.
 top_statements() {

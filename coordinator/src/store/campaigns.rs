@@ -377,9 +377,9 @@ pub const QUEUE_STATISTICS_FROM: i64 = 1000;
 /// its jobs: `ANALYZE` of `jobs` when at least [`QUEUE_STATISTICS_FROM`] are
 /// queued and the statistics, once taken, count fewer than half of them.
 /// Returns whether it analysed. Run in the transaction that queued them
-/// ([`insert_with_jobs`]), whose rows `ANALYZE` counts
-/// (its own), so the statistics are true before the commit's notice wakes
-/// every coordinator's dispatch, not only after this one's.
+/// ([`insert_with_jobs`]): `ANALYZE` counts its own transaction's rows, so
+/// the statistics are true before the commit's notice wakes every
+/// coordinator's dispatch, not only after this one's.
 ///
 /// Why: the partial indexes of queued and running jobs are as good as empty
 /// in the statistics whenever `jobs` was last vacuumed or analysed between
@@ -388,7 +388,8 @@ pub const QUEUE_STATISTICS_FROM: i64 = 1000;
 /// job (`jobs_active_per_campaign`) instead of the host's queue: a claim's
 /// cost grew with the campaign's size, and dispatch with its square
 /// (docs/performance.md, "Ingest, 1,000 agents"). `SKIP_LOCKED`: a vacuum
-/// of `jobs` under way is not waited for (it counts the queue itself).
+/// of `jobs` under way is not waited for; it counts only committed jobs, so
+/// this queue is then counted by the next campaign's check or autovacuum.
 pub async fn keep_queue_statistics(conn: &mut PgConnection) -> Result<bool> {
     let (queued, counted): (i64, f32) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM jobs WHERE status = 'queued'), \
