@@ -63,18 +63,7 @@ pub(crate) fn hello(name: &str, token: &str, version: u32) -> AgentMessage {
 
 /// A matrix of one valid point: aes-128-gcm, 16 B, encrypt, 0.1 s.
 pub(crate) fn one_point() -> v1::Matrix {
-    v1::Matrix {
-        algorithms: vec!["aes-128-gcm".into()],
-        sizes: vec![16],
-        directions: vec![v1::Direction::Encrypt as i32],
-        threads: vec![1],
-        concurrency: None,
-        key_modes: vec![v1::KeyMode::Static as i32],
-        paths: vec![v1::Path::Accelerated as i32],
-        nonces: vec![],
-        seconds: 0.1,
-        providers: vec![],
-    }
+    crate::app::matrix(&["aes-128-gcm"], &[16], 0.1)
 }
 
 /// A successful measurement of `run`'s point at `throughput_mb_s`, as an agent sends it.

@@ -7,7 +7,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use cipherfleet_proto::v1;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -165,13 +164,7 @@ async fn a_host_whose_kernel_changes_gets_a_verification_campaign_within_one_hea
         async move { verification_of(app, "verify-01").await }
     })
     .await;
-    let status = app.wait_finished(&first.to_string(), Duration::from_secs(120)).await;
-    assert_eq!(
-        status.state,
-        v1::CampaignState::Completed as i32,
-        "{:?}",
-        status.failures
-    );
+    let status = app.wait_completed(&first.to_string(), Duration::from_secs(120)).await;
     assert_eq!(status.overall.unwrap().done, 6);
     // A point of its own, which the next verification repeats.
     app.run_campaign("own point", matrix(&["aes-128-ctr"], &[1024], 0.3))
@@ -220,43 +213,14 @@ async fn a_host_whose_kernel_changes_gets_a_verification_campaign_within_one_hea
     assert_eq!(kernel, OLD_KERNEL);
 
     // Its jobs run: the small suite and the earlier point.
-    let status = app.wait_finished(&second.to_string(), Duration::from_secs(240)).await;
-    assert_eq!(
-        status.state,
-        v1::CampaignState::Completed as i32,
-        "{:?}",
-        status.failures
-    );
+    let status = app.wait_completed(&second.to_string(), Duration::from_secs(240)).await;
     let overall = status.overall.unwrap();
     assert_eq!((overall.done, overall.failed), (7, 0), "{:?}", status.failures);
 }
 
 /// `run --coordinator … --name NAME …` as [`App::agent_command`] passes them.
-fn app_agent_args(app: &App, name: &str) -> Vec<String> {
-    let token = app.dir.path().join("agent.token");
-    let spool = app.spool_dir(name);
-    let state = app.state_dir(name);
-    [
-        "run",
-        "--coordinator",
-        &app.url(),
-        "--name",
-        name,
-        "--label",
-        "suite=e2e",
-        "--nice",
-        "0",
-        "--token-file",
-        token.to_str().unwrap(),
-        // The same state directory as the agent's first start: it presents its credential.
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--spool-dir",
-        spool.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+fn app_agent_args(app: &App, name: &str) -> Vec<std::ffi::OsString> {
+    app.agent_command(name).get_args().map(ToOwned::to_owned).collect()
 }
 
 /// The host's latest verification campaign, if any.

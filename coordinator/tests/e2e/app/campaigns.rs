@@ -63,13 +63,7 @@ impl App {
     /// [`App::start_campaign`], then waits up to 240 s for it to complete; returns its id.
     pub async fn run_campaign(&self, name: &str, matrix: v1::Matrix) -> String {
         let id = self.start_campaign(name, matrix).await;
-        let status = self.wait_finished(&id, Duration::from_secs(240)).await;
-        assert_eq!(
-            status.state,
-            v1::CampaignState::Completed as i32,
-            "{:?}",
-            status.failures
-        );
+        self.wait_completed(&id, Duration::from_secs(240)).await;
         id
     }
 
@@ -111,6 +105,19 @@ impl App {
             .flatten()
         })
         .await
+    }
+
+    /// [`App::wait_finished`], asserting that the campaign completed (its
+    /// failures in the message otherwise).
+    pub async fn wait_completed(&self, id: &str, limit: Duration) -> v1::CampaignStatusResponse {
+        let status = self.wait_finished(id, limit).await;
+        assert_eq!(
+            status.state,
+            v1::CampaignState::Completed as i32,
+            "{:?}",
+            status.failures
+        );
+        status
     }
 
     /// Waits for a campaign to leave the running state.
