@@ -3,8 +3,9 @@
 //! and on plain gRPC, against a coordinator with small caps and short
 //! timeouts. Meanwhile `/healthz`, `ListHosts` and a new agent's `Hello` are
 //! answered, the coordinator's open files stay under its caps, and every idle
-//! socket is closed once its first-request timeout has passed.
-//! `deploy/bench-idle.sh` does the same with 20,000 sockets.
+//! socket is closed once its first-request timeout has passed. Its memory is
+//! in small pages (`coordinator/src/main.rs`), so that what it does not use it
+//! does not hold. `deploy/bench-idle.sh` does the same with 20,000 sockets.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -48,6 +49,15 @@ pub(crate) async fn closed(sockets: &mut [TcpStream]) -> usize {
     n
 }
 
+/// Whether the kernel may give the coordinator transparent huge pages
+/// (`THP_enabled` of its `/proc/PID/status`, Linux 5.0 and later).
+fn huge_pages_allowed(app: &App) -> Option<bool> {
+    let pid = app.coordinator_pid().expect("running");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("THP_enabled:"))?;
+    Some(line.trim() != "0")
+}
+
 fn open_files(app: &App) -> usize {
     let pid = app.coordinator_pid().expect("running");
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
@@ -78,6 +88,11 @@ async fn idle_sockets_neither_keep_anyone_out_nor_stay_open() {
         "2",
     ])
     .await;
+    assert_ne!(
+        huge_pages_allowed(&app),
+        Some(true),
+        "the coordinator runs with transparent huge pages"
+    );
     let baseline = open_files(&app);
     let started = Instant::now();
     let mut http = idle_sockets(app.http, IDLE).await;
