@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, PgPool};
 
 use super::Result;
@@ -427,10 +428,7 @@ pub struct NewJob {
 /// execution) and the spec as sent all come from each job's [`JobSpec`].
 pub async fn insert_jobs(conn: &mut PgConnection, campaign_id: i64, jobs: &[NewJob]) -> Result<u64> {
     let points = PointColumns::new(jobs.iter().map(|j| j.spec.point));
-    let specs: Vec<Value> = jobs
-        .iter()
-        .map(|j| serde_json::to_value(&j.spec).expect("a spec serialises"))
-        .collect();
+    let specs: Vec<Json<&JobSpec>> = jobs.iter().map(|j| Json(&j.spec)).collect();
     let done = sqlx::query(
         "INSERT INTO jobs (campaign_id, position, host_id, spec, algorithm, direction, \
          size_bytes, threads, concurrency, key_mode, path, nonce, provider, time_limit_seconds) \
