@@ -406,22 +406,39 @@ async fn an_openssl_running_aes_at_its_software_speed_is_a_finding() {
         .expect("starting the agent");
     app.track_agent(child);
     app.wait_online(1).await;
-    let points = v1::Matrix {
-        paths: both_paths(),
-        providers: vec![v1::Provider::Openssl as i32],
-        ..matrix(&["aes-128-gcm"], &[16 * 1024], 0.2)
-    };
-    let started = app.start_campaign_on("masked openssl", points, &[]).await;
-    assert_eq!((started.jobs_created, started.points_skipped), (2, 0), "{started:?}");
-    let status = app.wait_finished(&started.campaign_id, Duration::from_secs(180)).await;
-    assert_eq!(status.overall.unwrap().failed, 0, "{:?}", status.failures);
-    let (accelerated, software): (f64, f64) = sqlx::query_as(
-        "SELECT max(throughput_mb_s) FILTER (WHERE path = 'accelerated'), \
-             max(throughput_mb_s) FILTER (WHERE path = 'software') FROM results WHERE provider = 'openssl'",
-    )
-    .fetch_one(&app.pool)
-    .await
-    .unwrap();
+    // Each path's figure is one short wall-clock run, which a test beside it
+    // on 2 cores can halve: a campaign whose two runs did not measure alike
+    // is run again, at most three times in all. Unmasked, the accelerated
+    // path runs several times faster in every one.
+    let mut measured = Vec::new();
+    for attempt in 1..=3 {
+        let points = v1::Matrix {
+            paths: both_paths(),
+            providers: vec![v1::Provider::Openssl as i32],
+            ..matrix(&["aes-128-gcm"], &[16 * 1024], 0.2)
+        };
+        let started = app
+            .start_campaign_on(&format!("masked openssl {attempt}"), points, &[])
+            .await;
+        assert_eq!((started.jobs_created, started.points_skipped), (2, 0), "{started:?}");
+        let status = app.wait_finished(&started.campaign_id, Duration::from_secs(180)).await;
+        assert_eq!(status.overall.unwrap().failed, 0, "{:?}", status.failures);
+        let (accelerated, software): (f64, f64) = sqlx::query_as(
+            "SELECT max(r.throughput_mb_s) FILTER (WHERE r.path = 'accelerated'), \
+                 max(r.throughput_mb_s) FILTER (WHERE r.path = 'software') \
+             FROM results r JOIN jobs j ON j.id = r.job_id \
+             WHERE r.provider = 'openssl' AND j.campaign_id = $1",
+        )
+        .bind(started.campaign_id.parse::<i64>().unwrap())
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+        measured.push((accelerated, software));
+        if accelerated / software < 1.5 {
+            break;
+        }
+    }
+    let &(accelerated, software) = measured.last().unwrap();
     let ratio = accelerated / software;
     let reasons = crate::app::wait_for("the openssl finding", Duration::from_secs(90), || async {
         let rows: Vec<(String, String)> =
@@ -437,7 +454,7 @@ async fn an_openssl_running_aes_at_its_software_speed_is_a_finding() {
     // Both paths ran masked: they measure alike (the rule's threshold is 1.5×).
     assert!(
         ratio < 1.5,
-        "masked both ways, yet {accelerated:.0} vs {software:.0} MB/s"
+        "masked both ways, yet accelerated vs software MB/s in each campaign: {measured:.0?}"
     );
     let (_, summary) = reasons
         .iter()
