@@ -410,15 +410,15 @@ async fn an_openssl_running_aes_at_its_software_speed_is_a_finding() {
     // on 2 cores can halve: a campaign whose two runs did not measure alike
     // is run again, at most three times in all. Unmasked, the accelerated
     // path runs several times faster in every one.
+    let points = v1::Matrix {
+        paths: both_paths(),
+        providers: vec![v1::Provider::Openssl as i32],
+        ..matrix(&["aes-128-gcm"], &[16 * 1024], 0.2)
+    };
     let mut measured = Vec::new();
     for attempt in 1..=3 {
-        let points = v1::Matrix {
-            paths: both_paths(),
-            providers: vec![v1::Provider::Openssl as i32],
-            ..matrix(&["aes-128-gcm"], &[16 * 1024], 0.2)
-        };
         let started = app
-            .start_campaign_on(&format!("masked openssl {attempt}"), points, &[])
+            .start_campaign_on(&format!("masked openssl {attempt}"), points.clone(), &[])
             .await;
         assert_eq!((started.jobs_created, started.points_skipped), (2, 0), "{started:?}");
         let status = app.wait_finished(&started.campaign_id, Duration::from_secs(180)).await;
