@@ -1,6 +1,12 @@
 -- Only rows whose status (or, never in practice, campaign or host) changed count.
+-- A transaction that sets `cipherfleet.jobs_counted` counts its own changes
+-- (an ingest batch's finishes and claims, one upsert per host:
+-- `store::jobs::Counts`), and this trigger leaves them to it.
 CREATE OR REPLACE FUNCTION cipherfleet_campaign_host_jobs_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF current_setting('cipherfleet.jobs_counted', true) = 'on' THEN
+        RETURN NULL;
+    END IF;
     PERFORM cipherfleet_campaign_host_jobs_add(array_agg(campaign_id), array_agg(host_id), array_agg(status), array_agg(n))
     FROM (
         WITH changed AS MATERIALIZED (

@@ -59,10 +59,12 @@ macro_rules! job_columns {
 }
 
 mod claims;
+mod counts;
 mod outcomes;
 
 pub use claims::{Start, adopt, claim_next_for_host, claim_next_for_hosts, mark_started_many, release, unclaim};
 pub(crate) use claims::{claim_locked, distinct};
+pub(crate) use counts::Counts;
 pub(crate) use outcomes::{Locked, fail_locked, finish_locked, lock_for_outcomes};
 pub use outcomes::{fail, fail_attempt};
 

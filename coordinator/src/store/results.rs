@@ -251,6 +251,7 @@ async fn store(pool: &PgPool, started: &[Start], items: &[NewResult], claim: boo
     // The hosts' claim locks before any job's row: adoptions and claims take
     // them in that order too, so none of them waits on this batch crosswise.
     advisory::lock_hosts_transaction(&mut tx, &hosts).await?;
+    let mut counts = jobs::Counts::take_over(&mut tx).await?;
     let mut locked = jobs::lock_for_outcomes(&mut tx, &ids).await?;
     // Starts that [`jobs::mark_started_many`] would note, of jobs whose result
     // may end them in this batch too, with when each was heard: those are
@@ -315,7 +316,8 @@ async fn store(pool: &PgPool, started: &[Start], items: &[NewResult], claim: boo
             });
         }
         // A re-sent result's host still gets its next job.
-        let claimed = jobs::claim_locked(&mut tx, &hosts).await?;
+        let claimed = jobs::claim_locked(&mut tx, &mut counts, &hosts).await?;
+        counts.apply(&mut tx).await?;
         tx.commit().await?;
         return Ok(Stored {
             outcomes,
@@ -346,9 +348,11 @@ async fn store(pool: &PgPool, started: &[Start], items: &[NewResult], claim: boo
         .collect();
     jobs::mark_started_many(&mut *tx, &rest).await?;
     points::record_many(&mut tx, &results).await?;
-    jobs::finish_locked(&mut tx, &done).await?;
-    jobs::fail_locked(&mut tx, &failed).await?;
-    let claimed = jobs::claim_locked(&mut tx, &hosts).await?;
+    jobs::finish_locked(&mut tx, &mut counts, &done).await?;
+    jobs::fail_locked(&mut tx, &mut counts, &failed).await?;
+    let claimed = jobs::claim_locked(&mut tx, &mut counts, &hosts).await?;
+    // A host's finished job and its next one change its counts once.
+    counts.apply(&mut tx).await?;
     tx.commit().await?;
     ended.sort_unstable();
     ended.dedup();

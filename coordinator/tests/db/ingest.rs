@@ -153,6 +153,7 @@ async fn each_result_of_a_batch_is_judged_alone_and_a_refused_one_fails_only_its
     );
     let failed = jobs::get(&pool, claimed[1].id).await.unwrap().unwrap();
     assert!(failed.error.unwrap().starts_with("invalid measurement: "));
+    assert_counts_kept(&pool, "after a batch stored one by one").await;
     assert_eq!(
         status_of(&pool, campaign_id).await,
         CampaignStatus::Running,
@@ -396,6 +397,82 @@ async fn a_batch_claims_the_next_job_of_each_of_its_hosts_in_its_transaction() {
     );
     assert!(last.claimed.expect("claimed").is_empty());
     assert_eq!(results::count(&pool).await.unwrap(), 3);
+    assert_counts_kept(&pool, "after the batches").await;
+}
+
+/// The batch counts its jobs' changes itself (`store::jobs::Counts`), the
+/// update trigger leaving them to it: `campaign_host_jobs` still equals a
+/// count of the jobs, for finishes, failures and claims alike.
+#[tokio::test]
+async fn a_batch_counts_what_its_jobs_became() {
+    let pool = fresh_db().await;
+    let (a, b, c) = (
+        host(&pool, "bench-01").await,
+        host(&pool, "bench-02").await,
+        host(&pool, "bench-03").await,
+    );
+    campaign(&pool, &[job(a, 16), job(a, 64), job(b, 16), job(b, 64), job(c, 16)]).await;
+    let (ja, jb, jc) = (claim(&pool, a).await, claim(&pool, b).await, claim(&pool, c).await);
+    assert_counts_kept(&pool, "after the claims").await;
+    let invalid = NewResult {
+        measurement: Err("measurement_json: missing field `figures`".into()),
+        ..result_of(&jb, 100.0)
+    };
+    // `a` finishes and takes its next job, `b` fails and takes its next, `c`
+    // finishes and has none left; the start of `a`'s job is heard with it.
+    let stored = results::record_and_claim(
+        &pool,
+        &[start_of(&ja, ago(1))],
+        &[result_of(&ja, 100.0), invalid, result_of(&jc, 100.0)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(stored.claimed.expect("claimed").len(), 2);
+    let by_status: Vec<(i64, i64, i64, i64)> =
+        sqlx::query_as("SELECT host_id, running, done, failed FROM campaign_host_jobs ORDER BY host_id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(by_status, [(a, 1, 1, 0), (b, 1, 0, 1), (c, 0, 1, 0)]);
+    assert_counts_kept(&pool, "after a batch of finishes, a failure and claims").await;
+    // The trigger still counts every other change: a job failed on its own.
+    let next_b = jobs::claim_next_for_host(&pool, b).await.unwrap();
+    assert!(next_b.is_none(), "b runs its next job already");
+    let running_b: uuid::Uuid = sqlx::query_scalar("SELECT id FROM jobs WHERE host_id = $1 AND status = 'running'")
+        .bind(b)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(jobs::fail(&pool, running_b, b, "self-test failed").await.unwrap());
+    sqlx::query("UPDATE jobs SET status = 'queued' WHERE host_id = $1 AND status = 'failed'")
+        .bind(b)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_counts_kept(&pool, "after changes outside a batch").await;
+}
+
+/// `campaign_host_jobs` equals a count of the jobs themselves.
+async fn assert_counts_kept(pool: &PgPool, when: &str) {
+    type Row = (i64, i64, i64, i64, i64, i64, i64);
+    let counted: Vec<Row> = sqlx::query_as(
+        "SELECT campaign_id, host_id, \
+             count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'running'), \
+             count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed'), \
+             count(*) FILTER (WHERE status = 'cancelled') \
+         FROM jobs GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let kept: Vec<Row> = sqlx::query_as(
+        "SELECT campaign_id, host_id, queued, running, done, failed, cancelled \
+         FROM campaign_host_jobs ORDER BY 1, 2",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(kept, counted, "{when}");
 }
 
 /// Counts the updates of each job row from now on (`job_updates`).

@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
-use super::Job;
+use super::{Counts, Job};
+use crate::domain::job::JobStatus;
 use crate::store::{Result, advisory};
 
 /// Hands `host_id` its next queued job, as [`claim_next_for_hosts`] does for many.
@@ -32,7 +33,9 @@ pub async fn claim_next_for_hosts(pool: &PgPool, hosts: &[i64]) -> Result<Vec<Jo
     // a statement of its own, with a snapshot taken after the wait: it sees
     // what the other one left running.
     advisory::lock_hosts_transaction(&mut tx, &hosts).await?;
-    let jobs = claim_locked(&mut tx, &hosts).await?;
+    let mut counts = Counts::take_over(&mut tx).await?;
+    let jobs = claim_locked(&mut tx, &mut counts, &hosts).await?;
+    counts.apply(&mut tx).await?;
     tx.commit().await?;
     Ok(jobs)
 }
@@ -47,8 +50,9 @@ pub(crate) fn distinct(hosts: &[i64]) -> Vec<i64> {
 
 /// The claim of [`claim_next_for_hosts`] in the caller's transaction, which
 /// holds the hosts' advisory locks ([`advisory::lock_hosts_transaction`]) and
-/// may have finished their running jobs before (the ingest batch's store).
-pub(crate) async fn claim_locked(tx: &mut PgConnection, hosts: &[i64]) -> Result<Vec<Job>> {
+/// may have finished their running jobs before (the ingest batch's store),
+/// and counts its jobs' changes ([`Counts`]).
+pub(crate) async fn claim_locked(tx: &mut PgConnection, counts: &mut Counts, hosts: &[i64]) -> Result<Vec<Job>> {
     if hosts.is_empty() {
         return Ok(Vec::new());
     }
@@ -57,7 +61,7 @@ pub(crate) async fn claim_locked(tx: &mut PgConnection, hosts: &[i64]) -> Result
     // again for every host when the statistics hold few running (a campaign's
     // dispatch then grows with the square of its hosts: docs/performance.md,
     // "Ingest, 1,000 agents"). A busy host's next job is not even locked.
-    Ok(sqlx::query_as(concat!(
+    let claimed: Vec<Job> = sqlx::query_as(concat!(
         "UPDATE jobs SET status = 'running', assigned_at = now(), started_at = NULL, \
              deadline = now() + time_limit_seconds * interval '1 second', attempt_id = gen_random_uuid() \
          FROM (SELECT n.next_id FROM UNNEST($1::bigint[]) AS h(id) \
@@ -75,7 +79,11 @@ pub(crate) async fn claim_locked(tx: &mut PgConnection, hosts: &[i64]) -> Result
     ))
     .bind(hosts)
     .fetch_all(tx)
-    .await?)
+    .await?;
+    for job in &claimed {
+        counts.moved(job.campaign_id, job.host_id, JobStatus::Queued, JobStatus::Running);
+    }
+    Ok(claimed)
 }
 
 /// A `JobAccepted`: the agent of `host_id` began attempt `attempt_id` of

@@ -11,6 +11,7 @@ use cipherfleet_core::spec::JobSpec;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
+use super::Counts;
 use crate::domain::attempt::{self, Ignored};
 use crate::domain::job::JobStatus;
 use crate::store::{Error, Result, campaigns};
@@ -120,42 +121,70 @@ async fn lock_for_outcome(
 }
 
 /// Fails the given jobs (locked by [`lock_for_outcomes`], their outcomes
-/// judged to count) with their reasons, in the caller's transaction.
-pub(crate) async fn fail_locked(tx: &mut PgConnection, failed: &[(Uuid, String)]) -> Result<()> {
+/// judged to count) with their reasons, in the caller's transaction, and
+/// counts their changes ([`Counts`]).
+pub(crate) async fn fail_locked(tx: &mut PgConnection, counts: &mut Counts, failed: &[(Uuid, String)]) -> Result<()> {
     if failed.is_empty() {
         return Ok(());
     }
     let (ids, errors): (Vec<Uuid>, Vec<&str>) = failed.iter().map(|(id, e)| (*id, e.as_str())).unzip();
-    sqlx::query(
+    let changed: Vec<Changed> = sqlx::query_as(
         "UPDATE jobs SET status = 'failed', finished_at = now(), error = f.error \
-         FROM UNNEST($1::uuid[], $2::text[]) AS f(id, error) WHERE jobs.id = f.id",
+         FROM UNNEST($1::uuid[], $2::text[]) AS f(id, error), jobs o \
+         WHERE jobs.id = f.id AND o.id = f.id \
+         RETURNING jobs.campaign_id, jobs.host_id, o.status",
     )
     .bind(ids)
     .bind(errors)
-    .execute(tx)
+    .fetch_all(tx)
     .await?;
+    count_changes(counts, changed, JobStatus::Failed);
     Ok(())
+}
+
+/// A job an update changed: its campaign, its host and its status before
+/// (the update's `FROM jobs o`, which reads the rows as they were when it began).
+#[derive(sqlx::FromRow)]
+struct Changed {
+    campaign_id: i64,
+    host_id: i64,
+    #[sqlx(try_from = "String")]
+    status: JobStatus,
+}
+
+/// Counts the jobs an update moved to `to`.
+fn count_changes(counts: &mut Counts, changed: Vec<Changed>, to: JobStatus) {
+    for c in changed {
+        counts.moved(c.campaign_id, c.host_id, c.status, to);
+    }
 }
 
 /// Marks the given jobs done (their results inserted in the caller's
 /// transaction), each with the time its agent began it when its `JobAccepted`
 /// came with its result in this batch: one update of the row for both, not
-/// one each ([`super::mark_started_many`] for the others).
-pub(crate) async fn finish_locked(tx: &mut PgConnection, done: &[(Uuid, Option<DateTime<Utc>>)]) -> Result<()> {
+/// one each ([`super::mark_started_many`] for the others); counts their
+/// changes ([`Counts`]).
+pub(crate) async fn finish_locked(
+    tx: &mut PgConnection,
+    counts: &mut Counts,
+    done: &[(Uuid, Option<DateTime<Utc>>)],
+) -> Result<()> {
     if done.is_empty() {
         return Ok(());
     }
     let (ids, started): (Vec<Uuid>, Vec<Option<DateTime<Utc>>>) = done.iter().copied().unzip();
-    sqlx::query(
+    let changed: Vec<Changed> = sqlx::query_as(
         "UPDATE jobs SET status = 'done', finished_at = now(), error = NULL, \
              started_at = coalesce(jobs.started_at, d.started_at) \
-         FROM UNNEST($1::uuid[], $2::timestamptz[]) AS d(id, started_at) \
-         WHERE jobs.id = d.id AND jobs.status IN ('queued', 'running')",
+         FROM UNNEST($1::uuid[], $2::timestamptz[]) AS d(id, started_at), jobs o \
+         WHERE jobs.id = d.id AND o.id = d.id AND jobs.status IN ('queued', 'running') \
+         RETURNING jobs.campaign_id, jobs.host_id, o.status",
     )
     .bind(ids)
     .bind(started)
-    .execute(tx)
+    .fetch_all(tx)
     .await?;
+    count_changes(counts, changed, JobStatus::Done);
     Ok(())
 }
 
@@ -180,7 +209,9 @@ pub async fn fail_attempt(
             return Ok(Err(ignored));
         }
     };
-    fail_locked(&mut tx, &[(job_id, error.to_string())]).await?;
+    let mut counts = Counts::take_over(&mut tx).await?;
+    fail_locked(&mut tx, &mut counts, &[(job_id, error.to_string())]).await?;
+    counts.apply(&mut tx).await?;
     tx.commit().await?;
     campaigns::close_if_complete(pool, &[campaign_id]).await?;
     Ok(Ok(()))
