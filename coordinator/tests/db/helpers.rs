@@ -463,3 +463,28 @@ pub async fn store_provider_results(pool: &PgPool, results: &[ProviderResult<'_>
         .await
         .unwrap();
 }
+
+/// Asserts that `campaign_host_jobs` equals a count of the jobs themselves
+/// (`when` names the moment in the failure); returns its rows.
+pub async fn assert_job_counts_kept(pool: &PgPool, when: &str) -> usize {
+    type Row = (i64, i64, i64, i64, i64, i64, i64);
+    let counted: Vec<Row> = sqlx::query_as(
+        "SELECT campaign_id, host_id, \
+             count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'running'), \
+             count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed'), \
+             count(*) FILTER (WHERE status = 'cancelled') \
+         FROM jobs GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let kept: Vec<Row> = sqlx::query_as(
+        "SELECT campaign_id, host_id, queued, running, done, failed, cancelled \
+         FROM campaign_host_jobs ORDER BY 1, 2",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(kept, counted, "{when}");
+    kept.len()
+}

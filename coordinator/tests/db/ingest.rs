@@ -12,7 +12,7 @@ use cipherfleet_coordinator::store::results::{self, NewResult, RecordOutcome};
 use cipherfleet_coordinator::store::{Error, advisory, jobs::Job};
 use sqlx::PgPool;
 
-use crate::helpers::{campaign, fresh_db, host, job, result_of};
+use crate::helpers::{assert_job_counts_kept, campaign, fresh_db, host, job, result_of};
 
 async fn claim(pool: &PgPool, host_id: i64) -> Job {
     jobs::claim_next_for_host(pool, host_id)
@@ -153,7 +153,7 @@ async fn each_result_of_a_batch_is_judged_alone_and_a_refused_one_fails_only_its
     );
     let failed = jobs::get(&pool, claimed[1].id).await.unwrap().unwrap();
     assert!(failed.error.unwrap().starts_with("invalid measurement: "));
-    assert_counts_kept(&pool, "after a batch stored one by one").await;
+    assert_job_counts_kept(&pool, "after a batch stored one by one").await;
     assert_eq!(
         status_of(&pool, campaign_id).await,
         CampaignStatus::Running,
@@ -397,7 +397,7 @@ async fn a_batch_claims_the_next_job_of_each_of_its_hosts_in_its_transaction() {
     );
     assert!(last.claimed.expect("claimed").is_empty());
     assert_eq!(results::count(&pool).await.unwrap(), 3);
-    assert_counts_kept(&pool, "after the batches").await;
+    assert_job_counts_kept(&pool, "after the batches").await;
 }
 
 /// The batch counts its jobs' changes itself (`store::jobs::Counts`), the
@@ -413,7 +413,7 @@ async fn a_batch_counts_what_its_jobs_became() {
     );
     campaign(&pool, &[job(a, 16), job(a, 64), job(b, 16), job(b, 64), job(c, 16)]).await;
     let (ja, jb, jc) = (claim(&pool, a).await, claim(&pool, b).await, claim(&pool, c).await);
-    assert_counts_kept(&pool, "after the claims").await;
+    assert_job_counts_kept(&pool, "after the claims").await;
     let invalid = NewResult {
         measurement: Err("measurement_json: missing field `figures`".into()),
         ..result_of(&jb, 100.0)
@@ -434,7 +434,7 @@ async fn a_batch_counts_what_its_jobs_became() {
             .await
             .unwrap();
     assert_eq!(by_status, [(a, 1, 1, 0), (b, 1, 0, 1), (c, 0, 1, 0)]);
-    assert_counts_kept(&pool, "after a batch of finishes, a failure and claims").await;
+    assert_job_counts_kept(&pool, "after a batch of finishes, a failure and claims").await;
     // The trigger still counts every other change: a job failed on its own.
     let next_b = jobs::claim_next_for_host(&pool, b).await.unwrap();
     assert!(next_b.is_none(), "b runs its next job already");
@@ -449,30 +449,7 @@ async fn a_batch_counts_what_its_jobs_became() {
         .execute(&pool)
         .await
         .unwrap();
-    assert_counts_kept(&pool, "after changes outside a batch").await;
-}
-
-/// `campaign_host_jobs` equals a count of the jobs themselves.
-async fn assert_counts_kept(pool: &PgPool, when: &str) {
-    type Row = (i64, i64, i64, i64, i64, i64, i64);
-    let counted: Vec<Row> = sqlx::query_as(
-        "SELECT campaign_id, host_id, \
-             count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'running'), \
-             count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed'), \
-             count(*) FILTER (WHERE status = 'cancelled') \
-         FROM jobs GROUP BY 1, 2 ORDER BY 1, 2",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
-    let kept: Vec<Row> = sqlx::query_as(
-        "SELECT campaign_id, host_id, queued, running, done, failed, cancelled \
-         FROM campaign_host_jobs ORDER BY 1, 2",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
-    assert_eq!(kept, counted, "{when}");
+    assert_job_counts_kept(&pool, "after changes outside a batch").await;
 }
 
 /// Counts the updates of each job row from now on (`job_updates`).

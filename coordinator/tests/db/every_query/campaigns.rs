@@ -6,6 +6,7 @@ use cipherfleet_coordinator::store::campaigns::{CampaignStatus, JobCounts};
 use serde_json::json;
 
 use super::fixture::*;
+use crate::helpers::assert_job_counts_kept;
 
 #[tokio::test]
 async fn campaigns_and_their_summaries_count_every_job() {
@@ -248,20 +249,7 @@ async fn campaigns_and_their_summaries_count_every_job() {
 async fn campaign_host_counts_follow_every_job_change() {
     let f = populate().await;
     let pool = &f.pool;
-    let counted = "SELECT campaign_id, host_id, \
-            count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'running'), \
-            count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed'), \
-            count(*) FILTER (WHERE status = 'cancelled') \
-        FROM jobs GROUP BY 1, 2 ORDER BY 1, 2";
-    let kept = "SELECT campaign_id, host_id, queued, running, done, failed, cancelled \
-        FROM campaign_host_jobs ORDER BY 1, 2";
-    type Row = (i64, i64, i64, i64, i64, i64, i64);
-    let check = async |when: &str| {
-        let want: Vec<Row> = sqlx::query_as(counted).fetch_all(pool).await.unwrap();
-        let have: Vec<Row> = sqlx::query_as(kept).fetch_all(pool).await.unwrap();
-        assert_eq!(have, want, "{when}");
-        want.len()
-    };
+    let check = async |when: &str| assert_job_counts_kept(pool, when).await;
     assert_eq!(check("after populate").await, 4);
     // Cancel: one statement moving a queued job, leaving the running one.
     assert!(campaigns::cancel(pool, f.live).await.unwrap().is_some());
