@@ -5,12 +5,15 @@
 //! and the figures the columns hold). CPU a result, in the session. Beside
 //! the parse, two of its parts on the same text: reading it while building
 //! nothing (what any parse of it costs at least) and building only the host
-//! facts, which the session checks and drops.
+//! facts, which the session checks and drops. Beside storing it once, the
+//! host facts compared with the snapshot's as their text is read
+//! (`store::raw::same`) and through parsed trees, as before 2026-12-07.
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use cipherfleet_coordinator::domain::facts::NormalisedFacts;
+use cipherfleet_coordinator::store::raw::{RawObject, same};
 use cipherfleet_coordinator::store::results::Checked;
 use cipherfleet_coordinator::store::snapshots::CurrentFacts;
 use cipherfleet_core::facts::HostFacts;
@@ -118,6 +121,25 @@ pub fn document(template: &Measurement) {
     };
     let store = time_store(&checked);
     let older_store = time_store(&older);
+    // Comparing the older document's host facts with the snapshot's, as
+    // storing it once does: read as text (`store::raw::same`), and parsed
+    // into trees as before 2026-12-07.
+    let older_doc: RawObject = serde_json::from_str(&older_json).expect("an object");
+    let older_host: RawObject = serde_json::from_str(older_doc["host"].get()).expect("an object");
+    let pairs: Vec<_> = older_host
+        .iter()
+        .filter_map(|(k, raw)| snapshot.facts.get(*k).map(|fact| (*raw, fact)))
+        .collect();
+    let by_text = time_each(&|| {
+        for (raw, fact) in &pairs {
+            black_box(same(black_box(raw), fact));
+        }
+    });
+    let by_tree = time_each(&|| {
+        for (raw, fact) in &pairs {
+            black_box(serde_json::from_str::<serde_json::Value>(black_box(raw).get()).is_ok_and(|v| v == **fact));
+        }
+    });
     println!(
         "document: the agent's {} B ({} host facts) stored as {} B: {left} facts and figures {:#06x} left out",
         sent.measurement_json.len(),
@@ -135,5 +157,9 @@ pub fn document(template: &Measurement) {
         "document: written as before 2026-12-06 (feature lists in probe order): stored as {} B, {} facts left out, {older_store:.0} ns to store it once",
         older_stored.json.len(),
         older_stored.from_snapshot.as_ref().map_or(0, |f| f.keys.len()),
+    );
+    println!(
+        "document: comparing its {} host facts with the snapshot's: {by_text:.0} ns read as text, {by_tree:.0} ns parsed into trees",
+        pairs.len(),
     );
 }
