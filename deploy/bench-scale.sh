@@ -43,6 +43,8 @@
 # weeks of stored results laid out first, each a partition of that many rows; default none),
 # BENCH_SETUP_SQL (20: SQL run on its database after the coordinator's migrations and the
 # history, before the campaign: a variant of the schema measured with the same binaries),
+# BENCH_WARM_CAMPAIGNS (20: campaigns of the same points run to the end before the measured one,
+# default 0: with 1, every point's latest row exists and is updated, as in a fleet watched for long),
 # BENCH_RAMP (10: the storm spread over this long),
 # BENCH_PG_SLEEP (40: seconds a result insert sleeps, default 0.2), BENCH_JOB_DELAY (50: each
 # simulated job's time, default 0.5s) and BENCH_PG_CONF (lines added to postgresql.conf, e.g.
