@@ -77,8 +77,11 @@ warm=${BENCH_WARM_CAMPAIGNS:-0}
 for ((i = 1; i <= warm; i++)); do
   t=$(now)
   warm_id=$(campaign_start "$INGEST_CAMPAIGN")
-  wait_campaign $db "$warm_id" "$BENCH_INGEST_LIMIT" || log "warm-up campaign $i: not done in $BENCH_INGEST_LIMIT s"
-  log "warm-up campaign $i of $warm done in $(since "$t") s"
+  if wait_campaign $db "$warm_id" "$BENCH_INGEST_LIMIT"; then
+    log "warm-up campaign $i of $warm done in $(since "$t") s"
+  else
+    log "warm-up campaign $i of $warm not done in $BENCH_INGEST_LIMIT s"
+  fi
 done
 [ "$statements" = 1 ] && psql_db $db "SELECT pg_stat_statements_reset()" >/dev/null
 # With log_statement_stats on (BENCH_PG_CONF), each statement's CPU over the campaign, to the log.
