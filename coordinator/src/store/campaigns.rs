@@ -253,12 +253,15 @@ pub async fn cancel_because(
     if !cancelled {
         return Ok(None);
     }
-    // Locked in id order first, as every statement over several jobs' rows.
+    // Locked in id order first, as every statement over several jobs' rows,
+    // and once ([`crate::store::jobs::mark_started_many`]): a lock rechecks the
+    // status it waited for, so the update needs no filter of its own, which
+    // the planner, its statistics counting few queued, would take for one row
+    // and then lock the campaign's queue again for each job.
     sqlx::query(
-        "UPDATE jobs SET status = 'cancelled', finished_at = now() \
-         FROM (SELECT id FROM jobs WHERE campaign_id = $1 AND status = 'queued' \
-               ORDER BY id FOR NO KEY UPDATE) queued \
-         WHERE jobs.id = queued.id AND jobs.status = 'queued'",
+        "WITH queued AS MATERIALIZED ( \
+             SELECT id FROM jobs WHERE campaign_id = $1 AND status = 'queued' ORDER BY id FOR NO KEY UPDATE) \
+         UPDATE jobs SET status = 'cancelled', finished_at = now() FROM queued WHERE jobs.id = queued.id",
     )
     .bind(campaign_id)
     .execute(&mut *tx)

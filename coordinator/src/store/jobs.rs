@@ -243,18 +243,20 @@ pub async fn idle_with_work(db: impl PgExecutor<'_>, hosts: &[i64]) -> Result<Ve
 /// what it did in a large campaign (docs/performance.md, "Coordinator queries
 /// and sessions").
 /// The expired jobs' rows are locked in id order before they are updated,
-/// as by every statement over several jobs ([`mark_started_many`]).
+/// and once, as by every statement over several jobs ([`mark_started_many`]);
+/// the lock rechecks their status, so the update has no filter of its own.
 pub async fn expire_queued(pool: &PgPool) -> Result<Vec<(Uuid, i64)>> {
     let mut tx = pool.begin().await?;
     let rows: Vec<(Uuid, i64, i64)> = sqlx::query_as(
-        "UPDATE jobs j SET status = 'failed', finished_at = now(), \
+        "WITH expired AS MATERIALIZED ( \
+             SELECT q.id, c.queued_ttl_seconds FROM jobs q JOIN campaigns c ON c.id = q.campaign_id \
+             WHERE q.status = 'queued' AND c.status = 'running' \
+               AND c.created_at + c.queued_ttl_seconds * interval '1 second' < now() \
+             ORDER BY q.id FOR NO KEY UPDATE OF q) \
+         UPDATE jobs j SET status = 'failed', finished_at = now(), \
              error = format('still queued after the campaign''s time to live of %s s: its host did not \
                  take it (offline, retired, or busy with other work)', expired.queued_ttl_seconds) \
-         FROM (SELECT q.id, c.queued_ttl_seconds FROM jobs q JOIN campaigns c ON c.id = q.campaign_id \
-               WHERE q.status = 'queued' AND c.status = 'running' \
-                 AND c.created_at + c.queued_ttl_seconds * interval '1 second' < now() \
-               ORDER BY q.id FOR NO KEY UPDATE OF q) expired \
-         WHERE j.id = expired.id AND j.status = 'queued' \
+         FROM expired WHERE j.id = expired.id \
          RETURNING j.id, j.host_id, j.campaign_id",
     )
     .fetch_all(&mut *tx)

@@ -110,7 +110,11 @@ pub struct Start {
 /// ([`super::lock_for_outcomes`]), and an update joined to the starts as they
 /// came would lock in their order, holding one job's row while it waits for
 /// another's that the batch holds, and the batch waiting for the first: a
-/// deadlock, which PostgreSQL ends by aborting one of the two.
+/// deadlock, which PostgreSQL ends by aborting one of the two. Only the rows
+/// to be noted are locked, once, in a materialized CTE: a locking subquery
+/// beside the starts was planned as the inner side of a join, sorted and
+/// locked again for every start, a batch's cost growing with its square
+/// (docs/performance.md, "Coordinator queries and sessions").
 pub async fn mark_started_many(db: impl PgExecutor<'_>, started: &[Start]) -> Result<u64> {
     if started.is_empty() {
         return Ok(0);
@@ -120,11 +124,13 @@ pub async fn mark_started_many(db: impl PgExecutor<'_>, started: &[Start]) -> Re
     let attempts: Vec<Uuid> = started.iter().map(|s| s.attempt_id).collect();
     let at: Vec<DateTime<Utc>> = started.iter().map(|s| s.at).collect();
     let done = sqlx::query(
-        "UPDATE jobs SET started_at = s.at \
-         FROM UNNEST($1::uuid[], $2::bigint[], $3::uuid[], $4::timestamptz[]) AS s(id, host_id, attempt_id, at), \
-             (SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE) locked \
-         WHERE jobs.id = locked.id AND jobs.id = s.id AND jobs.host_id = s.host_id \
-           AND jobs.attempt_id = s.attempt_id AND jobs.status <> 'queued' AND jobs.started_at IS NULL",
+        "WITH locked AS MATERIALIZED ( \
+             SELECT j.id, s.at FROM UNNEST($1::uuid[], $2::bigint[], $3::uuid[], $4::timestamptz[]) \
+                 AS s(id, host_id, attempt_id, at) \
+             JOIN jobs j ON j.id = s.id AND j.host_id = s.host_id AND j.attempt_id = s.attempt_id \
+             WHERE j.status <> 'queued' AND j.started_at IS NULL \
+             ORDER BY j.id FOR NO KEY UPDATE OF j) \
+         UPDATE jobs SET started_at = locked.at FROM locked WHERE jobs.id = locked.id",
     )
     .bind(jobs)
     .bind(hosts)
