@@ -226,6 +226,15 @@ pub async fn host(pool: &PgPool, name: &str) -> i64 {
         .host_id
 }
 
+/// `count` hosts that said hello, `bench-00` on, in the order of their ids.
+pub async fn bench_hosts(pool: &PgPool, count: usize) -> Vec<i64> {
+    let mut ids = Vec::with_capacity(count);
+    for i in 0..count {
+        ids.push(host(pool, &format!("bench-{i:02}")).await);
+    }
+    ids
+}
+
 /// A coordinator holding `host_id`'s lease, as while it serves the host's
 /// session; returns its id. Overdue jobs are its to sweep.
 pub async fn holder_of(pool: &PgPool, host_id: i64) -> Uuid {

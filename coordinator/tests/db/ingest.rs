@@ -12,7 +12,7 @@ use cipherfleet_coordinator::store::results::{self, NewResult, RecordOutcome};
 use cipherfleet_coordinator::store::{Error, advisory, jobs::Job};
 use sqlx::PgPool;
 
-use crate::helpers::{assert_job_counts_kept, campaign, fresh_db, host, job, result_of};
+use crate::helpers::{assert_job_counts_kept, bench_hosts, campaign, fresh_db, host, job, result_of};
 
 async fn claim(pool: &PgPool, host_id: i64) -> Job {
     jobs::claim_next_for_host(pool, host_id)
@@ -557,10 +557,7 @@ async fn store_all(ingest: &Ingest, jobs: &[Job]) {
 #[tokio::test]
 async fn while_handshakes_wait_for_a_turn_results_are_stored_in_small_batches_one_at_a_time() {
     let pool = fresh_db().await;
-    let mut hosts = Vec::new();
-    for i in 0..78 {
-        hosts.push(host(&pool, &format!("bench-{i:02}")).await);
-    }
+    let hosts = bench_hosts(&pool, 78).await;
     campaign(&pool, &hosts.iter().map(|h| job(*h, 16)).collect::<Vec<_>>()).await;
     let mut claimed = Vec::new();
     for h in &hosts {

@@ -3,9 +3,10 @@ use cipherfleet_coordinator::store::campaigns::{self, CampaignStatus};
 use cipherfleet_coordinator::domain::job::JobStatus;
 use cipherfleet_coordinator::store::jobs::{self, Job, MAX_ATTEMPTS};
 use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
-use crate::helpers::{campaign, fresh_db, holder_of, host, job, start};
+use crate::helpers::{bench_hosts, campaign, fresh_db, holder_of, host, job, start};
 
 mod lock_order;
 mod reconnect;
@@ -532,13 +533,80 @@ async fn one_claim_for_many_hosts_gives_each_idle_host_its_next_job_in_queue_ord
     assert!(jobs::claim_next_for_hosts(&pool, &[]).await.unwrap().is_empty());
 }
 
+/// A host's next job is read from its own queue whatever the statistics say.
+/// Counted empty (`jobs` vacuumed between campaigns, and the campaign's own
+/// `ANALYZE` skipped while a vacuum runs), a claim that joined the running
+/// campaigns read every active job of the campaign for each host instead: a
+/// dispatch growing with the campaign's square (docs/performance.md,
+/// "Coordinator queries and sessions"). The index entries each claim read
+/// are PostgreSQL's own counts, flushed on demand by the one connection.
+#[tokio::test]
+async fn a_claim_reads_each_hosts_queue_even_when_the_statistics_count_it_empty() {
+    let pool = fresh_db().await;
+    let hosts = bench_hosts(&pool, 40).await;
+    let matrix: Vec<_> = hosts
+        .iter()
+        .flat_map(|&h| (1..=25).map(move |i| job(h, 16 * i)))
+        .collect();
+    let id = campaign(&pool, &matrix).await;
+    // Every connection's counts are flushed when it closes; from here on
+    // there is one, whose counts are flushed before each reading.
+    let options = pool.connect_options();
+    pool.close().await;
+    let one = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with((*options).clone())
+        .await
+        .unwrap();
+    for sql in [
+        "UPDATE jobs SET status = 'done', finished_at = now()",
+        "VACUUM ANALYZE jobs",
+        "UPDATE jobs SET status = 'queued', finished_at = NULL",
+    ] {
+        sqlx::query(sql).execute(&one).await.unwrap();
+    }
+    let counted: f32 = sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE relname = 'jobs_queued_per_host'")
+        .fetch_one(&one)
+        .await
+        .unwrap();
+    assert_eq!(counted, 0.0, "the statistics count no job queued");
+    let read = async || -> (i64, i64) {
+        sqlx::query("SELECT pg_stat_force_next_flush()")
+            .execute(&one)
+            .await
+            .unwrap();
+        sqlx::query_as(
+            "SELECT sum(idx_tup_read) FILTER (WHERE indexrelname = 'jobs_queued_per_host')::bigint, \
+                    sum(idx_tup_read) FILTER (WHERE indexrelname = 'jobs_active_per_campaign')::bigint \
+             FROM pg_stat_user_indexes WHERE relname = 'jobs'",
+        )
+        .fetch_one(&one)
+        .await
+        .unwrap()
+    };
+    let before = read().await;
+    let mut claimed = jobs::claim_next_for_hosts(&one, &hosts).await.unwrap();
+    let after = read().await;
+    claimed.sort_by_key(|j| j.host_id);
+    let got: Vec<(i64, i64, i32)> = claimed.iter().map(|j| (j.host_id, j.campaign_id, j.position)).collect();
+    let first: Vec<(i64, i64, i32)> = (0..).step_by(25).zip(&hosts).map(|(p, &h)| (h, id, p)).collect();
+    assert_eq!(got, first, "each host its first job");
+    let (queues, campaigns) = (after.0 - before.0, after.1 - before.1);
+    assert!(
+        campaigns < matrix.len() as i64,
+        "the campaign's active jobs are not read for each host: {campaigns} entries for {} hosts",
+        hosts.len()
+    );
+    assert!(
+        queues >= hosts.len() as i64,
+        "the hosts' queues were read: {queues} entries"
+    );
+}
+
 #[tokio::test]
 async fn batched_claims_racing_over_overlapping_hosts_never_give_a_host_two_jobs() {
     let pool = fresh_db().await;
-    let mut hosts = Vec::new();
-    for i in 0..12 {
-        hosts.push(host(&pool, &format!("bench-{i:02}")).await);
-    }
+    let hosts = bench_hosts(&pool, 12).await;
     let matrix: Vec<_> = hosts
         .iter()
         .flat_map(|h| [job(*h, 16), job(*h, 64), job(*h, 256)])

@@ -61,6 +61,13 @@ pub(crate) async fn claim_locked(tx: &mut PgConnection, counts: &mut Counts, hos
     // again for every host when the statistics hold few running (a campaign's
     // dispatch then grows with the square of its hosts: docs/performance.md,
     // "Ingest, 1,000 agents"). A busy host's next job is not even locked.
+    // The running campaigns are read once (their own index, migrations/0045),
+    // as an array the host's queued jobs are filtered by in the queue's order,
+    // the first one found ending the scan: as a join, the planner took a host
+    // to have about one job in a running campaign, so read and sorted all of
+    // its queue, and where the statistics counted the queue empty it read the
+    // whole campaign for every host instead (docs/performance.md, "Coordinator
+    // queries and sessions").
     let claimed: Vec<Job> = sqlx::query_as(concat!(
         "UPDATE jobs SET status = 'running', assigned_at = now(), started_at = NULL, \
              deadline = now() + time_limit_seconds * interval '1 second', attempt_id = gen_random_uuid() \
@@ -68,7 +75,7 @@ pub(crate) async fn claim_locked(tx: &mut PgConnection, counts: &mut Counts, hos
                CROSS JOIN LATERAL ( \
                    SELECT q.id AS next_id FROM jobs q \
                    WHERE q.host_id = h.id AND q.status = 'queued' \
-                     AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = q.campaign_id AND c.status = 'running') \
+                     AND q.campaign_id = ANY (ARRAY(SELECT c.id FROM campaigns c WHERE c.status = 'running')) \
                      AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.host_id = h.id AND r.status = 'running') \
                    ORDER BY q.campaign_id, q.position \
                    LIMIT 1 \
