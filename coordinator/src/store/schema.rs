@@ -67,6 +67,8 @@ pub const FUNCTIONS: &[Function] = &[
     function!("cipherfleet_open_session"),
     function!("cipherfleet_requeue_lost"),
     function!("cipherfleet_results_drop"),
+    function!("cipherfleet_results_hosts_deleted"),
+    function!("cipherfleet_results_snapshots_deleted"),
     function!("cipherfleet_results_weeks"),
     function!("cipherfleet_start_session"),
     function!("refresh_result_points"),
@@ -168,7 +170,7 @@ mod tests {
 
     /// The newest migration when `functions/` last changed, and the SHA-256 of
     /// its files then (each name and SQL, in [`FUNCTIONS`]' order).
-    const FUNCTIONS_SINCE: (i64, &str) = (44, "e7eae1796f76e384411d079a0534075c028887e0d4921f2bee71d2b38a127691");
+    const FUNCTIONS_SINCE: (i64, &str) = (46, "967761b07fe88fea23775a9fbc08434554a0fe740652ea8038f88e17b7e5ccba");
 
     /// A coordinator that knows the database's newest migration replaces the
     /// functions, so two builds with the same newest migration must define them

@@ -413,3 +413,61 @@ async fn a_whole_document_reads_back_as_stored() {
     .unwrap();
     assert_eq!(results::stored(&pool, id).await.unwrap().unwrap().measurement, sent);
 }
+
+/// `results` keeps its hosts' and snapshots' ids without foreign keys, so
+/// that storing a result looks up and locks neither row (migration 0046),
+/// and what the keys did on delete still happens: a deleted host's results
+/// go with it, and results tied to a deleted snapshot are tied to none.
+#[tokio::test]
+async fn a_deleted_host_takes_its_results_along_and_a_deleted_snapshot_unties_its_own() {
+    let pool = fresh_db().await;
+    let (a, b, c) = (host(&pool, "a").await, host(&pool, "b").await, host(&pool, "c").await);
+    campaign(&pool, &[job(a, 16), job(b, 16), job(c, 16)]).await;
+    for h in [a, b, c] {
+        let claimed = jobs::claim_next_for_host(&pool, h).await.unwrap().unwrap();
+        let stored = record(&pool, claimed.id, h, &measurement(200.0)).await.unwrap();
+        assert_eq!(stored, RecordOutcome::Inserted);
+    }
+    // Each host's results: how many, and how many tied to a snapshot.
+    let of = async |h: i64| -> (i64, i64) {
+        sqlx::query_as("SELECT count(*), count(snapshot_id) FROM results WHERE host_id = $1")
+            .bind(h)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!((of(a).await, of(b).await, of(c).await), ((1, 1), (1, 1), (1, 1)));
+    let keys: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_constraint WHERE contype = 'f' \
+         AND conrelid IN (SELECT relid FROM pg_partition_tree('results')) \
+         AND confrelid IN ('hosts'::regclass, 'host_fact_snapshots'::regclass)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(keys, 0, "no partition of results checks its host or snapshot on insert");
+
+    sqlx::query("DELETE FROM hosts WHERE id = $1")
+        .bind(a)
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM host_fact_snapshots WHERE host_id = $1")
+        .bind(b)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        (of(a).await, of(b).await, of(c).await),
+        ((0, 0), (1, 0), (1, 1)),
+        "a's result deleted with a, b's kept untied from its deleted snapshot, c's untouched"
+    );
+    let orphans: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM results r WHERE NOT EXISTS (SELECT 1 FROM hosts h WHERE h.id = r.host_id) \
+         OR (r.snapshot_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM host_fact_snapshots s WHERE s.id = r.snapshot_id))",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(orphans, 0);
+}
